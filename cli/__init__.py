@@ -1,0 +1,1 @@
+"""The ``oversmooth`` command line (installed as ``oversmooth.cli``)."""

@@ -1,0 +1,35 @@
+"""oversmooth: diagnose oversmoothing and the curse of depth in deep GNNs.
+
+Importing the package does no I/O and does not import matplotlib's pyplot.
+"""
+
+from oversmooth.graph import GraphOperator
+from oversmooth.metrics import (
+    dirichlet_energy,
+    effective_rank,
+    energy,
+    feature_norm,
+    laplacian_energy,
+    layer_similarity,
+    mean_average_distance,
+    mean_cosine_similarity,
+    relative_energy,
+    rusch_dirichlet_energy,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "GraphOperator",
+    "dirichlet_energy",
+    "effective_rank",
+    "energy",
+    "feature_norm",
+    "laplacian_energy",
+    "layer_similarity",
+    "mean_average_distance",
+    "mean_cosine_similarity",
+    "relative_energy",
+    "rusch_dirichlet_energy",
+]

@@ -1,0 +1,234 @@
+"""The graph operator shared by the metrics and the models.
+
+Conventions (PyTorch Geometric): ``edge_index[0]`` holds the source and
+``edge_index[1]`` the target of each edge, and messages flow from source to
+target.  Node ``i`` therefore aggregates over its *in*-neighbours ``j`` (edges
+``j -> i``) with weights :math:`\\omega_{ij}` (default 1).
+
+.. math::
+
+    \\mu_i = d_i = \\sum_j \\omega_{ij}, \\qquad
+    (PX)_i = \\sum_j \\frac{\\omega_{ij}}{d_i} X_j, \\qquad
+    (\\Delta X)_i = \\sum_j \\frac{\\omega_{ij}}{d_i} (X_j - X_i).
+
+``P = D^{-1} W`` is row-stochastic.  An isolated node (``d_i = 0``) has a zero
+row in ``P`` and, since the sum defining :math:`\\Delta` is empty, a zero
+Laplacian: :math:`(\\Delta X)_i = 0` (not :math:`-X_i`).  On every other node
+:math:`\\Delta X = PX - X`.  No division by zero happens anywhere and no
+``n x n`` matrix is ever built: ``P`` is stored as a CSR sparse matrix.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Union
+
+import torch
+from torch import Tensor
+
+__all__ = ["GraphOperator", "as_operator", "validate_features"]
+
+
+def _check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(
+            f"edge_index: expected a torch.Tensor of shape [2, num_edges], "
+            f"received {type(edge_index).__name__}"
+        )
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(
+            f"edge_index: expected shape [2, num_edges], received {list(edge_index.shape)}; "
+            "transpose an [num_edges, 2] list with edge_index.t()"
+        )
+    if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+        raise ValueError(
+            f"edge_index: expected an integer tensor, received dtype {edge_index.dtype}"
+        )
+    num_edges = edge_index.size(1)
+    lo = int(edge_index.min()) if num_edges else 0
+    hi = int(edge_index.max()) if num_edges else -1
+    if num_nodes is None:
+        num_nodes = hi + 1
+    if num_nodes < 0:
+        raise ValueError(f"num_nodes: expected a non-negative integer, received {num_nodes}")
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(
+            f"edge_index: node indices must lie in [0, {num_nodes - 1}] for num_nodes={num_nodes}, "
+            f"received values in [{lo}, {hi}]; pass the right num_nodes or fix the edge list"
+        )
+    return num_nodes
+
+
+def _check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
+    if edge_weight is None:
+        return
+    if not isinstance(edge_weight, Tensor):
+        raise TypeError(
+            f"edge_weight: expected a torch.Tensor of shape [{num_edges}], "
+            f"received {type(edge_weight).__name__}"
+        )
+    if edge_weight.dim() != 1 or edge_weight.numel() != num_edges:
+        raise ValueError(
+            f"edge_weight: expected shape [{num_edges}] (one weight per edge), "
+            f"received {list(edge_weight.shape)}"
+        )
+    if num_edges and not bool(torch.isfinite(edge_weight).all()):
+        raise ValueError("edge_weight: expected finite weights, received NaN or Inf")
+    if num_edges and bool((edge_weight < 0).any()):
+        raise ValueError(
+            f"edge_weight: expected non-negative weights, received a minimum of "
+            f"{float(edge_weight.min()):g}"
+        )
+
+
+class GraphOperator:
+    """Random-walk operator ``P = D^{-1} W`` and Laplacian ``Delta`` of one graph.
+
+    Built once per graph (validation and index work happen here, never in the
+    metrics) and shared by every metric and probe.  Application is a sparse
+    CSR product: ``O(|E| d)`` time, ``O(n d)`` memory.
+
+    Args:
+        edge_index: ``[2, num_edges]`` integer tensor, source row then target row.
+        edge_weight: optional ``[num_edges]`` non-negative weights (default 1).
+        num_nodes: number of nodes ``n`` (default ``edge_index.max() + 1``).
+        self_loops: add a self loop of weight 1 to every node first.
+
+    Example:
+        >>> g = GraphOperator(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]))  # path 0-1-2
+        >>> g.degree
+        tensor([1., 2., 1.], dtype=torch.float64)
+        >>> g.laplacian(torch.tensor([[0.0], [1.0], [2.0]], dtype=torch.float64)).flatten()
+        tensor([1., 0., -1.], dtype=torch.float64)
+    """
+
+    def __init__(
+        self,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        num_nodes: int | None = None,
+        *,
+        self_loops: bool = False,
+    ) -> None:
+        num_nodes = _check_edge_index(edge_index, num_nodes)
+        _check_edge_weight(edge_weight, edge_index.size(1))
+        device = edge_index.device
+        edge_index = edge_index.long()
+        weight = (
+            torch.ones(edge_index.size(1), dtype=torch.float64, device=device)
+            if edge_weight is None
+            else edge_weight.to(device=device, dtype=torch.float64)
+        )
+        if self_loops:
+            loop = torch.arange(num_nodes, device=device)
+            edge_index = torch.cat([edge_index, torch.stack([loop, loop])], dim=1)
+            weight = torch.cat([weight, torch.ones(num_nodes, dtype=torch.float64, device=device)])
+        self.num_nodes: int = num_nodes
+        self.self_loops: bool = self_loops
+        self.edge_index: Tensor = edge_index  # [2, num_edges]
+        self.edge_weight: Tensor = weight  # [num_edges], float64
+        # d_i = sum of the weights of the edges that enter i
+        self.degree: Tensor = torch.zeros(num_nodes, dtype=torch.float64, device=device)
+        self.degree.index_add_(0, edge_index[1], weight)
+        self.has_neighbors: Tensor = self.degree > 0  # [num_nodes] bool
+        self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
+        inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
+        values = weight * inv_degree[edge_index[1]]
+        # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            coo = torch.sparse_coo_tensor(
+                torch.stack([edge_index[1], edge_index[0]]), values, (num_nodes, num_nodes)
+            ).coalesce()
+            self._csr = {torch.float64: coo.to_sparse_csr()}
+
+    @property
+    def device(self) -> torch.device:
+        return self.edge_index.device
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.size(1)
+
+    def to(self, device: Union[str, torch.device]) -> "GraphOperator":
+        """A copy of the operator on ``device`` (``self`` if already there)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        other = object.__new__(GraphOperator)
+        other.num_nodes = self.num_nodes
+        other.self_loops = self.self_loops
+        other.edge_index = self.edge_index.to(device)
+        other.edge_weight = self.edge_weight.to(device)
+        other.degree = self.degree.to(device)
+        other.has_neighbors = self.has_neighbors.to(device)
+        other.num_isolated = self.num_isolated
+        other._csr = {torch.float64: self._csr[torch.float64].to(device)}
+        return other
+
+    def _matrix(self, dtype: torch.dtype) -> Tensor:
+        mat = self._csr.get(dtype)
+        if mat is None:
+            base = self._csr[torch.float64]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mat = torch.sparse_csr_tensor(
+                    base.crow_indices(), base.col_indices(), base.values().to(dtype), base.shape
+                )
+            self._csr[dtype] = mat
+        return mat
+
+    def propagate(self, x: Tensor) -> Tensor:
+        """``P x`` for ``x`` of shape ``[num_nodes, channels]``, in ``x``'s dtype."""
+        return self._matrix(x.dtype) @ x
+
+    def laplacian(self, x: Tensor) -> Tensor:
+        """``Delta x = P x - x`` on nodes with neighbours, 0 on isolated nodes."""
+        out = self.propagate(x) - x
+        if self.num_isolated == 0:
+            return out
+        return out * self.has_neighbors.unsqueeze(-1).to(out.dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphOperator(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"self_loops={self.self_loops}, device={self.device})"
+        )
+
+
+GraphLike = Union[GraphOperator, Tensor]
+
+
+def as_operator(graph: GraphLike, num_nodes: int | None = None, device: torch.device | None = None) -> GraphOperator:
+    """Return ``graph`` as a :class:`GraphOperator` on ``device``.
+
+    ``graph`` is either an operator (reused; its ``num_nodes`` must match) or an
+    ``edge_index`` tensor (an operator is built on the spot; build one yourself
+    and pass it when you measure many tensors on the same graph).
+    """
+    if isinstance(graph, GraphOperator):
+        if num_nodes is not None and graph.num_nodes != num_nodes:
+            raise ValueError(
+                f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
+            )
+        op = graph
+    elif isinstance(graph, Tensor):
+        op = GraphOperator(graph if device is None else graph.to(device), num_nodes=num_nodes)
+    else:
+        raise TypeError(
+            f"graph: expected an edge_index tensor or a GraphOperator, received {type(graph).__name__}"
+        )
+    return op.to(device) if device is not None else op
+
+
+def validate_features(x: Tensor, name: str = "x") -> None:
+    """Check that ``x`` is a 2-D floating tensor ``[num_nodes, channels]`` (no host sync)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor [num_nodes, channels], received {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(
+            f"{name}: expected a 2-D tensor [num_nodes, channels], received shape {list(x.shape)}; "
+            "for a single channel use x.unsqueeze(-1)"
+        )
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise ValueError(f"{name}: expected a floating-point tensor, received dtype {x.dtype}")

@@ -1,0 +1,63 @@
+"""Shared fixtures: tiny hand-checkable graphs and the Planetoid raw files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+PLANETOID_RAW = SHARED / "data" / "planetoid"
+
+
+def undirected(pairs: list[tuple[int, int]]) -> torch.Tensor:
+    """edge_index with both directions of every pair."""
+    src = [a for a, b in pairs] + [b for a, b in pairs]
+    dst = [b for a, b in pairs] + [a for a, b in pairs]
+    return torch.tensor([src, dst], dtype=torch.long)
+
+
+def tiny_graphs() -> dict[str, tuple[torch.Tensor, torch.Tensor | None, int]]:
+    """name -> (edge_index, edge_weight, num_nodes)."""
+    path = undirected([(0, 1), (1, 2), (2, 3), (3, 4)])
+    cycle = undirected([(i, (i + 1) % 5) for i in range(5)])
+    complete = undirected([(i, j) for i in range(4) for j in range(i + 1, 4)])
+    star = undirected([(0, i) for i in range(1, 6)])
+    weighted_ei = undirected([(0, 1), (1, 2), (2, 0), (2, 3)])
+    weights = torch.tensor([0.5, 2.0, 1.0, 3.0] * 2, dtype=torch.float64)
+    isolated = undirected([(0, 1), (1, 2)])  # node 3 has no edge
+    directed = torch.tensor([[0, 1, 2, 2, 3], [1, 2, 0, 3, 0]])
+    return {
+        "path": (path, None, 5),
+        "cycle": (cycle, None, 5),
+        "complete": (complete, None, 4),
+        "star": (star, None, 6),
+        "weighted": (weighted_ei, weights, 4),
+        "isolated": (isolated, None, 4),
+        "directed": (directed, None, 4),
+    }
+
+
+@pytest.fixture(params=list(tiny_graphs()))
+def tiny_graph(request):
+    return request.param, *tiny_graphs()[request.param]
+
+
+@pytest.fixture(scope="session")
+def planetoid_root(tmp_path_factory) -> Path:
+    """A writable copy of the shared Planetoid raw files (PyG writes processed/ beside raw/)."""
+    if not PLANETOID_RAW.is_dir():
+        pytest.skip(f"Planetoid raw files not found at {PLANETOID_RAW}")
+    root = tmp_path_factory.mktemp("planetoid")
+    for name in ("Cora", "CiteSeer"):
+        shutil.copytree(PLANETOID_RAW / name / "raw", root / name / "raw")
+    return root
+
+
+@pytest.fixture(scope="session")
+def cora_planetoid(planetoid_root):
+    from torch_geometric.datasets import Planetoid
+
+    return Planetoid(root=str(planetoid_root), name="Cora")[0]

@@ -1,0 +1,283 @@
+"""Every metric against a dense reference on tiny graphs, closed forms and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+import oversmooth.metrics as M
+from oversmooth.graph import GraphOperator
+
+from . import reference as ref
+from .conftest import undirected
+
+
+def _features(n: int, d: int = 3, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64)
+
+
+def test_every_metric_matches_dense_reference(tiny_graph):
+    name, ei, ew, n = tiny_graph
+    x = _features(n)
+    w = ref.dense_weights(ei, ew, n)
+    xn = ref.to_np(x)
+    op = GraphOperator(ei, ew, num_nodes=n)
+    rtol = 1e-12
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(ref.dirichlet(xn, w), rel=rtol)
+    assert M.laplacian_energy(x, op).item() == pytest.approx(ref.laplacian_energy(xn, w), rel=rtol)
+    assert M.laplacian_energy(x, op, measure="degree").item() == pytest.approx(
+        ref.laplacian_energy(xn, w, "degree"), rel=rtol
+    )
+    assert M.mean_average_distance(x, op).item() == pytest.approx(ref.mad_neighbors(xn, w), rel=rtol)
+    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(ref.mad_global(xn), rel=rtol)
+    assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
+    if ew is None:  # the survey convention ignores weights; the reference counts each edge once
+        assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(ref.rusch(xn, w), rel=rtol)
+    # an edge_index with weights gives the same as the prebuilt operator
+    assert M.dirichlet_energy(x, ei, edge_weight=ew).item() == pytest.approx(M.dirichlet_energy(x, op).item(), rel=1e-15)
+
+
+def test_higher_order_energies_match_dense_powers(tiny_graph):
+    name, ei, ew, n = tiny_graph
+    x = _features(n, 2, seed=1)
+    w = ref.dense_weights(ei, ew, n)
+    lap = ref.dense_laplacian(w)
+    d = w.sum(1)
+    xn = ref.to_np(x)
+    for m in range(1, 6):
+        y = np.linalg.matrix_power(lap, m // 2) @ xn
+        if m % 2:
+            expected = ref.dirichlet(y, w)
+        else:
+            expected = float((d * np.sum(y**2, 1)).sum() / n)
+        assert M.energy(x, ei, order=m, edge_weight=ew).item() == pytest.approx(expected, rel=1e-11, abs=1e-300)
+    assert M.energy(x, ei, 1, edge_weight=ew).item() == pytest.approx(M.dirichlet_energy(x, ei, ew).item())
+    assert M.energy(x, ei, 2, "counting", edge_weight=ew).item() == pytest.approx(
+        M.laplacian_energy(x, ei, edge_weight=ew).item()
+    )
+
+
+def test_return_type_is_0d_float64_on_input_device():
+    ei = undirected([(0, 1), (1, 2)])
+    x = torch.randn(3, 4)  # float32 in, float64 out
+    for value in (
+        M.dirichlet_energy(x, ei),
+        M.laplacian_energy(x, ei),
+        M.energy(x, ei, 3),
+        M.rusch_dirichlet_energy(x, ei),
+        M.mean_average_distance(x, ei),
+        M.mean_average_distance(x, variant="global"),
+        M.effective_rank(x),
+        M.feature_norm(x),
+        M.mean_cosine_similarity(x, x),
+    ):
+        assert value.dim() == 0 and value.dtype == torch.float64 and value.device == x.device
+
+
+def test_constant_features_have_zero_energy(tiny_graph):
+    name, ei, ew, n = tiny_graph
+    x = torch.full((n, 4), 3.25)
+    op = GraphOperator(ei, ew, num_nodes=n)
+    assert M.dirichlet_energy(x, op).item() == 0.0
+    assert M.laplacian_energy(x, op).item() == 0.0
+    assert M.laplacian_energy(x, op, "degree").item() == 0.0
+    for m in (1, 2, 3, 4):
+        assert M.energy(x, op, m).item() == 0.0
+    assert M.mean_average_distance(x, op).item() == pytest.approx(0.0, abs=1e-15)
+    assert M.effective_rank(x).item() == 0.0
+
+
+@pytest.mark.parametrize("name", ["path", "cycle", "complete", "star", "weighted", "isolated"])
+def test_integration_by_parts(name):
+    """E1 = (1/n) <-Delta X, X>_mu on symmetric graphs."""
+    from .conftest import tiny_graphs
+
+    ei, ew, n = tiny_graphs()[name]
+    x = _features(n, 3, seed=2)
+    op = GraphOperator(ei, ew, num_nodes=n)
+    inner = -(op.degree.unsqueeze(1) * op.laplacian(x) * x).sum() / n
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(inner.item(), rel=1e-12)
+
+
+def test_repeated_propagation_decays_at_the_spectral_gap():
+    """On a connected non-bipartite graph E2(P^{k+1}X) / E2(P^k X) -> (1 - lambda)^2."""
+    # a barbell (two K5 joined by a 3-node path) with self loops: connected,
+    # not bipartite, small spectral gap that dominates the decay.
+    pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+    pairs += [(i + 8, j + 8) for i in range(5) for j in range(i + 1, 5)]
+    pairs += [(4, 5), (5, 6), (6, 7), (7, 8)]
+    ei = undirected(pairs)
+    n = 13
+    op = GraphOperator(ei, num_nodes=n, self_loops=True)
+    w = ref.dense_weights(ei, None, n, self_loops=True)
+    p = w / w.sum(1, keepdims=True)
+    # eigenvalues of I - P are real (P is similar to a symmetric matrix)
+    lam = np.sort(np.real(scipy.linalg.eigvals(np.eye(n) - p)))
+    nonzero = lam[lam > 1e-10]
+    gap = nonzero.min()
+    assert abs(1 - gap) > np.abs(1 - nonzero).max() - 1e-12  # the gap mode is the slowest one
+    x = _features(n, 2, seed=3)
+    energies = []
+    for _ in range(120):
+        energies.append(M.laplacian_energy(x, op).item())
+        x = op.propagate(x)
+    ratio = energies[-1] / energies[-2]
+    assert ratio == pytest.approx((1 - gap) ** 2, rel=1e-6)
+
+
+def test_nearly_constant_signal_is_resolved_in_float64():
+    ei = undirected([(i, (i + 1) % 50) for i in range(50)] + [(0, 25)])
+    z = _features(50, 8, seed=4)
+    eps = 1e-7
+    op = GraphOperator(ei, num_nodes=50)
+    expected = eps**2 * M.laplacian_energy(z, op).item()
+    assert 1e-16 < expected < 1e-12
+    x = 1.0 + eps * z  # float64 input: 1 + 1e-7 z is representable
+    assert M.laplacian_energy(x, op).item() == pytest.approx(expected, rel=1e-6)
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(eps**2 * M.dirichlet_energy(z, op).item(), rel=1e-6)
+    # float32 input of the same tiny scale: accumulation in float64 keeps it
+    small = (eps * z).float()
+    assert M.laplacian_energy(small, op).item() == pytest.approx(
+        M.laplacian_energy(small.double(), op).item(), rel=1e-12
+    )
+
+
+def test_relative_energy():
+    r = M.relative_energy([1.0, 2.0, 1.0, 0.0, 0.0])
+    assert math.isnan(r[0].item())
+    assert r[1:3].tolist() == [1.0, -0.5]
+    assert r[3].item() == -1.0
+    assert math.isnan(r[4].item())  # 0 / 0
+    assert M.relative_energy(torch.tensor([0.0, 1.0]))[1].item() == math.inf
+    with pytest.raises(ValueError, match="energies"):
+        M.relative_energy(torch.ones(2, 2))
+
+
+def test_layer_similarity_and_cosine():
+    g = torch.Generator().manual_seed(5)
+    states = [torch.randn(7, 4, generator=g) for _ in range(5)]
+    sim = M.layer_similarity(states)
+    assert sim.shape == (5, 5) and sim.dtype == torch.float64
+    assert torch.allclose(sim, sim.T, atol=1e-14)
+    assert torch.allclose(sim.diagonal(), torch.ones(5, dtype=torch.float64))
+    for s in range(5):
+        for t in range(5):
+            expected = np.mean([ref.cos(ref.to_np(states[s][i]), ref.to_np(states[t][i])) for i in range(7)])
+            assert sim[s, t].item() == pytest.approx(expected, rel=1e-10, abs=1e-14)
+    assert M.mean_cosine_similarity(states[0], states[1]).item() == pytest.approx(sim[0, 1].item(), rel=1e-12)
+    assert torch.allclose(M.layer_similarity(torch.stack(states)), sim)
+    with pytest.raises(ValueError, match=r"states\[1\]"):
+        M.layer_similarity([torch.randn(3, 2), torch.randn(4, 2)])
+
+
+def test_feature_norm_and_rusch_closed_forms():
+    ei = undirected([(0, 1), (1, 2), (2, 3)])
+    x = _features(4, 3, seed=6)
+    assert M.feature_norm(x).item() == pytest.approx(math.sqrt((x**2).sum().item() / 4))
+    assert M.rusch_dirichlet_energy(x, ei).item() == pytest.approx(math.sqrt(2 * M.dirichlet_energy(x, ei).item()))
+
+
+def test_isolated_node_gives_no_nan():
+    ei = undirected([(0, 1)])
+    x = _features(3, 2)
+    op = GraphOperator(ei, num_nodes=3)
+    assert op.degree.tolist() == [1.0, 1.0, 0.0]
+    assert op.propagate(x)[2].abs().sum().item() == 0.0  # P row of an isolated node is 0
+    assert op.laplacian(x)[2].abs().sum().item() == 0.0
+    for fn in (M.dirichlet_energy, M.laplacian_energy, M.mean_average_distance):
+        assert torch.isfinite(fn(x, op))
+    assert torch.isfinite(M.laplacian_energy(x, op, "degree"))
+
+
+def test_cora_all_metrics_match_dense_reference(cora_planetoid):
+    data = cora_planetoid
+    n = data.num_nodes
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, 32, generator=g)
+    op = GraphOperator(data.edge_index, num_nodes=n)
+    # dense references with numpy (vectorised; the per-pair loops are too slow at n = 2708)
+    src, dst = data.edge_index.numpy()
+    w = np.zeros((n, n))
+    np.add.at(w, (dst, src), 1.0)
+    xn = x.double().numpy()
+    d = w.sum(1)
+    lap = np.where(d[:, None] > 0, w / np.maximum(d, 1)[:, None], 0) - np.diag((d > 0).astype(float))
+    lx = lap @ xn
+    sqdist = (xn**2).sum(1)[:, None] + (xn**2).sum(1)[None, :] - 2 * xn @ xn.T
+    dir_ref = 0.5 * (w * sqdist).sum() / n
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(dir_ref, rel=1e-9)
+    assert M.laplacian_energy(x, op).item() == pytest.approx((lx**2).sum() / n, rel=1e-12)
+    assert M.laplacian_energy(x, op, "degree").item() == pytest.approx((d * (lx**2).sum(1)).sum() / n, rel=1e-12)
+    assert M.energy(x, op, 3).item() == pytest.approx(
+        0.5 * (w * (((lx**2).sum(1))[:, None] + ((lx**2).sum(1))[None, :] - 2 * lx @ lx.T)).sum() / n, rel=1e-8
+    )
+    u = xn / np.linalg.norm(xn, axis=1, keepdims=True)
+    cosm = u @ u.T
+    mad_ref = (((w > 0) * (1 - cosm)).sum(1) / (w > 0).sum(1)).mean()
+    assert M.mean_average_distance(x, op).item() == pytest.approx(mad_ref, rel=1e-12)
+    off = ~np.eye(n, dtype=bool)
+    assert M.mean_average_distance(x, variant="global").item() == pytest.approx((1 - cosm)[off].mean(), rel=1e-12)
+    assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(np.sqrt((w * sqdist).sum() / n), rel=1e-9)
+    assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_x():
+    ei = undirected([(0, 1)])
+    with pytest.raises(ValueError, match="x: expected a 2-D tensor"):
+        M.laplacian_energy(torch.ones(2), ei)
+    with pytest.raises(ValueError, match="x: expected a floating-point"):
+        M.laplacian_energy(torch.ones(2, 2, dtype=torch.long), ei)
+    op = GraphOperator(ei, num_nodes=2)
+    with pytest.raises(ValueError, match="x: expected 2 rows .* received 3"):
+        M.dirichlet_energy(torch.ones(3, 2), op)
+    with pytest.raises(TypeError, match="x: expected a torch.Tensor"):
+        M.dirichlet_energy([[1.0]], op)
+
+
+def test_bad_edge_index_and_weights():
+    x = torch.ones(3, 2)
+    with pytest.raises(ValueError, match=r"edge_index: node indices must lie in \[0, 2\].*\[0, 5\]"):
+        M.dirichlet_energy(x, torch.tensor([[0, 5], [1, 0]]))
+    with pytest.raises(ValueError, match=r"edge_index: expected shape \[2, num_edges\], received \[3, 2\]"):
+        M.dirichlet_energy(x, torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="edge_index: expected an integer"):
+        M.dirichlet_energy(x, torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="edge_index: node indices"):
+        GraphOperator(torch.tensor([[-1], [0]]), num_nodes=2)
+    with pytest.raises(ValueError, match="edge_weight: expected non-negative weights, received a minimum of -1"):
+        GraphOperator(torch.tensor([[0], [1]]), torch.tensor([-1.0]))
+    with pytest.raises(ValueError, match=r"edge_weight: expected shape \[1\]"):
+        GraphOperator(torch.tensor([[0], [1]]), torch.tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match="measure"):
+        M.laplacian_energy(x, torch.tensor([[0], [1]]), measure="volume")
+    with pytest.raises(ValueError, match="order"):
+        M.energy(x, torch.tensor([[0], [1]]), order=0)
+    with pytest.raises(ValueError, match="variant"):
+        M.mean_average_distance(x, torch.tensor([[0], [1]]), variant="local")
+
+
+def test_non_finite_input_propagates_to_nan():
+    """Documented behaviour: NaN/Inf in x give a non-finite result, never a silent number."""
+    ei = undirected([(0, 1), (1, 2)])
+    x = torch.ones(3, 2)
+    x[1, 0] = float("nan")
+    for fn in (M.dirichlet_energy, M.laplacian_energy, M.rusch_dirichlet_energy):
+        assert torch.isnan(fn(x, ei))
+    x[1, 0] = float("inf")
+    assert not torch.isfinite(M.laplacian_energy(x, ei))
+
+
+def test_empty_graph_and_operator_repr():
+    op = GraphOperator(torch.empty(2, 0, dtype=torch.long), num_nodes=3)
+    x = _features(3)
+    assert M.dirichlet_energy(x, op).item() == 0.0
+    assert M.laplacian_energy(x, op).item() == 0.0
+    assert "num_nodes=3" in repr(op)
