@@ -45,6 +45,8 @@ def handle_errors(fn: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise
+            if getattr(exc, "clean_message", False):
+                raise fail(str(exc), 1)
             text = str(exc).splitlines()[0] if str(exc) else ""
             raise fail(f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)", 1)
 

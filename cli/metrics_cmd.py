@@ -9,7 +9,7 @@ import typer
 from oversmooth.cli._common import handle_errors
 
 METRIC_HELP = {
-    "laplacian_energy": "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (default energy; measure="degree" weights by d_i)",
+    "laplacian_energy": "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (default energy; measure='degree' weights by d_i)",
     "dirichlet_energy": "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
     "energy(order=m)": "E_2k = (1/n) int |Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu",
     "relative_energy": "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of depth",

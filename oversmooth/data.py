@@ -1,0 +1,525 @@
+"""Datasets: embedded Cora/CiteSeer, PyG benchmarks, synthetic graphs, user files.
+
+One entry point, :func:`load`, returns a ``torch_geometric.data.Data`` with
+``x``, ``edge_index`` (both directions of every undirected edge, PyG style),
+``y`` where labels exist, and ``name``.
+
+- ``cora``, ``citeseer``: shipped inside the package (converted from the
+  public Planetoid raw files by ``scripts/embed_planetoid.py``), so the default
+  data needs no network.  They carry the public Planetoid split as masks.
+- ``pubmed``, ``cs``, ``physics``, ``computers``, ``photo``: the paper's other
+  benchmarks through torch_geometric's loaders (Planetoid, Coauthor, Amazon),
+  downloaded into ``data_root`` on first use.  Offline, put the raw files where
+  the error message says.
+- ``csbm``, ``ring``, ``grid``, ``complete``, ``karate``: synthetic graphs;
+  parameters go after a colon, e.g. ``csbm:n=100000,degree=10,homophily=0.8``.
+- a path: a saved PyG ``Data`` (``.pt``, loaded with ``weights_only=True`` so no
+  arbitrary pickle runs) or an edge-list ``.csv`` (``source,target[,weight]``)
+  with optional features/labels CSVs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "DATASETS",
+    "DatasetUnavailableError",
+    "load",
+    "csbm",
+    "ring",
+    "grid",
+    "complete",
+    "karate",
+    "random_split",
+    "split_masks",
+    "graph_stats",
+    "default_data_root",
+]
+
+
+class DatasetUnavailableError(RuntimeError):
+    """A benchmark's files are absent and could not be downloaded."""
+
+    clean_message = True  # the CLI prints the message alone, without a type name
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    kind: str  # embedded | pyg | synthetic
+    description: str
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    info.name: info
+    for info in [
+        DatasetInfo("cora", "embedded", "Cora citation graph, 2708 nodes, 7 classes (shipped, offline)"),
+        DatasetInfo("citeseer", "embedded", "CiteSeer citation graph, 3327 nodes, 6 classes (shipped, offline)"),
+        DatasetInfo("pubmed", "pyg", "PubMed citation graph, 19717 nodes, 3 classes (Planetoid download)"),
+        DatasetInfo("cs", "pyg", "Coauthor CS, 18333 nodes, 15 classes (download)"),
+        DatasetInfo("physics", "pyg", "Coauthor Physics, 34493 nodes, 5 classes (download)"),
+        DatasetInfo("computers", "pyg", "Amazon Computers co-purchase graph, 13752 nodes (download)"),
+        DatasetInfo("photo", "pyg", "Amazon Photo co-purchase graph, 7650 nodes (download)"),
+        DatasetInfo("csbm", "synthetic", "contextual SBM: n, classes, degree, homophily, signal, features, seed"),
+        DatasetInfo("ring", "synthetic", "cycle graph: n, features, seed"),
+        DatasetInfo("grid", "synthetic", "2-D lattice: rows, cols, features, seed"),
+        DatasetInfo("complete", "synthetic", "complete graph: n, features, seed"),
+        DatasetInfo("karate", "synthetic", "Zachary's karate club, 34 nodes, 2 classes, one-hot features"),
+    ]
+}
+
+# name -> (PyG loader class name, its `name` argument, raw files PyG expects)
+_PYG = {
+    "pubmed": ("Planetoid", "PubMed", [f"ind.pubmed.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]),
+    "cs": ("Coauthor", "CS", ["ms_academic_cs.npz"]),
+    "physics": ("Coauthor", "Physics", ["ms_academic_phy.npz"]),
+    "computers": ("Amazon", "Computers", ["amazon_electronics_computers.npz"]),
+    "photo": ("Amazon", "Photo", ["amazon_electronics_photo.npz"]),
+}
+# Planetoid names that can also be read from user-supplied raw files
+_PLANETOID_RAW = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+
+
+def default_data_root() -> Path:
+    """``$OVERSMOOTH_DATA`` or ``~/.cache/oversmooth/data``."""
+    env = os.environ.get("OVERSMOOTH_DATA")
+    return Path(env) if env else Path.home() / ".cache" / "oversmooth" / "data"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _data(x: Tensor, edge_index: Tensor, y: Tensor | None, name: str, **extra):
+    from torch_geometric.data import Data
+
+    data = Data(x=x, edge_index=edge_index, num_nodes=x.size(0), **extra)
+    if y is not None:
+        data.y = y
+    data.name = name
+    return data
+
+
+def _symmetric(pairs: Tensor, num_nodes: int) -> Tensor:
+    """Both directions of each pair, no self loops, no duplicates, sorted by target
+    then source (the order torch_geometric's loaders produce)."""
+    src, dst = pairs
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    key = torch.unique(torch.cat([dst * num_nodes + src, src * num_nodes + dst]))  # sorted
+    return torch.stack([key % num_nodes, key // num_nodes])
+
+
+def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
+    return torch.randn(n, num_features, generator=generator)
+
+
+def _check_int(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name}: expected an integer {bound}, received {value!r}")
+    return int(value)
+
+
+def _check_float(name: str, value, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (low <= value <= high):
+        raise ValueError(f"{name}: expected a number in [{low}, {high}], received {value!r}")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------- embedded
+
+
+def _load_embedded(name: str):
+    with resources.files("oversmooth._data").joinpath(f"{name}.npz").open("rb") as fh:
+        arrays = dict(np.load(fh, allow_pickle=False))
+    n = int(arrays["num_nodes"])
+    x = torch.zeros(n, int(arrays["num_features"]))
+    x[torch.from_numpy(arrays["x_row"]).long(), torch.from_numpy(arrays["x_col"]).long()] = 1.0
+    edge_index = _symmetric(torch.from_numpy(arrays["edges"]).long(), n)
+    masks = {}
+    for split in ("train", "val", "test"):
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[torch.from_numpy(arrays[f"{split}_index"]).long()] = True
+        masks[f"{split}_mask"] = mask
+    return _data(x, edge_index, torch.from_numpy(arrays["y"]).long(), name, **masks)
+
+
+# ----------------------------------------------------------------------------- PyG benchmarks
+
+
+def _missing_files_message(name: str, root: Path) -> str:
+    if name in _PLANETOID_RAW:
+        folder, files = root / _PLANETOID_RAW[name] / "raw", [f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+    else:
+        _, pyg_name, files = _PYG[name]
+        folder = root / pyg_name / "raw"
+    return (
+        f"dataset {name!r}: its files are not in {folder} and the download failed (offline?); "
+        f"put {', '.join(files)} into {folder}, or pass --data-root to the folder that holds {folder.parent.name}/raw"
+    )
+
+
+def _load_pyg(name: str, data_root: Path | None):
+    import torch_geometric.datasets as pyg_datasets
+
+    root = Path(data_root) if data_root is not None else default_data_root()
+    if name in _PLANETOID_RAW:
+        cls, pyg_name = pyg_datasets.Planetoid, _PLANETOID_RAW[name]
+    else:
+        cls_name, pyg_name, _ = _PYG[name]
+        cls = getattr(pyg_datasets, cls_name)
+    # folders PyG may create before a failed download; removed again if left empty
+    created = [p for p in (root, root / pyg_name, root / pyg_name / "raw", root / pyg_name / "processed") if not p.exists()]
+    try:
+        dataset = cls(root=str(root), name=pyg_name)
+    except (OSError, ValueError, RuntimeError) as exc:  # URLError is an OSError
+        for folder in reversed(created):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise DatasetUnavailableError(_missing_files_message(name, root)) from exc
+    data = dataset[0]
+    data.name = name
+    return data
+
+
+# ----------------------------------------------------------------------------- synthetic
+
+
+def csbm(
+    n: int = 1000,
+    classes: int = 2,
+    degree: float = 10.0,
+    homophily: float = 0.8,
+    signal: float = 1.0,
+    features: int = 32,
+    seed: int = 0,
+):
+    """Contextual stochastic block model, generated without any Python loop over nodes or edges.
+
+    ``n`` nodes are split into ``classes`` balanced classes.  About
+    ``n * degree / 2`` undirected edges are drawn: each picks a uniform source
+    and, with probability ``homophily``, a uniform target of the same class,
+    otherwise one of another class (so the edge homophily is ``homophily`` up to
+    the few self loops and duplicates that are dropped).  Features are
+    ``signal * mu_y + N(0, I)`` with class means ``mu_c ~ N(0, I / features)``
+    scaled to unit norm.  1M nodes and 10M directed edges take a few seconds.
+    """
+    n = _check_int("n", n, 2)
+    classes = _check_int("classes", classes, 1, n)
+    degree = _check_float("degree", degree, 0.0, float(n - 1))
+    homophily = _check_float("homophily", homophily, 0.0, 1.0)
+    signal = _check_float("signal", signal, 0.0, math.inf)
+    features = _check_int("features", features, 1)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    y = torch.arange(n) % classes
+    y = y[torch.randperm(n, generator=gen)]
+    order = torch.argsort(y, stable=True)  # nodes grouped by class
+    counts = torch.bincount(y, minlength=classes)
+    offsets = torch.cumsum(counts, 0) - counts
+    m = int(round(n * degree / 2))
+    src = torch.randint(0, n, (m,), generator=gen)
+    same = torch.rand(m, generator=gen) < homophily
+    shift = torch.randint(1, max(classes, 2), (m,), generator=gen) if classes > 1 else torch.zeros(m, dtype=torch.long)
+    target_class = torch.where(same | (classes == 1), y[src], (y[src] + shift) % classes)
+    pick = (torch.rand(m, generator=gen) * counts[target_class]).long()
+    dst = order[offsets[target_class] + pick]
+    edge_index = _symmetric(torch.stack([src, dst]), n)
+    means = torch.randn(classes, features, generator=gen)
+    means = means / means.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    x = signal * means[y] + torch.randn(n, features, generator=gen)
+    return _data(x, edge_index, y, "csbm")
+
+
+def ring(n: int = 100, features: int = 16, seed: int = 0):
+    """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
+    n = _check_int("n", n, 3)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    i = torch.arange(n)
+    edge_index = _symmetric(torch.stack([i, (i + 1) % n]), n)
+    return _data(_features(n, _check_int("features", features, 1), gen), edge_index, None, "ring")
+
+
+def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0):
+    """``rows x cols`` 4-neighbour lattice, node ``r * cols + c``."""
+    rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    idx = torch.arange(rows * cols).view(rows, cols)
+    pairs = torch.cat(
+        [torch.stack([idx[:, :-1].flatten(), idx[:, 1:].flatten()], 0), torch.stack([idx[:-1].flatten(), idx[1:].flatten()], 0)],
+        dim=1,
+    )
+    n = rows * cols
+    return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(pairs, n), None, "grid")
+
+
+def complete(n: int = 10, features: int = 16, seed: int = 0):
+    """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
+    n = _check_int("n", n, 2, 20000)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    i, j = torch.triu_indices(n, n, offset=1)
+    return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(torch.stack([i, j]), n), None, "complete")
+
+
+def karate():
+    """Zachary's karate club (networkx): 34 nodes, 78 edges, label = club, one-hot features."""
+    import networkx as nx
+
+    g = nx.karate_club_graph()
+    pairs = torch.tensor(list(g.edges()), dtype=torch.long).t()
+    y = torch.tensor([0 if g.nodes[v]["club"] == "Mr. Hi" else 1 for v in range(g.number_of_nodes())])
+    n = g.number_of_nodes()
+    return _data(torch.eye(n), _symmetric(pairs, n), y, "karate")
+
+
+_SYNTHETIC: dict[str, Callable] = {"csbm": csbm, "ring": ring, "grid": grid, "complete": complete, "karate": karate}
+
+
+def _parse_params(name: str, text: str) -> dict:
+    """``"n=100,degree=5"`` -> keyword arguments typed like the generator's defaults."""
+    import inspect
+
+    signature = inspect.signature(_SYNTHETIC[name]).parameters
+    params: dict = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in signature:
+            raise ValueError(
+                f"dataset {name}: expected key=value parameters with key in "
+                f"{', '.join(signature) or '(none)'}, received {item!r}"
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"dataset {name}: parameter {key} must be a number, received {value!r}") from None
+        if isinstance(signature[key].default, int) and number.is_integer():
+            params[key] = int(number)
+        else:
+            params[key] = number
+    return params
+
+
+# ----------------------------------------------------------------------------- user files
+
+
+def _load_pt(path: Path):
+    from torch_geometric.data import Data
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import BaseStorage, EdgeStorage, GlobalStorage, NodeStorage
+
+    safe = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage, BaseStorage]
+    try:
+        with torch.serialization.safe_globals(safe):
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure here is a bad file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"{path}: not a loadable PyG Data file ({first[:160]}); save one with torch.save(data, path) "
+            "or a dict of tensors with keys x, edge_index[, y]"
+        ) from None
+    if isinstance(obj, dict):
+        if "edge_index" not in obj:
+            raise ValueError(f"{path}: expected a dict with keys x, edge_index[, y], received keys {sorted(obj)}")
+        obj = Data(**obj)
+    if not isinstance(obj, Data) or obj.edge_index is None:
+        raise ValueError(f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}")
+    n = obj.num_nodes
+    if obj.x is None:
+        obj.x = torch.ones(n, 1)
+    _validate_user_graph(path, obj.edge_index, n, obj.x, getattr(obj, "y", None))
+    obj.name = path.stem
+    return obj
+
+
+def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
+    """Rows of numbers; a header line is allowed; errors name the file and line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file ({what})")
+    rows: list[list[float]] = []
+    width = None
+    with path.open(newline="") as fh:
+        for lineno, row in enumerate(csv.reader(fh), start=1):
+            if not row or all(not c.strip() for c in row):
+                continue
+            try:
+                values = [float(c) for c in row]
+            except ValueError:
+                if lineno == 1 and not rows:
+                    continue  # header
+                raise ValueError(f"{path}:{lineno}: expected numbers for {what}, received {','.join(row)[:80]!r}") from None
+            if width is None:
+                width = len(values)
+                if width < min_cols:
+                    raise ValueError(f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}")
+            elif len(values) != width:
+                raise ValueError(f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}")
+            rows.append(values)
+    if not rows:
+        raise ValueError(f"{path}: no data rows ({what})")
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _validate_user_graph(path: Path, edge_index: Tensor, n: int, x: Tensor | None, y: Tensor | None) -> None:
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        raise ValueError(
+            f"{path}: edge index out of range: node ids must lie in [0, {n - 1}] for {n} nodes, "
+            f"received [{int(edge_index.min())}, {int(edge_index.max())}]"
+        )
+    if x is not None and x.size(0) != n:
+        raise ValueError(f"{path}: features have {x.size(0)} rows, expected one per node ({n})")
+    if y is not None and y.size(0) != n:
+        raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
+
+
+def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool):
+    table = _read_numeric_csv(path, 2, "edges (source,target[,weight])")
+    ids = table[:, :2]
+    if not np.all(ids == np.floor(ids)):
+        bad = int(np.argmax(np.any(ids != np.floor(ids), axis=1)))
+        raise ValueError(f"{path}: edge row {bad + 1}: node ids must be integers, received {ids[bad].tolist()}")
+    pairs = torch.from_numpy(ids.astype(np.int64)).t()
+    weight = torch.from_numpy(table[:, 2]).float() if table.shape[1] > 2 else None
+    x = torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float() if features else None
+    y = None
+    if labels:
+        lab = _read_numeric_csv(Path(labels), 1, "labels")[:, -1]
+        y = torch.from_numpy(lab.astype(np.int64))
+    n = x.size(0) if x is not None else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
+    _validate_user_graph(path, pairs, n, x, y)
+    if x is None:
+        x = torch.ones(n, 1)
+    if directed:
+        edge_index, extra = pairs, ({"edge_weight": weight} if weight is not None else {})
+    else:
+        if weight is not None:
+            from torch_geometric.utils import to_undirected
+
+            edge_index, weight = to_undirected(pairs, weight, num_nodes=n, reduce="max")
+            extra = {"edge_weight": weight}
+        else:
+            edge_index, extra = _symmetric(pairs, n), {}
+    return _data(x, edge_index, y, path.stem, **extra)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def load(
+    name_or_path: str | os.PathLike,
+    *,
+    data_root: str | os.PathLike | None = None,
+    features: str | os.PathLike | None = None,
+    labels: str | os.PathLike | None = None,
+    directed: bool = False,
+):
+    """Load a dataset by name or path as a ``torch_geometric.data.Data``.
+
+    Args:
+        name_or_path: a name from :data:`DATASETS` (synthetic ones take
+            ``name:key=value,...``), or a ``.pt`` / ``.csv`` file.
+        data_root: where PyG benchmarks live (default :func:`default_data_root`).
+            Given for ``cora``/``citeseer``, the Planetoid raw files there are
+            read instead of the embedded copies.
+        features, labels: CSVs for an edge-list CSV (one row per node, in node order).
+        directed: keep a CSV edge list as given instead of adding reverse edges.
+
+    Raises:
+        ValueError: unknown name, bad parameters, malformed or inconsistent files.
+        FileNotFoundError: a path that does not exist.
+        DatasetUnavailableError: a benchmark's files are absent and the download failed.
+
+    Example:
+        >>> data = load("cora")
+        >>> data.num_nodes, data.num_edges // 2
+        (2708, 5278)
+    """
+    text = os.fspath(name_or_path)
+    looks_like_path = text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists()
+    if looks_like_path:
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file")
+        if path.suffix == ".csv":
+            return _load_csv(path, Path(features) if features else None, Path(labels) if labels else None, directed)
+        if features or labels:
+            raise ValueError("features/labels: only an edge-list .csv takes separate feature and label files")
+        return _load_pt(path)
+    name, _, params = text.partition(":")
+    key = name.strip().lower()
+    if key not in DATASETS:
+        raise ValueError(f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path")
+    kind = DATASETS[key].kind
+    if params and kind != "synthetic":
+        raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
+    if kind == "synthetic":
+        data = _SYNTHETIC[key](**_parse_params(key, params))
+        return data
+    if kind == "embedded" and data_root is None:
+        return _load_embedded(key)
+    return _load_pyg(key, Path(data_root) if data_root is not None else None)
+
+
+# ----------------------------------------------------------------------------- splits and stats
+
+
+def random_split(num_nodes: int, train: float = 0.6, val: float = 0.2, seed: int = 0) -> dict[str, Tensor]:
+    """Random train/val/test node masks (the paper's 60/20/20 protocol by default)."""
+    num_nodes = _check_int("num_nodes", num_nodes, 1)
+    train = _check_float("train", train, 0.0, 1.0)
+    val = _check_float("val", val, 0.0, 1.0 - train)
+    perm = torch.randperm(num_nodes, generator=torch.Generator().manual_seed(_check_int("seed", seed, 0)))
+    n_train, n_val = int(round(train * num_nodes)), int(round(val * num_nodes))
+    masks = {}
+    for split, idx in (("train", perm[:n_train]), ("val", perm[n_train : n_train + n_val]), ("test", perm[n_train + n_val :])):
+        mask = torch.zeros(num_nodes, dtype=torch.bool)
+        mask[idx] = True
+        masks[f"{split}_mask"] = mask
+    return masks
+
+
+def split_masks(data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
+    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or ``"public"``."""
+    if split == "random":
+        return random_split(data.num_nodes, seed=seed)
+    if split == "public":
+        if getattr(data, "train_mask", None) is None:
+            raise ValueError(f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'")
+        return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
+    raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")
+
+
+def graph_stats(data) -> dict[str, float | int]:
+    """Nodes, undirected edges (unordered pairs, self loops excluded), features,
+    classes, edge homophily (fraction of edges joining equal labels) and
+    isolated nodes (no edge in either direction)."""
+    n = int(data.num_nodes)
+    src, dst = data.edge_index
+    off = src != dst
+    a, b = torch.minimum(src[off], dst[off]), torch.maximum(src[off], dst[off])
+    pairs = int(torch.unique(a * n + b).numel()) if a.numel() else 0
+    touched = torch.zeros(n, dtype=torch.bool)
+    touched[src] = True
+    touched[dst] = True
+    y = getattr(data, "y", None)
+    stats: dict[str, float | int] = {
+        "nodes": n,
+        "edges": pairs,
+        "directed_edges": int(data.edge_index.size(1)),
+        "self_loops": int((~off).sum()),
+        "features": int(data.x.size(1)) if data.x is not None else 0,
+        "classes": int(y.max()) + 1 if y is not None and y.numel() else 0,
+        "homophily": float((y[src] == y[dst]).float().mean()) if y is not None and src.numel() else float("nan"),
+        "isolated_nodes": int((~touched).sum()),
+    }
+    return stats

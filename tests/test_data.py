@@ -1,0 +1,202 @@
+"""Loaders: embedded, PyG benchmarks (offline and local raw), synthetic, user files, splits, stats."""
+
+from __future__ import annotations
+
+import pickle
+import urllib.error
+
+import pytest
+import torch
+
+from oversmooth import data as D
+
+
+def _same_graph(a, b):
+    assert torch.equal(a.x, b.x)
+    assert torch.equal(a.edge_index, b.edge_index)
+    assert torch.equal(a.y, b.y)
+
+
+@pytest.mark.parametrize("name,pyg", [("cora", "Cora"), ("citeseer", "CiteSeer")])
+def test_embedded_copy_equals_planetoid_from_raw(planetoid_root, name, pyg):
+    from torch_geometric.datasets import Planetoid
+
+    reference = Planetoid(root=str(planetoid_root), name=pyg)[0]
+    embedded = D.load(name)
+    _same_graph(embedded, reference)
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(embedded, mask), getattr(reference, mask))
+    # and the PyG path on local raw files gives the same graph
+    _same_graph(D.load(name, data_root=planetoid_root), embedded)
+
+
+def test_embedded_files_are_small():
+    from importlib import resources
+
+    total = sum(f.stat().st_size for f in resources.files("oversmooth._data").iterdir() if f.name.endswith(".npz"))
+    assert total <= 3 * 1024 * 1024
+
+
+def test_cora_stats_match_table_9_of_the_paper():
+    stats = D.graph_stats(D.load("cora"))
+    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (2708, 5278, 1433, 7)
+    assert stats["isolated_nodes"] == 0 and stats["self_loops"] == 0
+    assert 0.80 < stats["homophily"] < 0.82
+
+
+def test_citeseer_stats():
+    stats = D.graph_stats(D.load("citeseer"))
+    # PyG's CiteSeer: 4552 undirected edges (the paper's Table 9 prints 4522), 48 isolated nodes
+    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (3327, 4552, 3703, 6)
+    assert stats["isolated_nodes"] == 48
+
+
+def test_offline_download_failure_names_files_and_leaves_nothing(tmp_path, monkeypatch):
+    from torch_geometric.datasets import Coauthor, Planetoid
+
+    def refuse(self):
+        raise urllib.error.URLError("network unreachable")
+
+    # the download step itself fails, as it does offline
+    monkeypatch.setattr(Planetoid, "download", refuse)
+    monkeypatch.setattr(Coauthor, "download", refuse)
+    root = tmp_path / "root"
+    with pytest.raises(D.DatasetUnavailableError) as err:
+        D.load("pubmed", data_root=root)
+    message = str(err.value)
+    assert str(root / "PubMed" / "raw") in message and "ind.pubmed.graph" in message
+    assert not root.exists()
+    with pytest.raises(D.DatasetUnavailableError, match="ms_academic_cs.npz"):
+        D.load("cs", data_root=root)
+
+
+def test_synthetic_generators():
+    assert D.graph_stats(D.ring(12))["edges"] == 12
+    assert D.graph_stats(D.grid(3, 5))["edges"] == 3 * 4 + 2 * 5
+    assert D.graph_stats(D.complete(6))["edges"] == 15
+    karate = D.graph_stats(D.karate())
+    assert (karate["nodes"], karate["edges"], karate["classes"]) == (34, 78, 2)
+    g = D.load("grid:rows=4,cols=2,features=3")
+    assert g.x.shape == (8, 3)
+    with pytest.raises(ValueError, match="expected key=value parameters with key in rows, cols, features, seed"):
+        D.load("grid:depth=3")
+    with pytest.raises(ValueError, match="parameter n must be a number"):
+        D.load("ring:n=abc")
+    with pytest.raises(ValueError, match="n: expected an integer >= 3"):
+        D.load("ring:n=2")
+
+
+def test_csbm_is_seeded_symmetric_and_homophilous():
+    a = D.csbm(n=20000, classes=4, degree=8, homophily=0.7, seed=3)
+    b = D.csbm(n=20000, classes=4, degree=8, homophily=0.7, seed=3)
+    assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x)
+    from torch_geometric.utils import is_undirected
+
+    assert is_undirected(a.edge_index)
+    stats = D.graph_stats(a)
+    assert stats["self_loops"] == 0
+    assert abs(stats["homophily"] - 0.7) < 0.02
+    assert abs(2 * stats["edges"] / stats["nodes"] - 8) < 0.2
+    assert torch.bincount(a.y).tolist() == [5000] * 4
+    # the class signal is in the features: class means differ along mu
+    assert not torch.equal(D.csbm(n=100, seed=1).x, D.csbm(n=100, seed=2).x)
+
+
+def test_csbm_scales_without_python_loops():
+    import time
+
+    start = time.perf_counter()
+    big = D.csbm(n=200_000, degree=10, classes=5, seed=0)
+    elapsed = time.perf_counter() - start
+    assert big.edge_index.size(1) > 1_900_000
+    assert elapsed < 30  # generous bound against a per-node loop (minutes), not a benchmark
+
+
+def test_pt_roundtrip_and_dict(tmp_path):
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(4, 3), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), y=torch.tensor([0, 1, 0, 1]))
+    torch.save(data, tmp_path / "g.pt")
+    loaded = D.load(tmp_path / "g.pt")
+    _same_graph(loaded, data)
+    torch.save({"x": data.x, "edge_index": data.edge_index}, tmp_path / "d.pt")
+    assert torch.equal(D.load(str(tmp_path / "d.pt")).edge_index, data.edge_index)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (open, ("/tmp/oversmooth-pwned", "w"))
+
+
+def test_pt_never_runs_arbitrary_pickles(tmp_path):
+    import os
+
+    path = tmp_path / "evil.pt"
+    with path.open("wb") as fh:
+        pickle.dump(_Evil(), fh)
+    if os.path.exists("/tmp/oversmooth-pwned"):
+        os.remove("/tmp/oversmooth-pwned")
+    with pytest.raises(ValueError, match="not a loadable PyG Data file"):
+        D.load(path)
+    assert not os.path.exists("/tmp/oversmooth-pwned")
+    (tmp_path / "garbage.pt").write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="garbage.pt: not a loadable"):
+        D.load(tmp_path / "garbage.pt")
+
+
+def test_csv_edge_list_with_features_and_labels(tmp_path):
+    (tmp_path / "e.csv").write_text("source,target\n0,1\n1,2\n2,3\n")
+    (tmp_path / "x.csv").write_text("a,b\n1,0\n0,1\n1,1\n0,0\n")
+    (tmp_path / "y.csv").write_text("label\n0\n1\n1\n0\n")
+    g = D.load(tmp_path / "e.csv", features=tmp_path / "x.csv", labels=tmp_path / "y.csv")
+    assert g.edge_index.tolist() == [[1, 0, 2, 1, 3, 2], [0, 1, 1, 2, 2, 3]]
+    assert g.x.shape == (4, 2) and g.y.tolist() == [0, 1, 1, 0]
+    directed = D.load(tmp_path / "e.csv", directed=True)
+    assert directed.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+    (tmp_path / "w.csv").write_text("0,1,2.5\n1,2,0.5\n")
+    weighted = D.load(tmp_path / "w.csv")
+    assert sorted(weighted.edge_weight.tolist()) == [0.5, 0.5, 2.5, 2.5]
+
+
+def test_csv_errors_name_file_and_line(tmp_path):
+    (tmp_path / "bad.csv").write_text("source,target\n0,1\n1,x\n")
+    with pytest.raises(ValueError, match=r"bad.csv:3: expected numbers"):
+        D.load(tmp_path / "bad.csv")
+    (tmp_path / "ragged.csv").write_text("0,1\n1,2,3\n")
+    with pytest.raises(ValueError, match=r"ragged.csv:2: expected 2 columns"):
+        D.load(tmp_path / "ragged.csv")
+    (tmp_path / "e.csv").write_text("0,1\n1,5\n")
+    (tmp_path / "x.csv").write_text("1\n2\n3\n")
+    with pytest.raises(ValueError, match=r"edge index out of range: node ids must lie in \[0, 2\]"):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    (tmp_path / "e2.csv").write_text("0,1\n1,2\n")
+    (tmp_path / "y.csv").write_text("0\n1\n")
+    with pytest.raises(ValueError, match="labels have 2 rows, expected one per node \\(3\\)"):
+        D.load(tmp_path / "e2.csv", features=tmp_path / "x.csv", labels=tmp_path / "y.csv")
+    with pytest.raises(FileNotFoundError, match="missing.csv: no such file"):
+        D.load(tmp_path / "missing.csv")
+    with pytest.raises(FileNotFoundError, match="nofeat.csv: no such file"):
+        D.load(tmp_path / "e2.csv", features=tmp_path / "nofeat.csv")
+
+
+def test_unknown_name_lists_names():
+    with pytest.raises(ValueError, match="unknown name 'corra'; expected one of cora, citeseer, pubmed"):
+        D.load("corra")
+    with pytest.raises(ValueError, match="takes no parameters"):
+        D.load("cora:n=3")
+
+
+def test_splits():
+    masks = D.random_split(100, seed=1)
+    total = masks["train_mask"].int() + masks["val_mask"].int() + masks["test_mask"].int()
+    assert torch.equal(total, torch.ones(100, dtype=torch.int32))
+    assert [int(m.sum()) for m in masks.values()] == [60, 20, 20]
+    assert torch.equal(D.random_split(100, seed=1)["train_mask"], masks["train_mask"])
+    assert not torch.equal(D.random_split(100, seed=2)["train_mask"], masks["train_mask"])
+    cora = D.load("cora")
+    public = D.split_masks(cora, "public")
+    assert [int(m.sum()) for m in public.values()] == [140, 500, 1000]
+    with pytest.raises(ValueError, match="has no public split"):
+        D.split_masks(D.ring(5), "public")
+    with pytest.raises(ValueError, match="split: expected one of"):
+        D.split_masks(cora, "stratified")
