@@ -4,6 +4,7 @@ Importing the package does no I/O and does not import matplotlib's pyplot.
 """
 
 from oversmooth.graph import GraphOperator
+from oversmooth.nn import DepthModel, ModelConfig, build_model
 from oversmooth.metrics import (
     dirichlet_energy,
     effective_rank,
@@ -22,6 +23,9 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "GraphOperator",
+    "DepthModel",
+    "ModelConfig",
+    "build_model",
     "dirichlet_energy",
     "effective_rank",
     "energy",

@@ -1,0 +1,20 @@
+"""The model zoo: LayerNorm modes, multi-head message passing, blocks, models."""
+
+from oversmooth.nn.block import FFN, Block
+from oversmooth.nn.conv import CONVS, GraphContext, MultiHeadMessagePassing
+from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, build_model, model_from_config
+from oversmooth.nn.norm import LayerNorm
+
+__all__ = [
+    "CONVS",
+    "MODELS",
+    "Block",
+    "DepthModel",
+    "FFN",
+    "GraphContext",
+    "LayerNorm",
+    "ModelConfig",
+    "MultiHeadMessagePassing",
+    "build_model",
+    "model_from_config",
+]

@@ -1,0 +1,232 @@
+"""Encoder -> L blocks -> decoder, and :func:`build_model`.
+
+Encoder: dropout, then an MLP ``in_channels -> hidden -> hidden`` (ReLU between).
+Decoder: one linear map ``hidden -> out_channels`` (an MLP without activation).
+Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
+``nonlocal-preln`` and ``plain``; convolutions ``san``, ``gcn``, ``gat``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from oversmooth.nn.block import Block
+from oversmooth.nn.conv import CONVS, GraphContext, MultiHeadMessagePassing, resolve_conv
+from oversmooth.nn.norm import resolve_norm_mode
+
+# name -> (placement, nonlocal, one-line description)
+MODELS: dict[str, tuple[str, bool, str]] = {
+    "preln": ("preln", False, "Pre-LN: Y = X + MP(LN(X)), X' = Y + FFN(LN(Y)); avoids collapse, curse of depth"),
+    "postln": ("postln", False, "Post-LN: Y = LN(X + MP(X)), X' = LN(Y + FFN(Y)); exponential oversmoothing"),
+    "nonlocal": ("postln", True, "nonlocal Post-LN: each head scaled by (1/n)||P_h X - X||^2; algebraic smoothing"),
+    "nonlocal-preln": ("preln", True, "nonlocal message passing in a Pre-LN block"),
+    "plain": ("plain", False, "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing"),
+}
+PATTERN_LETTERS = {"M": "neighbourhood-masked attention", "S": "global self-attention over all nodes of the graph"}
+
+
+def resolve_model_name(name: str) -> str:
+    if name not in MODELS:
+        raise ValueError(f"model: expected one of {', '.join(MODELS)}, received {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything that defines a model; validated at construction.
+
+    Args:
+        name: one of :data:`MODELS`.
+        conv: ``san``, ``gcn`` or ``gat``.
+        depth: number of blocks ``L >= 1``.
+        in_channels, out_channels: input feature size and number of classes.
+        hidden: width ``d`` (default 32, as in the paper); divisible by ``heads``.
+        heads: attention heads ``h`` (default 4).
+        seed: parameter initialisation seed.
+        ffn: FFN inner width (default ``2 * hidden``).
+        dropout: encoder input dropout (default 0.5) -- the only dropout unless
+            ``block_dropout`` is set.
+        block_dropout: dropout inside each FFN (default 0).
+        norm: LayerNorm mode, ``node`` (default) or ``graph``.
+        pattern: ESA-style block pattern over ``M`` (neighbourhood attention) and
+            ``S`` (global self-attention), repeated to the depth; default ``"M"``.
+    """
+
+    name: str
+    conv: str = "san"
+    depth: int = 2
+    in_channels: int = 1
+    out_channels: int = 1
+    hidden: int = 32
+    heads: int = 4
+    seed: int = 0
+    ffn: int | None = None
+    dropout: float = 0.5
+    block_dropout: float = 0.0
+    norm: str = "node"
+    pattern: str = "M"
+
+    def __post_init__(self) -> None:
+        resolve_model_name(self.name)
+        resolve_conv(self.conv)
+        resolve_norm_mode(self.norm)
+        for field in ("depth", "in_channels", "out_channels", "hidden", "heads"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field}: expected an integer >= 1, received {value!r}")
+        if self.hidden % self.heads:
+            raise ValueError(
+                f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}; "
+                f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}"
+            )
+        if self.ffn is not None and (not isinstance(self.ffn, int) or self.ffn < 1):
+            raise ValueError(f"ffn: expected an integer >= 1 or None, received {self.ffn!r}")
+        for field in ("dropout", "block_dropout"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{field}: expected a probability in [0, 1), received {value!r}")
+        if not isinstance(self.pattern, str) or not self.pattern or set(self.pattern) - set(PATTERN_LETTERS):
+            raise ValueError(
+                f"pattern: expected a non-empty string over {{M, S}} (M = {PATTERN_LETTERS['M']}, "
+                f"S = {PATTERN_LETTERS['S']}), received {self.pattern!r}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
+
+    @property
+    def ffn_channels(self) -> int:
+        return self.ffn if self.ffn is not None else 2 * self.hidden
+
+    def block_kinds(self) -> str:
+        """The pattern letter of every block, ``len == depth``."""
+        reps = -(-self.depth // len(self.pattern))
+        return (self.pattern * reps)[: self.depth]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DepthModel(nn.Module):
+    """Encoder, ``config.depth`` blocks, decoder.
+
+    Call as ``model(x, edge_index)`` (plus ``batch=`` for graph-mode LayerNorm or
+    global attention on mini-batches of graphs); returns logits
+    ``[num_nodes, out_channels]``.  ``skip`` names 0-based indices into
+    :attr:`blocks` to replace by the identity in this forward (pruning, probes).
+    The blocks run in a loop (no recursion) and keep no activations beyond what
+    autograd needs, so depth 1024 and more work.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        placement, nonlocal_, _ = MODELS[config.name]
+        d = config.hidden
+        self.encoder = nn.Sequential(
+            nn.Dropout(config.dropout), nn.Linear(config.in_channels, d), nn.ReLU(), nn.Linear(d, d)
+        )
+        self.blocks = nn.ModuleList(
+            Block(
+                placement,
+                MultiHeadMessagePassing(d, config.heads, config.conv, nonlocal_=nonlocal_, global_attention=(kind == "S")),
+                config.ffn_channels,
+                config.norm,
+                config.block_dropout,
+            )
+            for kind in config.block_kinds()
+        )
+        self.decoder = nn.Linear(d, config.out_channels)
+
+    def context(self, edge_index: Tensor, num_nodes: int, batch: Tensor | None = None) -> GraphContext:
+        return GraphContext.build(edge_index, num_nodes, batch, dtype=self.decoder.weight.dtype)
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Tensor | None = None,
+        *,
+        skip: Iterable[int] | None = None,
+    ) -> Tensor:
+        if x.dim() != 2 or x.size(1) != self.config.in_channels:
+            raise ValueError(
+                f"x: expected shape [num_nodes, {self.config.in_channels}], received {list(x.shape)}"
+            )
+        skipped = _check_skip(skip, len(self.blocks))
+        ctx = self.context(edge_index, x.size(0), batch)
+        h = self.encoder(x)  # [num_nodes, hidden]
+        for k, block in enumerate(self.blocks):
+            if k not in skipped:
+                h = block(h, ctx)
+        return self.decoder(h)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return f"name={c.name!r}, conv={c.conv!r}, depth={c.depth}, pattern={c.pattern!r}"
+
+
+def _check_skip(skip: Iterable[int] | None, depth: int) -> frozenset[int]:
+    if skip is None:
+        return frozenset()
+    skipped = frozenset(int(k) for k in skip)
+    bad = sorted(k for k in skipped if not 0 <= k < depth)
+    if bad:
+        raise ValueError(f"skip: block indices must lie in [0, {depth - 1}], received {bad}")
+    return skipped
+
+
+def build_model(
+    name: str,
+    *,
+    conv: str = "san",
+    depth: int,
+    in_channels: int,
+    out_channels: int,
+    hidden: int = 32,
+    heads: int = 4,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+    **options,
+) -> DepthModel:
+    """Build one of the zoo's models with seeded parameters.
+
+    Args:
+        name: ``preln``, ``postln``, ``nonlocal``, ``nonlocal-preln`` or ``plain``.
+        conv: ``san`` (default), ``gcn`` or ``gat``.
+        depth: number of blocks.
+        in_channels, out_channels: feature size and number of classes.
+        hidden, heads, seed: see :class:`ModelConfig`.
+        device: where to put the parameters.
+        **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
+            ``block_dropout``, ``norm``, ``pattern``).
+
+    The same arguments give identical parameters, whatever the global RNG state
+    (initialisation draws from a forked, seeded generator).
+
+    Example:
+        >>> model = build_model("postln", depth=256, in_channels=1433, out_channels=7)
+        >>> len(model.blocks)
+        256
+    """
+    unknown = set(options) - {"ffn", "dropout", "block_dropout", "norm", "pattern"}
+    if unknown:
+        raise ValueError(
+            f"options: unknown {', '.join(sorted(unknown))}; expected ffn, dropout, block_dropout, norm, pattern"
+        )
+    config = ModelConfig(
+        name=name, conv=conv, depth=depth, in_channels=in_channels, out_channels=out_channels,
+        hidden=hidden, heads=heads, seed=seed, **options,
+    )
+    return model_from_config(config, device)
+
+
+def model_from_config(config: ModelConfig, device: torch.device | str | None = None) -> DepthModel:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = DepthModel(config)
+    model.eval()
+    return model.to(device) if device is not None else model
