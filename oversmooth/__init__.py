@@ -5,6 +5,8 @@ Importing the package does no I/O and does not import matplotlib's pyplot.
 
 from oversmooth.graph import GraphOperator
 from oversmooth.nn import DepthModel, ModelConfig, build_model
+from oversmooth.probe import Probe, available_metrics
+from oversmooth.prune import prune_sensitivity
 from oversmooth.metrics import (
     dirichlet_energy,
     effective_rank,
@@ -26,6 +28,9 @@ __all__ = [
     "DepthModel",
     "ModelConfig",
     "build_model",
+    "Probe",
+    "available_metrics",
+    "prune_sensitivity",
     "dirichlet_energy",
     "effective_rank",
     "energy",

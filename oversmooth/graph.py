@@ -143,6 +143,22 @@ class GraphOperator:
             self._csr = {torch.float64: coo.to_sparse_csr()}
 
     @property
+    def is_symmetric(self) -> bool:
+        """Whether ``W == W^T`` (an undirected graph with symmetric weights); computed once."""
+        cached = getattr(self, "_symmetric", None)
+        if cached is None:
+            n = self.num_nodes
+            src, dst = self.edge_index
+            fwd = torch.sparse_coo_tensor(torch.stack([dst, src]), self.edge_weight, (n, n)).coalesce()
+            bwd = torch.sparse_coo_tensor(torch.stack([src, dst]), self.edge_weight, (n, n)).coalesce()
+            cached = bool(
+                torch.equal(fwd.indices(), bwd.indices())
+                and torch.allclose(fwd.values(), bwd.values(), rtol=1e-12, atol=0.0)
+            )
+            self._symmetric = cached
+        return cached
+
+    @property
     def device(self) -> torch.device:
         return self.edge_index.device
 
@@ -163,6 +179,7 @@ class GraphOperator:
         other.degree = self.degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
+        other._symmetric = getattr(self, "_symmetric", None)
         other._csr = {torch.float64: self._csr[torch.float64].to(device)}
         return other
 

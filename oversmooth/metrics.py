@@ -298,7 +298,7 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
         previous energy is 0 the ratio is Inf (or NaN when both are 0), as IEEE
         division gives; nothing is clipped.
     """
-    e = torch.as_tensor(energies).to(torch.float64)
+    e = torch.as_tensor(energies, dtype=torch.float64)  # python floats must not pass through float32
     if e.dim() != 1:
         raise ValueError(f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}")
     out = torch.full_like(e, float("nan"))

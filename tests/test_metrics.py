@@ -154,6 +154,8 @@ def test_relative_energy():
     assert r[3].item() == -1.0
     assert math.isnan(r[4].item())  # 0 / 0
     assert M.relative_energy(torch.tensor([0.0, 1.0]))[1].item() == math.inf
+    # python floats keep float64 precision (no detour through float32)
+    assert M.relative_energy([1.0, 1.0 + 1e-12])[1].item() == pytest.approx(1e-12, rel=1e-3)
     with pytest.raises(ValueError, match="energies"):
         M.relative_energy(torch.ones(2, 2))
 

@@ -117,7 +117,8 @@ class MultiHeadMessagePassing(nn.Module):
             nn.init.uniform_(self.att_dst, -bound, bound)
             nn.init.uniform_(self.att_src, -bound, bound)
         self.keep_attention = False
-        self.last_attention: Tensor | None = None
+        self.last_attention: Tensor | None = None  # [E, h]
+        self.last_edges: tuple[Tensor, Tensor] | None = None  # (src, dst) of last_attention
         self.last_energy: Tensor | None = None  # [h] nonlocal factors of the last forward
 
     # -- attention weights P_h -------------------------------------------------------------
@@ -146,6 +147,7 @@ class MultiHeadMessagePassing(nn.Module):
             alpha = self.attention(x, ctx)  # [E, h]
             if self.keep_attention:
                 self.last_attention = alpha.detach()
+                self.last_edges = (ctx.src, ctx.dst)
             if self.nonlocal_:
                 px = aggregate(x[ctx.src].unsqueeze(1) * alpha.unsqueeze(-1), ctx.dst, n)  # [n, h, d] = P_h X
                 heads_out = self._nonlocal_values(px, x)

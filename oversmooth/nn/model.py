@@ -159,10 +159,15 @@ class DepthModel(nn.Module):
         skipped = _check_skip(skip, len(self.blocks))
         ctx = self.context(edge_index, x.size(0), batch)
         h = self.encoder(x)  # [num_nodes, hidden]
-        for k, block in enumerate(self.blocks):
+        return self.decoder(self.run_blocks(h, ctx, skip=skipped))
+
+    def run_blocks(self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()) -> Tensor:
+        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the identity)."""
+        skipped = skip if isinstance(skip, frozenset) else _check_skip(skip, len(self.blocks))
+        for k in range(start, len(self.blocks)):
             if k not in skipped:
-                h = block(h, ctx)
-        return self.decoder(h)
+                h = self.blocks[k](h, ctx)
+        return h
 
     def extra_repr(self) -> str:
         c = self.config

@@ -1,0 +1,236 @@
+"""Probes and pruning: values equal the metric functions on hand-collected states."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import GAT, GCN
+
+import oversmooth.metrics as M
+from oversmooth import GraphOperator, Probe, build_model, prune_sensitivity
+from oversmooth.data import load
+from oversmooth.nn.conv import aggregate
+
+
+@pytest.fixture(scope="module")
+def cora():
+    return load("cora")
+
+
+def _hand_states_ours(model, data):
+    with torch.no_grad():
+        ctx = model.context(data.edge_index, data.num_nodes)
+        states = [model.encoder(data.x)]
+        for block in model.blocks:
+            states.append(block(states[-1], ctx))
+    return states
+
+
+def _hand_states_pyg(model, data):
+    states = []
+    hooks = [model.convs[0].register_forward_pre_hook(lambda m, a: states.append(a[0].detach()))]
+    hooks += [c.register_forward_hook(lambda m, a, o: states.append(o.detach())) for c in model.convs]
+    with torch.no_grad():
+        model(data.x, data.edge_index)
+    for h in hooks:
+        h.remove()
+    return states
+
+
+def _check_table(frame, states, graph):
+    assert frame["layer"].tolist() == list(range(len(states)))
+    for k, x in enumerate(states):
+        row = frame.iloc[k]
+        assert row["laplacian_energy"] == pytest.approx(M.laplacian_energy(x, graph).item(), rel=1e-10)
+        assert row["dirichlet_energy"] == pytest.approx(M.dirichlet_energy(x, graph).item(), rel=1e-8)
+        assert row["feature_norm"] == pytest.approx(M.feature_norm(x).item(), rel=1e-12)
+        if k == 0 or states[k - 1].shape != x.shape:
+            assert math.isnan(row["cosine_prev"])
+        else:
+            assert row["cosine_prev"] == pytest.approx(M.mean_cosine_similarity(states[k - 1], x).item(), rel=1e-10)
+    energies = [M.laplacian_energy(x, graph).item() for x in states]
+    expected = M.relative_energy(energies).numpy()
+    assert np.allclose(frame["relative_energy"].to_numpy()[1:], expected[1:], rtol=1e-8)
+
+
+def test_probe_matches_metrics_on_our_model(cora):
+    model = build_model("postln", depth=6, in_channels=cora.num_features, out_channels=7)
+    graph = GraphOperator(cora.edge_index, num_nodes=cora.num_nodes)
+    with Probe(model, graph) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    frame = probe.to_frame()
+    assert list(frame.columns) == ["layer", "laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev", "feature_norm"]
+    _check_table(frame, _hand_states_ours(model, cora), graph)
+
+
+@pytest.mark.parametrize("cls", [GCN, GAT])
+def test_probe_matches_metrics_on_pyg_models(cora, cls):
+    torch.manual_seed(0)
+    model = cls(cora.num_features, 32, num_layers=8, out_channels=7).eval()
+    with Probe(model, cora.edge_index) as probe:
+        with torch.no_grad():
+            model(cora.x, cora.edge_index)
+    frame = probe.to_frame()
+    states = _hand_states_pyg(model, cora)
+    assert len(states) == 9
+    _check_table(frame, states, GraphOperator(cora.edge_index, num_nodes=cora.num_nodes))
+
+
+def test_optional_metrics_and_explicit_layers(cora):
+    model = build_model("preln", depth=3, in_channels=cora.num_features, out_channels=7)
+    names = ["effective_rank", "mad", "mad_global", "energy_3", "rusch_dirichlet", "laplacian_energy_degree"]
+    with Probe(model, cora.edge_index, metrics=names, layers=list(model.blocks)) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    frame = probe.to_frame()
+    states = _hand_states_ours(model, cora)[1:]  # layer k = output of module k
+    x = states[2]
+    row = frame.iloc[2]
+    assert row["effective_rank"] == pytest.approx(M.effective_rank(x).item(), rel=1e-9)
+    assert row["mad"] == pytest.approx(M.mean_average_distance(x, cora.edge_index).item(), rel=1e-10)
+    assert row["mad_global"] == pytest.approx(M.mean_average_distance(x, variant="global").item(), rel=1e-10)
+    assert row["energy_3"] == pytest.approx(M.energy(x, cora.edge_index, 3).item(), rel=1e-10)
+    assert row["rusch_dirichlet"] == pytest.approx(M.rusch_dirichlet_energy(x, cora.edge_index).item(), rel=1e-10)
+    assert row["laplacian_energy_degree"] == pytest.approx(M.laplacian_energy(x, cora.edge_index, "degree").item(), rel=1e-10)
+
+
+def test_manual_record_and_directed_graph_dirichlet():
+    # a directed graph takes the edge-sum path of the Dirichlet energy
+    ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    model = torch.nn.Linear(2, 2)
+    probe = Probe(model, ei, layers=[])
+    x = torch.randn(4, 2, dtype=torch.float64)
+    probe.record(0, x)
+    probe.record(1, 2 * x)
+    frame = probe.to_frame()
+    assert frame["dirichlet_energy"][0] == pytest.approx(M.dirichlet_energy(x, ei).item(), rel=1e-12)
+    assert frame["cosine_prev"][1] == pytest.approx(1.0)
+    assert frame["relative_energy"][1] == pytest.approx(3.0)
+
+
+def test_no_hooks_remain_even_after_an_exception(cora):
+    model = build_model("postln", depth=3, in_channels=cora.num_features, out_channels=7)
+
+    def count_hooks():
+        return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+    assert count_hooks() == 0
+    with Probe(model, cora.edge_index, head_energies=True):
+        assert count_hooks() == 4
+    assert count_hooks() == 0
+    with pytest.raises(RuntimeError, match="boom"):
+        with Probe(model, cora.edge_index, head_energies=True):
+            raise RuntimeError("boom")
+    assert count_hooks() == 0
+    assert all(not b.mp.keep_attention for b in model.blocks)
+    pyg = GCN(cora.num_features, 16, num_layers=3)
+    with pytest.raises(RuntimeError):
+        with Probe(pyg, cora.edge_index):
+            pyg(cora.x[:, :5], cora.edge_index)  # wrong width raises inside the forward
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in pyg.modules()) == 0
+
+
+def test_same_seed_gives_identical_table(cora):
+    frames = []
+    for _ in range(2):
+        model = build_model("nonlocal", depth=4, in_channels=cora.num_features, out_channels=7, seed=3)
+        with Probe(model, cora.edge_index) as probe, torch.no_grad():
+            model(cora.x, cora.edge_index)
+        frames.append(probe.to_frame())
+    assert frames[0].equals(frames[1])
+
+
+def test_similarity_matrix(cora):
+    model = build_model("preln", depth=5, in_channels=cora.num_features, out_channels=7)
+    with Probe(model, cora.edge_index, similarity=True) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    sim = probe.similarity_matrix()
+    assert sim.shape == (6, 6)
+    assert torch.allclose(sim, sim.T)
+    assert torch.allclose(sim.diagonal(), torch.ones(6, dtype=torch.float64), atol=1e-6)
+    reference = M.layer_similarity(_hand_states_ours(model, cora))
+    assert torch.allclose(sim, reference, atol=1e-6)
+    # a node sample: documented error bound 1/sqrt(sample)
+    with Probe(model, cora.edge_index, similarity=True, similarity_sample=500, similarity_dtype=torch.float16) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    assert (probe.similarity_matrix() - reference).abs().max() < 3 / math.sqrt(500)
+    with pytest.raises(ValueError, match="similarity=False"):
+        Probe(model, cora.edge_index).similarity_matrix()
+
+
+def test_head_energies_use_each_heads_attention(cora):
+    model = build_model("postln", conv="gat", depth=2, in_channels=cora.num_features, out_channels=7, heads=4)
+    with Probe(model, cora.edge_index, head_energies=True) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    frame = probe.to_frame()
+    assert [c for c in frame.columns if c.startswith("head_energy_")] == [f"head_energy_{h}" for h in range(4)]
+    states = _hand_states_ours(model, cora)
+    ctx = model.context(cora.edge_index, cora.num_nodes)
+    with torch.no_grad():
+        alpha = model.blocks[1].mp.attention(states[1], ctx).double()  # Post-LN: attention on the block input
+    x = states[2].double()
+    px = aggregate(x[ctx.src].unsqueeze(1) * alpha.unsqueeze(-1), ctx.dst, cora.num_nodes)
+    for h in range(4):
+        expected = ((px[:, h] - x) ** 2).sum().item() / cora.num_nodes
+        assert frame[f"head_energy_{h}"][2] == pytest.approx(expected, rel=1e-5)
+    assert math.isnan(frame["head_energy_0"][0])
+
+
+def test_probe_bad_input(cora):
+    model = build_model("postln", depth=2, in_channels=cora.num_features, out_channels=7)
+    with pytest.raises(ValueError, match="metrics: unknown name 'energy'; expected any of laplacian_energy"):
+        Probe(model, cora.edge_index, metrics=["energy"])
+    other = torch.nn.Linear(3, 3)
+    with pytest.raises(ValueError, match=r"layers\[1\]: expected a submodule of the model"):
+        Probe(model, cora.edge_index, layers=[model.encoder, other])
+    probe = Probe(model, cora.edge_index)
+    with pytest.raises(ValueError, match=r"layer: expected an index in \[0, 2\], received 3"):
+        probe.record(3, torch.randn(cora.num_nodes, 32))
+    with pytest.raises(ValueError, match="cannot find the layers of a Linear"):
+        Probe(other, cora.edge_index)
+    with pytest.raises(ValueError, match="head_energies"):
+        Probe(GCN(3, 4, num_layers=2), cora.edge_index, head_energies=True)
+
+
+# ----------------------------------------------------------------------------- pruning
+
+
+def test_pruning_an_identity_block_changes_nothing(cora):
+    model = build_model("preln", depth=4, in_channels=cora.num_features, out_channels=7)
+    with torch.no_grad():  # make every block an exact identity: zero MP output map and FFN output layer
+        for block in model.blocks:
+            block.mp.out.weight.zero_()
+            block.ffn[3].weight.zero_()
+            block.ffn[3].bias.zero_()
+    frame = prune_sensitivity(model, cora, [1, 2, 3, 4], mask="test_mask")
+    assert frame["logits_change"].tolist() == [0.0] * 4
+    assert frame["energy_change"].tolist() == [0.0] * 4
+    assert frame["accuracy_drop"].tolist() == [0.0] * 4
+
+
+def test_pruning_a_block_that_matters_changes_the_output(cora):
+    model = build_model("postln", depth=4, in_channels=cora.num_features, out_channels=7)
+    frame = prune_sensitivity(model, cora, [1, 4])
+    assert (frame["logits_change"] > 1e-3).all()
+    slow = prune_sensitivity(model, cora, [1, 4], reuse_prefix=False)
+    assert np.allclose(frame["logits_change"], slow["logits_change"], rtol=1e-5)
+    assert np.allclose(frame["final_energy"], slow["final_energy"], rtol=1e-5)
+    # against a direct skip forward
+    with torch.no_grad():
+        base = model(cora.x, cora.edge_index)
+        pruned = model(cora.x, cora.edge_index, skip=[3])
+    expected = ((pruned - base).double().norm() / base.double().norm()).item()
+    assert frame["logits_change"][1] == pytest.approx(expected, rel=1e-5)
+    assert frame.attrs["baseline"]["final_energy"] > 0
+
+
+def test_pruning_bad_input(cora):
+    model = build_model("postln", depth=4, in_channels=cora.num_features, out_channels=7)
+    with pytest.raises(ValueError, match=r"layers: expected layer numbers in \[1, 4\] for a depth-4 model, received 5"):
+        prune_sensitivity(model, cora, [2, 5])
+    with pytest.raises(ValueError, match="mask: the data has no attribute 'holdout'"):
+        prune_sensitivity(model, cora, [2], mask="holdout")
+    with pytest.raises(TypeError, match="model: expected an oversmooth DepthModel"):
+        prune_sensitivity(GCN(3, 4, num_layers=2), cora, [1])
