@@ -4,12 +4,45 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
+import sys
+
 import typer
+from typer.core import TyperGroup
 
 from oversmooth import __version__
 from oversmooth.cli import _common
 
+
+class OneLineErrors(TyperGroup):
+    """Usage errors (bad option values, unknown commands) as one line on stderr, exit code 2.
+
+    Click's exceptions are recognised by their interface (``format_message``,
+    ``exit_code``), so this works whether typer vendors click or depends on it.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        except Exception as exc:  # noqa: BLE001 - click's usage errors, by interface
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+                typer.echo(ctx.get_help())
+                sys.exit(0)
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+                raise
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            typer.echo(f"error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     name="oversmooth",
     help=(
         "Diagnose oversmoothing and the curse of depth in deep graph neural networks "

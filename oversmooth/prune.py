@@ -15,7 +15,7 @@ from its layer instead of recomputing the unchanged prefix:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -70,6 +70,7 @@ def prune_sensitivity(
     *,
     mask: str | Tensor | None = None,
     reuse_prefix: bool = True,
+    callback: Callable[[int], None] | None = None,
 ):
     """Prune each chosen layer alone and measure what changes.
 
@@ -80,6 +81,7 @@ def prune_sensitivity(
         mask: nodes on which to measure accuracy (``"test_mask"`` or a boolean
             tensor); no accuracy columns without it.
         reuse_prefix: restart each pruned run from its layer (see module docstring).
+        callback: called with each layer number once its pruned run is done (progress).
 
     Returns:
         pandas DataFrame, one row per pruned layer: ``layer``, ``logits_change``
@@ -132,6 +134,8 @@ def prune_sensitivity(
                 acc = _accuracy(logits, y, mask_t.to(device))
                 row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
             rows.append(row)
+            if callback is not None:
+                callback(layer)
         columns = [c for c in rows[0] if c != "layer"]
         values = torch.stack([torch.stack([r[c] for c in columns]) for r in rows]).cpu().numpy()
         frame = pd.DataFrame({"layer": chosen, **{c: values[:, j] for j, c in enumerate(columns)}})

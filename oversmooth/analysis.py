@@ -1,0 +1,446 @@
+"""The main jobs as library functions: analyse one architecture, compare several.
+
+Record -> data -> render: :func:`run_analysis` and :func:`run_comparison`
+compute tidy tables (one row per layer and seed) plus fits; writing and
+rendering live in :mod:`oversmooth.report`, which reads only those tables.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, tail_window
+from oversmooth.graph import GraphOperator
+from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
+from oversmooth.probe import DEFAULT_METRICS, Probe, _metric_fn
+from oversmooth.prune import check_layers, prune_sensitivity
+
+__all__ = [
+    "AnalysisConfig",
+    "ComparisonConfig",
+    "AnalysisResult",
+    "ComparisonResult",
+    "run_analysis",
+    "run_comparison",
+    "resolve_device",
+    "environment",
+    "MAX_DEPTH",
+]
+
+MAX_DEPTH = 65536
+Progress = Callable[[str, int, int], None]
+
+PRETTY = {"preln": "Pre-LN", "postln": "Post-LN", "nonlocal": "nonlocal Post-LN", "nonlocal-preln": "nonlocal Pre-LN", "plain": "plain"}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} asked for, but CUDA is not available on this machine; use --device cpu")
+        return torch.device(device)
+    raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
+
+
+def _git_commit() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: torch.device) -> dict:
+    """Versions, machine and device, for config.json."""
+    import pandas
+    import scipy
+    import torch_geometric
+
+    from oversmooth import __version__
+
+    env = {
+        "oversmooth": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pandas.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+        "git_commit": _git_commit(),
+    }
+    if device.type == "cuda":
+        env["cuda_device"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    seeds = tuple(seeds)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"seeds: expected one or more integers >= 0, received {list(seeds)}")
+    return seeds
+
+
+def _check_depth(depth: int) -> None:
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth: expected an integer in [1, {MAX_DEPTH}], received {depth!r}")
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """One architecture at one depth, probed over one or more seeds."""
+
+    model: str = "postln"
+    depth: int = 256
+    conv: str = "san"
+    dataset: str = "cora"
+    hidden: int = 32
+    heads: int = 4
+    seeds: tuple[int, ...] = (0,)
+    device: str = "auto"
+    similarity: bool = True
+    prune: tuple[int, ...] = ()
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    norm: str = "node"
+    pattern: str = "M"
+    ffn: int | None = None
+    data_root: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_depth(self.depth)
+        object.__setattr__(self, "seeds", _check_seeds(self.seeds))
+        object.__setattr__(self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ())
+        metrics = tuple(self.metrics)
+        for name in metrics:
+            _metric_fn(name)
+        if "laplacian_energy" not in metrics:
+            metrics = ("laplacian_energy",) + metrics
+        object.__setattr__(self, "metrics", metrics)
+        self.model_config(in_channels=1, out_channels=1, seed=self.seeds[0])  # validates names and sizes
+
+    def model_config(self, in_channels: int, out_channels: int, seed: int) -> ModelConfig:
+        return ModelConfig(
+            name=self.model, conv=self.conv, depth=self.depth, in_channels=in_channels, out_channels=out_channels,
+            hidden=self.hidden, heads=self.heads, seed=seed, ffn=self.ffn, norm=self.norm, pattern=self.pattern,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class AnalysisResult:
+    config: dict
+    metrics: "object"  # pandas DataFrame, one row per (seed, layer)
+    fits: dict
+    verdict: str
+    label: str
+    similarity: np.ndarray | None = None
+    similarity_layers: list[int] | None = None
+    prune: "object | None" = None
+    environment: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def _load_data(name: str, data_root: str | None):
+    from oversmooth.data import load
+
+    data = load(name, data_root=data_root)
+    if getattr(data, "y", None) is None:
+        out_channels = 2
+    else:
+        out_channels = int(data.y.max()) + 1
+    return data, out_channels
+
+
+def _fit_record(fit: CurveFit) -> dict:
+    out = fit.to_dict()
+    for law in ("power", "exponential"):
+        if out[law] is not None:
+            out[law]["ci"] = list(out[law]["ci"])
+    return out
+
+
+def describe_curve(layers, energies, feature_norm, relative, cosine) -> dict:
+    """Full and tail fits, classification and the plain-words pieces for one energy curve."""
+    layers = np.asarray(layers)
+    floor = float_floor(feature_norm)
+    last = int(layers.max())
+    full = fit_curve(layers, energies, floor=floor)
+    tail = fit_curve(layers, energies, window=tail_window(last), floor=floor)
+    label = classify(full, tail, relative, cosine)
+    final, final_floor = float(np.asarray(energies)[-1]), float(np.asarray(floor)[-1])
+    return {
+        "full": _fit_record(full),
+        "tail": _fit_record(tail),
+        "classification": label.label,
+        "reason": label.reason,
+        "curse_of_depth": label.curse_of_depth,
+        "final_energy": final,
+        "float_floor": final_floor,
+        "_full": full,
+        "_tail": tail,
+    }
+
+
+def _verdict(title: str, desc: dict) -> str:
+    label = desc["classification"]
+    tail, full = desc["_tail"], desc["_full"]
+    if label == "exponential-smoothing" and tail.exponential is not None and tail.exponential.exponent < 0:
+        half = math.log(2) / abs(tail.exponential.exponent)
+        body = f"exponential smoothing, energy halves every {half:.1f} layers"
+    elif label == "algebraic-smoothing" and tail.power is not None:
+        body = f"algebraic smoothing, energy decays like k^{tail.power.exponent:.2f}"
+    elif label == "power-law-growth" and full.power is not None:
+        body = f"power-law growth, energy grows like k^{full.power.exponent:.2f}"
+        if desc["curse_of_depth"]:
+            body += " with vanishing relative change (curse of depth)"
+    else:
+        body = "stable energy"
+    final, floor = desc["final_energy"], desc["float_floor"]
+    note = ""
+    if not math.isfinite(final) or final <= 0:
+        note = " (zero or non-finite: collapsed below representable values)"
+    elif final < floor:
+        note = " (below float32 resolution)"
+    elif final < 10 * floor:
+        note = " (near float32 resolution)"
+    return f"{title}: {body}; final energy {final:.2g}{note}"
+
+
+def _public(desc: dict) -> dict:
+    return {k: v for k, v in desc.items() if not k.startswith("_")}
+
+
+def _title(model: str, conv: str, depth: int, dataset: str) -> str:
+    return f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
+
+
+def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
+    """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
+
+    Returns the per-layer table (columns ``seed``, ``layer`` and the metrics), the
+    similarity matrix of the first seed (when ``config.similarity``), the pruning
+    table of the first seed (when ``config.prune``), fits and a verdict.
+    """
+    import pandas as pd
+
+    started = time.perf_counter()
+    device = resolve_device(config.device)
+    data, out_channels = _load_data(config.dataset, config.data_root)
+    graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
+    x, edge_index = data.x.to(device), data.edge_index.to(device)
+    frames, similarity, sim_layers, prune_frame = [], None, None, None
+    steps = len(config.seeds) + (len(config.prune) if config.prune else 0)
+    step = 0
+    timings = {"forward_s": 0.0, "prune_s": 0.0}
+    for i, seed in enumerate(config.seeds):
+        if progress:
+            progress(f"seed {seed}: forward + probe", step, steps)
+        model = model_from_config(config.model_config(data.num_features, out_channels, seed), device)
+        keep_sim = config.similarity and i == 0
+        t0 = time.perf_counter()
+        with torch.no_grad(), Probe(model, graph, metrics=config.metrics, similarity=keep_sim) as probe:
+            model(x, edge_index)
+        frame = probe.to_frame()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        timings["forward_s"] += time.perf_counter() - t0
+        frame.insert(0, "seed", seed)
+        frames.append(frame)
+        if keep_sim:
+            similarity = probe.similarity_matrix().cpu().numpy()
+            sim_layers = probe.similarity_layers()
+        step += 1
+        if config.prune and i == 0:
+            t0 = time.perf_counter()
+
+            def tick(layer: int, _s=[step]) -> None:  # noqa: B006 - a tiny counter
+                if progress:
+                    progress(f"pruning layer {layer}", _s[0], steps)
+                _s[0] += 1
+
+            prune_frame = prune_sensitivity(model, data, list(config.prune), callback=tick)
+            step += len(config.prune)
+            timings["prune_s"] = time.perf_counter() - t0
+    metrics = pd.concat(frames, ignore_index=True)
+    fits: dict = {"per_seed": {}}
+    for seed, frame in metrics.groupby("seed", sort=True):
+        desc = describe_curve(frame["layer"], frame["laplacian_energy"], frame.get("feature_norm", np.sqrt(32.0)),
+                              frame.get("relative_energy"), frame.get("cosine_prev"))
+        fits["per_seed"][str(seed)] = _public(desc)
+    # the verdict uses the geometric mean over seeds of the energy curve
+    mean = metrics.groupby("layer", sort=True).agg(
+        laplacian_energy=("laplacian_energy", lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))),
+        **({"feature_norm": ("feature_norm", "mean")} if "feature_norm" in metrics else {}),
+        **({"relative_energy": ("relative_energy", "median")} if "relative_energy" in metrics else {}),
+        **({"cosine_prev": ("cosine_prev", "median")} if "cosine_prev" in metrics else {}),
+    ).reset_index()
+    desc = describe_curve(mean["layer"], mean["laplacian_energy"], mean.get("feature_norm", np.sqrt(config.hidden)),
+                          mean.get("relative_energy"), mean.get("cosine_prev"))
+    title = _title(config.model, config.conv, config.depth, config.dataset)
+    verdict = _verdict(title, desc)
+    fits["mean_over_seeds"] = _public(desc)
+    fits["verdict"] = verdict
+    timings["total_s"] = time.perf_counter() - started
+    return AnalysisResult(
+        config={"command": "analyze", **config.to_dict(), "device_resolved": str(device)},
+        metrics=metrics,
+        fits=fits,
+        verdict=verdict,
+        label=desc["classification"],
+        similarity=similarity,
+        similarity_layers=sim_layers,
+        prune=prune_frame,
+        environment=environment(device),
+        timings=timings,
+    )
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class ComparisonConfig:
+    """Several architectures x depths x datasets x seeds (the paper's Tables 2/4/6)."""
+
+    models: tuple[str, ...] = ("preln", "postln", "nonlocal")
+    depths: tuple[int, ...] = (2, 32, 64, 128, 256)
+    conv: str = "san"
+    datasets: tuple[str, ...] = ("cora",)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    hidden: int = 32
+    heads: int = 4
+    device: str = "auto"
+    norm: str = "node"
+    pattern: str = "M"
+    ffn: int | None = None
+    data_root: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.models or not self.depths or not self.datasets:
+            raise ValueError("models, depths, datasets: expected at least one value each")
+        for m in self.models:
+            if m not in MODELS:
+                raise ValueError(f"models: expected names among {', '.join(MODELS)}, received {m!r}")
+        for d in self.depths:
+            _check_depth(d)
+        object.__setattr__(self, "seeds", _check_seeds(self.seeds))
+        object.__setattr__(self, "depths", tuple(sorted(set(self.depths))))
+        for m in self.models:
+            self.analysis(m, self.depths[-1], self.datasets[0])  # validates sizes and names
+
+    def analysis(self, model: str, depth: int, dataset: str) -> AnalysisConfig:
+        return AnalysisConfig(
+            model=model, depth=depth, conv=self.conv, dataset=dataset, hidden=self.hidden, heads=self.heads,
+            seeds=self.seeds, device=self.device, similarity=False, norm=self.norm, pattern=self.pattern,
+            ffn=self.ffn, data_root=self.data_root,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ComparisonResult:
+    config: dict
+    metrics: "object"  # per layer: dataset, model, depth, seed, layer, metrics
+    summary: "object"  # per run: dataset, model, depth, seed, final_energy
+    table: "object"  # rows (model, dataset), columns depths: "mean ± std"
+    fits: dict
+    verdicts: list[str]
+    environment: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def summary_table(summary) -> "object":
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns depth."""
+    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
+    stats = grouped.agg(["mean", "std", "count"]).reset_index()
+
+    def cell(row) -> str:
+        std = 0.0 if row["count"] < 2 or not np.isfinite(row["std"]) else row["std"]
+        return f"{row['mean']:.3g} ± {std:.2g}"
+
+    stats["cell"] = stats.apply(cell, axis=1)
+    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
+    order = list(dict.fromkeys(summary["model"]))
+    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
+    table.columns = [f"{d} layers" for d in table.columns]
+    return table
+
+
+def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:
+    """Every (dataset, model, depth, seed) at initialisation; per-layer rows, final energies, fits at the deepest depth."""
+    import pandas as pd
+
+    started = time.perf_counter()
+    device = resolve_device(config.device)
+    runs = [(ds, m, d) for ds in config.datasets for m in config.models for d in config.depths]
+    total = len(runs) * len(config.seeds)
+    done = 0
+    frames, rows, fits, verdicts = [], [], {}, []
+    for dataset in config.datasets:
+        data, out_channels = _load_data(dataset, config.data_root)
+        graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
+        x, edge_index = data.x.to(device), data.edge_index.to(device)
+        for model_name in config.models:
+            for depth in config.depths:
+                acfg = config.analysis(model_name, depth, dataset)
+                for seed in config.seeds:
+                    if progress:
+                        progress(f"{dataset} {model_name} depth {depth} seed {seed}", done, total)
+                    model = model_from_config(acfg.model_config(data.num_features, out_channels, seed), device)
+                    with torch.no_grad(), Probe(model, graph, metrics=acfg.metrics) as probe:
+                        model(x, edge_index)
+                    frame = probe.to_frame()
+                    for col, value in (("seed", seed), ("depth", depth), ("model", model_name), ("dataset", dataset)):
+                        frame.insert(0, col, value)
+                    frames.append(frame)
+                    rows.append({"dataset": dataset, "model": model_name, "depth": depth, "seed": seed,
+                                 "final_energy": float(frame["laplacian_energy"].iloc[-1])})
+                    done += 1
+            deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
+                                 and f["depth"].iloc[0] == config.depths[-1]])
+            mean = deepest.groupby("layer", sort=True).agg(
+                laplacian_energy=("laplacian_energy", lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))),
+                feature_norm=("feature_norm", "mean"),
+                relative_energy=("relative_energy", "median"),
+                cosine_prev=("cosine_prev", "median"),
+            ).reset_index()
+            desc = describe_curve(mean["layer"], mean["laplacian_energy"], mean["feature_norm"], mean["relative_energy"], mean["cosine_prev"])
+            verdict = _verdict(_title(model_name, config.conv, config.depths[-1], dataset), desc)
+            fits[f"{dataset}/{model_name}"] = {**_public(desc), "verdict": verdict, "depth": config.depths[-1]}
+            verdicts.append(verdict)
+    if progress:
+        progress("done", total, total)
+    metrics = pd.concat(frames, ignore_index=True)
+    summary = pd.DataFrame(rows)
+    return ComparisonResult(
+        config={"command": "compare", **config.to_dict(), "device_resolved": str(device)},
+        metrics=metrics,
+        summary=summary,
+        table=summary_table(summary),
+        fits=fits,
+        verdicts=verdicts,
+        environment=environment(device),
+        timings={"total_s": time.perf_counter() - started},
+    )

@@ -1,0 +1,125 @@
+"""Plot functions: each takes a matplotlib ``Axes``, draws, and returns it.
+
+They never create, show or save figures (the report writer does that).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+
+
+def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
+    x = np.log(layers) if law["law"] == "power" else layers
+    return np.exp(law["log_c"] + law["exponent"] * x)
+
+
+def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"):
+    """Log-log energy against layer (the seed paper's Figure 1), with fitted laws.
+
+    Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record)}``.
+    Layer 0 cannot sit on a log axis and is left out; non-positive values too.
+    """
+    for i, curve in enumerate(curves):
+        layers = np.asarray(curve["layers"], dtype=float)
+        values = np.asarray(curve["values"], dtype=float)
+        keep = (layers > 0) & np.isfinite(values) & (values > 0)
+        (line,) = ax.plot(layers[keep], values[keep], lw=1.2, label=curve["label"])
+        fit = curve.get("fit")
+        if fit:
+            window = fit.get("tail") or {}
+            for key, style in (("power", "--"), ("exponential", ":")):
+                law = window.get(key)
+                if law:
+                    lo, hi = window["span"]
+                    grid = np.linspace(lo, hi, 200)
+                    name = "k^{%.2f}" % law["exponent"] if key == "power" else "e^{%.3gk}" % law["exponent"]
+                    ax.plot(grid, _law_points(law, grid), style, color=line.get_color(), lw=1, alpha=0.8,
+                            label=f"  fit ${name}$ (R²={law['r2']:.2f})")
+        floor = curve.get("floor")
+        if floor is not None and i == 0:
+            ax.axhline(floor, color="grey", lw=0.8, ls="-.", label="float32 resolution")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("layer $k$")
+    ax.set_ylabel(metric_label)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return ax
+
+
+def relative_energy_curves(ax, curves: Iterable[Mapping]):
+    """``|R(X^k)|`` on log-log axes (curse of depth: it decays towards 0)."""
+    for curve in curves:
+        layers = np.asarray(curve["layers"], dtype=float)
+        values = np.abs(np.asarray(curve["values"], dtype=float))
+        keep = (layers > 0) & np.isfinite(values) & (values > 0)
+        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("layer $k$")
+    ax.set_ylabel(r"$|R(X^k)| = |E(X^k) - E(X^{k-1})| / E(X^{k-1})$")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def cosine_curves(ax, curves: Iterable[Mapping]):
+    """Adjacent-layer cosine similarity ``sim(X^{k-1}, X^k)``."""
+    for curve in curves:
+        layers = np.asarray(curve["layers"], dtype=float)
+        values = np.asarray(curve["values"], dtype=float)
+        keep = (layers > 0) & np.isfinite(values)
+        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
+    ax.set_xscale("log")
+    ax.set_xlabel("layer $k$")
+    ax.set_ylabel(r"$\mathrm{sim}(X^{k-1}, X^k)$")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def similarity_heatmap(ax, matrix: np.ndarray, layers: Iterable[int] | None = None, title: str | None = None):
+    """The ``L x L`` inter-layer cosine similarity (the seed paper's Figure 2)."""
+    matrix = np.asarray(matrix, dtype=float)
+    layers = list(layers) if layers is not None else list(range(matrix.shape[0]))
+    image = ax.imshow(matrix, origin="lower", cmap="viridis", vmin=min(0.0, np.nanmin(matrix)), vmax=1.0,
+                      extent=(layers[0] - 0.5, layers[-1] + 0.5, layers[0] - 0.5, layers[-1] + 0.5), aspect="equal")
+    ax.figure.colorbar(image, ax=ax, label=r"$\mathrm{sim}(X^s, X^t)$", fraction=0.046, pad=0.04)
+    ax.set_xlabel("layer $t$")
+    ax.set_ylabel("layer $s$")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def pruning_bars(ax, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True):
+    """Sensitivity of each pruned layer (the seed paper's Table 8 as a chart)."""
+    layers = [str(k) for k in layers]
+    values = np.asarray(list(values), dtype=float)
+    ax.bar(layers, np.abs(values) if log else values, color="tab:blue")
+    if log and np.all(np.abs(values[np.isfinite(values)]) > 0):
+        ax.set_yscale("log")
+    ax.set_xlabel("pruned layer")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    return ax
+
+
+def final_energy_vs_depth(ax, summary, dataset: str):
+    """Final-layer energy (mean over seeds, min-max band) against depth, one line per model."""
+    part = summary[summary["dataset"] == dataset]
+    for model, rows in part.groupby("model", sort=False):
+        stats = rows.groupby("depth")["final_energy"].agg(["mean", "min", "max"])
+        depths = stats.index.to_numpy(dtype=float)
+        ax.plot(depths, stats["mean"], marker="o", lw=1.2, label=model)
+        ax.fill_between(depths, stats["min"], stats["max"], alpha=0.2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("depth $L$")
+    ax.set_ylabel("final-layer Laplacian energy")
+    ax.set_title(dataset, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax

@@ -1,0 +1,146 @@
+"""CLI: every command and every error path (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from oversmooth.cli.main import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _one_line_error(result, code=2, contains=""):
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    assert contains in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "model,label",
+    [("postln", "exponential-smoothing"), ("nonlocal", "algebraic-smoothing"), ("preln", "power-law-growth")],
+)
+def test_main_command_verdicts(tmp_path, model, label):
+    """The README's main command: the paper's three behaviours at depth 256 on embedded Cora."""
+    out = tmp_path / model
+    result = run("analyze", "--model", model, "--depth", 256, "--out", out, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["classification"] == label
+    if model == "preln":
+        assert summary["curse_of_depth"] is True
+        assert "curse of depth" in summary["verdict"]
+    if model == "postln":
+        assert "halves every" in summary["verdict"] and summary["final_energy"] < 1e-9
+    for name in ("metrics.csv", "similarity.csv", "fits.json", "config.json", "energy.png", "similarity.png", "report.md", "report.html"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == model and config["environment"]["torch"]
+    assert "data:image/png;base64," in (out / "report.html").read_text()
+
+
+def test_analyze_human_output_and_prune_and_seeds(tmp_path):
+    result = run("analyze", "--model", "preln", "--depth", 8, "--seeds", "0,1", "--prune", "2,8", "--out", tmp_path / "a", "--no-similarity")
+    assert result.exit_code == 0, result.output
+    assert "Pre-LN SAN, 8 layers on cora" in result.output and "report:" in result.output
+    import pandas as pd
+
+    metrics = pd.read_csv(tmp_path / "a" / "metrics.csv")
+    assert sorted(metrics["seed"].unique()) == [0, 1] and len(metrics) == 2 * 9
+    assert list(metrics.columns[:3]) == ["seed", "layer", "laplacian_energy"]
+    assert pd.read_csv(tmp_path / "a" / "prune.csv")["layer"].tolist() == [2, 8]
+    assert not (tmp_path / "a" / "similarity.csv").exists()
+
+
+def test_prune_command(tmp_path):
+    result = run("prune", "--model", "preln", "--depth", 8, "--layers", "2,4,8", "--out", tmp_path / "p", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert [row["layer"] for row in payload["prune"]] == [2, 4, 8]
+    assert (tmp_path / "p" / "pruning.png").is_file()
+
+
+def test_compare_command(tmp_path):
+    out = tmp_path / "c"
+    result = run("compare", "--models", "preln,postln,nonlocal", "--depths", "2,8", "--seeds", "0,1", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 layers" in result.output and "8 layers" in result.output
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 3 * 2 * 2
+    table = pd.read_csv(out / "table.csv", index_col=[0, 1])
+    assert table.shape == (3, 2) and "±" in table.iloc[0, 0]
+    assert (out / "energy_cora.png").is_file() and (out / "report.html").is_file()
+
+
+def test_models_metrics_and_report_rebuild(tmp_path):
+    result = run("models")
+    assert result.exit_code == 0 and "nonlocal-preln" in result.output and "gat" in result.output
+    assert json.loads(run("models", "--json").output)["pattern_letters"]["S"]
+    out = tmp_path / "r"
+    assert run("analyze", "--depth", 4, "--out", out).exit_code == 0
+    (out / "report.md").unlink()
+    (out / "energy.png").unlink()
+    result = run("report", out)
+    assert result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
+    _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
+
+
+def test_existing_out_is_never_overwritten_without_flag(tmp_path):
+    out = tmp_path / "keep"
+    out.mkdir()
+    (out / "precious.txt").write_text("data")
+    _one_line_error(run("analyze", "--depth", 2, "--out", out), 2, "already exists; pass --overwrite")
+    assert (out / "precious.txt").read_text() == "data"
+    assert run("analyze", "--depth", 2, "--out", out, "--overwrite").exit_code == 0
+    assert not (out / "precious.txt").exists() and (out / "metrics.csv").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+@pytest.mark.parametrize(
+    "args,contains",
+    [
+        (["analyze", "--model", "postlm"], "'postlm' is not one of"),
+        (["analyze", "--conv", "gin"], "'gin' is not one of"),
+        (["analyze", "--depth", 0], "depth: expected an integer in [1, 65536]"),
+        (["analyze", "--depth", 10**9], "depth: expected an integer in [1, 65536]"),
+        (["analyze", "--hidden", 30], "hidden: expected a multiple of heads=4"),
+        (["analyze", "--seeds", "0,a"], "--seeds: expected comma-separated integers"),
+        (["analyze", "--depth", 4, "--prune", "9"], "layers: expected layer numbers in [1, 4]"),
+        (["analyze", "--dataset", "nope"], "unknown name 'nope'"),
+        (["analyze", "--metrics", "bogus"], "metrics: unknown name 'bogus'"),
+        (["analyze", "--pattern", "MQ"], "pattern: expected a non-empty string over {M, S}"),
+        (["analyze", "--device", "tpu"], "device: expected auto, cpu, cuda"),
+        (["analyze", "--out", "/proc/none/x"], "--out: cannot write into"),
+        (["compare", "--depths", "2,x"], "--depths: expected comma-separated integers like 2,32,64, received '2,x'"),
+        (["compare", "--models", "preln,foo"], "--models: unknown name 'foo'"),
+        (["compare", "--depths", "0"], "--depths: expected integers >= 1"),
+        (["prune", "--layers", "2,x"], "--layers: expected comma-separated integers"),
+        (["nosuch"], "No such command"),
+    ],
+)
+def test_user_errors_are_one_line_with_exit_code_2(args, contains):
+    _one_line_error(run(*args), 2, contains)
+
+
+def test_runtime_failure_is_exit_1_and_debug_shows_traceback(monkeypatch, tmp_path):
+    import oversmooth.analysis as analysis
+
+    def broken(*a, **k):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(analysis, "run_analysis", broken)
+    result = run("analyze", "--depth", 2, "--out", tmp_path / "x")
+    _one_line_error(result, 1, "RuntimeError: simulated failure")
+    assert not (tmp_path / "x").exists()
+    result = run("--debug", "analyze", "--depth", 2, "--out", tmp_path / "y")
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
