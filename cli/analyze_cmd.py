@@ -11,10 +11,10 @@ from oversmooth.cli._common import echo_json, handle_errors, parse_ints, progres
 
 
 def analyze(
-    model: O.Model = O.ModelName.postln,
-    depth: O.Depth = 256,
-    conv: O.ConvOpt = O.Conv.san,
-    dataset: O.Dataset = "cora",
+    model: Annotated[Optional[O.ModelName], typer.Option("--model", "-m", help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]")] = None,
+    depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]")] = None,
+    conv: Annotated[Optional[O.Conv], typer.Option("--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]")] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]")] = None,
     hidden: O.Hidden = 32,
     heads: O.Heads = 4,
     seed: O.Seed = 0,
@@ -26,6 +26,7 @@ def analyze(
     norm: O.NormOpt = O.Norm.node,
     pattern: O.Pattern = "M",
     data_root: O.DataRoot = None,
+    checkpoint: O.Checkpoint = None,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
@@ -36,24 +37,34 @@ def analyze(
     Writes metrics.csv, similarity.csv, fits.json, config.json, figures, report.md
     and report.html to --out, and prints a one-line verdict.
 
+    With --checkpoint (from `oversmooth train`) the trained model is analysed instead,
+    and --prune reports the test-accuracy drop of each pruned layer (Table 8).
+
     Example: oversmooth analyze --model postln --depth 256
     """
     handle_errors(_run)(**locals())
 
 
 def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, similarity, prune, metrics, norm, pattern,
-         data_root, out, overwrite, as_json, quiet, command: str = "analyze", prune_option: str = "--prune") -> None:
+         data_root, checkpoint, out, overwrite, as_json, quiet, command: str = "analyze", prune_option: str = "--prune") -> None:
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.probe import DEFAULT_METRICS
     from oversmooth.report.render import check_out, default_out, write_analysis
 
+    value = lambda v: getattr(v, "value", v)  # noqa: E731  (enum -> str, None stays None)
     extra = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else ()
-    config = AnalysisConfig(
-        model=model.value, depth=depth, conv=conv.value, dataset=dataset, hidden=hidden, heads=heads,
-        seeds=parse_ints("--seeds", seeds) if seeds else (seed,), device=device, similarity=similarity,
-        prune=parse_ints(prune_option, prune, minimum=1) if prune else (), metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)),
-        norm=norm.value, pattern=pattern, data_root=str(data_root) if data_root else None,
+    common = dict(
+        device=device, similarity=similarity, prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
+        metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)), data_root=str(data_root) if data_root else None,
     )
+    if checkpoint is not None:
+        config = AnalysisConfig.from_checkpoint(str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset, **common)
+    else:
+        config = AnalysisConfig(
+            model=value(model) or "postln", depth=256 if depth is None else depth, conv=value(conv) or "san",
+            dataset=dataset or "cora", hidden=hidden, heads=heads, seeds=parse_ints("--seeds", seeds) if seeds else (seed,),
+            norm=norm.value, pattern=pattern, **common,
+        )
     target = check_out(out if out is not None else default_out(command, config.model), overwrite)
     with progress_bar(not quiet) as update:
         result = run_analysis(config, progress=update)

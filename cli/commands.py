@@ -14,10 +14,12 @@ def register(app: typer.Typer) -> None:
     from oversmooth.cli.models_cmd import models
     from oversmooth.cli.prune_cmd import prune
     from oversmooth.cli.report_cmd import report
+    from oversmooth.cli.train_cmd import train
 
     app.command("analyze")(analyze)
     app.command("compare")(compare)
     app.command("prune")(prune)
+    app.command("train")(train)
     app.command("models")(models)
     app.command("datasets")(datasets)
     app.command("metrics")(metrics)

@@ -44,3 +44,4 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (it 
 NormOpt = Annotated[Norm, typer.Option("--norm", help="LayerNorm statistics: node (per node) or graph (per graph).")]
 Pattern = Annotated[str, typer.Option("--pattern", help="Block pattern over M (masked neighbourhood attention) and S (global self-attention), repeated to the depth, e.g. MMSS.")]
 DataRoot = Annotated[Optional[Path], typer.Option("--data-root", help="Folder of downloaded benchmarks (PubMed, Coauthor, Amazon).")]
+Checkpoint = Annotated[Optional[Path], typer.Option("--checkpoint", help="A best.pt from `oversmooth train`: analyse the trained model (architecture and dataset come from it).")]

@@ -123,6 +123,7 @@ class AnalysisConfig:
     pattern: str = "M"
     ffn: int | None = None
     data_root: str | None = None
+    checkpoint: str | None = None  # analyse these trained weights instead of a fresh initialisation
 
     def __post_init__(self) -> None:
         _check_depth(self.depth)
@@ -144,6 +145,25 @@ class AnalysisConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, *, model: str | None = None, depth: int | None = None, conv: str | None = None,
+                        dataset: str | None = None, **rest) -> "AnalysisConfig":
+        """The configuration of a trained checkpoint; explicitly given fields must agree with it."""
+        from oversmooth.train import CheckpointError, load_checkpoint
+
+        trained, meta = load_checkpoint(path, map_location="cpu")
+        cfg = trained.config
+        for name, given, have in (("model", model, cfg.name), ("depth", depth, cfg.depth), ("conv", conv, cfg.conv),
+                                  ("dataset", dataset, meta.get("dataset"))):
+            if given is not None and given != have:
+                raise CheckpointError(
+                    f"{path}: the checkpoint has {name}={have!r} but --{name} {given} was given; "
+                    f"drop --{name} or use a checkpoint trained with it"
+                )
+        return cls(model=cfg.name, depth=cfg.depth, conv=cfg.conv, dataset=meta.get("dataset", "cora"), hidden=cfg.hidden,
+                   heads=cfg.heads, seeds=(cfg.seed,), norm=cfg.norm, pattern=cfg.pattern, ffn=cfg.ffn,
+                   checkpoint=str(path), **rest)
 
 
 @dataclass
@@ -234,6 +254,17 @@ def _title(model: str, conv: str, depth: int, dataset: str) -> str:
     return f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
 
 
+def _trained_model(config: AnalysisConfig, data, device):
+    from oversmooth.train import CheckpointError, load_checkpoint
+
+    model, meta = load_checkpoint(config.checkpoint, map_location=device)
+    if meta.get("num_features") not in (None, data.num_features):
+        raise CheckpointError(
+            f"{config.checkpoint}: trained on {meta.get('num_features')} input features, but {config.dataset!r} has {data.num_features}"
+        )
+    return model, meta
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -255,7 +286,10 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     for i, seed in enumerate(config.seeds):
         if progress:
             progress(f"seed {seed}: forward + probe", step, steps)
-        model = model_from_config(config.model_config(data.num_features, out_channels, seed), device)
+        if config.checkpoint:
+            model, meta = _trained_model(config, data, device)
+        else:
+            model = model_from_config(config.model_config(data.num_features, out_channels, seed), device)
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
         with torch.no_grad(), Probe(model, graph, metrics=config.metrics, similarity=keep_sim) as probe:
@@ -278,7 +312,13 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
                     progress(f"pruning layer {layer}", _s[0], steps)
                 _s[0] += 1
 
-            prune_frame = prune_sensitivity(model, data, list(config.prune), callback=tick)
+            mask = None
+            if config.checkpoint:  # trained: the accuracy drop on the test nodes of the training split
+                from oversmooth.data import split_masks
+
+                data.test_mask = split_masks(data, meta.get("split", "random"), seed=meta.get("split_seed", 0))["test_mask"]
+                mask = "test_mask"
+            prune_frame = prune_sensitivity(model, data, list(config.prune), mask=mask, callback=tick)
             step += len(config.prune)
             timings["prune_s"] = time.perf_counter() - t0
     metrics = pd.concat(frames, ignore_index=True)
@@ -296,7 +336,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     ).reset_index()
     desc = describe_curve(mean["layer"], mean["laplacian_energy"], mean.get("feature_norm", np.sqrt(config.hidden)),
                           mean.get("relative_energy"), mean.get("cosine_prev"))
-    title = _title(config.model, config.conv, config.depth, config.dataset)
+    title = _title(config.model, config.conv, config.depth, config.dataset) + (" (trained)" if config.checkpoint else "")
     verdict = _verdict(title, desc)
     fits["mean_over_seeds"] = _public(desc)
     fits["verdict"] = verdict

@@ -301,8 +301,9 @@ def _render_analysis(folder: Path, config: dict):
     doc.text(verdict)
     mean_fit = fits.get("mean_over_seeds", {})
     doc.text(f"Classification: {mean_fit.get('classification')} — {mean_fit.get('reason', '')}.")
+    state = f"on the trained checkpoint {config['checkpoint']}" if config.get("checkpoint") else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
     doc.text(
-        f"Measured at initialisation over seeds {', '.join(str(s) for s in config['seeds'])}; energies on the input "
+        f"Measured {state}; energies on the input "
         "graph (no self loops), Laplacian energy (1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
@@ -342,7 +343,9 @@ def _render_analysis(folder: Path, config: dict):
                            "accuracy drop" if column == "accuracy_drop" else r"$\|Z_k - Z\|_F / \|Z\|_F$",
                            log=column != "accuracy_drop")
         doc.heading("Layer pruning sensitivity")
-        doc.image(_save(fig, folder / "pruning.png"), "Relative change of the logits when one layer is replaced by the identity")
+        doc.image(_save(fig, folder / "pruning.png"),
+                  "Test-accuracy drop when one layer is replaced by the identity" if column == "accuracy_drop"
+                  else "Relative change of the logits when one layer is replaced by the identity")
         doc.table(prune)
     doc.heading("Per-layer table (excerpt)")
     first = metrics[metrics["seed"] == config["seeds"][0]]

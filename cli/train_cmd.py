@@ -1,0 +1,93 @@
+"""``oversmooth train``: train a zoo model with the seed paper's recipe (Appendix B.1)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from oversmooth.cli import options as O
+from oversmooth.cli._common import echo_json, handle_errors, is_tty
+
+
+def train(
+    model: O.Model = O.ModelName.nonlocal_,
+    depth: O.Depth = 64,
+    conv: O.ConvOpt = O.Conv.san,
+    dataset: O.Dataset = "cora",
+    hidden: O.Hidden = 32,
+    heads: O.Heads = 4,
+    seed: O.Seed = 0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Training epochs (the paper: 5000).")] = 5000,
+    lr: Annotated[Optional[float], typer.Option("--lr", help="Learning rate. [default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]")] = None,
+    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam L2 weight decay.")] = 5e-4,
+    split: Annotated[str, typer.Option("--split", help="random (60/20/20, seeded by --seed) or public (Planetoid).")] = "random",
+    patience: Annotated[Optional[int], typer.Option("--patience", help="Early stopping: epochs without a better validation accuracy.")] = None,
+    dropout: Annotated[float, typer.Option("--dropout", help="Encoder input dropout.")] = 0.5,
+    norm: O.NormOpt = O.Norm.node,
+    pattern: O.Pattern = "M",
+    device: O.Device = "auto",
+    data_root: O.DataRoot = None,
+    out: O.Out = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")] = False,
+    overwrite: O.Overwrite = False,
+    as_json: O.Json = False,
+    quiet: O.Quiet = False,
+) -> None:
+    """Train with Adam, weight decay 5e-4, and keep the checkpoint with the best validation accuracy.
+
+    The output folder holds best.pt, last.pt (for --resume), history.csv,
+    training.png, config.json and summary.json.  Ctrl-C saves the state so far;
+    rerun the same command with --resume to continue.  Then analyse the trained
+    model with: oversmooth analyze --checkpoint OUT/best.pt --prune 2,32
+
+    Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
+    """
+    handle_errors(_run)(**locals())
+
+
+def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, weight_decay, split, patience, dropout, norm,
+         pattern, device, data_root, out, resume, overwrite, as_json, quiet) -> None:
+    from oversmooth.report.render import default_out
+    from oversmooth.train import TrainConfig, describe
+    from oversmooth.train import train as run_training
+
+    config = TrainConfig(
+        model=model.value, depth=depth, conv=conv.value, dataset=dataset, hidden=hidden, heads=heads, seed=seed,
+        epochs=epochs, lr=lr, warmup=warmup, weight_decay=weight_decay, split=split, patience=patience, dropout=dropout,
+        norm=norm.value, pattern=pattern, device=device, data_root=str(data_root) if data_root else None,
+    )
+    if out is None:
+        if resume:
+            raise ValueError("--resume: pass --out with the folder of the run to continue")
+        out = default_out("train", config.model)
+    progress = None
+    bar = None
+    if not quiet and is_tty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn("epoch"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[stats]}"),
+                       TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+        task = bar.add_task("train", total=epochs, stats="")
+
+        def progress(done, total, row):
+            bar.update(task, completed=done, stats=(f"loss {row['loss']:.3f} train {row['train_acc']:.3f} "
+                                                   f"val {row['val_acc']:.3f} best val {row['best_val_acc']:.3f}"))
+
+        bar.start()
+    try:
+        result = run_training(config, out, resume=resume, overwrite=overwrite, progress=progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if as_json:
+        echo_json({"out": str(result.out), "stopped": result.stopped, "best_epoch": result.best_epoch, **result.best,
+                   "epochs_run": result.epochs_run, "seconds": result.seconds})
+    else:
+        typer.echo(describe(result))
+        typer.echo(f"checkpoint: {result.out / 'best.pt'}")
+    if result.stopped == "interrupted":
+        typer.echo(f"interrupted: state saved; continue with the same command plus --resume --out {result.out}", err=True)
+        raise typer.Exit(130)
