@@ -8,6 +8,7 @@ import typer
 def register(app: typer.Typer) -> None:
     """Add every command to ``app`` (kept here so main.py stays an entry point)."""
     from oversmooth.cli.analyze_cmd import analyze
+    from oversmooth.cli.bench_cmd import bench
     from oversmooth.cli.compare_cmd import compare
     from oversmooth.cli.datasets_cmd import datasets
     from oversmooth.cli.metrics_cmd import metrics
@@ -24,3 +25,4 @@ def register(app: typer.Typer) -> None:
     app.command("datasets")(datasets)
     app.command("metrics")(metrics)
     app.command("report")(report)
+    app.command("bench")(bench)
