@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     from oversmooth.cli.models_cmd import models
     from oversmooth.cli.prune_cmd import prune
     from oversmooth.cli.report_cmd import report
+    from oversmooth.cli.sweep_cmd import sweep
     from oversmooth.cli.train_cmd import train
 
     app.command("analyze")(analyze)
@@ -24,5 +25,6 @@ def register(app: typer.Typer) -> None:
     app.command("models")(models)
     app.command("datasets")(datasets)
     app.command("metrics")(metrics)
+    app.command("sweep")(sweep)
     app.command("report")(report)
     app.command("bench")(bench)

@@ -41,29 +41,58 @@ __all__ = ["Probe", "DEFAULT_METRICS", "available_metrics", "find_layers"]
 DEFAULT_METRICS = ("laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev", "feature_norm")
 
 
+class _Workspace:
+    """Float64 buffers reused from layer to layer, so that measuring a layer allocates
+    nothing of size ``n x d`` (fresh allocations of that size cost more than the
+    arithmetic: page faults on every layer).  Two state buffers alternate so the
+    previous layer's state stays available for ``cosine_prev``."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.flip = 0
+
+    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        key = (tuple(x.shape), x.device)
+        if key != self.key:
+            make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
+            self.states, self.lap, self.tmp = [make(), make()], make(), make()
+            self.key = key
+        self.flip ^= 1
+        return self.states[self.flip], self.lap, self.tmp
+
+
 class _LayerCache:
     """Intermediate results shared by the metrics of one layer state (each computed at most once)."""
 
-    def __init__(self, x64: Tensor, op: GraphOperator) -> None:
-        self.x, self.op = x64, op
+    def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
+        self.x, self._lap_buf, self.tmp = workspace.buffers(x)
+        self.x.copy_(x)  # float64 copy of the state
+        self.op = op
         self._lap: Tensor | None = None
         self._row_sq: Tensor | None = None
 
     @property
-    def lap(self) -> Tensor:  # [n, d] Delta x
+    def lap(self) -> Tensor:  # [n, d] Delta x = P x - x (0 on isolated nodes)
         if self._lap is None:
-            self._lap = self.op.laplacian(self.x)
+            torch.addmm(self.x, self.op._matrix(torch.float64), self.x, beta=-1.0, out=self._lap_buf)
+            if self.op.num_isolated:
+                self._lap_buf.mul_(self.op.has_neighbors.unsqueeze(1))
+            self._lap = self._lap_buf
         return self._lap
 
     @property
     def row_sq(self) -> Tensor:  # [n] squared row norms
         if self._row_sq is None:
-            self._row_sq = self.x.pow(2).sum(dim=1)
+            self._row_sq = torch.mul(self.x, self.x, out=self.tmp).sum(dim=1)
         return self._row_sq
 
 
+def _flat_dot(a: Tensor, b: Tensor) -> Tensor:
+    return torch.dot(a.reshape(-1), b.reshape(-1))
+
+
 def _laplacian_energy(c: _LayerCache) -> Tensor:
-    return c.lap.pow(2).sum() / max(c.op.num_nodes, 1)
+    return _flat_dot(c.lap, c.lap) / max(c.op.num_nodes, 1)
 
 
 def _laplacian_energy_degree(c: _LayerCache) -> Tensor:
@@ -75,12 +104,13 @@ def _dirichlet_energy(c: _LayerCache) -> Tensor:
     # which reuses the Laplacian already computed for E2 (equal to the edge sum to ~1e-9
     # relative even at E1 ~ 1e-14; tested against metrics.dirichlet_energy).
     if c.op.is_symmetric:
-        return -torch.dot(c.op.degree, (c.lap * c.x).sum(dim=1)) / max(c.op.num_nodes, 1)
+        weighted = torch.mul(c.lap, c.op.degree.unsqueeze(1), out=c.tmp)
+        return -_flat_dot(weighted, c.x) / max(c.op.num_nodes, 1)
     return M.dirichlet_energy(c.x, c.op)
 
 
 def _feature_norm(c: _LayerCache) -> Tensor:
-    return (c.row_sq.sum() / max(c.x.size(0), 1)).sqrt()
+    return (_flat_dot(c.x, c.x) / max(c.x.size(0), 1)).sqrt()
 
 
 # name -> fn(cache) -> 0-d float64 tensor
@@ -223,6 +253,7 @@ class Probe:
         self._prev: tuple[Tensor, Tensor] | None = None  # previous state and its squared row norms
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
+        self._workspace = _Workspace()
 
     def __enter__(self) -> "Probe":
         self.attach()
@@ -292,17 +323,17 @@ class Probe:
         if x.dim() != 2:
             raise ValueError(f"layer {k}: expected a state [num_nodes, channels], received shape {list(x.shape)}")
         op = self._graph_for(x)
-        cache = _LayerCache(x.to(torch.float64), op)
+        cache = _LayerCache(x, op, self._workspace)
         row = {name: self._fns[name](cache) for name in self._measured}
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev[0].shape != x.shape:
                 row["cosine_prev"] = cache.x.new_tensor(float("nan"))
             else:  # (1/n) sum_i <a_i, b_i> / (|a_i| |b_i|), zero rows give 0
-                dots = (prev[0] * cache.x).sum(dim=1)
+                dots = torch.mul(prev[0], cache.x, out=cache.tmp).sum(dim=1)
                 norms = (prev[1] * cache.row_sq).sqrt().clamp_min(1e-300)
                 row["cosine_prev"] = (dots / norms).sum() / max(x.size(0), 1)
-            self._prev = (cache.x, cache.row_sq)
+            self._prev = (cache.x, cache.row_sq)  # cache.x is a workspace buffer kept for one more layer
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
         self._values[k] = row
