@@ -120,16 +120,7 @@ class progress_bar:
 
 
 def echo_json(obj) -> None:
-    import json
-    import math
+    """Print ``obj`` as strict JSON (NaN/Inf as null) on stdout."""
+    from oversmooth.report.render import to_json
 
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-
-    typer.echo(json.dumps(clean(obj), indent=2, default=str))
+    typer.echo(to_json(obj))

@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     from oversmooth.cli.models_cmd import models
     from oversmooth.cli.prune_cmd import prune
     from oversmooth.cli.report_cmd import report
+    from oversmooth.cli.reproduce_cmd import reproduce
     from oversmooth.cli.sweep_cmd import sweep
     from oversmooth.cli.train_cmd import train
 
@@ -28,3 +29,4 @@ def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
     app.command("report")(report)
     app.command("bench")(bench)
+    app.command("reproduce")(reproduce)

@@ -91,9 +91,11 @@ def _json_default(value):
     return str(value)
 
 
-def _write_json(path: Path, obj) -> None:
+def to_json(obj) -> str:
+    """Indented JSON with NaN/Inf as null (strict JSON) and numpy values as numbers."""
+
     def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
             return None
         if isinstance(v, dict):
             return {k: clean(x) for k, x in v.items()}
@@ -101,7 +103,11 @@ def _write_json(path: Path, obj) -> None:
             return [clean(x) for x in v]
         return v
 
-    path.write_text(json.dumps(clean(obj), indent=2, default=_json_default) + "\n")
+    return json.dumps(clean(obj), indent=2, default=_json_default)
+
+
+def _write_json(path: Path, obj) -> None:
+    path.write_text(to_json(obj) + "\n")
 
 
 # ----------------------------------------------------------------------------- writers

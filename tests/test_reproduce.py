@@ -1,0 +1,47 @@
+"""Reproduction report pieces (the whole report runs with `oversmooth reproduce`, minutes long)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from oversmooth.cli.main import app
+from oversmooth.reproduce import DEPTHS, _available, _energy_table, paper_tables
+
+
+def test_paper_tables_are_complete_and_cited():
+    tables = paper_tables()
+    assert "arXiv:2512.08475" in tables["source"]
+    for model in ("preln", "postln", "nonlocal"):
+        for dataset in ("cora", "citeseer", "pubmed", "physics", "cs"):
+            assert len(tables["final_energy_at_init"][model][dataset]) == 5
+    assert tables["final_energy_at_init"]["postln"]["cora"][-1] == 1.32e-12
+    assert tables["pruning_cora"]["layers"] == [2, 32, 64, 96, 128, 160, 192, 224]
+
+
+def test_energy_table_ratios():
+    rows = [{"model": m, "dataset": "cora", "depth": d, "seed": s, "final_energy": 2.0 * (s + 1)}
+            for m in ("preln", "postln", "nonlocal") for d in DEPTHS for s in (0, 1)]
+    table = _energy_table(pd.DataFrame(rows), paper_tables(), ["cora"])
+    row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
+    assert row["ours_mean"] == 3.0 and math.isclose(row["ours_std"], math.sqrt(2.0))
+    assert math.isclose(row["ratio"], 3.0 / 0.558)
+
+
+def test_optional_datasets_need_local_files(tmp_path):
+    assert _available("cora", None) and not _available("pubmed", None)
+    assert not _available("pubmed", str(tmp_path))
+    raw = tmp_path / "PubMed" / "raw"
+    raw.mkdir(parents=True)
+    for suffix in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):
+        (raw / f"ind.pubmed.{suffix}").write_bytes(b"")
+    assert _available("pubmed", str(tmp_path))
+
+
+def test_cli_refuses_to_overwrite_before_any_work(tmp_path):
+    out = tmp_path / "existing"
+    out.mkdir()
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(out)])
+    assert result.exit_code == 2 and "already exists; pass --overwrite" in result.output
