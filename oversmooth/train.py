@@ -270,7 +270,7 @@ def train(
             if not torch.isfinite(loss):
                 save_last(epoch - 1) if epoch > start_epoch else None
                 where = f"best checkpoint (epoch {best_epoch}) kept in {out / 'best.pt'}" if best is not None else "no checkpoint was saved yet"
-                raise TrainingDiverged(f"training stopped: the loss became {float(loss)} at epoch {epoch}; {where}; try a lower --lr or a longer --warmup")
+                raise TrainingDiverged(f"training stopped: the loss became {float(loss.detach())} at epoch {epoch}; {where}; try a lower --lr or a longer --warmup")
             loss.backward()
             optimizer.step()
             scheduler.step()

@@ -99,6 +99,12 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
         T.train(T.TrainConfig(epochs=2, **FAST), tmp_path / "fresh", resume=True)
 
 
+def test_early_stopping(tmp_path):
+    # a learning rate too small to change anything: validation accuracy never improves after epoch 0
+    result = T.train(T.TrainConfig(epochs=50, patience=3, lr=1e-12, **FAST), tmp_path / "run")
+    assert result.stopped == "early-stopped" and result.epochs_run == 4 and result.best_epoch == 0
+
+
 def test_bad_train_config():
     with pytest.raises(ValueError, match="epochs: expected an integer >= 1"):
         T.TrainConfig(epochs=0)
