@@ -45,3 +45,21 @@ def test_cli_refuses_to_overwrite_before_any_work(tmp_path):
     out.mkdir()
     result = CliRunner().invoke(app, ["reproduce", "--out", str(out)])
     assert result.exit_code == 2 and "already exists; pass --overwrite" in result.output
+
+
+def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
+    """The full command takes minutes; the same code on depths (2, 4), one seed and two epochs."""
+    import oversmooth.reproduce as R
+
+    monkeypatch.setattr(R, "DEPTHS", (2, 4))
+    config = R.ReproduceConfig(quick=True, seeds=(0,), datasets=("cora",), train_depth=2, train_epochs=2)
+    out = R.run_reproduction(config, tmp_path / "repro")
+    text = (out / "report.md").read_text()
+    for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
+        assert piece in text
+    table = pd.read_csv(out / "energy_vs_paper.csv")
+    row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
+    assert row["paper"] == 0.558 and table[table["depth"] == 4]["paper"].isna().all()  # the paper has no depth 4
+    for name in ("figure1_san.png", "figure2_similarity.png", "table8_pruning.png", "report.html", "pruning_preln.csv"):
+        assert (out / name).is_file(), name
+    assert not list((out / "training").rglob("*.pt"))  # checkpoints are not kept

@@ -107,6 +107,17 @@ def pruning_bars(ax, layers: Iterable[int], values: Iterable[float], ylabel: str
     return ax
 
 
+def _depth_axes(ax, title: str):
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("depth $L$")
+    ax.set_ylabel("final-layer Laplacian energy")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax
+
+
 def final_energy_vs_depth(ax, summary, dataset: str):
     """Final-layer energy (mean over seeds, min-max band) against depth, one line per model."""
     part = summary[summary["dataset"] == dataset]
@@ -115,11 +126,16 @@ def final_energy_vs_depth(ax, summary, dataset: str):
         depths = stats.index.to_numpy(dtype=float)
         ax.plot(depths, stats["mean"], marker="o", lw=1.2, label=model)
         ax.fill_between(depths, stats["min"], stats["max"], alpha=0.2)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("depth $L$")
-    ax.set_ylabel("final-layer Laplacian energy")
-    ax.set_title(dataset, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    return ax
+    return _depth_axes(ax, dataset)
+
+
+def energy_vs_depth_against_reference(ax, table, models: Iterable[str], title: str):
+    """Our mean final energy (solid) beside published values (dashed), per model.
+
+    ``table`` has columns ``model``, ``depth``, ``ours_mean`` and ``paper``.
+    """
+    for model in models:
+        part = table[table["model"] == model]
+        (line,) = ax.plot(part["depth"], part["ours_mean"], "o-", label=f"{model} (ours)")
+        ax.plot(part["depth"], part["paper"], "x--", color=line.get_color(), label=f"{model} (paper)")
+    return _depth_axes(ax, title)
