@@ -21,7 +21,7 @@ import torch
 from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, tail_window
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
-from oversmooth.probe import DEFAULT_METRICS, Probe, _metric_fn
+from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
 
 __all__ = [
@@ -129,9 +129,7 @@ class AnalysisConfig:
         _check_depth(self.depth)
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
         object.__setattr__(self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ())
-        metrics = tuple(self.metrics)
-        for name in metrics:
-            _metric_fn(name)
+        metrics = tuple(check_metrics(self.metrics))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
         object.__setattr__(self, "metrics", metrics)

@@ -36,7 +36,7 @@ from oversmooth import metrics as M
 from oversmooth.graph import GraphLike, GraphOperator, as_operator
 from oversmooth.nn.model import DepthModel
 
-__all__ = ["Probe", "DEFAULT_METRICS", "available_metrics", "find_layers"]
+__all__ = ["Probe", "DEFAULT_METRICS", "available_metrics", "check_metrics", "find_layers"]
 
 DEFAULT_METRICS = ("laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev", "feature_norm")
 
@@ -143,6 +143,14 @@ def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
     if name in _SPECIAL:
         return None
     raise ValueError(f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}")
+
+
+def check_metrics(names: Iterable[str]) -> list[str]:
+    """Validate metric names (``ValueError`` listing the valid ones) and return them as a list."""
+    names = list(names)
+    for name in names:
+        _metric_fn(name)
+    return names
 
 
 def find_layers(model: nn.Module) -> tuple[list[nn.Module], bool]:

@@ -113,3 +113,12 @@ def test_cli_sweep_from_lists(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["cells"] == 1 and payload["ran"] == 1 and payload["failed"] == []
+
+
+def test_trained_mode_cell(tmp_path):
+    spec = SweepSpec(models=("preln",), depths=(2,), modes=("trained",), epochs=3, hidden=16, heads=2, workers=1)
+    result = run_sweep(spec, tmp_path / "t")
+    assert not result.failed, result.failed
+    summary = pd.read_csv(tmp_path / "t" / "summary.csv")
+    assert summary["mode"].tolist() == ["trained"] and 0 <= summary["best_test_acc"].iloc[0] <= 1
+    assert (tmp_path / "t" / "report-san-trained" / "report.md").is_file()
