@@ -102,14 +102,11 @@ def test_csbm_is_seeded_symmetric_and_homophilous():
     assert not torch.equal(D.csbm(n=100, seed=1).x, D.csbm(n=100, seed=2).x)
 
 
-def test_csbm_scales_without_python_loops():
-    import time
-
-    start = time.perf_counter()
+def test_csbm_large_graph_is_well_formed():
+    # speed is measured by `oversmooth bench` (scaling_size builds 10^6-node CSBMs), not asserted here
     big = D.csbm(n=200_000, degree=10, classes=5, seed=0)
-    elapsed = time.perf_counter() - start
     assert big.edge_index.size(1) > 1_900_000
-    assert elapsed < 30  # generous bound against a per-node loop (minutes), not a benchmark
+    assert int(big.edge_index.max()) < 200_000 and big.x.shape == (200_000, 32)
 
 
 def test_pt_roundtrip_and_dict(tmp_path):
