@@ -1,10 +1,12 @@
 """Per-layer measures of oversmoothing and of the curse of depth.
 
 Every function here is pure: ``(x, graph, ...) -> 0-d float64 tensor`` on
-``x``'s device, with no host synchronisation inside.  ``graph`` is either an
-``edge_index`` tensor or a prebuilt :class:`~oversmooth.graph.GraphOperator`
-(build the operator once and reuse it when you measure many tensors on the same
-graph).  Conventions (see :mod:`oversmooth.graph`): messages flow
+``x``'s device.  ``graph`` is either an ``edge_index`` tensor or a prebuilt
+:class:`~oversmooth.graph.GraphOperator`.  With an operator nothing inside
+synchronises with the host (except the SVD of :func:`effective_rank` on CUDA);
+from an ``edge_index`` the operator is built and validated first, which reads
+the index range once -- build it once and reuse it when you measure many
+tensors on the same graph, as :class:`~oversmooth.probe.Probe` does.  Conventions (see :mod:`oversmooth.graph`): messages flow
 ``edge_index[0] -> edge_index[1]``, node ``i``'s neighbours ``N_i`` are the
 sources of the edges that enter it, :math:`d_i = \\sum_j \\omega_{ij}`.
 
