@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, tail_window
+from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
@@ -219,6 +219,20 @@ def describe_curve(layers, energies, feature_norm, relative, cosine) -> dict:
     }
 
 
+def mean_curve(frame) -> "object":
+    """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
+    median relative energy and adjacent cosine (for the columns present)."""
+    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean", "relative_energy": "median", "cosine_prev": "median"}
+    present = {c: (c, rule) for c, rule in rules.items() if c in frame}
+    return frame.groupby("layer", sort=True).agg(**present).reset_index()
+
+
+def describe_frame(frame, hidden: int) -> dict:
+    """:func:`describe_curve` of a per-layer table (RMS node norm sqrt(hidden) when feature_norm is absent)."""
+    return describe_curve(frame["layer"], frame["laplacian_energy"], frame.get("feature_norm", np.sqrt(hidden)),
+                          frame.get("relative_energy"), frame.get("cosine_prev"))
+
+
 def _verdict(title: str, desc: dict) -> str:
     label = desc["classification"]
     tail, full = desc["_tail"], desc["_full"]
@@ -322,18 +336,9 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
-        desc = describe_curve(frame["layer"], frame["laplacian_energy"], frame.get("feature_norm", np.sqrt(32.0)),
-                              frame.get("relative_energy"), frame.get("cosine_prev"))
-        fits["per_seed"][str(seed)] = _public(desc)
+        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden))
     # the verdict uses the geometric mean over seeds of the energy curve
-    mean = metrics.groupby("layer", sort=True).agg(
-        laplacian_energy=("laplacian_energy", lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))),
-        **({"feature_norm": ("feature_norm", "mean")} if "feature_norm" in metrics else {}),
-        **({"relative_energy": ("relative_energy", "median")} if "relative_energy" in metrics else {}),
-        **({"cosine_prev": ("cosine_prev", "median")} if "cosine_prev" in metrics else {}),
-    ).reset_index()
-    desc = describe_curve(mean["layer"], mean["laplacian_energy"], mean.get("feature_norm", np.sqrt(config.hidden)),
-                          mean.get("relative_energy"), mean.get("cosine_prev"))
+    desc = describe_frame(mean_curve(metrics), config.hidden)
     title = _title(config.model, config.conv, config.depth, config.dataset) + (" (trained)" if config.checkpoint else "")
     verdict = _verdict(title, desc)
     fits["mean_over_seeds"] = _public(desc)
@@ -458,13 +463,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     done += 1
             deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
                                  and f["depth"].iloc[0] == config.depths[-1]])
-            mean = deepest.groupby("layer", sort=True).agg(
-                laplacian_energy=("laplacian_energy", lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))),
-                feature_norm=("feature_norm", "mean"),
-                relative_energy=("relative_energy", "median"),
-                cosine_prev=("cosine_prev", "median"),
-            ).reset_index()
-            desc = describe_curve(mean["layer"], mean["laplacian_energy"], mean["feature_norm"], mean["relative_energy"], mean["cosine_prev"])
+            desc = describe_frame(mean_curve(deepest), config.hidden)
             verdict = _verdict(_title(model_name, config.conv, config.depths[-1], dataset), desc)
             fits[f"{dataset}/{model_name}"] = {**_public(desc), "verdict": verdict, "depth": config.depths[-1]}
             verdicts.append(verdict)

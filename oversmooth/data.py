@@ -79,9 +79,13 @@ DATASETS: dict[str, DatasetInfo] = {
     ]
 }
 
+def _planetoid_files(name: str) -> list[str]:
+    return [f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+
+
 # name -> (PyG loader class name, its `name` argument, raw files PyG expects)
 _PYG = {
-    "pubmed": ("Planetoid", "PubMed", [f"ind.pubmed.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]),
+    "pubmed": ("Planetoid", "PubMed", _planetoid_files("pubmed")),
     "cs": ("Coauthor", "CS", ["ms_academic_cs.npz"]),
     "physics": ("Coauthor", "Physics", ["ms_academic_phy.npz"]),
     "computers": ("Amazon", "Computers", ["amazon_electronics_computers.npz"]),
@@ -160,7 +164,7 @@ def _load_embedded(name: str):
 
 def _missing_files_message(name: str, root: Path) -> str:
     if name in _PLANETOID_RAW:
-        folder, files = root / _PLANETOID_RAW[name] / "raw", [f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+        folder, files = root / _PLANETOID_RAW[name] / "raw", _planetoid_files(name)
     else:
         _, pyg_name, files = _PYG[name]
         folder = root / pyg_name / "raw"

@@ -58,6 +58,7 @@ __all__ = [
     "ALPHA_STEEP",
     "CLEAN_R2",
     "tail_window",
+    "geometric_mean",
     "CURSE_R",
     "CURSE_COSINE",
 ]
@@ -119,6 +120,12 @@ class Classification:
     label: str
     reason: str
     curse_of_depth: bool = False
+
+
+def geometric_mean(values) -> float:
+    """Geometric mean, the average of log-scale curves (zeros count as 1e-300, not as -inf)."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))
 
 
 def float_floor(feature_norm, dtype_eps: float = float(np.finfo(np.float32).eps)) -> np.ndarray:

@@ -354,12 +354,9 @@ class Probe:
         mp = getattr(module, "mp", None)
         if k == 0 or mp is None or mp.last_attention is None:
             return {f"head_energy_{h}": nan for h in range(heads)}
-        alpha = mp.last_attention.to(torch.float64)  # [E, h]
-        src, dst = mp.last_edges
-        from oversmooth.nn.conv import aggregate
+        from oversmooth.nn.conv import head_energy, propagate_heads
 
-        px = aggregate(x64[src].unsqueeze(1) * alpha.unsqueeze(-1), dst, x64.size(0))  # [n, h, d]
-        energy = (px - x64.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x64.size(0)  # [h]
+        energy = head_energy(propagate_heads(x64, mp.last_attention.to(torch.float64), *mp.last_edges), x64)  # [h]
         mp.last_attention = None
         return {f"head_energy_{h}": energy[h] for h in range(heads)}
 

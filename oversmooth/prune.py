@@ -115,7 +115,8 @@ def prune_sensitivity(
         base_logits = model.decoder(h)
         base_norm = base_logits.double().norm().clamp_min(1e-300)
         y = data.y.to(device) if mask_t is not None else None
-        base_acc = _accuracy(base_logits, y, mask_t.to(device)) if mask_t is not None else None
+        mask_t = mask_t.to(device) if mask_t is not None else None
+        base_acc = _accuracy(base_logits, y, mask_t) if mask_t is not None else None
         rows = []
         for layer in chosen:
             if reuse_prefix:
@@ -131,7 +132,7 @@ def prune_sensitivity(
                 "energy_change": (energy - base_energy) / base_energy,
             }
             if mask_t is not None:
-                acc = _accuracy(logits, y, mask_t.to(device))
+                acc = _accuracy(logits, y, mask_t)
                 row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
             rows.append(row)
             if callback is not None:

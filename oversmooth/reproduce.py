@@ -138,6 +138,7 @@ def _log10_span(values) -> float:
 
 
 def _write(folder: Path, config: ReproduceConfig, results: dict, san, other: dict, trained: dict, pd) -> None:
+    from oversmooth.fit import geometric_mean
     from oversmooth.report import plots
     from oversmooth.report.render import _Doc, _figure, _save, _write_json
 
@@ -182,7 +183,7 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san, other: dic
         axes = fig.subplots(1, 4)
         for ax, model in zip(axes, ARCHS + ("plain",)):
             rows = res.metrics[(res.metrics["dataset"] == "cora") & (res.metrics["model"] == model) & (res.metrics["depth"] == DEPTHS[-1])]
-            mean = rows.groupby("layer")["laplacian_energy"].apply(lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300))))))
+            mean = rows.groupby("layer")["laplacian_energy"].apply(geometric_mean)
             fit = res.fits.get(f"cora/{model}")
             plots.energy_curves(ax, [{"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(), "fit": fit}])
             ax.set_title(f"{model} {conv.upper()}", fontsize=9)

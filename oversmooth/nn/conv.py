@@ -82,6 +82,16 @@ def aggregate(messages: Tensor, index: Tensor, num_nodes: int) -> Tensor:
     return out.index_add_(0, index, messages)
 
 
+def propagate_heads(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tensor:
+    """``P_h X`` for every head: ``x`` ``[n, d]``, ``alpha`` ``[E, h]`` -> ``[n, h, d]``."""
+    return aggregate(x[src].unsqueeze(1) * alpha.unsqueeze(-1), dst, x.size(0))
+
+
+def head_energy(px: Tensor, x: Tensor) -> Tensor:
+    """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``: ``[h]``."""
+    return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x.size(0)
+
+
 class MultiHeadMessagePassing(nn.Module):
     """One multi-head message-passing operator (see the module docstring).
 
@@ -128,8 +138,11 @@ class MultiHeadMessagePassing(nn.Module):
         self.last_energy: Tensor | None = None  # [h] nonlocal factors of the last forward
 
     # -- attention weights P_h -------------------------------------------------------------
-    def attention(self, x: Tensor, ctx: GraphContext) -> Tensor:
-        """``[E, h]`` attention weights over ``ctx``'s edges (with self loops)."""
+    def attention(self, x: Tensor, ctx: GraphContext, values: Tensor | None = None) -> Tensor:
+        """``[E, h]`` attention weights over ``ctx``'s edges (with self loops).
+
+        ``values`` (``V X`` as ``[n, h, hd]``) saves GAT recomputing it when the caller has it.
+        """
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.conv == "gcn":
             return ctx.inv_count[ctx.dst].to(x.dtype).unsqueeze(1).expand(-1, h)
@@ -138,7 +151,7 @@ class MultiHeadMessagePassing(nn.Module):
             k = self.key(x).view(n, h, hd)
             scores = (q[ctx.dst] * k[ctx.src]).sum(-1) / math.sqrt(hd)  # [E, h]
         else:  # gat
-            v = self.value(x).view(n, h, hd)
+            v = self.value(x).view(n, h, hd) if values is None else values
             scores = F.leaky_relu((v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2)
         return edge_softmax(scores, ctx.dst, n)
 
@@ -150,21 +163,22 @@ class MultiHeadMessagePassing(nn.Module):
         if self.global_attention:
             heads_out = self._global(x, ctx)  # [n, h, hd]
         else:
-            alpha = self.attention(x, ctx)  # [E, h]
+            # V X is needed by the plain path and by GAT's scores: computed once
+            xv = self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+            alpha = self.attention(x, ctx, xv)  # [E, h]
             if self.keep_attention:
                 self.last_attention = alpha.detach()
                 self.last_edges = (ctx.src, ctx.dst)
             if self.nonlocal_:
-                px = aggregate(x[ctx.src].unsqueeze(1) * alpha.unsqueeze(-1), ctx.dst, n)  # [n, h, d] = P_h X
+                px = propagate_heads(x, alpha, ctx.src, ctx.dst)  # [n, h, d] = P_h X
                 heads_out = self._nonlocal_values(px, x)
             else:
-                xv = self.value(x).view(n, h, hd)
                 heads_out = aggregate(xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n)  # [n, h, hd] = P_h X V_h
         return self.out(heads_out.reshape(n, h * hd))
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
         """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
-        factor = (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x.size(0)  # [h]
+        factor = head_energy(px, x)  # [h]
         if self.keep_attention:
             self.last_energy = factor.detach()
         values = torch.einsum("nhd,hed->nhe", px, self._value_weight())  # [n, h, hd]

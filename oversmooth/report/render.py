@@ -28,6 +28,7 @@ from typing import Iterator
 
 import numpy as np
 
+from oversmooth.fit import geometric_mean
 from oversmooth.report import plots
 
 DPI = 150
@@ -386,7 +387,7 @@ def _render_comparison(folder: Path, config: dict):
         curves = []
         for model in config["models"]:
             rows = part[part["model"] == model]
-            mean = rows.groupby("layer")["laplacian_energy"].apply(lambda v: float(np.exp(np.mean(np.log(np.maximum(v, 1e-300))))))
+            mean = rows.groupby("layer")["laplacian_energy"].apply(geometric_mean)
             curves.append({"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(),
                            "fit": fits.get(f"{dataset}/{model}")})
         fig = _figure()
