@@ -72,10 +72,11 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
                        TimeRemainingColumn(), console=Console(stderr=True), transient=True)
         task = bar.add_task("train", total=epochs, stats="")
 
-        def progress(done, total, row):
+        def update(done, total, row):
             bar.update(task, completed=done, stats=(f"loss {row['loss']:.3f} train {row['train_acc']:.3f} "
                                                    f"val {row['val_acc']:.3f} best val {row['best_val_acc']:.3f}"))
 
+        progress = update
         bar.start()
     try:
         result = run_training(config, out, resume=resume, overwrite=overwrite, progress=progress)

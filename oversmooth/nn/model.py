@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from oversmooth.nn.block import Block
-from oversmooth.nn.conv import CONVS, GraphContext, MultiHeadMessagePassing, resolve_conv
+from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
 
 # name -> (placement, nonlocal, one-line description)
