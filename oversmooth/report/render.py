@@ -7,9 +7,10 @@ self-contained ``report.html`` (images inlined).  :func:`render_report`
 rebuilds figures and reports from the data files alone, so a report can be
 re-rendered without recomputing (``oversmooth report DIR``).
 
-Folders are written atomically: everything goes to a hidden temporary sibling
-that is renamed into place at the end.  An existing folder is replaced only
-with ``overwrite=True``; a failure leaves the old folder untouched.
+Folders are claimed exclusively and written atomically (:mod:`oversmooth.outputs`):
+everything goes to a hidden temporary sibling that is renamed into place at the
+end.  An existing folder is replaced only with ``overwrite=True``; a failure
+leaves the old folder untouched; a second run on the same folder is refused.
 """
 
 from __future__ import annotations
@@ -19,16 +20,13 @@ import html
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from oversmooth.fit import geometric_mean
+from oversmooth.outputs import atomic_folder, check_out  # noqa: F401 - re-exported
 from oversmooth.report import plots
 
 DPI = 150
@@ -40,46 +38,6 @@ DPI = 150
 def default_out(command: str, name: str, root: str | os.PathLike = "reports") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{command}-{name}-{stamp}"
-
-
-def check_out(out: Path, overwrite: bool) -> Path:
-    """Fail early (before any work) when ``out`` exists without ``overwrite`` or cannot be written."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"--out: {out} already exists; pass --overwrite to replace it or choose another folder")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:  # create the parent now and prove it is writable, before any work is done
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
-            pass
-    except OSError as exc:
-        raise PermissionError(f"--out: cannot write into {parent} ({exc.strerror or exc}); choose another folder") from None
-    return out
-
-
-@contextmanager
-def atomic_folder(out: Path, overwrite: bool) -> Iterator[Path]:
-    """Yield a temporary folder that replaces ``out`` only when the block succeeds."""
-    out = check_out(Path(out), overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        yield tmp
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _json_default(value):

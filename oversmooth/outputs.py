@@ -1,0 +1,202 @@
+"""Output folders that are claimed exclusively and written atomically.
+
+Every command that writes a folder goes through this module:
+
+- :func:`check_out` fails early (before any work) when the folder exists
+  without ``overwrite``, is a file, or its parent cannot be written.
+- :func:`claim_folder` holds an exclusive claim on the folder for the whole
+  run: a lock file ``.NAME.lock`` beside it, created with ``O_CREAT | O_EXCL``
+  (one atomic step in the file system), holding the owner's PID.  A second run
+  that wants the same folder fails at once with a line naming the folder and
+  the owner.  A lock left by a process that no longer exists (killed with
+  SIGKILL) is taken over.
+- :func:`atomic_folder` writes into a hidden temporary sibling
+  ``.NAME.tmp-PID`` and renames it into place when the block succeeds, under
+  the claim; a failure leaves the old folder (if any) untouched and no
+  temporary sibling behind.  Temporary siblings of dead processes are removed
+  the next time anything writes beside them.
+
+Claims are re-entrant within one process: a command that claims its folder
+early and writes it later through :func:`atomic_folder` holds one lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["check_out", "claim_folder", "atomic_folder", "clean_stale_siblings", "FolderBusyError"]
+
+
+class FolderBusyError(FileExistsError):
+    """Another live process holds the claim on an output folder."""
+
+
+_HELD: dict[Path, int] = {}  # absolute folder -> re-entrance count, for this process
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _lock_path(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
+def _read_pid(path: Path) -> int:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def clean_stale_siblings(out: Path) -> list[Path]:
+    """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` siblings of ``out`` left by dead processes."""
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)$")
+    for entry in parent.iterdir():
+        match = pattern.match(entry.name)
+        if match and not _pid_alive(int(match.group(2))):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def check_out(out: str | os.PathLike, overwrite: bool) -> Path:
+    """Fail early (before any work) when ``out`` exists without ``overwrite``, is not a
+    folder, or cannot be written; returns ``out`` as a :class:`Path`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
+    if out.exists() and not overwrite:
+        raise FileExistsError(
+            f"--out: {out} already exists; pass --overwrite to replace it or choose another folder"
+        )
+    parent = out.parent if str(out.parent) else Path(".")
+    try:  # create the parent now and prove it is writable, before any work is done
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
+            pass
+    except OSError as exc:
+        raise PermissionError(
+            f"--out: cannot write into {parent} ({exc.strerror or exc}); choose another folder"
+        ) from None
+    return out
+
+
+def _acquire(lock: Path, out: Path) -> None:
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            owner = _read_pid(lock)
+            if owner == os.getpid() or not _pid_alive(owner):
+                # stale: its owner died without releasing it (or a PID file we wrote ourselves)
+                try:
+                    lock.unlink()
+                except FileNotFoundError:
+                    pass
+                continue
+            raise FolderBusyError(
+                f"--out: {out} is being written by another oversmooth run (pid {owner}); "
+                "wait for it to finish or choose another folder"
+            ) from None
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+                raise PermissionError(
+                    f"--out: cannot write into {lock.parent} ({exc.strerror}); choose another folder"
+                ) from None
+            raise
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return
+    raise FolderBusyError(f"--out: could not claim {out} (its lock kept changing); try again")
+
+
+@contextmanager
+def claim_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+    """Hold an exclusive claim on ``out`` for the duration of the block.
+
+    Checks ``out`` like :func:`check_out`, then creates the lock atomically;
+    raises :class:`FolderBusyError` (a ``FileExistsError``) when a live process
+    holds it.  Re-entrant within one process.
+    """
+    out = check_out(out, overwrite)
+    key = out.resolve()
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield out
+        finally:
+            _HELD[key] -= 1
+        return
+    lock = _lock_path(out)
+    _acquire(lock, out)
+    _HELD[key] = 1
+    try:
+        clean_stale_siblings(out)
+        if out.exists() and not overwrite:  # appeared between the check and the claim
+            raise FileExistsError(
+                f"--out: {out} already exists; pass --overwrite to replace it or choose another folder"
+            )
+        yield out
+    finally:
+        _HELD.pop(key, None)
+        try:
+            if _read_pid(lock) == os.getpid():
+                lock.unlink()
+        except FileNotFoundError:
+            pass
+
+
+@contextmanager
+def atomic_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+    """Yield a temporary folder that becomes ``out`` only when the block succeeds.
+
+    Runs under :func:`claim_folder` (taken here unless this process already
+    holds it), so two runs can never replace each other's output: the second
+    one fails with :class:`FolderBusyError` naming the folder.
+    """
+    with claim_folder(out, overwrite) as out:
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        try:
+            yield tmp
+            if out.exists():
+                if not overwrite:
+                    raise FileExistsError(
+                        f"--out: {out} appeared while this run was writing; "
+                        "pass --overwrite to replace it or choose another folder"
+                    )
+                old = out.parent / f".{out.name}.old-{os.getpid()}"
+                out.rename(old)
+                tmp.rename(out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

@@ -1,0 +1,81 @@
+"""Exclusive, atomic output folders (oversmooth.outputs)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from oversmooth.outputs import FolderBusyError, atomic_folder, claim_folder, clean_stale_siblings
+
+
+def test_atomic_folder_writes_and_releases(tmp_path):
+    out = tmp_path / "r"
+    with atomic_folder(out, overwrite=False) as tmp:
+        (tmp / "a.txt").write_text("x")
+        assert not out.exists()
+    assert (out / "a.txt").read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no lock, no temp left
+
+
+def test_existing_folder_needs_overwrite(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        with atomic_folder(out, overwrite=False):
+            pass
+    with atomic_folder(out, overwrite=True) as tmp:
+        (tmp / "b").write_text("y")
+    assert (out / "b").exists()
+
+
+def test_failure_keeps_old_folder_and_leaves_no_litter(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "old").write_text("keep")
+    with pytest.raises(RuntimeError):
+        with atomic_folder(out, overwrite=True) as tmp:
+            (tmp / "new").write_text("x")
+            raise RuntimeError("boom")
+    assert (out / "old").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_second_live_claim_is_refused(tmp_path):
+    out = tmp_path / "r"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom oversmooth.outputs import claim_folder\n"
+         f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(30)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
+            with claim_folder(out, overwrite=False):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with claim_folder(out, overwrite=False):  # the dead holder's lock is taken over
+        pass
+
+
+def test_claim_is_reentrant_in_one_process(tmp_path):
+    out = tmp_path / "r"
+    with claim_folder(out, overwrite=False):
+        with atomic_folder(out, overwrite=False) as tmp:
+            (tmp / "x").write_text("1")
+    assert (out / "x").exists()
+    assert not (tmp_path / ".r.lock").exists()
+
+
+def test_stale_temp_siblings_of_dead_processes_are_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".r.tmp-{dead.pid}"
+    stale.mkdir()
+    live = tmp_path / f".r.tmp-{os.getpid()}"
+    live.mkdir()
+    removed = clean_stale_siblings(tmp_path / "r")
+    assert removed == [stale] and live.exists()
