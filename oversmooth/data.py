@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -135,6 +136,13 @@ def _check_int(name: str, value, low: int, high: int | None = None) -> int:
     return int(value)
 
 
+def _check_size(what: str, num_nodes: int, num_edges: int, num_features: int) -> None:
+    """Refuse (before allocating) a graph that cannot fit in memory; see :mod:`oversmooth.resources`."""
+    from oversmooth.resources import check_allocation, graph_bytes
+
+    check_allocation(what, graph_bytes(num_nodes, num_edges, num_features), hint="ask for a smaller graph")
+
+
 def _check_float(name: str, value, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (low <= value <= high):
         raise ValueError(f"{name}: expected a number in [{low}, {high}], received {value!r}")
@@ -226,12 +234,13 @@ def csbm(
     signal = _check_float("signal", signal, 0.0, math.inf)
     features = _check_int("features", features, 1)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    m = int(round(n * degree / 2))
+    _check_size(f"csbm:n={n},degree={degree:g},features={features}", n, 2 * m, features)
     y = torch.arange(n) % classes
     y = y[torch.randperm(n, generator=gen)]
     order = torch.argsort(y, stable=True)  # nodes grouped by class
     counts = torch.bincount(y, minlength=classes)
     offsets = torch.cumsum(counts, 0) - counts
-    m = int(round(n * degree / 2))
     src = torch.randint(0, n, (m,), generator=gen)
     same = torch.rand(m, generator=gen) < homophily
     shift = torch.randint(1, max(classes, 2), (m,), generator=gen) if classes > 1 else torch.zeros(m, dtype=torch.long)
@@ -249,6 +258,7 @@ def ring(n: int = 100, features: int = 16, seed: int = 0):
     """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
     n = _check_int("n", n, 3)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    _check_size(f"ring:n={n},features={features}", n, 2 * n, _check_int("features", features, 1))
     i = torch.arange(n)
     edge_index = _symmetric(torch.stack([i, (i + 1) % n]), n)
     return _data(_features(n, _check_int("features", features, 1), gen), edge_index, None, "ring")
@@ -258,6 +268,8 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0):
     """``rows x cols`` 4-neighbour lattice, node ``r * cols + c``."""
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    features = _check_int("features", features, 1)
+    _check_size(f"grid:rows={rows},cols={cols},features={features}", rows * cols, 4 * rows * cols, features)
     idx = torch.arange(rows * cols).view(rows, cols)
     pairs = torch.cat(
         [torch.stack([idx[:, :-1].flatten(), idx[:, 1:].flatten()], 0), torch.stack([idx[:-1].flatten(), idx[1:].flatten()], 0)],
@@ -271,6 +283,7 @@ def complete(n: int = 10, features: int = 16, seed: int = 0):
     """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
     n = _check_int("n", n, 2, 20000)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    _check_size(f"complete:n={n},features={features}", n, n * (n - 1), _check_int("features", features, 1))
     i, j = torch.triu_indices(n, n, offset=1)
     return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(torch.stack([i, j]), n), None, "complete")
 
@@ -298,6 +311,8 @@ def _parse_params(name: str, text: str) -> dict:
     for item in filter(None, (t.strip() for t in text.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip()
+        if key in params:
+            raise ValueError(f"dataset {name}: parameter {key} given twice; give each parameter once")
         if not sep or key not in signature:
             raise ValueError(
                 f"dataset {name}: expected key=value parameters with key in "
@@ -338,9 +353,30 @@ def _load_pt(path: Path):
         obj = Data(**obj)
     if not isinstance(obj, Data) or obj.edge_index is None:
         raise ValueError(f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}")
+    for key in ("x", "edge_index", "y"):
+        value = getattr(obj, key, None)
+        if value is not None and not isinstance(value, Tensor):
+            raise ValueError(f"{path}: {key} must be a tensor, received {type(value).__name__}")
+    if obj.edge_index.dim() != 2 or obj.edge_index.size(0) != 2 or obj.edge_index.dtype.is_floating_point:
+        raise ValueError(
+            f"{path}: edge_index must be an integer tensor of shape [2, num_edges], "
+            f"received {obj.edge_index.dtype} {list(obj.edge_index.shape)}"
+        )
     n = obj.num_nodes
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"{path}: num_nodes must be a non-negative integer, received {n!r}")
+    _check_size(f"{path} ({n} nodes)", n, obj.edge_index.size(1), 1 if obj.x is None else 0)
     if obj.x is None:
         obj.x = torch.ones(n, 1)
+    elif obj.x.dim() != 2:
+        raise ValueError(f"{path}: x must be a [num_nodes, num_features] tensor, received shape {list(obj.x.shape)}")
+    elif obj.x.dtype.is_complex:
+        raise ValueError(f"{path}: x has complex dtype {obj.x.dtype}; save real features")
+    elif obj.x.dtype not in (torch.float32, torch.float64):
+        # integer/bool (bag-of-words counts, one-hot) and half-precision features are common in
+        # saved PyG datasets; the models and metrics need float, so convert (exactly, for counts)
+        warnings.warn(f"{path}: features have dtype {obj.x.dtype}; converted to float32", stacklevel=2)
+        obj.x = obj.x.to(torch.float32)
     _validate_user_graph(path, obj.edge_index, n, obj.x, getattr(obj, "y", None))
     obj.name = path.stem
     return obj
@@ -348,12 +384,18 @@ def _load_pt(path: Path):
 
 def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
     """Rows of numbers; a header line is allowed; errors name the file and line."""
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, expected a CSV file ({what})")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file ({what})")
     rows: list[list[float]] = []
     width = None
-    with path.open(newline="") as fh:
-        for lineno, row in enumerate(csv.reader(fh), start=1):
+    try:
+        fh = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise PermissionError(f"{path}: cannot read ({exc.strerror or exc}) ({what})") from None
+    with fh:
+        for lineno, row in _csv_rows(path, fh):
             if not row or all(not c.strip() for c in row):
                 continue
             try:
@@ -374,6 +416,23 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)
 
 
+def _csv_rows(path: Path, fh):
+    """``(line number, row)`` pairs; a file that is not UTF-8 text is named in the error."""
+    reader = enumerate(csv.reader(fh), start=1)
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                "save it as UTF-8 CSV"
+            ) from None
+        except csv.Error as exc:
+            raise ValueError(f"{path}: not a readable CSV ({exc})") from None
+
+
 def _validate_user_graph(path: Path, edge_index: Tensor, n: int, x: Tensor | None, y: Tensor | None) -> None:
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         raise ValueError(
@@ -389,9 +448,15 @@ def _validate_user_graph(path: Path, edge_index: Tensor, n: int, x: Tensor | Non
 def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool):
     table = _read_numeric_csv(path, 2, "edges (source,target[,weight])")
     ids = table[:, :2]
-    if not np.all(ids == np.floor(ids)):
-        bad = int(np.argmax(np.any(ids != np.floor(ids), axis=1)))
-        raise ValueError(f"{path}: edge row {bad + 1}: node ids must be integers, received {ids[bad].tolist()}")
+    # inf == floor(inf), so finiteness is checked too (inf would become -2^63 as int64)
+    integral = np.isfinite(ids) & (ids == np.floor(ids)) & (ids >= 0)
+    if not np.all(integral):
+        bad = int(np.argmax(~np.all(integral, axis=1)))
+        raise ValueError(
+            f"{path}: edge row {bad + 1}: node ids must be non-negative integers, received {ids[bad].tolist()}"
+        )
+    if ids.size and ids.max() >= 2**53:  # float64 no longer holds every integer exactly
+        raise ValueError(f"{path}: node id {ids.max():.0f} is too large; number the nodes from 0")
     pairs = torch.from_numpy(ids.astype(np.int64)).t()
     weight = torch.from_numpy(table[:, 2]).float() if table.shape[1] > 2 else None
     x = torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float() if features else None
@@ -401,6 +466,7 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         y = torch.from_numpy(lab.astype(np.int64))
     n = x.size(0) if x is not None else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
     _validate_user_graph(path, pairs, n, x, y)
+    _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
         x = torch.ones(n, 1)
     if directed:
@@ -452,6 +518,8 @@ def load(
     looks_like_path = text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists()
     if looks_like_path:
         path = Path(text)
+        if path.is_dir():
+            raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file")
         if path.suffix == ".csv":

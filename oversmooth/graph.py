@@ -112,6 +112,10 @@ class GraphOperator:
     ) -> None:
         num_nodes = _check_edge_index(edge_index, num_nodes)
         _check_edge_weight(edge_weight, edge_index.size(1))
+        from oversmooth.resources import check_allocation, operator_bytes
+
+        check_allocation(f"graph operator ({num_nodes} nodes, {edge_index.size(1)} edges)",
+                         operator_bytes(num_nodes, edge_index.size(1)), edge_index.device)
         device = edge_index.device
         edge_index = edge_index.long()
         weight = (

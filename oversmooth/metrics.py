@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from oversmooth.graph import GraphLike, GraphOperator, as_operator, validate_features
+from oversmooth.resources import check_energy_order
 
 __all__ = [
     "dirichlet_energy",
@@ -177,6 +178,7 @@ def energy(
     """
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ValueError(f"order: expected an integer m >= 1, received {order!r}")
+    check_energy_order(order)
     x64, op = _prepare(x, graph, edge_weight)
     y = x64
     for _ in range(order // 2):

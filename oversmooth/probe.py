@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from oversmooth import metrics as M
 from oversmooth.graph import GraphLike, GraphOperator, as_operator
 from oversmooth.nn.model import DepthModel
+from oversmooth.resources import check_energy_order
 
 __all__ = ["Probe", "DEFAULT_METRICS", "available_metrics", "check_metrics", "find_layers"]
 
@@ -139,6 +140,7 @@ def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
     match = _ENERGY_M.match(name)
     if match:
         order = int(match.group(1))
+        check_energy_order(order)
         return lambda c: M.energy(c.x, c.op, order)
     if name in _SPECIAL:
         return None
