@@ -1,14 +1,21 @@
 """What every command shares: error handling, exit codes, output helpers.
 
-Exit codes: 0 success, 2 user error (bad option, unknown name, missing file),
-1 runtime failure.  Errors are one line on stderr; ``--debug`` (a global
-option) re-raises them with the traceback.
+Exit codes: 0 success; 2 user error, exactly the validation errors the library
+raises for bad input (``ValueError`` and its subclasses such as
+``ResourceError`` and ``CheckpointError``, ``FileNotFoundError``,
+``FileExistsError``/``FolderBusyError``, ``PermissionError``, a folder given
+where a file is expected, ``DatasetUnavailableError``); 1 anything else (a
+runtime failure or an internal bug: ``KeyError``, ``TypeError``, ...), whose
+line ends with a hint to rerun with ``--debug``.  Errors are one line on
+stderr; ``--debug`` (a global option) shows the traceback too: a user error
+still exits 2, anything else is re-raised.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+import traceback
 from typing import Callable, Iterable, TypeVar
 
 import typer
@@ -17,7 +24,15 @@ F = TypeVar("F", bound=Callable)
 
 DEBUG = {"on": False}
 
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, KeyError, FileExistsError, PermissionError)
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from oversmooth.data import DatasetUnavailableError
+
+    return (ValueError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+            NotADirectoryError, DatasetUnavailableError)
+
+
+USER_ERRORS = _user_errors()
 
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
@@ -39,9 +54,9 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(130)
         except USER_ERRORS as exc:
             if DEBUG["on"]:
-                raise
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise fail(str(message).splitlines()[0] if str(message) else type(exc).__name__, 2)
+                traceback.print_exc()
+            text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise fail(text, 2)
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise

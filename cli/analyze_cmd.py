@@ -9,22 +9,29 @@ import typer
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, progress_bar
 
+# Options a checkpoint fixes: None means "not given" (the default, or the checkpoint's value)
+CkptHidden = Annotated[Optional[int], typer.Option("--hidden", help="Hidden width (divisible by --heads). [default: 32, or the checkpoint's]")]
+CkptHeads = Annotated[Optional[int], typer.Option("--heads", help="Attention heads. [default: 4, or the checkpoint's]")]
+CkptSeed = Annotated[Optional[int], typer.Option("--seed", help="Initialisation seed (ignored when --seeds is given). [default: 0, or the checkpoint's]")]
+CkptNorm = Annotated[Optional[O.Norm], typer.Option("--norm", help="LayerNorm statistics: node (per node) or graph (per graph). [default: node, or the checkpoint's]")]
+CkptPattern = Annotated[Optional[str], typer.Option("--pattern", help="Block pattern over M (masked neighbourhood attention) and S (global self-attention), repeated to the depth, e.g. MMSS. [default: M, or the checkpoint's]")]
+
 
 def analyze(
     model: Annotated[Optional[O.ModelName], typer.Option("--model", "-m", help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]")] = None,
     conv: Annotated[Optional[O.Conv], typer.Option("--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]")] = None,
     dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]")] = None,
-    hidden: O.Hidden = 32,
-    heads: O.Heads = 4,
-    seed: O.Seed = 0,
+    hidden: CkptHidden = None,
+    heads: CkptHeads = None,
+    seed: CkptSeed = None,
     seeds: O.Seeds = None,
     device: O.Device = "auto",
     similarity: Annotated[bool, typer.Option("--similarity/--no-similarity", help="Record the L x L inter-layer similarity matrix (memory grows with depth).")] = True,
     prune: Annotated[Optional[str], typer.Option("--prune", help="Layers to prune one at a time, e.g. 2,32,64.")] = None,
     metrics: Annotated[Optional[str], typer.Option("--metrics", help="Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).")] = None,
-    norm: O.NormOpt = O.Norm.node,
-    pattern: O.Pattern = "M",
+    norm: CkptNorm = None,
+    pattern: CkptPattern = None,
     data_root: O.DataRoot = None,
     checkpoint: O.Checkpoint = None,
     out: O.Out = None,
@@ -49,7 +56,8 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
          data_root, checkpoint, out, overwrite, as_json, quiet, command: str = "analyze", prune_option: str = "--prune") -> None:
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.probe import DEFAULT_METRICS
-    from oversmooth.report.render import check_out, default_out, write_analysis
+    from oversmooth.outputs import claim_folder
+    from oversmooth.report.render import default_out, write_analysis
 
     value = lambda v: getattr(v, "value", v)  # noqa: E731  (enum -> str, None stays None)
     extra = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else ()
@@ -57,19 +65,26 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
         device=device, similarity=similarity, prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
         metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)), data_root=str(data_root) if data_root else None,
     )
+    chosen_seeds = parse_ints("--seeds", seeds) if seeds else ((seed,) if seed is not None else None)
     if checkpoint is not None:
-        config = AnalysisConfig.from_checkpoint(str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset, **common)
+        config = AnalysisConfig.from_checkpoint(
+            str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset, hidden=hidden,
+            heads=heads, seeds=chosen_seeds, norm=value(norm), pattern=pattern, **common,
+        )
     else:
         config = AnalysisConfig(
             model=value(model) or "postln", depth=256 if depth is None else depth, conv=value(conv) or "san",
-            dataset=dataset or "cora", hidden=hidden, heads=heads, seeds=parse_ints("--seeds", seeds) if seeds else (seed,),
-            norm=norm.value, pattern=pattern, **common,
+            dataset=dataset or "cora", hidden=32 if hidden is None else hidden, heads=4 if heads is None else heads,
+            seeds=chosen_seeds or (0,), norm=value(norm) or "node", pattern="M" if pattern is None else pattern,
+            **common,
         )
-    target = check_out(out if out is not None else default_out(command, config.model), overwrite)
-    with progress_bar(not quiet) as update:
-        result = run_analysis(config, progress=update)
-    result.config["command"] = command
-    folder = write_analysis(result, target, overwrite=overwrite)
+    # the claim is held from this check to the final rename: a second run into the same
+    # folder fails here at once, before any work
+    with claim_folder(out if out is not None else default_out(command, config.model), overwrite) as target:
+        with progress_bar(not quiet) as update:
+            result = run_analysis(config, progress=update)
+        result.config["command"] = command
+        folder = write_analysis(result, target, overwrite=overwrite)
     mean = result.fits["mean_over_seeds"]
     if as_json:
         payload = {"out": str(folder), "verdict": result.verdict, "classification": result.label,

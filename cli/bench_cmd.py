@@ -13,7 +13,8 @@ from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="Smaller sizes and fewer repeats: under a minute.")] = False,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (replaced).")] = Path("reports/benchmarks"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("reports/benchmarks"),
+    overwrite: O.Overwrite = False,
     device: O.Device = "auto",
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -21,16 +22,16 @@ def bench(
     """Probe overhead, metric kernels against loop and dense implementations, scaling in depth
     and graph size, and the main command end to end.  Writes report.md, CSVs and plots to --out.
     """
-    handle_errors(_run)(quick, out, device, as_json, quiet)
+    handle_errors(_run)(quick, out, overwrite, device, as_json, quiet)
 
 
-def _run(quick: bool, out: Path, device: str, as_json: bool, quiet: bool) -> None:
+def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, quiet: bool) -> None:
     from oversmooth.bench import run_bench
-    from oversmooth.report.render import check_out
+    from oversmooth.outputs import claim_folder
 
-    check_out(out, overwrite=True)
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
-    results = run_bench(out, quick=quick, device=device, progress=say)
+    with claim_folder(out, overwrite):  # refused at once when out exists or another run holds it
+        results = run_bench(out, quick=quick, device=device, progress=say, overwrite=overwrite)
     po = results["probe_overhead"]
     summary = {"out": str(out), "probe_overhead": po["ratio"], "depth_exponent": results["depth_exponent"],
                "size_exponent": results["size_exponent"], "depth_memory_ratio": results["depth_memory_ratio"],

@@ -40,17 +40,19 @@ def compare(
 def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pattern, data_root, out, overwrite, as_json, quiet) -> None:
     from oversmooth.analysis import ComparisonConfig, run_comparison
     from oversmooth.nn.model import MODELS
-    from oversmooth.report.render import check_out, default_out, write_comparison
+    from oversmooth.outputs import claim_folder
+    from oversmooth.report.render import default_out, write_comparison
 
     config = ComparisonConfig(
         models=parse_names("--models", models, MODELS), depths=parse_ints("--depths", depths, minimum=1), conv=conv.value,
         datasets=parse_names("--datasets", datasets), seeds=parse_ints("--seeds", seeds), hidden=hidden, heads=heads,
         device=device, norm=norm.value, pattern=pattern, data_root=str(data_root) if data_root else None,
     )
-    target = check_out(out if out is not None else default_out("compare", "-".join(config.models)), overwrite)
-    with progress_bar(not quiet) as update:
-        result = run_comparison(config, progress=update)
-    folder = write_comparison(result, target, overwrite=overwrite)
+    # held from this check to the final rename: a second run into the same folder fails at once
+    with claim_folder(out if out is not None else default_out("compare", "-".join(config.models)), overwrite) as target:
+        with progress_bar(not quiet) as update:
+            result = run_comparison(config, progress=update)
+        folder = write_comparison(result, target, overwrite=overwrite)
     if as_json:
         echo_json({"out": str(folder), "verdicts": result.verdicts, "summary": result.summary.to_dict(orient="records"),
                    "timings": result.timings})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import sys
+import warnings
 
 import typer
 from typer.core import TyperGroup
@@ -54,6 +55,11 @@ app = typer.Typer(
 )
 
 
+def _note(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (e.g. features converted to float32) as one ``note:`` line on stderr."""
+    typer.echo(f"note: {str(message).splitlines()[0] if str(message) else category.__name__}", err=True)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"oversmooth {__version__}")
@@ -70,6 +76,8 @@ def root(
 ) -> None:
     """oversmooth: per-layer energies, similarities, pruning and fitted laws for deep GNNs."""
     _common.DEBUG["on"] = debug
+    if not debug:
+        warnings.showwarning = _note
 
 
 def _register() -> None:

@@ -8,6 +8,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.cli._common import handle_errors
+from oversmooth.cli.analyze_cmd import CkptHeads, CkptHidden, CkptNorm, CkptPattern, CkptSeed
 
 
 def prune(
@@ -16,12 +17,12 @@ def prune(
     depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]")] = None,
     conv: Annotated[Optional[O.Conv], typer.Option("--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]")] = None,
     dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset. [default: cora, or the checkpoint's]")] = None,
-    hidden: O.Hidden = 32,
-    heads: O.Heads = 4,
-    seed: O.Seed = 0,
+    hidden: CkptHidden = None,
+    heads: CkptHeads = None,
+    seed: CkptSeed = None,
     device: O.Device = "auto",
-    norm: O.NormOpt = O.Norm.node,
-    pattern: O.Pattern = "M",
+    norm: CkptNorm = None,
+    pattern: CkptPattern = None,
     data_root: O.DataRoot = None,
     checkpoint: O.Checkpoint = None,
     out: O.Out = None,

@@ -32,5 +32,8 @@ def _run(quick, out, data_root, device, overwrite, quiet) -> None:
 
     config = ReproduceConfig.preset(quick, str(data_root) if data_root else None, device)
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
-    folder = run_reproduction(config, out, overwrite=overwrite, progress=say)
+    from oversmooth.outputs import claim_folder
+
+    with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
+        folder = run_reproduction(config, out, overwrite=overwrite, progress=say)
     typer.echo(f"report: {folder / 'report.md'}")

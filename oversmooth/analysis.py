@@ -146,14 +146,22 @@ class AnalysisConfig:
 
     @classmethod
     def from_checkpoint(cls, path: str, *, model: str | None = None, depth: int | None = None, conv: str | None = None,
-                        dataset: str | None = None, **rest) -> "AnalysisConfig":
-        """The configuration of a trained checkpoint; explicitly given fields must agree with it."""
+                        dataset: str | None = None, hidden: int | None = None,
+                        heads: int | None = None, seeds: tuple[int, ...] | None = None,
+                        norm: str | None = None,
+                        pattern: str | None = None, **rest) -> "AnalysisConfig":
+        """The configuration of a trained checkpoint; explicitly given fields (not None) must
+        agree with it: a different value is refused, never silently replaced."""
         from oversmooth.train import CheckpointError, load_checkpoint
 
         trained, meta = load_checkpoint(path, map_location="cpu")
         cfg = trained.config
-        for name, given, have in (("model", model, cfg.name), ("depth", depth, cfg.depth), ("conv", conv, cfg.conv),
-                                  ("dataset", dataset, meta.get("dataset"))):
+        fixed = (("model", model, cfg.name), ("depth", depth, cfg.depth), ("conv", conv, cfg.conv),
+                 ("dataset", dataset, meta.get("dataset")), ("hidden", hidden, cfg.hidden),
+                 ("heads", heads, cfg.heads), ("norm", norm, cfg.norm),
+                 ("pattern", pattern, cfg.pattern),
+                 ("seeds", ",".join(map(str, seeds)) if seeds is not None else None, str(cfg.seed)))
+        for name, given, have in fixed:
             if given is not None and given != have:
                 raise CheckpointError(
                     f"{path}: the checkpoint has {name}={have!r} but --{name} {given} was given; "

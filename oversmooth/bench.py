@@ -315,14 +315,17 @@ def machine(device: torch.device) -> dict:
 
 
 def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = False, device: str = "auto",
-              progress: Callable[[str], None] | None = None) -> dict:
-    """Run every benchmark, write ``out`` (report.md, CSVs, plots) and return the results."""
+              progress: Callable[[str], None] | None = None, overwrite: bool = False) -> dict:
+    """Run every benchmark, write ``out`` (report.md, CSVs, plots) and return the results.
+
+    ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     import pandas as pd
 
     from oversmooth.analysis import resolve_device
     from oversmooth.data import csbm, load
-    from oversmooth.report.render import atomic_folder
+    from oversmooth.report.render import atomic_folder, check_out
 
+    check_out(out, overwrite)
     dev = resolve_device(device)
     say = progress or (lambda msg: None)
     started = time.perf_counter()
@@ -348,7 +351,7 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
     mems = [r["peak_mib"] for r in depth_rows if r["depth"] >= 32]
     results["depth_memory_ratio"] = (max(mems) / max(min(mems), 1e-9)) if mems else math.nan
     results["seconds"] = time.perf_counter() - started
-    with atomic_folder(Path(out), overwrite=True) as tmp:
+    with atomic_folder(Path(out), overwrite=overwrite) as tmp:
         po = results["probe_overhead"]
         pd.DataFrame({"repeat": range(len(po["bare_all"])), "bare_s": po["bare_all"], "probed_s": po["probed_all"]}).to_csv(tmp / "probe_overhead.csv", index=False)
         pd.DataFrame(results["kernels"]).to_csv(tmp / "kernels.csv", index=False, float_format="%.6g")

@@ -3,7 +3,9 @@
 Every command that writes a folder goes through this module:
 
 - :func:`check_out` fails early (before any work) when the folder exists
-  without ``overwrite``, is a file, or its parent cannot be written.
+  without ``overwrite``, is a file, or its parent cannot be written.  It
+  creates nothing: missing parents are made by :func:`claim_folder` and
+  removed again when the run ends without writing into them.
 - :func:`claim_folder` holds an exclusive claim on the folder for the whole
   run: a lock file ``.NAME.lock`` beside it, created with ``O_CREAT | O_EXCL``
   (one atomic step in the file system), holding the owner's PID.  A second run
@@ -94,15 +96,54 @@ def check_out(out: str | os.PathLike, overwrite: bool) -> Path:
             f"--out: {out} already exists; pass --overwrite to replace it or choose another folder"
         )
     parent = out.parent if str(out.parent) else Path(".")
-    try:  # create the parent now and prove it is writable, before any work is done
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
-            pass
+    # prove the nearest existing ancestor is a writable folder, before any work is done, without
+    # creating anything: missing parents are made by claim_folder and removed again if left empty
+    ancestor = parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise FileExistsError(f"--out: {ancestor} is a file, so {out} cannot be made; choose another path")
+    try:
+        if ancestor == parent:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
+                pass
+        elif not os.access(ancestor, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
     except OSError as exc:
         raise PermissionError(
-            f"--out: cannot write into {parent} ({exc.strerror or exc}); choose another folder"
+            f"--out: cannot write into {ancestor} ({exc.strerror or exc}); choose another folder"
         ) from None
     return out
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Create the missing parents of ``out``; return them, deepest first, for :func:`_drop_empty`."""
+    missing = []
+    parent = out.parent if str(out.parent) else Path(".")
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            _drop_empty(missing)
+            raise PermissionError(
+                f"--out: cannot write into {folder.parent} to create {folder.name} "
+                f"({exc.strerror or exc}); choose another folder"
+            ) from None
+    return missing
+
+
+def _drop_empty(folders: list[Path]) -> None:
+    """Remove the folders this run created that are still empty (deepest first)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something was written), or already gone
+            break
 
 
 def _acquire(lock: Path, out: Path) -> None:
@@ -152,7 +193,12 @@ def claim_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
             _HELD[key] -= 1
         return
     lock = _lock_path(out)
-    _acquire(lock, out)
+    created = _make_parents(out)
+    try:
+        _acquire(lock, out)
+    except BaseException:
+        _drop_empty(created)
+        raise
     _HELD[key] = 1
     try:
         clean_stale_siblings(out)
@@ -168,6 +214,7 @@ def claim_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
                 lock.unlink()
         except FileNotFoundError:
             pass
+        _drop_empty(created)  # a failed run leaves no empty parents behind
 
 
 @contextmanager
