@@ -48,6 +48,10 @@ def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pat
         datasets=parse_names("--datasets", datasets), seeds=parse_ints("--seeds", seeds), hidden=hidden, heads=heads,
         device=device, norm=norm.value, pattern=pattern, data_root=str(data_root) if data_root else None,
     )
+    from oversmooth.data import check_spec
+
+    for dataset in config.datasets:  # every dataset is valid before the first cell runs
+        check_spec(dataset)
     # held from this check to the final rename: a second run into the same folder fails at once
     with claim_folder(out if out is not None else default_out("compare", "-".join(config.models)), overwrite) as target:
         with progress_bar(not quiet) as update:

@@ -16,7 +16,7 @@ _NEEDS = {
     "compare": {"metrics.csv": ("dataset", "depth"), "summary.csv": (), "table.csv": (), "fits.json": ()},
 }
 _NEEDS["prune"] = _NEEDS["analyze"]
-_OPTIONAL = ("similarity.csv", "prune.csv")
+_OPTIONAL = {"similarity.csv": (), "prune.csv": ("layer",)}
 _CONFIG_KEYS = {"analyze": ("model", "conv", "depth", "dataset", "seeds"),
                 "compare": ("depths", "datasets")}
 _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
@@ -82,8 +82,8 @@ def check_report_folder(folder: Path) -> None:
         else:
             _check_csv(folder / name, columns, required=True)
     if command != "compare":
-        for name in _OPTIONAL:
-            _check_csv(folder / name, (), required=False)
+        for name, columns in _OPTIONAL.items():
+            _check_csv(folder / name, columns, required=False)
 
 
 def _run(folder: Path) -> None:

@@ -531,6 +531,8 @@ def load(
     key = name.strip().lower()
     if key not in DATASETS:
         raise ValueError(f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path")
+    if features or labels:  # never silently ignored
+        raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
     kind = DATASETS[key].kind
     if params and kind != "synthetic":
         raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
@@ -540,6 +542,28 @@ def load(
     if kind == "embedded" and data_root is None:
         return _load_embedded(key)
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
+
+
+def check_spec(name_or_path: str | os.PathLike) -> None:
+    """Validate a dataset name, ``name:params`` or path without loading it (``ValueError`` /
+    ``FileNotFoundError`` like :func:`load`), so a run over several datasets fails before its
+    first cell rather than after the first dataset's work."""
+    text = os.fspath(name_or_path)
+    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
+        path = Path(text)
+        if path.is_dir():
+            raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file; pass a dataset name or an existing .pt/.csv file")
+        return
+    name, _, params = text.partition(":")
+    key = name.strip().lower()
+    if key not in DATASETS:
+        raise ValueError(f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path")
+    if params and DATASETS[key].kind != "synthetic":
+        raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
+    if DATASETS[key].kind == "synthetic":
+        _parse_params(key, params)
 
 
 # ----------------------------------------------------------------------------- splits and stats

@@ -1,0 +1,274 @@
+"""The CLI's exit-code contract: bad input is one ``error:`` line and exit 2, within a second
+and before any work; internal failures exit 1 with the --debug hint; outputs are exclusive."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from oversmooth.cli.main import app
+
+runner = CliRunner()
+FAST = ["--dataset", "karate", "--depth", "2", "--hidden", "8", "--heads", "2", "--quiet"]
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line_error(result, code: int = 2, contains: str = "") -> str:
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    assert contains in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inputs")
+    (root / "big_id.csv").write_text("source,target\n0,1\n1,10000000000\n")
+    (root / "inf_id.csv").write_text("source,target\n0,1\n1,inf\n")
+    (root / "latin1.csv").write_bytes("source,target\n0,1\n# caf\xe9\n".encode("latin-1"))
+    (root / "folder.csv").mkdir()
+    (root / "edges.csv").write_text("0,1\n1,2\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    "args,contains",
+    [
+        # impossible sizes are refused before allocating, with the need and what the machine has
+        (["datasets", "--stats", "csbm:n=1000000000000"], "would need about"),
+        (["datasets", "--stats", "csbm:n=100000000,degree=90"], "available"),
+        (["datasets", "--stats", "grid:rows=1000000,cols=1000000"], "would need about"),
+        (["datasets", "--stats", "csbm:n=1000,features=1000000000"], "would need about"),
+        (["datasets", "--stats", "{root}/big_id.csv"], "would need about"),
+        (["analyze", *FAST, "--metrics", "energy_100000000"], "orders above 1000 are refused"),
+        (["analyze", "--dataset", "karate", "--depth", "65536", "--hidden", "4096", "-q"], "use a smaller --depth"),
+        # bad values
+        (["datasets", "--stats", "csbm:n=10,n=20"], "parameter n given twice"),
+        (["datasets", "--stats", "{root}/inf_id.csv"], "node ids must be non-negative integers"),
+        (["datasets", "--stats", "{root}/latin1.csv"], "latin1.csv: not UTF-8 text"),
+        (["analyze", "--depth", "0", "--quiet"], "depth"),
+        (["analyze", "--depth", "abc"], "Invalid value for '--depth'"),
+        (["analyze", *FAST, "--seeds", "a,b"], "--seeds: expected comma-separated integers"),
+        (["analyze", "--model", "foo"], "'foo' is not one of"),
+        (["analyze", "--conv", "foo"], "'foo' is not one of"),
+        (["analyze", *FAST, "--metrics", "bogus"], "metrics: unknown name 'bogus'"),
+        (["analyze", "--dataset", "bogus", "--quiet"], "dataset: unknown name 'bogus'"),
+        (["compare", "--datasets", "karate,bogus", "--depths", "2", "--quiet"], "unknown name 'bogus'"),
+        # missing files, folders where files are expected
+        (["analyze", "--dataset", "{root}/missing.csv", "--quiet"], "missing.csv: no such file"),
+        (["analyze", "--dataset", "{root}/folder.csv", "--quiet"], "folder.csv: is a folder"),
+        (["datasets", "--stats", "{root}/edges.csv", "--features", "{root}/folder.csv"], "is a folder"),
+        (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list .csv"),
+        (["report", "{root}/nothing-here"], "no such folder"),
+        (["report", "{root}/big_id.csv"], "not a folder"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_2(files, tmp_path, args, contains):
+    args = [a.replace("{root}", str(files)) for a in args]
+    if args[0] in ("analyze", "compare"):
+        args += ["--out", str(tmp_path / "out")]
+    one_line_error(run(*args), 2, contains)
+    assert not (tmp_path / "out").exists()  # no folder for a run that did nothing
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_debug_keeps_exit_2_for_user_errors():
+    result = run("--debug", "analyze", "--dataset", "bogus", "--quiet")
+    assert result.exit_code == 2
+    assert "dataset: unknown name 'bogus'" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_is_exit_2(tmp_path):
+    path = tmp_path / "edges.csv"
+    path.write_text("0,1\n")
+    path.chmod(0)
+    one_line_error(run("datasets", "--stats", path), 2, "edges.csv: cannot read")
+
+
+def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
+    import oversmooth.analysis as analysis
+
+    def broken(*args, **kwargs):
+        raise KeyError("layer")
+
+    monkeypatch.setattr(analysis, "run_analysis", broken)
+    line = one_line_error(run("analyze", *FAST, "--out", tmp_path / "x"), 1, "KeyError")
+    assert "--debug" in line
+    assert list(tmp_path.iterdir()) == []  # no lock, no empty folder
+    monkeypatch.setattr(analysis, "run_analysis", lambda *a, **k: (_ for _ in ()).throw(TypeError("bug")))
+    assert "TypeError: bug" in one_line_error(run("analyze", *FAST, "--out", tmp_path / "y"), 1)
+
+
+def test_report_names_the_missing_or_corrupt_file(tmp_path):
+    out = tmp_path / "r"
+    assert run("analyze", *FAST, "--out", out).exit_code == 0
+    (out / "fits.json").write_text("{not json")
+    one_line_error(run("report", out), 2, f"{out / 'fits.json'}: not valid JSON")
+    (out / "fits.json").write_text("{}")
+    (out / "metrics.csv").unlink()
+    one_line_error(run("report", out), 2, f"{out / 'metrics.csv'}: missing")
+    (out / "metrics.csv").write_text("seed,layer\n0,1\n")
+    one_line_error(run("report", out), 2, "metrics.csv: no column laplacian_energy")
+    (out / "config.json").write_bytes(b"\xff\xfe")
+    one_line_error(run("report", out), 2, "config.json: not UTF-8")
+
+
+def test_checkpoint_options_that_differ_are_refused(tmp_path):
+    from oversmooth import train as T
+
+    T.train(T.TrainConfig(model="preln", depth=2, hidden=8, heads=2, epochs=1), tmp_path / "run")
+    best = tmp_path / "run" / "best.pt"
+    out = tmp_path / "a"
+    line = one_line_error(run("analyze", "--checkpoint", best, "--hidden", 32, "--out", out, "-q"), 2)
+    assert "hidden=8" in line and "--hidden 32" in line and "drop --hidden" in line
+    for option, value in (("--heads", 4), ("--seed", 5), ("--norm", "graph"), ("--pattern", "MS")):
+        line = one_line_error(run("analyze", "--checkpoint", best, option, value, "--out", out, "-q"), 2)
+        assert f"drop {option.replace('--seed', '--seeds')}" in line
+    line = one_line_error(run("prune", "--checkpoint", best, "--layers", "1", "--hidden", 16, "--out", out), 2)
+    assert "drop --hidden" in line
+    # the checkpoint's own values are accepted
+    assert run("analyze", "--checkpoint", best, "--hidden", 8, "--out", out, "-q").exit_code == 0
+
+
+def test_pt_with_integer_features_is_converted_with_a_note(tmp_path):
+    path = tmp_path / "g.pt"
+    torch.save({"x": torch.tensor([[1, 0], [0, 2], [3, 1]]), "edge_index": torch.tensor([[0, 1], [1, 2]])}, path)
+    result = run("datasets", "--stats", path)
+    assert result.exit_code == 0, result.output
+    assert "note: " in result.output and "converted to float32" in result.output
+
+
+# ----------------------------------------------------------------------------- exclusive outputs
+
+_SLOW_ANALYZE = textwrap.dedent(
+    """
+    import sys, time
+    import oversmooth.analysis as analysis
+    from oversmooth.cli.main import app
+
+    real = analysis.run_analysis
+    def slow(*args, **kwargs):  # hold the claim long enough for the other run to collide
+        print("running", flush=True)
+        time.sleep(3)
+        return real(*args, **kwargs)
+    analysis.run_analysis = slow
+    app(sys.argv[1:], prog_name="oversmooth")
+    """
+)
+
+
+def _cli_process(*args: str, code: str = _SLOW_ANALYZE) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_two_concurrent_runs_into_one_folder(tmp_path):
+    # with --overwrite both used to run to the end and replace each other's report
+    out = tmp_path / "same"
+    procs = [_cli_process("analyze", *FAST, "--out", str(out), "--overwrite") for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2], results
+    loser_stdout, loser = next((out, err) for code, out, err in results if code == 2)
+    assert "running" not in loser_stdout  # refused at its first check, before any work
+    errors = [line for line in loser.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(out) in errors[0] and "Traceback" not in loser
+    winner = next(stdout for code, stdout, _ in results if code == 0)
+    assert f"report: {out / 'report.html'}" in winner
+    assert {"metrics.csv", "fits.json", "config.json", "report.md", "report.html"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same"]  # no lock or temp left
+
+
+def test_claimed_folder_is_refused_before_any_work(tmp_path, monkeypatch):
+    import oversmooth.analysis as analysis
+
+    out = tmp_path / "r"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom oversmooth.outputs import claim_folder\n"
+         f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    calls = []
+    monkeypatch.setattr(analysis, "run_analysis", lambda *a, **k: calls.append(1))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for args in (["analyze", *FAST], ["compare", "--datasets", "karate", "--depths", "2", "-q"]):
+            line = one_line_error(run(*args, "--out", out, "--overwrite"), 2, str(out))
+            assert f"another oversmooth run (pid {holder.pid})" in line
+        one_line_error(run("bench", "--quick", "--out", out, "--overwrite"), 2, str(out))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert calls == []
+
+
+def test_bench_refuses_an_existing_folder_without_overwrite(tmp_path, monkeypatch):
+    import oversmooth.bench as bench
+
+    calls = []
+    monkeypatch.setattr(bench, "probe_overhead", lambda *a, **k: calls.append(1))
+    (tmp_path / "b").mkdir()
+    one_line_error(run("bench", "--quick", "--out", tmp_path / "b"), 2, "pass --overwrite")
+    assert calls == []
+
+
+def test_killed_write_leaves_nothing_after_the_next_run(tmp_path):
+    out = tmp_path / "r"
+    killed_during_write = textwrap.dedent(
+        """
+        import sys, time
+        import oversmooth.report.render as render
+        from oversmooth.cli.main import app
+
+        def hang(folder):
+            print("writing", flush=True)
+            time.sleep(120)
+        render.render_report = hang
+        app(sys.argv[1:], prog_name="oversmooth")
+        """
+    )
+    proc = _cli_process("analyze", *FAST, "--out", str(out), code=killed_during_write)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    litter = sorted(p.name for p in tmp_path.iterdir())
+    assert litter == [".r.lock", f".r.tmp-{proc.pid}"]  # what SIGKILL leaves
+    result = run("analyze", *FAST, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    assert (out / "report.html").is_file()
+
+
+def test_failed_run_leaves_no_empty_parent_folders(tmp_path, monkeypatch):
+    import oversmooth.analysis as analysis
+
+    out = tmp_path / "a" / "b" / "c"
+    real = analysis.run_analysis
+
+    def fails(*args, **kwargs):
+        assert (tmp_path / "a" / "b").is_dir()  # made at the claim, for the lock
+        raise ValueError("simulated bad input found late")
+
+    monkeypatch.setattr(analysis, "run_analysis", fails)
+    one_line_error(run("analyze", *FAST, "--out", out), 2, "simulated")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(analysis, "run_analysis", real)
+    assert run("analyze", *FAST, "--out", out).exit_code == 0
+    assert (out / "report.md").is_file()
