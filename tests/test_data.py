@@ -197,3 +197,65 @@ def test_splits():
         D.split_masks(D.ring(5), "public")
     with pytest.raises(ValueError, match="split: expected one of"):
         D.split_masks(cora, "stratified")
+
+
+def test_synthetic_parameters_given_twice_are_refused():
+    with pytest.raises(ValueError, match="parameter n given twice"):
+        D.load("csbm:n=10,n=20")
+
+
+def test_csv_node_ids_must_be_finite_and_sane(tmp_path):
+    for text, message in (("0,1\n1,inf\n", "non-negative integers, received \\[1.0, inf\\]"),
+                          ("0,1\n-1,2\n", "non-negative integers"),
+                          ("0,1\n1,1e17\n", "node id 100000000000000000 is too large")):
+        path = tmp_path / "e.csv"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            D.load(path)
+
+
+def test_csv_not_utf8_and_folders_are_named(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes("0,1\n# \xe9t\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=f"{path}: not UTF-8 text"):
+        D.load(path)
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match="dir.csv: is a folder"):
+        D.load(tmp_path / "dir.csv")
+    with pytest.raises(ValueError, match="only an edge-list .csv takes them"):
+        D.load("karate", features=path)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool, torch.float16,
+                                   torch.bfloat16])
+def test_pt_features_of_other_dtypes_become_float32_with_a_warning(tmp_path, dtype):
+    path = tmp_path / "g.pt"
+    x = torch.tensor([[1, 0], [0, 1], [1, 1]]).to(dtype)
+    torch.save({"x": x, "edge_index": torch.tensor([[0, 1], [1, 2]])}, path)
+    with pytest.warns(UserWarning, match=f"features have dtype {dtype}; converted to float32"):
+        data = D.load(path)
+    assert data.x.dtype == torch.float32 and torch.equal(data.x, x.float())
+
+
+def test_pt_bad_tensors_are_value_errors(tmp_path):
+    path = tmp_path / "g.pt"
+    torch.save({"x": torch.ones(2, 2, dtype=torch.complex64), "edge_index": torch.tensor([[0], [1]])}, path)
+    with pytest.raises(ValueError, match="complex"):
+        D.load(path)
+    torch.save({"x": torch.ones(2, 2), "edge_index": torch.tensor([[0.0], [1.0]])}, path)
+    with pytest.raises(ValueError, match="edge_index must be an integer tensor"):
+        D.load(path)
+    torch.save({"x": torch.ones(2), "edge_index": torch.tensor([[0], [1]])}, path)
+    with pytest.raises(ValueError, match="x must be a \\[num_nodes, num_features\\] tensor"):
+        D.load(path)
+
+
+def test_check_spec_validates_without_loading(tmp_path):
+    D.check_spec("cora")
+    D.check_spec("csbm:n=10")
+    with pytest.raises(ValueError, match="unknown name 'bogus'"):
+        D.check_spec("bogus")
+    with pytest.raises(ValueError, match="given twice"):
+        D.check_spec("csbm:n=10,n=3")
+    with pytest.raises(FileNotFoundError):
+        D.check_spec(tmp_path / "none.csv")

@@ -79,3 +79,27 @@ def test_stale_temp_siblings_of_dead_processes_are_removed(tmp_path):
     live.mkdir()
     removed = clean_stale_siblings(tmp_path / "r")
     assert removed == [stale] and live.exists()
+
+
+def test_check_out_creates_nothing_and_claim_removes_empty_parents(tmp_path):
+    from oversmooth.outputs import check_out
+
+    out = tmp_path / "a" / "b" / "r"
+    check_out(out, overwrite=False)
+    assert list(tmp_path.iterdir()) == []  # checked, not created
+    with pytest.raises(RuntimeError):
+        with claim_folder(out, overwrite=False):
+            assert (tmp_path / "a" / "b").is_dir()  # made for the lock
+            raise RuntimeError("the run failed")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_folder(out, overwrite=False) as tmp:
+        (tmp / "f").write_text("x")
+    assert (out / "f").read_text() == "x"
+
+
+def test_check_out_refuses_a_file_in_the_way(tmp_path):
+    from oversmooth.outputs import check_out
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        check_out(tmp_path / "file" / "sub" / "r", overwrite=False)
