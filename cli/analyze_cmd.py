@@ -10,11 +10,20 @@ from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, progress_bar
 
 # Options a checkpoint fixes: None means "not given" (the default, or the checkpoint's value)
-CkptHidden = Annotated[Optional[int], typer.Option("--hidden", help="Hidden width (divisible by --heads). [default: 32, or the checkpoint's]")]
-CkptHeads = Annotated[Optional[int], typer.Option("--heads", help="Attention heads. [default: 4, or the checkpoint's]")]
-CkptSeed = Annotated[Optional[int], typer.Option("--seed", help="Initialisation seed (ignored when --seeds is given). [default: 0, or the checkpoint's]")]
-CkptNorm = Annotated[Optional[O.Norm], typer.Option("--norm", help="LayerNorm statistics: node (per node) or graph (per graph). [default: node, or the checkpoint's]")]
-CkptPattern = Annotated[Optional[str], typer.Option("--pattern", help="Block pattern over M (masked neighbourhood attention) and S (global self-attention), repeated to the depth, e.g. MMSS. [default: M, or the checkpoint's]")]
+_OR_CKPT = "or the checkpoint's]"
+CkptHidden = Annotated[Optional[int], typer.Option(
+    "--hidden", help=f"Hidden width (divisible by --heads). [default: 32, {_OR_CKPT}")]
+CkptHeads = Annotated[Optional[int], typer.Option(
+    "--heads", help=f"Attention heads. [default: 4, {_OR_CKPT}")]
+CkptSeed = Annotated[Optional[int], typer.Option(
+    "--seed", help=f"Initialisation seed (ignored when --seeds is given). [default: 0, {_OR_CKPT}")]
+CkptNorm = Annotated[Optional[O.Norm], typer.Option(
+    "--norm", help=f"LayerNorm statistics: node (per node) or graph (per graph). [default: node, "
+    f"{_OR_CKPT}")]
+CkptPattern = Annotated[Optional[str], typer.Option(
+    "--pattern", help="Block pattern over M (masked neighbourhood attention) and S (global "
+    "self-attention), "
+    f"repeated to the depth, e.g. MMSS. [default: M, {_OR_CKPT}")]
 
 
 def analyze(
@@ -65,22 +74,25 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
         device=device, similarity=similarity, prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
         metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)), data_root=str(data_root) if data_root else None,
     )
-    chosen_seeds = parse_ints("--seeds", seeds) if seeds else ((seed,) if seed is not None else None)
+    chosen_seeds = parse_ints("--seeds", seeds) if seeds else (seed,) if seed is not None else None
     if checkpoint is not None:
         config = AnalysisConfig.from_checkpoint(
-            str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset, hidden=hidden,
-            heads=heads, seeds=chosen_seeds, norm=value(norm), pattern=pattern, **common,
+            str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset,
+            hidden=hidden, heads=heads, seeds=chosen_seeds, norm=value(norm), pattern=pattern,
+            **common,
         )
     else:
         config = AnalysisConfig(
-            model=value(model) or "postln", depth=256 if depth is None else depth, conv=value(conv) or "san",
-            dataset=dataset or "cora", hidden=32 if hidden is None else hidden, heads=4 if heads is None else heads,
-            seeds=chosen_seeds or (0,), norm=value(norm) or "node", pattern="M" if pattern is None else pattern,
-            **common,
+            model=value(model) or "postln", depth=256 if depth is None else depth,
+            conv=value(conv) or "san", dataset=dataset or "cora",
+            hidden=32 if hidden is None else hidden, heads=4 if heads is None else heads,
+            seeds=chosen_seeds or (0,), norm=value(norm) or "node",
+            pattern="M" if pattern is None else pattern, **common,
         )
     # the claim is held from this check to the final rename: a second run into the same
     # folder fails here at once, before any work
-    with claim_folder(out if out is not None else default_out(command, config.model), overwrite) as target:
+    target = out if out is not None else default_out(command, config.model)
+    with claim_folder(target, overwrite) as target:
         with progress_bar(not quiet) as update:
             result = run_analysis(config, progress=update)
         result.config["command"] = command

@@ -13,7 +13,9 @@ from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="Smaller sizes and fewer repeats: under a minute.")] = False,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("reports/benchmarks"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (see --overwrite).")] = (
+        Path("reports/benchmarks")
+    ),
     overwrite: O.Overwrite = False,
     device: O.Device = "auto",
     as_json: O.Json = False,
@@ -30,7 +32,7 @@ def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, qu
     from oversmooth.outputs import claim_folder
 
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
-    with claim_folder(out, overwrite):  # refused at once when out exists or another run holds it
+    with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
         results = run_bench(out, quick=quick, device=device, progress=say, overwrite=overwrite)
     po = results["probe_overhead"]
     summary = {"out": str(out), "probe_overhead": po["ratio"], "depth_exponent": results["depth_exponent"],

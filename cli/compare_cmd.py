@@ -53,7 +53,8 @@ def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pat
     for dataset in config.datasets:  # every dataset is valid before the first cell runs
         check_spec(dataset)
     # held from this check to the final rename: a second run into the same folder fails at once
-    with claim_folder(out if out is not None else default_out("compare", "-".join(config.models)), overwrite) as target:
+    target = out if out is not None else default_out("compare", "-".join(config.models))
+    with claim_folder(target, overwrite) as target:
         with progress_bar(not quiet) as update:
             result = run_comparison(config, progress=update)
         folder = write_comparison(result, target, overwrite=overwrite)

@@ -57,7 +57,8 @@ app = typer.Typer(
 
 def _note(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (e.g. features converted to float32) as one ``note:`` line on stderr."""
-    typer.echo(f"note: {str(message).splitlines()[0] if str(message) else category.__name__}", err=True)
+    text = str(message).splitlines()[0] if str(message) else category.__name__
+    typer.echo(f"note: {text}", err=True)
 
 
 def _version(value: bool) -> None:

@@ -13,13 +13,15 @@ from oversmooth.cli._common import handle_errors
 # What the renderer reads, per command: required files and the columns / keys it needs
 _NEEDS = {
     "analyze": {"metrics.csv": ("seed", "layer", "laplacian_energy"), "fits.json": ()},
-    "compare": {"metrics.csv": ("dataset", "depth"), "summary.csv": (), "table.csv": (), "fits.json": ()},
+    "compare": {"metrics.csv": ("dataset", "depth"), "summary.csv": (), "table.csv": (),
+                "fits.json": ()},
 }
 _NEEDS["prune"] = _NEEDS["analyze"]
 _OPTIONAL = {"similarity.csv": (), "prune.csv": ("layer",)}
 _CONFIG_KEYS = {"analyze": ("model", "conv", "depth", "dataset", "seeds"),
                 "compare": ("depths", "datasets")}
 _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
+_RERUN = "rerun the command that wrote it"
 
 
 def report(folder: Annotated[Path, typer.Argument(help="A folder written by analyze, prune or compare.")]) -> None:
@@ -29,15 +31,15 @@ def report(folder: Annotated[Path, typer.Argument(help="A folder written by anal
 
 def _read_json(path: Path) -> object:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; expected a folder written by oversmooth analyze/compare")
+        raise FileNotFoundError(f"{path}: missing; expected a folder from analyze/prune/compare")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text; the file is corrupt, rerun the command that wrote it") from None
+        raise ValueError(f"{path}: not UTF-8 text; the file is corrupt, {_RERUN}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "rerun the command that wrote it"
+            f"{_RERUN}"
         ) from None
 
 
@@ -46,39 +48,42 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
 
     if not path.is_file():
         if required:
-            raise FileNotFoundError(f"{path}: missing; rerun the command that wrote {path.parent}")
+            raise FileNotFoundError(f"{path}: missing; {_RERUN}")
         return
     try:
         frame = pd.read_csv(path)
     except Exception as exc:  # noqa: BLE001 - pandas raises several types for a corrupt file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{path}: not a readable CSV ({first[:120]}); rerun the command that wrote it") from None
+        raise ValueError(f"{path}: not a readable CSV ({first[:120]}); {_RERUN}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing or frame.empty:
         what = f"no column {', '.join(missing)}" if missing else "no rows"
-        raise ValueError(f"{path}: {what}; rerun the command that wrote it")
+        raise ValueError(f"{path}: {what}; {_RERUN}")
 
 
 def check_report_folder(folder: Path) -> None:
-    """Fail with one line naming the file when a data file the renderer needs is missing or corrupt."""
+    """Fail with one line naming the file when a data file the renderer needs is missing or
+    corrupt, instead of a raw parse error from inside the renderer."""
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
-        raise ValueError(f"{folder}: not a folder; pass a folder written by analyze, prune or compare")
+        raise ValueError(f"{folder}: not a folder; pass one written by analyze, prune or compare")
     config_path = folder / "config.json"
     config = _read_json(config_path)
     if not isinstance(config, dict):
-        raise ValueError(f"{config_path}: expected a JSON object; rerun the command that wrote it")
+        raise ValueError(f"{config_path}: expected a JSON object; {_RERUN}")
     command = config.get("command")
     if command not in _NEEDS:
-        raise ValueError(f"{config_path}: unknown command {command!r}; expected analyze, prune or compare")
+        raise ValueError(
+            f"{config_path}: unknown command {command!r}; expected analyze, prune or compare"
+        )
     missing = [k for k in _CONFIG_KEYS[command] if k not in config]
     if missing:
-        raise ValueError(f"{config_path}: missing {', '.join(missing)}; rerun the command that wrote it")
+        raise ValueError(f"{config_path}: missing {', '.join(missing)}; {_RERUN}")
     for name, columns in _NEEDS[command].items():
         if name.endswith(".json"):
             if not isinstance(_read_json(folder / name), dict):
-                raise ValueError(f"{folder / name}: expected a JSON object; rerun the command that wrote it")
+                raise ValueError(f"{folder / name}: expected a JSON object; {_RERUN}")
         else:
             _check_csv(folder / name, columns, required=True)
     if command != "compare":

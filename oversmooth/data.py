@@ -137,10 +137,11 @@ def _check_int(name: str, value, low: int, high: int | None = None) -> int:
 
 
 def _check_size(what: str, num_nodes: int, num_edges: int, num_features: int) -> None:
-    """Refuse (before allocating) a graph that cannot fit in memory; see :mod:`oversmooth.resources`."""
+    """Refuse (before allocating) a graph that cannot fit in memory (see oversmooth.resources)."""
     from oversmooth.resources import check_allocation, graph_bytes
 
-    check_allocation(what, graph_bytes(num_nodes, num_edges, num_features), hint="ask for a smaller graph")
+    need = graph_bytes(num_nodes, num_edges, num_features)
+    check_allocation(what, need, hint="ask for a smaller graph")
 
 
 def _check_float(name: str, value, low: float, high: float) -> float:
@@ -269,7 +270,8 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0):
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
     features = _check_int("features", features, 1)
-    _check_size(f"grid:rows={rows},cols={cols},features={features}", rows * cols, 4 * rows * cols, features)
+    n = rows * cols
+    _check_size(f"grid:rows={rows},cols={cols},features={features}", n, 4 * n, features)
     idx = torch.arange(rows * cols).view(rows, cols)
     pairs = torch.cat(
         [torch.stack([idx[:, :-1].flatten(), idx[:, 1:].flatten()], 0), torch.stack([idx[:-1].flatten(), idx[1:].flatten()], 0)],
@@ -283,7 +285,8 @@ def complete(n: int = 10, features: int = 16, seed: int = 0):
     """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
     n = _check_int("n", n, 2, 20000)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
-    _check_size(f"complete:n={n},features={features}", n, n * (n - 1), _check_int("features", features, 1))
+    features = _check_int("features", features, 1)
+    _check_size(f"complete:n={n},features={features}", n, n * (n - 1), features)
     i, j = torch.triu_indices(n, n, offset=1)
     return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(torch.stack([i, j]), n), None, "complete")
 
@@ -312,7 +315,7 @@ def _parse_params(name: str, text: str) -> dict:
         key, sep, value = item.partition("=")
         key = key.strip()
         if key in params:
-            raise ValueError(f"dataset {name}: parameter {key} given twice; give each parameter once")
+            raise ValueError(f"dataset {name}: parameter {key} given twice; give each once")
         if not sep or key not in signature:
             raise ValueError(
                 f"dataset {name}: expected key=value parameters with key in "
@@ -357,7 +360,8 @@ def _load_pt(path: Path):
         value = getattr(obj, key, None)
         if value is not None and not isinstance(value, Tensor):
             raise ValueError(f"{path}: {key} must be a tensor, received {type(value).__name__}")
-    if obj.edge_index.dim() != 2 or obj.edge_index.size(0) != 2 or obj.edge_index.dtype.is_floating_point:
+    ei = obj.edge_index
+    if ei.dim() != 2 or ei.size(0) != 2 or ei.dtype.is_floating_point or ei.dtype == torch.bool:
         raise ValueError(
             f"{path}: edge_index must be an integer tensor of shape [2, num_edges], "
             f"received {obj.edge_index.dtype} {list(obj.edge_index.shape)}"
@@ -369,13 +373,17 @@ def _load_pt(path: Path):
     if obj.x is None:
         obj.x = torch.ones(n, 1)
     elif obj.x.dim() != 2:
-        raise ValueError(f"{path}: x must be a [num_nodes, num_features] tensor, received shape {list(obj.x.shape)}")
+        raise ValueError(
+            f"{path}: x must be a [num_nodes, num_features] tensor, "
+            f"received shape {list(obj.x.shape)}"
+        )
     elif obj.x.dtype.is_complex:
         raise ValueError(f"{path}: x has complex dtype {obj.x.dtype}; save real features")
     elif obj.x.dtype not in (torch.float32, torch.float64):
         # integer/bool (bag-of-words counts, one-hot) and half-precision features are common in
         # saved PyG datasets; the models and metrics need float, so convert (exactly, for counts)
-        warnings.warn(f"{path}: features have dtype {obj.x.dtype}; converted to float32", stacklevel=2)
+        warnings.warn(f"{path}: features have dtype {obj.x.dtype}; converted to float32",
+                      stacklevel=2)
         obj.x = obj.x.to(torch.float32)
     _validate_user_graph(path, obj.edge_index, n, obj.x, getattr(obj, "y", None))
     obj.name = path.stem
@@ -426,7 +434,8 @@ def _csv_rows(path: Path, fh):
             return
         except UnicodeDecodeError as exc:
             raise ValueError(
-                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                f"{exc.start}); "
                 "save it as UTF-8 CSV"
             ) from None
         except csv.Error as exc:
@@ -453,7 +462,8 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
     if not np.all(integral):
         bad = int(np.argmax(~np.all(integral, axis=1)))
         raise ValueError(
-            f"{path}: edge row {bad + 1}: node ids must be non-negative integers, received {ids[bad].tolist()}"
+            f"{path}: edge row {bad + 1}: node ids must be non-negative integers, "
+            f"received {ids[bad].tolist()}"
         )
     if ids.size and ids.max() >= 2**53:  # float64 no longer holds every integer exactly
         raise ValueError(f"{path}: node id {ids.max():.0f} is too large; number the nodes from 0")
@@ -554,12 +564,15 @@ def check_spec(name_or_path: str | os.PathLike) -> None:
         if path.is_dir():
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such file; pass a dataset name or an existing .pt/.csv file")
+            raise FileNotFoundError(f"{path}: no such file; pass a dataset name or a .pt/.csv file")
         return
     name, _, params = text.partition(":")
     key = name.strip().lower()
     if key not in DATASETS:
-        raise ValueError(f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path")
+        raise ValueError(
+            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} "
+            "or a .pt/.csv path"
+        )
     if params and DATASETS[key].kind != "synthetic":
         raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
     if DATASETS[key].kind == "synthetic":

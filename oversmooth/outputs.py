@@ -102,7 +102,9 @@ def check_out(out: str | os.PathLike, overwrite: bool) -> Path:
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise FileExistsError(f"--out: {ancestor} is a file, so {out} cannot be made; choose another path")
+        raise FileExistsError(
+            f"--out: {ancestor} is a file, so {out} cannot be made; choose another path"
+        )
     try:
         if ancestor == parent:
             with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
@@ -117,7 +119,7 @@ def check_out(out: str | os.PathLike, overwrite: bool) -> Path:
 
 
 def _make_parents(out: Path) -> list[Path]:
-    """Create the missing parents of ``out``; return them, deepest first, for :func:`_drop_empty`."""
+    """Create the missing parents of ``out``; return them deepest first (for _drop_empty)."""
     missing = []
     parent = out.parent if str(out.parent) else Path(".")
     while not parent.exists() and parent != parent.parent:

@@ -53,7 +53,7 @@ def files(tmp_path_factory):
         (["datasets", "--stats", "csbm:n=1000,features=1000000000"], "would need about"),
         (["datasets", "--stats", "{root}/big_id.csv"], "would need about"),
         (["analyze", *FAST, "--metrics", "energy_100000000"], "orders above 1000 are refused"),
-        (["analyze", "--dataset", "karate", "--depth", "65536", "--hidden", "4096", "-q"], "use a smaller --depth"),
+        (["analyze", "-d", "karate", "-L", "65536", "--hidden", "4096", "-q"], "a smaller --depth"),
         # bad values
         (["datasets", "--stats", "csbm:n=10,n=20"], "parameter n given twice"),
         (["datasets", "--stats", "{root}/inf_id.csv"], "node ids must be non-negative integers"),
@@ -65,12 +65,12 @@ def files(tmp_path_factory):
         (["analyze", "--conv", "foo"], "'foo' is not one of"),
         (["analyze", *FAST, "--metrics", "bogus"], "metrics: unknown name 'bogus'"),
         (["analyze", "--dataset", "bogus", "--quiet"], "dataset: unknown name 'bogus'"),
-        (["compare", "--datasets", "karate,bogus", "--depths", "2", "--quiet"], "unknown name 'bogus'"),
+        (["compare", "--datasets", "karate,bogus", "--depths", "2", "-q"], "unknown name 'bogus'"),
         # missing files, folders where files are expected
         (["analyze", "--dataset", "{root}/missing.csv", "--quiet"], "missing.csv: no such file"),
         (["analyze", "--dataset", "{root}/folder.csv", "--quiet"], "folder.csv: is a folder"),
-        (["datasets", "--stats", "{root}/edges.csv", "--features", "{root}/folder.csv"], "is a folder"),
-        (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list .csv"),
+        (["datasets", "--stats", "{root}/edges.csv", "--features", "{root}/folder.csv"], "folder"),
+        (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list"),
         (["report", "{root}/nothing-here"], "no such folder"),
         (["report", "{root}/big_id.csv"], "not a folder"),
     ],
@@ -108,7 +108,10 @@ def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
     line = one_line_error(run("analyze", *FAST, "--out", tmp_path / "x"), 1, "KeyError")
     assert "--debug" in line
     assert list(tmp_path.iterdir()) == []  # no lock, no empty folder
-    monkeypatch.setattr(analysis, "run_analysis", lambda *a, **k: (_ for _ in ()).throw(TypeError("bug")))
+    def typo(*args, **kwargs):
+        raise TypeError("bug")
+
+    monkeypatch.setattr(analysis, "run_analysis", typo)
     assert "TypeError: bug" in one_line_error(run("analyze", *FAST, "--out", tmp_path / "y"), 1)
 
 
@@ -132,12 +135,14 @@ def test_checkpoint_options_that_differ_are_refused(tmp_path):
     T.train(T.TrainConfig(model="preln", depth=2, hidden=8, heads=2, epochs=1), tmp_path / "run")
     best = tmp_path / "run" / "best.pt"
     out = tmp_path / "a"
-    line = one_line_error(run("analyze", "--checkpoint", best, "--hidden", 32, "--out", out, "-q"), 2)
+    analyze = ("analyze", "--checkpoint", best, "--out", out, "-q")
+    line = one_line_error(run(*analyze, "--hidden", 32), 2)
     assert "hidden=8" in line and "--hidden 32" in line and "drop --hidden" in line
     for option, value in (("--heads", 4), ("--seed", 5), ("--norm", "graph"), ("--pattern", "MS")):
-        line = one_line_error(run("analyze", "--checkpoint", best, option, value, "--out", out, "-q"), 2)
+        line = one_line_error(run(*analyze, option, value), 2)
         assert f"drop {option.replace('--seed', '--seeds')}" in line
-    line = one_line_error(run("prune", "--checkpoint", best, "--layers", "1", "--hidden", 16, "--out", out), 2)
+    prune = ("prune", "--checkpoint", best, "--layers", 1, "-o", out)
+    line = one_line_error(run(*prune, "--hidden", 16), 2)
     assert "drop --hidden" in line
     # the checkpoint's own values are accepted
     assert run("analyze", "--checkpoint", best, "--hidden", 8, "--out", out, "-q").exit_code == 0
@@ -145,7 +150,8 @@ def test_checkpoint_options_that_differ_are_refused(tmp_path):
 
 def test_pt_with_integer_features_is_converted_with_a_note(tmp_path):
     path = tmp_path / "g.pt"
-    torch.save({"x": torch.tensor([[1, 0], [0, 2], [3, 1]]), "edge_index": torch.tensor([[0, 1], [1, 2]])}, path)
+    x, edge_index = torch.tensor([[1, 0], [0, 2], [3, 1]]), torch.tensor([[0, 1], [1, 2]])
+    torch.save({"x": x, "edge_index": edge_index}, path)
     result = run("datasets", "--stats", path)
     assert result.exit_code == 0, result.output
     assert "note: " in result.output and "converted to float32" in result.output
@@ -200,14 +206,16 @@ def test_claimed_folder_is_refused_before_any_work(tmp_path, monkeypatch):
     out = tmp_path / "r"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom oversmooth.outputs import claim_folder\n"
-         f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+         f"with claim_folder({str(out)!r}, False):\n"
+         "    print('held', flush=True)\n    time.sleep(60)\n"],
         stdout=subprocess.PIPE, text=True,
     )
     calls = []
     monkeypatch.setattr(analysis, "run_analysis", lambda *a, **k: calls.append(1))
     try:
         assert holder.stdout.readline().strip() == "held"
-        for args in (["analyze", *FAST], ["compare", "--datasets", "karate", "--depths", "2", "-q"]):
+        compare = ["compare", "--datasets", "karate", "--depths", "2", "-q"]
+        for args in (["analyze", *FAST], compare):
             line = one_line_error(run(*args, "--out", out, "--overwrite"), 2, str(out))
             assert f"another oversmooth run (pid {holder.pid})" in line
         one_line_error(run("bench", "--quick", "--out", out, "--overwrite"), 2, str(out))

@@ -239,7 +239,8 @@ def test_pt_features_of_other_dtypes_become_float32_with_a_warning(tmp_path, dty
 
 def test_pt_bad_tensors_are_value_errors(tmp_path):
     path = tmp_path / "g.pt"
-    torch.save({"x": torch.ones(2, 2, dtype=torch.complex64), "edge_index": torch.tensor([[0], [1]])}, path)
+    edge = torch.tensor([[0], [1]])
+    torch.save({"x": torch.ones(2, 2, dtype=torch.complex64), "edge_index": edge}, path)
     with pytest.raises(ValueError, match="complex"):
         D.load(path)
     torch.save({"x": torch.ones(2, 2), "edge_index": torch.tensor([[0.0], [1.0]])}, path)

@@ -232,9 +232,11 @@ def build_model(
 def model_from_config(config: ModelConfig, device: torch.device | str | None = None) -> DepthModel:
     from oversmooth.resources import check_allocation, model_bytes
 
-    size = model_bytes(config.depth, config.hidden, config.in_channels, config.out_channels, config.ffn)
-    for where in {torch.device("cpu"), torch.device(device or "cpu")}:  # built on the CPU, then moved
-        check_allocation(f"model {config.name} depth={config.depth} hidden={config.hidden}", size, where,
+    c = config
+    size = model_bytes(c.depth, c.hidden, c.in_channels, c.out_channels, c.ffn)
+    # built on the CPU, then moved
+    for where in {torch.device("cpu"), torch.device(device or "cpu")}:
+        check_allocation(f"model {c.name} depth={c.depth} hidden={c.hidden}", size, where,
                          hint="use a smaller --depth or --hidden")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
