@@ -174,7 +174,7 @@ def energy(
     orders are gradient integrals and do not depend on it.
 
     Args:
-        order: ``m >= 1``.
+        order: ``m >= 1``; orders above ``resources.MAX_ENERGY_ORDER`` (1000) are refused.
     """
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ValueError(f"order: expected an integer m >= 1, received {order!r}")

@@ -130,7 +130,7 @@ _ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
 
 
 def available_metrics() -> list[str]:
-    """Every metric name a probe accepts (``energy_<m>`` for any order ``m >= 1``)."""
+    """Every metric name a probe accepts (``energy_<m>`` for any order ``1 <= m <= 1000``)."""
     return list(_STATELESS) + list(_SPECIAL) + ["energy_<m>"]
 
 

@@ -145,13 +145,16 @@ def model_bytes(
     out_channels: int,
     ffn: int | None = None,
     element_size: int = 4,
+    python_objects: bool = True,
 ) -> int:
-    """Bytes of a zoo model: per block ``4 d^2`` attention and ``2 d f`` FFN parameters
-    plus the Python objects of the block; encoder and decoder."""
+    """Bytes of a zoo model: per block ``4 d^2`` attention and ``2 d f`` FFN parameters,
+    plus (host memory only, ``python_objects``) the Python objects of the block; encoder
+    and decoder."""
     ffn = 2 * hidden if ffn is None else ffn
     per_block = element_size * (4 * hidden * hidden + 2 * hidden * ffn + 16 * hidden)
+    per_block += _BLOCK_OVERHEAD if python_objects else 0
     ends = element_size * (in_channels * hidden + hidden * out_channels + 2 * hidden)
-    return int(depth * (per_block + _BLOCK_OVERHEAD) + ends)
+    return int(depth * per_block + ends)
 
 
 def check_energy_order(order: int) -> None:

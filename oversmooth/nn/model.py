@@ -233,9 +233,10 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
     from oversmooth.resources import check_allocation, model_bytes
 
     c = config
-    size = model_bytes(c.depth, c.hidden, c.in_channels, c.out_channels, c.ffn)
-    # built on the CPU, then moved
+    # built on the CPU (parameters and Python objects), then its parameters are moved
     for where in {torch.device("cpu"), torch.device(device or "cpu")}:
+        size = model_bytes(c.depth, c.hidden, c.in_channels, c.out_channels, c.ffn,
+                           python_objects=where.type == "cpu")
         check_allocation(f"model {c.name} depth={c.depth} hidden={c.hidden}", size, where,
                          hint="use a smaller --depth or --hidden")
     with torch.random.fork_rng(devices=[]):
