@@ -134,6 +134,7 @@ class GraphOperator:
         self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
         inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
         values = weight * inv_degree[edge_index[1]]
+        self.edge_prob: Tensor = values  # [num_edges] P's entry w_e / d_target of each edge
         # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -176,6 +177,7 @@ class GraphOperator:
         other.self_loops = self.self_loops
         other.edge_index = self.edge_index.to(device)
         other.edge_weight = self.edge_weight.to(device)
+        other.edge_prob = self.edge_prob.to(device)
         other.degree = self.degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
@@ -200,11 +202,13 @@ class GraphOperator:
         return self._matrix(x.dtype) @ x
 
     def laplacian(self, x: Tensor) -> Tensor:
-        """``Delta x = P x - x`` on nodes with neighbours, 0 on isolated nodes."""
-        out = self.propagate(x) - x
-        if self.num_isolated == 0:
-            return out
-        return out * self.has_neighbors.unsqueeze(-1).to(out.dtype)
+        """``Delta x = sum_j p_ij (x_j - x_i)``: ``P x - x`` on nodes with neighbours, 0 on
+        isolated nodes.  Summed from edge differences (exact for near-constant ``x``,
+        exactly 0 for constant ``x``), in ``x``'s dtype."""
+        from oversmooth.metrics import _edge_laplacian
+
+        src, dst = self.edge_index
+        return _edge_laplacian(x, src, dst, self.edge_prob.to(x.dtype))
 
     def __repr__(self) -> str:
         return (
@@ -247,5 +251,10 @@ def validate_features(x: Tensor, name: str = "x") -> None:
             f"{name}: expected a 2-D tensor [num_nodes, channels], received shape {list(x.shape)}; "
             "for a single channel use x.unsqueeze(-1)"
         )
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if x.dtype.is_complex:
+        raise ValueError(
+            f"{name}: expected a real floating-point tensor, received dtype {x.dtype}; "
+            "measure x.real and x.imag separately (or torch.view_as_real) instead"
+        )
+    if not x.dtype.is_floating_point:
         raise ValueError(f"{name}: expected a floating-point tensor, received dtype {x.dtype}")
