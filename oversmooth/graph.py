@@ -26,10 +26,13 @@ from typing import Union
 import torch
 from torch import Tensor
 
-__all__ = ["GraphOperator", "as_operator", "validate_features"]
+__all__ = [
+    "GraphOperator", "as_operator", "validate_features", "check_edge_index", "check_edge_weight",
+]
 
 
-def _check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
+def check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
+    """Validate an ``edge_index`` ``[2, E]`` against ``num_nodes``; return ``num_nodes``."""
     if not isinstance(edge_index, Tensor):
         raise TypeError(
             f"edge_index: expected a torch.Tensor of shape [2, num_edges], "
@@ -59,7 +62,8 @@ def _check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
     return num_nodes
 
 
-def _check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
+def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
+    """Validate optional edge weights: ``[num_edges]``, real, finite, non-negative."""
     if edge_weight is None:
         return
     if not isinstance(edge_weight, Tensor):
@@ -71,6 +75,10 @@ def _check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
         raise ValueError(
             f"edge_weight: expected shape [{num_edges}] (one weight per edge), "
             f"received {list(edge_weight.shape)}"
+        )
+    if edge_weight.dtype.is_complex or edge_weight.dtype == torch.bool:
+        raise ValueError(
+            f"edge_weight: expected real non-negative weights, received dtype {edge_weight.dtype}"
         )
     if num_edges and not bool(torch.isfinite(edge_weight).all()):
         raise ValueError("edge_weight: expected finite weights, received NaN or Inf")
@@ -110,8 +118,8 @@ class GraphOperator:
         *,
         self_loops: bool = False,
     ) -> None:
-        num_nodes = _check_edge_index(edge_index, num_nodes)
-        _check_edge_weight(edge_weight, edge_index.size(1))
+        num_nodes = check_edge_index(edge_index, num_nodes)
+        check_edge_weight(edge_weight, edge_index.size(1))
         device = edge_index.device
         edge_index = edge_index.long()
         weight = (

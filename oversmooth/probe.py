@@ -42,23 +42,21 @@ DEFAULT_METRICS = ("laplacian_energy", "dirichlet_energy", "relative_energy", "c
 
 
 class _Workspace:
-    """Float64 buffers reused from layer to layer, so that measuring a layer allocates
-    nothing of size ``n x d`` (fresh allocations of that size cost more than the
-    arithmetic: page faults on every layer).  Two state buffers alternate so the
-    previous layer's state stays available for ``cosine_prev``."""
+    """Float64 buffers reused from layer to layer (the state copy and its Laplacian), so
+    that measuring a layer allocates less of size ``n x d`` (fresh allocations of that size
+    cost page faults on every layer).  ``cosine_prev`` keeps its own copy of the previous
+    layer's unit rows."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
-        self.flip = 0
 
-    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor]:
         key = (tuple(x.shape), x.device)
         if key != self.key:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
-            self.states, self.lap, self.tmp = [make(), make()], make(), make()
+            self.state, self.lap = make(), make()
             self.key = key
-        self.flip ^= 1
-        return self.states[self.flip], self.lap, self.tmp
+        return self.state, self.lap
 
 
 class _LayerCache:
@@ -66,7 +64,7 @@ class _LayerCache:
     once).  Every value comes from the exact kernels of :mod:`oversmooth.metrics`."""
 
     def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
-        self.x, self._lap_buf, self.tmp = workspace.buffers(x)
+        self.x, self._lap_buf = workspace.buffers(x)
         self.x.copy_(x)  # float64 copy of the state
         self.op = op
         self._lap: Tensor | None = None
