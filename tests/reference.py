@@ -101,7 +101,7 @@ class LDGraph:
     """Edge list with longdouble weights and P entries, like GraphOperator (no self loops)."""
 
     def __init__(self, edge_index, edge_weight, n: int) -> None:
-        ei = edge_index.cpu().numpy() if isinstance(edge_index, torch.Tensor) else np.asarray(edge_index)
+        ei = np.asarray(edge_index.cpu() if isinstance(edge_index, torch.Tensor) else edge_index)
         self.src, self.dst, self.n = ei[0].astype(np.int64), ei[1].astype(np.int64), n
         self.w = np.ones(len(self.src), dtype=LD) if edge_weight is None else ld(edge_weight)
         self.deg = np.zeros(n, dtype=LD)

@@ -311,7 +311,7 @@ def test_non_finite_on_an_isolated_node_propagates(bad):
         "effective_rank": M.effective_rank(x),
     }
     for name, value in values.items():
-        assert not math.isfinite(float(value)), f"{name} dropped a non-finite isolated node: {float(value)}"
+        assert not math.isfinite(float(value)), f"{name} dropped a non-finite isolated node"
 
 
 def test_effective_rank_returns_nan_instead_of_raising():
@@ -336,7 +336,8 @@ def test_rows_near_1e160_keep_their_cosines():
         assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
             M.mean_average_distance(base, variant="global").item(), rel=1e-13
         )
-        assert M.feature_norm(x).item() == pytest.approx(M.feature_norm(base).item() * scale, rel=1e-14)
+        expected = M.feature_norm(base).item() * scale
+        assert M.feature_norm(x).item() == pytest.approx(expected, rel=1e-14)
         assert M.effective_rank(x).item() == pytest.approx(M.effective_rank(base).item(), rel=1e-12)
 
 
@@ -351,7 +352,8 @@ def test_complex_features_are_refused():
         lambda: M.feature_norm(x),
         lambda: M.mean_cosine_similarity(x, x),
     ):
-        with pytest.raises(ValueError, match="x: expected a real floating-point tensor, received dtype torch.complex128"):
+        message = "x: expected a real floating-point tensor, received dtype torch.complex128"
+        with pytest.raises(ValueError, match=message):
             fn()
     with pytest.raises(ValueError, match="real non-negative weights"):
         GraphOperator(ei, torch.ones(2, dtype=torch.complex64))
@@ -364,8 +366,9 @@ def test_edge_weights_change_every_weighted_metric():
     plain, weighted = GraphOperator(ei, num_nodes=4), GraphOperator(ei, w, num_nodes=4)
     dense = ref.dense_weights(ei.numpy(), w.numpy(), 4)
     xn = ref.to_np(x)
-    assert M.dirichlet_energy(x, weighted).item() == pytest.approx(ref.dirichlet(xn, dense), rel=1e-13)
-    assert M.laplacian_energy(x, weighted).item() == pytest.approx(ref.laplacian_energy(xn, dense), rel=1e-13)
+    expected = (ref.dirichlet(xn, dense), ref.laplacian_energy(xn, dense))
+    assert M.dirichlet_energy(x, weighted).item() == pytest.approx(expected[0], rel=1e-13)
+    assert M.laplacian_energy(x, weighted).item() == pytest.approx(expected[1], rel=1e-13)
     for fn in (M.dirichlet_energy, M.laplacian_energy):
         assert fn(x, plain).item() != pytest.approx(fn(x, weighted).item(), rel=1e-3)
     for bad, what in ((-1.0, "non-negative"), (float("nan"), "finite"), (float("inf"), "finite")):

@@ -279,7 +279,8 @@ def test_weighted_attention_is_w_times_exp_score():
         assert torch.equal(ctx.src, plain_ctx.src) and torch.equal(ctx.dst, plain_ctx.dst)
         # plain alpha is exp(e)/Z; weighting by w and renormalising per target must give alpha
         expected = plain * w.unsqueeze(1)
-        total = torch.zeros(6, expected.size(1), dtype=torch.float64).index_add_(0, ctx.dst, expected)
+        total = torch.zeros(6, expected.size(1), dtype=torch.float64)
+        total.index_add_(0, ctx.dst, expected)
         assert torch.allclose(alpha, expected / total[ctx.dst], rtol=1e-12, atol=0)
 
 
@@ -350,11 +351,12 @@ def test_model_validates_its_graph_input():
 
 def test_probe_records_nan_instead_of_aborting():
     ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
-    probe = Probe(torch.nn.Linear(1, 1), ei, metrics=["laplacian_energy", "effective_rank", "mad"], layers=[])
+    names = ["laplacian_energy", "effective_rank", "mad"]
+    probe = Probe(torch.nn.Linear(1, 1), ei, metrics=names, layers=[])
     x = torch.ones(4, 3, dtype=torch.float64)
     x[3, 0] = float("nan")  # node 3 is isolated
     probe.record(0, x)
     probe.record(1, torch.randn(4, 3, dtype=torch.float64))
     frame = probe.to_frame()
-    assert frame[["laplacian_energy", "effective_rank", "mad"]].iloc[0].isna().all()
-    assert np.isfinite(frame[["laplacian_energy", "effective_rank", "mad"]].iloc[1]).all()
+    assert frame[names].iloc[0].isna().all()
+    assert np.isfinite(frame[names].iloc[1]).all()

@@ -84,7 +84,8 @@ class GraphContext:
             num_graphs = int(batch.max()) + 1 if batch.numel() else 0
         log_weight = gcn_weight = None
         if edge_weight is not None:
-            w = torch.cat([edge_weight.to(device=src.device, dtype=dtype)[keep], loop.new_ones(num_nodes, dtype=dtype)])
+            w = edge_weight.to(device=src.device, dtype=dtype)[keep]
+            w = torch.cat([w, w.new_ones(num_nodes)])  # self loops: weight 1
             total = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, w)
             gcn_weight, log_weight = w / total[dst], w.log()  # total >= 1 (self loop)
         return cls(src, dst, 1.0 / count, num_nodes, batch, num_graphs, log_weight, gcn_weight)
