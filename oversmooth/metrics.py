@@ -89,24 +89,29 @@ def _poison(x64: Tensor) -> Tensor:
     """0-d: 0.0 when every entry of ``x64`` is finite, NaN otherwise (no host sync)."""
     if x64.numel() == 0:
         return x64.new_zeros(())
-    return x64.abs().amax() * 0.0  # NaN propagates through amax; Inf * 0 = NaN
+    # NaN propagates through amax/amin, +-Inf * 0 = NaN; no n x d temporary
+    return x64.amax() * 0.0 + x64.amin() * 0.0
 
 
 def _pow2(exponent: Tensor) -> Tensor:
-    """``2 ** exponent`` (float64, exact) for integer exponents in ``[-537, 537]``."""
+    """``2 ** exponent`` (float64, exact) for integer exponents in ``[-1074, 1023]``."""
     return torch.pow(2.0, exponent.to(torch.float64))
 
 
 def _row_exponents(x64: Tensor) -> Tensor:
     """Per row, ``e`` with ``max_k |x_ik| / 2**e`` in ``[0.5, 1)`` (0 for zero rows): ``[n]``."""
-    _, exponent = torch.frexp(x64.abs().amax(dim=1) if x64.size(1) else x64.new_zeros(len(x64)))
+    if not x64.size(1):
+        return torch.zeros(len(x64), dtype=torch.int64, device=x64.device)
+    top = torch.maximum(x64.amax(dim=1).abs(), x64.amin(dim=1).abs())  # max |x_ik|, [n]
+    _, exponent = torch.frexp(top)
     return exponent.to(torch.int64)
 
 
 def _scale_rows(x64: Tensor, exponent: Tensor) -> Tensor:
-    """``x_i / 2**e_i`` exactly, in two steps so that no factor over- or underflows."""
-    half = exponent // 2
-    return x64 * _pow2(-half).unsqueeze(1) * _pow2(half - exponent).unsqueeze(1)
+    """``x_i / 2**e_i`` exactly (one power-of-two factor per row).  Exponents below -1000
+    (rows of subnormal size) are scaled by ``2**1000`` only, which already keeps their
+    squares clear of underflow; the factor itself never overflows."""
+    return x64 * _pow2(-exponent.clamp_min(-1000)).unsqueeze(1)
 
 
 def _scaled_pair(a: Tensor, ea: Tensor, b: Tensor, eb: Tensor) -> tuple[Tensor, Tensor]:
@@ -193,6 +198,36 @@ def _edge_laplacian(
     return out
 
 
+def _edge_chunk_rows(channels: int) -> int:
+    """Edges per chunk of the edge kernels (the row count of their scratch buffers)."""
+    return max(1, _CHUNK_VALUES // max(channels, 1))
+
+
+def _laplacian_and_edge_sum(
+    x64: Tensor, op: GraphOperator, out: Tensor, scratch: tuple[Tensor, Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """``Delta x`` into ``out`` and ``sum_e w_e ||x_src - x_dst||^2`` from one pass over the
+    edge differences (the Probe's per-layer work).  ``scratch``: two float64 buffers of
+    ``[_edge_chunk_rows(d), d]`` reused across calls (fresh buffers of that size cost page
+    faults on every call); the arithmetic is the same either way."""
+    out.zero_()
+    total = x64.new_zeros(())
+    src, dst = op.edge_index
+    for part in _edge_chunks(op.num_edges, x64.size(1)):
+        s, t = src[part], dst[part]
+        if scratch is None:
+            diff, sq = x64[s] - x64[t], None
+        else:
+            diff = torch.index_select(x64, 0, s, out=scratch[0][: s.numel()])
+            other = torch.index_select(x64, 0, t, out=scratch[1][: s.numel()])
+            diff.sub_(other)  # [chunk, d] x_src - x_dst
+            sq = torch.mul(diff, diff, out=other)
+        sq = diff * diff if sq is None else sq
+        total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
+        out.index_add_(0, t, diff.mul_(op.edge_prob[part].unsqueeze(1)))
+    return out, total + _poison(x64)
+
+
 def _laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
     """``Delta x`` on ``op``'s graph (exact kernel; see :func:`_edge_laplacian`)."""
     return _edge_laplacian(x64, op.edge_index[0], op.edge_index[1], op.edge_prob, out)
@@ -211,14 +246,24 @@ def _measure_sum(sq: Tensor, op: GraphOperator, measure: str) -> Tensor:
 
 
 def _energy_kernel(
-    x64: Tensor, op: GraphOperator, order: int, measure: str, lap: Tensor | None = None
+    x64: Tensor,
+    op: GraphOperator,
+    order: int,
+    measure: str,
+    lap: Tensor | None = None,
+    edge_sum: Tensor | None = None,
 ) -> Tensor:
-    """E_m from ``x64`` (and optionally its Laplacian ``lap``, reused by the Probe)."""
+    """E_m from ``x64``; the Probe passes what it has cached: ``lap`` (``Delta x``) and
+    ``edge_sum`` (``sum_e w_e ||x_src - x_dst||^2``, poisoned like :func:`_half_edge_sum`)."""
     y = x64
     for k in range(order // 2):
         y = lap if (k == 0 and lap is not None) else _laplacian(y, op)
     if order % 2:
-        return 0.5 * _half_edge_sum(y, op) / max(op.num_nodes, 1) + _poison(x64)
+        total = edge_sum if (order == 1 and edge_sum is not None) else _half_edge_sum(y, op)
+        return 0.5 * total / max(op.num_nodes, 1) + _poison(x64)
+    if measure == "counting":
+        flat = y.reshape(-1)
+        return torch.dot(flat, flat) / max(op.num_nodes, 1) + _poison(x64)
     return _measure_sum(_squared_rows(y), op, measure) + _poison(x64)
 
 
@@ -276,9 +321,10 @@ def _head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tens
 def _feature_norm(x64: Tensor) -> Tensor:
     if x64.numel() == 0:
         return x64.new_zeros(())
-    _, exponent = torch.frexp(x64.abs().amax())
-    scale = _pow2(exponent.to(torch.int64).clamp(-537, 537))
-    return (x64 / scale).pow(2).sum().div(max(x64.size(0), 1)).sqrt() * scale
+    _, exponent = torch.frexp(torch.maximum(x64.amax().abs(), x64.amin().abs()))
+    exponent = exponent.to(torch.int64).clamp(-1000, 1000)
+    flat = (x64 * _pow2(-exponent)).reshape(-1)  # exact power-of-two scaling: no overflow
+    return torch.dot(flat, flat).div(max(x64.size(0), 1)).sqrt() * _pow2(exponent)
 
 
 def _effective_rank(x64: Tensor) -> Tensor:

@@ -55,6 +55,8 @@ class _Workspace:
         if key != self.key:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
             self.state, self.lap = make(), make()
+            rows = (M._edge_chunk_rows(x.size(1)), x.size(1))  # edge-chunk scratch
+            self.scratch = tuple(torch.empty(rows, dtype=torch.float64, device=x.device) for _ in "ab")
             self.key = key
         return self.state, self.lap
 
@@ -65,16 +67,26 @@ class _LayerCache:
 
     def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
         self.x, self._lap_buf = workspace.buffers(x)
+        self._scratch = workspace.scratch
         self.x.copy_(x)  # float64 copy of the state
         self.op = op
         self._lap: Tensor | None = None
+        self._edge_sum: Tensor | None = None
         self._unit: Tensor | None = None
 
     @property
     def lap(self) -> Tensor:  # [n, d] Delta x from edge differences (0 on isolated nodes)
-        if self._lap is None:
-            self._lap = M._laplacian(self.x, self.op, out=self._lap_buf)
+        if self._lap is None:  # one pass over the edges gives Delta x and the Dirichlet sum
+            self._lap, self._edge_sum = M._laplacian_and_edge_sum(
+                self.x, self.op, self._lap_buf, self._scratch
+            )
         return self._lap
+
+    @property
+    def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
+        if self._edge_sum is None:
+            self.lap
+        return self._edge_sum
 
     @property
     def unit(self) -> Tensor:  # [n, d] unit rows (zero rows stay zero)
@@ -84,8 +96,8 @@ class _LayerCache:
 
 
 def _energy(order: int, measure: str = "degree") -> Callable[[_LayerCache], Tensor]:
-    # orders >= 2 reuse the cached Laplacian; order 1 is the edge-difference Dirichlet sum
-    return lambda c: M._energy_kernel(c.x, c.op, order, measure, lap=c.lap if order > 1 else None)
+    # every order reuses the layer's one pass over the edges (Laplacian and Dirichlet sum)
+    return lambda c: M._energy_kernel(c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum)
 
 
 # name -> fn(cache) -> 0-d float64 tensor
