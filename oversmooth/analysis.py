@@ -297,7 +297,9 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     started = time.perf_counter()
     device = resolve_device(config.device)
     data, out_channels = _load_data(config.dataset, config.data_root)
-    graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
+    edge_weight = getattr(data, "edge_weight", None)
+    edge_weight = None if edge_weight is None else edge_weight.to(device)
+    graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
     x, edge_index = data.x.to(device), data.edge_index.to(device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
     steps = len(config.seeds) + (len(config.prune) if config.prune else 0)
@@ -313,7 +315,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
         with torch.no_grad(), Probe(model, graph, metrics=config.metrics, similarity=keep_sim) as probe:
-            model(x, edge_index)
+            model(x, edge_index, edge_weight=edge_weight)
         frame = probe.to_frame()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -451,7 +453,9 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     frames, rows, fits, verdicts = [], [], {}, []
     for dataset in config.datasets:
         data, out_channels = _load_data(dataset, config.data_root)
-        graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
+        edge_weight = getattr(data, "edge_weight", None)
+        edge_weight = None if edge_weight is None else edge_weight.to(device)
+        graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
         x, edge_index = data.x.to(device), data.edge_index.to(device)
         for model_name in config.models:
             for depth in config.depths:
@@ -461,7 +465,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                         progress(f"{dataset} {model_name} depth {depth} seed {seed}", done, total)
                     model = model_from_config(acfg.model_config(data.num_features, out_channels, seed), device)
                     with torch.no_grad(), Probe(model, graph, metrics=acfg.metrics) as probe:
-                        model(x, edge_index)
+                        model(x, edge_index, edge_weight=edge_weight)
                     frame = probe.to_frame()
                     for col, value in (("seed", seed), ("depth", depth), ("model", model_name), ("dataset", dataset)):
                         frame.insert(0, col, value)

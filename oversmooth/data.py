@@ -385,7 +385,9 @@ def _load_pt(path: Path):
         warnings.warn(f"{path}: features have dtype {obj.x.dtype}; converted to float32",
                       stacklevel=2)
         obj.x = obj.x.to(torch.float32)
-    _validate_user_graph(path, obj.edge_index, n, obj.x, getattr(obj, "y", None))
+    _validate_user_graph(
+        path, obj.edge_index, n, obj.x, getattr(obj, "y", None), getattr(obj, "edge_weight", None)
+    )
     obj.name = path.stem
     return obj
 
@@ -442,7 +444,16 @@ def _csv_rows(path: Path, fh):
             raise ValueError(f"{path}: not a readable CSV ({exc})") from None
 
 
-def _validate_user_graph(path: Path, edge_index: Tensor, n: int, x: Tensor | None, y: Tensor | None) -> None:
+def _validate_user_graph(
+    path: Path, edge_index: Tensor, n: int, x: Tensor | None, y: Tensor | None,
+    edge_weight: Tensor | None = None,
+) -> None:
+    from oversmooth.graph import check_edge_weight
+
+    try:  # weights are used by every command: refuse negative, NaN and Inf ones here
+        check_edge_weight(edge_weight, edge_index.size(1))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}; fix or drop the weight column/attribute") from None
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         raise ValueError(
             f"{path}: edge index out of range: node ids must lie in [0, {n - 1}] for {n} nodes, "
@@ -468,14 +479,14 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
     if ids.size and ids.max() >= 2**53:  # float64 no longer holds every integer exactly
         raise ValueError(f"{path}: node id {ids.max():.0f} is too large; number the nodes from 0")
     pairs = torch.from_numpy(ids.astype(np.int64)).t()
-    weight = torch.from_numpy(table[:, 2]).float() if table.shape[1] > 2 else None
+    weight = torch.from_numpy(table[:, 2]) if table.shape[1] > 2 else None  # float64, as read
     x = torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float() if features else None
     y = None
     if labels:
         lab = _read_numeric_csv(Path(labels), 1, "labels")[:, -1]
         y = torch.from_numpy(lab.astype(np.int64))
     n = x.size(0) if x is not None else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
-    _validate_user_graph(path, pairs, n, x, y)
+    _validate_user_graph(path, pairs, n, x, y, weight)
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
         x = torch.ones(n, 1)

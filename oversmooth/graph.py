@@ -26,10 +26,13 @@ from typing import Union
 import torch
 from torch import Tensor
 
-__all__ = ["GraphOperator", "as_operator", "validate_features"]
+__all__ = [
+    "GraphOperator", "as_operator", "validate_features", "check_edge_index", "check_edge_weight",
+]
 
 
-def _check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
+def check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
+    """Validate an ``edge_index`` ``[2, E]`` against ``num_nodes``; return ``num_nodes``."""
     if not isinstance(edge_index, Tensor):
         raise TypeError(
             f"edge_index: expected a torch.Tensor of shape [2, num_edges], "
@@ -59,7 +62,8 @@ def _check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
     return num_nodes
 
 
-def _check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
+def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
+    """Validate optional edge weights: ``[num_edges]``, real, finite, non-negative."""
     if edge_weight is None:
         return
     if not isinstance(edge_weight, Tensor):
@@ -71,6 +75,10 @@ def _check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
         raise ValueError(
             f"edge_weight: expected shape [{num_edges}] (one weight per edge), "
             f"received {list(edge_weight.shape)}"
+        )
+    if edge_weight.dtype.is_complex or edge_weight.dtype == torch.bool:
+        raise ValueError(
+            f"edge_weight: expected real non-negative weights, received dtype {edge_weight.dtype}"
         )
     if num_edges and not bool(torch.isfinite(edge_weight).all()):
         raise ValueError("edge_weight: expected finite weights, received NaN or Inf")
@@ -110,8 +118,8 @@ class GraphOperator:
         *,
         self_loops: bool = False,
     ) -> None:
-        num_nodes = _check_edge_index(edge_index, num_nodes)
-        _check_edge_weight(edge_weight, edge_index.size(1))
+        num_nodes = check_edge_index(edge_index, num_nodes)
+        check_edge_weight(edge_weight, edge_index.size(1))
         from oversmooth.resources import check_allocation, operator_bytes
 
         check_allocation(f"graph operator ({num_nodes} nodes, {edge_index.size(1)} edges)",
@@ -138,6 +146,7 @@ class GraphOperator:
         self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
         inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
         values = weight * inv_degree[edge_index[1]]
+        self.edge_prob: Tensor = values  # [num_edges] P's entry w_e / d_target of each edge
         # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -180,6 +189,7 @@ class GraphOperator:
         other.self_loops = self.self_loops
         other.edge_index = self.edge_index.to(device)
         other.edge_weight = self.edge_weight.to(device)
+        other.edge_prob = self.edge_prob.to(device)
         other.degree = self.degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
@@ -204,11 +214,13 @@ class GraphOperator:
         return self._matrix(x.dtype) @ x
 
     def laplacian(self, x: Tensor) -> Tensor:
-        """``Delta x = P x - x`` on nodes with neighbours, 0 on isolated nodes."""
-        out = self.propagate(x) - x
-        if self.num_isolated == 0:
-            return out
-        return out * self.has_neighbors.unsqueeze(-1).to(out.dtype)
+        """``Delta x = sum_j p_ij (x_j - x_i)``: ``P x - x`` on nodes with neighbours, 0 on
+        isolated nodes.  Summed from edge differences (exact for near-constant ``x``,
+        exactly 0 for constant ``x``), in ``x``'s dtype."""
+        from oversmooth.metrics import _edge_laplacian
+
+        src, dst = self.edge_index
+        return _edge_laplacian(x, src, dst, self.edge_prob.to(x.dtype))
 
     def __repr__(self) -> str:
         return (
@@ -251,5 +263,10 @@ def validate_features(x: Tensor, name: str = "x") -> None:
             f"{name}: expected a 2-D tensor [num_nodes, channels], received shape {list(x.shape)}; "
             "for a single channel use x.unsqueeze(-1)"
         )
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if x.dtype.is_complex:
+        raise ValueError(
+            f"{name}: expected a real floating-point tensor, received dtype {x.dtype}; "
+            "measure x.real and x.imag separately (or torch.view_as_real) instead"
+        )
+    if not x.dtype.is_floating_point:
         raise ValueError(f"{name}: expected a floating-point tensor, received dtype {x.dtype}")

@@ -15,9 +15,19 @@ All arithmetic is done in float64, whatever ``x``'s dtype: energies of
 Nothing builds an ``n x n`` matrix: neighbourhood sums go over the edge list in
 chunks, ``O(|E| d)`` time and ``O(n d)`` memory.
 
-Non-finite input: NaN or Inf anywhere in ``x`` propagates, and the result is
-NaN (or Inf).  Nothing is dropped silently; check ``torch.isfinite`` on the
-result.
+Exactness: every metric agrees with an extended-precision reference to 1e-10
+relative on float64 states, also on near-constant ones (a common offset with a
+spread down to 1e-10 of it: the oversmoothed regime), and constant input gives
+exactly 0.  Differences are formed before squares and products (the Laplacian is
+summed from edge differences, ``1 - cos`` is ``0.5 ||u - v||^2`` with ``u - v``
+built from ``x - y``), and norms are taken of rows scaled by a power of two, so
+finite rows never overflow them.  :class:`~oversmooth.probe.Probe` calls the same
+kernels (the ``_``-prefixed functions below).
+
+Non-finite input: NaN or Inf anywhere in ``x`` (also on an isolated node that no
+edge reads) makes the result NaN (or Inf); :func:`effective_rank` returns NaN
+instead of raising.  Nothing is dropped silently; check ``torch.isfinite`` on the
+result.  Complex ``x`` is refused.
 """
 
 from __future__ import annotations
@@ -50,39 +60,289 @@ __all__ = [
 _CHUNK_VALUES = 1 << 18
 
 
-def _prepare(x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None) -> tuple[Tensor, GraphOperator]:
+def _prepare(
+    x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None
+) -> tuple[Tensor, GraphOperator]:
     validate_features(x)
     if edge_weight is not None:
         if isinstance(graph, GraphOperator):
             raise ValueError(
-                "edge_weight: pass the weights when building the GraphOperator, not with an operator"
+                "edge_weight: pass the weights when building the GraphOperator, "
+                "not with an operator"
             )
         graph = GraphOperator(graph.to(x.device), edge_weight, num_nodes=x.size(0))
     op = as_operator(graph, num_nodes=x.size(0), device=x.device)
     return x.to(torch.float64), op
 
 
-def _edge_chunks(op: GraphOperator, channels: int):
+# -- exact kernels ----------------------------------------------------------------------------
+# Shared by the functions below and by the Probe (one implementation per metric).  They take
+# float64 tensors that are already validated and never synchronise with the host.  The rules
+# that make them exact on near-constant states (the oversmoothed regime):
+#   * differences are formed first, from the float64 inputs (x_j - x_i is exact by Sterbenz's
+#     lemma when the two values are within a factor 2), and only then scaled, squared, summed;
+#   * 1 - cos is 0.5 ||u - v||^2, with u - v built from x - y (never from rounded unit rows);
+#   * norms are taken of rows scaled by a power of two (exact), so they cannot overflow;
+#   * NaN/Inf anywhere in x poisons the result, also on nodes no edge touches.
+
+
+def _poison(x64: Tensor) -> Tensor:
+    """0-d: 0.0 when every entry of ``x64`` is finite, NaN otherwise (no host sync)."""
+    if x64.numel() == 0:
+        return x64.new_zeros(())
+    # NaN propagates through amax/amin, +-Inf * 0 = NaN; no n x d temporary
+    return x64.amax() * 0.0 + x64.amin() * 0.0
+
+
+def _pow2(exponent: Tensor) -> Tensor:
+    """``2 ** exponent`` (float64, exact) for integer exponents in ``[-1074, 1023]``."""
+    return torch.pow(2.0, exponent.to(torch.float64))
+
+
+def _row_exponents(x64: Tensor) -> Tensor:
+    """Per row, ``e`` with ``max_k |x_ik| / 2**e`` in ``[0.5, 1)`` (0 for zero rows): ``[n]``."""
+    if not x64.size(1):
+        return torch.zeros(len(x64), dtype=torch.int64, device=x64.device)
+    top = torch.maximum(x64.amax(dim=1).abs(), x64.amin(dim=1).abs())  # max |x_ik|, [n]
+    _, exponent = torch.frexp(top)
+    return exponent.to(torch.int64)
+
+
+def _scale_rows(x64: Tensor, exponent: Tensor) -> Tensor:
+    """``x_i / 2**e_i`` exactly (one power-of-two factor per row).  Exponents below -1000
+    (rows of subnormal size) are scaled by ``2**1000`` only, which already keeps their
+    squares clear of underflow; the factor itself never overflows."""
+    return x64 * _pow2(-exponent.clamp_min(-1000)).unsqueeze(1)
+
+
+def _scaled_pair(a: Tensor, ea: Tensor, b: Tensor, eb: Tensor) -> tuple[Tensor, Tensor]:
+    """Rows ``a_i``, ``b_i`` scaled by one common power of two (their larger one), so that their
+    difference is still the exact difference; rows more than 2**512 apart in size are scaled
+    separately (their cosine is far from 1 or they are parallel, and nothing cancels)."""
+    common = torch.maximum(ea, eb)
+    apart = (ea - eb).abs() > 512
+    return (
+        _scale_rows(a, torch.where(apart, ea, common)),
+        _scale_rows(b, torch.where(apart, eb, common)),
+    )
+
+
+def _unit_gap(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    r"""``u - v`` for ``u = a/|a|``, ``v = b/|b|`` without cancellation, and the zero-row mask.
+
+    ``u - v = (d + v (|b| - |a|)) / |a|`` with ``d = a - b`` and
+    ``|b| - |a| = -(d . (a + b)) / (|a| + |b|)``: every term is formed from ``d``, so rows
+    that agree to 10 digits still give ``u - v`` to full relative precision.  Rows must be
+    scaled (:func:`_scaled_pair`) so that their norms cannot overflow.
+    """
+    na = torch.linalg.vector_norm(a, dim=1)
+    nb = torch.linalg.vector_norm(b, dim=1)
+    zero = (na == 0) | (nb == 0)
+    na_safe = torch.where(zero, 1.0, na)
+    nb_safe = torch.where(zero, 1.0, nb)
+    d = a - b
+    gap = -(d * (a + b)).sum(dim=1) / (na_safe + nb_safe)  # |b| - |a|
+    diff = (d + b * (gap / nb_safe).unsqueeze(1)) / na_safe.unsqueeze(1)
+    return diff, zero
+
+
+def _cosine_distance(a: Tensor, ea: Tensor, b: Tensor, eb: Tensor) -> Tensor:
+    """``1 - cos(a_i, b_i) = 0.5 ||u_i - v_i||^2`` per row pair; 1 where a row is zero: ``[m]``."""
+    diff, zero = _unit_gap(*_scaled_pair(a, ea, b, eb))
+    return torch.where(zero, 1.0, 0.5 * diff.pow(2).sum(dim=1))
+
+
+def _unit_rows(x64: Tensor) -> Tensor:
+    """Rows scaled to unit norm without overflow; all-zero rows stay zero (cosine 0)."""
+    scaled = _scale_rows(x64, _row_exponents(x64))
+    norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
+    return scaled / torch.where(norm == 0, 1.0, norm)
+
+
+def _edge_chunks(num_edges: int, channels: int):
     step = max(1, _CHUNK_VALUES // max(channels, 1))
-    src, dst = op.edge_index
-    for start in range(0, op.num_edges, step):
-        stop = start + step
-        yield src[start:stop], dst[start:stop], op.edge_weight[start:stop]
+    for start in range(0, num_edges, step):
+        yield slice(start, start + step)
 
 
 def _half_edge_sum(x64: Tensor, op: GraphOperator, weighted: bool = True) -> Tensor:
-    """sum over edges of w_e * ||x_src - x_dst||^2 (float64)."""
+    """sum over edges of w_e * ||x_src - x_dst||^2 (float64; differences first)."""
     total = x64.new_zeros(())
-    for src, dst, w in _edge_chunks(op, x64.size(1)):
-        sq = (x64[src] - x64[dst]).pow(2).sum(dim=1)  # [chunk]
-        total = total + ((w * sq).sum() if weighted else sq.sum())
-    return total
+    src, dst = op.edge_index
+    for part in _edge_chunks(op.num_edges, x64.size(1)):
+        sq = (x64[src[part]] - x64[dst[part]]).pow(2).sum(dim=1)  # [chunk]
+        total = total + ((op.edge_weight[part] * sq).sum() if weighted else sq.sum())
+    return total + _poison(x64)
 
 
-def _unit_rows(x: Tensor, eps: float = 1e-300) -> Tensor:
-    """Rows scaled to unit norm; all-zero rows stay zero (their cosine with anything is 0)."""
-    norm = x.norm(dim=1, keepdim=True)
-    return x / norm.clamp_min(eps)
+def _edge_laplacian(
+    x64: Tensor, src: Tensor, dst: Tensor, prob: Tensor, out: Tensor | None = None
+) -> Tensor:
+    r""":math:`(\Delta x)_i = \sum_{e: j \to i} p_e (x_j - x_i)` over an edge list.
+
+    ``prob`` is ``[E]`` (one operator, result ``[n, d]``) or ``[E, h]`` (``h`` operators,
+    e.g. attention heads, result ``[n, h, d]``).  Summing ``p (x_j - x_i)`` instead of
+    ``P x - x`` makes the result exact for near-constant ``x`` and exactly 0 for constant
+    ``x`` (``P``'s row sums are not exactly 1 in floating point); a node with no
+    incoming edge gets 0.  ``out`` (zeroed here) saves the allocation.
+    """
+    shape = (x64.size(0),) + tuple(prob.shape[1:]) + (x64.size(1),)
+    out = x64.new_zeros(shape) if out is None else out.zero_()
+    heads = prob.size(1) if prob.dim() == 2 else 1
+    for part in _edge_chunks(src.numel(), x64.size(1) * heads):
+        s, t = src[part], dst[part]
+        diff = x64[s] - x64[t]  # [chunk, d]
+        if prob.dim() == 2:
+            out.index_add_(0, t, diff.unsqueeze(1) * prob[part].unsqueeze(-1))
+        else:
+            out.index_add_(0, t, diff * prob[part].unsqueeze(1))
+    return out
+
+
+def _edge_chunk_rows(channels: int) -> int:
+    """Edges per chunk of the edge kernels (the row count of their scratch buffers)."""
+    return max(1, _CHUNK_VALUES // max(channels, 1))
+
+
+def _laplacian_and_edge_sum(
+    x64: Tensor, op: GraphOperator, out: Tensor, scratch: tuple[Tensor, Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """``Delta x`` into ``out`` and ``sum_e w_e ||x_src - x_dst||^2`` from one pass over the
+    edge differences (the Probe's per-layer work).  ``scratch``: two float64 buffers of
+    ``[_edge_chunk_rows(d), d]`` reused across calls (fresh buffers of that size cost page
+    faults on every call); the arithmetic is the same either way."""
+    out.zero_()
+    total = x64.new_zeros(())
+    src, dst = op.edge_index
+    for part in _edge_chunks(op.num_edges, x64.size(1)):
+        s, t = src[part], dst[part]
+        if scratch is None:
+            diff, sq = x64[s] - x64[t], None
+        else:
+            diff = torch.index_select(x64, 0, s, out=scratch[0][: s.numel()])
+            other = torch.index_select(x64, 0, t, out=scratch[1][: s.numel()])
+            diff.sub_(other)  # [chunk, d] x_src - x_dst
+            sq = torch.mul(diff, diff, out=other)
+        sq = diff * diff if sq is None else sq
+        total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
+        out.index_add_(0, t, diff.mul_(op.edge_prob[part].unsqueeze(1)))
+    return out, total + _poison(x64)
+
+
+def _laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
+    """``Delta x`` on ``op``'s graph (exact kernel; see :func:`_edge_laplacian`)."""
+    return _edge_laplacian(x64, op.edge_index[0], op.edge_index[1], op.edge_prob, out)
+
+
+def _squared_rows(y: Tensor) -> Tensor:
+    return y.pow(2).sum(dim=1)  # [num_nodes]
+
+
+def _measure_sum(sq: Tensor, op: GraphOperator, measure: str) -> Tensor:
+    if measure == "counting":
+        return sq.sum() / max(op.num_nodes, 1)
+    if measure == "degree":
+        return (op.degree * sq).sum() / max(op.num_nodes, 1)
+    raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
+
+
+def _energy_kernel(
+    x64: Tensor,
+    op: GraphOperator,
+    order: int,
+    measure: str,
+    lap: Tensor | None = None,
+    edge_sum: Tensor | None = None,
+) -> Tensor:
+    """E_m from ``x64``; the Probe passes what it has cached: ``lap`` (``Delta x``) and
+    ``edge_sum`` (``sum_e w_e ||x_src - x_dst||^2``, poisoned like :func:`_half_edge_sum`)."""
+    y = x64
+    for k in range(order // 2):
+        y = lap if (k == 0 and lap is not None) else _laplacian(y, op)
+    if order % 2:
+        total = edge_sum if (order == 1 and edge_sum is not None) else _half_edge_sum(y, op)
+        return 0.5 * total / max(op.num_nodes, 1) + _poison(x64)
+    if measure == "counting":
+        flat = y.reshape(-1)
+        return torch.dot(flat, flat) / max(op.num_nodes, 1) + _poison(x64)
+    return _measure_sum(_squared_rows(y), op, measure) + _poison(x64)
+
+
+def _mad_neighbors(x64: Tensor, op: GraphOperator) -> Tensor:
+    exponent = _row_exponents(x64)
+    dist = x64.new_zeros(op.num_nodes)
+    count = x64.new_zeros(op.num_nodes)
+    src, dst = op.edge_index
+    for part in _edge_chunks(op.num_edges, x64.size(1)):
+        s, t = src[part], dst[part]
+        gap = _cosine_distance(x64[t], exponent[t], x64[s], exponent[s])  # [chunk]
+        dist.index_add_(0, t, gap)
+        count.index_add_(0, t, torch.ones_like(gap))
+    has = count > 0
+    per_node = torch.where(has, dist / count.clamp_min(1.0), 0.0)
+    return per_node.sum() / has.sum().clamp_min(1) + _poison(x64)
+
+
+def _mad_global(x64: Tensor) -> Tensor:
+    r"""Mean of ``1 - cos`` over ordered pairs ``i != j`` in ``O(n d)``.
+
+    Over the ``m`` non-zero rows, :math:`\sum_{i \ne j} \tfrac12 \|u_i - u_j\|^2 =
+    m \sum_i \|u_i - \bar u\|^2`; that sum is shift-invariant, so it is taken of
+    ``w_i = u_i - u_r`` (``r`` the first non-zero row, ``w_i`` from :func:`_unit_gap`)
+    and never cancels.  Pairs with a zero row count distance 1.
+    """
+    n = x64.size(0)
+    if n < 2:
+        return x64.new_zeros(()) + _poison(x64)
+    exponent = _row_exponents(x64)
+    nonzero = (x64 != 0).any(dim=1)  # [n]
+    ref = torch.argmax(nonzero.to(torch.int8))  # first non-zero row (0 when there is none)
+    a, b = _scaled_pair(x64, exponent, x64[ref].expand_as(x64), exponent[ref].expand(n))
+    w, _ = _unit_gap(a, b)  # [n, d] u_i - u_ref
+    w = w * nonzero.unsqueeze(1)
+    m = nonzero.sum().to(torch.float64)
+    centred = (w - w.sum(dim=0) / m.clamp_min(1.0)) * nonzero.unsqueeze(1)
+    pair_sum = m * centred.pow(2).sum() + (n * (n - 1) - m * (m - 1))
+    return pair_sum / (n * (n - 1)) + _poison(x64)
+
+
+def _mean_unit_cosine(ux: Tensor, uy: Tensor) -> Tensor:
+    """``(1/n) sum_i u_i . v_i`` from unit rows (:func:`_unit_rows`); cos near 1 is exact
+    to ~1e-16 relative this way (only ``1 - cos`` needs :func:`_unit_gap`)."""
+    return (ux * uy).sum() / max(ux.size(0), 1)
+
+
+def _head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tensor:
+    """Each head's Laplacian energy ``(1/n) ||P_h x - x||^2`` from its edge weights
+    ``alpha`` ``[E, h]`` (rows summing to 1), by edge differences: ``[h]``."""
+    lap = _edge_laplacian(x64, src, dst, alpha)  # [n, h, d]
+    return lap.pow(2).sum(dim=(0, 2)) / max(x64.size(0), 1) + _poison(x64)
+
+
+def _feature_norm(x64: Tensor) -> Tensor:
+    if x64.numel() == 0:
+        return x64.new_zeros(())
+    _, exponent = torch.frexp(torch.maximum(x64.amax().abs(), x64.amin().abs()))
+    exponent = exponent.to(torch.int64).clamp(-1000, 1000)
+    flat = (x64 * _pow2(-exponent)).reshape(-1)  # exact power-of-two scaling: no overflow
+    return torch.dot(flat, flat).div(max(x64.size(0), 1)).sqrt() * _pow2(exponent)
+
+
+def _effective_rank(x64: Tensor) -> Tensor:
+    finite = torch.isfinite(x64).all()
+    clean = torch.where(torch.isfinite(x64), x64, 0.0)
+    # subtract one row first (exact for near-constant states), then the mean of what is left
+    centred = clean - clean[:1]
+    centred = centred - centred.mean(dim=0, keepdim=True)
+    if centred.numel():  # a power-of-two scale keeps the SVD clear of over/underflow
+        _, exponent = torch.frexp(centred.abs().amax())
+        centred = centred / _pow2(exponent.to(torch.int64).clamp(-537, 537))
+    sv = torch.linalg.svdvals(centred)
+    total = sv.sum()
+    p = sv / total.clamp_min(1e-300)
+    entropy = -(p * p.clamp_min(1e-300).log()).sum()
+    value = torch.where(total > 0, entropy.exp(), torch.zeros_like(entropy))
+    return torch.where(finite, value, float("nan"))
 
 
 def dirichlet_energy(x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None) -> Tensor:
@@ -114,18 +374,6 @@ def dirichlet_energy(x: Tensor, graph: GraphLike, edge_weight: Tensor | None = N
     return 0.5 * _half_edge_sum(x64, op) / max(op.num_nodes, 1)
 
 
-def _squared_rows(y: Tensor) -> Tensor:
-    return y.pow(2).sum(dim=1)  # [num_nodes]
-
-
-def _measure_sum(sq: Tensor, op: GraphOperator, measure: str) -> Tensor:
-    if measure == "counting":
-        return sq.sum() / max(op.num_nodes, 1)
-    if measure == "degree":
-        return (op.degree * sq).sum() / max(op.num_nodes, 1)
-    raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
-
-
 def laplacian_energy(
     x: Tensor,
     graph: GraphLike,
@@ -149,7 +397,9 @@ def laplacian_energy(
         tensor(1.7500, dtype=torch.float64)
     """
     x64, op = _prepare(x, graph, edge_weight)
-    return _measure_sum(_squared_rows(op.laplacian(x64)), op, measure)
+    if measure not in ("counting", "degree"):
+        raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
+    return _energy_kernel(x64, op, 2, measure)
 
 
 def energy(
@@ -180,12 +430,9 @@ def energy(
         raise ValueError(f"order: expected an integer m >= 1, received {order!r}")
     check_energy_order(order)
     x64, op = _prepare(x, graph, edge_weight)
-    y = x64
-    for _ in range(order // 2):
-        y = op.laplacian(y)
-    if order % 2:
-        return 0.5 * _half_edge_sum(y, op) / max(op.num_nodes, 1)
-    return _measure_sum(_squared_rows(y), op, measure)
+    if measure not in ("counting", "degree"):
+        raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
+    return _energy_kernel(x64, op, order, measure)
 
 
 def rusch_dirichlet_energy(x: Tensor, graph: GraphLike) -> Tensor:
@@ -220,34 +467,24 @@ def mean_average_distance(
     where :math:`n'` counts the nodes that have neighbours (``n' = n`` without
     isolated nodes); neighbours are counted without weights, as in the paper.
     ``variant="global"`` averages over all ordered pairs ``i != j`` instead, in
-    ``O(n d)`` through :math:`\\sum_{j \\neq i} \\cos(X_i, X_j) = u_i \\cdot S - \\|u_i\\|^2`
-    with :math:`u_i = X_i / \\|X_i\\|` and :math:`S = \\sum_j u_j`; it needs no graph.
+    ``O(n d)`` through :math:`\\sum_{i \\ne j} (1 - \\cos) = m \\sum_i \\|u_i - \\bar u\\|^2`
+    over the ``m`` non-zero rows, :math:`u_i = X_i / \\|X_i\\|`; it needs no graph.
     An all-zero row has cosine 0 with every row (distance 1).
+
+    ``1 - cos`` is evaluated as :math:`\\tfrac12 \\|u_i - u_j\\|^2` with :math:`u_i - u_j`
+    formed from :math:`X_i - X_j` (no cancellation), so MAD is exact (<= 1e-10 relative)
+    on near-constant states.  Limit of the global variant: rows nearly parallel but of
+    different lengths (``X_j ~ c X_i``, ``c != 1``) are resolved to ~1e-16 absolute only.
     """
     validate_features(x)
-    x64 = x.to(torch.float64)
-    u = _unit_rows(x64)
     if variant == "global":
-        n = x.size(0)
-        if n < 2:
-            return x64.new_zeros(())
-        s = u.sum(dim=0)
-        pair_cos = s.dot(s) - _squared_rows(u).sum()  # sum over ordered pairs i != j
-        return 1.0 - pair_cos / (n * (n - 1))
+        return _mad_global(x.to(torch.float64))
     if variant != "neighbors":
         raise ValueError(f"variant: expected one of 'neighbors', 'global', received {variant!r}")
     if graph is None:
         raise ValueError("graph: the 'neighbors' variant needs an edge_index or GraphOperator")
-    _, op = _prepare(x, graph)
-    dist = x64.new_zeros(op.num_nodes)
-    count = x64.new_zeros(op.num_nodes)
-    for src, dst, _w in _edge_chunks(op, x64.size(1)):
-        cos = (u[src] * u[dst]).sum(dim=1)  # [chunk]
-        dist.index_add_(0, dst, 1.0 - cos)
-        count.index_add_(0, dst, torch.ones_like(cos))
-    has = count > 0
-    per_node = torch.where(has, dist / count.clamp_min(1.0), 0.0)
-    return per_node.sum() / has.sum().clamp_min(1)
+    x64, op = _prepare(x, graph)
+    return _mad_neighbors(x64, op)
 
 
 def effective_rank(x: Tensor) -> Tensor:
@@ -260,22 +497,18 @@ def effective_rank(x: Tensor) -> Tensor:
 
     with :math:`\\sigma_k` the singular values of ``X - mean(X, dim=0)``.  Ranges
     from 1 (rank collapse) to ``min(n, channels)``; an exactly constant ``X``
-    gives 0.  Cost ``O(n d^2)`` (one SVD, which on CUDA synchronises inside the
-    solver).  Graph-free: no ``graph`` argument.
+    gives 0; NaN or Inf in ``X`` gives NaN.  The centring subtracts one row first, so
+    near-constant states keep their spread exactly.  Cost ``O(n d^2)`` (one SVD, which on
+    CUDA synchronises inside the solver).  Graph-free: no ``graph`` argument.
     """
     validate_features(x)
-    x64 = x.to(torch.float64)
-    sv = torch.linalg.svdvals(x64 - x64.mean(dim=0, keepdim=True))
-    total = sv.sum()
-    p = sv / total.clamp_min(1e-300)
-    entropy = -(p * p.clamp_min(1e-300).log()).sum()
-    return torch.where(total > 0, entropy.exp(), torch.zeros_like(entropy))
+    return _effective_rank(x.to(torch.float64))
 
 
 def feature_norm(x: Tensor) -> Tensor:
     """Root-mean-square node norm :math:`\\sqrt{\\frac1n \\|X\\|_F^2}` (float64)."""
     validate_features(x)
-    return (x.to(torch.float64).pow(2).sum() / max(x.size(0), 1)).sqrt()
+    return _feature_norm(x.to(torch.float64))
 
 
 def mean_cosine_similarity(x: Tensor, y: Tensor) -> Tensor:
@@ -287,7 +520,7 @@ def mean_cosine_similarity(x: Tensor, y: Tensor) -> Tensor:
     validate_features(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"y: expected the shape of x {list(x.shape)}, received {list(y.shape)}")
-    return (_unit_rows(x.to(torch.float64)) * _unit_rows(y.to(torch.float64))).sum() / max(x.size(0), 1)
+    return _mean_unit_cosine(_unit_rows(x.to(torch.float64)), _unit_rows(y.to(torch.float64)))
 
 
 def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:

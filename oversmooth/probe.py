@@ -43,87 +43,74 @@ DEFAULT_METRICS = ("laplacian_energy", "dirichlet_energy", "relative_energy", "c
 
 
 class _Workspace:
-    """Float64 buffers reused from layer to layer, so that measuring a layer allocates
-    nothing of size ``n x d`` (fresh allocations of that size cost more than the
-    arithmetic: page faults on every layer).  Two state buffers alternate so the
-    previous layer's state stays available for ``cosine_prev``."""
+    """Float64 buffers reused from layer to layer (the state copy and its Laplacian), so
+    that measuring a layer allocates less of size ``n x d`` (fresh allocations of that size
+    cost page faults on every layer).  ``cosine_prev`` keeps its own copy of the previous
+    layer's unit rows."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
-        self.flip = 0
 
-    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor]:
         key = (tuple(x.shape), x.device)
         if key != self.key:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
-            self.states, self.lap, self.tmp = [make(), make()], make(), make()
+            self.state, self.lap = make(), make()
+            rows = (M._edge_chunk_rows(x.size(1)), x.size(1))  # edge-chunk scratch
+            self.scratch = tuple(torch.empty(rows, dtype=torch.float64, device=x.device) for _ in "ab")
             self.key = key
-        self.flip ^= 1
-        return self.states[self.flip], self.lap, self.tmp
+        return self.state, self.lap
 
 
 class _LayerCache:
-    """Intermediate results shared by the metrics of one layer state (each computed at most once)."""
+    """Intermediate results shared by the metrics of one layer state (each computed at most
+    once).  Every value comes from the exact kernels of :mod:`oversmooth.metrics`."""
 
     def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
-        self.x, self._lap_buf, self.tmp = workspace.buffers(x)
+        self.x, self._lap_buf = workspace.buffers(x)
+        self._scratch = workspace.scratch
         self.x.copy_(x)  # float64 copy of the state
         self.op = op
         self._lap: Tensor | None = None
-        self._row_sq: Tensor | None = None
+        self._edge_sum: Tensor | None = None
+        self._unit: Tensor | None = None
 
     @property
-    def lap(self) -> Tensor:  # [n, d] Delta x = P x - x (0 on isolated nodes)
-        if self._lap is None:
-            torch.addmm(self.x, self.op._matrix(torch.float64), self.x, beta=-1.0, out=self._lap_buf)
-            if self.op.num_isolated:
-                self._lap_buf.mul_(self.op.has_neighbors.unsqueeze(1))
-            self._lap = self._lap_buf
+    def lap(self) -> Tensor:  # [n, d] Delta x from edge differences (0 on isolated nodes)
+        if self._lap is None:  # one pass over the edges gives Delta x and the Dirichlet sum
+            self._lap, self._edge_sum = M._laplacian_and_edge_sum(
+                self.x, self.op, self._lap_buf, self._scratch
+            )
         return self._lap
 
     @property
-    def row_sq(self) -> Tensor:  # [n] squared row norms
-        if self._row_sq is None:
-            self._row_sq = torch.mul(self.x, self.x, out=self.tmp).sum(dim=1)
-        return self._row_sq
+    def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
+        if self._edge_sum is None:
+            self.lap
+        return self._edge_sum
+
+    @property
+    def unit(self) -> Tensor:  # [n, d] unit rows (zero rows stay zero)
+        if self._unit is None:
+            self._unit = M._unit_rows(self.x)
+        return self._unit
 
 
-def _flat_dot(a: Tensor, b: Tensor) -> Tensor:
-    return torch.dot(a.reshape(-1), b.reshape(-1))
-
-
-def _laplacian_energy(c: _LayerCache) -> Tensor:
-    return _flat_dot(c.lap, c.lap) / max(c.op.num_nodes, 1)
-
-
-def _laplacian_energy_degree(c: _LayerCache) -> Tensor:
-    return (c.op.degree * c.lap.pow(2).sum(dim=1)).sum() / max(c.op.num_nodes, 1)
-
-
-def _dirichlet_energy(c: _LayerCache) -> Tensor:
-    # On a symmetric graph, integration by parts gives E1 = (1/n) sum_i d_i <-Delta x_i, x_i>,
-    # which reuses the Laplacian already computed for E2 (equal to the edge sum to ~1e-9
-    # relative even at E1 ~ 1e-14; tested against metrics.dirichlet_energy).
-    if c.op.is_symmetric:
-        weighted = torch.mul(c.lap, c.op.degree.unsqueeze(1), out=c.tmp)
-        return -_flat_dot(weighted, c.x) / max(c.op.num_nodes, 1)
-    return M.dirichlet_energy(c.x, c.op)
-
-
-def _feature_norm(c: _LayerCache) -> Tensor:
-    return (_flat_dot(c.x, c.x) / max(c.x.size(0), 1)).sqrt()
+def _energy(order: int, measure: str = "degree") -> Callable[[_LayerCache], Tensor]:
+    # every order reuses the layer's one pass over the edges (Laplacian and Dirichlet sum)
+    return lambda c: M._energy_kernel(c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum)
 
 
 # name -> fn(cache) -> 0-d float64 tensor
 _STATELESS: dict[str, Callable[[_LayerCache], Tensor]] = {
-    "laplacian_energy": _laplacian_energy,
-    "laplacian_energy_degree": _laplacian_energy_degree,
-    "dirichlet_energy": _dirichlet_energy,
-    "feature_norm": _feature_norm,
+    "laplacian_energy": _energy(2, "counting"),
+    "laplacian_energy_degree": _energy(2, "degree"),
+    "dirichlet_energy": _energy(1),
+    "feature_norm": lambda c: M._feature_norm(c.x),
     "rusch_dirichlet": lambda c: M.rusch_dirichlet_energy(c.x, c.op),
-    "mad": lambda c: M.mean_average_distance(c.x, c.op),
-    "mad_global": lambda c: M.mean_average_distance(c.x, variant="global"),
-    "effective_rank": lambda c: M.effective_rank(c.x),
+    "mad": lambda c: M._mad_neighbors(c.x, c.op),
+    "mad_global": lambda c: M._mad_global(c.x),
+    "effective_rank": lambda c: M._effective_rank(c.x),
 }
 _SPECIAL = ("relative_energy", "cosine_prev")
 _ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
@@ -141,7 +128,7 @@ def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
     if match:
         order = int(match.group(1))
         check_energy_order(order)
-        return lambda c: M.energy(c.x, c.op, order)
+        return _energy(order)
     if name in _SPECIAL:
         return None
     raise ValueError(f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}")
@@ -260,7 +247,7 @@ class Probe:
     def reset(self) -> None:
         """Forget everything recorded (hooks stay attached)."""
         self._values: dict[int, dict[str, Tensor]] = {}
-        self._prev: tuple[Tensor, Tensor] | None = None  # previous state and its squared row norms
+        self._prev: Tensor | None = None  # unit rows of the previous state
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
         self._workspace = _Workspace()
@@ -337,13 +324,11 @@ class Probe:
         row = {name: self._fns[name](cache) for name in self._measured}
         if "cosine_prev" in self.metrics:
             prev = self._prev
-            if prev is None or prev[0].shape != x.shape:
+            if prev is None or prev.shape != x.shape:
                 row["cosine_prev"] = cache.x.new_tensor(float("nan"))
-            else:  # (1/n) sum_i <a_i, b_i> / (|a_i| |b_i|), zero rows give 0
-                dots = torch.mul(prev[0], cache.x, out=cache.tmp).sum(dim=1)
-                norms = (prev[1] * cache.row_sq).sqrt().clamp_min(1e-300)
-                row["cosine_prev"] = (dots / norms).sum() / max(x.size(0), 1)
-            self._prev = (cache.x, cache.row_sq)  # cache.x is a workspace buffer kept for one more layer
+            else:  # (1/n) sum_i cos(a_i, b_i), zero rows give 0 (metrics.mean_cosine_similarity)
+                row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit)
+            self._prev = cache.unit
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
         self._values[k] = row
@@ -356,9 +341,8 @@ class Probe:
         mp = getattr(module, "mp", None)
         if k == 0 or mp is None or mp.last_attention is None:
             return {f"head_energy_{h}": nan for h in range(heads)}
-        from oversmooth.nn.conv import head_energy, propagate_heads
-
-        energy = head_energy(propagate_heads(x64, mp.last_attention.to(torch.float64), *mp.last_edges), x64)  # [h]
+        src, dst = mp.last_edges
+        energy = M._head_energies(x64, src, dst, mp.last_attention.to(torch.float64))  # [h]
         mp.last_attention = None
         return {f"head_energy_{h}": energy[h] for h in range(heads)}
 
@@ -368,9 +352,7 @@ class Probe:
                 gen = torch.Generator().manual_seed(self.seed)
                 self._sample_index = torch.randperm(x.size(0), generator=gen)[: self.similarity_sample].to(x.device)
             x = x[self._sample_index]
-        unit = x.to(torch.float64)
-        unit = unit / unit.norm(dim=1, keepdim=True).clamp_min(1e-300)
-        self._states[k] = unit.to(self.similarity_dtype)
+        self._states[k] = M._unit_rows(x.to(torch.float64)).to(self.similarity_dtype)
 
     # -- results --------------------------------------------------------------------------------
     @property

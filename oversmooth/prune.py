@@ -102,8 +102,10 @@ def prune_sensitivity(
     try:
         device = next(model.parameters()).device
         x, edge_index = data.x.to(device), data.edge_index.to(device)
-        graph = GraphOperator(edge_index, num_nodes=data.num_nodes)
-        ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None))
+        edge_weight = getattr(data, "edge_weight", None)
+        edge_weight = None if edge_weight is None else edge_weight.to(device)
+        graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+        ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
         h = model.encoder(x)
         wanted = {k - 1 for k in chosen} if reuse_prefix else set()
         inputs: dict[int, Tensor] = {}

@@ -221,6 +221,8 @@ def train(
     num_classes = int(data.y.max()) + 1
     masks = split_masks(data, config.split, seed=config.seed)
     x, edge_index, y = data.x.to(device), data.edge_index.to(device), data.y.to(device)
+    edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
+    edge_weight = None if edge_weight is None else edge_weight.to(device)
     masks = {k: v.to(device) for k, v in masks.items()}
     model = model_from_config(config.model_config(data.num_features, num_classes), device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -265,7 +267,7 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng)))  # dropout stream, resumable
-                logits = model(x, edge_index)
+                logits = model(x, edge_index, edge_weight=edge_weight)
             loss = F.cross_entropy(logits[masks["train_mask"]], y[masks["train_mask"]])
             if not torch.isfinite(loss):
                 save_last(epoch - 1) if epoch > start_epoch else None
@@ -276,7 +278,7 @@ def train(
             scheduler.step()
             model.eval()
             with torch.no_grad():
-                logits = model(x, edge_index)
+                logits = model(x, edge_index, edge_weight=edge_weight)
                 val_loss = float(F.cross_entropy(logits[masks["val_mask"]], y[masks["val_mask"]]))
             row = {"epoch": epoch, "loss": float(loss.detach()), "val_loss": val_loss, "lr": optimizer.param_groups[0]["lr"],
                    **{f"{s}_acc": _accuracy(logits, y, masks[f"{s}_mask"]) for s in ("train", "val", "test")}}

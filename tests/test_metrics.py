@@ -283,3 +283,96 @@ def test_empty_graph_and_operator_repr():
     assert M.dirichlet_energy(x, op).item() == 0.0
     assert M.laplacian_energy(x, op).item() == 0.0
     assert "num_nodes=3" in repr(op)
+
+
+# -- values that used to be silently wrong (issue 13, item 8) ---------------------------------
+
+
+def _isolated_nan(value: float) -> torch.Tensor:
+    ei = undirected([(0, 1), (1, 2)])  # node 3 is isolated
+    x = torch.ones(4, 3, dtype=torch.float64)
+    x[1, 0] = 2.0
+    x[3, 1] = value
+    return x, ei
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_on_an_isolated_node_propagates(bad):
+    x, ei = _isolated_nan(bad)
+    op = GraphOperator(ei, num_nodes=4)
+    values = {
+        "dirichlet": M.dirichlet_energy(x, op),
+        "laplacian": M.laplacian_energy(x, op),
+        "laplacian_degree": M.laplacian_energy(x, op, measure="degree"),
+        **{f"energy_{m}": M.energy(x, op, m) for m in (1, 2, 3, 4)},
+        "rusch": M.rusch_dirichlet_energy(x, op),
+        "mad": M.mean_average_distance(x, op),
+        "mad_global": M.mean_average_distance(x, variant="global"),
+        "effective_rank": M.effective_rank(x),
+    }
+    for name, value in values.items():
+        assert not math.isfinite(float(value)), f"{name} dropped a non-finite isolated node"
+
+
+def test_effective_rank_returns_nan_instead_of_raising():
+    x = torch.randn(20, 4, dtype=torch.float64)
+    x[3, 2] = float("nan")
+    assert math.isnan(float(M.effective_rank(x)))
+    x[3, 2] = float("inf")
+    assert math.isnan(float(M.effective_rank(x)))
+
+
+def test_rows_near_1e160_keep_their_cosines():
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(6, 5, generator=gen, dtype=torch.float64)
+    ei = undirected([(i, (i + 1) % 6) for i in range(6)])
+    for scale in (1e160, 1e300, 1e-300):
+        x = base * scale
+        assert M.mean_cosine_similarity(x, 2 * x).item() == pytest.approx(1.0, rel=1e-14)
+        assert M.layer_similarity([x, base]).numpy() == pytest.approx(np.ones((2, 2)), rel=1e-14)
+        assert M.mean_average_distance(x, ei).item() == pytest.approx(
+            M.mean_average_distance(base, ei).item(), rel=1e-13
+        )
+        assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
+            M.mean_average_distance(base, variant="global").item(), rel=1e-13
+        )
+        expected = M.feature_norm(base).item() * scale
+        assert M.feature_norm(x).item() == pytest.approx(expected, rel=1e-14)
+        assert M.effective_rank(x).item() == pytest.approx(M.effective_rank(base).item(), rel=1e-12)
+
+
+def test_complex_features_are_refused():
+    ei = undirected([(0, 1)])
+    x = torch.ones(2, 3, dtype=torch.complex128)
+    for fn in (
+        lambda: M.dirichlet_energy(x, ei),
+        lambda: M.laplacian_energy(x, ei),
+        lambda: M.mean_average_distance(x, variant="global"),
+        lambda: M.effective_rank(x),
+        lambda: M.feature_norm(x),
+        lambda: M.mean_cosine_similarity(x, x),
+    ):
+        message = "x: expected a real floating-point tensor, received dtype torch.complex128"
+        with pytest.raises(ValueError, match=message):
+            fn()
+    with pytest.raises(ValueError, match="real non-negative weights"):
+        GraphOperator(ei, torch.ones(2, dtype=torch.complex64))
+
+
+def test_edge_weights_change_every_weighted_metric():
+    ei = undirected([(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)])
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    w = torch.linspace(0.5, 4.0, ei.size(1), dtype=torch.float64)
+    plain, weighted = GraphOperator(ei, num_nodes=4), GraphOperator(ei, w, num_nodes=4)
+    dense = ref.dense_weights(ei.numpy(), w.numpy(), 4)
+    xn = ref.to_np(x)
+    expected = (ref.dirichlet(xn, dense), ref.laplacian_energy(xn, dense))
+    assert M.dirichlet_energy(x, weighted).item() == pytest.approx(expected[0], rel=1e-13)
+    assert M.laplacian_energy(x, weighted).item() == pytest.approx(expected[1], rel=1e-13)
+    for fn in (M.dirichlet_energy, M.laplacian_energy):
+        assert fn(x, plain).item() != pytest.approx(fn(x, weighted).item(), rel=1e-3)
+    for bad, what in ((-1.0, "non-negative"), (float("nan"), "finite"), (float("inf"), "finite")):
+        w_bad = w.clone()
+        w_bad[2] = bad
+        with pytest.raises(ValueError, match=what):
+            GraphOperator(ei, w_bad, num_nodes=4)

@@ -234,3 +234,129 @@ def test_pruning_bad_input(cora):
         prune_sensitivity(model, cora, [2], mask="holdout")
     with pytest.raises(TypeError, match="model: expected an oversmooth DepthModel"):
         prune_sensitivity(GCN(3, 4, num_layers=2), cora, [1])
+
+
+# -- edge weights and model input validation (issue 13, item 8) --------------------------------
+
+
+def _weighted_graph(seed: int = 0):
+    from torch_geometric.data import Data
+
+    gen = torch.Generator().manual_seed(seed)
+    pairs = torch.tensor([[0, 1], [1, 2], [2, 3], [3, 4], [4, 0], [0, 2], [5, 1]])
+    ei = torch.cat([pairs.t(), pairs.t().flip(0)], dim=1)
+    w = torch.rand(ei.size(1), generator=gen, dtype=torch.float64) * 3 + 0.1
+    x = torch.randn(6, 5, generator=gen)
+    return Data(x=x, edge_index=ei, edge_weight=w, y=torch.tensor([0, 1, 0, 1, 0, 1]), num_nodes=6)
+
+
+@pytest.mark.parametrize("conv", ["gcn", "san", "gat"])
+def test_model_uses_edge_weights(conv):
+    data = _weighted_graph()
+    model = build_model("postln", conv=conv, depth=3, in_channels=5, out_channels=2).double()
+    x = data.x.double()
+    with torch.no_grad():
+        plain = model(x, data.edge_index)
+        ones = model(x, data.edge_index, edge_weight=torch.ones(data.edge_index.size(1)))
+        weighted = model(x, data.edge_index, edge_weight=data.edge_weight)
+    assert torch.allclose(plain, ones, rtol=1e-12, atol=1e-12)  # weight 1 = unweighted
+    assert not torch.allclose(plain, weighted, rtol=1e-3, atol=1e-6)
+
+
+def test_weighted_attention_is_w_times_exp_score():
+    """alpha_ij = w_ij exp(e_ij) / sum_k w_ik exp(e_ik) for SAN; the weighted mean for GCN."""
+    data = _weighted_graph()
+    for conv in ("gcn", "san"):
+        model = build_model("postln", conv=conv, depth=1, in_channels=5, out_channels=2).double()
+        h = model.encoder(data.x.double()).detach()
+        mp = model.blocks[0].mp
+        plain_ctx = model.context(data.edge_index, 6)
+        ctx = model.context(data.edge_index, 6, edge_weight=data.edge_weight)
+        with torch.no_grad():
+            alpha = mp.attention(h, ctx)  # [E + n, heads]
+            plain = mp.attention(h, plain_ctx)
+        w = torch.cat([data.edge_weight, torch.ones(6, dtype=torch.float64)])
+        assert torch.equal(ctx.src, plain_ctx.src) and torch.equal(ctx.dst, plain_ctx.dst)
+        # plain alpha is exp(e)/Z; weighting by w and renormalising per target must give alpha
+        expected = plain * w.unsqueeze(1)
+        total = torch.zeros(6, expected.size(1), dtype=torch.float64)
+        total.index_add_(0, ctx.dst, expected)
+        assert torch.allclose(alpha, expected / total[ctx.dst], rtol=1e-12, atol=0)
+
+
+def test_weighted_graph_changes_analysis_table(tmp_path):
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+
+    data = _weighted_graph()
+    tables = {}
+    for name, weight in (("plain", None), ("ones", torch.ones(14, dtype=torch.float64)),
+                         ("weighted", data.edge_weight)):
+        saved = {"x": data.x, "edge_index": data.edge_index, "y": data.y}
+        if weight is not None:
+            saved["edge_weight"] = weight
+        path = tmp_path / f"{name}.pt"
+        torch.save(saved, path)
+        config = AnalysisConfig(model="postln", depth=4, dataset=str(path), similarity=False)
+        tables[name] = run_analysis(config).metrics
+    cols = ["laplacian_energy", "dirichlet_energy"]
+    assert np.allclose(tables["plain"][cols], tables["ones"][cols], rtol=1e-10)
+    assert not np.allclose(tables["plain"][cols], tables["weighted"][cols], rtol=1e-3)
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf")])
+def test_bad_weights_are_refused_at_load_and_by_the_cli(tmp_path, bad):
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    data = _weighted_graph()
+    weight = data.edge_weight.clone()
+    weight[3] = bad
+    path = tmp_path / "bad.pt"
+    torch.save({"x": data.x, "edge_index": data.edge_index, "edge_weight": weight}, path)
+    with pytest.raises(ValueError, match="edge_weight: expected"):
+        load(str(path))
+    csv = tmp_path / "bad.csv"
+    csv.write_text("0,1,1.0\n1,2,%r\n" % bad)
+    with pytest.raises(ValueError, match="edge_weight: expected"):
+        load(str(csv))
+    result = CliRunner().invoke(app, ["analyze", "--dataset", str(path), "--depth", "2", "--out",
+                                      str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "edge_weight" in result.output
+
+
+def test_model_validates_its_graph_input():
+    model = build_model("postln", depth=2, in_channels=3, out_channels=2)
+    x = torch.randn(4, 3)
+    ei = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    model(x, ei)  # fine
+    with pytest.raises(ValueError, match=r"edge_index: expected shape \[2, num_edges\]"):
+        model(x, ei.t().contiguous())  # [E, 2]
+    with pytest.raises(ValueError, match=r"edge_index: expected shape \[2, num_edges\]"):
+        model(x, torch.cat([ei, ei[:1]]))  # [3, E]
+    with pytest.raises(ValueError, match="node indices must lie in"):
+        model(x, torch.tensor([[0, -1], [1, 2]]))
+    with pytest.raises(ValueError, match="node indices must lie in"):
+        model(x, torch.tensor([[0, 4], [1, 2]]))
+    with pytest.raises(ValueError, match="edge_weight: expected non-negative"):
+        model(x, ei, edge_weight=torch.tensor([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="edge_weight: expected finite"):
+        model(x, ei, edge_weight=torch.tensor([1.0, float("nan"), 1.0]))
+    with pytest.raises(ValueError, match=r"edge_weight: expected shape \[3\]"):
+        model(x, ei, edge_weight=torch.ones(2))
+    with pytest.raises(ValueError, match="real floating-point"):
+        model(x.to(torch.complex64), ei)
+
+
+def test_probe_records_nan_instead_of_aborting():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    names = ["laplacian_energy", "effective_rank", "mad"]
+    probe = Probe(torch.nn.Linear(1, 1), ei, metrics=names, layers=[])
+    x = torch.ones(4, 3, dtype=torch.float64)
+    x[3, 0] = float("nan")  # node 3 is isolated
+    probe.record(0, x)
+    probe.record(1, torch.randn(4, 3, dtype=torch.float64))
+    frame = probe.to_frame()
+    assert frame[names].iloc[0].isna().all()
+    assert np.isfinite(frame[names].iloc[1]).all()

@@ -41,10 +41,17 @@ def resolve_conv(conv: str) -> str:
 
 @dataclass
 class GraphContext:
-    """Per-forward graph data shared by every block (built once per forward pass).
+    r"""Per-forward graph data shared by every block (built once per forward pass).
 
     ``src``/``dst`` is the edge list with every self loop present exactly once
     (the neighbourhood ``N(i) ∪ {i}``), ``inv_count`` is ``1 / |N(i) ∪ {i}|``.
+
+    Edge weights ``w_ij >= 0`` (optional; self loops get weight 1, a user's own self
+    loops are replaced by it) enter every convolution through one mechanism: the
+    attention becomes :math:`\alpha_{ij} \propto w_{ij} \exp(e_{ij})`, i.e. ``log w`` is
+    added to the scores before the softmax (``log_weight``).  With GCN's constant score
+    that is the weighted mean :math:`w_{ij} / \sum_{k \in N(i) \cup \{i\}} w_{ik}`
+    (``gcn_weight``, precomputed).  Global-attention blocks ignore edge weights.
     """
 
     src: Tensor  # [num_edges + num_nodes]
@@ -53,9 +60,18 @@ class GraphContext:
     num_nodes: int
     batch: Tensor | None = None
     num_graphs: int | None = None
+    log_weight: Tensor | None = None  # [num_edges + num_nodes] log w (weighted graphs only)
+    gcn_weight: Tensor | None = None  # [num_edges + num_nodes] w_ij / sum_k w_ik
 
     @classmethod
-    def build(cls, edge_index: Tensor, num_nodes: int, batch: Tensor | None = None, dtype=torch.float32) -> "GraphContext":
+    def build(
+        cls,
+        edge_index: Tensor,
+        num_nodes: int,
+        batch: Tensor | None = None,
+        dtype=torch.float32,
+        edge_weight: Tensor | None = None,
+    ) -> "GraphContext":
         keep = edge_index[0] != edge_index[1]
         loop = torch.arange(num_nodes, device=edge_index.device)
         src = torch.cat([edge_index[0][keep], loop])
@@ -66,7 +82,13 @@ class GraphContext:
         num_graphs = None
         if batch is not None:
             num_graphs = int(batch.max()) + 1 if batch.numel() else 0
-        return cls(src, dst, 1.0 / count, num_nodes, batch, num_graphs)
+        log_weight = gcn_weight = None
+        if edge_weight is not None:
+            w = edge_weight.to(device=src.device, dtype=dtype)[keep]
+            w = torch.cat([w, w.new_ones(num_nodes)])  # self loops: weight 1
+            total = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, w)
+            gcn_weight, log_weight = w / total[dst], w.log()  # total >= 1 (self loop)
+        return cls(src, dst, 1.0 / count, num_nodes, batch, num_graphs, log_weight, gcn_weight)
 
 
 def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
@@ -145,7 +167,8 @@ class MultiHeadMessagePassing(nn.Module):
         """
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.conv == "gcn":
-            return ctx.inv_count[ctx.dst].to(x.dtype).unsqueeze(1).expand(-1, h)
+            mean = ctx.inv_count[ctx.dst] if ctx.gcn_weight is None else ctx.gcn_weight
+            return mean.to(x.dtype).unsqueeze(1).expand(-1, h)
         if self.conv == "san":
             q = self.query(x).view(n, h, hd)
             k = self.key(x).view(n, h, hd)
@@ -153,6 +176,8 @@ class MultiHeadMessagePassing(nn.Module):
         else:  # gat
             v = self.value(x).view(n, h, hd) if values is None else values
             scores = F.leaky_relu((v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2)
+        if ctx.log_weight is not None:
+            scores = scores + ctx.log_weight.to(scores.dtype).unsqueeze(1)  # alpha ~ w exp(e)
         return edge_softmax(scores, ctx.dst, n)
 
     def _value_weight(self) -> Tensor:

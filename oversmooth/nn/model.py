@@ -14,6 +14,7 @@ from typing import Iterable
 import torch
 from torch import Tensor, nn
 
+from oversmooth.graph import check_edge_index, check_edge_weight, validate_features
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
@@ -114,7 +115,8 @@ class DepthModel(nn.Module):
     """Encoder, ``config.depth`` blocks, decoder.
 
     Call as ``model(x, edge_index)`` (plus ``batch=`` for graph-mode LayerNorm or
-    global attention on mini-batches of graphs); returns logits
+    global attention on mini-batches of graphs, ``edge_weight=`` for a weighted graph:
+    see :class:`~oversmooth.nn.conv.GraphContext`); returns logits
     ``[num_nodes, out_channels]``.  ``skip`` names 0-based indices into
     :attr:`blocks` to replace by the identity in this forward (pruning, probes).
     The blocks run in a loop (no recursion) and keep no activations beyond what
@@ -141,8 +143,20 @@ class DepthModel(nn.Module):
         )
         self.decoder = nn.Linear(d, config.out_channels)
 
-    def context(self, edge_index: Tensor, num_nodes: int, batch: Tensor | None = None) -> GraphContext:
-        return GraphContext.build(edge_index, num_nodes, batch, dtype=self.decoder.weight.dtype)
+    def context(
+        self,
+        edge_index: Tensor,
+        num_nodes: int,
+        batch: Tensor | None = None,
+        edge_weight: Tensor | None = None,
+    ) -> GraphContext:
+        """The per-forward graph data; validates ``edge_index`` and ``edge_weight`` (one
+        host sync per forward, none per layer)."""
+        check_edge_index(edge_index, num_nodes)
+        check_edge_weight(edge_weight, edge_index.size(1))
+        return GraphContext.build(
+            edge_index, num_nodes, batch, dtype=self.decoder.weight.dtype, edge_weight=edge_weight
+        )
 
     def forward(
         self,
@@ -150,14 +164,16 @@ class DepthModel(nn.Module):
         edge_index: Tensor,
         batch: Tensor | None = None,
         *,
+        edge_weight: Tensor | None = None,
         skip: Iterable[int] | None = None,
     ) -> Tensor:
-        if x.dim() != 2 or x.size(1) != self.config.in_channels:
+        validate_features(x)
+        if x.size(1) != self.config.in_channels:
             raise ValueError(
                 f"x: expected shape [num_nodes, {self.config.in_channels}], received {list(x.shape)}"
             )
         skipped = _check_skip(skip, len(self.blocks))
-        ctx = self.context(edge_index, x.size(0), batch)
+        ctx = self.context(edge_index, x.size(0), batch, edge_weight)
         h = self.encoder(x)  # [num_nodes, hidden]
         return self.decoder(self.run_blocks(h, ctx, skip=skipped))
 
