@@ -32,10 +32,11 @@ def train(
     out: O.Out = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")] = False,
     checkpoint_every: Annotated[float, typer.Option(
-        "--checkpoint-every", help="Seconds between saves of last.pt (0: every epoch); stops always save.")] = 60.0,
+        "--checkpoint-every",
+        help="Seconds between saves of last.pt (0: every epoch); a stop always saves.")] = 60.0,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
-        help="Deterministic kernels: a fixed seed repeats bit for bit on CPU (see the docs for the cost).")] = True,
+        help="Deterministic kernels: a fixed seed repeats bit for bit on CPU.")] = True,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -54,8 +55,8 @@ def train(
 
 
 def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, weight_decay, split, patience, dropout, norm,
-         pattern, device, data_root, out, resume, checkpoint_every, deterministic, overwrite, as_json,
-         quiet) -> None:
+         pattern, device, data_root, out, resume, checkpoint_every, deterministic, overwrite,
+         as_json, quiet) -> None:
     from oversmooth.report.render import default_out
     from oversmooth.train import TrainConfig, describe
     from oversmooth.train import train as run_training
@@ -99,6 +100,6 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
         typer.echo(describe(result))
         typer.echo(f"checkpoint: {result.out / 'best.pt'}")
     if result.stopped in ("interrupted", "terminated"):
-        typer.echo(f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same command "
-                   f"plus --resume --out {result.out}", err=True)
+        typer.echo(f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
+                   f"command plus --resume --out {result.out}", err=True)
         raise typer.Exit(130 if result.stopped == "interrupted" else 143)

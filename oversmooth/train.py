@@ -85,9 +85,13 @@ class TrainConfig:
         if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
             raise ValueError(f"warmup: expected an integer >= 0 (epochs), received {self.warmup!r}")
         if not isinstance(self.weight_decay, (int, float)) or not 0 <= self.weight_decay < math.inf:
-            raise ValueError(f"weight_decay: expected a finite number >= 0, received {self.weight_decay!r}")
+            raise ValueError(
+                f"weight_decay: expected a finite number >= 0, received {self.weight_decay!r}"
+            )
         if not isinstance(self.deterministic, bool):
-            raise ValueError(f"deterministic: expected True or False, received {self.deterministic!r}")
+            raise ValueError(
+                f"deterministic: expected True or False, received {self.deterministic!r}"
+            )
         if self.split not in ("random", "public"):
             raise ValueError(f"split: expected one of random, public, received {self.split!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
@@ -174,7 +178,8 @@ def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) 
     for key in ("model_config", "meta"):
         if key in obj and not isinstance(obj[key], dict):
             raise CheckpointError(
-                f"{path}: checkpoint entry {key!r} is a {type(obj[key]).__name__}, expected a dict; retrain it"
+                f"{path}: checkpoint entry {key!r} is a {type(obj[key]).__name__}, "
+                "expected a dict; retrain it"
             )
     return obj
 
@@ -325,7 +330,8 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
     elif out.is_dir() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(
-            f"--out: {out} already exists; pass --resume to continue it or --overwrite to start over"
+            f"--out: {out} already exists; pass --resume to continue it or --overwrite "
+            "to start over"
         )
 
 
@@ -350,21 +356,23 @@ class _Run:
     # -- state ------------------------------------------------------------------------------
     def snapshot(self) -> dict:
         """Everything needed to continue after the last completed epoch (cloned)."""
-        return {"format": FORMAT, "version": FORMAT_VERSION, "model_config": self.model.config.to_dict(),
+        return {"format": FORMAT, "version": FORMAT_VERSION,
+                "model_config": self.model.config.to_dict(),
                 "state_dict": _clone(self.model.state_dict()),
                 "optimizer": _clone(self.optimizer.state_dict()),
                 "scheduler": _clone(self.scheduler.state_dict()), "rng": self.rng.get_state(),
-                "epoch": self.epoch, "history": len(self.history), "best": dict(self.best or {}) or None,
-                "best_epoch": self.best_epoch, "best_state_dict": self.best_state,
-                "bad_epochs": self.bad_epochs, "meta": self.meta}
+                "epoch": self.epoch, "history": len(self.history),  # rows kept at save time
+                "best": dict(self.best) if self.best else None, "best_epoch": self.best_epoch,
+                "best_state_dict": self.best_state, "bad_epochs": self.bad_epochs,
+                "meta": self.meta}
 
     def restore(self, path: Path) -> None:
         state = _read(path, self.device, RESUME_KEYS)
         saved = state["meta"].get("train_config") if isinstance(state["meta"], dict) else None
         if not isinstance(saved, dict):
             raise CheckpointError(
-                f"{path}: checkpoint has no 'meta.train_config' entry (expected the training options "
-                "of the run); it cannot be resumed: start a new run"
+                f"{path}: checkpoint has no 'meta.train_config' entry (expected the training "
+                "options of the run); it cannot be resumed: start a new run"
             )
         current = self.config.to_dict()
         for key, value in current.items():
@@ -380,7 +388,8 @@ class _Run:
         if saved_warmup != self.config.warmup_epochs:
             raise CheckpointError(
                 f"--resume: {path} was trained with a {saved_warmup}-epoch warm-up but --epochs "
-                f"{self.config.epochs} implies {self.config.warmup_epochs}; pass --warmup {saved_warmup}"
+                f"{self.config.epochs} implies {self.config.warmup_epochs}; "
+                f"pass --warmup {saved_warmup}"
             )
         try:
             self.model.load_state_dict(state["state_dict"])
@@ -393,12 +402,14 @@ class _Run:
         except (RuntimeError, ValueError, TypeError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(
-                f"{path}: its training state does not fit this run ({first[:160]}); start a new --out"
+                f"{path}: its training state does not fit this run ({first[:160]}); "
+                "start a new --out"
             ) from None
         if len(self.history) != self.epoch + 1:
             raise CheckpointError(
                 f"{path}: history has {len(self.history)} rows but the checkpoint is at epoch "
-                f"{self.epoch} (expected {self.epoch + 1}); the file is inconsistent: start a new --out"
+                f"{self.epoch} (expected {self.epoch + 1}); the file is inconsistent: "
+                "start a new --out"
             )
         self.best = dict(state["best"]) if state["best"] else None
         self.best_state = state["best_state_dict"]
@@ -440,10 +451,9 @@ class _Run:
 
     def _write_config(self, folder: Path) -> None:
         config = self.config
-        _atomic_text(json.dumps({"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
-                                 "warmup_epochs": config.warmup_epochs,
-                                 "device_resolved": str(self.device)}, indent=2) + "\n",
-                     folder / "config.json")
+        record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
+                  "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
+        _atomic_text(json.dumps(record, indent=2) + "\n", folder / "config.json")
 
     def save(self, snap: dict) -> None:
         """Write best.pt, last.pt and history.csv for the snapshot ``snap``, in that order
@@ -467,8 +477,8 @@ class _Run:
         self._write(lambda folder: self._history(rows, folder))
 
     def _best(self, snap: dict, folder: Path) -> None:
-        _atomic_save({"format": FORMAT, "version": FORMAT_VERSION, "model_config": snap["model_config"],
-                      "state_dict": snap["best_state_dict"],
+        _atomic_save({"format": FORMAT, "version": FORMAT_VERSION,
+                      "model_config": snap["model_config"], "state_dict": snap["best_state_dict"],
                       "meta": {**self.meta, "epoch": snap["best_epoch"], **snap["best"]}},
                      folder / "best.pt")
         self.best_saved = snap["best_epoch"]
@@ -505,8 +515,10 @@ class _Run:
         model.eval()
         with torch.no_grad():
             logits = model(x, edge_index)
-            row["val_loss"] = float(F.cross_entropy(logits[masks["val_mask"]], y[masks["val_mask"]]))
-        row.update({f"{s}_acc": _accuracy(logits, y, masks[f"{s}_mask"]) for s in ("train", "val", "test")})
+            val = masks["val_mask"]
+            row["val_loss"] = float(F.cross_entropy(logits[val], y[val]))
+        for split in ("train", "val", "test"):
+            row[f"{split}_acc"] = _accuracy(logits, y, masks[f"{split}_mask"])
         if not math.isfinite(row["val_loss"]):
             return {**row, "status": "diverged"}, f"the validation loss became {row['val_loss']}"
         return row, None
@@ -605,7 +617,8 @@ def train(
             raise
 
 
-def _loop(run: _Run, x, edge_index, y, masks, requested: dict, progress, checkpoint_every: float) -> TrainResult:
+def _loop(run: _Run, x, edge_index, y, masks, requested: dict, progress,
+          checkpoint_every: float) -> TrainResult:
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
     started = last_save = time.perf_counter()
@@ -628,8 +641,8 @@ def _loop(run: _Run, x, edge_index, y, masks, requested: dict, progress, checkpo
             best = (f"best checkpoint (epoch {good['best_epoch']}) kept in {out / 'best.pt'}"
                     if good["best_state_dict"] is not None else "no best checkpoint yet")
             raise TrainingDiverged(
-                f"training stopped: {problem} at epoch {epoch}; {kept}; {best}; history.csv ends with "
-                "the diverged epoch; try a lower --lr or a longer --warmup"
+                f"training stopped: {problem} at epoch {epoch}; {kept}; {best}; history.csv ends "
+                "with the diverged epoch; try a lower --lr or a longer --warmup"
             )
         run.record(row)
         good = run.snapshot()
@@ -644,7 +657,8 @@ def _loop(run: _Run, x, edge_index, y, masks, requested: dict, progress, checkpo
     if good["epoch"] > saved_epoch or (good["epoch"] >= 0 and not (out / "history.csv").is_file()):
         run.save(good)
     seconds = time.perf_counter() - started
-    result = TrainResult(out, run.best_epoch, run.best or {}, len(run.history), stopped, run.history, seconds)
+    result = TrainResult(out, run.best_epoch, run.best or {}, len(run.history), stopped,
+                         run.history, seconds)
     if stopped not in STOP_SIGNALS.values() and run.history:
         summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
                    "stopped": stopped, "seconds_this_run": seconds}

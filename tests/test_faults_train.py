@@ -1,4 +1,4 @@
-"""Fault injection for ``oversmooth train``: SIGINT, SIGTERM and SIGKILL at random points, then resume.
+"""Fault injection for ``oversmooth train``: SIGINT, SIGTERM, SIGKILL at random points, then resume.
 
 Each scenario runs ``oversmooth train`` as a subprocess (one thread, a tiny model on
 Cora), sends it one or more signals at seeded random times, checks what each kill left
@@ -62,7 +62,7 @@ def _check_after_kill(out: Path) -> int:
     assert len(last["history"]) == last["epoch"] + 1
     assert last["best_state_dict"] is not None and 0 <= last["best_epoch"] <= last["epoch"]
     best = _load(out / "best.pt")
-    assert best["meta"]["epoch"] >= last["best_epoch"]  # best.pt may be ahead of last.pt, never behind
+    assert best["meta"]["epoch"] >= last["best_epoch"]  # best.pt may be ahead, never behind
     assert (out / "config.json").is_file() and (out / "history.csv").is_file()
     return int(last["epoch"])
 
@@ -72,7 +72,8 @@ def _check_same(reference: Path, out: Path) -> None:
     for name in ("last.pt", "best.pt"):
         a, b = _load(reference / name), _load(out / name)
         assert a["state_dict"].keys() == b["state_dict"].keys()
-        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"]), name
+        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k])
+                   for k in a["state_dict"]), name
     a, b = _load(reference / "last.pt"), _load(out / "last.pt")
     assert a["history"] == b["history"] and a["epoch"] == b["epoch"] == EPOCHS - 1
     for k, state in a["optimizer"]["state"].items():
@@ -169,8 +170,8 @@ def main() -> None:
         "",
         f"{args.scenarios} scenarios (seed {args.seed}); each runs `oversmooth {' '.join(TRAIN)}` "
         "(one thread) as a subprocess, sends 1-3 signals at uniform random times in "
-        f"[0, 1.1 x {seconds:.1f} s] after a launch (the uninterrupted run's wall time), resumes after "
-        "each, and compares the finished run with an uninterrupted one.",
+        f"[0, 1.1 x {seconds:.1f} s] after a launch (the uninterrupted run's wall time), resumes "
+        "after each, and compares the finished run with an uninterrupted one.",
         "",
         f"**Resumed bit-identical: {identical} of {args.scenarios}** (history.csv bytes, last.pt "
         "weights and Adam state, best.pt weights and epoch, summary.json; no lock, temporary or "
@@ -187,8 +188,8 @@ def main() -> None:
             for s in steps)
         lines.append(f"| {i} | {text} | {'yes' if ok else 'NO'} |")
     lines += ["", "Regenerate with:", "",
-              f"    python -m tests.test_faults_train --scenarios {args.scenarios} --seed {args.seed} "
-              f"--report {args.report}", ""]
+              f"    python -m tests.test_faults_train --scenarios {args.scenarios} "
+              f"--seed {args.seed} --report {args.report}", ""]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines))
 

@@ -55,7 +55,8 @@ def test_resume_continues_exactly(tmp_path):
     assert [r["epoch"] for r in resumed.history] == list(range(6))
     assert resumed.history == straight.history  # bit for bit, not approximately
     for name in ("history.csv",):
-        assert (tmp_path / "straight" / name).read_bytes() == (tmp_path / "split" / name).read_bytes()
+        assert (tmp_path / "straight" / name).read_bytes() == \
+            (tmp_path / "split" / name).read_bytes()
     for name in ("last.pt", "best.pt"):
         assert same_weights(tmp_path / "straight" / name, tmp_path / "split" / name), name
 
@@ -67,7 +68,8 @@ def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
         if done == 2:  # the signal arrives during epoch 2; it still ends, then the run stops
             os.kill(os.getpid(), signal.SIGINT)
 
-    result = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=interrupt, checkpoint_every=1e6)
+    result = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=interrupt,
+                     checkpoint_every=1e6)
     assert result.stopped == "interrupted" and result.epochs_run == 2
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and len(last["history"]) == 2
@@ -76,7 +78,8 @@ def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
     assert meta["epoch"] == result.best_epoch
     resumed = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", resume=True)
     assert resumed.history == straight.history
-    assert (tmp_path / "straight" / "history.csv").read_bytes() == (tmp_path / "run" / "history.csv").read_bytes()
+    assert (tmp_path / "straight" / "history.csv").read_bytes() == \
+        (tmp_path / "run" / "history.csv").read_bytes()
     assert same_weights(tmp_path / "straight" / "last.pt", tmp_path / "run" / "last.pt")
     assert same_weights(tmp_path / "straight" / "best.pt", tmp_path / "run" / "best.pt")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
@@ -88,7 +91,8 @@ def test_a_raw_keyboard_interrupt_keeps_the_last_save_and_leaves_no_temporary(tm
             raise KeyboardInterrupt  # like a second Ctrl-C: no graceful stop
 
     with pytest.raises(KeyboardInterrupt):
-        T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=abort, checkpoint_every=0)
+        T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=abort,
+                checkpoint_every=0)
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and len(last["history"]) == 2  # epoch 2 was never saved
     assert not [p for p in tmp_path.rglob(".*") if ".tmp-" in p.name or p.name.endswith(".lock")]
@@ -127,7 +131,8 @@ def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
     post = dict(TINY, model="postln")
     T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
-    with pytest.raises(T.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"):
+    with pytest.raises(T.CheckpointError,
+                       match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"):
         T.train(T.TrainConfig(epochs=40, **post), tmp_path / "post", resume=True)
 
 
@@ -148,7 +153,8 @@ def _assert_diverged_run(run, last_epoch: int) -> None:
     assert last["epoch"] == last_epoch
     assert all(bool(torch.isfinite(v).all()) for v in last["state_dict"].values())
     rows = (run / "history.csv").read_text().splitlines()
-    assert len(rows) == last_epoch + 3 and rows[-1].endswith(",diverged")  # header, good rows, diverged
+    # header, the good rows, the diverged row
+    assert len(rows) == last_epoch + 3 and rows[-1].endswith(",diverged")
     assert all(r.endswith(",ok") for r in rows[1:-1])
 
 
@@ -176,7 +182,8 @@ def test_non_finite_weights_stop_the_run(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(torch.optim.Adam, "step", overflowing)
-    with pytest.raises(T.TrainingDiverged, match="the weights became non-finite \\(encoder.1.weight\\) at epoch 1"):
+    with pytest.raises(T.TrainingDiverged,
+                       match="the weights became non-finite \\(encoder.1.weight\\) at epoch 1"):
         T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / "run", checkpoint_every=1e6)
     _assert_diverged_run(tmp_path / "run", 0)
 
@@ -186,24 +193,27 @@ def test_checkpoint_missing_a_key_names_file_and_key(tmp_path):
     best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
     del best["model_config"]
     torch.save(best, tmp_path / "nocfg.pt")
-    with pytest.raises(T.CheckpointError, match="nocfg.pt: checkpoint has no 'model_config' entry \\(expected "
-                       "the model configuration"):
+    with pytest.raises(T.CheckpointError, match="nocfg.pt: checkpoint has no 'model_config' entry "
+                       "\\(expected the model configuration"):
         T.load_checkpoint(tmp_path / "nocfg.pt")
     result = CliRunner().invoke(app, ["analyze", "--checkpoint", str(tmp_path / "nocfg.pt")])
     assert result.exit_code == 2 and "no 'model_config' entry" in result.output, result.output
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     del last["best_state_dict"]
     torch.save(last, tmp_path / "run" / "last.pt")
-    with pytest.raises(T.CheckpointError, match="last.pt: checkpoint has no 'best_state_dict' entry"):
+    with pytest.raises(T.CheckpointError,
+                       match="last.pt: checkpoint has no 'best_state_dict' entry"):
         T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
 
 
 def test_failures_leave_no_folder_and_a_busy_folder_is_refused(tmp_path, monkeypatch):
     runner = CliRunner()
     out = tmp_path / "run"
-    for bad in (["--dataset", "nosuch"], ["--lr", "0"], ["--weight-decay", "nan"], ["--split", "kfold"],
-                ["--hidden", "7"], ["--dropout", "1.5"], ["--checkpoint-every", "-1"]):
-        result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out), *bad])
+    for bad in (["--dataset", "nosuch"], ["--lr", "0"], ["--weight-decay", "nan"],
+                ["--split", "kfold"], ["--hidden", "7"], ["--dropout", "1.5"],
+                ["--checkpoint-every", "-1"]):
+        args = ["train", "--depth", "2", "--epochs", "1", "--out", str(out), *bad]
+        result = runner.invoke(app, args)
         assert result.exit_code == 2, (bad, result.output)
         assert len(result.output.strip().splitlines()) == 1, result.output
         assert not out.exists(), bad
@@ -216,8 +226,8 @@ def test_failures_leave_no_folder_and_a_busy_folder_is_refused(tmp_path, monkeyp
     try:
         (tmp_path / ".run.lock").write_text(f"{holder.pid}\n")
         result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out)])
-        assert result.exit_code == 2 and f"{out} is being written by another oversmooth run (pid {holder.pid})" \
-            in result.output, result.output
+        busy = f"{out} is being written by another oversmooth run (pid {holder.pid})"
+        assert result.exit_code == 2 and busy in result.output, result.output
     finally:
         holder.kill()
         holder.wait()
@@ -292,3 +302,17 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
     assert result.exit_code == 2 and "not a readable oversmooth checkpoint" in result.output
     result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out)])
     assert result.exit_code == 2 and "pass --resume" in result.output
+
+
+def test_overwrite_replaces_the_old_run_only_at_the_first_save(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(epochs=2, **TINY), out)
+    (out / "stale.txt").write_text("from the old run")
+    with monkeypatch.context() as m:
+        m.setattr(T.F, "cross_entropy", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError, match="boom"):
+            T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
+    assert (out / "stale.txt").is_file() and len(torch.load(out / "last.pt")["history"]) == 2
+    T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
+    assert not (out / "stale.txt").exists() and len(torch.load(out / "last.pt")["history"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
