@@ -8,11 +8,17 @@ of the epochs unless ``warmup`` says otherwise; the paper does not give the
 length).  The checkpoint with the best validation accuracy (ties: lower
 validation loss) is kept, and its train/validation/test accuracies reported.
 
-An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (everything
-needed to resume: weights, optimiser, scheduler, RNG state, history),
-``config.json``, ``history.csv`` and, once finished, ``summary.json`` and
-``training.png``.  Checkpoint files are plain dicts of tensors and numbers,
-written atomically and read back with ``torch.load(weights_only=True)``.
+An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (the state
+between two epochs, everything needed to resume exactly: weights, optimiser,
+scheduler, dropout generator, best-so-far with its weights, history),
+``config.json``, ``history.csv`` (one row per epoch, ``status`` ``ok`` or
+``diverged``) and, once finished, ``summary.json`` and ``training.png``.
+Checkpoint files are plain dicts of tensors and numbers, written atomically and
+read back with ``torch.load(weights_only=True)``.
+
+Training runs with deterministic kernels by default, so on CPU a fixed seed
+repeats bit for bit (same torch, machine and thread count), and a resumed run
+equals the uninterrupted one bit for bit.
 """
 
 from __future__ import annotations
@@ -286,8 +292,10 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
         return
 
     def handler(signum, frame) -> None:
-        if signum == signal.SIGINT and requested.get("signal") == signal.SIGINT:
-            raise KeyboardInterrupt
+        if signum == signal.SIGINT:
+            if requested.get("sigint"):
+                raise KeyboardInterrupt
+            requested["sigint"] = True
         requested.setdefault("signal", signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
@@ -689,7 +697,12 @@ def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
     ax_acc.legend(fontsize=8)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
-    fig.savefig(out / "training.png", dpi=150)
+    tmp = out / f".training.png.tmp-{os.getpid()}"
+    try:
+        fig.savefig(tmp, dpi=150, format="png")
+        os.replace(tmp, out / "training.png")
+    finally:
+        tmp.unlink(missing_ok=True)
     fig.clf()
 
 
