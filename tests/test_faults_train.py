@@ -177,6 +177,11 @@ def main() -> None:
         "weights and Adam state, best.pt weights and epoch, summary.json; no lock, temporary or "
         "half-written file left).",
         "",
+        "Exit 130/143: a graceful stop (SIGINT/SIGTERM handled at an epoch boundary, or SIGINT "
+        "before training began); exit -N: killed by signal N (SIGKILL, or SIGTERM outside the "
+        "training loop, before it starts or after it has saved); saved -1: no checkpoint yet, "
+        "and no folder either.",
+        "",
         "| scenario | signals (s after launch; exit code; last saved epoch) | identical |",
         "|---|---|---|",
     ]
