@@ -31,6 +31,12 @@ def train(
     data_root: O.DataRoot = None,
     out: O.Out = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")] = False,
+    checkpoint_every: Annotated[float, typer.Option(
+        "--checkpoint-every",
+        help="Seconds between saves of last.pt (0: every epoch); a stop always saves.")] = 60.0,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--no-deterministic",
+        help="Deterministic kernels: a fixed seed repeats bit for bit on CPU.")] = True,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -38,8 +44,9 @@ def train(
     """Train with Adam, weight decay 5e-4, and keep the checkpoint with the best validation accuracy.
 
     The output folder holds best.pt, last.pt (for --resume), history.csv,
-    training.png, config.json and summary.json.  Ctrl-C saves the state so far;
-    rerun the same command with --resume to continue.  Then analyse the trained
+    training.png, config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of
+    the current epoch and saves it; rerun the same command with --resume to continue
+    (on CPU the result equals an uninterrupted run bit for bit).  Then analyse the trained
     model with: oversmooth analyze --checkpoint OUT/best.pt --prune 2,32
 
     Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
@@ -48,7 +55,8 @@ def train(
 
 
 def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, weight_decay, split, patience, dropout, norm,
-         pattern, device, data_root, out, resume, overwrite, as_json, quiet) -> None:
+         pattern, device, data_root, out, resume, checkpoint_every, deterministic, overwrite,
+         as_json, quiet) -> None:
     from oversmooth.report.render import default_out
     from oversmooth.train import TrainConfig, describe
     from oversmooth.train import train as run_training
@@ -57,6 +65,7 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
         model=model.value, depth=depth, conv=conv.value, dataset=dataset, hidden=hidden, heads=heads, seed=seed,
         epochs=epochs, lr=lr, warmup=warmup, weight_decay=weight_decay, split=split, patience=patience, dropout=dropout,
         norm=norm.value, pattern=pattern, device=device, data_root=str(data_root) if data_root else None,
+        deterministic=deterministic,
     )
     if out is None:
         if resume:
@@ -79,7 +88,8 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
         progress = update
         bar.start()
     try:
-        result = run_training(config, out, resume=resume, overwrite=overwrite, progress=progress)
+        result = run_training(config, out, resume=resume, overwrite=overwrite, progress=progress,
+                              checkpoint_every=checkpoint_every)
     finally:
         if bar is not None:
             bar.stop()
@@ -89,6 +99,7 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
     else:
         typer.echo(describe(result))
         typer.echo(f"checkpoint: {result.out / 'best.pt'}")
-    if result.stopped == "interrupted":
-        typer.echo(f"interrupted: state saved; continue with the same command plus --resume --out {result.out}", err=True)
-        raise typer.Exit(130)
+    if result.stopped in ("interrupted", "terminated"):
+        typer.echo(f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
+                   f"command plus --resume --out {result.out}", err=True)
+        raise typer.Exit(130 if result.stopped == "interrupted" else 143)

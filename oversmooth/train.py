@@ -8,11 +8,17 @@ of the epochs unless ``warmup`` says otherwise; the paper does not give the
 length).  The checkpoint with the best validation accuracy (ties: lower
 validation loss) is kept, and its train/validation/test accuracies reported.
 
-An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (everything
-needed to resume: weights, optimiser, scheduler, RNG state, history),
-``config.json``, ``history.csv`` and, once finished, ``summary.json`` and
-``training.png``.  Checkpoint files are plain dicts of tensors and numbers,
-written atomically and read back with ``torch.load(weights_only=True)``.
+An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (the state
+between two epochs, everything needed to resume exactly: weights, optimiser,
+scheduler, dropout generator, best-so-far with its weights, history),
+``config.json``, ``history.csv`` (one row per epoch, ``status`` ``ok`` or
+``diverged``) and, once finished, ``summary.json`` and ``training.png``.
+Checkpoint files are plain dicts of tensors and numbers, written atomically and
+read back with ``torch.load(weights_only=True)``.
+
+Training runs with deterministic kernels by default, so on CPU a fixed seed
+repeats bit for bit (same torch, machine and thread count), and a resumed run
+equals the uninterrupted one bit for bit.
 """
 
 from __future__ import annotations
@@ -20,10 +26,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
+import signal
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +79,7 @@ class TrainConfig:
     ffn: int | None = None
     device: str = "auto"
     data_root: str | None = None
+    deterministic: bool = True  # deterministic kernels: bit-reproducible on CPU for a fixed seed
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -75,11 +87,17 @@ class TrainConfig:
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs: expected an integer >= 1, received {self.epochs!r}")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
-            raise ValueError(f"lr: expected a positive learning rate, received {self.lr!r}")
+            raise ValueError(f"lr: expected a learning rate in (0, 10), received {self.lr!r}")
         if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
             raise ValueError(f"warmup: expected an integer >= 0 (epochs), received {self.warmup!r}")
-        if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
-            raise ValueError(f"weight_decay: expected a number >= 0, received {self.weight_decay!r}")
+        if not isinstance(self.weight_decay, (int, float)) or not 0 <= self.weight_decay < math.inf:
+            raise ValueError(
+                f"weight_decay: expected a finite number >= 0, received {self.weight_decay!r}"
+            )
+        if not isinstance(self.deterministic, bool):
+            raise ValueError(
+                f"deterministic: expected True or False, received {self.deterministic!r}"
+            )
         if self.split not in ("random", "public"):
             raise ValueError(f"split: expected one of random, public, received {self.split!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
@@ -123,8 +141,12 @@ class TrainResult:
 
 def _atomic_save(obj, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
@@ -133,7 +155,13 @@ def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> N
                   "state_dict": model.state_dict(), "meta": meta}, Path(path))
 
 
-def _read(path: Path, map_location) -> dict:
+CHECKPOINT_KEYS = {
+    "model_config": "the model configuration (a dict)",
+    "state_dict": "the model weights (a dict of tensors)",
+}
+
+
+def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:
@@ -147,6 +175,18 @@ def _read(path: Path, map_location) -> dict:
         raise CheckpointError(f"{path}: not an oversmooth checkpoint (no '{FORMAT}' marker); train one with `oversmooth train`")
     if obj.get("version") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: checkpoint format version {obj.get('version')} is not supported (expected {FORMAT_VERSION})")
+    for key, what in required.items():
+        if key not in obj:
+            raise CheckpointError(
+                f"{path}: checkpoint has no {key!r} entry (expected {what}); it was not written by "
+                "this version of `oversmooth train` or was altered: retrain it"
+            )
+    for key in ("model_config", "meta"):
+        if key in obj and not isinstance(obj[key], dict):
+            raise CheckpointError(
+                f"{path}: checkpoint entry {key!r} is a {type(obj[key]).__name__}, "
+                "expected a dict; retrain it"
+            )
     return obj
 
 
@@ -163,7 +203,7 @@ def load_checkpoint(path: str | os.PathLike, map_location=None, expect: dict | N
     """
     path = Path(path)
     obj = _read(path, map_location)
-    meta = obj.get("meta", {})
+    meta = obj.get("meta") or {}
     config_dict = dict(obj["model_config"])
     for key, wanted in (expect or {}).items():
         have = meta.get("dataset") if key == "dataset" else config_dict.get(key if key != "model" else "name")
@@ -185,9 +225,326 @@ def load_checkpoint(path: str | os.PathLike, map_location=None, expect: dict | N
 
 # ----------------------------------------------------------------------------- training
 
+# What ``last.pt`` must hold to resume a run, and what each entry is.
+RESUME_KEYS = {
+    "model_config": "the model configuration (a dict)",
+    "state_dict": "the weights after the last completed epoch",
+    "optimizer": "the Adam state",
+    "scheduler": "the learning-rate schedule state",
+    "rng": "the dropout generator state (a uint8 tensor)",
+    "epoch": "the last completed epoch (an integer)",
+    "history": "one row per completed epoch (a list)",
+    "best": "the best validation scores so far (a dict or None)",
+    "best_epoch": "the epoch of the best checkpoint (an integer)",
+    "best_state_dict": "the weights of the best checkpoint (a dict or None)",
+    "bad_epochs": "epochs since the last improvement (an integer)",
+    "meta": "the dataset and training configuration of the run (a dict)",
+}
+# training options that --resume may change: none of them changes what an epoch computes
+RESUME_MAY_CHANGE = ("epochs", "patience", "device", "data_root", "deterministic")
+STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
+
 
 def _accuracy(logits, y, mask) -> float:
     return float((logits[mask].argmax(1) == y[mask]).double().mean()) if int(mask.sum()) else float("nan")
+
+
+def _clone(obj):
+    """A deep copy whose tensors are detached clones (a snapshot of a state dict)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_clone(v) for v in obj)
+    return obj
+
+
+@contextmanager
+def _deterministic(enabled: bool, device: torch.device) -> Iterator[None]:
+    """Deterministic kernels for the block (restored afterwards).
+
+    On CPU the one order-dependent kernel the models use is the backward of
+    ``x[index]`` (an accumulating ``index_put_``), which with several threads
+    adds in a thread-dependent order; deterministic mode makes it serial.  On
+    CUDA, kernels without a deterministic version only warn.
+    """
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    if enabled:
+        if device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+@contextmanager
+def _stop_on_signals(requested: dict) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``requested["signal"]``; the loop stops at the next epoch
+    boundary.  A second SIGINT aborts at once (``KeyboardInterrupt``).  Only the main
+    thread can receive signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame) -> None:
+        if signum == signal.SIGINT:
+            if requested.get("sigint"):
+                raise KeyboardInterrupt
+            requested["sigint"] = True
+        requested.setdefault("signal", signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _atomic_text(text: str, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _clean_stale_temporaries(folder: Path) -> None:
+    """Remove ``.NAME.tmp-PID`` files that processes no longer alive left in ``folder``."""
+    from oversmooth.outputs import _pid_alive
+
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        match = re.match(r"^\..+\.tmp-(\d+)$", entry.name)
+        if match and entry.is_file() and not _pid_alive(int(match.group(1))):
+            entry.unlink(missing_ok=True)
+
+
+def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    if resume:
+        if not (out / "last.pt").is_file():
+            raise FileNotFoundError(
+                f"--resume: {out / 'last.pt'} not found; start a new run without --resume"
+            )
+    elif out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
+    elif out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"--out: {out} already exists; pass --resume to continue it or --overwrite "
+            "to start over"
+        )
+
+
+class _Run:
+    """The state of one training run between two epochs, and how it is saved."""
+
+    def __init__(self, config: TrainConfig, out: Path, model: DepthModel, optimizer, scheduler,
+                 meta: dict, device: torch.device, overwrite: bool) -> None:
+        self.config, self.out, self.model = config, out, model
+        self.optimizer, self.scheduler, self.meta = optimizer, scheduler, meta
+        self.device, self.overwrite = device, overwrite
+        self.rng = torch.Generator().manual_seed(config.seed)  # the dropout stream
+        self.epoch = -1  # last completed epoch
+        self.history: list[dict] = []
+        self.best: dict | None = None
+        self.best_epoch, self.bad_epochs = -1, 0
+        self.best_state: dict | None = None
+        self.folder_ready = False
+        self.best_saved = -1  # the epoch best.pt holds, as written by this process
+        self.resumed = False
+
+    # -- state ------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Everything needed to continue after the last completed epoch (cloned)."""
+        return {"format": FORMAT, "version": FORMAT_VERSION,
+                "model_config": self.model.config.to_dict(),
+                "state_dict": _clone(self.model.state_dict()),
+                "optimizer": _clone(self.optimizer.state_dict()),
+                "scheduler": _clone(self.scheduler.state_dict()), "rng": self.rng.get_state(),
+                "epoch": self.epoch, "history": len(self.history),  # rows kept at save time
+                "best": dict(self.best) if self.best else None, "best_epoch": self.best_epoch,
+                "best_state_dict": self.best_state, "bad_epochs": self.bad_epochs,
+                "meta": self.meta}
+
+    def restore(self, path: Path) -> None:
+        state = _read(path, self.device, RESUME_KEYS)
+        saved = state["meta"].get("train_config") if isinstance(state["meta"], dict) else None
+        if not isinstance(saved, dict):
+            raise CheckpointError(
+                f"{path}: checkpoint has no 'meta.train_config' entry (expected the training "
+                "options of the run); it cannot be resumed: start a new run"
+            )
+        current = self.config.to_dict()
+        for key, value in current.items():
+            if key not in RESUME_MAY_CHANGE and saved.get(key) != value:
+                raise CheckpointError(
+                    f"--resume: {path} was trained with {key}={saved.get(key)!r}, not {value!r}; "
+                    "pass the same options or start a new --out"
+                )
+        try:
+            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs
+        except (TypeError, ValueError):
+            saved_warmup = None
+        if saved_warmup != self.config.warmup_epochs:
+            raise CheckpointError(
+                f"--resume: {path} was trained with a {saved_warmup}-epoch warm-up but --epochs "
+                f"{self.config.epochs} implies {self.config.warmup_epochs}; "
+                f"pass --warmup {saved_warmup}"
+            )
+        try:
+            self.model.load_state_dict(state["state_dict"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.rng.set_state(state["rng"].cpu())
+            self.epoch, self.bad_epochs = int(state["epoch"]), int(state["bad_epochs"])
+            self.best_epoch = int(state["best_epoch"])
+            self.history = [dict(row) for row in state["history"]]
+        except (RuntimeError, ValueError, TypeError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(
+                f"{path}: its training state does not fit this run ({first[:160]}); "
+                "start a new --out"
+            ) from None
+        if len(self.history) != self.epoch + 1:
+            raise CheckpointError(
+                f"{path}: history has {len(self.history)} rows but the checkpoint is at epoch "
+                f"{self.epoch} (expected {self.epoch + 1}); the file is inconsistent: "
+                "start a new --out"
+            )
+        self.best = dict(state["best"]) if state["best"] else None
+        self.best_state = state["best_state_dict"]
+        self.resumed = True
+
+    # -- files ------------------------------------------------------------------------------
+    def _write(self, write: Callable[[Path], None]) -> None:
+        """Run ``write(folder)``.  The first write of a new run goes into a hidden sibling
+        ``.NAME.tmp-PID`` that is renamed into place once complete (replacing the folder of
+        ``--overwrite``), so ``out`` never exists without its files."""
+        out = self.out
+        if self.folder_ready:
+            write(out)
+            return
+        if self.resumed:  # a finished run continued: its summary and curve are stale until it ends
+            for name in ("summary.json", "training.png"):
+                (out / name).unlink(missing_ok=True)
+            self._write_config(out)
+            write(out)
+            self.folder_ready = True
+            return
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            self._write_config(tmp)
+            write(tmp)
+            if out.exists():  # --overwrite, or an empty folder given as --out
+                old = out.parent / f".{out.name}.old-{os.getpid()}"
+                out.rename(old)
+                tmp.rename(out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.folder_ready = True
+
+    def _write_config(self, folder: Path) -> None:
+        config = self.config
+        record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
+                  "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
+        _atomic_text(json.dumps(record, indent=2) + "\n", folder / "config.json")
+
+    def save(self, snap: dict) -> None:
+        """Write best.pt, last.pt and history.csv for the snapshot ``snap``, in that order
+        (after a SIGKILL best.pt may be ahead of last.pt, never behind; --resume rewrites it)."""
+        if snap["epoch"] < 0:
+            return
+        rows = self.history[: snap["history"]]
+
+        def write(folder: Path) -> None:
+            if snap["best_state_dict"] is not None and self.best_saved != snap["best_epoch"]:
+                self._best(snap, folder)
+            _atomic_save({**snap, "history": rows}, folder / "last.pt")
+            self._history(rows, folder)
+
+        self._write(write)
+
+    def write_best(self, snap: dict) -> None:
+        self._write(lambda folder: self._best(snap, folder))
+
+    def write_history(self, rows: list[dict]) -> None:
+        self._write(lambda folder: self._history(rows, folder))
+
+    def _best(self, snap: dict, folder: Path) -> None:
+        _atomic_save({"format": FORMAT, "version": FORMAT_VERSION,
+                      "model_config": snap["model_config"], "state_dict": snap["best_state_dict"],
+                      "meta": {**self.meta, "epoch": snap["best_epoch"], **snap["best"]}},
+                     folder / "best.pt")
+        self.best_saved = snap["best_epoch"]
+
+    @staticmethod
+    def _history(rows: list[dict], folder: Path) -> None:
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+        _atomic_text(frame.to_csv(index=False, float_format="%.6g"), folder / "history.csv")
+
+    # -- one epoch --------------------------------------------------------------------------
+    def step(self, epoch: int, x, edge_index, edge_weight, y, masks,
+             fork: list) -> tuple[dict, str | None]:
+        """Train one epoch; returns its history row and, when it diverged, what went wrong."""
+        model, optimizer = self.model, self.optimizer
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.random.fork_rng(devices=fork):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=self.rng)))  # dropout
+            logits = model(x, edge_index, edge_weight=edge_weight)
+        loss = F.cross_entropy(logits[masks["train_mask"]], y[masks["train_mask"]])
+        row = {"epoch": epoch, "loss": float(loss.detach()), "val_loss": math.nan,
+               "lr": optimizer.param_groups[0]["lr"], "train_acc": math.nan, "val_acc": math.nan,
+               "test_acc": math.nan, "status": "ok"}
+        if not math.isfinite(row["loss"]):
+            return {**row, "status": "diverged"}, f"the training loss became {row['loss']}"
+        loss.backward()
+        optimizer.step()
+        self.scheduler.step()
+        row["lr"] = optimizer.param_groups[0]["lr"]
+        bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+        if bad:
+            return {**row, "status": "diverged"}, f"the weights became non-finite ({bad[0]})"
+        model.eval()
+        with torch.no_grad():
+            logits = model(x, edge_index, edge_weight=edge_weight)
+            val = masks["val_mask"]
+            row["val_loss"] = float(F.cross_entropy(logits[val], y[val]))
+        for split in ("train", "val", "test"):
+            row[f"{split}_acc"] = _accuracy(logits, y, masks[f"{split}_mask"])
+        if not math.isfinite(row["val_loss"]):
+            return {**row, "status": "diverged"}, f"the validation loss became {row['val_loss']}"
+        return row, None
+
+    def record(self, row: dict) -> None:
+        """Append a finished epoch and update the best-so-far."""
+        self.history.append(row)
+        self.epoch = row["epoch"]
+        best = self.best
+        if best is None or row["val_acc"] > best["val_acc"] or (
+                row["val_acc"] == best["val_acc"] and row["val_loss"] < best["val_loss"]):
+            self.best = {k: row[k] for k in ("train_acc", "val_acc", "test_acc", "val_loss")}
+            self.best_epoch, self.bad_epochs = row["epoch"], 0
+            self.best_state = _clone(self.model.state_dict())
+        else:
+            self.bad_epochs += 1
+
 
 
 def train(
@@ -197,29 +554,54 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     progress: Callable[[int, int, dict], None] | None = None,
+    checkpoint_every: float = 60.0,
 ) -> TrainResult:
     """Train ``config`` into the folder ``out`` (see the module docstring).
 
-    ``resume=True`` continues from ``out/last.pt`` up to ``config.epochs``.
-    Ctrl-C saves ``last.pt`` and returns with ``stopped="interrupted"``; a NaN
-    loss raises :class:`TrainingDiverged` after keeping the last good checkpoint.
+    Everything the run needs (options, device, data, model and, with ``resume``,
+    ``out/last.pt``) is checked before the first epoch; the folder is claimed
+    for the run (a second run on it fails at once) and created only when there
+    is something to write.
+
+    Args:
+        resume: continue from ``out/last.pt`` up to ``config.epochs``; on the
+            same device, torch version and thread count, the resumed run's
+            history and weights equal those of an uninterrupted run bit for bit.
+        overwrite: start over in an existing ``out`` (replaced at the first write).
+        progress: called after every epoch with ``(done, total, row)``.
+        checkpoint_every: seconds between two saves of ``last.pt`` (0: after
+            every epoch); a run also saves when it stops.  A SIGKILL loses at
+            most the epochs since the last save.
+
+    SIGINT (Ctrl-C) and SIGTERM stop the run at the end of the current epoch,
+    save it and return with ``stopped="interrupted"`` / ``"terminated"``; a
+    second Ctrl-C aborts at once (``last.pt`` then holds the last save).  A
+    non-finite training loss, validation loss or weight raises
+    :class:`TrainingDiverged`; ``last.pt`` then holds the last finite state and
+    ``history.csv`` ends with the diverged epoch (``status`` = ``diverged``).
     """
     from oversmooth.analysis import resolve_device
     from oversmooth.data import load, split_masks
+    from oversmooth.outputs import claim_folder
 
     out = Path(out)
-    if resume:
-        if not (out / "last.pt").is_file():
-            raise FileNotFoundError(f"--resume: {out / 'last.pt'} not found; start a new run without --resume")
-    elif out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"--out: {out} already exists; pass --resume to continue it or --overwrite to start over")
-    out.mkdir(parents=True, exist_ok=True)
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite: pass one (--resume continues the run, "
+                         "--overwrite starts it over)")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) or not (
+            0 <= checkpoint_every < math.inf):
+        raise ValueError(f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
+                         f"received {checkpoint_every!r}")
+    _check_out(out, resume, overwrite)
     device = resolve_device(config.device)
     data = load(config.dataset, data_root=config.data_root)
     if getattr(data, "y", None) is None:
         raise ValueError(f"dataset: {config.dataset!r} has no labels to train on")
     num_classes = int(data.y.max()) + 1
     masks = split_masks(data, config.split, seed=config.seed)
+    if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
+        raise ValueError(f"split: {config.split!r} leaves no training or validation node on "
+                         f"{config.dataset!r}; use --split random")
     x, edge_index, y = data.x.to(device), data.edge_index.to(device), data.y.to(device)
     edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
     edge_weight = None if edge_weight is None else edge_weight.to(device)
@@ -230,88 +612,71 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda e: min(1.0, (e + 1) / warm) if warm > 0 else 1.0)
     meta = {"dataset": config.dataset, "split": config.split, "split_seed": config.seed, "num_features": data.num_features,
             "num_classes": num_classes, "train_config": config.to_dict()}
-    history: list[dict] = []
-    start_epoch, best, best_epoch, bad_epochs = 0, None, -1, 0
-    rng = torch.Generator().manual_seed(config.seed)
-    if resume:
-        state = _read(out / "last.pt", device)
-        saved = state["meta"]["train_config"]
-        for key in ("model", "depth", "conv", "dataset", "hidden", "heads", "seed", "split", "norm", "pattern"):
-            if saved.get(key) != getattr(config, key):
-                raise CheckpointError(
-                    f"--resume: {out / 'last.pt'} was trained with {key}={saved.get(key)!r}, not {getattr(config, key)!r}; "
-                    "pass the same options or start a new --out"
-                )
-        model.load_state_dict(state["state_dict"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        rng.set_state(state["rng"])
-        start_epoch = int(state["epoch"]) + 1
-        history = list(state["history"])
-        best, best_epoch, bad_epochs = state["best"], int(state["best_epoch"]), int(state["bad_epochs"])
-    (out / "config.json").write_text(json.dumps({"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
-                                                 "warmup_epochs": warm, "device_resolved": str(device)}, indent=2) + "\n")
+    empty = out.is_dir() and not any(out.iterdir())
+    with claim_folder(out, overwrite=resume or overwrite or empty):
+        _check_out(out, resume, overwrite)  # again, now that the folder is ours
+        _clean_stale_temporaries(out)
+        run = _Run(config, out, model, optimizer, scheduler, meta, device, overwrite)
+        if resume:
+            run.restore(out / "last.pt")
+        requested: dict = {}
+        try:
+            with _deterministic(config.deterministic, device), _stop_on_signals(requested):
+                return _loop(run, x, (edge_index, edge_weight), y, masks, requested, progress,
+                             checkpoint_every)
+        except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
+            _clean_stale_temporaries(out)
+            raise
 
-    def save_last(epoch: int) -> None:
-        _atomic_save({"format": FORMAT, "version": FORMAT_VERSION, "model_config": model.config.to_dict(),
-                      "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(),
-                      "scheduler": scheduler.state_dict(), "rng": rng.get_state(), "epoch": epoch,
-                      "history": history, "best": best, "best_epoch": best_epoch, "bad_epochs": bad_epochs,
-                      "meta": meta}, out / "last.pt")
 
-    started = time.perf_counter()
-    stopped, epoch = "finished", start_epoch - 1
-    try:
-        for epoch in range(start_epoch, config.epochs):
-            model.train()
-            optimizer.zero_grad(set_to_none=True)
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng)))  # dropout stream, resumable
-                logits = model(x, edge_index, edge_weight=edge_weight)
-            loss = F.cross_entropy(logits[masks["train_mask"]], y[masks["train_mask"]])
-            if not torch.isfinite(loss):
-                save_last(epoch - 1) if epoch > start_epoch else None
-                where = f"best checkpoint (epoch {best_epoch}) kept in {out / 'best.pt'}" if best is not None else "no checkpoint was saved yet"
-                raise TrainingDiverged(f"training stopped: the loss became {float(loss.detach())} at epoch {epoch}; {where}; try a lower --lr or a longer --warmup")
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            model.eval()
-            with torch.no_grad():
-                logits = model(x, edge_index, edge_weight=edge_weight)
-                val_loss = float(F.cross_entropy(logits[masks["val_mask"]], y[masks["val_mask"]]))
-            row = {"epoch": epoch, "loss": float(loss.detach()), "val_loss": val_loss, "lr": optimizer.param_groups[0]["lr"],
-                   **{f"{s}_acc": _accuracy(logits, y, masks[f"{s}_mask"]) for s in ("train", "val", "test")}}
-            history.append(row)
-            if best is None or row["val_acc"] > best["val_acc"] or (row["val_acc"] == best["val_acc"] and val_loss < best["val_loss"]):
-                best = {k: row[k] for k in ("train_acc", "val_acc", "test_acc", "val_loss")}
-                best_epoch, bad_epochs = epoch, 0
-                save_checkpoint(out / "best.pt", model, {**meta, "epoch": epoch, **best})
-            else:
-                bad_epochs += 1
-            if progress:
-                progress(epoch + 1, config.epochs, {**row, "best_val_acc": best["val_acc"]})
-            if config.patience is not None and bad_epochs >= config.patience:
-                stopped = "early-stopped"
-                break
-    except KeyboardInterrupt:
-        stopped = "interrupted"
-        epoch = history[-1]["epoch"] if history else start_epoch - 1
-    if epoch >= start_epoch or stopped == "interrupted":
-        save_last(epoch)
-    _write_history(out, history)
-    result = TrainResult(out, best_epoch, best or {}, len(history), stopped, history, time.perf_counter() - started)
-    if stopped != "interrupted":
-        (out / "summary.json").write_text(json.dumps({"best_epoch": best_epoch, **(best or {}), "epochs_run": len(history),
-                                                      "stopped": stopped, "seconds_this_run": result.seconds}, indent=2) + "\n")
-        _plot_history(out, history, best_epoch)
+def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
+          checkpoint_every: float) -> TrainResult:
+    config, out = run.config, run.out
+    fork = [run.device] if run.device.type == "cuda" else []
+    started = last_save = time.perf_counter()
+    good = run.snapshot()  # the last finite state, at an epoch boundary
+    saved_epoch = run.epoch if run.resumed else -1
+    if run.resumed and good["best_state_dict"] is not None:
+        run.write_best(good)  # best.pt may be ahead of last.pt after a SIGKILL
+    stopped = "finished"
+    for epoch in range(run.epoch + 1, config.epochs):
+        if config.patience is not None and run.bad_epochs >= config.patience:
+            stopped = "early-stopped"
+            break
+        row, problem = run.step(epoch, x, *graph, y, masks, fork)
+        if problem is not None:
+            if good["epoch"] > saved_epoch:
+                run.save(good)
+            run.write_history(run.history[: good["history"]] + [row])
+            kept = (f"last.pt keeps epoch {good['epoch']}, the last finite state"
+                    if good["epoch"] >= 0 else "no checkpoint was saved")
+            best = (f"best checkpoint (epoch {good['best_epoch']}) kept in {out / 'best.pt'}"
+                    if good["best_state_dict"] is not None else "no best checkpoint yet")
+            raise TrainingDiverged(
+                f"training stopped: {problem} at epoch {epoch}; {kept}; {best}; history.csv ends "
+                "with the diverged epoch; try a lower --lr or a longer --warmup"
+            )
+        run.record(row)
+        good = run.snapshot()
+        if progress:
+            progress(epoch + 1, config.epochs, {**row, "best_val_acc": run.best["val_acc"]})
+        if "signal" in requested:
+            stopped = STOP_SIGNALS[requested["signal"]]
+            break
+        if time.perf_counter() - last_save >= checkpoint_every and epoch + 1 < config.epochs:
+            run.save(good)
+            saved_epoch, last_save = good["epoch"], time.perf_counter()
+    if good["epoch"] > saved_epoch or (good["epoch"] >= 0 and not (out / "history.csv").is_file()):
+        run.save(good)
+    seconds = time.perf_counter() - started
+    result = TrainResult(out, run.best_epoch, run.best or {}, len(run.history), stopped,
+                         run.history, seconds)
+    if stopped not in STOP_SIGNALS.values() and run.history:
+        summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
+                   "stopped": stopped, "seconds_this_run": seconds}
+        _atomic_text(json.dumps(summary, indent=2) + "\n", out / "summary.json")
+        _plot_history(out, run.history, run.best_epoch)
     return result
-
-
-def _write_history(out: Path, history: list[dict]) -> None:
-    import pandas as pd
-
-    pd.DataFrame(history).to_csv(out / "history.csv", index=False, float_format="%.6g")
 
 
 def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
@@ -336,7 +701,12 @@ def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
     ax_acc.legend(fontsize=8)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
-    fig.savefig(out / "training.png", dpi=150)
+    tmp = out / f".training.png.tmp-{os.getpid()}"
+    try:
+        fig.savefig(tmp, dpi=150, format="png")
+        os.replace(tmp, out / "training.png")
+    finally:
+        tmp.unlink(missing_ok=True)
     fig.clf()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 import torch
@@ -14,6 +16,13 @@ from oversmooth.cli.main import app
 from oversmooth.data import load
 
 FAST = dict(model="preln", depth=4, hidden=16, heads=2)
+TINY = dict(model="preln", depth=2, hidden=8, heads=2)
+
+
+def same_weights(a, b) -> bool:
+    sa = torch.load(a, weights_only=True)["state_dict"]
+    sb = torch.load(b, weights_only=True)["state_dict"]
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
 def test_short_training_beats_chance(tmp_path):
@@ -44,37 +53,196 @@ def test_resume_continues_exactly(tmp_path):
     T.train(T.TrainConfig(epochs=3, **FAST), tmp_path / "split")
     resumed = T.train(T.TrainConfig(epochs=6, **FAST), tmp_path / "split", resume=True)
     assert [r["epoch"] for r in resumed.history] == list(range(6))
-    for a, b in zip(straight.history, resumed.history):
-        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
-        assert a["val_acc"] == b["val_acc"]
+    assert resumed.history == straight.history  # bit for bit, not approximately
+    for name in ("history.csv",):
+        assert (tmp_path / "straight" / name).read_bytes() == \
+            (tmp_path / "split" / name).read_bytes()
+    for name in ("last.pt", "best.pt"):
+        assert same_weights(tmp_path / "straight" / name, tmp_path / "split" / name), name
 
 
-def test_ctrl_c_saves_and_resume_picks_up(tmp_path):
+def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
+    straight = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "straight")
+
     def interrupt(done, total, row):
-        if done == 2:
-            raise KeyboardInterrupt
+        if done == 2:  # the signal arrives during epoch 2; it still ends, then the run stops
+            os.kill(os.getpid(), signal.SIGINT)
 
-    result = T.train(T.TrainConfig(epochs=5, **FAST), tmp_path / "run", progress=interrupt)
+    result = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=interrupt,
+                     checkpoint_every=1e6)
     assert result.stopped == "interrupted" and result.epochs_run == 2
-    assert (tmp_path / "run" / "best.pt").is_file() and (tmp_path / "run" / "last.pt").is_file()
-    resumed = T.train(T.TrainConfig(epochs=5, **FAST), tmp_path / "run", resume=True)
-    assert [r["epoch"] for r in resumed.history] == [0, 1, 2, 3, 4]
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert last["epoch"] == 1 and len(last["history"]) == 2
+    assert (tmp_path / "run" / "history.csv").read_text().count("\n") == 3  # header + 2 rows
+    _, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
+    assert meta["epoch"] == result.best_epoch
+    resumed = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", resume=True)
+    assert resumed.history == straight.history
+    assert (tmp_path / "straight" / "history.csv").read_bytes() == \
+        (tmp_path / "run" / "history.csv").read_bytes()
+    assert same_weights(tmp_path / "straight" / "last.pt", tmp_path / "run" / "last.pt")
+    assert same_weights(tmp_path / "straight" / "best.pt", tmp_path / "run" / "best.pt")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+def test_a_raw_keyboard_interrupt_keeps_the_last_save_and_leaves_no_temporary(tmp_path):
+    def abort(done, total, row):
+        if done == 3:
+            raise KeyboardInterrupt  # like a second Ctrl-C: no graceful stop
+
+    with pytest.raises(KeyboardInterrupt):
+        T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=abort,
+                checkpoint_every=0)
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert last["epoch"] == 1 and len(last["history"]) == 2  # epoch 2 was never saved
+    assert not [p for p in tmp_path.rglob(".*") if ".tmp-" in p.name or p.name.endswith(".lock")]
+
+
+def test_fixed_seed_is_reproducible_with_several_threads(tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    seen = {}
+
+    def spy(done, total, row):
+        seen["deterministic"] = torch.are_deterministic_algorithms_enabled()
+
+    try:
+        runs = [T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / f"r{i}", progress=spy).history
+                for i in range(3)]
+    finally:
+        torch.set_num_threads(threads)
+    assert seen["deterministic"] and not torch.are_deterministic_algorithms_enabled()
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_training_neither_uses_nor_changes_the_global_rng(tmp_path):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    a = T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "a")
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(456)
+    b = T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "b")
+    assert a.history == b.history
+
+
+def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
+    T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+    with pytest.raises(T.CheckpointError, match="was trained with lr=None, not 0.01"):
+        T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
+    post = dict(TINY, model="postln")
+    T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
+    with pytest.raises(T.CheckpointError,
+                       match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"):
+        T.train(T.TrainConfig(epochs=40, **post), tmp_path / "post", resume=True)
+
+
+def _nan_at_call(monkeypatch, call: int) -> None:
     calls = {"n": 0}
     real = T.F.cross_entropy
 
     def flaky(*args, **kwargs):
         calls["n"] += 1
         loss = real(*args, **kwargs)
-        return loss * float("nan") if calls["n"] == 5 else loss  # the training loss of epoch 2
+        return loss * float("nan") if calls["n"] == call else loss
 
     monkeypatch.setattr(T.F, "cross_entropy", flaky)
-    with pytest.raises(T.TrainingDiverged, match="the loss became nan at epoch 2; best checkpoint \\(epoch 1\\)"):
-        T.train(T.TrainConfig(epochs=5, **FAST), tmp_path / "run")
+
+
+def _assert_diverged_run(run, last_epoch: int) -> None:
+    last = torch.load(run / "last.pt", weights_only=True)
+    assert last["epoch"] == last_epoch
+    assert all(bool(torch.isfinite(v).all()) for v in last["state_dict"].values())
+    rows = (run / "history.csv").read_text().splitlines()
+    # header, the good rows, the diverged row
+    assert len(rows) == last_epoch + 3 and rows[-1].endswith(",diverged")
+    assert all(r.endswith(",ok") for r in rows[1:-1])
+
+
+@pytest.mark.parametrize("call, what, epoch", [(5, "training", 2), (4, "validation", 1)])
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, call, what, epoch):
+    # cross_entropy calls: train 0, val 0, train 1, val 1, train 2, ...
+    _nan_at_call(monkeypatch, call)
+    with pytest.raises(T.TrainingDiverged, match=f"the {what} loss became nan at epoch {epoch}; "
+                       f"last.pt keeps epoch {epoch - 1}"):
+        T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", checkpoint_every=1e6)
     _, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
-    assert meta["epoch"] <= 1
+    assert meta["epoch"] <= epoch - 1
+    _assert_diverged_run(tmp_path / "run", epoch - 1)
+
+
+def test_non_finite_weights_stop_the_run(tmp_path, monkeypatch):
+    real = torch.optim.Adam.step
+    calls = {"n": 0}
+
+    def overflowing(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2:  # epoch 1: finite loss, infinite weights
+            self.param_groups[0]["params"][0].data.fill_(float("inf"))
+        return out
+
+    monkeypatch.setattr(torch.optim.Adam, "step", overflowing)
+    with pytest.raises(T.TrainingDiverged,
+                       match="the weights became non-finite \\(encoder.1.weight\\) at epoch 1"):
+        T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / "run", checkpoint_every=1e6)
+    _assert_diverged_run(tmp_path / "run", 0)
+
+
+def test_checkpoint_missing_a_key_names_file_and_key(tmp_path):
+    T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+    best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
+    del best["model_config"]
+    torch.save(best, tmp_path / "nocfg.pt")
+    with pytest.raises(T.CheckpointError, match="nocfg.pt: checkpoint has no 'model_config' entry "
+                       "\\(expected the model configuration"):
+        T.load_checkpoint(tmp_path / "nocfg.pt")
+    result = CliRunner().invoke(app, ["analyze", "--checkpoint", str(tmp_path / "nocfg.pt")])
+    assert result.exit_code == 2 and "no 'model_config' entry" in result.output, result.output
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    del last["best_state_dict"]
+    torch.save(last, tmp_path / "run" / "last.pt")
+    with pytest.raises(T.CheckpointError,
+                       match="last.pt: checkpoint has no 'best_state_dict' entry"):
+        T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
+
+
+def test_failures_leave_no_folder_and_a_busy_folder_is_refused(tmp_path, monkeypatch):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    for bad in (["--dataset", "nosuch"], ["--lr", "0"], ["--weight-decay", "nan"],
+                ["--split", "kfold"], ["--hidden", "7"], ["--dropout", "1.5"],
+                ["--checkpoint-every", "-1"]):
+        args = ["train", "--depth", "2", "--epochs", "1", "--out", str(out), *bad]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (bad, result.output)
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert not out.exists(), bad
+    with monkeypatch.context() as m:  # a crash inside the first epoch
+        m.setattr(T.F, "cross_entropy", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError, match="boom"):
+            T.train(T.TrainConfig(epochs=2, **TINY), out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    holder = __import__("subprocess").Popen(["sleep", "60"])
+    try:
+        (tmp_path / ".run.lock").write_text(f"{holder.pid}\n")
+        result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out)])
+        busy = f"{out} is being written by another oversmooth run (pid {holder.pid})"
+        assert result.exit_code == 2 and busy in result.output, result.output
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not out.exists()
+
+
+def test_resume_cleans_temporaries_of_dead_processes(tmp_path):
+    T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    (tmp_path / "run" / f".last.pt.tmp-{dead}").write_bytes(b"half")
+    (tmp_path / f".run.tmp-{dead}").mkdir()
+    (tmp_path / ".run.lock").write_text(f"{dead}\n")
+    T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
 
 
 def test_checkpoint_mismatch_and_corruption(tmp_path):
@@ -134,3 +302,17 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
     assert result.exit_code == 2 and "not a readable oversmooth checkpoint" in result.output
     result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out)])
     assert result.exit_code == 2 and "pass --resume" in result.output
+
+
+def test_overwrite_replaces_the_old_run_only_at_the_first_save(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(epochs=2, **TINY), out)
+    (out / "stale.txt").write_text("from the old run")
+    with monkeypatch.context() as m:
+        m.setattr(T.F, "cross_entropy", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+        with pytest.raises(RuntimeError, match="boom"):
+            T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
+    assert (out / "stale.txt").is_file() and len(torch.load(out / "last.pt")["history"]) == 2
+    T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
+    assert not (out / "stale.txt").exists() and len(torch.load(out / "last.pt")["history"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
