@@ -104,7 +104,8 @@ class SweepSpec:
                 raise ValueError(f"{key}: expected at least one value")
             for v in values:
                 if not isinstance(v, str):
-                    raise ValueError(f"{key}: expected names like {next(iter(valid))!r}, received {v!r}")
+                    example = next(iter(valid))
+                    raise ValueError(f"{key}: expected names like {example!r}, received {v!r}")
                 if v not in valid:
                     raise ValueError(f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}")
         for key in ("depths", "seeds"):
@@ -124,7 +125,9 @@ class SweepSpec:
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1):
             raise ValueError(f"workers: expected an integer >= 1, received {self.workers!r}")
         if not isinstance(self.device, str):
-            raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {self.device!r}")
+            raise ValueError(
+                f"device: expected auto, cpu, cuda or cuda:N, received {self.device!r}"
+            )
         if not isinstance(self.out, str) or not self.out:
             raise ValueError(f"out: expected a folder path, received {self.out!r}")
         for key in ("ray_address", "data_root"):
@@ -140,7 +143,8 @@ class SweepSpec:
 
     def options(self) -> dict:
         """Every field that can change a cell's numbers: all but the grid and ``RUN_KEYS``."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in GRID_KEYS | RUN_KEYS}
+        skip = GRID_KEYS | RUN_KEYS
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -182,8 +186,8 @@ def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
     grid, options = raw.get("grid", {}), raw.get("options", {})
     for section, table in (("grid", grid), ("options", options)):
         if not isinstance(table, dict):
-            raise ValueError(f"{path}: {section} must be a table ([{section}] followed by key = value "
-                             f"lines), received {section} = {table!r}")
+            raise ValueError(f"{path}: {section} must be a table ([{section}] followed by "
+                             f"key = value lines), received {section} = {table!r}")
     for section, keys, valid in (("grid", grid, GRID_KEYS), ("options", options, OPTION_KEYS)):
         bad = set(keys) - valid
         if bad:
@@ -215,7 +219,8 @@ def cell_key(cell: dict, options: dict) -> str:
     same release, so a finished cell is reused exactly when its numbers would not change.
     """
     payload = {"cell": cell, "options": options, "version": __version__}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def run_cell(cell: dict, options: dict, out: str) -> dict:
@@ -288,7 +293,11 @@ def _records(folder: Path) -> list[dict]:
 
 def _finished(records: list[dict], keys: dict[str, str]) -> dict[str, dict]:
     """The ``ok`` records whose key is the one the current spec gives their cell (id -> key)."""
-    return {r["id"]: r for r in records if r.get("status") == "ok" and keys.get(r.get("id")) == r.get("key")}
+    return {
+        r["id"]: r
+        for r in records
+        if r.get("status") == "ok" and keys.get(r.get("id")) == r.get("key")
+    }
 
 
 def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
@@ -304,8 +313,9 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
         for name in sorted(set(theirs) & set(options)):
             if theirs[name] != options[name]:
                 raise ValueError(
-                    f"--out: {out} holds cells computed with {name}={theirs[name]!r}, but this sweep "
-                    f"asks {name}={options[name]!r}; choose another --out (or delete {out} to recompute)"
+                    f"--out: {out} holds cells computed with {name}={theirs[name]!r}, but this "
+                    f"sweep asks {name}={options[name]!r}; choose another --out "
+                    f"(or delete {out} to recompute)"
                 )
 
 
@@ -395,8 +405,16 @@ def _exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
+CellFn = Callable[[dict, dict, str], dict]
+
+
+def _failed_record(cell: dict, options: dict, error: str) -> dict:
+    return {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
+            "version": __version__, "status": "failed", "error": error}
+
+
 def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
-               on_done: Callable[[dict], None], cell_fn: Callable[[dict, dict, str], dict] = run_cell) -> None:
+               on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
     """Run ``todo`` in ``workers`` spawned processes, one cell per worker at a time.
 
     Each worker has its own pipe, so a worker that dies is known with the cell it was
@@ -431,8 +449,7 @@ def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
         reason = f"worker died ({_exit_reason(slot['proc'].exitcode)})"
         deaths[cell_id(cell)] = deaths.get(cell_id(cell), 0) + 1
         if deaths[cell_id(cell)] >= 2:
-            on_done({"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "status": "failed",
-                     "error": f"{reason} twice while computing this cell"})
+            on_done(_failed_record(cell, options, f"{reason} twice while computing this cell"))
         else:
             queue.appendleft(cell)  # retried first, in a fresh worker
 
@@ -477,7 +494,7 @@ def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
                     slots.append(fresh)
                     assign(fresh)
     finally:
-        for slot in slots:  # only on an error or Ctrl-C: stop at once, the cells they hold are redone
+        for slot in slots:  # only on an error or Ctrl-C: stop now; their cells are redone later
             if slot["proc"].is_alive():
                 slot["proc"].kill()
             slot["proc"].join(5)
@@ -485,7 +502,7 @@ def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
 
 
 def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, address: str | None,
-             on_done: Callable[[dict], None], cell_fn: Callable[[dict, dict, str], dict] = run_cell) -> None:
+             on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
     try:
         import ray
     except ImportError:
@@ -505,8 +522,8 @@ def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, ad
                 try:
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a worker that died
-                    record = {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "status": "failed",
-                              "error": f"worker died: {type(exc).__name__}: {exc}"}
+                    error = f"worker died: {type(exc).__name__}: {exc}"
+                    record = _failed_record(cell, options, error)
                 on_done(record)
     finally:
         if started_here:
@@ -525,7 +542,7 @@ class SweepResult:
 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
               progress: Callable[[int, int, str], None] | None = None,
-              cell_fn: Callable[[dict, dict, str], dict] = run_cell) -> SweepResult:
+              cell_fn: CellFn = run_cell) -> SweepResult:
     """Run every unfinished cell of ``spec`` into ``out`` (default ``spec.out``), then merge.
 
     Args:
@@ -589,7 +606,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
 
 
 def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
-    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and comparison reports.
+    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
 
     With ``spec``, only the cells of its grid computed with its options (their key) are merged,
     so the tables always describe the spec written beside them; each table is written atomically.
