@@ -108,6 +108,11 @@ class SweepSpec:
                     raise ValueError(f"{key}: expected names like {example!r}, received {v!r}")
                 if v not in valid:
                     raise ValueError(f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}")
+        for key in GRID_KEYS:
+            values = getattr(self, key)
+            repeated = [v for i, v in enumerate(values) if v in values[:i]]
+            if repeated:
+                raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
         for key in ("depths", "seeds"):
             values = getattr(self, key)
             if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0) for v in values):
@@ -306,6 +311,7 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
     Compares the options a record and this sweep both name (a record from a release
     without some option is recomputed, not refused; its key differs anyway).
     """
+    options = json.loads(json.dumps(options, default=str))  # as a record stores them
     for record in records:
         theirs = record.get("options")
         if record.get("status") != "ok" or not isinstance(theirs, dict):
@@ -320,18 +326,23 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
 
 
 _TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
+_LOCK_NAME = re.compile(r"^\..+\.lock$")
 
 
 def _clean_litter(out: Path) -> None:
-    """Remove hidden temporary files and folders (``.NAME.tmp-PID``) of dead processes."""
-    from oversmooth.outputs import _pid_alive
+    """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
+    (``.NAME.lock``) that dead processes left inside the sweep folder."""
+    from oversmooth.outputs import _pid_alive, _read_pid
 
     for folder in (out, out / "cells", out / "runs"):
         if not folder.is_dir():
             continue
         for entry in folder.iterdir():
             match = _TEMP_NAME.match(entry.name)
-            if match and not _pid_alive(int(match.group(2))):
+            pid = int(match.group(2)) if match else None
+            if _LOCK_NAME.match(entry.name) and entry.is_file():
+                pid = _read_pid(entry)
+            if pid is not None and not _pid_alive(pid):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:

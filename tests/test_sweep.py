@@ -77,6 +77,11 @@ def test_failing_cell_is_recorded_and_others_finish(tmp_path):
     assert again.skipped == 1 and again.ran == 1 and not again.failed
 
 
+def test_repeated_grid_values_are_refused():
+    with pytest.raises(ValueError, match="depths: 2 appears twice"):
+        SweepSpec(**{**TINY, "depths": (2, 3, 2)})
+
+
 def test_bad_spec_files(tmp_path):
     missing = tmp_path / "none.toml"
     with pytest.raises(FileNotFoundError, match="none.toml: no such spec file"):
@@ -162,7 +167,13 @@ def test_cells_of_another_version_are_recomputed_and_never_merged(tmp_path):
     record = json.loads(stale.read_text())
     record.update(version="0.0.1", key="made-by-an-older-release", final_energy=-1.0)
     stale.write_text(json.dumps(record))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a dead process's leftovers: a half-written cell and a report lock
+    litter = [out / "cells" / f".{stale.name}.tmp-{gone.pid}", out / ".report-gcn-init.lock"]
+    litter[0].write_text("{")
+    litter[1].write_text(f"{gone.pid}\n")
     again = run_sweep(spec, out)
+    assert not any(p.exists() for p in litter)
     assert again.skipped == 1 and again.ran == 1
     assert json.loads(stale.read_text())["key"] == cell_key(record["cell"], spec.options())
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), reference)
