@@ -149,7 +149,12 @@ class SweepSpec:
     def options(self) -> dict:
         """Every field that can change a cell's numbers: all but the grid and ``RUN_KEYS``."""
         skip = GRID_KEYS | RUN_KEYS
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        if options.get("device") == "auto":  # the device the cells will really run on
+            from oversmooth.analysis import resolve_device
+
+            options["device"] = resolve_device("auto").type
+        return options
 
     def to_dict(self) -> dict:
         return asdict(self)

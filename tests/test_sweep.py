@@ -156,6 +156,7 @@ def test_every_option_field_is_part_of_the_cell_identity():
     for change in ({"hidden": 8}, {"heads": 4}, {"epochs": 7}):
         assert cell_key(cell, SweepSpec(**{**TINY, **change}).options()) != key
     assert cell_key(cell, SweepSpec(**{**TINY, "workers": 2, "out": "x"}).options()) == key
+    assert SweepSpec(**{**TINY, "device": "auto"}).options()["device"] in ("cpu", "cuda")
 
 
 def test_cells_of_another_version_are_recomputed_and_never_merged(tmp_path):
