@@ -30,7 +30,8 @@ def sweep(
     """Run every cell of a grid in parallel, one file per finished cell, then merge into tables and reports.
 
     Rerun the same command to finish an interrupted sweep: finished cells are skipped,
-    failed ones retried.  Example:
+    failed ones retried; a folder whose cells were computed with other options is
+    refused.  Example:
     oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2 --out reports/sweep
     """
     handle_errors(_run)(**locals())

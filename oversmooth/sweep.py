@@ -2,12 +2,23 @@
 
 Every cell runs in a worker process with one torch thread (all cores busy, no
 oversubscription) and is written atomically to its own JSON file under
-``OUT/cells/``.  A rerun skips the cells that finished, so Ctrl-C, a killed
-worker or a killed sweep lose no finished cell; a cell that raises is recorded
-with its reason (``status: failed``) and retried on the next run, and the others
-go on.  At the end the cells are merged into ``metrics.csv`` (one row per layer
-and cell), ``summary.csv`` (one row per cell) and a comparison report per
-(conv, mode) group, the same report ``oversmooth compare`` writes.
+``OUT/cells/``.  A cell is identified by a hash of everything that changes its
+result: its grid coordinates, every option that is not about how or where the
+sweep runs (any field of :class:`SweepSpec` outside ``GRID_KEYS`` and
+``RUN_KEYS``, so a new option joins the identity by itself) and the package
+version.  A rerun skips the cells that finished with the same identity; a
+folder whose finished cells were computed with other options is refused before
+any work, and cells from another package version are recomputed.
+
+A sweep holds an exclusive claim on its folder for its whole run (a second
+sweep into it exits at once, naming the owner), checks names, datasets, device
+and sizes before the first cell starts, and runs cells in workers that die
+with it.  A worker that dies costs only the cell it was computing: that cell is
+retried once in a fresh worker, then recorded as failed; the other cells go on.
+A cell that raises is recorded with its reason (``status: failed``) and retried
+on the next run.  At the end the cells are merged into ``metrics.csv`` (one row
+per layer and cell), ``summary.csv`` (one row per cell) and a comparison report
+per (conv, mode) group, the same report ``oversmooth compare`` writes.
 
 Backends: ``local`` (a process pool, the default) or ``ray`` (``pip install
 oversmooth[ray]``), which connects to ``ray_address`` or starts a local
@@ -36,20 +47,31 @@ A spec file is TOML::
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import json
 import os
+import re
+import shutil
+import signal
+import sys
+import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from collections import deque
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-__all__ = ["SweepSpec", "load_spec", "cell_id", "run_cell", "run_sweep", "merge"]
+from oversmooth import __version__
+from oversmooth.outputs import claim_folder
 
-GRID_KEYS = {"models", "convs", "depths", "datasets", "seeds", "modes"}
-OPTION_KEYS = {"hidden", "heads", "epochs", "device", "backend", "workers", "ray_address", "out", "data_root"}
+__all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
+
+GRID_KEYS = frozenset({"models", "convs", "depths", "datasets", "seeds", "modes"})
+# How and where a sweep runs; never changes a cell's numbers, so not part of its identity.
+RUN_KEYS = frozenset({"backend", "workers", "ray_address", "out"})
 MODES = ("init", "trained")
 BACKENDS = ("local", "ray")
 
@@ -81,8 +103,16 @@ class SweepSpec:
             if not values:
                 raise ValueError(f"{key}: expected at least one value")
             for v in values:
+                if not isinstance(v, str):
+                    example = next(iter(valid))
+                    raise ValueError(f"{key}: expected names like {example!r}, received {v!r}")
                 if v not in valid:
                     raise ValueError(f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}")
+        for key in GRID_KEYS:
+            values = getattr(self, key)
+            repeated = [v for i, v in enumerate(values) if v in values[:i]]
+            if repeated:
+                raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
         for key in ("depths", "seeds"):
             values = getattr(self, key)
             if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0) for v in values):
@@ -99,6 +129,16 @@ class SweepSpec:
             raise ValueError(f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}")
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1):
             raise ValueError(f"workers: expected an integer >= 1, received {self.workers!r}")
+        if not isinstance(self.device, str):
+            raise ValueError(
+                f"device: expected auto, cpu, cuda or cuda:N, received {self.device!r}"
+            )
+        if not isinstance(self.out, str) or not self.out:
+            raise ValueError(f"out: expected a folder path, received {self.out!r}")
+        for key in ("ray_address", "data_root"):
+            if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
+                raise ValueError(f"{key}: expected a string, received {getattr(self, key)!r}")
+        _check_device(self.device)
 
     def cells(self) -> list[dict]:
         return [
@@ -107,10 +147,33 @@ class SweepSpec:
         ]
 
     def options(self) -> dict:
-        return {"hidden": self.hidden, "heads": self.heads, "epochs": self.epochs, "device": self.device, "data_root": self.data_root}
+        """Every field that can change a cell's numbers: all but the grid and ``RUN_KEYS``."""
+        skip = GRID_KEYS | RUN_KEYS
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        if options.get("device") == "auto":  # the device the cells will really run on
+            from oversmooth.analysis import resolve_device
+
+            options["device"] = resolve_device("auto").type
+        return options
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+OPTION_KEYS = frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS
+
+
+def _check_device(device: str) -> None:
+    """Refuse a device this machine cannot run before any cell starts."""
+    from oversmooth.analysis import resolve_device
+
+    resolved = resolve_device(device)
+    if resolved.type == "cuda" and resolved.index is not None:
+        import torch
+
+        if resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device: {device!r} asked for, but this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s); use cuda:0 or cpu")
 
 
 def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
@@ -121,13 +184,20 @@ def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                         "save the spec as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
     unknown = set(raw) - {"grid", "options"}
     if unknown:
         raise ValueError(f"{path}: unknown section [{sorted(unknown)[0]}]; expected [grid] and [options]")
     grid, options = raw.get("grid", {}), raw.get("options", {})
+    for section, table in (("grid", grid), ("options", options)):
+        if not isinstance(table, dict):
+            raise ValueError(f"{path}: {section} must be a table ([{section}] followed by "
+                             f"key = value lines), received {section} = {table!r}")
     for section, keys, valid in (("grid", grid, GRID_KEYS), ("options", options, OPTION_KEYS)):
         bad = set(keys) - valid
         if bad:
@@ -152,13 +222,25 @@ def cell_id(cell: dict) -> str:
     return f"{cell['model']}-{cell['conv']}-d{cell['depth']}-{safe_ds}-s{cell['seed']}-{cell['mode']}-{digest}"
 
 
+def cell_key(cell: dict, options: dict) -> str:
+    """The identity of a cell's result: a hash of its coordinates, its options and the version.
+
+    Two cells share a key only when they were computed from the same inputs by the
+    same release, so a finished cell is reused exactly when its numbers would not change.
+    """
+    payload = {"cell": cell, "options": options, "version": __version__}
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 def run_cell(cell: dict, options: dict, out: str) -> dict:
     """Compute one cell (in a worker); returns a JSON-able record, never raises."""
     import torch
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    record = {"cell": cell, "id": cell_id(cell)}
+    record = {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
+              "version": __version__}
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
 
@@ -191,54 +273,252 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     return record
 
 
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a hidden temporary file renamed into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _write_cell(folder: Path, record: dict) -> None:
-    path = folder / f"{record['id']}.json"
-    tmp = folder / f".{record['id']}.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(record, default=str, allow_nan=True))
-    os.replace(tmp, path)
+    _atomic_write(folder / f"{record['id']}.json", json.dumps(record, default=str, allow_nan=True))
 
 
-def _finished(folder: Path) -> dict[str, dict]:
-    done = {}
-    for path in folder.glob("*.json"):
+def _records(folder: Path) -> list[dict]:
+    """Every readable cell record in ``folder`` (an unreadable one is recomputed, so skipped)."""
+    records = []
+    for path in sorted(folder.glob("*.json")):
         try:
             record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # unreadable: recomputed
-        if record.get("status") == "ok":
-            done[record["id"]] = record
-    return done
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("cell"), dict):
+            records.append(record)
+    return records
 
 
-def _init_worker() -> None:
+def _finished(records: list[dict], keys: dict[str, str]) -> dict[str, dict]:
+    """The ``ok`` records whose key is the one the current spec gives their cell (id -> key)."""
+    return {
+        r["id"]: r
+        for r in records
+        if r.get("status") == "ok" and keys.get(r.get("id")) == r.get("key")
+    }
+
+
+def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
+    """Refuse a folder whose finished cells were computed with other options.
+
+    Compares the options a record and this sweep both name (a record from a release
+    without some option is recomputed, not refused; its key differs anyway).
+    """
+    options = json.loads(json.dumps(options, default=str))  # as a record stores them
+    for record in records:
+        theirs = record.get("options")
+        if record.get("status") != "ok" or not isinstance(theirs, dict):
+            continue
+        for name in sorted(set(theirs) & set(options)):
+            if theirs[name] != options[name]:
+                raise ValueError(
+                    f"--out: {out} holds cells computed with {name}={theirs[name]!r}, but this "
+                    f"sweep asks {name}={options[name]!r}; choose another --out "
+                    f"(or delete {out} to recompute)"
+                )
+
+
+_TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
+_LOCK_NAME = re.compile(r"^\..+\.lock$")
+
+
+def _clean_litter(out: Path) -> None:
+    """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
+    (``.NAME.lock``) that dead processes left inside the sweep folder."""
+    from oversmooth.outputs import _pid_alive, _read_pid
+
+    for folder in (out, out / "cells", out / "runs"):
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            match = _TEMP_NAME.match(entry.name)
+            pid = int(match.group(2)) if match else None
+            if _LOCK_NAME.match(entry.name) and entry.is_file():
+                pid = _read_pid(entry)
+            if pid is not None and not _pid_alive(pid):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+
+
+def _check_datasets(spec: SweepSpec) -> None:
+    """Load every dataset once, so an unknown or broken one stops the sweep before any cell."""
+    from oversmooth.data import load
+
+    for name in spec.datasets:
+        data = load(name, data_root=spec.data_root)
+        if "trained" in spec.modes and getattr(data, "y", None) is None:
+            raise ValueError(f"datasets: {name!r} has no labels, which trained mode needs; "
+                             "use modes = [\"init\"] or a labelled dataset")
+
+
+# ----------------------------------------------------------------------------- local workers
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker exit when the sweep's main process does, even on SIGKILL.
+
+    Linux: the kernel sends SIGKILL on the parent's death (``prctl``).  Everywhere: a
+    thread polls the parent PID once a second, in case ``prctl`` is not available.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the line above ran
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="oversmooth-parent-watch", daemon=True).start()
+
+
+def _worker_main(conn: Any, parent_pid: int) -> None:
+    """A local worker: compute the cells it is sent, one at a time, until told to stop."""
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     import torch
 
     torch.set_num_threads(1)
-
-
-def _run_local(todo: list[dict], options: dict, out: Path, workers: int, on_done: Callable[[dict], None]) -> None:
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as pool:
-        pending = {pool.submit(run_cell, cell, options, str(out)): cell for cell in todo}
+    while True:
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    cell = pending.pop(future)
-                    try:
-                        record = future.result()
-                    except Exception as exc:  # noqa: BLE001 - a worker that died
-                        record = {"cell": cell, "id": cell_id(cell), "status": "failed", "error": f"worker died: {type(exc).__name__}: {exc}"}
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        fn, cell, options, out = task
+        conn.send(fn(cell, options, out))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+CellFn = Callable[[dict, dict, str], dict]
+
+
+def _failed_record(cell: dict, options: dict, error: str) -> dict:
+    return {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
+            "version": __version__, "status": "failed", "error": error}
+
+
+def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
+               on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
+    """Run ``todo`` in ``workers`` spawned processes, one cell per worker at a time.
+
+    Each worker has its own pipe, so a worker that dies is known with the cell it was
+    computing: that cell alone is retried once in a fresh worker, then recorded as failed.
+    """
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")
+    queue = deque(todo)
+    deaths: dict[str, int] = {}
+    slots: list[dict] = []  # {"proc", "conn", "cell"}: one per live worker
+
+    def start() -> dict:
+        parent_conn, child_conn = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(child_conn, os.getpid()), daemon=True,
+                           name="oversmooth-sweep-worker")
+        proc.start()
+        child_conn.close()
+        return {"proc": proc, "conn": parent_conn, "cell": None}
+
+    def assign(slot: dict) -> None:
+        slot["cell"] = queue.popleft()
+        try:
+            slot["conn"].send((cell_fn, slot["cell"], options, str(out)))
+        except OSError:  # it has just died: its sentinel fires next, and the cell goes back
+            pass
+
+    def died(slot: dict) -> None:
+        slot["proc"].join(5)
+        cell = slot["cell"]
+        reason = f"worker died ({_exit_reason(slot['proc'].exitcode)})"
+        deaths[cell_id(cell)] = deaths.get(cell_id(cell), 0) + 1
+        if deaths[cell_id(cell)] >= 2:
+            on_done(_failed_record(cell, options, f"{reason} twice while computing this cell"))
+        else:
+            queue.appendleft(cell)  # retried first, in a fresh worker
+
+    try:
+        for _ in range(min(workers, len(queue))):
+            slots.append(start())
+        for slot in slots:
+            assign(slot)
+        while slots:
+            ready = set(wait([s["conn"] for s in slots] + [s["proc"].sentinel for s in slots]))
+            for slot in list(slots):
+                if slot["conn"] not in ready and slot["proc"].sentinel not in ready:
+                    continue
+                record, gone = None, slot["proc"].sentinel in ready
+                try:
+                    if slot["conn"].poll():
+                        record = slot["conn"].recv()
+                except (EOFError, OSError):
+                    gone = True  # its end of the pipe closed: the worker is dying
+                if record is not None:
+                    slot["cell"] = None
                     on_done(record)
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+                if not gone and slot["proc"].is_alive():
+                    if slot["cell"] is None and queue:
+                        assign(slot)
+                    elif slot["cell"] is None:
+                        try:
+                            slot["conn"].send(None)  # nothing left for it: let it exit
+                        except OSError:
+                            pass
+                        slot["proc"].join(5)
+                        slot["conn"].close()
+                        slots.remove(slot)
+                    continue
+                if slot["cell"] is not None:
+                    died(slot)
+                slot["proc"].join(5)
+                slot["conn"].close()
+                slots.remove(slot)
+                if queue:
+                    fresh = start()
+                    slots.append(fresh)
+                    assign(fresh)
+    finally:
+        for slot in slots:  # only on an error or Ctrl-C: stop now; their cells are redone later
+            if slot["proc"].is_alive():
+                slot["proc"].kill()
+            slot["proc"].join(5)
+            slot["conn"].close()
 
 
-def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, address: str | None, on_done: Callable[[dict], None]) -> None:
+def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, address: str | None,
+             on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
     try:
         import ray
     except ImportError:
@@ -249,7 +529,7 @@ def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, ad
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
         started_here = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(run_cell)
+        remote = ray.remote(num_cpus=1, max_retries=1)(cell_fn)
         refs = {remote.remote(cell, options, str(out)): cell for cell in todo}
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
@@ -258,7 +538,8 @@ def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, ad
                 try:
                     record = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a worker that died
-                    record = {"cell": cell, "id": cell_id(cell), "status": "failed", "error": f"worker died: {type(exc).__name__}: {exc}"}
+                    error = f"worker died: {type(exc).__name__}: {exc}"
+                    record = _failed_record(cell, options, error)
                 on_done(record)
     finally:
         if started_here:
@@ -275,49 +556,87 @@ class SweepResult:
     seconds: float = 0.0
 
 
-def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *, progress: Callable[[int, int, str], None] | None = None) -> SweepResult:
-    """Run every unfinished cell of ``spec`` into ``out`` (default ``spec.out``), then merge."""
+def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
+              progress: Callable[[int, int, str], None] | None = None,
+              cell_fn: CellFn = run_cell) -> SweepResult:
+    """Run every unfinished cell of ``spec`` into ``out`` (default ``spec.out``), then merge.
+
+    Args:
+        spec: the grid and options.
+        out: the sweep folder; claimed exclusively for the whole run.
+        progress: called with (cells done, cells in all, message) after each cell.
+        cell_fn: computes one cell (default :func:`run_cell`); must be importable by name,
+            since workers receive it by reference.
+
+    Raises:
+        ValueError: a dataset or device that cannot be used, or ``out`` holds cells
+            computed with other options; nothing is written then.
+        FileExistsError: ``out`` is a file, or another live sweep holds it.
+    """
     out = Path(out if out is not None else spec.out)
-    cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
-    (out / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+    _check_datasets(spec)
+    options = spec.options()
     cells = spec.cells()
-    finished = _finished(cells_dir)
-    todo = [c for c in cells if cell_id(c) not in finished]
-    total, done_count = len(cells), len(cells) - len(todo)
-    failed: list[dict] = []
-    started = time.perf_counter()
-    if progress:
-        progress(done_count, total, f"{done_count} cells already finished")
+    keys = {cell_id(c): cell_key(c, options) for c in cells}
+    with claim_folder(out, overwrite=True):
+        created = not out.exists()
+        cells_dir = out / "cells"
+        records = _records(cells_dir) if cells_dir.is_dir() else []
+        _check_same_options(out, records, options)
+        try:
+            cells_dir.mkdir(parents=True, exist_ok=True)
+            _clean_litter(out)
+            _atomic_write(out / "spec.json", json.dumps(spec.to_dict(), indent=2) + "\n")
+            finished = _finished(records, keys)
+            todo = [c for c in cells if cell_id(c) not in finished]
+            total, done_count = len(cells), len(cells) - len(todo)
+            failed: list[dict] = []
+            started = time.perf_counter()
+            if progress:
+                stale = sum(1 for r in records if r.get("status") == "ok" and r.get("id") in keys
+                            and r.get("id") not in finished)
+                note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
+                progress(done_count, total, f"{done_count} cells already finished{note}")
 
-    def on_done(record: dict) -> None:
-        nonlocal done_count
-        _write_cell(cells_dir, record)
-        done_count += 1
-        if record.get("status") != "ok":
-            failed.append(record)
-        if progress:
-            progress(done_count, total, f"{record['id']}: {record.get('status')}")
+            def on_done(record: dict) -> None:
+                nonlocal done_count
+                _write_cell(cells_dir, record)
+                done_count += 1
+                if record.get("status") != "ok":
+                    failed.append(record)
+                if progress:
+                    progress(done_count, total, f"{record['id']}: {record.get('status')}")
 
-    if todo:
-        workers = spec.workers or os.cpu_count() or 1
-        if spec.backend == "ray":
-            _run_ray(todo, spec.options(), out, spec.workers, spec.ray_address, on_done)
-        else:
-            _run_local(todo, spec.options(), out, min(workers, len(todo)), on_done)
-    merge(out, spec)
+            if todo:
+                workers = spec.workers or os.cpu_count() or 1
+                if spec.backend == "ray":
+                    _run_ray(todo, options, out, spec.workers, spec.ray_address, on_done, cell_fn)
+                else:
+                    _run_local(todo, options, out, min(workers, len(todo)), on_done, cell_fn)
+            merge(out, spec)
+        except BaseException:
+            if created and not any(cells_dir.glob("*.json")):
+                shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no empty folder
+            raise
     return SweepResult(out, total, total - len(todo), len(todo), failed, time.perf_counter() - started)
 
 
 def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
-    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and comparison reports."""
+    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
+
+    With ``spec``, only the cells of its grid computed with its options (their key) are merged,
+    so the tables always describe the spec written beside them; each table is written atomically.
+    """
     import pandas as pd
 
     from oversmooth.analysis import ComparisonConfig, ComparisonResult, summary_table
     from oversmooth.report.render import write_comparison
 
     out = Path(out)
-    records = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    records = _records(out / "cells")
+    if spec is not None:
+        wanted = {cell_key(c, spec.options()) for c in spec.cells()}
+        records = [r for r in records if r.get("key") in wanted]
     ok = [r for r in records if r.get("status") == "ok"]
     failed = [r for r in records if r.get("status") != "ok"]
     keys = ["mode", "dataset", "conv", "model", "depth", "seed"]
@@ -332,9 +651,10 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
     sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(drop=True)  # noqa: E731
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
-    metrics.to_csv(out / "metrics.csv", index=False, float_format="%.10g")
-    summary.to_csv(out / "summary.csv", index=False, float_format="%.10g")
-    pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed]).to_csv(out / "failed.csv", index=False)
+    _atomic_write(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))
+    _atomic_write(out / "summary.csv", summary.to_csv(index=False, float_format="%.10g"))
+    failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
+    _atomic_write(out / "failed.csv", failed_rows.to_csv(index=False))
     if spec is not None and len(summary):
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]

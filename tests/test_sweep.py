@@ -14,9 +14,29 @@ import pytest
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
-from oversmooth.sweep import SweepSpec, load_spec, run_sweep
+from oversmooth.sweep import SweepSpec, cell_id, cell_key, load_spec, run_cell, run_sweep
 
 GRID = dict(models=("preln", "postln"), depths=(2, 4), seeds=(0,), hidden=16, heads=2, workers=2)
+TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), hidden=16, heads=2, workers=1)
+
+
+# Cell functions for the tests: module-level, so spawned workers can import them by name.
+
+
+def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
+    if cell["depth"] != 3:
+        return run_cell(cell, options, out)
+    return {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
+            "status": "failed", "error": "RuntimeError: injected failure"}
+
+
+def dies_on_postln(cell: dict, options: dict, out: str) -> dict:
+    """SIGKILLs its own worker: once for postln depth 2 (retried, then fine), always at depth 3."""
+    marker = os.path.join(os.path.dirname(out), f"died-{cell_id(cell)}")
+    if cell["model"] == "postln" and (cell["depth"] == 3 or not os.path.exists(marker)):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_cell(cell, options, out)
 
 
 def _tables(out):
@@ -45,34 +65,21 @@ def test_rerun_skips_finished_cells(tmp_path):
     assert first.ran == 2 and again.ran == 0 and again.skipped == 2
 
 
-def test_killed_sweep_reruns_to_completion_without_duplicates(tmp_path):
-    out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "oversmooth.cli.main", "sweep", "--models", "preln,postln,nonlocal", "--depths", "2,3,4",
-           "--seeds", "0", "--workers", "1", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / "cells").glob("*.json"))) < 2:
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    finished_before = len(list((out / "cells").glob("*.json")))
-    assert 2 <= finished_before < 9, "the sweep should have been killed mid-way"
-    result = run_sweep(SweepSpec(models=("preln", "postln", "nonlocal"), depths=(2, 3, 4), seeds=(0,), workers=2), out)
-    assert result.skipped == finished_before and result.ran == 9 - finished_before
-    summary = pd.read_csv(out / "summary.csv")
-    assert len(summary) == 9
-    assert not summary.duplicated(["model", "depth", "seed"]).any()
-    assert not list((out / "cells").glob(".*"))  # no half-written cell files
-
-
 def test_failing_cell_is_recorded_and_others_finish(tmp_path):
-    spec = SweepSpec(models=("preln",), depths=(2,), datasets=("cora", "nope"), workers=2)
-    result = run_sweep(spec, tmp_path / "f")
-    assert len(result.failed) == 1 and "unknown name 'nope'" in result.failed[0]["error"]
+    spec = SweepSpec(**{**TINY, "depths": (2, 3), "workers": 2})
+    result = run_sweep(spec, tmp_path / "f", cell_fn=fails_at_depth_3)
+    assert len(result.failed) == 1 and "injected failure" in result.failed[0]["error"]
     summary = pd.read_csv(tmp_path / "f" / "summary.csv")
-    assert summary["dataset"].tolist() == ["cora"]
+    assert summary["depth"].tolist() == [2]
     failed = pd.read_csv(tmp_path / "f" / "failed.csv")
-    assert failed["dataset"].tolist() == ["nope"]
+    assert failed["depth"].tolist() == [3]
+    again = run_sweep(spec, tmp_path / "f")  # a failed cell is retried on the next run
+    assert again.skipped == 1 and again.ran == 1 and not again.failed
+
+
+def test_repeated_grid_values_are_refused():
+    with pytest.raises(ValueError, match="depths: 2 appears twice"):
+        SweepSpec(**{**TINY, "depths": (2, 3, 2)})
 
 
 def test_bad_spec_files(tmp_path):
@@ -122,3 +129,130 @@ def test_trained_mode_cell(tmp_path):
     summary = pd.read_csv(tmp_path / "t" / "summary.csv")
     assert summary["mode"].tolist() == ["trained"] and 0 <= summary["best_test_acc"].iloc[0] <= 1
     assert (tmp_path / "t" / "report-san-trained" / "report.md").is_file()
+
+
+def test_changed_options_are_refused_not_silently_reused(tmp_path):
+    out = tmp_path / "h"
+    first = run_sweep(SweepSpec(**TINY), out)
+    assert first.ran == 1 and not first.failed
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"computed with hidden=16, but this sweep asks hidden=8"):
+        run_sweep(SweepSpec(**{**TINY, "hidden": 8}), out)
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
+    spec_file = tmp_path / "h8.toml"
+    spec_file.write_text(f"[grid]\nmodels = ['preln']\ndepths = [2]\ndatasets = ['karate']\n"
+                         f"[options]\nhidden = 8\nheads = 2\nout = '{out}'\n")
+    result = CliRunner().invoke(app, ["sweep", str(spec_file), "--quiet"])
+    assert result.exit_code == 2 and "hidden=16" in result.output and result.output.count("\n") == 1
+    assert json.loads((out / "spec.json").read_text())["hidden"] == 16
+
+
+def test_every_option_field_is_part_of_the_cell_identity():
+    base = SweepSpec(**TINY)
+    cell = base.cells()[0]
+    assert set(base.options()) >= {"hidden", "heads", "epochs", "device", "data_root"}
+    assert not set(base.options()) & {"backend", "workers", "ray_address", "out"}
+    key = cell_key(cell, base.options())
+    for change in ({"hidden": 8}, {"heads": 4}, {"epochs": 7}):
+        assert cell_key(cell, SweepSpec(**{**TINY, **change}).options()) != key
+    assert cell_key(cell, SweepSpec(**{**TINY, "workers": 2, "out": "x"}).options()) == key
+    assert SweepSpec(**{**TINY, "device": "auto"}).options()["device"] in ("cpu", "cuda")
+
+
+def test_cells_of_another_version_are_recomputed_and_never_merged(tmp_path):
+    out = tmp_path / "v"
+    spec = SweepSpec(**{**TINY, "depths": (2, 3)})
+    run_sweep(spec, out)
+    reference = pd.read_csv(out / "metrics.csv")
+    stale = sorted((out / "cells").glob("*.json"))[0]
+    record = json.loads(stale.read_text())
+    record.update(version="0.0.1", key="made-by-an-older-release", final_energy=-1.0)
+    stale.write_text(json.dumps(record))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a dead process's leftovers: a half-written cell and a report lock
+    litter = [out / "cells" / f".{stale.name}.tmp-{gone.pid}", out / ".report-gcn-init.lock"]
+    litter[0].write_text("{")
+    litter[1].write_text(f"{gone.pid}\n")
+    again = run_sweep(spec, out)
+    assert not any(p.exists() for p in litter)
+    assert again.skipped == 1 and again.ran == 1
+    assert json.loads(stale.read_text())["key"] == cell_key(record["cell"], spec.options())
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), reference)
+    assert len(list((out / "cells").glob("*.json"))) == 2
+
+
+def test_dead_worker_costs_only_its_own_cell(tmp_path):
+    spec = SweepSpec(**{**TINY, "models": ("preln", "postln"), "depths": (2, 3), "workers": 2})
+    result = run_sweep(spec, tmp_path / "w", cell_fn=dies_on_postln)
+    doomed = [cell_id(c) for c in spec.cells() if c["model"] == "postln" and c["depth"] == 3]
+    assert [r["id"] for r in result.failed] == doomed
+    assert "worker died (killed by SIGKILL) twice" in result.failed[0]["error"]
+    summary = pd.read_csv(tmp_path / "w" / "summary.csv")
+    finished = sorted(zip(summary["model"], summary["depth"]))
+    assert finished == [("postln", 2), ("preln", 2), ("preln", 3)]
+
+
+def test_second_sweep_into_a_claimed_folder_exits_2(tmp_path):
+    out = tmp_path / "busy"
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / ".busy.lock").write_text(f"{owner.pid}\n")
+        argv = ["sweep", "--datasets", "karate", "--depths", "2", "--out", str(out)]
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2 and f"pid {owner.pid}" in result.output
+        assert str(out) in result.output
+        assert not out.exists()
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_interrupted_before_any_cell_leaves_nothing(tmp_path):
+    def interrupt(done: int, total: int, message: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(SweepSpec(**TINY), tmp_path / "i", progress=interrupt)
+    assert list(tmp_path.iterdir()) == []  # no folder, no lock, no temp file
+
+
+@pytest.mark.parametrize("args, spec_text, expected", [
+    ([], "[options]\ndevice = 7\n", "device: expected auto, cpu, cuda or cuda:N, received 7"),
+    ([], "grid = 5\n", "grid must be a table"),
+    ([], b"[grid]\nmodels = ['pr\xe9ln']\n", "not UTF-8 text"),
+    (["--datasets", "nope"], None, "dataset: unknown name 'nope'"),
+    (["--datasets", "karate", "--device", "cuda:99"], None, "device: 'cuda:99' asked for"),
+])
+def test_bad_input_exits_2_before_any_work(tmp_path, args, spec_text, expected):
+    out = tmp_path / "never"
+    argv = ["sweep", *args, "--out", str(out), "--quiet"]
+    if spec_text is not None:
+        spec_file = tmp_path / "spec.toml"
+        spec_file.write_bytes(spec_text if isinstance(spec_text, bytes) else spec_text.encode())
+        argv.insert(1, str(spec_file))
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and expected in result.output
+    if spec_text is not None:  # a spec file's error names the file
+        assert "spec.toml" in result.output
+    assert not out.exists()
+
+
+def test_out_naming_a_file_exits_2(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    argv = ["sweep", "--datasets", "karate", "--depths", "2", "--out", str(target)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2 and "exists and is not a folder" in result.output
+    assert target.read_text() == "keep me"
+
+
+def test_cuda_on_a_machine_without_it_exits_2(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    argv = ["sweep", "--datasets", "karate", "--device", "cuda", "--out", str(tmp_path / "c")]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2 and "CUDA is not available" in result.output
+    assert not (tmp_path / "c").exists()
