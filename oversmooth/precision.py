@@ -117,11 +117,17 @@ class FloorTracker:
         >>> floor.to_frame()  # columns: layer, float_floor, float64_energy
     """
 
-    def __init__(self, model: nn.Module, graph: "GraphOperator", method: str, seed: int = 0) -> None:
+    def __init__(
+        self, model: nn.Module, graph: "GraphOperator", method: str, seed: int = 0
+    ) -> None:
         if method not in ("shadow", "twin"):
             raise ValueError(f"method: expected shadow or twin, received {method!r}")
-        if not isinstance(getattr(model, "blocks", None), nn.ModuleList) or not hasattr(model, "encoder"):
-            raise TypeError("model: expected an oversmooth DepthModel (encoder and blocks); use the bound floor")
+        if not isinstance(getattr(model, "blocks", None), nn.ModuleList) or not hasattr(
+            model, "encoder"
+        ):
+            raise TypeError(
+                "model: expected an oversmooth DepthModel (encoder and blocks); use the bound floor"
+            )
         self.model, self.graph, self.method, self.seed = model, graph, method, seed
         self.dtype = next(model.parameters()).dtype
         if method == "shadow" and self.dtype != torch.float32:
@@ -201,7 +207,9 @@ class FloorTracker:
         if layers:
             data["float_floor"] = torch.stack([self._floor[k] for k in layers]).cpu().numpy()
             if self.method == "shadow":
-                data["float64_energy"] = torch.stack([self._energy[k] for k in layers]).cpu().numpy()
+                data["float64_energy"] = (
+                    torch.stack([self._energy[k] for k in layers]).cpu().numpy()
+                )
         else:
             data["float_floor"] = []
         return pd.DataFrame(data)
@@ -214,7 +222,9 @@ def _hookless_copy(model: nn.Module) -> nn.Module:
 
     if isinstance(model, DepthModel):
         dtype = next(model.parameters()).dtype
-        reference = model_from_config(model.config).to(dtype)  # same precision before copying the weights
+        reference = model_from_config(model.config).to(
+            dtype
+        )  # same precision before copying the weights
         reference.load_state_dict(model.state_dict())
         return reference
     reference = copy.deepcopy(model)
@@ -232,7 +242,9 @@ def mark_at_floor(energy, floor) -> np.ndarray:
         return ~np.isfinite(e) | (e < AT_FLOOR_FACTOR * f)
 
 
-def add_floor_columns(frame: "pd.DataFrame", floor: "pd.DataFrame | None", dtype: str) -> "pd.DataFrame":
+def add_floor_columns(
+    frame: "pd.DataFrame", floor: "pd.DataFrame | None", dtype: str
+) -> "pd.DataFrame":
     """Add ``float_floor`` and ``at_floor`` (and ``float64_energy`` when known) to a Probe table.
 
     ``floor`` is :meth:`FloorTracker.to_frame` of the same run, or ``None`` for the
@@ -246,6 +258,8 @@ def add_floor_columns(frame: "pd.DataFrame", floor: "pd.DataFrame | None", dtype
     elif "feature_norm" in frame:
         frame["float_floor"] = bound_floor(frame["feature_norm"], dtype)
     else:
-        raise ValueError("frame: the bound floor needs the feature_norm column; add it to the metrics")
+        raise ValueError(
+            "frame: the bound floor needs the feature_norm column; add it to the metrics"
+        )
     frame["at_floor"] = mark_at_floor(frame["laplacian_energy"], frame["float_floor"])
     return frame

@@ -49,7 +49,8 @@ from typing import Callable
 __all__ = ["SweepSpec", "load_spec", "cell_id", "run_cell", "run_sweep", "merge"]
 
 GRID_KEYS = {"models", "convs", "depths", "datasets", "seeds", "modes"}
-OPTION_KEYS = {"hidden", "heads", "epochs", "device", "backend", "workers", "ray_address", "out", "data_root"}
+OPTION_KEYS = {"hidden", "heads", "epochs", "device", "backend", "workers", "ray_address", "out",
+               "data_root", "dtype"}
 MODES = ("init", "trained")
 BACKENDS = ("local", "ray")
 
@@ -71,11 +72,14 @@ class SweepSpec:
     ray_address: str | None = None
     out: str = "reports/sweep"
     data_root: str | None = None
+    dtype: str = "float64"  # precision every cell's model runs in (see oversmooth.precision)
 
     def __post_init__(self) -> None:
         from oversmooth.nn.conv import CONVS
         from oversmooth.nn.model import MODELS
+        from oversmooth.precision import resolve_dtype
 
+        resolve_dtype(self.dtype)
         for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", MODES)):
             values = getattr(self, key)
             if not values:
@@ -107,7 +111,8 @@ class SweepSpec:
         ]
 
     def options(self) -> dict:
-        return {"hidden": self.hidden, "heads": self.heads, "epochs": self.epochs, "device": self.device, "data_root": self.data_root}
+        return {"hidden": self.hidden, "heads": self.heads, "epochs": self.epochs,
+                "device": self.device, "data_root": self.data_root, "dtype": self.dtype}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,7 +167,8 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
 
-        common = dict(similarity=False, device=options["device"], data_root=options.get("data_root"))
+        common = dict(similarity=False, device=options["device"],
+                      data_root=options.get("data_root"), dtype=options.get("dtype", "float64"))
         if cell["mode"] == "trained":
             from oversmooth.train import TrainConfig, train
 

@@ -21,7 +21,7 @@ from oversmooth.probe import Probe
 
 
 def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> torch.Tensor:
-    """A dense random graph: a large spectral gap, so Post-LN GCN collapses in a few dozen layers."""
+    """A dense random graph: a large spectral gap, so Post-LN GCN collapses within ~50 layers."""
     a = torch.rand(n, n, generator=torch.Generator().manual_seed(seed)) < p
     a = torch.triu(a, 1)
     return (a | a.T).nonzero().T.contiguous()
@@ -31,8 +31,16 @@ def _run(dtype: str, method: str, depth: int, n: int = 30):
     ei = _dense_graph(n)
     graph = GraphOperator(ei, num_nodes=n)
     x = torch.randn(n, 8, generator=torch.Generator().manual_seed(1))
-    config = ModelConfig(name="postln", conv="gcn", depth=depth, in_channels=8, out_channels=2, hidden=16, heads=2,
-                         dtype=dtype)
+    config = ModelConfig(
+        name="postln",
+        conv="gcn",
+        depth=depth,
+        in_channels=8,
+        out_channels=2,
+        hidden=16,
+        heads=2,
+        dtype=dtype,
+    )
     model = model_from_config(config)
     tracker = FloorTracker(model, graph, method) if method != "bound" else None
     with torch.no_grad(), Probe(model, graph) as probe:
@@ -47,7 +55,10 @@ def _run(dtype: str, method: str, depth: int, n: int = 30):
 @pytest.fixture(scope="module")
 def deep():
     """Post-LN GCN, depth 64, in float32 (shadow and twin floors) and float64 (twin floor)."""
-    return {key: _run(*key, depth=64) for key in (("float32", "shadow"), ("float32", "twin"), ("float64", "twin"))}
+    return {
+        key: _run(*key, depth=64)
+        for key in (("float32", "shadow"), ("float32", "twin"), ("float64", "twin"))
+    }
 
 
 def _off_by_2x(frame32, frame64) -> np.ndarray:
@@ -61,7 +72,9 @@ def test_float32_floor_flags_every_layer_float64_contradicts(deep, method):
     off = _off_by_2x(f32, f64)
     assert off.sum() >= 5  # the case does reach the float32 floor
     flagged = f32["at_floor"].to_numpy()
-    assert not (off & ~flagged).any(), f"layers off by > 2x but not flagged: {f32['layer'][off & ~flagged].tolist()}"
+    assert not (off & ~flagged).any(), (
+        f"layers off by > 2x but not flagged: {f32['layer'][off & ~flagged].tolist()}"
+    )
     # the flag is not a blanket: the early layers, where both precisions agree, are not flagged
     first_off = int(np.argmax(off))
     assert not flagged[: first_off - 10].any()
@@ -94,7 +107,9 @@ def test_fits_leave_out_rows_at_the_floor(deep):
     desc = describe_frame(f32, hidden=16, dtype="float32")
     assert desc["full"]["dropped"]["float_floor"] == int(f32["at_floor"].sum()) > 0
     assert desc["full"]["span"][1] < int(f32["layer"][f32["at_floor"]].min())
-    assert desc["final_at_floor"] and desc["float64_final_energy"] == pytest.approx(f32["float64_energy"].iloc[-1])
+    assert desc["final_at_floor"] and desc["float64_final_energy"] == pytest.approx(
+        f32["float64_energy"].iloc[-1]
+    )
 
 
 def test_float64_fit_keeps_points_below_the_float32_bound(deep):
@@ -115,14 +130,21 @@ def test_tracker_leaves_no_hooks_and_the_run_unchanged():
     ei = _dense_graph(12)
     graph = GraphOperator(ei, num_nodes=12)
     x = torch.randn(12, 8, generator=torch.Generator().manual_seed(1))
-    model = model_from_config(ModelConfig(name="postln", conv="san", depth=4, in_channels=8, out_channels=2,
-                                          hidden=8, heads=2))
+    model = model_from_config(
+        ModelConfig(
+            name="postln", conv="san", depth=4, in_channels=8, out_channels=2, hidden=8, heads=2
+        )
+    )
     with torch.no_grad():
         plain = model(x, ei)
         with Probe(model, graph) as probe, FloorTracker(model, graph, "shadow") as tracker:
             tracked = model(x, ei)
     assert torch.equal(plain, tracked)
-    assert tracker.to_frame()["layer"].tolist() == probe.to_frame()["layer"].tolist() == [0, 1, 2, 3, 4]
+    assert (
+        tracker.to_frame()["layer"].tolist()
+        == probe.to_frame()["layer"].tolist()
+        == [0, 1, 2, 3, 4]
+    )
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
@@ -144,8 +166,16 @@ def test_floor_method_choices():
 
 
 def test_analysis_records_dtype_and_floor_method():
-    result = run_analysis(AnalysisConfig(model="postln", depth=3, dataset="karate", similarity=False, device="cpu",
-                                         dtype="float32"))
+    result = run_analysis(
+        AnalysisConfig(
+            model="postln",
+            depth=3,
+            dataset="karate",
+            similarity=False,
+            device="cpu",
+            dtype="float32",
+        )
+    )
     assert result.config["dtype"] == "float32" and result.config["floor_method"] == "shadow"
     assert {"float_floor", "at_floor", "float64_energy"} <= set(result.metrics.columns)
     assert not result.metrics["at_floor"].any()
@@ -153,8 +183,52 @@ def test_analysis_records_dtype_and_floor_method():
 
 @pytest.mark.slow
 def test_postln_depth_256_in_float64_on_cora():
-    result = run_analysis(AnalysisConfig(model="postln", depth=256, dataset="cora", similarity=False, device="cpu",
-                                         dtype="float64"))
+    result = run_analysis(
+        AnalysisConfig(
+            model="postln",
+            depth=256,
+            dataset="cora",
+            similarity=False,
+            device="cpu",
+            dtype="float64",
+        )
+    )
     assert result.fits["mean_over_seeds"]["final_energy"] < 1e-13
     assert result.label == "exponential-smoothing"
     assert "(at the" not in result.verdict
+
+
+def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
+    from oversmooth.sweep import SweepSpec, run_cell
+
+    spec = SweepSpec(models=("postln",), depths=(3,), datasets=("karate",), dtype="float32")
+    assert spec.options()["dtype"] == "float32"
+    record = run_cell(spec.cells()[0], spec.options(), str(tmp_path))
+    assert record["status"] == "ok", record.get("error")
+    assert "float64_energy" in record["metrics"] and "at_floor" in record["metrics"]
+    with pytest.raises(ValueError, match="dtype: expected one of float32, float64"):
+        SweepSpec(dtype="double")
+
+
+def test_energy_plot_draws_the_estimated_floor_curve():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oversmooth.report import plots
+
+    layers = np.arange(0, 9)
+    floor = np.geomspace(1e-14, 1e-12, 9)
+    fig, ax = plt.subplots()
+    curve = {
+        "label": "seed 0",
+        "layers": layers,
+        "values": np.geomspace(1, 1e-10, 9),
+        "floor": floor,
+    }
+    plots.energy_curves(ax, [curve])
+    lines = [line for line in ax.get_lines() if "float floor" in line.get_label()]
+    assert len(lines) == 1
+    np.testing.assert_allclose(lines[0].get_ydata(), floor[1:])  # per layer, not a constant line
+    plt.close(fig)
