@@ -232,3 +232,55 @@ def test_energy_plot_draws_the_estimated_floor_curve():
     assert len(lines) == 1
     np.testing.assert_allclose(lines[0].get_ydata(), floor[1:])  # per layer, not a constant line
     plt.close(fig)
+
+
+def _fake_float32_run(final_energy: float, floor: float):
+    import pandas as pd
+
+    from oversmooth.analysis import AnalysisResult
+
+    frame = pd.DataFrame(
+        {
+            "seed": [0, 0],
+            "layer": [0, 256],
+            "laplacian_energy": [1.0, final_energy],
+            "float64_energy": [1.0, 1e-14],
+            "float_floor": [1e-20, floor],
+        }
+    )
+    frame["at_floor"] = mark_at_floor(frame["laplacian_energy"], frame["float_floor"])
+    return AnalysisResult(config={}, metrics=frame, fits={}, verdict="", label="")
+
+
+def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
+    import pandas as pd
+
+    import oversmooth.reproduce as R
+
+    table = pd.DataFrame(
+        {"dataset": ["cora"], "model": ["postln"], "depth": [256], "paper": [1.32e-12]}
+    )
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, table)
+    assert (
+        "ends at the floor" in text and "1.32e-12 at depth 256 sits at that float32 floor" in text
+    )
+    assert "seed 0: from layer 256" in text
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 1e-20)}, table)
+    assert "stays above the floor" in text and "lies above that float32 floor" in text
+    no_paper = table.assign(paper=[float("nan")])
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, no_paper)
+    assert "paper" not in text
+    assert R._floor_finding({}, table) == []
+
+
+def test_verdict_names_the_floor_and_the_float64_value(deep):
+    from oversmooth.analysis import _verdict
+
+    desc = describe_frame(deep[("float32", "shadow")], hidden=16, dtype="float32")
+    f64 = deep[("float32", "shadow")]["float64_energy"].iloc[-1]
+    assert _verdict("t", desc).endswith(f"(at the float32 floor; float64 gives {f64:.2g})")
+    no_shadow = deep[("float32", "twin")]
+    assert _verdict("t", describe_frame(no_shadow, 16, "float32")).endswith(
+        "(at the float32 floor; rerun with --dtype float64)"
+    )
+    assert "(at the" not in _verdict("t", describe_frame(deep[("float64", "twin")], 16, "float64"))
