@@ -43,6 +43,8 @@ def analyze(
     pattern: CkptPattern = None,
     data_root: O.DataRoot = None,
     checkpoint: O.Checkpoint = None,
+    dtype: O.DtypeOpt = O.Dtype.float64,
+    floor: O.FloorOpt = O.FloorMethod.auto,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
@@ -62,7 +64,9 @@ def analyze(
 
 
 def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, similarity, prune, metrics, norm, pattern,
-         data_root, checkpoint, out, overwrite, as_json, quiet, command: str = "analyze", prune_option: str = "--prune") -> None:
+         data_root, checkpoint, out, overwrite, as_json, quiet, command: str = "analyze",
+         prune_option: str = "--prune", dtype: O.Dtype = O.Dtype.float64,
+         floor: O.FloorMethod = O.FloorMethod.auto) -> None:
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.probe import DEFAULT_METRICS
     from oversmooth.outputs import claim_folder
@@ -73,6 +77,7 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
     common = dict(
         device=device, similarity=similarity, prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
         metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)), data_root=str(data_root) if data_root else None,
+        dtype=value(dtype), floor=value(floor),
     )
     chosen_seeds = parse_ints("--seeds", seeds) if seeds else (seed,) if seed is not None else None
     if checkpoint is not None:
@@ -101,7 +106,10 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
     if as_json:
         payload = {"out": str(folder), "verdict": result.verdict, "classification": result.label,
                    "curse_of_depth": mean["curse_of_depth"], "final_energy": mean["final_energy"],
-                   "float_floor": mean["float_floor"], "timings": result.timings}
+                   "float_floor": mean["float_floor"], "final_at_floor": mean["final_at_floor"],
+                   "float64_final_energy": mean["float64_final_energy"],
+                   "dtype": result.config["dtype"],
+                   "floor_method": result.config["floor_method"], "timings": result.timings}
         if result.prune is not None:
             payload["prune"] = result.prune.to_dict(orient="records")
         echo_json(payload)

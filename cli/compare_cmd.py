@@ -22,6 +22,8 @@ def compare(
     norm: O.NormOpt = O.Norm.node,
     pattern: O.Pattern = "M",
     data_root: O.DataRoot = None,
+    dtype: O.DtypeOpt = O.Dtype.float64,
+    floor: O.FloorOpt = O.FloorMethod.auto,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
@@ -37,7 +39,8 @@ def compare(
     handle_errors(_run)(**locals())
 
 
-def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pattern, data_root, out, overwrite, as_json, quiet) -> None:
+def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pattern, data_root,
+         dtype, floor, out, overwrite, as_json, quiet) -> None:
     from oversmooth.analysis import ComparisonConfig, run_comparison
     from oversmooth.nn.model import MODELS
     from oversmooth.outputs import claim_folder
@@ -47,6 +50,7 @@ def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pat
         models=parse_names("--models", models, MODELS), depths=parse_ints("--depths", depths, minimum=1), conv=conv.value,
         datasets=parse_names("--datasets", datasets), seeds=parse_ints("--seeds", seeds), hidden=hidden, heads=heads,
         device=device, norm=norm.value, pattern=pattern, data_root=str(data_root) if data_root else None,
+        dtype=dtype.value, floor=floor.value,
     )
     from oversmooth.data import check_spec
 

@@ -25,6 +25,8 @@ def prune(
     pattern: CkptPattern = None,
     data_root: O.DataRoot = None,
     checkpoint: O.Checkpoint = None,
+    dtype: O.DtypeOpt = O.Dtype.float64,
+    floor: O.FloorOpt = O.FloorMethod.auto,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
@@ -48,4 +50,5 @@ def prune(
         device=device, similarity=False, prune=layers, metrics=None, norm=norm, pattern=pattern, data_root=data_root,
         checkpoint=checkpoint,
         out=out, overwrite=overwrite, as_json=as_json, quiet=quiet, command="prune", prune_option="--layers",
+        dtype=dtype, floor=floor,
     )

@@ -18,19 +18,21 @@ def reproduce(
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
+    dtype: O.DtypeOpt = O.Dtype.float64,
 ) -> None:
     """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by side with its numbers.
 
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite
     """
-    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet)
+    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype.value)
 
 
-def _run(quick, out, data_root, device, overwrite, quiet) -> None:
+def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64") -> None:
     from oversmooth.reproduce import ReproduceConfig, run_reproduction
 
-    config = ReproduceConfig.preset(quick, str(data_root) if data_root else None, device)
+    root = str(data_root) if data_root else None
+    config = ReproduceConfig.preset(quick, root, device, dtype=dtype)
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
     from oversmooth.outputs import claim_folder
 

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_names, progress_bar
 
 
@@ -23,6 +24,11 @@ def sweep(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Parallel cells (default: all cores).")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="cpu or cuda for every cell.")] = None,
+    dtype: Annotated[Optional[O.Dtype], typer.Option(
+        "--dtype",
+        help="Precision of every cell's model: float32 or float64. "
+        "[default: float64, or the spec's]",
+    )] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Sweep folder; rerunning into it skips finished cells.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -37,7 +43,8 @@ def sweep(
     handle_errors(_run)(**locals())
 
 
-def _run(spec, models, convs, depths, datasets, seeds, modes, epochs, backend, workers, ray_address, device, out, as_json, quiet) -> None:
+def _run(spec, models, convs, depths, datasets, seeds, modes, epochs, backend, workers, ray_address,
+         device, dtype, out, as_json, quiet) -> None:
     from oversmooth.sweep import SweepSpec, load_spec, run_sweep
 
     overrides = {
@@ -48,6 +55,7 @@ def _run(spec, models, convs, depths, datasets, seeds, modes, epochs, backend, w
         "seeds": parse_ints("--seeds", seeds) if seeds else None,
         "modes": parse_names("--modes", modes) if modes else None,
         "epochs": epochs, "backend": backend, "workers": workers, "ray_address": ray_address, "device": device,
+        "dtype": dtype.value if dtype else None,
         "out": str(out) if out else None,
     }
     if spec is not None:

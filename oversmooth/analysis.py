@@ -11,6 +11,7 @@ import math
 import platform
 import subprocess
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,6 +22,12 @@ import torch
 from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
+from oversmooth.precision import (
+    FloorTracker,
+    add_floor_columns,
+    resolve_dtype,
+    resolve_floor_method,
+)
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
 
@@ -124,9 +131,12 @@ class AnalysisConfig:
     ffn: int | None = None
     data_root: str | None = None
     checkpoint: str | None = None  # analyse these trained weights instead of a fresh initialisation
+    dtype: str = "float64"  # precision the model runs in (see oversmooth.precision)
+    floor: str = "auto"  # float-floor method: auto, shadow, twin or bound
 
     def __post_init__(self) -> None:
         _check_depth(self.depth)
+        resolve_floor_method(self.floor, self.dtype)
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
         object.__setattr__(self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ())
         metrics = tuple(check_metrics(self.metrics))
@@ -139,6 +149,7 @@ class AnalysisConfig:
         return ModelConfig(
             name=self.model, conv=self.conv, depth=self.depth, in_channels=in_channels, out_channels=out_channels,
             hidden=self.hidden, heads=self.heads, seed=seed, ffn=self.ffn, norm=self.norm, pattern=self.pattern,
+            dtype=self.dtype,
         )
 
     def to_dict(self) -> dict:
@@ -205,15 +216,30 @@ def _fit_record(fit: CurveFit) -> dict:
     return out
 
 
-def describe_curve(layers, energies, feature_norm, relative, cosine) -> dict:
-    """Full and tail fits, classification and the plain-words pieces for one energy curve."""
+def describe_curve(layers, energies, feature_norm, relative, cosine, floor=None, at_floor=None,
+                   dtype: str = "float32", float64_energy=None) -> dict:
+    """Full and tail fits, classification and the plain-words pieces for one energy curve.
+
+    ``floor``/``at_floor`` are the per-layer float floor of the run and its flag
+    (:mod:`oversmooth.precision`); rows at the floor are left out of the fits.  Without
+    them the single-step bound of ``dtype`` is used.  ``float64_energy`` (a float64
+    shadow of a float32 run) gives the headline energy when the final layer is at the floor.
+    """
     layers = np.asarray(layers)
-    floor = float_floor(feature_norm)
+    energies = np.asarray(energies, dtype=np.float64)
+    if floor is None:
+        floor = float_floor(feature_norm, dtype_eps=float(torch.finfo(resolve_dtype(dtype)).eps))
+    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), energies.shape)
+    if at_floor is None:
+        at_floor = energies < floor
+    at_floor = np.asarray(at_floor, dtype=bool)
+    cut = np.where(at_floor, np.inf, 0.0)  # fit_curve drops (and counts) the points below its floor
     last = int(layers.max())
-    full = fit_curve(layers, energies, floor=floor)
-    tail = fit_curve(layers, energies, window=tail_window(last), floor=floor)
+    full = fit_curve(layers, energies, floor=cut)
+    tail = fit_curve(layers, energies, window=tail_window(last), floor=cut)
     label = classify(full, tail, relative, cosine)
-    final, final_floor = float(np.asarray(energies)[-1]), float(np.asarray(floor)[-1])
+    final, final_floor = float(energies[-1]), float(floor[-1])
+    f64 = None if float64_energy is None else float(np.asarray(float64_energy, np.float64)[-1])
     return {
         "full": _fit_record(full),
         "tail": _fit_record(tail),
@@ -222,6 +248,10 @@ def describe_curve(layers, energies, feature_norm, relative, cosine) -> dict:
         "curse_of_depth": label.curse_of_depth,
         "final_energy": final,
         "float_floor": final_floor,
+        "final_at_floor": bool(at_floor[-1]),
+        "layers_at_floor": int(at_floor.sum()),
+        "float64_final_energy": f64,
+        "dtype": dtype,
         "_full": full,
         "_tail": tail,
     }
@@ -230,15 +260,19 @@ def describe_curve(layers, energies, feature_norm, relative, cosine) -> dict:
 def mean_curve(frame) -> "object":
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
     median relative energy and adjacent cosine (for the columns present)."""
-    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean", "relative_energy": "median", "cosine_prev": "median"}
+    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean",
+             "relative_energy": "median", "cosine_prev": "median", "float_floor": "max",
+             "at_floor": "any", "float64_energy": geometric_mean}
     present = {c: (c, rule) for c, rule in rules.items() if c in frame}
     return frame.groupby("layer", sort=True).agg(**present).reset_index()
 
 
-def describe_frame(frame, hidden: int) -> dict:
+def describe_frame(frame, hidden: int, dtype: str = "float32") -> dict:
     """:func:`describe_curve` of a per-layer table (RMS node norm sqrt(hidden) when feature_norm is absent)."""
     return describe_curve(frame["layer"], frame["laplacian_energy"], frame.get("feature_norm", np.sqrt(hidden)),
-                          frame.get("relative_energy"), frame.get("cosine_prev"))
+                          frame.get("relative_energy"), frame.get("cosine_prev"),
+                          floor=frame.get("float_floor"), at_floor=frame.get("at_floor"),
+                          dtype=dtype, float64_energy=frame.get("float64_energy"))
 
 
 def _verdict(title: str, desc: dict) -> str:
@@ -255,14 +289,18 @@ def _verdict(title: str, desc: dict) -> str:
             body += " with vanishing relative change (curse of depth)"
     else:
         body = "stable energy"
-    final, floor = desc["final_energy"], desc["float_floor"]
+    final, dtype = desc["final_energy"], desc.get("dtype", "float32")
+    f64 = desc.get("float64_final_energy")
     note = ""
     if not math.isfinite(final) or final <= 0:
         note = " (zero or non-finite: collapsed below representable values)"
-    elif final < floor:
-        note = " (below float32 resolution)"
-    elif final < 10 * floor:
-        note = " (near float32 resolution)"
+    elif desc.get("final_at_floor"):
+        if f64 is not None and dtype != "float64":
+            note = f" (at the {dtype} floor; float64 gives {f64:.2g})"
+        elif dtype != "float64":
+            note = f" (at the {dtype} floor; rerun with --dtype float64)"
+        else:
+            note = " (at the float64 floor)"
     return f"{title}: {body}; final energy {final:.2g}{note}"
 
 
@@ -285,6 +323,11 @@ def _trained_model(config: AnalysisConfig, data, device):
     return model, meta
 
 
+def _floor_tracker(model, graph: GraphOperator, method: str, seed: int):
+    """The run's :class:`FloorTracker`, or a context giving ``None`` for the ``bound`` method."""
+    return nullcontext(None) if method == "bound" else FloorTracker(model, graph, method, seed=seed)
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -296,7 +339,9 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
 
     started = time.perf_counter()
     device = resolve_device(config.device)
+    floor_method = resolve_floor_method(config.floor, config.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
+    data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
     edge_weight = getattr(data, "edge_weight", None)
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
@@ -310,13 +355,16 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             progress(f"seed {seed}: forward + probe", step, steps)
         if config.checkpoint:
             model, meta = _trained_model(config, data, device)
+            model = model.to(resolve_dtype(config.dtype))
         else:
             model = model_from_config(config.model_config(data.num_features, out_channels, seed), device)
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
-        with torch.no_grad(), Probe(model, graph, metrics=config.metrics, similarity=keep_sim) as probe:
+        probe = Probe(model, graph, metrics=config.metrics, similarity=keep_sim)
+        with torch.no_grad(), probe, _floor_tracker(model, graph, floor_method, seed) as tracker:
             model(x, edge_index, edge_weight=edge_weight)
-        frame = probe.to_frame()
+        floor = tracker.to_frame() if tracker else None
+        frame = add_floor_columns(probe.to_frame(), floor, config.dtype)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         timings["forward_s"] += time.perf_counter() - t0
@@ -346,16 +394,17 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
-        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden))
+        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden, config.dtype))
     # the verdict uses the geometric mean over seeds of the energy curve
-    desc = describe_frame(mean_curve(metrics), config.hidden)
+    desc = describe_frame(mean_curve(metrics), config.hidden, config.dtype)
     title = _title(config.model, config.conv, config.depth, config.dataset) + (" (trained)" if config.checkpoint else "")
     verdict = _verdict(title, desc)
     fits["mean_over_seeds"] = _public(desc)
     fits["verdict"] = verdict
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
-        config={"command": "analyze", **config.to_dict(), "device_resolved": str(device)},
+        config={"command": "analyze", **config.to_dict(), "device_resolved": str(device),
+                "floor_method": floor_method},
         metrics=metrics,
         fits=fits,
         verdict=verdict,
@@ -387,8 +436,11 @@ class ComparisonConfig:
     pattern: str = "M"
     ffn: int | None = None
     data_root: str | None = None
+    dtype: str = "float64"  # precision the models run in (see oversmooth.precision)
+    floor: str = "auto"  # float-floor method: auto, shadow, twin or bound
 
     def __post_init__(self) -> None:
+        resolve_floor_method(self.floor, self.dtype)
         if not self.models or not self.depths or not self.datasets:
             raise ValueError("models, depths, datasets: expected at least one value each")
         for m in self.models:
@@ -405,7 +457,7 @@ class ComparisonConfig:
         return AnalysisConfig(
             model=model, depth=depth, conv=self.conv, dataset=dataset, hidden=self.hidden, heads=self.heads,
             seeds=self.seeds, device=self.device, similarity=False, norm=self.norm, pattern=self.pattern,
-            ffn=self.ffn, data_root=self.data_root,
+            ffn=self.ffn, data_root=self.data_root, dtype=self.dtype, floor=self.floor,
         )
 
     def to_dict(self) -> dict:
@@ -447,6 +499,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
 
     started = time.perf_counter()
     device = resolve_device(config.device)
+    floor_method = resolve_floor_method(config.floor, config.dtype)
     runs = [(ds, m, d) for ds in config.datasets for m in config.models for d in config.depths]
     total = len(runs) * len(config.seeds)
     done = 0
@@ -456,7 +509,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
         edge_weight = getattr(data, "edge_weight", None)
         edge_weight = None if edge_weight is None else edge_weight.to(device)
         graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
-        x, edge_index = data.x.to(device), data.edge_index.to(device)
+        x, edge_index = data.x.to(device, resolve_dtype(config.dtype)), data.edge_index.to(device)
         for model_name in config.models:
             for depth in config.depths:
                 acfg = config.analysis(model_name, depth, dataset)
@@ -464,18 +517,21 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     if progress:
                         progress(f"{dataset} {model_name} depth {depth} seed {seed}", done, total)
                     model = model_from_config(acfg.model_config(data.num_features, out_channels, seed), device)
-                    with torch.no_grad(), Probe(model, graph, metrics=acfg.metrics) as probe:
+                    with torch.no_grad(), Probe(model, graph, metrics=acfg.metrics) as probe, \
+                            _floor_tracker(model, graph, floor_method, seed) as tracker:
                         model(x, edge_index, edge_weight=edge_weight)
-                    frame = probe.to_frame()
+                    floor = tracker.to_frame() if tracker else None
+                    frame = add_floor_columns(probe.to_frame(), floor, config.dtype)
                     for col, value in (("seed", seed), ("depth", depth), ("model", model_name), ("dataset", dataset)):
                         frame.insert(0, col, value)
                     frames.append(frame)
                     rows.append({"dataset": dataset, "model": model_name, "depth": depth, "seed": seed,
-                                 "final_energy": float(frame["laplacian_energy"].iloc[-1])})
+                                 "final_energy": float(frame["laplacian_energy"].iloc[-1]),
+                                 "final_at_floor": bool(frame["at_floor"].iloc[-1])})
                     done += 1
             deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
                                  and f["depth"].iloc[0] == config.depths[-1]])
-            desc = describe_frame(mean_curve(deepest), config.hidden)
+            desc = describe_frame(mean_curve(deepest), config.hidden, config.dtype)
             verdict = _verdict(_title(model_name, config.conv, config.depths[-1], dataset), desc)
             fits[f"{dataset}/{model_name}"] = {**_public(desc), "verdict": verdict, "depth": config.depths[-1]}
             verdicts.append(verdict)
@@ -484,7 +540,8 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame(rows)
     return ComparisonResult(
-        config={"command": "compare", **config.to_dict(), "device_resolved": str(device)},
+        config={"command": "compare", **config.to_dict(), "device_resolved": str(device),
+                "floor_method": floor_method},
         metrics=metrics,
         summary=summary,
         table=summary_table(summary),

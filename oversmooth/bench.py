@@ -91,6 +91,46 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
             "repeats": repeats, "bare_all": bare_t, "probed_all": probed_t}
 
 
+def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> dict:
+    """float64 against float32: bare forwards, and probed forwards with the default floor estimate
+    (float32 + float64 shadow, float64 + float64 twin), interleaved in one process."""
+    from oversmooth import GraphOperator, Probe, build_model
+    from oversmooth.data import load
+    from oversmooth.precision import FloorTracker
+
+    data = load("cora")
+    graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
+    ei = data.edge_index.to(device)
+    timer = Timer(device)
+    runs = {}
+    for dtype, method in (("float32", "shadow"), ("float64", "twin")):
+        model = build_model("postln", depth=depth, in_channels=data.num_features, out_channels=7,
+                            device=device, dtype=dtype)
+        x = data.x.to(device, model.decoder.weight.dtype)
+
+        def bare(model=model, x=x):
+            with torch.no_grad():
+                model(x, ei)
+
+        def analysed(model=model, x=x, method=method):
+            probe, floor = Probe(model, graph), FloorTracker(model, graph, method)
+            with torch.no_grad(), probe, floor:
+                model(x, ei)
+            probe.to_frame(), floor.to_frame()
+
+        runs[f"{dtype}_bare"], runs[f"{dtype}_{method}"] = bare, analysed
+    for fn in runs.values():  # warm-up
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):  # interleaved, so drifts in machine load hit all of them
+        for name, fn in runs.items():
+            times[name].append(timer.once(fn))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    return {"depth": depth, "repeats": repeats, **{f"{k}_s": v for k, v in med.items()},
+            "forward_ratio": med["float64_bare"] / med["float32_bare"],
+            "analysis_ratio": med["float64_twin"] / med["float32_shadow"], "all": times}
+
+
 # ----------------------------------------------------------------------------- 2. metric kernels
 
 
@@ -332,6 +372,8 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
     results: dict = {"quick": quick, "machine": machine(dev)}
     say("probe overhead (depth-256 Post-LN SAN on Cora)")
     results["probe_overhead"] = probe_overhead(dev, 256, repeats=3 if quick else 7)
+    say("float64 against float32 (Post-LN SAN on Cora)")
+    results["precision"] = precision_cost(dev, 64 if quick else 256, repeats=2 if quick else 5)
     say("metric kernels")
     graphs = [("cora", load("cora")), ("csbm-20k" if quick else "csbm-100k", csbm(n=20_000 if quick else 100_000, degree=10, classes=5, seed=0))]
     results["kernels"] = metric_kernels(dev, graphs, repeats=3)
@@ -442,6 +484,18 @@ def _markdown(r: dict) -> str:
     for s in r["size"]:
         lines.append(f"| {s['nodes']:,} | " + (f"{s['seconds']:.3f} | {s['peak_mib']:.1f} |" if "error" not in s else f"error: {s['error']} | |"))
     lines += ["", "![scaling in depth](scaling_depth.png)", "", "![scaling in graph size](scaling_size.png)", ""]
+    if "precision" in r:
+        p = r["precision"]
+        lines += ["## Precision: float64 against float32", "",
+                  f"Depth-{p['depth']} Post-LN SAN on Cora, {p['repeats']} interleaved repeats. "
+                  "Analysis: probed forward plus the float-floor estimate of `oversmooth analyze` "
+                  "(float32: a float64 shadow; float64, the default: a float64 twin).", "",
+                  "| | float32 | float64 | ratio |", "|---|---|---|---|",
+                  f"| bare forward | {p['float32_bare_s']:.3f} s | {p['float64_bare_s']:.3f} s | "
+                  f"**{p['forward_ratio']:.2f}x** |",
+                  f"| analysis (probe + floor) | {p['float32_shadow_s']:.3f} s | "
+                  f"{p['float64_twin_s']:.3f} s | "
+                  f"**{p['analysis_ratio']:.2f}x** |", ""]
     if "end_to_end" in r:
         e = r["end_to_end"]
         lines += ["## 4. End to end", ""]

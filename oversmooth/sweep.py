@@ -93,11 +93,14 @@ class SweepSpec:
     ray_address: str | None = None
     out: str = "reports/sweep"
     data_root: str | None = None
+    dtype: str = "float64"  # precision every cell's model runs in (see oversmooth.precision)
 
     def __post_init__(self) -> None:
         from oversmooth.nn.conv import CONVS
         from oversmooth.nn.model import MODELS
+        from oversmooth.precision import resolve_dtype
 
+        resolve_dtype(self.dtype)
         for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", MODES)):
             values = getattr(self, key)
             if not values:
@@ -244,7 +247,8 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
 
-        common = dict(similarity=False, device=options["device"], data_root=options.get("data_root"))
+        common = dict(similarity=False, device=options["device"],
+                      data_root=options.get("data_root"), dtype=options.get("dtype", "float64"))
         if cell["mode"] == "trained":
             from oversmooth.train import TrainConfig, train
 

@@ -31,3 +31,21 @@ def test_probe_overhead_and_isolated_measurement():
     (row,) = bench.scaling_depth(torch.device("cpu"), [2], similarity_too=False)
     assert "error" not in row, row
     assert row["seconds"] > 0 and row["peak_mib"] >= 0
+
+
+def test_precision_cost_times_both_precisions_side_by_side():
+    p = bench.precision_cost(torch.device("cpu"), depth=2, repeats=1)
+    for key in ("float32_bare_s", "float64_bare_s", "float32_shadow_s", "float64_twin_s"):
+        assert p[key] > 0
+    assert p["forward_ratio"] == p["float64_bare_s"] / p["float32_bare_s"]
+    text = bench._markdown({**_minimal_results(), "precision": p})
+    assert "Precision: float64 against float32" in text
+
+
+def _minimal_results() -> dict:
+    machine = {"cpu_model": "cpu", "cpu_count": 1, "torch_threads": 1, "device": "cpu",
+               "torch": "t", "torch_geometric": "g", "oversmooth": "o"}
+    po = {"depth": 2, "repeats": 1, "bare_s": 1.0, "probed_s": 1.0, "ratio": 1.0, "met": True}
+    return {"quick": True, "seconds": 1.0, "machine": machine, "probe_overhead": po, "kernels": [],
+            "depth": [], "size": [], "depth_exponent": 1.0, "depth_memory_ratio": 1.0,
+            "size_exponent": 1.0}

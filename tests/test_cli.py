@@ -144,3 +144,58 @@ def test_runtime_failure_is_exit_1_and_debug_shows_traceback(monkeypatch, tmp_pa
     assert not (tmp_path / "x").exists()
     result = run("--debug", "analyze", "--depth", 2, "--out", tmp_path / "y")
     assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+
+
+@pytest.mark.parametrize("dtype, method", [("float32", "shadow"), ("float64", "twin")])
+def test_analyze_dtype_flows_to_the_model_and_the_report(tmp_path, dtype, method):
+    import pandas as pd
+
+    out = tmp_path / dtype
+    result = run("analyze", "--model", "postln", "--depth", 4, "--dtype", dtype, "--out", out,
+                 "--json", "--quiet", "--no-similarity")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["dtype"] == dtype and payload["floor_method"] == method
+    config = json.loads((out / "config.json").read_text())
+    assert config["dtype"] == dtype and config["floor_method"] == method
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert {"float_floor", "at_floor"} <= set(metrics.columns) and not metrics["at_floor"].any()
+    assert ("float64_energy" in metrics.columns) == (dtype == "float32")
+    if dtype == "float64":
+        assert (metrics["float_floor"] < 1e-25).all()  # float64 rounding, never eps32
+
+
+def test_compare_and_prune_take_dtype(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "c"
+    result = run("compare", "--models", "postln", "--depths", "2,4", "--seeds", "0",
+                 "--dtype", "float32", "--out", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    assert "at_floor" in pd.read_csv(out / "metrics.csv").columns
+    assert "final_at_floor" in pd.read_csv(out / "summary.csv").columns
+    result = run("prune", "--model", "preln", "--depth", 4, "--layers", "2", "--dtype", "float64",
+                 "--out", tmp_path / "p", "--json")
+    assert result.exit_code == 0, result.output
+
+
+def test_bad_dtype_and_floor_are_one_line_errors(tmp_path):
+    result = run("analyze", "--depth", 2, "--dtype", "float16", "--out", tmp_path / "x")
+    assert result.exit_code == 2 and "float16" in result.output and "Traceback" not in result.output
+    shadow64 = run("analyze", "--depth", 2, "--dtype", "float64", "--floor", "shadow",
+                   "--out", tmp_path / "y")
+    _one_line_error(shadow64, 2, "needs --dtype float32")
+    result = run("sweep", "--models", "postln", "--depths", 2, "--dtype", "half",
+                 "--out", tmp_path / "s")
+    assert result.exit_code == 2 and "half" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_postln_depth_256_float64_reports_the_real_energy(tmp_path):
+    result = run("analyze", "--model", "postln", "--depth", 256, "--dtype", "float64",
+                 "--out", tmp_path / "a", "--json", "--quiet", "--no-similarity")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["final_energy"] < 1e-13 and payload["classification"] == "exponential-smoothing"
+    assert not payload["final_at_floor"]

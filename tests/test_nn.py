@@ -178,6 +178,39 @@ def test_seeded_and_rng_neutral():
     assert torch.equal(a(x, ei), b(x, ei))
 
 
+@pytest.mark.parametrize("name, conv", [("postln", "san"), ("preln", "gat"), ("nonlocal", "gcn"), ("plain", "gcn")])
+def test_float64_model_matches_float32_at_small_depth(name, conv):
+    ei, n = _graph()
+    x = torch.randn(n, 5, generator=torch.Generator().manual_seed(0))
+    m32 = build_model(name, conv=conv, depth=3, in_channels=5, out_channels=2, hidden=8, heads=2, seed=3)
+    m64 = build_model(name, conv=conv, depth=3, in_channels=5, out_channels=2, hidden=8, heads=2, seed=3,
+                      dtype="float64")
+    assert m64.config.dtype == "float64" and all(p.dtype == torch.float64 for p in m64.parameters())
+    for p32, p64 in zip(m32.parameters(), m64.parameters()):  # same seed, same initial weights
+        assert torch.equal(p32.double(), p64)
+    with torch.no_grad():
+        out32, out64 = m32(x, ei), m64(x.double(), ei)
+    assert out64.dtype == torch.float64
+    torch.testing.assert_close(out32.double(), out64, rtol=1e-5, atol=1e-5)
+
+
+def test_float64_weights_do_not_depend_on_the_default_dtype():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        a = build_model("postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64")
+    finally:
+        torch.set_default_dtype(previous)
+    b = build_model("postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64")
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_bad_dtype_lists_choices():
+    with pytest.raises(ValueError, match=r"dtype: expected one of float32, float64, received 'float16'"):
+        build_model("postln", depth=2, in_channels=3, out_channels=2, dtype="float16")
+
+
 def test_skip_replaces_blocks_by_identity():
     ei, n = _graph()
     model = build_model("preln", depth=4, in_channels=3, out_channels=2, hidden=8, heads=2)

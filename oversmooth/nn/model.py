@@ -8,8 +8,9 @@ Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +19,7 @@ from oversmooth.graph import check_edge_index, check_edge_weight, validate_featu
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
+from oversmooth.precision import resolve_dtype
 
 # name -> (placement, nonlocal, one-line description)
 MODELS: dict[str, tuple[str, bool, str]] = {
@@ -55,6 +57,9 @@ class ModelConfig:
         norm: LayerNorm mode, ``node`` (default) or ``graph``.
         pattern: ESA-style block pattern over ``M`` (neighbourhood attention) and
             ``S`` (global self-attention), repeated to the depth; default ``"M"``.
+        dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
+            always drawn in float32 and then cast, so one seed gives the same initial
+            weights in both precisions.
     """
 
     name: str
@@ -70,9 +75,11 @@ class ModelConfig:
     block_dropout: float = 0.0
     norm: str = "node"
     pattern: str = "M"
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         resolve_model_name(self.name)
+        resolve_dtype(self.dtype)
         resolve_conv(self.conv)
         resolve_norm_mode(self.norm)
         for field in ("depth", "in_channels", "out_channels", "hidden", "heads"):
@@ -223,7 +230,7 @@ def build_model(
         hidden, heads, seed: see :class:`ModelConfig`.
         device: where to put the parameters.
         **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
-            ``block_dropout``, ``norm``, ``pattern``).
+            ``block_dropout``, ``norm``, ``pattern``, ``dtype``).
 
     The same arguments give identical parameters, whatever the global RNG state
     (initialisation draws from a forked, seeded generator).
@@ -233,10 +240,11 @@ def build_model(
         >>> len(model.blocks)
         256
     """
-    unknown = set(options) - {"ffn", "dropout", "block_dropout", "norm", "pattern"}
+    unknown = set(options) - {"ffn", "dropout", "block_dropout", "norm", "pattern", "dtype"}
     if unknown:
         raise ValueError(
-            f"options: unknown {', '.join(sorted(unknown))}; expected ffn, dropout, block_dropout, norm, pattern"
+            f"options: unknown {', '.join(sorted(unknown))}; "
+            "expected ffn, dropout, block_dropout, norm, pattern, dtype"
         )
     config = ModelConfig(
         name=name, conv=conv, depth=depth, in_channels=in_channels, out_channels=out_channels,
@@ -246,6 +254,7 @@ def build_model(
 
 
 def model_from_config(config: ModelConfig, device: torch.device | str | None = None) -> DepthModel:
+    """The model of ``config``, in eval mode, with parameters in ``config.dtype`` on ``device``."""
     from oversmooth.resources import check_allocation, model_bytes
 
     c = config
@@ -257,6 +266,17 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
                          hint="use a smaller --depth or --hidden")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = DepthModel(config)
+        with _default_float32():
+            model = DepthModel(config)  # drawn in float32 whatever the global default dtype
     model.eval()
-    return model.to(device) if device is not None else model
+    return model.to(device=device, dtype=resolve_dtype(config.dtype))
+
+
+@contextmanager
+def _default_float32() -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)

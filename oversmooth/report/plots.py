@@ -18,7 +18,8 @@ def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
 def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"):
     """Log-log energy against layer (the seed paper's Figure 1), with fitted laws.
 
-    Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record)}``.
+    Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record), "floor"
+    (optional: the estimated float floor, one value per layer, or one value for all)}``.
     Layer 0 cannot sit on a log axis and is left out; non-positive values too.
     """
     for i, curve in enumerate(curves):
@@ -38,8 +39,12 @@ def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian 
                     ax.plot(grid, _law_points(law, grid), style, color=line.get_color(), lw=1, alpha=0.8,
                             label=f"  fit ${name}$ (R²={law['r2']:.2f})")
         floor = curve.get("floor")
-        if floor is not None and i == 0:
-            ax.axhline(floor, color="grey", lw=0.8, ls="-.", label="float32 resolution")
+        if floor is not None:
+            floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
+            ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
+            if ok.any():
+                ax.plot(layers[ok], floor[ok], color=line.get_color(), lw=0.8, ls="-.", alpha=0.7,
+                        label=f"  float floor ({curve['label']})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("layer $k$")

@@ -276,7 +276,7 @@ def _render_analysis(folder: Path, config: dict):
     for seed, part in metrics.groupby("seed"):
         curves.append({"label": f"seed {seed}", "layers": part["layer"], "values": part["laplacian_energy"],
                        "fit": fits.get("per_seed", {}).get(str(seed)) if len(curves) == 0 else None,
-                       "floor": mean_fit.get("float_floor")})
+                       "floor": part["float_floor"] if "float_floor" in part else None})
     fig = _figure()
     plots.energy_curves(fig.add_subplot(), curves)
     doc.heading("Laplacian energy per layer")
@@ -346,8 +346,10 @@ def _render_comparison(folder: Path, config: dict):
         for model in config["models"]:
             rows = part[part["model"] == model]
             mean = rows.groupby("layer")["laplacian_energy"].apply(geometric_mean)
+            floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
             curves.append({"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(),
-                           "fit": fits.get(f"{dataset}/{model}")})
+                           "fit": fits.get(f"{dataset}/{model}"),
+                           "floor": None if floor is None else floor.to_numpy()})
         fig = _figure()
         plots.energy_curves(fig.add_subplot(), curves)
         doc.image(_save(fig, folder / f"energy_{dataset}.png"),

@@ -1,0 +1,275 @@
+"""Model precision (``float32`` / ``float64``) and the float floor of a run.
+
+A model run in float32 rounds every operation; over hundreds of blocks the
+rounding errors accumulate into a *floor*: an energy below which the measured
+Laplacian energy is rounding noise, not a property of the network.  The
+single-step bound ``(eps * ||x||)^2`` (:func:`oversmooth.fit.float_floor`)
+lies 3-6x below the accumulated floor of a depth-256 Post-LN SAN on Cora, and
+energies a few times above the floor are already off by more than 2x, so the
+floor is estimated from the run itself, layer by layer, by :class:`FloorTracker`:
+
+- ``shadow`` (float32 runs): a float64 copy of the same weights runs in step
+  with the model.  The floor of layer ``k`` is the Laplacian energy of the
+  difference of the two states, ``E(X32^k - X64^k)``: the actual rounding error of
+  the run, seen by the energy.  The float64 energies come for free
+  (column ``float64_energy``).  Cost: one float64 forward (about 1.5x a
+  float32 forward on CPU).
+- ``twin``: a copy in the same precision runs on the input perturbed by one
+  unit in the last place (a relative ``±eps`` on every entry).  Rounding then
+  differs from the first block on, so the difference of the two runs measures
+  the accumulated noise: the floor is ``E(Xa^k - Xb^k) / 2`` (two independent
+  noises of equal size).  Cost: one more forward in the model's precision.
+  Used for float64 runs, where nothing more precise is at hand.
+- ``bound``: the single-step bound with the run's epsilon; costs nothing, and
+  underestimates the floor of deep float32 runs (kept for foreign models).
+
+A layer is ``at_floor`` when its energy is below :data:`AT_FLOOR_FACTOR` times
+the floor (or not finite).  With the factor 12, an energy that is not at the
+floor is within a factor 2 of the exact one: ``|sqrt(E) - sqrt(E_exact)| <=
+sqrt(E(error)) <= sqrt(E / 12)`` gives ``E_exact / E`` in ``[0.50, 1.67]``.
+Rows at the floor are left out of every fit.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from oversmooth.graph import GraphOperator
+
+__all__ = [
+    "DTYPES",
+    "FLOOR_METHODS",
+    "AT_FLOOR_FACTOR",
+    "resolve_dtype",
+    "dtype_eps",
+    "resolve_floor_method",
+    "FloorTracker",
+    "mark_at_floor",
+    "bound_floor",
+    "add_floor_columns",
+]
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+FLOOR_METHODS = ("auto", "shadow", "twin", "bound")
+AT_FLOOR_FACTOR = 12.0
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """``float32`` or ``float64`` -> the torch dtype (the one resolver for precision names)."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, received {name!r}")
+    return DTYPES[name]
+
+
+def dtype_eps(name: str) -> float:
+    """Machine epsilon of the precision ``name`` (``float32``: 1.19e-7, ``float64``: 2.2e-16)."""
+    return float(torch.finfo(resolve_dtype(name)).eps)
+
+
+def resolve_floor_method(method: str, dtype: str) -> str:
+    """The floor method actually used: ``auto`` is ``shadow`` for float32, ``twin`` for float64."""
+    resolve_dtype(dtype)
+    if method not in FLOOR_METHODS:
+        raise ValueError(f"floor: expected one of {', '.join(FLOOR_METHODS)}, received {method!r}")
+    if method == "auto":
+        return "shadow" if dtype == "float32" else "twin"
+    if method == "shadow" and dtype == "float64":
+        raise ValueError(
+            "floor: 'shadow' compares a run with a float64 copy, so it needs --dtype float32; "
+            "use twin or bound for float64 runs"
+        )
+    return method
+
+
+def bound_floor(feature_norm, dtype: str) -> np.ndarray:
+    """The single-step bound ``(eps * feature_norm)^2`` with the epsilon of ``dtype``."""
+    return (dtype_eps(dtype) * np.asarray(feature_norm, dtype=np.float64)) ** 2
+
+
+class FloorTracker:
+    """Estimate the float floor of every layer of an oversmooth model while it runs.
+
+    Inside a ``with`` block, forward hooks on the encoder and on every block run a
+    reference copy of the model in step (see the module docstring for the
+    methods); they are removed on exit, also when the forward raises.  Layer
+    ``k`` follows the :class:`~oversmooth.probe.Probe` convention: 0 is the
+    encoder output, ``k`` the output of ``model.blocks[k - 1]``.  Blocks the
+    forward skips are skipped in the reference too.
+
+    Args:
+        model: a :class:`~oversmooth.nn.DepthModel` in float32 or float64.
+        graph: the measuring operator (the one given to the Probe).
+        method: ``shadow`` or ``twin`` (``bound`` needs no tracker).
+        seed: seed of the twin's input perturbation.
+
+    Example:
+        >>> with Probe(model, graph) as probe, FloorTracker(model, graph, "shadow") as floor:
+        ...     model(x, edge_index)
+        >>> floor.to_frame()  # columns: layer, float_floor, float64_energy
+    """
+
+    def __init__(
+        self, model: nn.Module, graph: "GraphOperator", method: str, seed: int = 0
+    ) -> None:
+        if method not in ("shadow", "twin"):
+            raise ValueError(f"method: expected shadow or twin, received {method!r}")
+        if not isinstance(getattr(model, "blocks", None), nn.ModuleList) or not hasattr(
+            model, "encoder"
+        ):
+            raise TypeError(
+                "model: expected an oversmooth DepthModel (encoder and blocks); use the bound floor"
+            )
+        self.model, self.graph, self.method, self.seed = model, graph, method, seed
+        self.dtype = next(model.parameters()).dtype
+        if method == "shadow" and self.dtype != torch.float32:
+            raise ValueError("method: 'shadow' needs a float32 model; use twin for float64")
+        self._handles: list = []
+        self._reference: nn.Module | None = None
+        self._state: Tensor | None = None
+        self._ctx: tuple[object, object] | None = None
+        self._graph_args: tuple | None = None
+        self._floor: dict[int, Tensor] = {}
+        self._energy: dict[int, Tensor] = {}
+
+    def __enter__(self) -> "FloorTracker":
+        ref_dtype = torch.float64 if self.method == "shadow" else self.dtype
+        self._reference = _hookless_copy(self.model).to(ref_dtype).eval()
+        self._floor.clear()
+        self._energy.clear()
+        self._handles.append(
+            self.model.register_forward_pre_hook(self._model_pre_hook, with_kwargs=True)
+        )
+        self._handles.append(self.model.encoder.register_forward_hook(self._encoder_hook))
+        for k, block in enumerate(self.model.blocks):
+            self._handles.append(block.register_forward_hook(self._block_hook(k)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._reference, self._state, self._ctx, self._graph_args = None, None, None, None
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def _reference_input(self, x: Tensor) -> Tensor:
+        if self.method == "shadow":
+            return x.to(torch.float64)
+        gen = torch.Generator().manual_seed(self.seed)
+        sign = torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype) * 2 - 1
+        return x * (1 + torch.finfo(x.dtype).eps * sign)  # one ulp up or down per entry
+
+    def _reference_ctx(self, ctx):
+        if self.method == "twin":
+            return ctx
+        if self._ctx is None or self._ctx[0] is not ctx:
+            # the graph context rebuilt in float64 from the forward's own graph arguments, so
+            # that counts and edge weights are not float32-rounded in the reference
+            assert self._reference is not None and self._graph_args is not None
+            edge_index, batch, edge_weight = self._graph_args
+            self._ctx = (ctx, self._reference.context(edge_index, ctx.num_nodes, batch, edge_weight))
+        return self._ctx[1]
+
+    def _model_pre_hook(self, module, args, kwargs) -> None:
+        names = ("x", "edge_index", "batch")
+        bound = {**dict(zip(names, args)), **kwargs}
+        self._graph_args = (bound["edge_index"], bound.get("batch"), bound.get("edge_weight"))
+
+    def _measure(self, k: int, output: Tensor) -> None:
+        from oversmooth.metrics import laplacian_energy
+
+        assert self._state is not None
+        diff = output.detach().to(torch.float64) - self._state.to(torch.float64)
+        energy = laplacian_energy(diff, self.graph)
+        self._floor[k] = energy if self.method == "shadow" else energy / 2
+        if self.method == "shadow":
+            self._energy[k] = laplacian_energy(self._state, self.graph)
+
+    def _encoder_hook(self, module, args, output) -> None:
+        assert self._reference is not None
+        with torch.no_grad():
+            self._state = self._reference.encoder(self._reference_input(args[0].detach()))
+        self._measure(0, output)
+
+    def _block_hook(self, k: int):
+        def hook(module, args, output) -> None:
+            assert self._reference is not None and self._state is not None
+            with torch.no_grad():
+                self._state = self._reference.blocks[k](self._state, self._reference_ctx(args[1]))
+            self._measure(k + 1, output)
+
+        return hook
+
+    # -- results --------------------------------------------------------------------------------
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per layer: ``layer``, ``float_floor`` (and ``float64_energy`` for shadow)."""
+        import pandas as pd
+
+        layers = sorted(self._floor)
+        data: dict = {"layer": layers}
+        if layers:
+            data["float_floor"] = torch.stack([self._floor[k] for k in layers]).cpu().numpy()
+            if self.method == "shadow":
+                data["float64_energy"] = (
+                    torch.stack([self._energy[k] for k in layers]).cpu().numpy()
+                )
+        else:
+            data["float_floor"] = []
+        return pd.DataFrame(data)
+
+
+def _hookless_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` without the hooks attached to it (a deepcopy would copy a Probe's
+    hooks too, and the reference would then record into that Probe)."""
+    from oversmooth.nn.model import DepthModel, model_from_config
+
+    if isinstance(model, DepthModel):
+        dtype = next(model.parameters()).dtype
+        reference = model_from_config(model.config).to(
+            dtype
+        )  # same precision before copying the weights
+        reference.load_state_dict(model.state_dict())
+        return reference
+    reference = copy.deepcopy(model)
+    for module in reference.modules():
+        module._forward_hooks.clear()
+        module._forward_pre_hooks.clear()
+    return reference
+
+
+def mark_at_floor(energy, floor) -> np.ndarray:
+    """``at_floor``: the energy is not finite or below ``AT_FLOOR_FACTOR * floor``."""
+    e = np.asarray(energy, dtype=np.float64)
+    f = np.asarray(floor, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return ~np.isfinite(e) | (e < AT_FLOOR_FACTOR * f)
+
+
+def add_floor_columns(
+    frame: "pd.DataFrame", floor: "pd.DataFrame | None", dtype: str
+) -> "pd.DataFrame":
+    """Add ``float_floor`` and ``at_floor`` (and ``float64_energy`` when known) to a Probe table.
+
+    ``floor`` is :meth:`FloorTracker.to_frame` of the same run, or ``None`` for the
+    single-step bound of ``dtype`` (from the ``feature_norm`` column).
+    """
+    frame = frame.copy()
+    if floor is not None:
+        by_layer = floor.set_index("layer")
+        for column in by_layer.columns:
+            frame[column] = by_layer[column].reindex(frame["layer"]).to_numpy()
+    elif "feature_norm" in frame:
+        frame["float_floor"] = bound_floor(frame["feature_norm"], dtype)
+    else:
+        raise ValueError(
+            "frame: the bound floor needs the feature_norm column; add it to the metrics"
+        )
+    frame["at_floor"] = mark_at_floor(frame["laplacian_energy"], frame["float_floor"])
+    return frame

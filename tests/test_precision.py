@@ -1,0 +1,286 @@
+"""Model precision and the float floor of a run (oversmooth.precision)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from oversmooth.analysis import AnalysisConfig, describe_frame, run_analysis
+from oversmooth.graph import GraphOperator
+from oversmooth.nn.model import ModelConfig, model_from_config
+from oversmooth.precision import (
+    AT_FLOOR_FACTOR,
+    FloorTracker,
+    add_floor_columns,
+    dtype_eps,
+    mark_at_floor,
+    resolve_floor_method,
+)
+from oversmooth.probe import Probe
+
+
+def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> torch.Tensor:
+    """A dense random graph: a large spectral gap, so Post-LN GCN collapses within ~50 layers."""
+    a = torch.rand(n, n, generator=torch.Generator().manual_seed(seed)) < p
+    a = torch.triu(a, 1)
+    return (a | a.T).nonzero().T.contiguous()
+
+
+def _run(dtype: str, method: str, depth: int, n: int = 30):
+    ei = _dense_graph(n)
+    graph = GraphOperator(ei, num_nodes=n)
+    x = torch.randn(n, 8, generator=torch.Generator().manual_seed(1))
+    config = ModelConfig(
+        name="postln",
+        conv="gcn",
+        depth=depth,
+        in_channels=8,
+        out_channels=2,
+        hidden=16,
+        heads=2,
+        dtype=dtype,
+    )
+    model = model_from_config(config)
+    tracker = FloorTracker(model, graph, method) if method != "bound" else None
+    with torch.no_grad(), Probe(model, graph) as probe:
+        if tracker is None:
+            model(x.to(model.decoder.weight.dtype), ei)
+        else:
+            with tracker:
+                model(x.to(model.decoder.weight.dtype), ei)
+    return add_floor_columns(probe.to_frame(), tracker.to_frame() if tracker else None, dtype)
+
+
+@pytest.fixture(scope="module")
+def deep():
+    """Post-LN GCN, depth 64, in float32 (shadow and twin floors) and float64 (twin floor)."""
+    return {
+        key: _run(*key, depth=64)
+        for key in (("float32", "shadow"), ("float32", "twin"), ("float64", "twin"))
+    }
+
+
+def _off_by_2x(frame32, frame64) -> np.ndarray:
+    e32, e64 = frame32["laplacian_energy"].to_numpy(), frame64["laplacian_energy"].to_numpy()
+    return np.maximum(e32 / e64, e64 / e32) > 2
+
+
+@pytest.mark.parametrize("method", ["shadow", "twin"])
+def test_float32_floor_flags_every_layer_float64_contradicts(deep, method):
+    f32, f64 = deep[("float32", method)], deep[("float64", "twin")]
+    off = _off_by_2x(f32, f64)
+    assert off.sum() >= 5  # the case does reach the float32 floor
+    flagged = f32["at_floor"].to_numpy()
+    assert not (off & ~flagged).any(), (
+        f"layers off by > 2x but not flagged: {f32['layer'][off & ~flagged].tolist()}"
+    )
+    # the flag is not a blanket: the early layers, where both precisions agree, are not flagged
+    first_off = int(np.argmax(off))
+    assert not flagged[: first_off - 10].any()
+    # the single-step bound (eps32 * norm)^2, the old filter, keeps layers that are off by > 2x
+    bound = (dtype_eps("float32") * f32["feature_norm"].to_numpy()) ** 2
+    assert (off & (f32["laplacian_energy"].to_numpy() >= bound)).any()
+    assert f32["float_floor"].iloc[-1] > bound[-1]  # the accumulated floor lies above it
+
+
+def test_shadow_gives_the_float64_energies(deep):
+    shadow, f64 = deep[("float32", "shadow")], deep[("float64", "twin")]
+    np.testing.assert_allclose(shadow["float64_energy"], f64["laplacian_energy"], rtol=1e-8)
+
+
+def test_float64_floor_uses_float64_rounding(deep):
+    f64 = deep[("float64", "twin")]
+    assert not f64["at_floor"].any()
+    assert (f64["float_floor"] < 1e-24).all()  # float64 rounding, nowhere near eps32's 1e-13
+    assert "float64_energy" not in f64
+
+
+def test_no_flags_where_precisions_agree():
+    f32, f64 = _run("float32", "shadow", depth=24), _run("float64", "twin", depth=24)
+    assert not _off_by_2x(f32, f64).any()
+    assert not f32["at_floor"].any() and not f64["at_floor"].any()
+
+
+def test_fits_leave_out_rows_at_the_floor(deep):
+    f32 = deep[("float32", "shadow")]
+    desc = describe_frame(f32, hidden=16, dtype="float32")
+    assert desc["full"]["dropped"]["float_floor"] == int(f32["at_floor"].sum()) > 0
+    assert desc["full"]["span"][1] < int(f32["layer"][f32["at_floor"]].min())
+    assert desc["final_at_floor"] and desc["float64_final_energy"] == pytest.approx(
+        f32["float64_energy"].iloc[-1]
+    )
+
+
+def test_float64_fit_keeps_points_below_the_float32_bound(deep):
+    # regression: the floor used eps32 for float64 states and dropped genuine float64 energies
+    f64 = deep[("float64", "twin")].drop(columns=["float_floor", "at_floor"])
+    eps32_bound = (dtype_eps("float32") * f64["feature_norm"]) ** 2
+    assert (f64["laplacian_energy"] < eps32_bound).sum() >= 5
+    assert describe_frame(f64, hidden=16, dtype="float64")["full"]["dropped"]["float_floor"] == 0
+
+
+def test_bound_floor_uses_the_runs_epsilon():
+    f64 = _run("float64", "bound", depth=4)
+    expected = (np.finfo(np.float64).eps * f64["feature_norm"]) ** 2
+    np.testing.assert_allclose(f64["float_floor"], expected)
+
+
+def test_tracker_leaves_no_hooks_and_the_run_unchanged():
+    ei = _dense_graph(12)
+    graph = GraphOperator(ei, num_nodes=12)
+    x = torch.randn(12, 8, generator=torch.Generator().manual_seed(1))
+    model = model_from_config(
+        ModelConfig(
+            name="postln", conv="san", depth=4, in_channels=8, out_channels=2, hidden=8, heads=2
+        )
+    )
+    with torch.no_grad():
+        plain = model(x, ei)
+        with Probe(model, graph) as probe, FloorTracker(model, graph, "shadow") as tracker:
+            tracked = model(x, ei)
+    assert torch.equal(plain, tracked)
+    assert (
+        tracker.to_frame()["layer"].tolist()
+        == probe.to_frame()["layer"].tolist()
+        == [0, 1, 2, 3, 4]
+    )
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_mark_at_floor_threshold():
+    floor = np.array([1.0, 1.0, 1.0, 1.0])
+    energy = np.array([AT_FLOOR_FACTOR * 1.01, AT_FLOOR_FACTOR * 0.99, np.nan, 0.0])
+    assert mark_at_floor(energy, floor).tolist() == [False, True, True, True]
+
+
+def test_floor_method_choices():
+    assert resolve_floor_method("auto", "float32") == "shadow"
+    assert resolve_floor_method("auto", "float64") == "twin"
+    with pytest.raises(ValueError, match="'shadow' compares a run with a float64 copy"):
+        resolve_floor_method("shadow", "float64")
+    with pytest.raises(ValueError, match="floor: expected one of auto, shadow, twin, bound"):
+        resolve_floor_method("exact", "float32")
+    with pytest.raises(ValueError, match="dtype: expected one of float32, float64"):
+        AnalysisConfig(depth=2, dtype="half")
+
+
+def test_analysis_records_dtype_and_floor_method():
+    result = run_analysis(
+        AnalysisConfig(
+            model="postln",
+            depth=3,
+            dataset="karate",
+            similarity=False,
+            device="cpu",
+            dtype="float32",
+        )
+    )
+    assert result.config["dtype"] == "float32" and result.config["floor_method"] == "shadow"
+    assert {"float_floor", "at_floor", "float64_energy"} <= set(result.metrics.columns)
+    assert not result.metrics["at_floor"].any()
+
+
+@pytest.mark.slow
+def test_postln_depth_256_in_float64_on_cora():
+    result = run_analysis(
+        AnalysisConfig(
+            model="postln",
+            depth=256,
+            dataset="cora",
+            similarity=False,
+            device="cpu",
+            dtype="float64",
+        )
+    )
+    assert result.fits["mean_over_seeds"]["final_energy"] < 1e-13
+    assert result.label == "exponential-smoothing"
+    assert "(at the" not in result.verdict
+
+
+def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
+    from oversmooth.sweep import SweepSpec, run_cell
+
+    spec = SweepSpec(models=("postln",), depths=(3,), datasets=("karate",), dtype="float32")
+    assert spec.options()["dtype"] == "float32"
+    record = run_cell(spec.cells()[0], spec.options(), str(tmp_path))
+    assert record["status"] == "ok", record.get("error")
+    assert "float64_energy" in record["metrics"] and "at_floor" in record["metrics"]
+    with pytest.raises(ValueError, match="dtype: expected one of float32, float64"):
+        SweepSpec(dtype="double")
+
+
+def test_energy_plot_draws_the_estimated_floor_curve():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oversmooth.report import plots
+
+    layers = np.arange(0, 9)
+    floor = np.geomspace(1e-14, 1e-12, 9)
+    fig, ax = plt.subplots()
+    curve = {
+        "label": "seed 0",
+        "layers": layers,
+        "values": np.geomspace(1, 1e-10, 9),
+        "floor": floor,
+    }
+    plots.energy_curves(ax, [curve])
+    lines = [line for line in ax.get_lines() if "float floor" in line.get_label()]
+    assert len(lines) == 1
+    np.testing.assert_allclose(lines[0].get_ydata(), floor[1:])  # per layer, not a constant line
+    plt.close(fig)
+
+
+def _fake_float32_run(final_energy: float, floor: float):
+    import pandas as pd
+
+    from oversmooth.analysis import AnalysisResult
+
+    frame = pd.DataFrame(
+        {
+            "seed": [0, 0],
+            "layer": [0, 256],
+            "laplacian_energy": [1.0, final_energy],
+            "float64_energy": [1.0, 1e-14],
+            "float_floor": [1e-20, floor],
+        }
+    )
+    frame["at_floor"] = mark_at_floor(frame["laplacian_energy"], frame["float_floor"])
+    return AnalysisResult(config={}, metrics=frame, fits={}, verdict="", label="")
+
+
+def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
+    import pandas as pd
+
+    import oversmooth.reproduce as R
+
+    table = pd.DataFrame(
+        {"dataset": ["cora"], "model": ["postln"], "depth": [256], "paper": [1.32e-12]}
+    )
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, table)
+    assert (
+        "ends at the floor" in text and "1.32e-12 at depth 256 sits at that float32 floor" in text
+    )
+    assert "seed 0: from layer 256" in text
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 1e-20)}, table)
+    assert "stays above the floor" in text and "lies above that float32 floor" in text
+    no_paper = table.assign(paper=[float("nan")])
+    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, no_paper)
+    assert "paper" not in text
+    assert R._floor_finding({}, table) == []
+
+
+def test_verdict_names_the_floor_and_the_float64_value(deep):
+    from oversmooth.analysis import _verdict
+
+    desc = describe_frame(deep[("float32", "shadow")], hidden=16, dtype="float32")
+    f64 = deep[("float32", "shadow")]["float64_energy"].iloc[-1]
+    assert _verdict("t", desc).endswith(f"(at the float32 floor; float64 gives {f64:.2g})")
+    no_shadow = deep[("float32", "twin")]
+    assert _verdict("t", describe_frame(no_shadow, 16, "float32")).endswith(
+        "(at the float32 floor; rerun with --dtype float64)"
+    )
+    assert "(at the" not in _verdict("t", describe_frame(deep[("float64", "twin")], 16, "float64"))
