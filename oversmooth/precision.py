@@ -174,7 +174,8 @@ class FloorTracker:
             # that counts and edge weights are not float32-rounded in the reference
             assert self._reference is not None and self._graph_args is not None
             edge_index, batch, edge_weight = self._graph_args
-            self._ctx = (ctx, self._reference.context(edge_index, ctx.num_nodes, batch, edge_weight))
+            reference = self._reference.context(edge_index, ctx.num_nodes, batch, edge_weight)
+            self._ctx = (ctx, reference)
         return self._ctx[1]
 
     def _model_pre_hook(self, module, args, kwargs) -> None:

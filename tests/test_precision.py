@@ -89,6 +89,31 @@ def test_shadow_gives_the_float64_energies(deep):
     np.testing.assert_allclose(shadow["float64_energy"], f64["laplacian_energy"], rtol=1e-8)
 
 
+@pytest.mark.parametrize("conv", ["gcn", "san"])
+def test_shadow_uses_unrounded_edge_weights(conv):
+    # the float64 reference must see the user's float64 weights, not their float32 rounding
+    n = 30
+    ei = _dense_graph(n)
+    w = 0.1 + torch.rand(ei.size(1), generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    graph = GraphOperator(ei, w, num_nodes=n)
+    x = torch.randn(n, 8, generator=torch.Generator().manual_seed(1))  # float32 input for both
+    frames = {}
+    for dtype in ("float32", "float64"):
+        config = ModelConfig(name="postln", conv=conv, depth=12, in_channels=8, out_channels=2,
+                             hidden=16, heads=2, dtype=dtype)
+        model = model_from_config(config)
+        with torch.no_grad(), Probe(model, graph) as probe:
+            if dtype == "float32":
+                with FloorTracker(model, graph, "shadow") as tracker:
+                    model(x, ei, edge_weight=w)
+                frames[dtype] = tracker.to_frame()
+            else:
+                model(x.double(), ei, edge_weight=w)
+                frames[dtype] = probe.to_frame()
+    np.testing.assert_allclose(frames["float32"]["float64_energy"],
+                               frames["float64"]["laplacian_energy"], rtol=1e-12)
+
+
 def test_float64_floor_uses_float64_rounding(deep):
     f64 = deep[("float64", "twin")]
     assert not f64["at_floor"].any()
