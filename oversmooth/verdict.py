@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from oversmooth.fit import CURSE_COSINE, CURSE_R, STABLE_DECADES, float_floor
+from oversmooth.fit import float_floor
 
 __all__ = [
     "Verdict",
@@ -68,6 +68,9 @@ __all__ = [
     "MIN_TERM_DECADES",
     "ALGEBRAIC_MARGIN",
     "BOOTSTRAP_DRAWS",
+    "STABLE_DECADES",
+    "CURSE_R",
+    "CURSE_COSINE",
 ]
 
 LABELS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth", "stable",
@@ -77,6 +80,9 @@ LEVEL = 0.99  # two-sided level of the intervals the decisions use
 MIN_TERM_DECADES = 0.1  # a law term must move the fitted curve by this much over the window
 ALGEBRAIC_MARGIN = 0.5  # power law: the exponential term's upper bound moves the curve < this x the power term
 BOOTSTRAP_DRAWS = 400
+STABLE_DECADES = 0.3  # stable: the fitted energy changes by less than a factor of 2 over the window
+CURSE_R = 0.05  # curse of depth: fitted |R| in the last quarter below this ...
+CURSE_COSINE = 0.9  # ... and the adjacent cosine there above this
 REPORT_LEVEL = 0.95  # level of the intervals in the summary
 
 
@@ -265,7 +271,8 @@ def verdict(
         final = float(at_last[energy].iloc[0])
 
     # which rows are usable
-    dropped = {"layer_0": int((layers_all <= 0).sum()), "nonfinite": int((~np.isfinite(values_all)).sum()),
+    deep = layers_all > 0
+    dropped = {"layer_0": int((~deep).sum()), "nonfinite": int((deep & ~np.isfinite(values_all)).sum()),
                "nonpositive": 0, "at_floor": 0}
     finite = np.isfinite(values_all)
     nonpos = finite & (values_all <= 0) & (layers_all > 0)
