@@ -71,6 +71,9 @@ __all__ = [
     "STABLE_DECADES",
     "CURSE_R",
     "CURSE_COSINE",
+    "synthetic_frame",
+    "calibrate",
+    "CALIBRATION_CASES",
 ]
 
 LABELS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth", "stable",
@@ -147,10 +150,11 @@ class _Fit:
         return math.sqrt(max(float(w @ self.cov @ w), float(w @ self.cov_ar1 @ w), 0.0))
 
 
-def _fit(design: np.ndarray, logs: np.ndarray, rng: np.random.Generator) -> _Fit:
+def _fit(design: np.ndarray, logs: np.ndarray, idx: np.ndarray) -> _Fit:
     """Shared coefficients, one intercept per seed (column 0 of ``design`` is the constant).
 
-    ``logs`` is ``[seeds, n]``.  With a balanced table the shared coefficients are the
+    ``logs`` is ``[seeds, n]``; ``idx`` ``[draws, seeds, n]`` the layers of each bootstrap draw
+    (:func:`_block_indices`).  With a balanced table the shared coefficients are the
     least-squares fit of the seed-mean curve.
     """
     seeds, n = logs.shape
@@ -162,11 +166,7 @@ def _fit(design: np.ndarray, logs: np.ndarray, rng: np.random.Generator) -> _Fit
     resid = resid - resid.mean(axis=1, keepdims=True)  # per-seed intercepts
     mean_resid = mean - fitted
     rss = float((mean_resid**2).sum())
-    # moving-block bootstrap over layers, independently per seed
-    block = max(2, math.ceil(math.sqrt(n)))
-    starts = rng.integers(0, n, size=(BOOTSTRAP_DRAWS, seeds, math.ceil(n / block)))
-    idx = (starts[..., None] + np.arange(block)).reshape(BOOTSTRAP_DRAWS, seeds, -1)[..., :n] % n
-    draws = np.take_along_axis(np.broadcast_to(resid, (BOOTSTRAP_DRAWS, seeds, n)), idx, axis=2).mean(axis=1)
+    draws = resid[np.arange(seeds)[None, :, None], idx].mean(axis=1)  # [draws, n]
     boot = draws @ pinv.T  # [draws, p]
     cov = np.atleast_2d(np.cov(boot, rowvar=False))
     # AR(1)-inflated OLS covariance of the seed-mean curve
@@ -179,6 +179,13 @@ def _fit(design: np.ndarray, logs: np.ndarray, rng: np.random.Generator) -> _Fit
     xtx_inv = pinv @ pinv.T
     cov_ar1 = xtx_inv * (rss / dof) * (1 + rho) / (1 - rho)
     return _Fit(coef, cov, cov_ar1, rss, n, fitted)
+
+
+def _block_indices(seeds: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Moving-block bootstrap over layers (circular blocks of ``ceil(sqrt(n))``), independently per seed."""
+    block = max(2, math.ceil(math.sqrt(n)))
+    starts = rng.integers(0, n, size=(BOOTSTRAP_DRAWS, seeds, math.ceil(n / block)))
+    return (starts[..., None] + np.arange(block)).reshape(BOOTSTRAP_DRAWS, seeds, -1)[..., :n] % n
 
 
 # ----------------------------------------------------------------------------- input
@@ -326,14 +333,14 @@ def verdict(
     logs = np.stack([table[(table["seed"] == s) & table["layer"].isin(layers)]["_log"].to_numpy() for s in seeds])
     k0, kl = float(layers.min()), float(layers.max())
     window = (int(k0), int(kl))
-    rng = np.random.default_rng(seed)
+    idx = _block_indices(len(seeds), n, np.random.default_rng(seed))
     one = np.ones(n)
     logk = np.log(layers)
     # scaled columns keep the design well conditioned; coefficients are rescaled below
     scale_k = kl
-    combined = _fit(np.column_stack([one, logk, layers / scale_k]), logs, rng)
-    power = _fit(np.column_stack([one, logk]), logs, rng)
-    expo = _fit(np.column_stack([one, layers / scale_k]), logs, rng)
+    combined = _fit(np.column_stack([one, logk, layers / scale_k]), logs, idx)
+    power = _fit(np.column_stack([one, logk]), logs, idx)
+    expo = _fit(np.column_stack([one, layers / scale_k]), logs, idx)
 
     ln10 = math.log(10)
     z = _z(LEVEL)
@@ -481,3 +488,139 @@ def _curse(frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float) 
     if r_hi < CURSE_R:
         return True, text + ": curse of depth (vanishing relative change)"
     return None, text + f": curse of depth undecided (threshold |R| < {CURSE_R:g})"
+
+
+# ----------------------------------------------------------------------------- calibration
+
+#: Synthetic laws with known answers: (name, law, parameter, cosine_prev, expected label, expected curse).
+CALIBRATION_CASES = (
+    ("exp beta=-0.01", "exponential", -0.01, None, "exponential-smoothing", False),
+    ("exp beta=-0.05", "exponential", -0.05, None, "exponential-smoothing", False),
+    ("exp beta=-0.2", "exponential", -0.2, None, "exponential-smoothing", False),
+    ("pow alpha=-0.5", "power", -0.5, None, "algebraic-smoothing", False),
+    ("pow alpha=-1", "power", -1.0, None, "algebraic-smoothing", False),
+    ("pow alpha=-2", "power", -2.0, None, "algebraic-smoothing", False),
+    ("pow alpha=-5", "power", -5.0, None, "algebraic-smoothing", False),
+    ("pow alpha=-6", "power", -6.0, None, "algebraic-smoothing", False),
+    ("growth k^0.3, curse", "power", 0.3, 0.999, "power-law-growth", True),
+    ("growth k^0.3, turning layers", "power", 0.3, 0.5, "power-law-growth", False),
+    ("growth e^0.08k, flat R", "exponential", 0.08, 0.999, "exponential-growth", False),
+    ("stable", "power", 0.0, 0.999, "stable", False),
+)
+CALIBRATION_SIGMAS = (0.05, 0.1, 0.3, 0.5, 1.0)
+CALIBRATION_AR = (0.0, 0.7)  # AR(1) coefficient of the log-noise across layers
+
+
+def synthetic_frame(law: str, param: float, sigma: float, ar: float = 0.0, seeds: int = 3, depth: int = 256,
+                    cosine: float | None = None, rng: np.random.Generator | None = None):
+    """A per-layer table of ``E(k) = k^param`` (``law="power"``) or ``e^{param k}`` (``"exponential"``)
+    over layers ``0..depth``, times log-normal noise of ``sigma`` (natural-log units) that is
+    AR(1) across layers with coefficient ``ar``; one curve per seed.  ``relative_energy`` is
+    computed from the noisy curve; ``cosine_prev`` is the constant ``cosine`` when given.
+    """
+    import pandas as pd
+
+    if law not in ("power", "exponential"):
+        raise ValueError(f"law: expected 'power' or 'exponential', received {law!r}")
+    rng = np.random.default_rng(0) if rng is None else rng
+    k = np.arange(depth + 1, dtype=np.float64)
+    log_e = param * np.log(np.maximum(k, 1.0)) if law == "power" else param * k
+    frames = []
+    for s in range(seeds):
+        shocks = rng.standard_normal(depth + 1)
+        noise = np.empty_like(shocks)
+        noise[0] = shocks[0]
+        for i in range(1, depth + 1):
+            noise[i] = ar * noise[i - 1] + math.sqrt(1 - ar**2) * shocks[i]
+        e = np.exp(log_e + sigma * noise)
+        part = {"seed": s, "layer": k.astype(int), "laplacian_energy": e,
+                "relative_energy": np.r_[np.nan, e[1:] / e[:-1] - 1]}
+        if cosine is not None:
+            part["cosine_prev"] = np.r_[np.nan, np.full(depth, cosine)]
+        frames.append(pd.DataFrame(part))
+    return pd.concat(frames, ignore_index=True)
+
+
+def calibrate(draws: int = 40, seeds: int = 3, sigmas=CALIBRATION_SIGMAS, ars=CALIBRATION_AR,
+              cases=CALIBRATION_CASES, rng_seed: int = 0):
+    """Confusion counts of :func:`verdict` on synthetic curves with known laws.
+
+    One row per (case, sigma, ar) with the count of each label, ``right``, ``inconclusive``,
+    ``wrong`` (a definite label that is not the expected one, or a definite curse flag
+    that is wrong) and ``draws``.
+    """
+    import pandas as pd
+
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    for name, law, param, cosine, want, want_curse in cases:
+        for ar in ars:
+            for sigma in sigmas:
+                counts = dict.fromkeys(LABELS, 0)
+                wrong_curse = 0
+                for _ in range(draws):
+                    found = verdict(synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng))
+                    counts[found.label] += 1
+                    if found.label == want and found.curse_of_depth is not None and found.curse_of_depth != want_curse:
+                        wrong_curse += 1
+                right = counts[want] - wrong_curse
+                wrong = draws - counts[want] - counts["inconclusive"] + wrong_curse
+                rows.append({"case": name, "expected": want, "sigma": sigma, "ar": ar, "seeds": seeds, "draws": draws,
+                             "right": right, "inconclusive": counts["inconclusive"], "wrong": wrong,
+                             "wrong_curse": wrong_curse, **counts})
+    return pd.DataFrame(rows)
+
+
+def _write_calibration(out: str, draws: int) -> None:
+    import time
+    from pathlib import Path
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tables = [calibrate(draws=draws, seeds=seeds) for seeds in (3, 1)]
+    table = __import__("pandas").concat(tables, ignore_index=True)
+    table.to_csv(folder / "confusion.csv", index=False)
+    seconds = time.perf_counter() - started
+    lines = [
+        "# Verdict calibration on synthetic curves",
+        "",
+        f"Generated by `python scripts/calibrate_verdict.py --calibrate {out} --draws {draws}` "
+        f"({seconds / 60:.1f} minutes on the CPU). Full counts per label: `confusion.csv`.",
+        "",
+        "Curves over layers 0..256 with known laws times log-normal noise of sigma (natural-log units), i.i.d. "
+        "(ar 0) or AR(1)-correlated across layers (ar 0.7). *wrong* is a definite label other than the expected "
+        "one, or a wrong definite curse-of-depth flag; *inconclusive* is the honest 'cannot tell'.",
+        "",
+    ]
+    for seeds, part in table.groupby("seeds", sort=False):
+        lines.append(f"## {seeds} seed{'s' if seeds > 1 else ''} pooled: right / inconclusive / wrong out of {draws}")
+        lines.append("")
+        cols = [(a, s) for a in sorted(part["ar"].unique()) for s in sorted(part["sigma"].unique())]
+        lines.append("| case | " + " | ".join(f"ar {a:g}, σ {s:g}" for a, s in cols) + " |")
+        lines.append("|---|" + "---|" * len(cols))
+        for case in dict.fromkeys(part["case"]):
+            rows = part[part["case"] == case].set_index(["ar", "sigma"])
+            cells = [f"{rows.loc[c, 'right']}/{rows.loc[c, 'inconclusive']}/{rows.loc[c, 'wrong']}" for c in cols]
+            lines.append(f"| {case} | " + " | ".join(cells) + " |")
+        total = part["draws"].sum()
+        low = part[part["sigma"] <= 0.3]
+        lines += ["", f"Wrong overall: {part['wrong'].sum()} of {total} ({part['wrong'].sum() / total:.1%}); "
+                      f"at sigma <= 0.3: {low['wrong'].sum()} of {low['draws'].sum()}; inconclusive overall "
+                      f"{part['inconclusive'].sum() / total:.1%}.", ""]
+    (folder / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python scripts/calibrate_verdict.py --calibrate OUT [--draws N]``: write the calibration report."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="scripts/calibrate_verdict.py", description="Calibrate the verdict "
+                                     "on synthetic curves with known laws (README.md and confusion.csv in OUT).")
+    parser.add_argument("--calibrate", metavar="OUT", required=True, help="folder for README.md and confusion.csv")
+    parser.add_argument("--draws", type=int, default=40, help="synthetic curves per cell (default 40)")
+    args = parser.parse_args(argv)
+    if args.draws < 1:
+        parser.error(f"--draws: expected an integer >= 1, received {args.draws}")
+    _write_calibration(args.calibrate, args.draws)
+    return 0
