@@ -390,9 +390,11 @@ def verdict(
     pow_clean = pow_same and not sig_beta and beta_bound < ALGEBRAIC_MARGIN * abs(t_alpha)
     zq = _z(REPORT_LEVEL)
     if exp_same and pow_same:
-        reason = (f"{change_text}; both the power term ({t_alpha:+.2f} +- {h_alpha:.2f} decades) and the exponential "
-                  f"term ({t_beta:+.2f} +- {h_beta:.2f}) are significant: the curve follows neither law alone "
-                  "(start-up transients, a float floor, or a changing rate)")
+        trend = "decays" if sign < 0 else "grows"
+        reason = (f"energy {trend} by {abs(change):.2f} decades over {where} but follows neither law alone: both the "
+                  f"power term ({t_alpha:+.2f} +- {h_alpha:.2f} decades) and the exponential term ({t_beta:+.2f} +- "
+                  f"{h_beta:.2f}) are significant (start-up transients, a float floor, or a changing rate; more seeds "
+                  "or a float-floor column may separate them)")
         return done("inconclusive", reason, f"inconclusive: {reason}", **common)
     if exp_same:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
