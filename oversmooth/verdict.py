@@ -53,10 +53,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from oversmooth.fit import float_floor
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Verdict",
@@ -76,12 +80,19 @@ __all__ = [
     "CALIBRATION_CASES",
 ]
 
-LABELS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth", "stable",
-          "inconclusive")
+LABELS = (
+    "exponential-smoothing",
+    "algebraic-smoothing",
+    "power-law-growth",
+    "exponential-growth",
+    "stable",
+    "inconclusive",
+)
 MIN_LAYERS = 12  # fewer usable layers: no law is claimed
 LEVEL = 0.99  # two-sided level of the intervals the decisions use
 MIN_TERM_DECADES = 0.1  # a law term must move the fitted curve by this much over the window
-ALGEBRAIC_MARGIN = 0.5  # power law: the exponential term's upper bound moves the curve < this x the power term
+# power law claimed only if the exponential's upper bound moves the curve < this x the power term
+ALGEBRAIC_MARGIN = 0.5
 BOOTSTRAP_DRAWS = 400
 STABLE_DECADES = 0.3  # stable: the fitted energy changes by less than a factor of 2 over the window
 CURSE_R = 0.05  # curse of depth: fitted |R| in the last quarter below this ...
@@ -182,17 +193,14 @@ def _fit(design: np.ndarray, logs: np.ndarray, idx: np.ndarray) -> _Fit:
 
 
 def _block_indices(seeds: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Moving-block bootstrap over layers (circular blocks of ``ceil(sqrt(n))``), independently per seed."""
+    """Moving-block bootstrap over layers: circular blocks of ``ceil(sqrt(n))`` layers,
+    drawn independently per seed."""
     block = max(2, math.ceil(math.sqrt(n)))
     starts = rng.integers(0, n, size=(BOOTSTRAP_DRAWS, seeds, math.ceil(n / block)))
     return (starts[..., None] + np.arange(block)).reshape(BOOTSTRAP_DRAWS, seeds, -1)[..., :n] % n
 
 
 # ----------------------------------------------------------------------------- input
-
-
-def _column(frame, name):
-    return frame[name].to_numpy() if name in frame else None
 
 
 def _prepare(frame, energy: str):
@@ -202,13 +210,17 @@ def _prepare(frame, energy: str):
         frame = pd.DataFrame(frame)
     for name in ("layer", energy):
         if name not in frame:
-            raise ValueError(f"frame: expected a column {name!r} (one row per layer and seed), "
-                             f"received columns {list(frame.columns)}")
+            raise ValueError(
+                f"frame: expected a column {name!r} (one row per layer and seed), "
+                f"received columns {list(frame.columns)}"
+            )
     if "seed" not in frame:
         frame = frame.assign(seed=0)
     if frame.duplicated(["seed", "layer"]).any():
-        raise ValueError("frame: expected one row per (seed, layer), received duplicated rows; "
-                         "filter the table to one run first")
+        raise ValueError(
+            "frame: expected one row per (seed, layer), received duplicated rows; "
+            "filter the table to one run first"
+        )
     return frame.sort_values(["seed", "layer"]).reset_index(drop=True)
 
 
@@ -228,15 +240,24 @@ def _extreme_note(frame, energy: str) -> tuple[str | None, str | None]:
         what = "NaN" if nan.any() else "Inf"
         if nan.any() and inf.any():
             what = "NaN/Inf"
-        return (f"{what} in the layer states from layer {k} on: non-finite input features or an overflow",
-                "non-finite energies")
+        return (
+            f"{what} in the layer states from layer {k} on: non-finite input features or an "
+            "overflow",
+            "non-finite energies",
+        )
     finite = values[deep]
     if len(finite) and np.all(finite == 0):
-        return ("all energies are 0: the graph has no edges or the features are constant", "zero energies")
+        return (
+            "all energies are 0: the graph has no edges or the features are constant",
+            "zero energies",
+        )
     zero = deep & (values <= 0)
     if zero.any():
         k = _first_bad(layers, zero)
-        return (f"energy is exactly 0 from layer {k} on (underflow or a collapse to a constant)", None)
+        return (
+            f"energy is exactly 0 from layer {k} on (underflow or a collapse to a constant)",
+            None,
+        )
     return None, None
 
 
@@ -244,7 +265,7 @@ def _extreme_note(frame, energy: str) -> tuple[str | None, str | None]:
 
 
 def verdict(
-    frame,
+    frame: "pd.DataFrame",
     energy: str = "laplacian_energy",
     *,
     title: str | None = None,
@@ -273,14 +294,20 @@ def verdict(
     values_all = frame[energy].to_numpy(dtype=np.float64)
     last = int(layers_all.max())
     at_last = frame[frame["layer"] == last]
-    final = float(np.exp(np.mean(np.log(np.maximum(at_last[energy].to_numpy(dtype=np.float64), 1e-300)))))
+    final = float(
+        np.exp(np.mean(np.log(np.maximum(at_last[energy].to_numpy(dtype=np.float64), 1e-300))))
+    )
     if not np.all(np.isfinite(at_last[energy].to_numpy(dtype=np.float64))):
         final = float(at_last[energy].iloc[0])
 
     # which rows are usable
     deep = layers_all > 0
-    dropped = {"layer_0": int((~deep).sum()), "nonfinite": int((deep & ~np.isfinite(values_all)).sum()),
-               "nonpositive": 0, "at_floor": 0}
+    dropped = {
+        "layer_0": int((~deep).sum()),
+        "nonfinite": int((deep & ~np.isfinite(values_all)).sum()),
+        "nonpositive": 0,
+        "at_floor": 0,
+    }
     finite = np.isfinite(values_all)
     nonpos = finite & (values_all <= 0) & (layers_all > 0)
     dropped["nonpositive"] = int(nonpos.sum())
@@ -294,7 +321,11 @@ def verdict(
             floor_col = float_floor(frame["feature_norm"].to_numpy(dtype=np.float64))
         elif hidden is not None:
             floor_col = float_floor(np.full(len(frame), math.sqrt(hidden)))
-        at_floor = (finite & ~nonpos & (values_all < floor_col)) if floor_col is not None else np.zeros(len(frame), bool)
+        at_floor = (
+            (finite & ~nonpos & (values_all < floor_col))
+            if floor_col is not None
+            else np.zeros(len(frame), bool)
+        )
     dropped["at_floor"] = int((at_floor & finite & (layers_all > 0)).sum())
     last_rows = layers_all == last
     final_at_floor = bool(at_floor[last_rows].any())
@@ -303,16 +334,33 @@ def verdict(
     note, blocker = _extreme_note(frame, energy)
     head = f"{title}: " if title else ""
 
-    def done(label, reason, body, *, rate=None, curse=None, usable_layers=0, window=None, evidence=None):
+    def done(
+        label, reason, body, *, rate=None, curse=None, usable_layers=0, window=None, evidence=None
+    ):
         pieces = [body]
         if note and blocker is None:
             pieces.append(note)
         if final_at_floor:
-            pieces.append(f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of the fit)")
+            pieces.append(
+                f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of "
+                "the fit)"
+            )
         elif blocker is None:
             pieces.append(f"final energy {final:.2g}")
-        return Verdict(label, curse, rate, head + "; ".join(pieces), reason, usable_layers, len(seeds), window,
-                       dropped, evidence or {}, final, final_at_floor)
+        return Verdict(
+            label,
+            curse,
+            rate,
+            head + "; ".join(pieces),
+            reason,
+            usable_layers,
+            len(seeds),
+            window,
+            dropped,
+            evidence or {},
+            final,
+            final_at_floor,
+        )
 
     if blocker is not None:
         return done("inconclusive", note, f"inconclusive: {note}")
@@ -327,10 +375,18 @@ def verdict(
     n = len(layers)
     dropped["not_usable_in_every_seed"] = int((table["_ok"] & ~table["layer"].isin(layers)).sum())
     if n < MIN_LAYERS:
-        reason = (f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a law; "
-                  f"dropped: {_dropped_text(dropped)})")
+        reason = (
+            f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
+            "law; "
+            f"dropped: {_dropped_text(dropped)})"
+        )
         return done("inconclusive", reason, usable_layers=n, body=f"inconclusive: {reason}")
-    logs = np.stack([table[(table["seed"] == s) & table["layer"].isin(layers)]["_log"].to_numpy() for s in seeds])
+    logs = np.stack(
+        [
+            table[(table["seed"] == s) & table["layer"].isin(layers)]["_log"].to_numpy()
+            for s in seeds
+        ]
+    )
     k0, kl = float(layers.min()), float(layers.max())
     window = (int(k0), int(kl))
     idx = _block_indices(len(seeds), n, np.random.default_rng(seed))
@@ -369,18 +425,23 @@ def verdict(
         "delta_bic": delta_bic,
         "delta_bic_definition": "BIC(power) - BIC(exponential); > 0 favours the exponential",
         "uncertainty": f"max of moving-block bootstrap ({BOOTSTRAP_DRAWS} draws, blocks of "
-                       f"{max(2, math.ceil(math.sqrt(n)))} layers) and AR(1)-inflated least squares",
+        f"{max(2, math.ceil(math.sqrt(n)))} layers) and AR(1)-inflated least squares",
     }
     common = dict(usable_layers=n, window=window, evidence=evidence)
     where = f"layers {window[0]}-{window[1]}"
-    change_text = f"{change:+.2f} decades over {where} ({LEVEL:.0%} interval {change - h_change:+.2f} to {change + h_change:+.2f})"
+    low, high = change - h_change, change + h_change
+    change_text = (
+        f"{change:+.2f} decades over {where} ({LEVEL:.0%} interval {low:+.2f} to {high:+.2f})"
+    )
 
     if abs(change) + h_change < STABLE_DECADES:
         reason = f"the fitted energy changes by {change_text}, inside +-{STABLE_DECADES:g}"
         return done("stable", reason, curse=False, body=f"stable energy: {change_text}", **common)
     if abs(change) < STABLE_DECADES or abs(change) - h_change <= 0:
-        reason = (f"the fitted energy changes by {change_text}: cannot tell a stable curve "
-                  f"(within +-{STABLE_DECADES:g} decades) from a trend")
+        reason = (
+            f"the fitted energy changes by {change_text}: cannot tell a stable curve "
+            f"(within +-{STABLE_DECADES:g} decades) from a trend"
+        )
         return done("inconclusive", reason, **common, body=f"inconclusive: {reason}")
 
     sign = -1 if change < 0 else 1
@@ -391,19 +452,29 @@ def verdict(
     zq = _z(REPORT_LEVEL)
     if exp_same and pow_same:
         trend = "decays" if sign < 0 else "grows"
-        reason = (f"energy {trend} by {abs(change):.2f} decades over {where} but follows neither law alone: both the "
-                  f"power term ({t_alpha:+.2f} +- {h_alpha:.2f} decades) and the exponential term ({t_beta:+.2f} +- "
-                  f"{h_beta:.2f}) are significant (start-up transients, a float floor, or a changing rate; more seeds "
-                  "or a float-floor column may separate them)")
+        reason = (
+            f"energy {trend} by {abs(change):.2f} decades over {where} but follows neither law "
+            "alone: both the "
+            f"power term ({t_alpha:+.2f} +- {h_alpha:.2f} decades) and the exponential term "
+            f"({t_beta:+.2f} +- "
+            f"{h_beta:.2f}) are significant (start-up transients, a float floor, or a changing "
+            "rate; more seeds "
+            "or a float-floor column may separate them)"
+        )
         return done("inconclusive", reason, f"inconclusive: {reason}", **common)
     if exp_same:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate = _exp_rate(expo, scale_k, zq, sign)
-        reason = (f"{change_text}; the exponential term moves the curve by {t_beta:+.2f} +- {h_beta:.2f} decades "
-                  f"(power term {t_alpha:+.2f} +- {h_alpha:.2f})")
+        reason = (
+            f"{change_text}; the exponential term moves the curve by {t_beta:+.2f} +- {h_beta:.2f} "
+            "decades "
+            f"(power term {t_alpha:+.2f} +- {h_alpha:.2f})"
+        )
         verb = "halves" if sign < 0 else "doubles"
-        body = (f"{'exponential smoothing' if sign < 0 else 'exponential growth'}: energy {verb} every "
-                f"{rate.value:.3g} layers ({REPORT_LEVEL:.0%} interval {_interval(rate.interval)})")
+        body = (
+            f"{'exponential smoothing' if sign < 0 else 'exponential growth'}: energy {verb} every "
+            f"{rate.value:.3g} layers ({REPORT_LEVEL:.0%} interval {_interval(rate.interval)})"
+        )
         curse = False
         if sign > 0:
             curse, curse_text = _curse(frame, combined, layers, scale_k, z)
@@ -412,11 +483,16 @@ def verdict(
     if pow_clean:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
         rate = _power_rate(power, zq)
-        reason = (f"{change_text}; the power term moves the curve by {t_alpha:+.2f} +- {h_alpha:.2f} decades, "
-                  f"the exponential term at most {beta_bound:.2f}")
+        reason = (
+            f"{change_text}; the power term moves the curve by {t_alpha:+.2f} +- {h_alpha:.2f} "
+            "decades, "
+            f"the exponential term at most {beta_bound:.2f}"
+        )
         verb = "decays" if sign < 0 else "grows"
-        body = (f"{'algebraic smoothing' if sign < 0 else 'power-law growth'}: energy {verb} like "
-                f"k^{rate.exponent:.2f} ({REPORT_LEVEL:.0%} interval {_interval(rate.interval, '.2f')})")
+        body = (
+            f"{'algebraic smoothing' if sign < 0 else 'power-law growth'}: energy {verb} like "
+            f"k^{rate.exponent:.2f} ({REPORT_LEVEL:.0%} interval {_interval(rate.interval, '.2f')})"
+        )
         curse = False
         if sign > 0:
             curse, curse_text = _curse(frame, combined, layers, scale_k, z)
@@ -429,13 +505,21 @@ def verdict(
         why = f"an exponential term of up to {beta_bound:.2f} decades cannot be ruled out"
     else:
         why = "neither the power-law nor the exponential curvature is significant"
-    reason = (f"energy {trend} by {abs(change):.2f} decades over {where} but the laws do not separate: {why} "
-              f"(power term {t_alpha:+.2f} +- {h_alpha:.2f}, exponential term {t_beta:+.2f} +- {h_beta:.2f} decades)")
+    reason = (
+        f"energy {trend} by {abs(change):.2f} decades over {where} but the laws do not separate: "
+        f"{why} "
+        f"(power term {t_alpha:+.2f} +- {h_alpha:.2f}, exponential term {t_beta:+.2f} +- "
+        f"{h_beta:.2f} decades)"
+    )
     return done("inconclusive", reason, body=f"inconclusive: {reason}", **common)
 
 
 def _interval(pair, fmt: str = ".3g") -> str:
-    return f"{format(pair[0], fmt)}-{format(pair[1], fmt)}" if fmt != ".2f" else f"{pair[0]:.2f} to {pair[1]:.2f}"
+    return (
+        f"{format(pair[0], fmt)}-{format(pair[1], fmt)}"
+        if fmt != ".2f"
+        else f"{pair[0]:.2f} to {pair[1]:.2f}"
+    )
 
 
 def _dropped_text(dropped: dict[str, int]) -> str:
@@ -452,8 +536,14 @@ def _exp_rate(fit: _Fit, scale_k: float, z: float, sign: int) -> Rate:
         return ln2 / abs(b) if b * sign > 0 else math.inf
 
     ends = sorted((length(lo), length(hi)))
-    return Rate("exponential", "halving_length" if sign < 0 else "doubling_length", length(beta),
-                (ends[0], ends[1]), beta, (lo, hi))
+    return Rate(
+        "exponential",
+        "halving_length" if sign < 0 else "doubling_length",
+        length(beta),
+        (ends[0], ends[1]),
+        beta,
+        (lo, hi),
+    )
 
 
 def _power_rate(fit: _Fit, z: float) -> Rate:
@@ -462,7 +552,9 @@ def _power_rate(fit: _Fit, z: float) -> Rate:
     return Rate("power", "alpha", alpha, (alpha - h, alpha + h), alpha, (alpha - h, alpha + h))
 
 
-def _curse(frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float) -> tuple[bool | None, str]:
+def _curse(
+    frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float
+) -> tuple[bool | None, str]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring)."""
     last = layers[layers >= layers.max() - (layers.max() - layers.min()) / 4]
     last = last[last > 1]
@@ -476,7 +568,11 @@ def _curse(frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float) 
     w = rows[order[mid]]
     step, h = float(w @ combined.coef), z * combined.se(w)
     r_med, r_hi = abs(math.expm1(step)), max(abs(math.expm1(step - h)), abs(math.expm1(step + h)))
-    r_lo = 0.0 if (step - h) * (step + h) <= 0 else min(abs(math.expm1(step - h)), abs(math.expm1(step + h)))
+    r_lo = (
+        0.0
+        if (step - h) * (step + h) <= 0
+        else min(abs(math.expm1(step - h)), abs(math.expm1(step + h)))
+    )
     cos = None
     if "cosine_prev" in frame:
         c = frame[frame["layer"].isin(last)]["cosine_prev"].to_numpy(dtype=np.float64)
@@ -494,7 +590,8 @@ def _curse(frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float) 
 
 # ----------------------------------------------------------------------------- calibration
 
-#: Synthetic laws with known answers: (name, law, parameter, cosine_prev, expected label, expected curse).
+#: Synthetic laws with known answers:
+#: (name, law, parameter, cosine_prev, expected label, expected curse).
 CALIBRATION_CASES = (
     ("exp beta=-0.01", "exponential", -0.01, None, "exponential-smoothing", False),
     ("exp beta=-0.05", "exponential", -0.05, None, "exponential-smoothing", False),
@@ -513,12 +610,21 @@ CALIBRATION_SIGMAS = (0.05, 0.1, 0.3, 0.5, 1.0)
 CALIBRATION_AR = (0.0, 0.7)  # AR(1) coefficient of the log-noise across layers
 
 
-def synthetic_frame(law: str, param: float, sigma: float, ar: float = 0.0, seeds: int = 3, depth: int = 256,
-                    cosine: float | None = None, rng: np.random.Generator | None = None):
-    """A per-layer table of ``E(k) = k^param`` (``law="power"``) or ``e^{param k}`` (``"exponential"``)
-    over layers ``0..depth``, times log-normal noise of ``sigma`` (natural-log units) that is
-    AR(1) across layers with coefficient ``ar``; one curve per seed.  ``relative_energy`` is
-    computed from the noisy curve; ``cosine_prev`` is the constant ``cosine`` when given.
+def synthetic_frame(
+    law: str,
+    param: float,
+    sigma: float,
+    ar: float = 0.0,
+    seeds: int = 3,
+    depth: int = 256,
+    cosine: float | None = None,
+    rng: np.random.Generator | None = None,
+) -> "pd.DataFrame":
+    """A per-layer table of ``E(k) = k^param`` (``law="power"``) or ``e^{param k}``
+    (``law="exponential"``) over layers ``0..depth``, times log-normal noise of ``sigma``
+    (natural-log units) that is AR(1) across layers with coefficient ``ar``; one curve per seed.
+    ``relative_energy`` is computed from the noisy curve; ``cosine_prev`` is the constant
+    ``cosine`` when given.
     """
     import pandas as pd
 
@@ -535,16 +641,26 @@ def synthetic_frame(law: str, param: float, sigma: float, ar: float = 0.0, seeds
         for i in range(1, depth + 1):
             noise[i] = ar * noise[i - 1] + math.sqrt(1 - ar**2) * shocks[i]
         e = np.exp(log_e + sigma * noise)
-        part = {"seed": s, "layer": k.astype(int), "laplacian_energy": e,
-                "relative_energy": np.r_[np.nan, e[1:] / e[:-1] - 1]}
+        part = {
+            "seed": s,
+            "layer": k.astype(int),
+            "laplacian_energy": e,
+            "relative_energy": np.r_[np.nan, e[1:] / e[:-1] - 1],
+        }
         if cosine is not None:
             part["cosine_prev"] = np.r_[np.nan, np.full(depth, cosine)]
         frames.append(pd.DataFrame(part))
     return pd.concat(frames, ignore_index=True)
 
 
-def calibrate(draws: int = 40, seeds: int = 3, sigmas=CALIBRATION_SIGMAS, ars=CALIBRATION_AR,
-              cases=CALIBRATION_CASES, rng_seed: int = 0):
+def calibrate(
+    draws: int = 40,
+    seeds: int = 3,
+    sigmas: Sequence[float] = CALIBRATION_SIGMAS,
+    ars: Sequence[float] = CALIBRATION_AR,
+    cases: Sequence[tuple] = CALIBRATION_CASES,
+    rng_seed: int = 0,
+) -> "pd.DataFrame":
     """Confusion counts of :func:`verdict` on synthetic curves with known laws.
 
     One row per (case, sigma, ar) with the count of each label, ``right``, ``inconclusive``,
@@ -561,15 +677,33 @@ def calibrate(draws: int = 40, seeds: int = 3, sigmas=CALIBRATION_SIGMAS, ars=CA
                 counts = dict.fromkeys(LABELS, 0)
                 wrong_curse = 0
                 for _ in range(draws):
-                    found = verdict(synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng))
+                    found = verdict(
+                        synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng)
+                    )
                     counts[found.label] += 1
-                    if found.label == want and found.curse_of_depth is not None and found.curse_of_depth != want_curse:
+                    if (
+                        found.label == want
+                        and found.curse_of_depth is not None
+                        and found.curse_of_depth != want_curse
+                    ):
                         wrong_curse += 1
                 right = counts[want] - wrong_curse
                 wrong = draws - counts[want] - counts["inconclusive"] + wrong_curse
-                rows.append({"case": name, "expected": want, "sigma": sigma, "ar": ar, "seeds": seeds, "draws": draws,
-                             "right": right, "inconclusive": counts["inconclusive"], "wrong": wrong,
-                             "wrong_curse": wrong_curse, **counts})
+                rows.append(
+                    {
+                        "case": name,
+                        "expected": want,
+                        "sigma": sigma,
+                        "ar": ar,
+                        "seeds": seeds,
+                        "draws": draws,
+                        "right": right,
+                        "inconclusive": counts["inconclusive"],
+                        "wrong": wrong,
+                        "wrong_curse": wrong_curse,
+                        **counts,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -590,37 +724,57 @@ def _write_calibration(out: str, draws: int) -> None:
         f"Generated by `python scripts/calibrate_verdict.py --calibrate {out} --draws {draws}` "
         f"({seconds / 60:.1f} minutes wall-clock). Full counts per label: `confusion.csv`.",
         "",
-        "Curves over layers 0..256 with known laws times log-normal noise of sigma (natural-log units), i.i.d. "
-        "(ar 0) or AR(1)-correlated across layers (ar 0.7). *wrong* is a definite label other than the expected "
+        "Curves over layers 0..256 with known laws times log-normal noise of sigma (natural-log "
+        "units), i.i.d. "
+        "(ar 0) or AR(1)-correlated across layers (ar 0.7). *wrong* is a definite label other than "
+        "the expected "
         "one, or a wrong definite curse-of-depth flag; *inconclusive* is the honest 'cannot tell'.",
         "",
     ]
     for seeds, part in table.groupby("seeds", sort=False):
-        lines.append(f"## {seeds} seed{'s' if seeds > 1 else ''} pooled: right / inconclusive / wrong out of {draws}")
+        lines.append(
+            f"## {seeds} seed{'s' if seeds > 1 else ''} pooled: right / inconclusive / wrong out "
+            f"of {draws}"
+        )
         lines.append("")
         cols = [(a, s) for a in sorted(part["ar"].unique()) for s in sorted(part["sigma"].unique())]
         lines.append("| case | " + " | ".join(f"ar {a:g}, σ {s:g}" for a, s in cols) + " |")
         lines.append("|---|" + "---|" * len(cols))
         for case in dict.fromkeys(part["case"]):
             rows = part[part["case"] == case].set_index(["ar", "sigma"])
-            cells = [f"{rows.loc[c, 'right']}/{rows.loc[c, 'inconclusive']}/{rows.loc[c, 'wrong']}" for c in cols]
+            cells = [
+                f"{rows.loc[c, 'right']}/{rows.loc[c, 'inconclusive']}/{rows.loc[c, 'wrong']}"
+                for c in cols
+            ]
             lines.append(f"| {case} | " + " | ".join(cells) + " |")
         total = part["draws"].sum()
         low = part[part["sigma"] <= 0.3]
-        lines += ["", f"Wrong overall: {part['wrong'].sum()} of {total} ({part['wrong'].sum() / total:.1%}); "
-                      f"at sigma <= 0.3: {low['wrong'].sum()} of {low['draws'].sum()}; inconclusive overall "
-                      f"{part['inconclusive'].sum() / total:.1%}.", ""]
+        lines += [
+            "",
+            f"Wrong overall: {part['wrong'].sum()} of {total} ({part['wrong'].sum() / total:.1%}); "
+            f"at sigma <= 0.3: {low['wrong'].sum()} of {low['draws'].sum()}; inconclusive overall "
+            f"{part['inconclusive'].sum() / total:.1%}.",
+            "",
+        ]
     (folder / "README.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python scripts/calibrate_verdict.py --calibrate OUT [--draws N]``: write the calibration report."""
+    """``python scripts/calibrate_verdict.py --calibrate OUT [--draws N]``: write the calibration "
+    "report."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="scripts/calibrate_verdict.py", description="Calibrate the verdict "
-                                     "on synthetic curves with known laws (README.md and confusion.csv in OUT).")
-    parser.add_argument("--calibrate", metavar="OUT", required=True, help="folder for README.md and confusion.csv")
-    parser.add_argument("--draws", type=int, default=40, help="synthetic curves per cell (default 40)")
+    parser = argparse.ArgumentParser(
+        prog="scripts/calibrate_verdict.py",
+        description="Calibrate the verdict "
+        "on synthetic curves with known laws (README.md and confusion.csv in OUT).",
+    )
+    parser.add_argument(
+        "--calibrate", metavar="OUT", required=True, help="folder for README.md and confusion.csv"
+    )
+    parser.add_argument(
+        "--draws", type=int, default=40, help="synthetic curves per cell (default 40)"
+    )
     args = parser.parse_args(argv)
     if args.draws < 1:
         parser.error(f"--draws: expected an integer >= 1, received {args.draws}")

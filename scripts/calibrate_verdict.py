@@ -1,6 +1,6 @@
-"""Regenerate reports/verdict-calibration/: the confusion matrix of oversmooth.verdict on synthetic curves.
+"""Regenerate reports/verdict-calibration/: the confusion matrix of the verdict on synthetic curves.
 
-    python scripts/calibrate_verdict.py --calibrate reports/verdict-calibration --draws 40
+python scripts/calibrate_verdict.py --calibrate reports/verdict-calibration --draws 40
 """
 
 from oversmooth.verdict import main

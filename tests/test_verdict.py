@@ -15,11 +15,14 @@ from oversmooth.verdict import MIN_LAYERS, Verdict, calibrate, synthetic_frame, 
 
 def _labels(law, param, sigma, draws, ar=0.0, seeds=3, cosine=None, seed=0):
     rng = np.random.default_rng(seed)
-    return [verdict(synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng)) for _ in range(draws)]
+    return [
+        verdict(synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng))
+        for _ in range(draws)
+    ]
 
 
 def test_confusion_matrix_has_no_confident_wrong_label():
-    """A small seeded slice of reports/verdict-calibration: no wrong definite label, and most cells decided."""
+    """A seeded slice of reports/verdict-calibration: no wrong definite label, most decided."""
     table = calibrate(draws=1, sigmas=(0.1, 0.5, 1.0), ars=(0.0, 0.7), rng_seed=3)
     assert table["wrong"].sum() == 0, table[table["wrong"] > 0]
     assert table["right"].sum() >= 0.75 * table["draws"].sum()
@@ -44,7 +47,7 @@ def test_steep_power_law_is_never_called_exponential(alpha, sigma):
 
 
 def test_curse_of_depth_survives_per_layer_noise():
-    """Issue 13: the raw median |R| failed on k^0.3 growth at sigma 0.05 (noise alone makes |R| ~ 0.07)."""
+    """Issue 13: the raw median |R| failed on k^0.3 growth at sigma 0.05 (noise: |R| ~ 0.07)."""
     for v in _labels("power", 0.3, 0.05, draws=4, seeds=1, cosine=0.999):
         assert v.label == "power-law-growth" and v.curse_of_depth is True
         assert "curse of depth" in v.summary
@@ -64,19 +67,30 @@ def test_too_few_layers_is_inconclusive():
 
 def test_mixed_law_is_inconclusive():
     k = np.arange(257)
-    frame = pd.DataFrame({"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** -2.0 * np.exp(-0.02 * k)})
+    frame = pd.DataFrame(
+        {"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** -2.0 * np.exp(-0.02 * k)}
+    )
     v = verdict(frame)
     assert v.label == "inconclusive" and "neither law alone" in v.summary
 
 
 def test_summary_rate_and_evidence_of_a_clean_exponential():
-    frame = synthetic_frame("exponential", -0.0729, 0.1, rng=np.random.default_rng(5))  # halves every 9.5 layers
+    frame = synthetic_frame(
+        "exponential", -0.0729, 0.1, rng=np.random.default_rng(5)
+    )  # halves every 9.5 layers
     v = verdict(frame, title="test")
-    assert isinstance(v, Verdict) and v.label == "exponential-smoothing" and v.curse_of_depth is False
+    assert (
+        isinstance(v, Verdict) and v.label == "exponential-smoothing" and v.curse_of_depth is False
+    )
     assert v.rate.name == "halving_length" and abs(v.rate.value - np.log(2) / 0.0729) < 0.2
-    assert v.rate.interval[0] < v.rate.value < v.rate.interval[1] and v.rate.interval[1] - v.rate.interval[0] < 0.5
+    assert (
+        v.rate.interval[0] < v.rate.value < v.rate.interval[1]
+        and v.rate.interval[1] - v.rate.interval[0] < 0.5
+    )
     assert v.summary.startswith("test: exponential smoothing: energy halves every 9.")
-    assert v.evidence["delta_bic"] > 0  # BIC(power) - BIC(exponential): positive favours the exponential
+    assert (
+        v.evidence["delta_bic"] > 0
+    )  # BIC(power) - BIC(exponential): positive favours the exponential
     assert v.seeds == 3 and v.usable_layers == 256 and v.dropped["layer_0"] == 3
     record = json.loads(json.dumps(v.to_dict()))
     assert record["label"] == "exponential-smoothing" and record["rate"]["law"] == "exponential"
@@ -114,7 +128,10 @@ def test_zero_and_nonfinite_curves_say_what_happened():
     values[12:] = np.nan
     nan = verdict(pd.DataFrame({"layer": k, "laplacian_energy": values}))
     assert nan.label == "inconclusive"
-    assert "NaN in the layer states from layer 12 on: non-finite input features or an overflow" in nan.summary
+    assert (
+        "NaN in the layer states from layer 12 on: non-finite input features or an overflow"
+        in nan.summary
+    )
     values = np.exp(-0.1 * k)
     values[30:] = 0.0
     under = verdict(pd.DataFrame({"layer": k, "laplacian_energy": values}))
@@ -163,8 +180,11 @@ def test_reports_survive_extreme_curves(tmp_path, case):
     else:
         path = _tiny_graph(tmp_path, case, torch.where(ring[:, None] == 3, float("nan"), x), edges)
         expected = "NaN in the layer states from layer 0 on"
-    result = run_analysis(AnalysisConfig(model="postln", depth=6, dataset=path, device="cpu", seeds=(0, 1), hidden=8,
-                                         heads=2))
+    result = run_analysis(
+        AnalysisConfig(
+            model="postln", depth=6, dataset=path, device="cpu", seeds=(0, 1), hidden=8, heads=2
+        )
+    )
     assert result.label == "inconclusive" and expected in result.verdict
     out = write_analysis(result, tmp_path / "report")
     assert (out / "energy.png").is_file() and expected in (out / "report.md").read_text()
