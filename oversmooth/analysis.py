@@ -197,13 +197,16 @@ def _fit_record(fit: CurveFit) -> dict:
     return out
 
 
-def describe_curve(layers, energies, feature_norm, relative, cosine, title: str | None = None) -> dict:
-    """:func:`describe_frame` of one curve given as arrays (``feature_norm`` scalar or per layer)."""
+def describe_curve(layers, energies, feature_norm, relative, cosine, title: str | None = None
+                   ) -> dict:
+    """:func:`describe_frame` of one curve given as arrays (``feature_norm`` scalar or per
+    layer)."""
     import pandas as pd
 
     layers = np.asarray(layers)
-    frame = pd.DataFrame({"layer": layers, "laplacian_energy": np.asarray(energies, dtype=np.float64),
-                          "feature_norm": np.broadcast_to(np.asarray(feature_norm, dtype=np.float64), layers.shape)})
+    norm = np.broadcast_to(np.asarray(feature_norm, dtype=np.float64), layers.shape)
+    frame = pd.DataFrame({"layer": layers, "feature_norm": norm,
+                          "laplacian_energy": np.asarray(energies, dtype=np.float64)})
     for name, values in (("relative_energy", relative), ("cosine_prev", cosine)):
         if values is not None:
             frame[name] = np.asarray(values, dtype=np.float64)
@@ -214,19 +217,24 @@ def mean_curve(frame) -> "object":
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
     median relative energy and adjacent cosine, and ``at_floor`` when any seed is at the floor
     (for the columns present)."""
-    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean", "relative_energy": "median",
+    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean",
+             "relative_energy": "median",
              "cosine_prev": "median", "float_floor": "max", "at_floor": "any"}
     present = {c: (c, rule) for c, rule in rules.items() if c in frame}
     return frame.groupby("layer", sort=True).agg(**present).reset_index()
 
 
 def _floor(frame, hidden: int) -> np.ndarray:
-    """Per-row float floor of a per-layer table: ``inf`` where ``at_floor`` is set (dropped by the fits)."""
+    """Per-row float floor of a per-layer table: ``inf`` where ``at_floor`` is set (so the fits
+    drop those rows)."""
     if "at_floor" in frame:
         return np.where(frame["at_floor"].fillna(False).astype(bool).to_numpy(), np.inf, 0.0)
     if "float_floor" in frame:
         return frame["float_floor"].to_numpy(dtype=np.float64)
-    return float_floor(frame["feature_norm"] if "feature_norm" in frame else np.full(len(frame), np.sqrt(hidden)))
+    if "feature_norm" not in frame:
+        return float_floor(np.full(len(frame), np.sqrt(hidden)))
+    norm = frame["feature_norm"]
+    return float_floor(norm)
 
 
 def describe_frame(frame, hidden: int, title: str | None = None) -> dict:
@@ -242,7 +250,8 @@ def describe_frame(frame, hidden: int, title: str | None = None) -> dict:
     floor = _floor(mean, hidden)
     full = fit_curve(layers, energies, floor=floor)
     tail = fit_curve(layers, energies, window=tail_window(int(layers.max())), floor=floor)
-    last_floor = float(float_floor(mean["feature_norm"].iloc[-1] if "feature_norm" in mean else np.sqrt(hidden)))
+    last_norm = mean["feature_norm"].iloc[-1] if "feature_norm" in mean else np.sqrt(hidden)
+    last_floor = float(float_floor(last_norm))
     if "float_floor" in mean:
         last_floor = float(mean["float_floor"].iloc[-1])
     return {
@@ -465,7 +474,8 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     done += 1
             deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
                                  and f["depth"].iloc[0] == config.depths[-1]])
-            desc = describe_frame(deepest, config.hidden, title=_title(model_name, config.conv, config.depths[-1], dataset))
+            title = _title(model_name, config.conv, config.depths[-1], dataset)
+            desc = describe_frame(deepest, config.hidden, title=title)
             verdict = desc["verdict"]
             fits[f"{dataset}/{model_name}"] = {**_public(desc), "depth": config.depths[-1]}
             verdicts.append(verdict)

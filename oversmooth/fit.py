@@ -76,7 +76,8 @@ class CurveFit:
     window: tuple[int, int]
     power: LawFit | None
     exponential: LawFit | None
-    delta_bic: float  # BIC(power) - BIC(exponential) = n log(RSS_power / RSS_exp): > 0 favours the exponential
+    # BIC(power) - BIC(exponential) = n log(RSS_power / RSS_exp): > 0 favours the exponential
+    delta_bic: float
     preferred: str | None
     dropped: dict[str, int] = field(default_factory=dict)
     span: tuple[int, int] = (0, 0)  # first and last layer actually fitted

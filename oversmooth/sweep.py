@@ -313,7 +313,8 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
     """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and comparison reports."""
     import pandas as pd
 
-    from oversmooth.analysis import ComparisonConfig, ComparisonResult, _public, _title, describe_frame, summary_table
+    from oversmooth.analysis import (ComparisonConfig, ComparisonResult, _public, _title,
+                                     describe_frame, summary_table)
     from oversmooth.report.render import write_comparison
 
     out = Path(out)
@@ -344,10 +345,12 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
             fits, verdicts = {}, []
             for dataset in datasets:
                 for model in models:  # the verdict pools every seed at the deepest depth
-                    rows_dm = layer_rows[(layer_rows["dataset"] == dataset) & (layer_rows["model"] == model)
+                    rows_dm = layer_rows[(layer_rows["dataset"] == dataset)
+                                         & (layer_rows["model"] == model)
                                          & (layer_rows["depth"] == depths[-1])]
                     if len(rows_dm):
-                        title = f"{_title(model, conv, depths[-1], dataset)}{' (trained)' if mode == 'trained' else ''}"
+                        trained = " (trained)" if mode == "trained" else ""
+                        title = f"{_title(model, conv, depths[-1], dataset)}{trained}"
                         desc = describe_frame(rows_dm, spec.hidden, title=title)
                         fits[f"{dataset}/{model}"] = {**_public(desc), "depth": depths[-1]}
                         verdicts.append(desc["verdict"])

@@ -1,4 +1,4 @@
-"""Fits on synthetic curves with known parameters (the classification is tested in test_verdict.py)."""
+"""Fits on synthetic curves with known parameters (classification: tests/test_verdict.py)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_exponential_recovered(beta):
 
 @pytest.mark.parametrize("sigma", [0.0, 0.1])
 def test_delta_bic_is_bic_power_minus_bic_exponential(sigma):
-    """One sign everywhere: delta_bic = BIC(power) - BIC(exponential), > 0 favours the exponential."""
+    """One sign: delta_bic = BIC(power) - BIC(exponential) > 0 favours the exponential."""
     expo = fit_curve(K, _noisy(np.exp(-0.05 * K), sigma, seed=2))
     power = fit_curve(K, _noisy(np.maximum(K, 1.0) ** -2.0, sigma, seed=3))
     assert expo.delta_bic > 0 and expo.preferred == "exponential"

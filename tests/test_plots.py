@@ -22,7 +22,8 @@ def test_plot_functions_draw_and_return_their_axes():
                     "exponential": {"law": "exponential", "exponent": -0.1, "log_c": 0.0, "r2": 0.99}}}
     ax = _ax()
     assert plots.energy_curves(ax, [{"label": "a", "layers": layers, "values": values, "fit": fit, "floor": 1e-13}]) is ax
-    assert len(ax.lines) == 3 and ax.get_xscale() == "log"  # curve + 2 fits; the floor is far below the data
+    # the curve and 2 fits; the float floor lies far below the data and is not drawn
+    assert len(ax.lines) == 3 and ax.get_xscale() == "log"
     ax = _ax()
     assert plots.relative_energy_curves(ax, [{"label": "a", "layers": layers, "values": np.r_[np.nan, np.diff(values)]}]) is ax
     ax = _ax()
@@ -52,7 +53,8 @@ def test_extreme_curves_draw_without_log_scale_errors():
     layers = np.arange(0, 9)
     for values in (np.zeros(9), np.full(9, np.nan), np.r_[np.nan, np.full(8, np.inf)]):
         ax = _ax()
-        plots.energy_curves(ax, [{"label": "a", "layers": layers, "values": values, "floor": 1e-13}])
+        curve = {"label": "a", "layers": layers, "values": values, "floor": 1e-13}
+        plots.energy_curves(ax, [curve])
         _draws(ax)
         assert ax.get_yscale() == "linear" and plots.EMPTY_LOG in [t.get_text() for t in ax.texts]
         ax = _ax()
@@ -64,7 +66,8 @@ def test_extreme_curves_draw_without_log_scale_errors():
     ax = _ax()
     plots.similarity_heatmap(ax, np.full((3, 3), np.nan), range(3))
     _draws(ax)
-    summary = pd.DataFrame({"dataset": "cora", "model": "a", "depth": [2, 4], "final_energy": [0.0, 0.0]})
+    summary = pd.DataFrame({"dataset": "cora", "model": "a", "depth": [2, 4],
+                            "final_energy": [0.0, 0.0]})
     ax = _ax()
     plots.final_energy_vs_depth(ax, summary, "cora")
     _draws(ax)
@@ -84,7 +87,7 @@ def test_energy_axis_follows_the_data():
 
 
 def test_fit_table_names_the_delta_bic_sign():
-    """Issue 13: the column said 'exp − pow' while fit.py stores BIC(power) − BIC(exponential)."""
+    """Issue 13: the column said 'exp − pow'; fit.py stores BIC(power) − BIC(exponential)."""
     from oversmooth.fit import fit_curve
     from oversmooth.report.render import DELTA_BIC, _fit_table
 

@@ -29,7 +29,8 @@ def _log_scales(ax, xs, ys, x_log: bool = True, y_log: bool = True, base: float 
     """
     fine = (not x_log or len(_positive(xs))) and (not y_log or len(_positive(ys)))
     if not fine:
-        ax.text(0.5, 0.5, EMPTY_LOG, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="grey")
+        ax.text(0.5, 0.5, EMPTY_LOG, transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                color="grey")
         return False
     if x_log:
         ax.set_xscale("log", base=base)

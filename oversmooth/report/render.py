@@ -30,8 +30,9 @@ from oversmooth.report import plots
 
 DPI = 150
 DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
-DELTA_BIC_NOTE = (f"{DELTA_BIC}: positive favours the exponential, negative the power law (least squares on log E; "
-                  "it ignores the correlation of residuals between layers, so the verdict does not rest on it).")
+DELTA_BIC_NOTE = (f"{DELTA_BIC}: positive favours the exponential, negative the power law "
+                  "(least squares on log E; it ignores the correlation of residuals between "
+                  "layers, so the verdict does not rest on it).")
 
 
 # ----------------------------------------------------------------------------- folders
@@ -223,26 +224,32 @@ def _fit_table(fits: dict):
 
 
 def _evidence_table(record: dict | None):
-    """What the verdict rests on (``Verdict.to_dict()``), as an item/value table; None for old fits.json."""
+    """What the verdict rests on (``Verdict.to_dict()``) as an item/value table; None for a
+    fits.json written before the verdict existed."""
     import pandas as pd
 
     if not record:
         return None
     ev = record.get("evidence") or {}
-    rows = [("label", record.get("label")), ("curse of depth", {True: "yes", False: "no"}.get(record.get("curse_of_depth"), "undecided")),
+    curse = {True: "yes", False: "no"}.get(record.get("curse_of_depth"), "undecided")
+    rows = [("label", record.get("label")), ("curse of depth", curse),
             ("seeds pooled", record.get("seeds")), ("usable layers", record.get("usable_layers"))]
-    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (record.get("dropped") or {}).items() if v)
+    counts = (record.get("dropped") or {}).items()
+    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts if v)
     rows.append(("dropped rows", dropped or "none"))
     rate = record.get("rate")
     if rate:
         lo, hi = rate["interval"]
-        rows.append((rate["name"].replace("_", " "), f"{_fmt(rate['value'])} (95% interval {_fmt(lo)} to {_fmt(hi)})"))
+        value = f"{_fmt(rate['value'])} (95% interval {_fmt(lo)} to {_fmt(hi)})"
+        rows.append((rate["name"].replace("_", " "), value))
     level = ev.get("level")
-    for key, name in (("change_decades", "fitted change, decades"), ("power_term_decades", "power-law term, decades"),
+    for key, name in (("change_decades", "fitted change, decades"),
+                      ("power_term_decades", "power-law term, decades"),
                       ("exponential_term_decades", "exponential term, decades")):
         if ev.get(key) is not None:
             half = ev.get(key.replace("_decades", "_halfwidth"))
-            rows.append((f"{name} (± {level:.0%} half-width)" if level else name, f"{ev[key]:+.3g} ± {_fmt(half)}"))
+            label = f"{name} (± {level:.0%} half-width)" if level else name
+            rows.append((label, f"{ev[key]:+.3g} ± {_fmt(half)}"))
     if ev.get("delta_bic") is not None:
         rows.append((DELTA_BIC, f"{ev['delta_bic']:.4g}"))
     if ev.get("uncertainty"):
