@@ -7,6 +7,7 @@ from oversmooth.graph import GraphOperator
 from oversmooth.nn import DepthModel, ModelConfig, build_model
 from oversmooth.probe import Probe, available_metrics
 from oversmooth.prune import prune_sensitivity
+from oversmooth.verdict import Verdict, verdict
 from oversmooth.metrics import (
     dirichlet_energy,
     effective_rank,
@@ -41,4 +42,6 @@ __all__ = [
     "mean_cosine_similarity",
     "relative_energy",
     "rusch_dirichlet_energy",
+    "Verdict",
+    "verdict",
 ]

@@ -7,7 +7,6 @@ rendering live in :mod:`oversmooth.report`, which reads only those tables.
 
 from __future__ import annotations
 
-import math
 import platform
 import subprocess
 import time
@@ -19,17 +18,19 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from oversmooth.fit import CurveFit, classify, fit_curve, float_floor, geometric_mean, tail_window
+from oversmooth.fit import CurveFit, fit_curve, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
 from oversmooth.precision import (
     FloorTracker,
     add_floor_columns,
+    bound_floor,
     resolve_dtype,
     resolve_floor_method,
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
+from oversmooth.verdict import verdict as _decide
 
 __all__ = [
     "AnalysisConfig",
@@ -216,50 +217,26 @@ def _fit_record(fit: CurveFit) -> dict:
     return out
 
 
-def describe_curve(layers, energies, feature_norm, relative, cosine, floor=None, at_floor=None,
-                   dtype: str = "float32", float64_energy=None) -> dict:
-    """Full and tail fits, classification and the plain-words pieces for one energy curve.
+def describe_curve(layers, energies, feature_norm, relative, cosine, title: str | None = None,
+                   dtype: str = "float32") -> dict:
+    """:func:`describe_frame` of one curve given as arrays (``feature_norm`` scalar or per
+    layer)."""
+    import pandas as pd
 
-    ``floor``/``at_floor`` are the per-layer float floor of the run and its flag
-    (:mod:`oversmooth.precision`); rows at the floor are left out of the fits.  Without
-    them the single-step bound of ``dtype`` is used.  ``float64_energy`` (a float64
-    shadow of a float32 run) gives the headline energy when the final layer is at the floor.
-    """
     layers = np.asarray(layers)
-    energies = np.asarray(energies, dtype=np.float64)
-    if floor is None:
-        floor = float_floor(feature_norm, dtype_eps=float(torch.finfo(resolve_dtype(dtype)).eps))
-    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), energies.shape)
-    if at_floor is None:
-        at_floor = energies < floor
-    at_floor = np.asarray(at_floor, dtype=bool)
-    cut = np.where(at_floor, np.inf, 0.0)  # fit_curve drops (and counts) the points below its floor
-    last = int(layers.max())
-    full = fit_curve(layers, energies, floor=cut)
-    tail = fit_curve(layers, energies, window=tail_window(last), floor=cut)
-    label = classify(full, tail, relative, cosine)
-    final, final_floor = float(energies[-1]), float(floor[-1])
-    f64 = None if float64_energy is None else float(np.asarray(float64_energy, np.float64)[-1])
-    return {
-        "full": _fit_record(full),
-        "tail": _fit_record(tail),
-        "classification": label.label,
-        "reason": label.reason,
-        "curse_of_depth": label.curse_of_depth,
-        "final_energy": final,
-        "float_floor": final_floor,
-        "final_at_floor": bool(at_floor[-1]),
-        "layers_at_floor": int(at_floor.sum()),
-        "float64_final_energy": f64,
-        "dtype": dtype,
-        "_full": full,
-        "_tail": tail,
-    }
+    norm = np.broadcast_to(np.asarray(feature_norm, dtype=np.float64), layers.shape)
+    frame = pd.DataFrame({"layer": layers, "feature_norm": norm,
+                          "laplacian_energy": np.asarray(energies, dtype=np.float64)})
+    for name, values in (("relative_energy", relative), ("cosine_prev", cosine)):
+        if values is not None:
+            frame[name] = np.asarray(values, dtype=np.float64)
+    return describe_frame(frame, hidden=1, title=title, dtype=dtype)
 
 
 def mean_curve(frame) -> "object":
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
-    median relative energy and adjacent cosine (for the columns present)."""
+    median relative energy and adjacent cosine, and ``at_floor`` when any seed is at the floor
+    (for the columns present)."""
     rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean",
              "relative_energy": "median", "cosine_prev": "median", "float_floor": "max",
              "at_floor": "any", "float64_energy": geometric_mean}
@@ -267,41 +244,55 @@ def mean_curve(frame) -> "object":
     return frame.groupby("layer", sort=True).agg(**present).reset_index()
 
 
-def describe_frame(frame, hidden: int, dtype: str = "float32") -> dict:
-    """:func:`describe_curve` of a per-layer table (RMS node norm sqrt(hidden) when feature_norm is absent)."""
-    return describe_curve(frame["layer"], frame["laplacian_energy"], frame.get("feature_norm", np.sqrt(hidden)),
-                          frame.get("relative_energy"), frame.get("cosine_prev"),
-                          floor=frame.get("float_floor"), at_floor=frame.get("at_floor"),
-                          dtype=dtype, float64_energy=frame.get("float64_energy"))
+def _floor(frame, hidden: int, dtype: str) -> np.ndarray:
+    """Per-row float floor of a per-layer table: ``inf`` where ``at_floor`` is set (so the fits
+    drop those rows); else the single-step bound of ``dtype``."""
+    if "at_floor" in frame:
+        return np.where(frame["at_floor"].fillna(False).astype(bool).to_numpy(), np.inf, 0.0)
+    if "float_floor" in frame:
+        return frame["float_floor"].to_numpy(dtype=np.float64)
+    norm = frame["feature_norm"] if "feature_norm" in frame else np.full(len(frame), np.sqrt(hidden))
+    return bound_floor(norm, dtype)
 
 
-def _verdict(title: str, desc: dict) -> str:
-    label = desc["classification"]
-    tail, full = desc["_tail"], desc["_full"]
-    if label == "exponential-smoothing" and tail.exponential is not None and tail.exponential.exponent < 0:
-        half = math.log(2) / abs(tail.exponential.exponent)
-        body = f"exponential smoothing, energy halves every {half:.1f} layers"
-    elif label == "algebraic-smoothing" and tail.power is not None:
-        body = f"algebraic smoothing, energy decays like k^{tail.power.exponent:.2f}"
-    elif label == "power-law-growth" and full.power is not None:
-        body = f"power-law growth, energy grows like k^{full.power.exponent:.2f}"
-        if desc["curse_of_depth"]:
-            body += " with vanishing relative change (curse of depth)"
+def describe_frame(frame, hidden: int, title: str | None = None, dtype: str = "float32") -> dict:
+    """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) plus the
+    full- and tail-window law fits of the seed-mean curve that the report tables and plots show.
+
+    ``dtype`` is the precision the states were computed in; with ``hidden`` it sets the float
+    floor (RMS node norm ``sqrt(hidden)``) when the table has neither ``at_floor``,
+    ``float_floor`` nor ``feature_norm``.  A ``float64_energy`` column (the float64 shadow of a
+    float32 run) gives the float64 final energy when the final layer is at the floor.
+    """
+    found = _decide(frame, hidden=hidden, title=title, dtype=dtype)
+    mean = mean_curve(frame.assign(seed=0) if "seed" not in frame else frame)
+    layers, energies = mean["layer"].to_numpy(), mean["laplacian_energy"].to_numpy(dtype=np.float64)
+    floor = _floor(mean, hidden, dtype)
+    full = fit_curve(layers, energies, floor=floor)
+    tail = fit_curve(layers, energies, window=tail_window(int(layers.max())), floor=floor)
+    if "float_floor" in mean:
+        last_floor = float(mean["float_floor"].iloc[-1])
     else:
-        body = "stable energy"
-    final, dtype = desc["final_energy"], desc.get("dtype", "float32")
-    f64 = desc.get("float64_final_energy")
-    note = ""
-    if not math.isfinite(final) or final <= 0:
-        note = " (zero or non-finite: collapsed below representable values)"
-    elif desc.get("final_at_floor"):
-        if f64 is not None and dtype != "float64":
-            note = f" (at the {dtype} floor; float64 gives {f64:.2g})"
-        elif dtype != "float64":
-            note = f" (at the {dtype} floor; rerun with --dtype float64)"
-        else:
-            note = " (at the float64 floor)"
-    return f"{title}: {body}; final energy {final:.2g}{note}"
+        last_norm = mean["feature_norm"].iloc[-1] if "feature_norm" in mean else np.sqrt(hidden)
+        last_floor = float(bound_floor(last_norm, dtype))
+    f64 = float(mean["float64_energy"].iloc[-1]) if "float64_energy" in mean else None
+    return {
+        "full": _fit_record(full),
+        "tail": _fit_record(tail),
+        "classification": found.label,
+        "reason": found.reason,
+        "curse_of_depth": found.curse_of_depth,
+        "final_energy": found.final_energy,
+        "float_floor": last_floor,
+        "final_at_floor": found.final_at_floor,
+        "layers_at_floor": int(np.isinf(floor).sum()) if "at_floor" in mean else
+        int((energies < floor).sum()),
+        "float64_final_energy": f64,
+        "dtype": dtype,
+        "verdict": found.summary,
+        "evidence": found.to_dict(),
+        "_verdict": found,
+    }
 
 
 def _public(desc: dict) -> dict:
@@ -394,11 +385,12 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
-        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden, config.dtype))
-    # the verdict uses the geometric mean over seeds of the energy curve
-    desc = describe_frame(mean_curve(metrics), config.hidden, config.dtype)
+        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden,
+                                                             dtype=config.dtype))
+    # the verdict pools the seeds (shared law, one intercept per seed)
     title = _title(config.model, config.conv, config.depth, config.dataset) + (" (trained)" if config.checkpoint else "")
-    verdict = _verdict(title, desc)
+    desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
+    verdict = desc["verdict"]
     fits["mean_over_seeds"] = _public(desc)
     fits["verdict"] = verdict
     timings["total_s"] = time.perf_counter() - started
@@ -531,9 +523,10 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     done += 1
             deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
                                  and f["depth"].iloc[0] == config.depths[-1]])
-            desc = describe_frame(mean_curve(deepest), config.hidden, config.dtype)
-            verdict = _verdict(_title(model_name, config.conv, config.depths[-1], dataset), desc)
-            fits[f"{dataset}/{model_name}"] = {**_public(desc), "verdict": verdict, "depth": config.depths[-1]}
+            title = _title(model_name, config.conv, config.depths[-1], dataset)
+            desc = describe_frame(deepest, config.hidden, title=title, dtype=config.dtype)
+            verdict = desc["verdict"]
+            fits[f"{dataset}/{model_name}"] = {**_public(desc), "depth": config.depths[-1]}
             verdicts.append(verdict)
     if progress:
         progress("done", total, total)

@@ -6,35 +6,22 @@ Two laws are fitted by least squares on the log scale over a window of layers:
 - exponential ``E(k) ~ C exp(beta k)``  (``log E`` linear in ``k``),
 
 each with R² (on ``log E``) and a 95% confidence interval of the exponent from
-the t distribution.  Both fits have two parameters, so their BIC difference is
-``n log(RSS_power / RSS_exp)``: positive favours the exponential.
+the t distribution (independent residuals; :mod:`oversmooth.verdict` gives
+intervals that respect their correlation from layer to layer).  Both fits have
+two parameters, so
+
+    ``delta_bic = BIC(power) - BIC(exponential) = n log(RSS_power / RSS_exp)``:
+
+positive favours the exponential, negative the power law.  This is the one
+definition used in ``fits.json``, the report and the docs.
 
 Points that are zero, negative or non-finite cannot be fitted on a log scale;
 points below the float floor (the smallest energy the stored states can
 resolve, see :func:`float_floor`) are numerical noise.  All of them are dropped
 and counted in :attr:`CurveFit.dropped`, never used silently.
 
-Classification (:func:`classify`) of a Laplacian-energy curve, from the fit on
-the full window and the fit on the tail window (the last three quarters of the
-layers, where start-up transients have died out); thresholds are module
-constants.  Curves at initialisation are noisy, so the rules lean on robust
-features rather than on the likelihood alone (whose residuals are correlated
-from layer to layer, which makes BIC overconfident):
-
-- ``stable``: the fitted curve changes by less than ``STABLE_DECADES`` orders
-  of magnitude over the window, or neither slope is significant.
-- ``exponential-smoothing`` (oversmoothing), for a decreasing curve, when
-  (a) the tail falls faster than ``k^-ALPHA_STEEP`` -- steeper than any
-  algebraic law the theory predicts (nonlocal message passing gives
-  ``E ~ k^-1``) -- unless the tail is a clean power law (R² above
-  ``CLEAN_R2`` and BIC favouring it by more than ``BIC_MARGIN``); or (b) the
-  exponential beats the power law by more than ``BIC_MARGIN`` on both the full
-  and the tail window (a slow but persistent geometric decay).
-- ``algebraic-smoothing``: any other decreasing curve -- the slow decay
-  nonlocal message passing promises.
-- ``power-law-growth``: an increasing curve.  It is the curse of depth when,
-  over the last quarter of layers, the median ``|R(X^k)|`` is below
-  ``CURSE_R`` and the median adjacent cosine similarity above ``CURSE_COSINE``.
+Which law a curve follows, and whether that can be told at all, is decided by
+:func:`oversmooth.verdict.verdict`; this module only fits.
 """
 
 from __future__ import annotations
@@ -47,29 +34,13 @@ import numpy as np
 __all__ = [
     "LawFit",
     "CurveFit",
-    "Classification",
     "fit_power_law",
     "fit_exponential",
     "fit_curve",
-    "classify",
     "float_floor",
-    "STABLE_DECADES",
-    "BIC_MARGIN",
-    "ALPHA_STEEP",
-    "CLEAN_R2",
     "tail_window",
     "geometric_mean",
-    "CURSE_R",
-    "CURSE_COSINE",
 ]
-
-STABLE_DECADES = 0.3  # less than a factor of 2 over the window
-BIC_MARGIN = 10.0  # "very strong" evidence on the Kass-Raftery scale
-ALPHA_STEEP = 4.0
-CLEAN_R2 = 0.99
-CURSE_R = 0.05
-CURSE_COSINE = 0.9
-
 
 @dataclass(frozen=True)
 class LawFit:
@@ -105,7 +76,8 @@ class CurveFit:
     window: tuple[int, int]
     power: LawFit | None
     exponential: LawFit | None
-    delta_bic: float  # n log(RSS_power / RSS_exp): > 0 favours the exponential
+    # BIC(power) - BIC(exponential) = n log(RSS_power / RSS_exp): > 0 favours the exponential
+    delta_bic: float
     preferred: str | None
     dropped: dict[str, int] = field(default_factory=dict)
     span: tuple[int, int] = (0, 0)  # first and last layer actually fitted
@@ -113,13 +85,6 @@ class CurveFit:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Classification:
-    label: str
-    reason: str
-    curse_of_depth: bool = False
 
 
 def geometric_mean(values) -> float:
@@ -220,66 +185,6 @@ def fit_curve(layers, values, window: tuple[int, int] | None = None, floor=None)
     return CurveFit((lo, hi), power, expo, delta, preferred, dropped, (int(k.min()), int(k.max())), change)
 
 
-def _median_tail(values, fraction: float = 0.25) -> float:
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if not len(v):
-        return float("nan")
-    start = int(len(v) * (1 - fraction))
-    return float(np.median(v[min(start, len(v) - 1) :]))
-
-
 def tail_window(last_layer: int) -> tuple[int, int]:
     """The tail window ``[max(1, L // 4), L]`` of a curve over layers ``0..L``."""
     return (max(1, last_layer // 4), max(1, last_layer))
-
-
-def _decades(fit: CurveFit) -> float:
-    return fit.log10_change
-
-
-def classify(fit: CurveFit, tail: CurveFit | None = None, relative_energy=None, cosine_prev=None) -> Classification:
-    """Label a Laplacian-energy curve (rules in the module docstring).
-
-    Args:
-        fit: both laws on the full window.
-        tail: both laws on the tail window (default: the full-window fit).
-        relative_energy, cosine_prev: per-layer curves for the curse-of-depth test.
-    """
-    if fit.power is None or fit.exponential is None:
-        return Classification("stable", "too few usable points to fit a law")
-    tail = fit if tail is None or tail.power is None else tail
-    lo, hi = fit.span
-    decades = _decades(fit)
-    if abs(decades) < STABLE_DECADES or not (fit.power.significant or fit.exponential.significant):
-        return Classification("stable", f"the fitted energy changes by {abs(decades):.2f} decades over layers {lo}-{hi}")
-    if decades < 0:
-        alpha = tail.power.exponent
-        clean_power = tail.power.r2 > CLEAN_R2 and tail.delta_bic < -BIC_MARGIN
-        steep = alpha < -ALPHA_STEEP and not clean_power
-        persistent = fit.delta_bic > BIC_MARGIN and tail.delta_bic > BIC_MARGIN
-        where = f"{abs(decades):.1f} decades over layers {lo}-{hi}"
-        if steep:
-            return Classification(
-                "exponential-smoothing",
-                f"{where}; the tail (layers {tail.window[0]}-{tail.window[1]}) falls like k^{alpha:.1f}, "
-                f"steeper than any algebraic law (threshold k^-{ALPHA_STEEP:g})",
-            )
-        if persistent:
-            return Classification(
-                "exponential-smoothing",
-                f"{where}; the exponential fits better on the full and tail windows "
-                f"(delta BIC {fit.delta_bic:.0f} and {tail.delta_bic:.0f})",
-            )
-        return Classification(
-            "algebraic-smoothing", f"{where}; the tail decays like k^{alpha:.2f} (power law, CI {tail.power.ci[0]:.2f} to {tail.power.ci[1]:.2f})"
-        )
-    r_tail = _median_tail(np.abs(np.asarray(relative_energy, dtype=np.float64))) if relative_energy is not None else float("nan")
-    cos_tail = _median_tail(cosine_prev) if cosine_prev is not None else float("nan")
-    curse = bool(r_tail < CURSE_R and cos_tail > CURSE_COSINE)
-    reason = f"energy grows like k^{fit.power.exponent:.2f}, {decades:.1f} decades over layers {lo}-{hi}"
-    if not math.isnan(r_tail):
-        reason += f"; last-quarter median |R| {r_tail:.2g}, adjacent cosine {cos_tail:.3f}"
-    if curse:
-        reason += ": curse of depth"
-    return Classification("power-law-growth", reason, curse)

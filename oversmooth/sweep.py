@@ -633,7 +633,8 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
     """
     import pandas as pd
 
-    from oversmooth.analysis import ComparisonConfig, ComparisonResult, summary_table
+    from oversmooth.analysis import (ComparisonConfig, ComparisonResult, _public, _title,
+                                     describe_frame, summary_table)
     from oversmooth.report.render import write_comparison
 
     out = Path(out)
@@ -666,11 +667,17 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
             datasets = [d for d in spec.datasets if d in set(part["dataset"])]
             depths = sorted(set(part["depth"]))
             fits, verdicts = {}, []
-            for r in ok:
-                c = r["cell"]
-                if c["mode"] == mode and c["conv"] == conv and c["depth"] == depths[-1] and c["seed"] == min(part["seed"]):
-                    fits[f"{c['dataset']}/{c['model']}"] = {"verdict": r["verdict"], "depth": depths[-1]}
-                    verdicts.append(r["verdict"])
+            for dataset in datasets:
+                for model in models:  # the verdict pools every seed at the deepest depth
+                    rows_dm = layer_rows[(layer_rows["dataset"] == dataset)
+                                         & (layer_rows["model"] == model)
+                                         & (layer_rows["depth"] == depths[-1])]
+                    if len(rows_dm):
+                        trained = " (trained)" if mode == "trained" else ""
+                        title = f"{_title(model, conv, depths[-1], dataset)}{trained}"
+                        desc = describe_frame(rows_dm, spec.hidden, title=title)
+                        fits[f"{dataset}/{model}"] = {**_public(desc), "depth": depths[-1]}
+                        verdicts.append(desc["verdict"])
             config = ComparisonConfig(models=tuple(models), depths=tuple(depths), conv=conv, datasets=tuple(datasets),
                                       seeds=tuple(sorted(set(part["seed"]))), hidden=spec.hidden, heads=spec.heads, device=spec.device)
             result = ComparisonResult(

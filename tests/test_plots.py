@@ -22,7 +22,8 @@ def test_plot_functions_draw_and_return_their_axes():
                     "exponential": {"law": "exponential", "exponent": -0.1, "log_c": 0.0, "r2": 0.99}}}
     ax = _ax()
     assert plots.energy_curves(ax, [{"label": "a", "layers": layers, "values": values, "fit": fit, "floor": 1e-13}]) is ax
-    assert len(ax.lines) == 4 and ax.get_xscale() == "log"
+    # the curve and 2 fits; the float floor lies far below the data and is not drawn
+    assert len(ax.lines) == 3 and ax.get_xscale() == "log"
     ax = _ax()
     assert plots.relative_energy_curves(ax, [{"label": "a", "layers": layers, "values": np.r_[np.nan, np.diff(values)]}]) is ax
     ax = _ax()
@@ -38,3 +39,60 @@ def test_plot_functions_draw_and_return_their_axes():
     ax = _ax()
     assert plots.energy_vs_depth_against_reference(ax, table, ["a"], "cora") is ax and len(ax.lines) == 2
     assert "matplotlib.pyplot" not in sys.modules
+
+
+def _draws(ax) -> None:
+    """Render the figure: matplotlib's log-scale errors surface only when drawing."""
+    import io
+
+    ax.figure.savefig(io.BytesIO(), format="png")
+
+
+def test_extreme_curves_draw_without_log_scale_errors():
+    """Issue 13: zero / non-finite curves made matplotlib raise 'Data cannot be log-scaled'."""
+    layers = np.arange(0, 9)
+    for values in (np.zeros(9), np.full(9, np.nan), np.r_[np.nan, np.full(8, np.inf)]):
+        ax = _ax()
+        curve = {"label": "a", "layers": layers, "values": values, "floor": 1e-13}
+        plots.energy_curves(ax, [curve])
+        _draws(ax)
+        assert ax.get_yscale() == "linear" and plots.EMPTY_LOG in [t.get_text() for t in ax.texts]
+        ax = _ax()
+        plots.relative_energy_curves(ax, [{"label": "a", "layers": layers, "values": values}])
+        _draws(ax)
+        ax = _ax()
+        plots.cosine_curves(ax, [{"label": "a", "layers": layers, "values": values}])
+        _draws(ax)
+    ax = _ax()
+    plots.similarity_heatmap(ax, np.full((3, 3), np.nan), range(3))
+    _draws(ax)
+    summary = pd.DataFrame({"dataset": "cora", "model": "a", "depth": [2, 4],
+                            "final_energy": [0.0, 0.0]})
+    ax = _ax()
+    plots.final_energy_vs_depth(ax, summary, "cora")
+    _draws(ax)
+
+
+def test_energy_axis_follows_the_data():
+    """The y range follows the curve; a float floor far below it is not drawn."""
+    layers = np.arange(0, 65)
+    values = np.exp(-0.05 * layers)
+    ax = _ax()
+    plots.energy_curves(ax, [{"label": "a", "layers": layers, "values": values, "floor": 1e-13}])
+    low, high = ax.get_ylim()
+    assert 1e-3 < low < values.min() and values.max() < high < 10 and len(ax.lines) == 1
+    ax = _ax()
+    plots.energy_curves(ax, [{"label": "a", "layers": layers, "values": values, "floor": 0.1}])
+    assert len(ax.lines) == 2  # the floor inside the range is drawn
+
+
+def test_fit_table_names_the_delta_bic_sign():
+    """Issue 13: the column said 'exp − pow'; fit.py stores BIC(power) − BIC(exponential)."""
+    from oversmooth.fit import fit_curve
+    from oversmooth.report.render import DELTA_BIC, _fit_table
+
+    k = np.arange(0, 65)
+    record = fit_curve(k, np.exp(-0.1 * k)).to_dict()
+    table = _fit_table({"full": record, "tail": record})
+    assert DELTA_BIC == "ΔBIC = BIC(pow) − BIC(exp)" and DELTA_BIC in table.columns
+    assert (table[DELTA_BIC] > 0).all()  # an exponential: positive, as the label says

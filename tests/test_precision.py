@@ -299,13 +299,10 @@ def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
 
 
 def test_verdict_names_the_floor_and_the_float64_value(deep):
-    from oversmooth.analysis import _verdict
-
     desc = describe_frame(deep[("float32", "shadow")], hidden=16, dtype="float32")
     f64 = deep[("float32", "shadow")]["float64_energy"].iloc[-1]
-    assert _verdict("t", desc).endswith(f"(at the float32 floor; float64 gives {f64:.2g})")
-    no_shadow = deep[("float32", "twin")]
-    assert _verdict("t", describe_frame(no_shadow, 16, "float32")).endswith(
-        "(at the float32 floor; rerun with --dtype float64)"
-    )
-    assert "(at the" not in _verdict("t", describe_frame(deep[("float64", "twin")], 16, "float64"))
+    assert desc["verdict"].endswith(f"at the float32 floor (those layers are left out of the "
+                                    f"fit); float64 gives {f64:.2g}")
+    no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
+    assert no_shadow["verdict"].endswith("; rerun with --dtype float64")
+    assert "floor" not in describe_frame(deep[("float64", "twin")], 16, dtype="float64")["verdict"]

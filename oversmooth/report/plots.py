@@ -1,6 +1,9 @@
 """Plot functions: each takes a matplotlib ``Axes``, draws, and returns it.
 
 They never create, show or save figures (the report writer does that).
+Curves with zero, negative or non-finite values (a graph without edges, NaN
+features) are drawn where they can be: a log axis with nothing positive and
+finite on it stays linear and says why, instead of failing the whole report.
 """
 
 from __future__ import annotations
@@ -8,6 +11,31 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import numpy as np
+
+
+EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
+
+
+def _positive(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v) & (v > 0)]
+
+
+def _log_scales(ax, xs, ys, x_log: bool = True, y_log: bool = True, base: float = 10) -> bool:
+    """Log scales when every log axis has something positive and finite to show; else a note.
+
+    Returns whether the scales were set.
+    """
+    fine = (not x_log or len(_positive(xs))) and (not y_log or len(_positive(ys)))
+    if not fine:
+        ax.text(0.5, 0.5, EMPTY_LOG, transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                color="grey")
+        return False
+    if x_log:
+        ax.set_xscale("log", base=base)
+    if y_log:
+        ax.set_yscale("log")
+    return True
 
 
 def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
@@ -22,31 +50,41 @@ def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian 
     (optional: the estimated float floor, one value per layer, or one value for all)}``.
     Layer 0 cannot sit on a log axis and is left out; non-positive values too.
     """
+    xs, ys, floors = [], [], []
     for i, curve in enumerate(curves):
         layers = np.asarray(curve["layers"], dtype=float)
         values = np.asarray(curve["values"], dtype=float)
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
+        xs.append(layers[keep])
+        ys.append(values[keep])
         (line,) = ax.plot(layers[keep], values[keep], lw=1.2, label=curve["label"])
         fit = curve.get("fit")
-        if fit:
+        if fit and keep.any():
             window = fit.get("tail") or {}
             for key, style in (("power", "--"), ("exponential", ":")):
                 law = window.get(key)
-                if law:
+                if law and window.get("span"):
                     lo, hi = window["span"]
                     grid = np.linspace(lo, hi, 200)
+                    points = _law_points(law, grid)
+                    ok = np.isfinite(points) & (points > 0)
                     name = "k^{%.2f}" % law["exponent"] if key == "power" else "e^{%.3gk}" % law["exponent"]
-                    ax.plot(grid, _law_points(law, grid), style, color=line.get_color(), lw=1, alpha=0.8,
+                    ax.plot(grid[ok], points[ok], style, color=line.get_color(), lw=1, alpha=0.8,
                             label=f"  fit ${name}$ (R²={law['r2']:.2f})")
         floor = curve.get("floor")
         if floor is not None:
             floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
-            ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
+            floors.append((layers, floor, line.get_color(), curve["label"]))
+    data = np.concatenate(ys) if ys else np.array([])
+    if _log_scales(ax, np.concatenate(xs) if xs else [], data):
+        # the y range follows the data; the float floor is drawn only where it falls inside it
+        low, high = _positive(data).min(), _positive(data).max()
+        ax.set_ylim(low / 3, high * 3)
+        for layers, floor, color, label in floors:
+            ok = (layers > 0) & np.isfinite(floor) & (floor >= low / 3) & (floor <= high * 3)
             if ok.any():
-                ax.plot(layers[ok], floor[ok], color=line.get_color(), lw=0.8, ls="-.", alpha=0.7,
-                        label=f"  float floor ({curve['label']})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+                ax.plot(layers[ok], floor[ok], color=color, lw=0.8, ls="-.", alpha=0.7,
+                        label=f"  float floor ({label})")
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(metric_label)
     ax.grid(True, which="major", alpha=0.3)
@@ -56,13 +94,15 @@ def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian 
 
 def relative_energy_curves(ax, curves: Iterable[Mapping]):
     """``|R(X^k)|`` on log-log axes (curse of depth: it decays towards 0)."""
+    xs, ys = [], []
     for curve in curves:
         layers = np.asarray(curve["layers"], dtype=float)
         values = np.abs(np.asarray(curve["values"], dtype=float))
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
+        xs.append(layers[keep])
+        ys.append(values[keep])
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else [])
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$|R(X^k)| = |E(X^k) - E(X^{k-1})| / E(X^{k-1})$")
     ax.grid(True, which="major", alpha=0.3)
@@ -72,12 +112,14 @@ def relative_energy_curves(ax, curves: Iterable[Mapping]):
 
 def cosine_curves(ax, curves: Iterable[Mapping]):
     """Adjacent-layer cosine similarity ``sim(X^{k-1}, X^k)``."""
+    xs = []
     for curve in curves:
         layers = np.asarray(curve["layers"], dtype=float)
         values = np.asarray(curve["values"], dtype=float)
         keep = (layers > 0) & np.isfinite(values)
+        xs.append(layers[keep])
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
-    ax.set_xscale("log")
+    _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$\mathrm{sim}(X^{k-1}, X^k)$")
     ax.grid(True, alpha=0.3)
@@ -89,7 +131,9 @@ def similarity_heatmap(ax, matrix: np.ndarray, layers: Iterable[int] | None = No
     """The ``L x L`` inter-layer cosine similarity (the seed paper's Figure 2)."""
     matrix = np.asarray(matrix, dtype=float)
     layers = list(layers) if layers is not None else list(range(matrix.shape[0]))
-    image = ax.imshow(matrix, origin="lower", cmap="viridis", vmin=min(0.0, np.nanmin(matrix)), vmax=1.0,
+    finite = matrix[np.isfinite(matrix)]
+    low = min(0.0, float(finite.min())) if len(finite) else 0.0  # an all-NaN matrix draws blank
+    image = ax.imshow(matrix, origin="lower", cmap="viridis", vmin=low, vmax=1.0,
                       extent=(layers[0] - 0.5, layers[-1] + 0.5, layers[0] - 0.5, layers[-1] + 0.5), aspect="equal")
     ax.figure.colorbar(image, ax=ax, label=r"$\mathrm{sim}(X^s, X^t)$", fraction=0.046, pad=0.04)
     ax.set_xlabel("layer $t$")
@@ -112,9 +156,8 @@ def pruning_bars(ax, layers: Iterable[int], values: Iterable[float], ylabel: str
     return ax
 
 
-def _depth_axes(ax, title: str):
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+def _depth_axes(ax, title: str, depths, values):
+    _log_scales(ax, depths, values, base=2)
     ax.set_xlabel("depth $L$")
     ax.set_ylabel("final-layer Laplacian energy")
     ax.set_title(title, fontsize=9)
@@ -131,7 +174,7 @@ def final_energy_vs_depth(ax, summary, dataset: str):
         depths = stats.index.to_numpy(dtype=float)
         ax.plot(depths, stats["mean"], marker="o", lw=1.2, label=model)
         ax.fill_between(depths, stats["min"], stats["max"], alpha=0.2)
-    return _depth_axes(ax, dataset)
+    return _depth_axes(ax, dataset, part["depth"], part["final_energy"])
 
 
 def energy_vs_depth_against_reference(ax, table, models: Iterable[str], title: str):
@@ -139,8 +182,10 @@ def energy_vs_depth_against_reference(ax, table, models: Iterable[str], title: s
 
     ``table`` has columns ``model``, ``depth``, ``ours_mean`` and ``paper``.
     """
+    models = list(models)
     for model in models:
         part = table[table["model"] == model]
         (line,) = ax.plot(part["depth"], part["ours_mean"], "o-", label=f"{model} (ours)")
         ax.plot(part["depth"], part["paper"], "x--", color=line.get_color(), label=f"{model} (paper)")
-    return _depth_axes(ax, title)
+    shown = table[table["model"].isin(list(models))]
+    return _depth_axes(ax, title, shown["depth"], np.r_[shown["ours_mean"], shown["paper"]])

@@ -25,11 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from oversmooth.fit import geometric_mean
 from oversmooth.outputs import atomic_folder, check_out  # noqa: F401 - re-exported
 from oversmooth.report import plots
 
 DPI = 150
+DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
+DELTA_BIC_NOTE = (f"{DELTA_BIC}: positive favours the exponential, negative the power law "
+                  "(least squares on log E; it ignores the correlation of residuals between "
+                  "layers, so the verdict does not rest on it).")
 
 
 # ----------------------------------------------------------------------------- folders
@@ -213,11 +216,51 @@ def _fit_table(fits: dict):
                 "exponent": fit["exponent"],
                 "95% CI": f"[{fit['ci'][0]:.3g}, {fit['ci'][1]:.3g}]" if fit["ci"][0] is not None else "",
                 "R²": fit["r2"],
-                "ΔBIC (exp − pow)": record.get("delta_bic"),
+                DELTA_BIC: record.get("delta_bic"),
                 "points": fit["n"],
                 "dropped": ", ".join(f"{k} {v}" for k, v in record.get("dropped", {}).items() if v) or "none",
             })
     return pd.DataFrame(rows)
+
+
+def _evidence_table(record: dict | None):
+    """What the verdict rests on (``Verdict.to_dict()``) as an item/value table; None for a
+    fits.json written before the verdict existed."""
+    import pandas as pd
+
+    if not record:
+        return None
+    ev = record.get("evidence") or {}
+    curse = {True: "yes", False: "no"}.get(record.get("curse_of_depth"), "undecided")
+    rows = [("label", record.get("label")), ("curse of depth", curse),
+            ("seeds pooled", record.get("seeds")), ("usable layers", record.get("usable_layers"))]
+    counts = (record.get("dropped") or {}).items()
+    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts if v)
+    rows.append(("dropped rows", dropped or "none"))
+    rate = record.get("rate")
+    if rate:
+        lo, hi = rate["interval"]
+        value = f"{_fmt(rate['value'])} (95% interval {_fmt(lo)} to {_fmt(hi)})"
+        rows.append((rate["name"].replace("_", " "), value))
+    level = ev.get("level")
+    for key, name in (("change_decades", "fitted change, decades"),
+                      ("power_term_decades", "power-law term, decades"),
+                      ("exponential_term_decades", "exponential term, decades")):
+        if ev.get(key) is not None:
+            half = ev.get(key.replace("_decades", "_halfwidth"))
+            label = f"{name} (± {level:.0%} half-width)" if level else name
+            rows.append((label, f"{ev[key]:+.3g} ± {_fmt(half)}"))
+    if ev.get("delta_bic") is not None:
+        rows.append((DELTA_BIC, f"{ev['delta_bic']:.4g}"))
+    if ev.get("uncertainty"):
+        rows.append(("intervals from", ev["uncertainty"]))
+    return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
+
+
+def _log_mean(values) -> float:
+    """Geometric mean over seeds; NaN (not drawn) when any seed is zero, negative or non-finite."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.exp(np.mean(np.log(v)))) if np.all(np.isfinite(v) & (v > 0)) else float("nan")
 
 
 def render_report(folder: str | os.PathLike) -> Path:
@@ -266,6 +309,9 @@ def _render_analysis(folder: Path, config: dict):
     doc.text(verdict)
     mean_fit = fits.get("mean_over_seeds", {})
     doc.text(f"Classification: {mean_fit.get('classification')} — {mean_fit.get('reason', '')}.")
+    evidence = _evidence_table(mean_fit.get("evidence"))
+    if evidence is not None:
+        doc.table(evidence)
     state = f"on the trained checkpoint {config['checkpoint']}" if config.get("checkpoint") else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
     doc.text(
         f"Measured {state}; energies on the input "
@@ -281,7 +327,12 @@ def _render_analysis(folder: Path, config: dict):
     plots.energy_curves(fig.add_subplot(), curves)
     doc.heading("Laplacian energy per layer")
     doc.image(_save(fig, folder / "energy.png"), "Laplacian energy against layer, log-log, with the tail-window fits of the first seed")
-    doc.table(_fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {})))
+    fit_rows = _fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
+    if len(fit_rows):
+        doc.table(fit_rows)
+        doc.text(DELTA_BIC_NOTE)
+    else:
+        doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
 
     if "relative_energy" in metrics:
         fig = _figure()
@@ -335,6 +386,7 @@ def _render_comparison(folder: Path, config: dict):
     doc.heading("Verdicts at the deepest depth")
     for key, record in fits.items():
         doc.text(record.get("verdict", key))
+    doc.text(DELTA_BIC_NOTE)
     deepest = max(config["depths"])
     for dataset in config["datasets"]:
         fig = _figure()
@@ -345,7 +397,7 @@ def _render_comparison(folder: Path, config: dict):
         curves = []
         for model in config["models"]:
             rows = part[part["model"] == model]
-            mean = rows.groupby("layer")["laplacian_energy"].apply(geometric_mean)
+            mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
             floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
             curves.append({"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(),
                            "fit": fits.get(f"{dataset}/{model}"),
