@@ -236,27 +236,27 @@ def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
 
 
 def test_energy_plot_draws_the_estimated_floor_curve():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: test_plots checks it stays unimported
 
     from oversmooth.report import plots
 
     layers = np.arange(0, 9)
     floor = np.geomspace(1e-14, 1e-12, 9)
-    fig, ax = plt.subplots()
+    ax = Figure().add_subplot()
     curve = {
         "label": "seed 0",
         "layers": layers,
-        "values": np.geomspace(1, 1e-10, 9),
+        "values": np.geomspace(1, 1e-12, 9),  # a curve coming down to its floor
         "floor": floor,
     }
     plots.energy_curves(ax, [curve])
     lines = [line for line in ax.get_lines() if "float floor" in line.get_label()]
     assert len(lines) == 1
     np.testing.assert_allclose(lines[0].get_ydata(), floor[1:])  # per layer, not a constant line
-    plt.close(fig)
+    ax = Figure().add_subplot()  # a floor far below every value is not drawn and does not squash
+    plots.energy_curves(ax, [{**curve, "floor": floor * 1e-20}])
+    assert not [line for line in ax.get_lines() if "float floor" in line.get_label()]
+    assert ax.get_ylim()[0] > 1e-14
 
 
 def _fake_float32_run(final_energy: float, floor: float):

@@ -13,6 +13,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 
+FLOOR_DECADES = 3  # how far below the lowest value the energy plot reaches for the floor
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
 
 
@@ -77,14 +78,18 @@ def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian 
             floors.append((layers, floor, line.get_color(), curve["label"]))
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
-        # the y range follows the data; the float floor is drawn only where it falls inside it
+        # the y range follows the data, extended by at most FLOOR_DECADES to show the float
+        # floor where it comes close; a floor far below every value is not drawn
         low, high = _positive(data).min(), _positive(data).max()
-        ax.set_ylim(low / 3, high * 3)
+        bottom = low / 3
         for layers, floor, color, label in floors:
-            ok = (layers > 0) & np.isfinite(floor) & (floor >= low / 3) & (floor <= high * 3)
+            ok = (layers > 0) & np.isfinite(floor) & (floor >= low / 10**FLOOR_DECADES)
+            ok &= floor <= high * 3
             if ok.any():
                 ax.plot(layers[ok], floor[ok], color=color, lw=0.8, ls="-.", alpha=0.7,
                         label=f"  float floor ({label})")
+                bottom = min(bottom, floor[ok].min() / 3)
+        ax.set_ylim(bottom, high * 3)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(metric_label)
     ax.grid(True, which="major", alpha=0.3)
