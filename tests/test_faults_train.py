@@ -181,7 +181,8 @@ def main() -> None:
             rows.append((i, steps, ok))
             print(f"scenario {i}: {'identical' if ok else 'DIFFERENT'}", file=sys.stderr)
     lines = [
-        "# Reliability: `oversmooth train` killed and resumed",
+        "# Reliability: `oversmooth train` killed and resumed "
+        "(per scenario; summary in reliability.md)",
         "",
         f"{args.scenarios} scenarios (seed {args.seed}); each runs `oversmooth {' '.join(TRAIN)}` "
         "(one thread) as a subprocess, sends 1-3 signals at uniform random times in "
