@@ -31,9 +31,18 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-__all__ = ["check_out", "claim_folder", "atomic_folder", "clean_stale_siblings", "FolderBusyError"]
+__all__ = [
+    "check_out",
+    "claim_folder",
+    "atomic_folder",
+    "atomic_file",
+    "atomic_text",
+    "move_into_place",
+    "clean_stale_siblings",
+    "FolderBusyError",
+]
 
 
 class FolderBusyError(FileExistsError):
@@ -234,18 +243,41 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
         tmp.mkdir()
         try:
             yield tmp
-            if out.exists():
-                if not overwrite:
-                    raise FileExistsError(
-                        f"--out: {out} appeared while this run was writing; "
-                        "pass --overwrite to replace it or choose another folder"
-                    )
-                old = out.parent / f".{out.name}.old-{os.getpid()}"
-                out.rename(old)
-                tmp.rename(out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(out)
+            if out.exists() and not overwrite:
+                raise FileExistsError(
+                    f"--out: {out} appeared while this run was writing; "
+                    "pass --overwrite to replace it or choose another folder"
+                )
+            move_into_place(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+
+def move_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished folder ``tmp`` to ``out``; an existing ``out`` is first renamed
+    aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written."""
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out)
+
+
+def atomic_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` into a hidden sibling ``.NAME.tmp-PID``, then rename it over ``path``:
+    ``path`` is written whole or not at all (the temporary file never outlives a failure)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (see :func:`atomic_file`)."""
+    atomic_file(path, lambda tmp: tmp.write_text(text))

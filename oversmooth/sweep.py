@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from oversmooth import __version__
-from oversmooth.outputs import claim_folder
+from oversmooth.outputs import atomic_text, claim_folder
 
 __all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
 
@@ -277,19 +277,8 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     return record
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a hidden temporary file renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _write_cell(folder: Path, record: dict) -> None:
-    _atomic_write(folder / f"{record['id']}.json", json.dumps(record, default=str, allow_nan=True))
+    atomic_text(folder / f"{record['id']}.json", json.dumps(record, default=str, allow_nan=True))
 
 
 def _records(folder: Path) -> list[dict]:
@@ -590,7 +579,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
         try:
             cells_dir.mkdir(parents=True, exist_ok=True)
             _clean_litter(out)
-            _atomic_write(out / "spec.json", json.dumps(spec.to_dict(), indent=2) + "\n")
+            atomic_text(out / "spec.json", json.dumps(spec.to_dict(), indent=2) + "\n")
             finished = _finished(records, keys)
             todo = [c for c in cells if cell_id(c) not in finished]
             total, done_count = len(cells), len(cells) - len(todo)
@@ -656,10 +645,10 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
     sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(drop=True)  # noqa: E731
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
-    _atomic_write(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))
-    _atomic_write(out / "summary.csv", summary.to_csv(index=False, float_format="%.10g"))
+    atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))
+    atomic_text(out / "summary.csv", summary.to_csv(index=False, float_format="%.10g"))
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
-    _atomic_write(out / "failed.csv", failed_rows.to_csv(index=False))
+    atomic_text(out / "failed.csv", failed_rows.to_csv(index=False))
     if spec is not None and len(summary):
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
@@ -675,11 +664,13 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
                     if len(rows_dm):
                         trained = " (trained)" if mode == "trained" else ""
                         title = f"{_title(model, conv, depths[-1], dataset)}{trained}"
-                        desc = describe_frame(rows_dm, spec.hidden, title=title)
+                        desc = describe_frame(rows_dm, spec.hidden, title=title,
+                                              dtype=spec.dtype)
                         fits[f"{dataset}/{model}"] = {**_public(desc), "depth": depths[-1]}
                         verdicts.append(desc["verdict"])
             config = ComparisonConfig(models=tuple(models), depths=tuple(depths), conv=conv, datasets=tuple(datasets),
-                                      seeds=tuple(sorted(set(part["seed"]))), hidden=spec.hidden, heads=spec.heads, device=spec.device)
+                                      seeds=tuple(sorted(set(part["seed"]))), hidden=spec.hidden, heads=spec.heads, device=spec.device,
+                                      dtype=spec.dtype)
             result = ComparisonResult(
                 config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
                 metrics=layer_rows.drop(columns=["mode", "conv"]), summary=part.drop(columns=["mode", "conv"]),

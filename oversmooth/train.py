@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
+from oversmooth.outputs import atomic_file, atomic_text, claim_folder, move_into_place
 
 __all__ = ["TrainConfig", "TrainResult", "train", "save_checkpoint", "load_checkpoint", "CheckpointError", "TrainingDiverged"]
 
@@ -140,13 +141,7 @@ class TrainResult:
 
 
 def _atomic_save(obj, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_file(path, lambda tmp: torch.save(obj, tmp))
 
 
 def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
@@ -306,16 +301,6 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _atomic_text(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _clean_stale_temporaries(folder: Path) -> None:
     """Remove ``.NAME.tmp-PID`` files that processes no longer alive left in ``folder``."""
     from oversmooth.outputs import _pid_alive
@@ -445,13 +430,7 @@ class _Run:
         try:
             self._write_config(tmp)
             write(tmp)
-            if out.exists():  # --overwrite, or an empty folder given as --out
-                old = out.parent / f".{out.name}.old-{os.getpid()}"
-                out.rename(old)
-                tmp.rename(out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(out)
+            move_into_place(tmp, out)  # replaces out: --overwrite, or an empty folder as --out
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -461,7 +440,7 @@ class _Run:
         config = self.config
         record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
                   "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
-        _atomic_text(json.dumps(record, indent=2) + "\n", folder / "config.json")
+        atomic_text(folder / "config.json", json.dumps(record, indent=2) + "\n")
 
     def save(self, snap: dict) -> None:
         """Write best.pt, last.pt and history.csv for the snapshot ``snap``, in that order
@@ -496,7 +475,7 @@ class _Run:
         import pandas as pd
 
         frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
-        _atomic_text(frame.to_csv(index=False, float_format="%.6g"), folder / "history.csv")
+        atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.6g"))
 
     # -- one epoch --------------------------------------------------------------------------
     def step(self, epoch: int, x, edge_index, edge_weight, y, masks,
@@ -582,7 +561,6 @@ def train(
     """
     from oversmooth.analysis import resolve_device
     from oversmooth.data import load, split_masks
-    from oversmooth.outputs import claim_folder
 
     out = Path(out)
     if resume and overwrite:
@@ -674,7 +652,7 @@ def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
     if stopped not in STOP_SIGNALS.values() and run.history:
         summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
                    "stopped": stopped, "seconds_this_run": seconds}
-        _atomic_text(json.dumps(summary, indent=2) + "\n", out / "summary.json")
+        atomic_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         _plot_history(out, run.history, run.best_epoch)
     return result
 
@@ -701,12 +679,7 @@ def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
     ax_acc.legend(fontsize=8)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
-    tmp = out / f".training.png.tmp-{os.getpid()}"
-    try:
-        fig.savefig(tmp, dpi=150, format="png")
-        os.replace(tmp, out / "training.png")
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_file(out / "training.png", lambda tmp: fig.savefig(tmp, dpi=150, format="png"))
     fig.clf()
 
 

@@ -469,6 +469,13 @@ def verdict(
             "or a float-floor column may separate them)"
         )
         return done("inconclusive", reason, f"inconclusive: {reason}", **common)
+    def decided(label, rate, reason, body):
+        curse = False  # the curse of depth is a property of growing curves only
+        if sign > 0:
+            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
+            body += f"; {curse_text}"
+        return done(label, reason, rate=rate, curse=curse, body=body, **common)
+
     if exp_same:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate = _exp_rate(expo, scale_k, zq, sign)
@@ -482,11 +489,7 @@ def verdict(
             f"{'exponential smoothing' if sign < 0 else 'exponential growth'}: energy {verb} every "
             f"{rate.value:.3g} layers ({REPORT_LEVEL:.0%} interval {_interval(rate.interval)})"
         )
-        curse = False
-        if sign > 0:
-            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
-            body += f"; {curse_text}"
-        return done(label, reason, rate=rate, curse=curse, body=body, **common)
+        return decided(label, rate, reason, body)
     if pow_clean:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
         rate = _power_rate(power, zq)
@@ -500,11 +503,7 @@ def verdict(
             f"{'algebraic smoothing' if sign < 0 else 'power-law growth'}: energy {verb} like "
             f"k^{rate.exponent:.2f} ({REPORT_LEVEL:.0%} interval {_interval(rate.interval, '.2f')})"
         )
-        curse = False
-        if sign > 0:
-            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
-            body += f"; {curse_text}"
-        return done(label, reason, rate=rate, curse=curse, body=body, **common)
+        return decided(label, rate, reason, body)
     trend = "decays" if sign < 0 else "grows"
     if sig_beta and not exp_same:
         why = "the exponential term has the opposite sign (not monotone in one law)"

@@ -116,10 +116,15 @@ def test_bad_spec_files(tmp_path):
 
 def test_cli_sweep_from_lists(tmp_path):
     runner = CliRunner()
-    result = runner.invoke(app, ["sweep", "--models", "preln", "--depths", "2", "--workers", "1", "--out", str(tmp_path / "c"), "--json"])
+    result = runner.invoke(app, ["sweep", "--models", "preln", "--depths", "2", "--workers", "1",
+                                 "--dtype", "float32", "--out", str(tmp_path / "c"), "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["cells"] == 1 and payload["ran"] == 1 and payload["failed"] == []
+    report = tmp_path / "c" / "report-san-init"  # the merged report states the sweep's dtype
+    assert json.loads((report / "config.json").read_text())["dtype"] == "float32"
+    fits = json.loads((report / "fits.json").read_text())
+    assert fits["cora/preln"]["dtype"] == "float32"
 
 
 def test_trained_mode_cell(tmp_path):
