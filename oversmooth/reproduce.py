@@ -198,7 +198,10 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san, other: dic
             fit = res.fits.get(f"cora/{model}")
             plots.energy_curves(ax, [{"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(), "fit": fit}])
             ax.set_title(f"{model} {conv.upper()}", fontsize=9)
-            verdict_rows.append({"conv": conv, "model": model, "classification": fit["classification"], "verdict": fit["verdict"]})
+            rate = (fit.get("evidence") or {}).get("rate") or {}
+            halving = rate.get("value") if rate.get("name") == "halving_length" else None
+            verdict_rows.append({"conv": conv, "model": model, "classification": fit["classification"],
+                                 "verdict": fit["verdict"], "halving": halving})
         doc.image(_save(fig, folder / f"figure1_{conv}.png"),
                   f"{conv.upper()} on Cora, {DEPTHS[-1]} layers, at initialisation: per-layer Laplacian energy (geometric mean over seeds) with tail fits")
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "classification"]])
@@ -297,6 +300,18 @@ def _floor_finding(results: dict, table) -> list[str]:
     return [text]
 
 
+def _plain_fastest(verdict_rows) -> str:
+    """A sentence on the plain stack's halving lengths, only as far as the verdicts give them."""
+    plain = {r["conv"]: r["halving"] for r in verdict_rows if r["model"] == "plain" and r["halving"]}
+    if not plain:
+        return ""
+    others = [r["halving"] for r in verdict_rows if r["model"] != "plain" and r["halving"]]
+    text = " Its energy halves every " + ", ".join(f"{h:.2g} ({c.upper()})" for c, h in plain.items())
+    if others and max(plain.values()) < min(others):
+        return text + " layers: faster than any other model with an exponential verdict."
+    return text + " layers."
+
+
 def _discussion(table, verdict_rows, prune, trained, config, datasets) -> list[str]:
     out = []
     cora = table[table["dataset"] == "cora"]
@@ -337,8 +352,8 @@ def _discussion(table, verdict_rows, prune, trained, config, datasets) -> list[s
         f"{labels.get(('gcn', 'nonlocal'))} and {labels.get(('gat', 'nonlocal'))}, Pre-LN {labels.get(('gcn', 'preln'))} and "
         f"{labels.get(('gat', 'preln'))} (a nonlocal curve classified exponential still decays by far fewer decades than "
         f"Post-LN; see its verdict above). The plain stack (no residual, no LayerNorm), the textbook oversmoothing case, is "
-        f"classified {labels.get(('san', 'plain'))} with every backbone; its halving length in the verdicts above is the "
-        "shortest of all models."
+        f"classified {labels.get(('san', 'plain'))} (SAN), {labels.get(('gcn', 'plain'))} (GCN) and "
+        f"{labels.get(('gat', 'plain'))} (GAT)." + _plain_fastest(verdict_rows)
     )
     half = config.train_depth // 2
     deep_drop = {arch: float(prune[(prune["model"] == arch) & (prune["layer"] > half)]["drop (points)"].mean()) for arch in trained}

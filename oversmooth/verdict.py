@@ -457,6 +457,34 @@ def verdict(
     beta_bound = abs(t_beta) + h_beta
     pow_clean = pow_same and not sig_beta and beta_bound < ALGEBRAIC_MARGIN * abs(t_alpha)
     zq = _z(REPORT_LEVEL)
+
+    def decided(label, rate, reason, body):
+        curse = False  # the curse of depth is a property of growing curves only
+        if sign > 0:
+            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
+            body += f"; {curse_text}"
+        return done(label, reason, rate=rate, curse=curse, body=body, **common)
+
+    # both terms decay: the exponential decides the late layers when, over the second half of
+    # the window, even the low end of its share exceeds the high end of the power term's share
+    mid = max(k0, kl / 2)
+    share_exp, share_pow = (kl - mid) / (kl - k0), math.log(kl / mid) / math.log(kl / k0)
+    late_exp, late_pow = (abs(t_beta) - h_beta) * share_exp, (abs(t_alpha) + h_alpha) * share_pow
+    if exp_same and pow_same and sign < 0 and late_exp > late_pow:
+        rate = _exp_rate(combined, scale_k, zq, sign, index=2)
+        reason = (
+            f"{change_text}; both terms are significant (power {t_alpha:+.2f} +- {h_alpha:.2f}, "
+            f"exponential {t_beta:+.2f} +- {h_beta:.2f} decades), and over layers "
+            f"{mid:.0f}-{kl:.0f} the exponential term moves the curve by at least "
+            f"{late_exp:.2f} decades, the power term by at most {late_pow:.2f}: a power-law "
+            "start, then exponential decay"
+        )
+        body = (
+            f"exponential smoothing: energy halves every {rate.value:.3g} layers "
+            f"({REPORT_LEVEL:.0%} interval {_interval(rate.interval)}) after a power-law start "
+            f"(k^{alpha_c:.2f} e^({beta_c:.3g} k))"
+        )
+        return decided("exponential-smoothing", rate, reason, body)
     if exp_same and pow_same:
         trend = "decays" if sign < 0 else "grows"
         reason = (
@@ -469,13 +497,6 @@ def verdict(
             "or a float-floor column may separate them)"
         )
         return done("inconclusive", reason, f"inconclusive: {reason}", **common)
-    def decided(label, rate, reason, body):
-        curse = False  # the curse of depth is a property of growing curves only
-        if sign > 0:
-            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
-            body += f"; {curse_text}"
-        return done(label, reason, rate=rate, curse=curse, body=body, **common)
-
     if exp_same:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate = _exp_rate(expo, scale_k, zq, sign)
@@ -532,9 +553,10 @@ def _dropped_text(dropped: dict[str, int]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in dropped.items() if v) or "none"
 
 
-def _exp_rate(fit: _Fit, scale_k: float, z: float, sign: int) -> Rate:
-    beta = float(fit.coef[1] / scale_k)
-    h = z * fit.se(np.array([0.0, 1.0])) / scale_k
+def _exp_rate(fit: _Fit, scale_k: float, z: float, sign: int, index: int = 1) -> Rate:
+    """The rate of the ``k / scale_k`` column ``index`` of ``fit`` (the exponential term)."""
+    beta = float(fit.coef[index] / scale_k)
+    h = z * fit.se(np.eye(len(fit.coef))[index]) / scale_k
     lo, hi = beta - h, beta + h
     ln2 = math.log(2)
 

@@ -63,3 +63,16 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     for name in ("figure1_san.png", "figure2_similarity.png", "table8_pruning.png", "report.html", "pruning_preln.csv"):
         assert (out / name).is_file(), name
     assert not list((out / "training").rglob("*.pt"))  # checkpoints are not kept
+
+
+def test_plain_sentence_states_only_what_the_verdicts_give():
+    from oversmooth.reproduce import _plain_fastest
+
+    rows = [{"conv": "san", "model": "plain", "halving": 0.87},
+            {"conv": "san", "model": "postln", "halving": 13.5},
+            {"conv": "gcn", "model": "plain", "halving": None}]
+    assert _plain_fastest(rows) == (" Its energy halves every 0.87 (SAN) layers: faster than any "
+                                    "other model with an exponential verdict.")
+    rows[0]["halving"] = 20.0  # slower than Post-LN: no claim that it is the fastest
+    assert _plain_fastest(rows) == " Its energy halves every 20 (SAN) layers."
+    assert _plain_fastest(rows[1:]) == ""  # no exponential verdict for plain: nothing claimed

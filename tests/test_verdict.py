@@ -65,12 +65,24 @@ def test_too_few_layers_is_inconclusive():
     assert v.usable_layers == 4 and f"only 4 usable layers (need at least {MIN_LAYERS}" in v.summary
 
 
-def test_mixed_law_is_inconclusive():
+def _mixed(alpha: float, beta: float) -> pd.DataFrame:
     k = np.arange(257)
-    frame = pd.DataFrame(
-        {"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** -2.0 * np.exp(-0.02 * k)}
-    )
-    v = verdict(frame)
+    return pd.DataFrame({"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** alpha
+                         * np.exp(beta * k)})
+
+
+def test_power_start_then_exponential_decay_is_exponential_at_its_asymptotic_rate():
+    # k^-2 e^{-0.02k}: over layers 128-256 the exponential moves the curve 1.1 decades, the
+    # power term 0.6: the late decay is exponential, and its rate is beta, not a blend
+    v = verdict(_mixed(-2.0, -0.02))
+    assert v.label == "exponential-smoothing" and "after a power-law start" in v.summary
+    assert v.rate.interval[0] <= np.log(2) / 0.02 <= v.rate.interval[1]
+    assert abs(v.rate.exponent + 0.02) < 1e-6
+
+
+def test_mixed_law_the_late_layers_cannot_separate_is_inconclusive():
+    # k^-4 e^{-0.004k}: both terms real, but the power term still dominates layers 128-256
+    v = verdict(_mixed(-4.0, -0.004))
     assert v.label == "inconclusive" and "neither law alone" in v.summary
 
 
