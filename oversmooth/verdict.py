@@ -23,7 +23,13 @@ have the same mean slope over 256 layers, never the same curvature).  A term
 counts when its ``LEVEL`` interval excludes 0 and it moves the fitted curve by
 at least ``MIN_TERM_DECADES`` over the window; a power law is claimed only when
 the exponential term is also bounded: the upper end of its interval moves the
-curve by less than ``ALGEBRAIC_MARGIN`` times the power term.
+curve by less than ``ALGEBRAIC_MARGIN`` times the power term.  When both terms
+count and the curve decays (a power-law start, then an exponential), the verdict
+is exponential only if over the second half of the window the low end of the
+exponential term's share exceeds the high end of the power term's share.  An
+exponential's rate is always the combined fit's ``beta`` (the asymptotic halving
+or doubling length), never a single-exponential fit that a power-law start would
+bias; a power law's rate is the single power-law fit's ``alpha``.
 
 Uncertainty respects the correlation of residuals from layer to layer: the
 covariance of the coefficients is the larger (per linear combination) of a
@@ -499,7 +505,7 @@ def verdict(
         return done("inconclusive", reason, f"inconclusive: {reason}", **common)
     if exp_same:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
-        rate = _exp_rate(expo, scale_k, zq, sign)
+        rate = _exp_rate(combined, scale_k, zq, sign, index=2)  # one rate definition: beta
         reason = (
             f"{change_text}; the exponential term moves the curve by {t_beta:+.2f} +- {h_beta:.2f} "
             "decades "
