@@ -639,6 +639,8 @@ CALIBRATION_CASES = (
     ("growth k^0.3, turning layers", "power", 0.3, 0.5, "power-law-growth", False),
     ("growth e^0.08k, flat R", "exponential", 0.08, 0.999, "exponential-growth", False),
     ("stable", "power", 0.0, 0.999, "stable", False),
+    # a power-law start, then exponential decay
+    ("k^-2 e^-0.02k", "mixed", (-2.0, -0.02), None, "exponential-smoothing", False),
 )
 CALIBRATION_SIGMAS = (0.05, 0.1, 0.3, 0.5, 1.0)
 CALIBRATION_AR = (0.0, 0.7)  # AR(1) coefficient of the log-noise across layers
@@ -646,7 +648,7 @@ CALIBRATION_AR = (0.0, 0.7)  # AR(1) coefficient of the log-noise across layers
 
 def synthetic_frame(
     law: str,
-    param: float,
+    param: float | tuple[float, float],
     sigma: float,
     ar: float = 0.0,
     seeds: int = 3,
@@ -654,19 +656,21 @@ def synthetic_frame(
     cosine: float | None = None,
     rng: np.random.Generator | None = None,
 ) -> "pd.DataFrame":
-    """A per-layer table of ``E(k) = k^param`` (``law="power"``) or ``e^{param k}``
-    (``law="exponential"``) over layers ``0..depth``, times log-normal noise of ``sigma``
+    """A per-layer table of ``E(k) = k^param`` (``law="power"``), ``e^{param k}``
+    (``law="exponential"``) or ``k^alpha e^{beta k}`` (``law="mixed"``, ``param = (alpha,
+    beta)``) over layers ``0..depth``, times log-normal noise of ``sigma``
     (natural-log units) that is AR(1) across layers with coefficient ``ar``; one curve per seed.
     ``relative_energy`` is computed from the noisy curve; ``cosine_prev`` is the constant
     ``cosine`` when given.
     """
     import pandas as pd
 
-    if law not in ("power", "exponential"):
-        raise ValueError(f"law: expected 'power' or 'exponential', received {law!r}")
+    if law not in ("power", "exponential", "mixed"):
+        raise ValueError(f"law: expected 'power', 'exponential' or 'mixed', received {law!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     k = np.arange(depth + 1, dtype=np.float64)
-    log_e = param * np.log(np.maximum(k, 1.0)) if law == "power" else param * k
+    alpha, beta = {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param)
+    log_e = alpha * np.log(np.maximum(k, 1.0)) + beta * k
     frames = []
     for s in range(seeds):
         shocks = rng.standard_normal(depth + 1)

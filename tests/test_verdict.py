@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 
 import oversmooth
-from oversmooth.verdict import MIN_LAYERS, Verdict, calibrate, synthetic_frame, verdict
+from oversmooth.verdict import (
+    MIN_LAYERS,
+    Verdict,
+    calibrate,
+    synthetic_frame,
+    verdict,
+)
 
 
 def _labels(law, param, sigma, draws, ar=0.0, seeds=3, cosine=None, seed=0):
@@ -78,6 +84,14 @@ def test_power_start_then_exponential_decay_is_exponential_at_its_asymptotic_rat
     assert v.label == "exponential-smoothing" and "after a power-law start" in v.summary
     assert v.rate.interval[0] <= np.log(2) / 0.02 <= v.rate.interval[1]
     assert abs(v.rate.exponent + 0.02) < 1e-6
+
+
+@pytest.mark.parametrize("alpha,beta", [(-2.0, -0.02), (-4.0, -0.004)])
+def test_power_start_then_exponential_is_never_called_algebraic_at_moderate_noise(alpha, beta):
+    # k^-4 e^-0.004k: an exponential factor of 0.44 of 10 decades; under sigma >= 0.5 noise it
+    # is called algebraic (the power term dominates the window, docs/verdict.md), not at 0.3
+    found = [v.label for v in _labels("mixed", (alpha, beta), 0.3, draws=4, ar=0.7)]
+    assert set(found) <= {"exponential-smoothing", "inconclusive"}, found
 
 
 def test_mixed_law_the_late_layers_cannot_separate_is_inconclusive():
