@@ -282,8 +282,8 @@ def _floor_finding(results: dict, table) -> list[str]:
              else "stays above the floor of its own accumulated rounding" if not flags.any()
              else "ends at the floor of its own accumulated rounding for some seeds only")
     text = (f"The float32 floor. Run in float32, Post-LN SAN at depth {last} on Cora {where} "
-            f"({pairs}); the float32 and float64 energies part by more than 2x "
-            f"{'; '.join(parts)}.")
+            f"({pairs}); the float32 and float64 energies part by more than 2x ("
+            f"{'; '.join(parts)}).")
     cora = table[table["dataset"] == "cora"]
     paper = cora[(cora["model"] == "postln") & (cora["depth"] == last)]["paper"].dropna()
     if len(paper):
