@@ -176,7 +176,10 @@ class _Doc:
                 )
         style = (
             "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
-            "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
+            # tables wider than the page scroll sideways instead of overflowing it
+            "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;"
+            "overflow-x:auto;max-width:100%}"
+            "td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
             "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
         )
         return (
