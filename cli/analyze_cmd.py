@@ -16,6 +16,8 @@ CkptHidden = Annotated[Optional[int], typer.Option(
 CkptHeads = Annotated[Optional[int], typer.Option(
     "--heads", help=f"Attention heads. [default: 4, {_OR_CKPT}")]
 CkptSeed = Annotated[Optional[int], typer.Option(
+    "--seed", help=f"Initialisation seed. [default: 0, {_OR_CKPT}")]
+SeedOrSeeds = Annotated[Optional[int], typer.Option(
     "--seed", help=f"Initialisation seed (ignored when --seeds is given). [default: 0, {_OR_CKPT}")]
 CkptNorm = Annotated[Optional[O.Norm], typer.Option(
     "--norm", help=f"LayerNorm statistics: node (per node) or graph (per graph). [default: node, "
@@ -33,7 +35,7 @@ def analyze(
     dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]")] = None,
     hidden: CkptHidden = None,
     heads: CkptHeads = None,
-    seed: CkptSeed = None,
+    seed: SeedOrSeeds = None,
     seeds: O.Seeds = None,
     device: O.Device = "auto",
     similarity: Annotated[bool, typer.Option("--similarity/--no-similarity", help="Record the L x L inter-layer similarity matrix (memory grows with depth).")] = True,

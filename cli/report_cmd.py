@@ -24,7 +24,10 @@ _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
 _RERUN = "rerun the command that wrote it"
 
 
-def report(folder: Annotated[Path, typer.Argument(help="A folder written by analyze, prune or compare.")]) -> None:
+def report(
+    folder: Annotated[Path, typer.Argument(
+        metavar="FOLDER", help="A folder written by analyze, prune or compare.")],
+) -> None:
     """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without recomputing."""
     handle_errors(_run)(folder)
 

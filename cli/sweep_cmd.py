@@ -12,7 +12,8 @@ from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_n
 
 
 def sweep(
-    spec: Annotated[Optional[Path], typer.Argument(help="A TOML spec ([grid] and [options]); the list options below override it.")] = None,
+    spec: Annotated[Optional[Path], typer.Argument(
+        metavar="SPEC", help="A TOML spec ([grid] and [options]); the list options below override it.")] = None,
     models: Annotated[Optional[str], typer.Option("--models", help="Comma-separated architectures.")] = None,
     convs: Annotated[Optional[str], typer.Option("--convs", help="Comma-separated message passing types.")] = None,
     depths: Annotated[Optional[str], typer.Option("--depths", help="Comma-separated depths.")] = None,

@@ -1,0 +1,89 @@
+"""CLI help reads as one tool: complete at 80 and 100 columns."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from oversmooth.cli.main import app
+
+runner = CliRunner()
+GROUP = typer.main.get_command(app)
+COMMANDS = sorted(GROUP.commands)
+WIDTHS = (80, 100)
+
+
+def squeeze(text: str) -> str:
+    """Text without any whitespace: what survives re-wrapping."""
+    return "".join(text.split())
+
+
+def help_of(name: str | None, width: int) -> str:
+    args = [name, "--help"] if name else ["--help"]
+    result = runner.invoke(app, args, env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_command_is_covered():
+    assert set(COMMANDS) >= {"analyze", "compare", "prune", "train", "sweep", "bench", "reproduce",
+                             "models", "datasets", "metrics", "report"}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_help_is_complete(name, width):
+    text = help_of(name, width)
+    assert "…" not in text, text
+    assert "<bool>" not in text, "a flag shows a value placeholder"
+    too_wide = [line for line in text.splitlines() if len(line) > width]
+    assert not too_wide, too_wide
+    flat = squeeze(text)
+    command = GROUP.commands[name]
+    for param in command.params:
+        for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            if opt.startswith("-"):
+                assert opt in text, f"{name}: {opt} missing"
+        if getattr(param, "help", None):
+            assert squeeze(param.help) in flat, f"{name} {param.name}: help cut: {param.help!r}"
+    assert squeeze(command.help.split("\n\n")[0]) in flat, f"{name}: description cut"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_top_level_help_lists_every_command_uncut(width):
+    text = help_of(None, width)
+    assert "…" not in text and "..." not in text.split("Commands:")[-1], text
+    flat = squeeze(text)
+    for name in COMMANDS:
+        first = GROUP.commands[name].help.split("\n\n")[0]
+        sentence = first.split(". ")[0].rstrip(".")
+        assert squeeze(sentence) in flat, f"{name}: summary cut"
+    for opt in ("--debug", "--version"):
+        assert opt in text
+
+
+@pytest.mark.parametrize(
+    "name,kept",
+    [
+        ("analyze", "[default: postln, or the checkpoint's]"),
+        ("analyze", "[default: 256, or the checkpoint's]"),
+        ("prune", "[default: preln, or the checkpoint's]"),
+        ("train", "[default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]"),
+        ("sweep", "A TOML spec ([grid] and [options])"),
+        ("sweep", "[default: float64, or the spec's]"),
+    ],
+)
+def test_bracketed_text_survives(name, kept):
+    assert squeeze(kept) in squeeze(help_of(name, 80))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_option_help_names_only_options_the_command_has(name):
+    command = GROUP.commands[name]
+    own = {opt for p in command.params for opt in [*p.opts, *getattr(p, "secondary_opts", [])]}
+    for param in command.params:
+        for mentioned in re.findall(r"(?<![\w-])--[a-z][a-z-]*", getattr(param, "help", "") or ""):
+            assert mentioned in own, f"{name} {param.name}: help mentions {mentioned}"
