@@ -48,7 +48,8 @@ Hidden = Annotated[int, typer.Option("--hidden", help="Hidden width (divisible b
 Heads = Annotated[int, typer.Option("--heads", help="Attention heads.")]
 Seed = Annotated[int, typer.Option("--seed", help="Initialisation seed.")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed).")]
-Device = Annotated[str, typer.Option("--device", help="auto (CUDA when available), cpu, cuda or cuda:N.")]
+DEVICE_HELP = "auto (CUDA when available), cpu, cuda or cuda:N."
+Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>).")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
 Json = Annotated[bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")]

@@ -15,7 +15,8 @@ def reproduce(
     quick: Annotated[bool, typer.Option("--quick/--full", help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.")] = True,
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path("reports/paper-reproduction"),
     data_root: O.DataRoot = None,
-    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help=f"{O.DEVICE_HELP} Changed: the default "
+                                        "was cpu; pass --device cpu for that.")] = "auto",
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
     dtype: O.DtypeOpt = O.Dtype.float64,

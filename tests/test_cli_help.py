@@ -1,8 +1,10 @@
-"""CLI help reads as one tool: complete at 80 and 100 columns."""
+"""CLI help reads as one tool: complete at 80 and 100 columns, the same --device default."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import typer
@@ -87,3 +89,61 @@ def test_option_help_names_only_options_the_command_has(name):
     for param in command.params:
         for mentioned in re.findall(r"(?<![\w-])--[a-z][a-z-]*", getattr(param, "help", "") or ""):
             assert mentioned in own, f"{name} {param.name}: help mentions {mentioned}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_device_defaults_to_auto_everywhere(name):
+    for param in GROUP.commands[name].params:
+        if "--device" in param.opts:
+            assert param.default == "auto" or (
+                param.default is None and "[default: auto" in param.help
+            ), f"{name}: --device default {param.default!r}"
+
+
+def test_sweep_without_device_runs_auto(monkeypatch, tmp_path):
+    import oversmooth.sweep as sweep
+
+    seen = {}
+
+    def fake(config, progress=None):
+        seen["device"] = config.device
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sweep, "run_sweep", fake)
+    runner.invoke(app, ["sweep", "--depths", "2", "--out", str(tmp_path / "s"), "-q"])
+    assert seen["device"] == "auto"
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[grid]\ndepths = [2]\n[options]\ndevice = "cpu"\n')
+    runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "t"), "-q"])
+    assert seen["device"] == "cpu"  # the spec's device wins over the default
+    spec.write_text("[grid]\ndepths = [2]\n")
+    runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "u"), "-q"])
+    assert seen["device"] == "auto"
+
+
+def _fake_reproduction(seen):
+    def fake(config, out, *, overwrite=False, progress=None):
+        seen["config"] = config
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text("# r\n")
+        (out / "config.json").write_text(json.dumps(
+            {"command": "reproduce", "quick": config.quick, "seeds": list(config.seeds),
+             "datasets": ["cora"], "seconds": 1.5, "environment": {"torch": "x"}}))
+        return out
+
+    return fake
+
+
+def test_reproduce_defaults_to_auto(monkeypatch, tmp_path):
+    import oversmooth.reproduce as reproduce
+
+    seen = {}
+    monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction(seen))
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["reproduce", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert seen["config"].device == "auto"
+    assert result.stdout == f"report: {out / 'report.md'}\n"
+    result = runner.invoke(app, ["reproduce", "--out", str(tmp_path / "c"), "-q", "--device", "cpu"])
+    assert result.exit_code == 0 and seen["config"].device == "cpu", result.output
