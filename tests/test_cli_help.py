@@ -1,4 +1,4 @@
-"""CLI help reads as one tool: complete at 80 and 100 columns, the same --device default."""
+"""CLI reads as one tool: help complete at 80 and 100 columns, one --device default, --json."""
 
 from __future__ import annotations
 
@@ -145,5 +145,36 @@ def test_reproduce_defaults_to_auto(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     assert seen["config"].device == "auto"
     assert result.stdout == f"report: {out / 'report.md'}\n"
-    result = runner.invoke(app, ["reproduce", "--out", str(tmp_path / "c"), "-q", "--device", "cpu"])
+    cpu = ["reproduce", "--out", str(tmp_path / "c"), "-q", "--device", "cpu"]
+    result = runner.invoke(app, cpu)
     assert result.exit_code == 0 and seen["config"].device == "cpu", result.output
+
+
+def test_reproduce_prints_json(monkeypatch, tmp_path):
+    import oversmooth.reproduce as reproduce
+
+    monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction({}))
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["reproduce", "--out", str(out), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["out"] == str(out) and payload["report"] == str(out / "report.md")
+    assert payload["quick"] is True and payload["seconds"] == 1.5
+    assert payload["datasets"] == ["cora"]
+    assert "environment" not in payload and payload["dtype"] == "float64"
+    assert payload["device"].split(":")[0] in ("cpu", "cuda")
+
+
+def test_report_prints_json(tmp_path):
+    out = tmp_path / "a"
+    first = runner.invoke(app, ["analyze", "--depth", "2", "--no-similarity", "--out", str(out),
+                                "-q", "--json"])
+    assert first.exit_code == 0, first.output
+    result = runner.invoke(app, ["report", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["out"] == str(out) and payload["command"] == "analyze"
+    assert payload["report"] == str(out / "report.html")
+    assert "report.md" in payload["files"] and "energy.png" in payload["files"]
+    human = runner.invoke(app, ["report", str(out)])
+    assert human.stdout == f"report: {out / 'report.html'}\n"
