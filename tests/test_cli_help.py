@@ -1,4 +1,5 @@
-"""CLI reads as one tool: help complete at 80 and 100 columns, one --device default, --json."""
+"""CLI reads as one tool: complete help at 80 and 100 columns, one --device default, --json,
+and a bare analyze that says what it runs."""
 
 from __future__ import annotations
 
@@ -178,3 +179,41 @@ def test_report_prints_json(tmp_path):
     assert "report.md" in payload["files"] and "energy.png" in payload["files"]
     human = runner.invoke(app, ["report", str(out)])
     assert human.stdout == f"report: {out / 'report.html'}\n"
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.fixture
+def stopped_analysis(monkeypatch, tmp_path):
+    """run_analysis replaced by a stop: what analyze prints before the work, and its config."""
+    import oversmooth.analysis as analysis
+
+    seen = {}
+
+    def fake(config, progress=None):
+        seen["config"] = config
+        raise _Stop("stopped by the test")
+
+    monkeypatch.setattr(analysis, "run_analysis", fake)
+    monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def test_bare_analyze_says_what_it_runs(stopped_analysis):
+    result = runner.invoke(app, ["analyze"])
+    config = stopped_analysis["config"]
+    expected = ("postln", 256, "cora", (0,))
+    assert (config.model, config.depth, config.dataset, config.seeds) == expected
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("analyze: Post-LN SAN, 256 layers on cora, seed 0, float64 (about ")
+    assert lines[0].endswith("; --help for options")
+    assert "analyze:" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [["--quiet"], ["--json"], ["--depth", "4"]])
+def test_analyze_line_only_when_bare(stopped_analysis, args):
+    result = runner.invoke(app, ["analyze", *args])
+    assert stopped_analysis["config"] is not None
+    assert "analyze: " not in result.stderr
