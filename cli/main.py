@@ -21,6 +21,17 @@ class OneLineErrors(TyperGroup):
     ``exit_code``), so this works whether typer vendors click or depends on it.
     """
 
+    def format_commands(self, ctx, formatter) -> None:
+        """Each command's first sentence, wrapped rather than cut with "..." to fit the width."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=sys.maxsize)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -51,6 +62,10 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
+    # Plain click help: it wraps every line to the terminal, where rich's tables cut option
+    # help with "…" at 80 columns and read "[...]" in help texts as markup and drop it.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 100},
     pretty_exceptions_enable=False,
 )
 

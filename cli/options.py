@@ -46,9 +46,10 @@ ConvOpt = Annotated[Conv, typer.Option("--conv", help="Message passing: san (dot
 Dataset = Annotated[str, typer.Option("--dataset", "-d", help="Dataset name (see `oversmooth datasets`), name:params, or a .pt/.csv path.")]
 Hidden = Annotated[int, typer.Option("--hidden", help="Hidden width (divisible by --heads).")]
 Heads = Annotated[int, typer.Option("--heads", help="Attention heads.")]
-Seed = Annotated[int, typer.Option("--seed", help="Initialisation seed (ignored when --seeds is given).")]
+Seed = Annotated[int, typer.Option("--seed", help="Initialisation seed.")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed).")]
-Device = Annotated[str, typer.Option("--device", help="auto (CUDA when available), cpu, cuda or cuda:N.")]
+DEVICE_HELP = "auto (CUDA when available), cpu, cuda or cuda:N."
+Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>).")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
 Json = Annotated[bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")]

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from oversmooth.cli._common import handle_errors
+from oversmooth.cli import options as O
+from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
 _NEEDS = {
@@ -24,9 +25,13 @@ _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
 _RERUN = "rerun the command that wrote it"
 
 
-def report(folder: Annotated[Path, typer.Argument(help="A folder written by analyze, prune or compare.")]) -> None:
+def report(
+    folder: Annotated[Path, typer.Argument(
+        metavar="FOLDER", help="A folder written by analyze, prune or compare.")],
+    as_json: O.Json = False,
+) -> None:
     """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without recomputing."""
-    handle_errors(_run)(folder)
+    handle_errors(_run)(folder, as_json)
 
 
 def _read_json(path: Path) -> object:
@@ -91,9 +96,16 @@ def check_report_folder(folder: Path) -> None:
             _check_csv(folder / name, columns, required=False)
 
 
-def _run(folder: Path) -> None:
+def _run(folder: Path, as_json: bool = False) -> None:
     from oversmooth.report.render import render_report
 
     check_report_folder(folder)
     render_report(folder)
+    if as_json:
+        command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
+        files = sorted(p.name for p in folder.iterdir()
+                       if p.suffix == ".png" or p.name in ("report.md", "report.html"))
+        echo_json({"out": str(folder), "command": command, "report": str(folder / "report.html"),
+                   "files": files})
+        return
     typer.echo(f"report: {folder / 'report.html'}")

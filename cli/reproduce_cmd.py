@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import handle_errors, is_tty
+from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
 def reproduce(
     quick: Annotated[bool, typer.Option("--quick/--full", help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.")] = True,
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path("reports/paper-reproduction"),
     data_root: O.DataRoot = None,
-    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help=f"{O.DEVICE_HELP} Changed: the default "
+                                        "was cpu; pass --device cpu for that.")] = "auto",
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
     dtype: O.DtypeOpt = O.Dtype.float64,
+    as_json: O.Json = False,
 ) -> None:
     """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by side with its numbers.
 
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite
     """
-    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype.value)
+    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype.value, as_json)
 
 
-def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64") -> None:
+def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64",
+         as_json: bool = False) -> None:
     from oversmooth.reproduce import ReproduceConfig, run_reproduction
 
     root = str(data_root) if data_root else None
@@ -38,4 +42,12 @@ def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64"
 
     with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
         folder = run_reproduction(config, out, overwrite=overwrite, progress=say)
+    if as_json:  # what config.json records, less the environment, plus where the report is
+        from oversmooth.analysis import resolve_device
+
+        written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        echo_json({"out": str(folder), "report": str(folder / "report.md"),
+                   "device": str(resolve_device(device)), "dtype": dtype,
+                   **{k: v for k, v in written.items() if k not in ("command", "environment")}})
+        return
     typer.echo(f"report: {folder / 'report.md'}")

@@ -12,7 +12,8 @@ from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_n
 
 
 def sweep(
-    spec: Annotated[Optional[Path], typer.Argument(help="A TOML spec ([grid] and [options]); the list options below override it.")] = None,
+    spec: Annotated[Optional[Path], typer.Argument(
+        metavar="SPEC", help="A TOML spec ([grid] and [options]); the list options below override it.")] = None,
     models: Annotated[Optional[str], typer.Option("--models", help="Comma-separated architectures.")] = None,
     convs: Annotated[Optional[str], typer.Option("--convs", help="Comma-separated message passing types.")] = None,
     depths: Annotated[Optional[str], typer.Option("--depths", help="Comma-separated depths.")] = None,
@@ -23,7 +24,10 @@ def sweep(
     backend: Annotated[Optional[str], typer.Option("--backend", help="local (process pool, default) or ray.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Parallel cells (default: all cores).")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu or cuda for every cell.")] = None,
+    device: Annotated[Optional[str], typer.Option(
+        "--device", help=f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; "
+        "pass --device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
+        "to cuda). [default: auto, or the spec's]")] = None,
     dtype: Annotated[Optional[O.Dtype], typer.Option(
         "--dtype",
         help="Precision of every cell's model: float32 or float64. "
@@ -43,6 +47,19 @@ def sweep(
     handle_errors(_run)(**locals())
 
 
+def _spec_sets_device(spec: Optional[Path]) -> bool:
+    """Whether the spec file sets options.device (a spec that cannot be read: load_spec says why)."""
+    import tomllib
+
+    if spec is None:
+        return False
+    try:
+        options = tomllib.loads(spec.read_text(encoding="utf-8")).get("options")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(options, dict) and "device" in options
+
+
 def _run(spec, models, convs, depths, datasets, seeds, modes, epochs, backend, workers, ray_address,
          device, dtype, out, as_json, quiet) -> None:
     from oversmooth.sweep import SweepSpec, load_spec, run_sweep
@@ -58,6 +75,8 @@ def _run(spec, models, convs, depths, datasets, seeds, modes, epochs, backend, w
         "dtype": dtype.value if dtype else None,
         "out": str(out) if out else None,
     }
+    if device is None and not _spec_sets_device(spec):
+        overrides["device"] = "auto"  # the CLI's default; oversmooth.sweep's own is cpu
     if spec is not None:
         config = load_spec(spec, **overrides)
     else:

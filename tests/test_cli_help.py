@@ -1,0 +1,219 @@
+"""CLI reads as one tool: complete help at 80 and 100 columns, one --device default, --json,
+and a bare analyze that says what it runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from oversmooth.cli.main import app
+
+runner = CliRunner()
+GROUP = typer.main.get_command(app)
+COMMANDS = sorted(GROUP.commands)
+WIDTHS = (80, 100)
+
+
+def squeeze(text: str) -> str:
+    """Text without any whitespace: what survives re-wrapping."""
+    return "".join(text.split())
+
+
+def help_of(name: str | None, width: int) -> str:
+    args = [name, "--help"] if name else ["--help"]
+    result = runner.invoke(app, args, env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_command_is_covered():
+    assert set(COMMANDS) >= {"analyze", "compare", "prune", "train", "sweep", "bench", "reproduce",
+                             "models", "datasets", "metrics", "report"}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_help_is_complete(name, width):
+    text = help_of(name, width)
+    assert "…" not in text, text
+    assert "<bool>" not in text, "a flag shows a value placeholder"
+    too_wide = [line for line in text.splitlines() if len(line) > width]
+    assert not too_wide, too_wide
+    flat = squeeze(text)
+    command = GROUP.commands[name]
+    for param in command.params:
+        for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            if opt.startswith("-"):
+                assert opt in text, f"{name}: {opt} missing"
+        if getattr(param, "help", None):
+            assert squeeze(param.help) in flat, f"{name} {param.name}: help cut: {param.help!r}"
+    assert squeeze(command.help.split("\n\n")[0]) in flat, f"{name}: description cut"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_top_level_help_lists_every_command_uncut(width):
+    text = help_of(None, width)
+    assert "…" not in text and "..." not in text.split("Commands:")[-1], text
+    flat = squeeze(text)
+    for name in COMMANDS:
+        first = GROUP.commands[name].help.split("\n\n")[0]
+        sentence = first.split(". ")[0].rstrip(".")
+        assert squeeze(sentence) in flat, f"{name}: summary cut"
+    for opt in ("--debug", "--version"):
+        assert opt in text
+
+
+@pytest.mark.parametrize(
+    "name,kept",
+    [
+        ("analyze", "[default: postln, or the checkpoint's]"),
+        ("analyze", "[default: 256, or the checkpoint's]"),
+        ("prune", "[default: preln, or the checkpoint's]"),
+        ("train", "[default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]"),
+        ("sweep", "A TOML spec ([grid] and [options])"),
+        ("sweep", "[default: float64, or the spec's]"),
+    ],
+)
+def test_bracketed_text_survives(name, kept):
+    assert squeeze(kept) in squeeze(help_of(name, 80))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_option_help_names_only_options_the_command_has(name):
+    command = GROUP.commands[name]
+    own = {opt for p in command.params for opt in [*p.opts, *getattr(p, "secondary_opts", [])]}
+    for param in command.params:
+        for mentioned in re.findall(r"(?<![\w-])--[a-z][a-z-]*", getattr(param, "help", "") or ""):
+            assert mentioned in own, f"{name} {param.name}: help mentions {mentioned}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_device_defaults_to_auto_everywhere(name):
+    for param in GROUP.commands[name].params:
+        if "--device" in param.opts:
+            assert param.default == "auto" or (
+                param.default is None and "[default: auto" in param.help
+            ), f"{name}: --device default {param.default!r}"
+
+
+def test_sweep_without_device_runs_auto(monkeypatch, tmp_path):
+    import oversmooth.sweep as sweep
+
+    seen = {}
+
+    def fake(config, progress=None):
+        seen["device"] = config.device
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sweep, "run_sweep", fake)
+    runner.invoke(app, ["sweep", "--depths", "2", "--out", str(tmp_path / "s"), "-q"])
+    assert seen["device"] == "auto"
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[grid]\ndepths = [2]\n[options]\ndevice = "cpu"\n')
+    runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "t"), "-q"])
+    assert seen["device"] == "cpu"  # the spec's device wins over the default
+    spec.write_text("[grid]\ndepths = [2]\n")
+    runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "u"), "-q"])
+    assert seen["device"] == "auto"
+
+
+def _fake_reproduction(seen):
+    def fake(config, out, *, overwrite=False, progress=None):
+        seen["config"] = config
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text("# r\n")
+        (out / "config.json").write_text(json.dumps(
+            {"command": "reproduce", "quick": config.quick, "seeds": list(config.seeds),
+             "datasets": ["cora"], "seconds": 1.5, "environment": {"torch": "x"}}))
+        return out
+
+    return fake
+
+
+def test_reproduce_defaults_to_auto(monkeypatch, tmp_path):
+    import oversmooth.reproduce as reproduce
+
+    seen = {}
+    monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction(seen))
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["reproduce", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert seen["config"].device == "auto"
+    assert result.stdout == f"report: {out / 'report.md'}\n"
+    cpu = ["reproduce", "--out", str(tmp_path / "c"), "-q", "--device", "cpu"]
+    result = runner.invoke(app, cpu)
+    assert result.exit_code == 0 and seen["config"].device == "cpu", result.output
+
+
+def test_reproduce_prints_json(monkeypatch, tmp_path):
+    import oversmooth.reproduce as reproduce
+
+    monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction({}))
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["reproduce", "--out", str(out), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["out"] == str(out) and payload["report"] == str(out / "report.md")
+    assert payload["quick"] is True and payload["seconds"] == 1.5
+    assert payload["datasets"] == ["cora"]
+    assert "environment" not in payload and payload["dtype"] == "float64"
+    assert payload["device"].split(":")[0] in ("cpu", "cuda")
+
+
+def test_report_prints_json(tmp_path):
+    out = tmp_path / "a"
+    first = runner.invoke(app, ["analyze", "--depth", "2", "--no-similarity", "--out", str(out),
+                                "-q", "--json"])
+    assert first.exit_code == 0, first.output
+    result = runner.invoke(app, ["report", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["out"] == str(out) and payload["command"] == "analyze"
+    assert payload["report"] == str(out / "report.html")
+    assert "report.md" in payload["files"] and "energy.png" in payload["files"]
+    human = runner.invoke(app, ["report", str(out)])
+    assert human.stdout == f"report: {out / 'report.html'}\n"
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.fixture
+def stopped_analysis(monkeypatch, tmp_path):
+    """run_analysis replaced by a stop: what analyze prints before the work, and its config."""
+    import oversmooth.analysis as analysis
+
+    seen = {}
+
+    def fake(config, progress=None):
+        seen["config"] = config
+        raise _Stop("stopped by the test")
+
+    monkeypatch.setattr(analysis, "run_analysis", fake)
+    monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def test_bare_analyze_says_what_it_runs(stopped_analysis):
+    result = runner.invoke(app, ["analyze"])
+    config = stopped_analysis["config"]
+    expected = ("postln", 256, "cora", (0,))
+    assert (config.model, config.depth, config.dataset, config.seeds) == expected
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("analyze: Post-LN SAN, 256 layers on cora, seed 0, float64 (about ")
+    assert lines[0].endswith("; --help for options")
+    assert "analyze:" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [["--quiet"], ["--json"], ["--depth", "4"]])
+def test_analyze_line_only_when_bare(stopped_analysis, args):
+    result = runner.invoke(app, ["analyze", *args])
+    assert stopped_analysis["config"] is not None
+    assert "analyze: " not in result.stderr
