@@ -342,7 +342,7 @@ def end_to_end(repeats: int = 1) -> dict:
 
 
 def machine(device: torch.device) -> dict:
-    from oversmooth.analysis import environment
+    from oversmooth.runtime import environment
 
     env = environment(device)
     env["cpu_count"] = os.cpu_count()
@@ -361,9 +361,9 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     import pandas as pd
 
-    from oversmooth.analysis import resolve_device
+    from oversmooth.runtime import resolve_device
     from oversmooth.data import csbm, load
-    from oversmooth.report.render import atomic_folder, check_out
+    from oversmooth.outputs import atomic_folder, check_out
 
     check_out(out, overwrite)
     dev = resolve_device(device)

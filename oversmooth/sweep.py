@@ -154,7 +154,7 @@ class SweepSpec:
         skip = GRID_KEYS | RUN_KEYS
         options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         if options.get("device") == "auto":  # the device the cells will really run on
-            from oversmooth.analysis import resolve_device
+            from oversmooth.runtime import resolve_device
 
             options["device"] = resolve_device("auto").type
         return options
@@ -168,7 +168,7 @@ OPTION_KEYS = frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS
 
 def _check_device(device: str) -> None:
     """Refuse a device this machine cannot run before any cell starts."""
-    from oversmooth.analysis import resolve_device
+    from oversmooth.runtime import resolve_device
 
     resolved = resolve_device(device)
     if resolved.type == "cuda" and resolved.index is not None:
