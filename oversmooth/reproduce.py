@@ -78,7 +78,7 @@ def run_reproduction(config: ReproduceConfig, out: str | Path, *, overwrite: boo
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, ComparisonConfig, run_analysis, run_comparison
-    from oversmooth.report.render import atomic_folder, check_out
+    from oversmooth.outputs import atomic_folder, check_out
     from oversmooth.train import TrainConfig, train
 
     say = progress or (lambda msg: None)

@@ -25,8 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from oversmooth.outputs import atomic_folder, check_out  # noqa: F401 - re-exported
+from oversmooth.outputs import atomic_folder, check_out
 from oversmooth.report import plots
+
+# atomic_folder and check_out are re-exported (their old home)
+__all__ = ["default_out", "to_json", "write_analysis", "write_comparison", "render_report",
+           "atomic_folder", "check_out"]
 
 DPI = 150
 DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
