@@ -23,7 +23,6 @@ equals the uninterrupted one bit for bit.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -49,7 +48,13 @@ from oversmooth.checkpoint import (  # the last two re-exported
     save_checkpoint,
 )
 from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
-from oversmooth.outputs import atomic_file, atomic_text, claim_folder, move_into_place
+from oversmooth.outputs import (
+    atomic_file,
+    atomic_text,
+    claim_folder,
+    move_into_place,
+    write_json,
+)
 from oversmooth.runtime import resolve_device
 
 __all__ = ["TrainConfig", "TrainResult", "train", "save_checkpoint", "load_checkpoint", "CheckpointError", "TrainingDiverged"]
@@ -363,7 +368,7 @@ class _Run:
         config = self.config
         record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
                   "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
-        atomic_text(folder / "config.json", json.dumps(record, indent=2) + "\n")
+        write_json(folder / "config.json", record)
 
     def save(self, snap: dict) -> None:
         """Write best.pt, last.pt and history.csv for the snapshot ``snap``, in that order
@@ -574,7 +579,7 @@ def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
     if stopped not in STOP_SIGNALS.values() and run.history:
         summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
                    "stopped": stopped, "seconds_this_run": seconds}
-        atomic_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_json(out / "summary.json", summary)
         _plot_history(out, run.history, run.best_epoch)
     return result
 
