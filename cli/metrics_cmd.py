@@ -1,4 +1,8 @@
-"""``oversmooth metrics``: the measures the toolkit records, with their formulas."""
+"""``oversmooth metrics``: the measures the toolkit records, with their formulas.
+
+Reads the one metric registry (:data:`oversmooth.probe.METRICS`): every name listed here is
+accepted by ``--metrics`` and ``Probe(metrics=...)``, and every accepted name is listed.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +12,38 @@ import typer
 
 from oversmooth.cli._common import handle_errors
 
-METRIC_HELP = {
-    "laplacian_energy": "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (default energy; measure='degree' weights by d_i)",
-    "dirichlet_energy": "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
-    "energy(order=m)": "E_2k = (1/n) int |Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu",
-    "relative_energy": "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of depth",
-    "cosine_prev": "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i)",
-    "layer_similarity": "L x L matrix of sim(X^s, X^t)",
-    "rusch_dirichlet_energy": "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. 2023)",
-    "mean_average_distance": "(1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)); 'global' over all pairs",
-    "effective_rank": "exp(entropy of normalised singular values of X - mean)",
-    "feature_norm": "sqrt((1/n) ||X||_F^2)",
-}
-
 
 def metrics(
-    names_only: Annotated[bool, typer.Option("--names", help="Print only the names, one per line.")] = False,
+    names_only: Annotated[bool, typer.Option(
+        "--names", help="Print only the names --metrics accepts, one per line.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print JSON: per-layer metrics (name, default, help) and the measures "
+                       "that are not per-layer columns; with --names, a list of names.")] = False,
 ) -> None:
     """List the per-layer measures and their definitions (all accumulate in float64)."""
-    handle_errors(_print)(names_only)
+    handle_errors(_print)(names_only, as_json)
 
 
-def _print(names_only: bool) -> None:
-    width = max(map(len, METRIC_HELP))
-    for name, text in METRIC_HELP.items():
-        typer.echo(name if names_only else f"{name:<{width}}  {text}")
+def _print(names_only: bool, as_json: bool) -> None:
+    from oversmooth.outputs import json_text
+    from oversmooth.probe import METRICS, NOT_PER_LAYER
+
+    if as_json:
+        listing = list(METRICS) if names_only else {
+            "per_layer": [{"name": m.name, "default": m.default, "help": m.help}
+                          for m in METRICS.values()],
+            "not_per_layer": [{"name": name, "help": text} for name, text in NOT_PER_LAYER.items()],
+        }
+        typer.echo(json_text(listing))
+        return
+    if names_only:
+        for name in METRICS:
+            typer.echo(name)
+        return
+    width = max(map(len, [*METRICS, *NOT_PER_LAYER]))
+    typer.echo("Per-layer metrics (names for --metrics; * recorded by default):")
+    for m in METRICS.values():
+        typer.echo(f"{'*' if m.default else ' '} {m.name:<{width}}  {m.help}")
+    typer.echo("\nNot per-layer columns (not accepted by --metrics):")
+    for name, text in NOT_PER_LAYER.items():
+        typer.echo(f"  {name:<{width}}  {text}")

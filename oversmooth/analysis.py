@@ -7,17 +7,15 @@ rendering live in :mod:`oversmooth.report`, which reads only those tables.
 
 from __future__ import annotations
 
-import platform
-import subprocess
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import CurveFit, fit_curve, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
@@ -30,6 +28,7 @@ from oversmooth.precision import (
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
+from oversmooth.runtime import environment, resolve_device  # also re-exported
 from oversmooth.verdict import verdict as _decide
 
 __all__ = [
@@ -48,56 +47,6 @@ MAX_DEPTH = 65536
 Progress = Callable[[str, int, int], None]
 
 PRETTY = {"preln": "Pre-LN", "postln": "Post-LN", "nonlocal": "nonlocal Post-LN", "nonlocal-preln": "nonlocal Pre-LN", "plain": "plain"}
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device: {device!r} asked for, but CUDA is not available on this machine; use --device cpu")
-        return torch.device(device)
-    raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
-
-
-def _git_commit() -> str | None:
-    try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def environment(device: torch.device) -> dict:
-    """Versions, machine and device, for config.json."""
-    import pandas
-    import scipy
-    import torch_geometric
-
-    from oversmooth import __version__
-
-    env = {
-        "oversmooth": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_geometric": torch_geometric.__version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "pandas": pandas.__version__,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "torch_threads": torch.get_num_threads(),
-        "device": str(device),
-        "git_commit": _git_commit(),
-    }
-    if device.type == "cuda":
-        env["cuda_device"] = torch.cuda.get_device_name(device)
-        env["cuda"] = torch.version.cuda
-    return env
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -164,8 +113,6 @@ class AnalysisConfig:
                         pattern: str | None = None, **rest) -> "AnalysisConfig":
         """The configuration of a trained checkpoint; explicitly given fields (not None) must
         agree with it: a different value is refused, never silently replaced."""
-        from oversmooth.train import CheckpointError, load_checkpoint
-
         trained, meta = load_checkpoint(path, map_location="cpu")
         cfg = trained.config
         fixed = (("model", model, cfg.name), ("depth", depth, cfg.depth), ("conv", conv, cfg.conv),
@@ -304,8 +251,6 @@ def _title(model: str, conv: str, depth: int, dataset: str) -> str:
 
 
 def _trained_model(config: AnalysisConfig, data, device):
-    from oversmooth.train import CheckpointError, load_checkpoint
-
     model, meta = load_checkpoint(config.checkpoint, map_location=device)
     if meta.get("num_features") not in (None, data.num_features):
         raise CheckpointError(

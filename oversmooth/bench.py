@@ -15,7 +15,6 @@ Run ``oversmooth bench`` (full, about 5 minutes on 2 cores) or
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing as mp
 import os
@@ -342,7 +341,7 @@ def end_to_end(repeats: int = 1) -> dict:
 
 
 def machine(device: torch.device) -> dict:
-    from oversmooth.analysis import environment
+    from oversmooth.runtime import environment
 
     env = environment(device)
     env["cpu_count"] = os.cpu_count()
@@ -361,9 +360,9 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     import pandas as pd
 
-    from oversmooth.analysis import resolve_device
+    from oversmooth.runtime import resolve_device
     from oversmooth.data import csbm, load
-    from oversmooth.report.render import atomic_folder, check_out
+    from oversmooth.outputs import atomic_folder, check_out, write_json
 
     check_out(out, overwrite)
     dev = resolve_device(device)
@@ -399,7 +398,7 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
         pd.DataFrame(results["kernels"]).to_csv(tmp / "kernels.csv", index=False, float_format="%.6g")
         pd.DataFrame(results["depth"]).to_csv(tmp / "scaling_depth.csv", index=False, float_format="%.6g")
         pd.DataFrame(results["size"]).to_csv(tmp / "scaling_size.csv", index=False, float_format="%.6g")
-        (tmp / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        write_json(tmp / "results.json", results)
         _plots(tmp, results)
         (tmp / "report.md").write_text(_markdown(results))
     return results

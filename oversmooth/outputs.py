@@ -12,6 +12,8 @@ Every command that writes a folder goes through this module:
   that wants the same folder fails at once with a line naming the folder and
   the owner.  A lock left by a process that no longer exists (killed with
   SIGKILL) is taken over.
+- :func:`write_json` is the one JSON writer: strict JSON (``NaN``/``Infinity`` become
+  ``null``), written atomically.
 - :func:`atomic_folder` writes into a hidden temporary sibling
   ``.NAME.tmp-PID`` and renames it into place when the block succeeds, under
   the claim; a failure leaves the old folder (if any) untouched and no
@@ -25,13 +27,17 @@ early and writes it later through :func:`atomic_folder` holds one lock.
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import re
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
+
+import numpy as np
 
 __all__ = [
     "check_out",
@@ -39,6 +45,8 @@ __all__ = [
     "atomic_folder",
     "atomic_file",
     "atomic_text",
+    "json_text",
+    "write_json",
     "move_into_place",
     "clean_stale_siblings",
     "FolderBusyError",
@@ -281,3 +289,33 @@ def atomic_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
 def atomic_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (see :func:`atomic_file`)."""
     atomic_file(path, lambda tmp: tmp.write_text(text))
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with non-finite floats as ``None``, numpy values as Python ones and tuples
+    and sets as lists (anything else JSON cannot hold is left to ``default=str``)."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(obj: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+    """Strict JSON for ``obj``: ``NaN`` and ``+-Infinity`` (not JSON) are written as ``null``,
+    numpy scalars and arrays as numbers and lists, other unknown objects as their ``str``.
+    A reader maps ``null`` back to NaN where a number is expected."""
+    return json.dumps(_jsonable(obj), indent=indent, sort_keys=sort_keys, default=str,
+                      allow_nan=False)
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> None:
+    """Write ``obj`` to ``path`` as strict JSON (:func:`json_text`) plus a newline, whole or
+    not at all (:func:`atomic_text`): the one way the package writes a JSON file."""
+    atomic_text(path, json_text(obj, indent=indent) + "\n")

@@ -229,15 +229,9 @@ class FloorTracker:
 def _hookless_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model`` without the hooks attached to it (a deepcopy would copy a Probe's
     hooks too, and the reference would then record into that Probe)."""
-    from oversmooth.nn.model import DepthModel, model_from_config
-
-    if isinstance(model, DepthModel):
-        dtype = next(model.parameters()).dtype
-        reference = model_from_config(model.config).to(
-            dtype
-        )  # same precision before copying the weights
-        reference.load_state_dict(model.state_dict())
-        return reference
+    copy_model = getattr(model, "copy_without_hooks", None)
+    if callable(copy_model):  # a DepthModel: rebuilt from its config, in its dtype
+        return copy_model()
     reference = copy.deepcopy(model)
     for module in reference.modules():
         module._forward_hooks.clear()

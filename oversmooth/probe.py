@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
@@ -37,9 +38,9 @@ from oversmooth.graph import GraphLike, GraphOperator, as_operator
 from oversmooth.nn.model import DepthModel
 from oversmooth.resources import check_energy_order
 
-__all__ = ["Probe", "DEFAULT_METRICS", "available_metrics", "check_metrics", "find_layers"]
+__all__ = ["Probe", "Metric", "METRICS", "NOT_PER_LAYER", "DEFAULT_METRICS", "available_metrics",
+           "check_metrics", "find_layers"]
 
-DEFAULT_METRICS = ("laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev", "feature_norm")
 
 
 class _Workspace:
@@ -101,36 +102,71 @@ def _energy(order: int, measure: str = "degree") -> Callable[[_LayerCache], Tens
     return lambda c: M._energy_kernel(c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum)
 
 
-# name -> fn(cache) -> 0-d float64 tensor
-_STATELESS: dict[str, Callable[[_LayerCache], Tensor]] = {
-    "laplacian_energy": _energy(2, "counting"),
-    "laplacian_energy_degree": _energy(2, "degree"),
-    "dirichlet_energy": _energy(1),
-    "feature_norm": lambda c: M._feature_norm(c.x),
-    "rusch_dirichlet": lambda c: M.rusch_dirichlet_energy(c.x, c.op),
-    "mad": lambda c: M._mad_neighbors(c.x, c.op),
-    "mad_global": lambda c: M._mad_global(c.x),
-    "effective_rank": lambda c: M._effective_rank(c.x),
+@dataclass(frozen=True)
+class Metric:
+    """One per-layer measure: the column a :class:`Probe` records (and ``--metrics`` names).
+
+    ``kind`` is ``layer`` (``fn(cache)`` gives the 0-d float64 value of one layer state),
+    ``derived`` (computed from the previous layer too; ``fn`` is None) or ``pattern``
+    (a family of names, ``energy_<m>``).  ``default``: recorded when no list is given.
+    """
+
+    name: str
+    help: str
+    kind: str = "layer"
+    fn: Callable[[_LayerCache], Tensor] | None = None
+    default: bool = False
+
+
+# The one registry of metric names: the Probe, `--metrics` and `oversmooth metrics` read it.
+# The defaults come first, in the column order of a Probe's table.
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("laplacian_energy", "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure)",
+           fn=_energy(2, "counting"), default=True),
+    Metric("dirichlet_energy", "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
+           fn=_energy(1), default=True),
+    Metric("relative_energy", "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of "
+           "depth", kind="derived", default=True),
+    Metric("cosine_prev", "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i)", kind="derived",
+           default=True),
+    Metric("feature_norm", "sqrt((1/n) ||X||_F^2)", fn=lambda c: M._feature_norm(c.x),
+           default=True),
+    Metric("laplacian_energy_degree", "E2 in the degree measure: node i weighted by its degree "
+           "d_i (laplacian_energy(measure='degree'))", fn=_energy(2, "degree")),
+    Metric("energy_<m>", "E_m for an order 1 <= m <= 1000, e.g. energy_3: E_2k = (1/n) int "
+           "|Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu", kind="pattern"),
+    Metric("rusch_dirichlet", "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. "
+           "2023; rusch_dirichlet_energy)", fn=lambda c: M.rusch_dirichlet_energy(c.x, c.op)),
+    Metric("mad", "(1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)) (mean_average_distance)",
+           fn=lambda c: M._mad_neighbors(c.x, c.op)),
+    Metric("mad_global", "mean over all pairs i != j of 1 - cos(X_i, X_j) "
+           "(mean_average_distance(variant='global'))", fn=lambda c: M._mad_global(c.x)),
+    Metric("effective_rank", "exp(entropy of normalised singular values of X - mean)",
+           fn=lambda c: M._effective_rank(c.x)),
+)}
+# Measures that are not per-layer columns (not accepted by --metrics), listed beside them.
+NOT_PER_LAYER: dict[str, str] = {
+    "layer_similarity": "L x L matrix of sim(X^s, X^t) over all layer pairs: "
+                        "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
 }
-_SPECIAL = ("relative_energy", "cosine_prev")
+DEFAULT_METRICS = tuple(name for name, m in METRICS.items() if m.default)
 _ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
 
 
 def available_metrics() -> list[str]:
     """Every metric name a probe accepts (``energy_<m>`` for any order ``1 <= m <= 1000``)."""
-    return list(_STATELESS) + list(_SPECIAL) + ["energy_<m>"]
+    return list(METRICS)
 
 
 def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
-    if name in _STATELESS:
-        return _STATELESS[name]
+    metric = METRICS.get(name)
+    if metric is not None and metric.kind != "pattern":
+        return metric.fn  # None for a derived metric
     match = _ENERGY_M.match(name)
     if match:
         order = int(match.group(1))
         check_energy_order(order)
         return _energy(order)
-    if name in _SPECIAL:
-        return None
     raise ValueError(f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}")
 
 
@@ -214,7 +250,7 @@ class Probe:
         # relative_energy is derived from the Laplacian energy, which is then measured too
         self._measured = [m for m in self.metrics if self._fns[m] is not None]
         if "relative_energy" in self.metrics and "laplacian_energy" not in self._measured:
-            self._fns["laplacian_energy"] = _STATELESS["laplacian_energy"]
+            self._fns["laplacian_energy"] = METRICS["laplacian_energy"].fn
             self._measured.append("laplacian_energy")
         self.model = model
         if layers is None:

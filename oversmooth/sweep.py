@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from oversmooth import __version__
-from oversmooth.outputs import atomic_text, claim_folder
+from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
 
 __all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
 
@@ -154,7 +154,7 @@ class SweepSpec:
         skip = GRID_KEYS | RUN_KEYS
         options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         if options.get("device") == "auto":  # the device the cells will really run on
-            from oversmooth.analysis import resolve_device
+            from oversmooth.runtime import resolve_device
 
             options["device"] = resolve_device("auto").type
         return options
@@ -168,7 +168,7 @@ OPTION_KEYS = frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS
 
 def _check_device(device: str) -> None:
     """Refuse a device this machine cannot run before any cell starts."""
-    from oversmooth.analysis import resolve_device
+    from oversmooth.runtime import resolve_device
 
     resolved = resolve_device(device)
     if resolved.type == "cuda" and resolved.index is not None:
@@ -278,7 +278,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
 
 
 def _write_cell(folder: Path, record: dict) -> None:
-    atomic_text(folder / f"{record['id']}.json", json.dumps(record, default=str, allow_nan=True))
+    write_json(folder / f"{record['id']}.json", record, indent=None)
 
 
 def _records(folder: Path) -> list[dict]:
@@ -290,8 +290,25 @@ def _records(folder: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         if isinstance(record, dict) and isinstance(record.get("cell"), dict):
-            records.append(record)
+            records.append(_with_nan(record))
     return records
+
+
+def _with_nan(record: dict) -> dict:
+    """``record`` with the numbers JSON stores as ``null`` (NaN, +-Inf) back as NaN: the
+    per-layer metrics, the final energy and the training scores."""
+    nan = float("nan")
+    metrics = record.get("metrics")
+    if isinstance(metrics, dict):
+        record["metrics"] = {
+            name: [nan if v is None else v for v in values] if isinstance(values, list) else values
+            for name, values in metrics.items()
+        }
+    if "final_energy" in record and record["final_energy"] is None:
+        record["final_energy"] = nan
+    if isinstance(record.get("training"), dict):
+        record["training"] = {k: nan if v is None else v for k, v in record["training"].items()}
+    return record
 
 
 def _finished(records: list[dict], keys: dict[str, str]) -> dict[str, dict]:
@@ -309,7 +326,7 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
     Compares the options a record and this sweep both name (a record from a release
     without some option is recomputed, not refused; its key differs anyway).
     """
-    options = json.loads(json.dumps(options, default=str))  # as a record stores them
+    options = json.loads(json_text(options, indent=None))  # as a record stores them
     for record in records:
         theirs = record.get("options")
         if record.get("status") != "ok" or not isinstance(theirs, dict):
@@ -579,7 +596,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
         try:
             cells_dir.mkdir(parents=True, exist_ok=True)
             _clean_litter(out)
-            atomic_text(out / "spec.json", json.dumps(spec.to_dict(), indent=2) + "\n")
+            write_json(out / "spec.json", spec.to_dict())
             finished = _finished(records, keys)
             todo = [c for c in cells if cell_id(c) not in finished]
             total, done_count = len(cells), len(cells) - len(todo)

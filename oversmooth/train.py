@@ -23,7 +23,6 @@ equals the uninterrupted one bit for bit.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -39,18 +38,28 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
+from oversmooth.checkpoint import (  # the last two re-exported
+    FORMAT,
+    FORMAT_VERSION,
+    CheckpointError,
+    _atomic_save,
+    _read,
+    load_checkpoint,
+    save_checkpoint,
+)
 from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
-from oversmooth.outputs import atomic_file, atomic_text, claim_folder, move_into_place
+from oversmooth.outputs import (
+    atomic_file,
+    atomic_text,
+    claim_folder,
+    move_into_place,
+    write_json,
+)
+from oversmooth.runtime import resolve_device
 
 __all__ = ["TrainConfig", "TrainResult", "train", "save_checkpoint", "load_checkpoint", "CheckpointError", "TrainingDiverged"]
 
-FORMAT = "oversmooth-checkpoint"
-FORMAT_VERSION = 1
 POST_LN = {"postln", "nonlocal"}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or does not match what it is used for."""
 
 
 class TrainingDiverged(RuntimeError):
@@ -135,87 +144,6 @@ class TrainResult:
     stopped: str  # finished | early-stopped | interrupted
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-
-def _atomic_save(obj, path: Path) -> None:
-    atomic_file(path, lambda tmp: torch.save(obj, tmp))
-
-
-def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
-    """Weights plus the model config and ``meta`` (dataset, split, accuracies...), atomically."""
-    _atomic_save({"format": FORMAT, "version": FORMAT_VERSION, "model_config": model.config.to_dict(),
-                  "state_dict": model.state_dict(), "meta": meta}, Path(path))
-
-
-CHECKPOINT_KEYS = {
-    "model_config": "the model configuration (a dict)",
-    "state_dict": "the model weights (a dict of tensors)",
-}
-
-
-def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) -> dict:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint file")
-    try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable file
-        raise CheckpointError(
-            f"{path}: not a readable oversmooth checkpoint ({type(exc).__name__}: the file is corrupted, truncated, "
-            "or not a weights-only torch file); retrain or restore it"
-        ) from None
-    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an oversmooth checkpoint (no '{FORMAT}' marker); train one with `oversmooth train`")
-    if obj.get("version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {obj.get('version')} is not supported (expected {FORMAT_VERSION})")
-    for key, what in required.items():
-        if key not in obj:
-            raise CheckpointError(
-                f"{path}: checkpoint has no {key!r} entry (expected {what}); it was not written by "
-                "this version of `oversmooth train` or was altered: retrain it"
-            )
-    for key in ("model_config", "meta"):
-        if key in obj and not isinstance(obj[key], dict):
-            raise CheckpointError(
-                f"{path}: checkpoint entry {key!r} is a {type(obj[key]).__name__}, "
-                "expected a dict; retrain it"
-            )
-    return obj
-
-
-def load_checkpoint(path: str | os.PathLike, map_location=None, expect: dict | None = None) -> tuple[DepthModel, dict]:
-    """Rebuild the model of a checkpoint and load its weights.
-
-    Args:
-        expect: fields that must match, e.g. ``{"model": "nonlocal", "dataset": "cora"}``
-            (model-config fields or ``dataset``); a mismatch raises one clear
-            :class:`CheckpointError` naming it.
-
-    Returns:
-        ``(model in eval mode, meta)``.
-    """
-    path = Path(path)
-    obj = _read(path, map_location)
-    meta = obj.get("meta") or {}
-    config_dict = dict(obj["model_config"])
-    for key, wanted in (expect or {}).items():
-        have = meta.get("dataset") if key == "dataset" else config_dict.get(key if key != "model" else "name")
-        if wanted is not None and have != wanted:
-            raise CheckpointError(f"{path}: checkpoint has {key}={have!r} but {key}={wanted!r} was asked for; drop the option or use a matching checkpoint")
-    try:
-        config = ModelConfig(**config_dict)
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: its model config is invalid ({exc})") from None
-    model = model_from_config(config, map_location)
-    try:
-        model.load_state_dict(obj["state_dict"])
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"{path}: weights do not match the architecture in the checkpoint ({first[:160]})") from None
-    model.eval()
-    return model, meta
 
 
 # ----------------------------------------------------------------------------- training
@@ -440,7 +368,7 @@ class _Run:
         config = self.config
         record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
                   "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
-        atomic_text(folder / "config.json", json.dumps(record, indent=2) + "\n")
+        write_json(folder / "config.json", record)
 
     def save(self, snap: dict) -> None:
         """Write best.pt, last.pt and history.csv for the snapshot ``snap``, in that order
@@ -559,7 +487,6 @@ def train(
     :class:`TrainingDiverged`; ``last.pt`` then holds the last finite state and
     ``history.csv`` ends with the diverged epoch (``status`` = ``diverged``).
     """
-    from oversmooth.analysis import resolve_device
     from oversmooth.data import load, split_masks
 
     out = Path(out)
@@ -652,7 +579,7 @@ def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
     if stopped not in STOP_SIGNALS.values() and run.history:
         summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
                    "stopped": stopped, "seconds_this_run": seconds}
-        atomic_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_json(out / "summary.json", summary)
         _plot_history(out, run.history, run.best_epoch)
     return result
 

@@ -22,6 +22,52 @@ def test_metrics_command():
     assert result.exit_code == 0 and "laplacian_energy" in result.output.split()
 
 
+# the names Probe(metrics=...) accepted before the registry; energy_<m> for any order
+ACCEPTED = ["laplacian_energy", "laplacian_energy_degree", "dirichlet_energy", "feature_norm",
+            "rusch_dirichlet", "mad", "mad_global", "effective_rank", "relative_energy",
+            "cosine_prev", "energy_1", "energy_5"]
+
+
+def test_every_listed_metric_is_accepted_by_the_probe():
+    import pytest
+    import torch
+
+    from oversmooth import Probe, build_model
+    from oversmooth.probe import check_metrics
+
+    listed = runner.invoke(app, ["metrics", "--names"]).output.split()
+    described = json.loads(runner.invoke(app, ["metrics", "--json"]).output)
+    assert [m["name"] for m in described["per_layer"]] == listed
+    assert json.loads(runner.invoke(app, ["metrics", "--names", "--json"]).output) == listed
+    names = [name.replace("<m>", "3") for name in listed]  # energy_<m>: any order
+    assert check_metrics(names) == names
+    model = build_model("preln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2)
+    edge_index = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    with Probe(model, edge_index, metrics=names) as probe:
+        model(torch.randn(4, 3), edge_index)
+    assert set(names) <= set(probe.to_frame().columns)
+    # measures that are not per-layer columns are listed apart, and refused by --metrics
+    others = [m["name"] for m in described["not_per_layer"]]
+    assert "layer_similarity" in others and not set(others) & set(listed)
+    for name in others:
+        with pytest.raises(ValueError, match="unknown name"):
+            check_metrics([name])
+    defaults = [m["name"] for m in described["per_layer"] if m["default"]]
+    assert defaults == ["laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev",
+                        "feature_norm"]
+
+
+def test_every_accepted_metric_is_listed():
+    from oversmooth.probe import check_metrics
+
+    listed = runner.invoke(app, ["metrics", "--names"]).output.split()
+    full = runner.invoke(app, ["metrics"]).output
+    assert check_metrics(ACCEPTED) == ACCEPTED
+    for name in ACCEPTED:
+        shown = "energy_<m>" if name.startswith("energy_") else name
+        assert shown in listed and shown in full, name
+
+
 def test_datasets_listing():
     result = runner.invoke(app, ["datasets"])
     assert result.exit_code == 0

@@ -1,12 +1,31 @@
 """Exclusive, atomic output folders (oversmooth.outputs)."""
 
+import json
+import math
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from oversmooth.outputs import FolderBusyError, atomic_folder, claim_folder, clean_stale_siblings
+from oversmooth.outputs import (
+    FolderBusyError,
+    atomic_folder,
+    claim_folder,
+    clean_stale_siblings,
+    json_text,
+    write_json,
+)
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses the non-JSON constants NaN, Infinity and -Infinity."""
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def test_atomic_folder_writes_and_releases(tmp_path):
@@ -103,3 +122,16 @@ def test_check_out_refuses_a_file_in_the_way(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError, match="is a file"):
         check_out(tmp_path / "file" / "sub" / "r", overwrite=False)
+
+
+def test_write_json_is_strict_and_maps_non_finite_to_null(tmp_path):
+    obj = {"a": math.nan, "b": [1.5, math.inf, -math.inf], "c": np.float64("nan"),
+           "d": np.array([0.5, np.nan]), "e": (np.int64(3), np.float32(2.0)), "f": tmp_path}
+    write_json(tmp_path / "x.json", obj)
+    text = (tmp_path / "x.json").read_text()
+    assert strict_json(text) == {"a": None, "b": [1.5, None, None], "c": None,
+                                 "d": [0.5, None], "e": [3, 2.0], "f": str(tmp_path)}
+    assert text.endswith("\n") and sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+    assert strict_json(json_text([math.nan], indent=None)) == [None]
+    with pytest.raises(ValueError, match="not JSON: NaN"):
+        strict_json(json.dumps(math.nan))  # the checker itself works

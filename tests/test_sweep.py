@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -37,6 +36,18 @@ def dies_on_postln(cell: dict, options: dict, out: str) -> dict:
         open(marker, "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
     return run_cell(cell, options, out)
+
+
+def nan_metrics(cell: dict, options: dict, out: str) -> dict:
+    """A real cell whose results include NaN: one metric column entirely, one value of
+    another, and the final energy."""
+    record = run_cell(cell, options, out)
+    columns = [c for c in record["metrics"] if c not in ("layer", "laplacian_energy", "at_floor",
+                                                          "float_floor")]
+    record["metrics"][columns[0]] = [float("nan")] * len(record["metrics"][columns[0]])
+    record["metrics"][columns[1]][-1] = float("inf")
+    record["final_energy"] = float("nan")
+    return record
 
 
 def _tables(out):
@@ -261,3 +272,25 @@ def test_cuda_on_a_machine_without_it_exits_2(tmp_path):
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2 and "CUDA is not available" in result.output
     assert not (tmp_path / "c").exists()
+
+
+def test_nan_results_are_written_as_strict_json_and_read_back_as_nan(tmp_path):
+    from .test_outputs import strict_json
+
+    spec = SweepSpec(**TINY)
+    out = tmp_path / "n"
+    first = run_sweep(spec, out, cell_fn=nan_metrics)
+    assert first.ran == 1 and not first.failed
+    files = sorted(out.rglob("*.json"))
+    assert any(f.parent.name == "cells" for f in files) and (out / "spec.json") in files
+    for path in files:
+        strict_json(path.read_text())  # no NaN / Infinity literal anywhere
+    cell = strict_json(next((out / "cells").glob("*.json")).read_text())
+    assert cell["final_energy"] is None
+    metrics = pd.read_csv(out / "metrics.csv")
+    nan_column = [c for c in metrics if metrics[c].isna().all()]
+    assert nan_column and metrics[nan_column[0]].dtype == float
+    assert pd.read_csv(out / "summary.csv")["final_energy"].isna().all()
+    again = run_sweep(spec, out)  # resume reads the cell back: nothing recomputed
+    assert again.ran == 0 and again.skipped == 1
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)

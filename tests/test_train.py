@@ -316,3 +316,13 @@ def test_overwrite_replaces_the_old_run_only_at_the_first_save(tmp_path, monkeyp
     T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
     assert not (out / "stale.txt").exists() and len(torch.load(out / "last.pt")["history"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_nan_scores_are_written_as_strict_json(tmp_path, monkeypatch):
+    from .test_outputs import strict_json
+
+    monkeypatch.setattr(T, "_accuracy", lambda logits, y, mask: float("nan"))
+    T.train(T.TrainConfig(**TINY, epochs=2), tmp_path / "run")
+    summary = strict_json((tmp_path / "run" / "summary.json").read_text())
+    assert summary["test_acc"] is None and summary["val_acc"] is None
+    strict_json((tmp_path / "run" / "config.json").read_text())

@@ -192,6 +192,14 @@ class DepthModel(nn.Module):
                 h = self.blocks[k](h, ctx)
         return h
 
+    def copy_without_hooks(self) -> "DepthModel":
+        """A new model with this config, dtype and weights but none of the hooks attached to
+        this one (a deepcopy would copy a Probe's hooks too)."""
+        dtype = next(self.parameters()).dtype
+        reference = model_from_config(self.config).to(dtype)  # same precision before the copy
+        reference.load_state_dict(self.state_dict())
+        return reference
+
     def extra_repr(self) -> str:
         c = self.config
         return f"name={c.name!r}, conv={c.conv!r}, depth={c.depth}, pattern={c.pattern!r}"

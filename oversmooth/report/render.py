@@ -25,8 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from oversmooth.outputs import atomic_folder, check_out  # noqa: F401 - re-exported
+from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
+
+# atomic_folder and check_out are re-exported (their old home)
+__all__ = ["default_out", "to_json", "write_analysis", "write_comparison", "render_report",
+           "atomic_folder", "check_out"]
 
 DPI = 150
 DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
@@ -43,33 +47,9 @@ def default_out(command: str, name: str, root: str | os.PathLike = "reports") ->
     return Path(root) / f"{command}-{name}-{stamp}"
 
 
-def _json_default(value):
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    return str(value)
-
-
 def to_json(obj) -> str:
-    """Indented JSON with NaN/Inf as null (strict JSON) and numpy values as numbers."""
-
-    def clean(v):
-        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-
-    return json.dumps(clean(obj), indent=2, default=_json_default)
-
-
-def _write_json(path: Path, obj) -> None:
-    path.write_text(to_json(obj) + "\n")
+    """Indented strict JSON with NaN/Inf as null (see :func:`oversmooth.outputs.json_text`)."""
+    return json_text(obj, indent=2)
 
 
 # ----------------------------------------------------------------------------- writers
@@ -88,8 +68,9 @@ def write_analysis(result, out: Path, overwrite: bool = False) -> Path:
             )
         if result.prune is not None:
             result.prune.to_csv(tmp / "prune.csv", index=False, float_format="%.10g")
-        _write_json(tmp / "fits.json", result.fits)
-        _write_json(tmp / "config.json", {**result.config, "environment": result.environment, "timings": result.timings})
+        write_json(tmp / "fits.json", result.fits)
+        write_json(tmp / "config.json", {**result.config, "environment": result.environment,
+                                          "timings": result.timings})
         render_report(tmp)
     return Path(out)
 
@@ -100,8 +81,9 @@ def write_comparison(result, out: Path, overwrite: bool = False) -> Path:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
         result.table.to_csv(tmp / "table.csv")
-        _write_json(tmp / "fits.json", result.fits)
-        _write_json(tmp / "config.json", {**result.config, "environment": result.environment, "timings": result.timings})
+        write_json(tmp / "fits.json", result.fits)
+        write_json(tmp / "config.json", {**result.config, "environment": result.environment,
+                                          "timings": result.timings})
         render_report(tmp)
     return Path(out)
 

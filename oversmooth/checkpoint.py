@@ -1,0 +1,110 @@
+"""The checkpoint format and its safe I/O.
+
+A checkpoint is a plain dict of tensors and numbers (``format``, ``version``,
+``model_config``, ``state_dict``, ``meta``), written atomically and read back with
+``torch.load(weights_only=True)``; :func:`load_checkpoint` rebuilds its model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
+from oversmooth.outputs import atomic_file
+
+__all__ = ["save_checkpoint", "load_checkpoint", "CheckpointError", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "oversmooth-checkpoint"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not match what it is used for."""
+
+
+def _atomic_save(obj, path: Path) -> None:
+    atomic_file(path, lambda tmp: torch.save(obj, tmp))
+
+
+def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
+    """Weights plus the model config and ``meta`` (dataset, split, accuracies...), atomically."""
+    _atomic_save({"format": FORMAT, "version": FORMAT_VERSION,
+                  "model_config": model.config.to_dict(), "state_dict": model.state_dict(),
+                  "meta": meta}, Path(path))
+
+
+CHECKPOINT_KEYS = {
+    "model_config": "the model configuration (a dict)",
+    "state_dict": "the model weights (a dict of tensors)",
+}
+
+
+def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable file
+        raise CheckpointError(
+            f"{path}: not a readable oversmooth checkpoint ({type(exc).__name__}: the file is "
+            "corrupted, truncated, or not a weights-only torch file); retrain or restore it"
+        ) from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an oversmooth checkpoint (no '{FORMAT}' marker); "
+                              "train one with `oversmooth train`")
+    if obj.get("version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {obj.get('version')} is not "
+                              f"supported (expected {FORMAT_VERSION})")
+    for key, what in required.items():
+        if key not in obj:
+            raise CheckpointError(
+                f"{path}: checkpoint has no {key!r} entry (expected {what}); it was not written by "
+                "this version of `oversmooth train` or was altered: retrain it"
+            )
+    for key in ("model_config", "meta"):
+        if key in obj and not isinstance(obj[key], dict):
+            raise CheckpointError(
+                f"{path}: checkpoint entry {key!r} is a {type(obj[key]).__name__}, "
+                "expected a dict; retrain it"
+            )
+    return obj
+
+
+def load_checkpoint(path: str | os.PathLike, map_location=None,
+                    expect: dict | None = None) -> tuple[DepthModel, dict]:
+    """Rebuild the model of a checkpoint and load its weights.
+
+    Args:
+        expect: fields that must match, e.g. ``{"model": "nonlocal", "dataset": "cora"}``
+            (model-config fields or ``dataset``); a mismatch raises one clear
+            :class:`CheckpointError` naming it.
+
+    Returns:
+        ``(model in eval mode, meta)``.
+    """
+    path = Path(path)
+    obj = _read(path, map_location)
+    meta = obj.get("meta") or {}
+    config_dict = dict(obj["model_config"])
+    for key, wanted in (expect or {}).items():
+        field = "name" if key == "model" else key
+        have = meta.get("dataset") if key == "dataset" else config_dict.get(field)
+        if wanted is not None and have != wanted:
+            raise CheckpointError(f"{path}: checkpoint has {key}={have!r} but {key}={wanted!r} "
+                                  "was asked for; drop the option or use a matching checkpoint")
+    try:
+        config = ModelConfig(**config_dict)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: its model config is invalid ({exc})") from None
+    model = model_from_config(config, map_location)
+    try:
+        model.load_state_dict(obj["state_dict"])
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(f"{path}: weights do not match the architecture in the "
+                              f"checkpoint ({first[:160]})") from None
+    model.eval()
+    return model, meta

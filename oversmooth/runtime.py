@@ -1,0 +1,65 @@
+"""Where and with what a run executes: the device it resolves to and the environment it
+records (versions, machine, device, git commit) in ``config.json``."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["resolve_device", "environment"]
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} asked for, but CUDA is not available on this "
+                             "machine; use --device cpu")
+        return torch.device(device)
+    raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
+
+
+def _git_commit() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: torch.device) -> dict:
+    """Versions, machine and device, for config.json."""
+    import pandas
+    import scipy
+    import torch_geometric
+
+    from oversmooth import __version__
+
+    env = {
+        "oversmooth": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pandas.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+        "git_commit": _git_commit(),
+    }
+    if device.type == "cuda":
+        env["cuda_device"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
