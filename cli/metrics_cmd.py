@@ -15,7 +15,8 @@ from oversmooth.cli._common import handle_errors
 
 def metrics(
     names_only: Annotated[bool, typer.Option(
-        "--names", help="Print only the names --metrics accepts, one per line.")] = False,
+        "--names", help="Print only the metric names, one per line (each is accepted by "
+                        "analyze's metrics option and by Probe(metrics=...)).")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print JSON: per-layer metrics (name, default, help) and the measures "
                        "that are not per-layer columns; with --names, a list of names.")] = False,
