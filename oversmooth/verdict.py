@@ -354,9 +354,14 @@ def verdict(
         if final_at_floor:
             pieces.append(
                 f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of "
-                "the fit); " + (f"float64 gives {final64:.2g}" if final64 is not None else
-                                "rerun with --dtype float64" if dtype != "float64" else
-                                "the curve is below what float64 resolves")
+                "the fit); "
+                + (
+                    f"float64 gives {final64:.2g}"
+                    if final64 is not None
+                    else "rerun with --dtype float64"
+                    if dtype != "float64"
+                    else "the curve is below what float64 resolves"
+                )
             )
         elif blocker is None:
             pieces.append(f"final energy {final:.2g}")
