@@ -9,7 +9,8 @@ from oversmooth.cli.options import Json
 
 
 def models(as_json: Json = False) -> None:
-    """List model names, message-passing types and block-pattern letters with one-line descriptions."""
+    """List model names, message-passing types and block-pattern letters with one-line
+    descriptions."""
     handle_errors(_run)(as_json)
 
 

@@ -38,7 +38,8 @@ def report(
     ],
     as_json: O.Json = False,
 ) -> None:
-    """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without recomputing."""
+    """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without
+    recomputing."""
     handle_errors(_run)(folder, as_json)
 
 

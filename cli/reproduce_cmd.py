@@ -17,7 +17,10 @@ def reproduce(
         bool,
         typer.Option(
             "--quick/--full",
-            help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.",
+            help=(
+                "--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 "
+                "cores); --full: 5 seeds, depth 32, 300 epochs."
+            ),
         ),
     ] = True,
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path(
@@ -36,7 +39,8 @@ def reproduce(
     dtype: O.DtypeOpt = O.Dtype.float64,
     as_json: O.Json = False,
 ) -> None:
-    """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by side with its numbers.
+    """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by
+    side with its numbers.
 
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite

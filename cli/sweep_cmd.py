@@ -50,17 +50,21 @@ def sweep(
         Optional[str],
         typer.Option(
             "--device",
-            help=f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; "
-            "pass --device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
-            "to cuda). [default: auto, or the spec's]",
+            help=(
+                f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; pass "
+                "--device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
+                "to cuda). [default: auto, or the spec's]"
+            ),
         ),
     ] = None,
     dtype: Annotated[
         Optional[O.Dtype],
         typer.Option(
             "--dtype",
-            help="Precision of every cell's model: float32 or float64. "
-            "[default: float64, or the spec's]",
+            help=(
+                "Precision of every cell's model: float32 or "
+                "float64. [default: float64, or the spec's]"
+            ),
         ),
     ] = None,
     out: Annotated[
@@ -72,18 +76,21 @@ def sweep(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Run every cell of a grid in parallel, one file per finished cell, then merge into tables and reports.
+    """Run every cell of a grid in parallel, one file per finished cell, then merge into tables
+    and reports.
 
     Rerun the same command to finish an interrupted sweep: finished cells are skipped,
     failed ones retried; a folder whose cells were computed with other options is
     refused.  Example:
-    oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2 --out reports/sweep
+    oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2
+    --out reports/sweep
     """
     handle_errors(_run)(**locals())
 
 
 def _spec_sets_device(spec: Optional[Path]) -> bool:
-    """Whether the spec file sets options.device (a spec that cannot be read: load_spec says why)."""
+    """Whether the spec file sets options.device (a spec that cannot be read: load_spec says
+    why)."""
     import tomllib
 
     if spec is None:
@@ -152,8 +159,8 @@ def _run(
         echo_json(summary)
     else:
         typer.echo(
-            f"{result.total} cells: {result.skipped} already done, {result.ran} run, {len(result.failed)} failed; "
-            f"tables and reports in {result.out}"
+            f"{result.total} cells: {result.skipped} already done, {result.ran} run, "
+            f"{len(result.failed)} failed; tables and reports in {result.out}"
         )
         for r in result.failed:
             typer.echo(f"failed {r['id']}: {r.get('error')}", err=True)

@@ -74,7 +74,8 @@ def train(
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
-    """Train with Adam, weight decay 5e-4, and keep the checkpoint with the best validation accuracy.
+    """Train with Adam, weight decay 5e-4, and keep the checkpoint with the best validation
+    accuracy.
 
     The output folder holds best.pt, last.pt (for --resume), history.csv,
     training.png, config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of

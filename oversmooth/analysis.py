@@ -321,7 +321,8 @@ def _trained_model(config: AnalysisConfig, data, device):
     model, meta = load_checkpoint(config.checkpoint, map_location=device)
     if meta.get("num_features") not in (None, data.num_features):
         raise CheckpointError(
-            f"{config.checkpoint}: trained on {meta.get('num_features')} input features, but {config.dataset!r} has {data.num_features}"
+            f"{config.checkpoint}: trained on {meta.get('num_features')} input features, but "
+            f"{config.dataset!r} has {data.num_features}"
         )
     return model, meta
 
@@ -510,7 +511,8 @@ class ComparisonResult:
 
 
 def summary_table(summary) -> "object":
-    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns depth."""
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns
+    depth."""
     grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
 
@@ -527,7 +529,8 @@ def summary_table(summary) -> "object":
 
 
 def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:
-    """Every (dataset, model, depth, seed) at initialisation; per-layer rows, final energies, fits at the deepest depth."""
+    """Every (dataset, model, depth, seed) at initialisation; per-layer rows, final energies, fits
+    at the deepest depth."""
     import pandas as pd
 
     started = time.perf_counter()

@@ -202,8 +202,9 @@ def _missing_files_message(name: str, root: Path) -> str:
         _, pyg_name, files = _PYG[name]
         folder = root / pyg_name / "raw"
     return (
-        f"dataset {name!r}: its files are not in {folder} and the download failed (offline?); "
-        f"put {', '.join(files)} into {folder}, or pass --data-root to the folder that holds {folder.parent.name}/raw"
+        f"dataset {name!r}: its files are not in {folder} and the download failed (offline?); put "
+        f"{', '.join(files)} into {folder}, or pass --data-root "
+        f"to the folder that holds {folder.parent.name}/raw"
     )
 
 
@@ -407,8 +408,8 @@ def _load_pt(path: Path):
     except Exception as exc:  # noqa: BLE001 - any failure here is a bad file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(
-            f"{path}: not a loadable PyG Data file ({first[:160]}); save one with torch.save(data, path) "
-            "or a dict of tensors with keys x, edge_index[, y]"
+            f"{path}: not a loadable PyG Data file ({first[:160]}); save one with torch.save(data, "
+            "path) or a dict of tensors with keys x, edge_index[, y]"
         ) from None
     if isinstance(obj, dict):
         if "edge_index" not in obj:
@@ -418,7 +419,8 @@ def _load_pt(path: Path):
         obj = Data(**obj)
     if not isinstance(obj, Data) or obj.edge_index is None:
         raise ValueError(
-            f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}"
+            f"{path}: expected a torch_geometric Data with "
+            f"edge_index, received {type(obj).__name__}"
         )
     for key in ("x", "edge_index", "y"):
         value = getattr(obj, key, None)
@@ -485,11 +487,13 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
                 width = len(values)
                 if width < min_cols:
                     raise ValueError(
-                        f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}"
+                        f"{path}:{lineno}: expected at least {min_cols} "
+                        f"columns for {what}, received {width}"
                     )
             elif len(values) != width:
                 raise ValueError(
-                    f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}"
+                    f"{path}:{lineno}: expected {width} columns "
+                    f"like the first row, received {len(values)}"
                 )
             rows.append(values)
     if not rows:
@@ -628,7 +632,8 @@ def load(
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file"
+                f"{path}: no such file; pass a dataset name "
+                f"({', '.join(DATASETS)}) or an existing .pt/.csv file"
             )
         if path.suffix == ".csv":
             return _load_csv(
@@ -646,7 +651,8 @@ def load(
     key = name.strip().lower()
     if key not in DATASETS:
         raise ValueError(
-            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path"
+            f"dataset: unknown name {name!r}; expected one "
+            f"of {', '.join(DATASETS)} or a .pt/.csv path"
         )
     if features or labels:  # never silently ignored
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
@@ -713,13 +719,15 @@ def random_split(
 
 
 def split_masks(data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
-    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or ``"public"``."""
+    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or
+    ``"public"``."""
     if split == "random":
         return random_split(data.num_nodes, seed=seed)
     if split == "public":
         if getattr(data, "train_mask", None) is None:
             raise ValueError(
-                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'"
+                f"split: dataset {getattr(data, 'name', '?')!r} "
+                "has no public split; use split='random'"
             )
         return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")

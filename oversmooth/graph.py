@@ -297,7 +297,8 @@ def as_operator(
         op = GraphOperator(graph if device is None else graph.to(device), num_nodes=num_nodes)
     else:
         raise TypeError(
-            f"graph: expected an edge_index tensor or a GraphOperator, received {type(graph).__name__}"
+            "graph: expected an edge_index tensor or a "
+            f"GraphOperator, received {type(graph).__name__}"
         )
     return op.to(device) if device is not None else op
 

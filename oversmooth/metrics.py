@@ -6,7 +6,8 @@ Every function here is pure: ``(x, graph, ...) -> 0-d float64 tensor`` on
 synchronises with the host (except the SVD of :func:`effective_rank` on CUDA);
 from an ``edge_index`` the operator is built and validated first, which reads
 the index range once -- build it once and reuse it when you measure many
-tensors on the same graph, as :class:`~oversmooth.probe.Probe` does.  Conventions (see :mod:`oversmooth.graph`): messages flow
+tensors on the same graph, as :class:`~oversmooth.probe.Probe` does.  Conventions (see
+:mod:`oversmooth.graph`): messages flow
 ``edge_index[0] -> edge_index[1]``, node ``i``'s neighbours ``N_i`` are the
 sources of the edges that enter it, :math:`d_i = \\sum_j \\omega_{ij}`.
 
@@ -484,7 +485,8 @@ def feature_norm(x: Tensor) -> Tensor:
 
 
 def mean_cosine_similarity(x: Tensor, y: Tensor) -> Tensor:
-    """:math:`\\mathrm{sim}(X, Y) = \\frac1n \\sum_i \\cos(X_i, Y_i)` for two states of the same nodes.
+    """:math:`\\mathrm{sim}(X, Y) = \\frac1n \\sum_i \\cos(X_i, Y_i)` for two states of the
+    same nodes.
 
     Zero rows have cosine 0.  ``x`` and ``y`` must have the same shape.
     """
@@ -514,7 +516,8 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
     )  # python floats must not pass through float32
     if e.dim() != 1:
         raise ValueError(
-            f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}"
+            "energies: expected a 1-D sequence of per-layer "
+            f"energies, received shape {list(e.shape)}"
         )
     out = torch.full_like(e, float("nan"))
     out[1:] = (e[1:] - e[:-1]) / e[:-1]

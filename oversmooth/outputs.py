@@ -185,7 +185,8 @@ def _acquire(lock: Path, out: Path) -> None:
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
                 raise PermissionError(
-                    f"--out: cannot write into {lock.parent} ({exc.strerror}); choose another folder"
+                    f"--out: cannot write into {lock.parent} "
+                    f"({exc.strerror}); choose another folder"
                 ) from None
             raise
         with os.fdopen(fd, "w") as handle:
@@ -223,7 +224,8 @@ def claim_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
         clean_stale_siblings(out)
         if out.exists() and not overwrite:  # appeared between the check and the claim
             raise FileExistsError(
-                f"--out: {out} already exists; pass --overwrite to replace it or choose another folder"
+                f"--out: {out} already exists; pass --overwrite "
+                "to replace it or choose another folder"
             )
         yield out
     finally:

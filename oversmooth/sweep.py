@@ -125,7 +125,8 @@ class SweepSpec:
                 for v in values
             ):
                 raise ValueError(
-                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, received {list(values)}"
+                    f"{key}: expected a list of integers >= "
+                    f"{1 if key == 'depths' else 0}, received {list(values)}"
                 )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
@@ -199,7 +200,8 @@ def _check_device(device: str) -> None:
 
 
 def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
-    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming them."""
+    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming
+    them."""
     import tomllib
 
     path = Path(path)
@@ -229,7 +231,8 @@ def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
         bad = set(keys) - valid
         if bad:
             raise ValueError(
-                f"{path}: unknown key {section}.{sorted(bad)[0]}; expected one of {', '.join(sorted(valid))}"
+                f"{path}: unknown key {section}.{sorted(bad)[0]}; "
+                f"expected one of {', '.join(sorted(valid))}"
             )
     values: dict = {}
     for key, value in grid.items():
@@ -245,10 +248,14 @@ def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
 
 
 def cell_id(cell: dict) -> str:
-    """Readable and unique: ``model-conv-dN-dataset-sN-mode`` plus a short hash of the whole cell."""
+    """Readable and unique: ``model-conv-dN-dataset-sN-mode`` plus a short hash of the whole
+    cell."""
     digest = hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:8]
     safe_ds = "".join(ch if ch.isalnum() else "_" for ch in str(cell["dataset"]))[:24]
-    return f"{cell['model']}-{cell['conv']}-d{cell['depth']}-{safe_ds}-s{cell['seed']}-{cell['mode']}-{digest}"
+    return (
+        f"{cell['model']}-{cell['conv']}-d{cell['depth']}-{safe_ds}-s{cell['seed']}-"
+        f"{cell['mode']}-{digest}"
+    )
 
 
 def cell_key(cell: dict, options: dict) -> str:
@@ -774,9 +781,9 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
                 "seconds": r.get("seconds"),
             }
         )
-    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(
+    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(  # noqa: E731
         drop=True
-    )  # noqa: E731
+    )
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
     atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))

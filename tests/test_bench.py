@@ -1,4 +1,5 @@
-"""Benchmark building blocks on tiny inputs (the benchmarks themselves run with `oversmooth bench`)."""
+"""Benchmark building blocks on tiny inputs (the benchmarks themselves run with
+`oversmooth bench`)."""
 
 from __future__ import annotations
 

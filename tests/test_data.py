@@ -1,4 +1,5 @@
-"""Loaders: embedded, PyG benchmarks (offline and local raw), synthetic, user files, splits, stats."""
+"""Loaders: embedded, PyG benchmarks (offline and local raw), synthetic, user files, splits,
+stats."""
 
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def test_csbm_is_seeded_symmetric_and_homophilous():
 
 
 def test_csbm_large_graph_is_well_formed():
-    # speed is measured by `oversmooth bench` (scaling_size builds 10^6-node CSBMs), not asserted here
+    # speed is measured by `oversmooth bench` (scaling_size builds 10^6-node CSBMs), not
+    # asserted here
     big = D.csbm(n=200_000, degree=10, classes=5, seed=0)
     assert big.edge_index.size(1) > 1_900_000
     assert int(big.edge_index.max()) < 200_000 and big.x.shape == (200_000, 32)

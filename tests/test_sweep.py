@@ -1,4 +1,5 @@
-"""Sweeps: local and Ray backends agree, kill-and-rerun completes, failures are isolated, bad specs."""
+"""Sweeps: local and Ray backends agree, kill-and-rerun completes, failures are isolated, bad
+specs."""
 
 from __future__ import annotations
 

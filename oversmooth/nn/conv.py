@@ -110,7 +110,8 @@ def propagate_heads(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tenso
 
 
 def head_energy(px: Tensor, x: Tensor) -> Tensor:
-    """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``: ``[h]``."""
+    """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``:
+    ``[h]``."""
     return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x.size(0)
 
 

@@ -206,7 +206,8 @@ class DepthModel(nn.Module):
         validate_features(x)
         if x.size(1) != self.config.in_channels:
             raise ValueError(
-                f"x: expected shape [num_nodes, {self.config.in_channels}], received {list(x.shape)}"
+                "x: expected shape [num_nodes, "
+                f"{self.config.in_channels}], received {list(x.shape)}"
             )
         skipped = _check_skip(skip, len(self.blocks))
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
@@ -216,7 +217,8 @@ class DepthModel(nn.Module):
     def run_blocks(
         self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()
     ) -> Tensor:
-        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the identity)."""
+        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the
+        identity)."""
         skipped = skip if isinstance(skip, frozenset) else _check_skip(skip, len(self.blocks))
         for k in range(start, len(self.blocks)):
             if k not in skipped:

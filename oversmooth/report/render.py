@@ -178,7 +178,8 @@ class _Doc:
                     f"<figcaption>{html.escape(caption)}</figcaption></figure>"
                 )
         style = (
-            "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
+            "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem "
+            "auto;padding:0 1rem;color:#222}"
             # tables wider than the page scroll sideways instead of overflowing it
             "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;"
             "overflow-x:auto;max-width:100%}"
@@ -186,7 +187,8 @@ class _Doc:
             "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
         )
         return (
-            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta '
+            f'charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
         )
 
@@ -352,8 +354,8 @@ def _render_analysis(folder: Path, config: dict):
         else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
     )
     doc.text(
-        f"Measured {state}; energies on the input "
-        "graph (no self loops), Laplacian energy (1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
+        f"Measured {state}; energies on the input graph (no self loops), Laplacian energy "
+        "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
     curves = []
@@ -463,7 +465,8 @@ def _render_comparison(folder: Path, config: dict):
     doc = _Doc(folder)
     doc.heading("Final-layer Laplacian energy at initialisation")
     doc.text(
-        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the seed paper's Tables 2, 4 and 6."
+        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the "
+        "seed paper's Tables 2, 4 and 6."
     )
     doc.table(table, index=True)
     doc.heading("Verdicts at the deepest depth")
@@ -498,6 +501,7 @@ def _render_comparison(folder: Path, config: dict):
         plots.energy_curves(fig.add_subplot(), curves)
         doc.image(
             _save(fig, folder / f"energy_{dataset}.png"),
-            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric mean over seeds), log-log, with tail fits",
+            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric "
+            "mean over seeds), log-log, with tail fits",
         )
     return doc, title
