@@ -25,10 +25,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+    from torch_geometric.data import Data
 
 __all__ = ["run_bench", "Timer", "probe_overhead", "metric_kernels", "scaling_depth", "scaling_size", "end_to_end"]
 
@@ -166,7 +172,7 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
     return per[deg > 0].mean()
 
 
-def metric_kernels(device: torch.device, graphs: list[tuple[str, object]], repeats: int = 3, dense_limit: int = 10000) -> list[dict]:
+def metric_kernels(device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000) -> list[dict]:
     """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n implementation."""
     from oversmooth import GraphOperator, dirichlet_energy, mean_average_distance
 
@@ -222,7 +228,7 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
-def _measure_child(kind: str, value: int, depth: int, similarity: bool, device: str, queue) -> None:
+def _measure_child(kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue) -> None:
     """Runs in a fresh process: build, reset the peak counter, time one probed forward."""
     try:
         torch.set_num_threads(int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads())))
@@ -296,7 +302,7 @@ def _isolated(kind: str, value: int, depth: int, similarity: bool, device: torch
     return result
 
 
-def _exponent(xs, ys) -> float:
+def _exponent(xs: ArrayLike, ys: ArrayLike) -> float:
     from oversmooth.fit import fit_power_law
 
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)

@@ -15,7 +15,7 @@ from its layer instead of recomputing the unchanged prefix:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -23,6 +23,10 @@ from torch import Tensor
 from oversmooth.graph import GraphOperator
 from oversmooth.metrics import laplacian_energy
 from oversmooth.nn.model import DepthModel
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from torch_geometric.data import Data
 
 __all__ = ["prune_sensitivity", "check_layers"]
 
@@ -43,7 +47,7 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
     return sorted(set(out))
 
 
-def _resolve_mask(data, mask) -> Tensor | None:
+def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:
     if mask is None:
         return None
     if isinstance(mask, str):
@@ -65,13 +69,13 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
 @torch.no_grad()
 def prune_sensitivity(
     model: DepthModel,
-    data,
+    data: Data,
     layers: Sequence[int] | None = None,
     *,
     mask: str | Tensor | None = None,
     reuse_prefix: bool = True,
     callback: Callable[[int], None] | None = None,
-):
+) -> pd.DataFrame:
     """Prune each chosen layer alone and measure what changes.
 
     Args:
@@ -118,7 +122,7 @@ def prune_sensitivity(
         base_norm = base_logits.double().norm().clamp_min(1e-300)
         y = data.y.to(device) if mask_t is not None else None
         mask_t = mask_t.to(device) if mask_t is not None else None
-        base_acc = _accuracy(base_logits, y, mask_t) if mask_t is not None else None
+        base_acc = _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
         rows = []
         for layer in chosen:
             if reuse_prefix:
@@ -133,7 +137,7 @@ def prune_sensitivity(
                 "final_energy": energy,
                 "energy_change": (energy - base_energy) / base_energy,
             }
-            if mask_t is not None:
+            if mask_t is not None and y is not None and base_acc is not None:  # all set together
                 acc = _accuracy(logits, y, mask_t)
                 row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
             rows.append(row)

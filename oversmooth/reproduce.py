@@ -21,9 +21,16 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from oversmooth.analysis import ComparisonResult
 
 __all__ = ["ReproduceConfig", "paper_tables", "run_reproduction"]
 
@@ -125,7 +132,7 @@ def run_reproduction(config: ReproduceConfig, out: str | Path, *, overwrite: boo
 # ----------------------------------------------------------------------------- writing
 
 
-def _energy_table(summary, paper: dict, datasets: list[str]):
+def _energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
@@ -143,12 +150,13 @@ def _energy_table(summary, paper: dict, datasets: list[str]):
     return pd.DataFrame(rows)
 
 
-def _log10_span(values) -> float:
+def _log10_span(values: ArrayLike) -> float:
     v = np.asarray(values, dtype=float)
     return float(np.log10(v[-1] / v[0])) if v[0] > 0 and v[-1] > 0 else math.nan
 
 
-def _write(folder: Path, config: ReproduceConfig, results: dict, san, other: dict, trained: dict, pd) -> None:
+def _write(folder: Path, config: ReproduceConfig, results: dict, san: ComparisonResult, other: dict, trained: dict,
+           pd: ModuleType) -> None:
     from oversmooth.fit import geometric_mean
     from oversmooth.report import plots
     from oversmooth.outputs import write_json
@@ -263,7 +271,7 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san, other: dic
         "environment": san.environment})
 
 
-def _floor_finding(results: dict, table) -> list[str]:
+def _floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
     """The float32-floor paragraph: Post-LN SAN run in float32 next to its float64 shadow."""
     from oversmooth.precision import AT_FLOOR_FACTOR
 
@@ -304,7 +312,7 @@ def _floor_finding(results: dict, table) -> list[str]:
     return [text]
 
 
-def _where(config) -> str:
+def _where(config: ReproduceConfig) -> str:
     """Where the run ran, in words (``--device auto`` may pick a GPU)."""
     from oversmooth.runtime import resolve_device
 
@@ -312,7 +320,7 @@ def _where(config) -> str:
     return "on the CPU" if device.type == "cpu" else f"on {device} (GPU)"
 
 
-def _plain_fastest(verdict_rows) -> str:
+def _plain_fastest(verdict_rows: list[dict]) -> str:
     """A sentence on the plain stack's halving lengths, only as far as the verdicts give them."""
     plain = {r["conv"]: r["halving"] for r in verdict_rows if r["model"] == "plain" and r["halving"]}
     if not plain:
@@ -324,7 +332,8 @@ def _plain_fastest(verdict_rows) -> str:
     return text + " layers."
 
 
-def _discussion(table, verdict_rows, prune, trained, config, datasets) -> list[str]:
+def _discussion(table: pd.DataFrame, verdict_rows: list[dict], prune: pd.DataFrame, trained: dict,
+                config: ReproduceConfig, datasets: list[str]) -> list[str]:
     out = []
     cora = table[table["dataset"] == "cora"]
     span = {m: (_log10_span(cora[cora["model"] == m]["ours_mean"]), _log10_span(cora[cora["model"] == m]["paper"])) for m in ARCHS}

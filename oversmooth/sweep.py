@@ -62,10 +62,13 @@ import traceback
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from oversmooth import __version__
 from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
 
@@ -179,7 +182,7 @@ def _check_device(device: str) -> None:
                              f"{torch.cuda.device_count()} CUDA device(s); use cuda:0 or cpu")
 
 
-def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
+def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
     """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming them."""
     import tomllib
 
@@ -242,7 +245,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    record = {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
+    record: dict[str, Any] = {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
               "version": __version__}
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
@@ -316,7 +319,7 @@ def _finished(records: list[dict], keys: dict[str, str]) -> dict[str, dict]:
     return {
         r["id"]: r
         for r in records
-        if r.get("status") == "ok" and keys.get(r.get("id")) == r.get("key")
+        if r.get("status") == "ok" and keys.get(r.get("id", "")) == r.get("key")
     }
 
 
@@ -631,7 +634,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
     return SweepResult(out, total, total - len(todo), len(todo), failed, time.perf_counter() - started)
 
 
-def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
+def merge(out: str | os.PathLike, spec: SweepSpec | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
 
     With ``spec``, only the cells of its grid computed with its options (their key) are merged,

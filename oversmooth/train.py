@@ -33,10 +33,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from oversmooth.checkpoint import (  # the last two re-exported
     FORMAT,
@@ -169,7 +171,7 @@ STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
 
 
-def _accuracy(logits, y, mask) -> float:
+def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
     return float((logits[mask].argmax(1) == y[mask]).double().mean()) if int(mask.sum()) else float("nan")
 
 
@@ -214,7 +216,7 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
         yield
         return
 
-    def handler(signum, frame) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT:
             if requested.get("sigint"):
                 raise KeyboardInterrupt
@@ -259,7 +261,8 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
 class _Run:
     """The state of one training run between two epochs, and how it is saved."""
 
-    def __init__(self, config: TrainConfig, out: Path, model: DepthModel, optimizer, scheduler,
+    def __init__(self, config: TrainConfig, out: Path, model: DepthModel, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler,
                  meta: dict, device: torch.device, overwrite: bool) -> None:
         self.config, self.out, self.model = config, out, model
         self.optimizer, self.scheduler, self.meta = optimizer, scheduler, meta
@@ -303,7 +306,8 @@ class _Run:
                     "pass the same options or start a new --out"
                 )
         try:
-            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs
+            # a missing or ill-typed saved value is refused by TrainConfig and caught below
+            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs  # type: ignore[arg-type]
         except (TypeError, ValueError):
             saved_warmup = None
         if saved_warmup != self.config.warmup_epochs:
@@ -406,7 +410,8 @@ class _Run:
         atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.6g"))
 
     # -- one epoch --------------------------------------------------------------------------
-    def step(self, epoch: int, x, edge_index, edge_weight, y, masks,
+    def step(self, epoch: int, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None, y: Tensor,
+             masks: dict[str, Tensor],
              fork: list) -> tuple[dict, str | None]:
         """Train one epoch; returns its history row and, when it diverged, what went wrong."""
         model, optimizer = self.model, self.optimizer
@@ -534,7 +539,8 @@ def train(
             raise
 
 
-def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
+def _loop(run: _Run, x: Tensor, graph: tuple[Tensor, Tensor | None], y: Tensor, masks: dict[str, Tensor],
+          requested: dict, progress: Callable[[int, int, dict], None] | None,
           checkpoint_every: float) -> TrainResult:
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
@@ -564,6 +570,7 @@ def _loop(run: _Run, x, graph: tuple, y, masks, requested: dict, progress,
         run.record(row)
         good = run.snapshot()
         if progress:
+            assert run.best is not None  # set by run.record
             progress(epoch + 1, config.epochs, {**row, "best_val_acc": run.best["val_acc"]})
         if "signal" in requested:
             stopped = STOP_SIGNALS[requested["signal"]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -226,7 +226,7 @@ def build_model(
     heads: int = 4,
     seed: int = 0,
     device: torch.device | str | None = None,
-    **options,
+    **options: Any,
 ) -> DepthModel:
     """Build one of the zoo's models with seeded parameters.
 

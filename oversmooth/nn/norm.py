@@ -61,7 +61,7 @@ class LayerNorm(nn.Module):
             centred = x - mean[batch].unsqueeze(1)
             var = torch.zeros(num_graphs, dtype=x.dtype, device=x.device).index_add_(0, batch, centred.pow(2).sum(1)) / count
             out = centred / (var[batch] + self.eps).sqrt().unsqueeze(1)
-        if self.weight is not None:
+        if self.weight is not None and self.bias is not None:
             out = out * self.weight + self.bias
         return out
 

@@ -22,11 +22,19 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from oversmooth.analysis import AnalysisResult, ComparisonResult
 
 # atomic_folder and check_out are re-exported (their old home)
 __all__ = ["default_out", "to_json", "write_analysis", "write_comparison", "render_report",
@@ -47,7 +55,7 @@ def default_out(command: str, name: str, root: str | os.PathLike = "reports") ->
     return Path(root) / f"{command}-{name}-{stamp}"
 
 
-def to_json(obj) -> str:
+def to_json(obj: Any) -> str:
     """Indented strict JSON with NaN/Inf as null (see :func:`oversmooth.outputs.json_text`)."""
     return json_text(obj, indent=2)
 
@@ -55,7 +63,7 @@ def to_json(obj) -> str:
 # ----------------------------------------------------------------------------- writers
 
 
-def write_analysis(result, out: Path, overwrite: bool = False) -> Path:
+def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -> Path:
     """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report."""
     import pandas as pd
 
@@ -75,7 +83,7 @@ def write_analysis(result, out: Path, overwrite: bool = False) -> Path:
     return Path(out)
 
 
-def write_comparison(result, out: Path, overwrite: bool = False) -> Path:
+def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = False) -> Path:
     """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report."""
     with atomic_folder(out, overwrite) as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
@@ -91,13 +99,13 @@ def write_comparison(result, out: Path, overwrite: bool = False) -> Path:
 # ----------------------------------------------------------------------------- rendering
 
 
-def _figure(width: float = 6.0, height: float = 4.2):
+def _figure(width: float = 6.0, height: float = 4.2) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _save(fig, path: Path) -> str:
+def _save(fig: Figure, path: Path) -> str:
     fig.savefig(path, dpi=DPI)
     fig.clf()
     return path.name
@@ -108,7 +116,7 @@ class _Doc:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.parts: list[tuple[str, object]] = []
+        self.parts: list[tuple[str, Any]] = []
 
     def heading(self, text: str, level: int = 2) -> None:
         self.parts.append(("h", (level, text)))
@@ -116,7 +124,7 @@ class _Doc:
     def text(self, text: str) -> None:
         self.parts.append(("p", text))
 
-    def table(self, frame, index: bool = False) -> None:
+    def table(self, frame: pd.DataFrame, index: bool = False) -> None:
         self.parts.append(("t", (frame, index)))
 
     def image(self, name: str, caption: str) -> None:
@@ -170,13 +178,13 @@ class _Doc:
         )
 
 
-def _fmt(value) -> str:
+def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4g}"
     return str(value)
 
 
-def _md_table(frame, index: bool = False) -> str:
+def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
     frame = frame.reset_index() if index else frame
     cols = [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -185,7 +193,7 @@ def _md_table(frame, index: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _fit_table(fits: dict):
+def _fit_table(fits: dict) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
@@ -208,7 +216,7 @@ def _fit_table(fits: dict):
     return pd.DataFrame(rows)
 
 
-def _evidence_table(record: dict | None):
+def _evidence_table(record: dict | None) -> pd.DataFrame | None:
     """What the verdict rests on (``Verdict.to_dict()``) as an item/value table; None for a
     fits.json written before the verdict existed."""
     import pandas as pd
@@ -216,7 +224,7 @@ def _evidence_table(record: dict | None):
     if not record:
         return None
     ev = record.get("evidence") or {}
-    curse = {True: "yes", False: "no"}.get(record.get("curse_of_depth"), "undecided")
+    curse = {True: "yes", False: "no", None: "undecided"}.get(record.get("curse_of_depth"), "undecided")
     rows = [("label", record.get("label")), ("curse of depth", curse),
             ("seeds pooled", record.get("seeds")), ("usable layers", record.get("usable_layers"))]
     counts = (record.get("dropped") or {}).items()
@@ -242,7 +250,7 @@ def _evidence_table(record: dict | None):
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
-def _log_mean(values) -> float:
+def _log_mean(values: ArrayLike) -> float:
     """Geometric mean over seeds; NaN (not drawn) when any seed is zero, negative or non-finite."""
     v = np.asarray(values, dtype=np.float64)
     return float(np.exp(np.mean(np.log(v)))) if np.all(np.isfinite(v) & (v > 0)) else float("nan")
@@ -281,7 +289,7 @@ def _environment_section(doc: _Doc, config: dict) -> None:
                             "value": [str(v) for v in env.values()] + [f"{v:.2f}" for v in timings.values()]}))
 
 
-def _render_analysis(folder: Path, config: dict):
+def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
@@ -303,7 +311,7 @@ def _render_analysis(folder: Path, config: dict):
         "graph (no self loops), Laplacian energy (1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
-    curves = []
+    curves: list[dict] = []
     for seed, part in metrics.groupby("seed"):
         curves.append({"label": f"seed {seed}", "layers": part["layer"], "values": part["laplacian_energy"],
                        "fit": fits.get("per_seed", {}).get(str(seed)) if len(curves) == 0 else None,
@@ -356,7 +364,7 @@ def _render_analysis(folder: Path, config: dict):
     return doc, title
 
 
-def _render_comparison(folder: Path, config: dict):
+def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
