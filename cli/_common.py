@@ -28,8 +28,15 @@ DEBUG = {"on": False}
 def _user_errors() -> tuple[type[BaseException], ...]:
     from oversmooth.data import DatasetUnavailableError
 
-    return (ValueError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-            NotADirectoryError, DatasetUnavailableError)
+    return (
+        ValueError,
+        FileNotFoundError,
+        FileExistsError,
+        PermissionError,
+        IsADirectoryError,
+        NotADirectoryError,
+        DatasetUnavailableError,
+    )
 
 
 USER_ERRORS = _user_errors()
@@ -80,7 +87,9 @@ def parse_ints(option: str, text: str | None, *, minimum: int = 0) -> tuple[int,
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:
-        raise ValueError(f"{option}: expected comma-separated integers like 2,32,64, received {text!r}") from None
+        raise ValueError(
+            f"{option}: expected comma-separated integers like 2,32,64, received {text!r}"
+        ) from None
     if not values:
         raise ValueError(f"{option}: expected at least one integer, received {text!r}")
     bad = [v for v in values if v < minimum]
@@ -97,7 +106,9 @@ def parse_names(option: str, text: str, valid: "Iterable[str] | None" = None) ->
         valid = list(valid)
         for name in names:
             if name not in valid:
-                raise ValueError(f"{option}: unknown name {name!r}; expected any of {', '.join(valid)}")
+                raise ValueError(
+                    f"{option}: unknown name {name!r}; expected any of {', '.join(valid)}"
+                )
     return names
 
 
@@ -115,11 +126,23 @@ class progress_bar:
         if not self.enabled:
             return None
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
         )
         self._progress.__enter__()
         task = self._progress.add_task("starting", total=None)

@@ -12,36 +12,91 @@ from oversmooth.cli._common import echo_json, handle_errors, parse_ints, progres
 
 # Options a checkpoint fixes: None means "not given" (the default, or the checkpoint's value)
 _OR_CKPT = "or the checkpoint's]"
-CkptHidden = Annotated[Optional[int], typer.Option(
-    "--hidden", help=f"Hidden width (divisible by --heads). [default: 32, {_OR_CKPT}")]
-CkptHeads = Annotated[Optional[int], typer.Option(
-    "--heads", help=f"Attention heads. [default: 4, {_OR_CKPT}")]
-CkptSeed = Annotated[Optional[int], typer.Option(
-    "--seed", help=f"Initialisation seed. [default: 0, {_OR_CKPT}")]
-SeedOrSeeds = Annotated[Optional[int], typer.Option(
-    "--seed", help=f"Initialisation seed (ignored when --seeds is given). [default: 0, {_OR_CKPT}")]
-CkptNorm = Annotated[Optional[O.Norm], typer.Option(
-    "--norm", help=f"LayerNorm statistics: node (per node) or graph (per graph). [default: node, "
-    f"{_OR_CKPT}")]
-CkptPattern = Annotated[Optional[str], typer.Option(
-    "--pattern", help="Block pattern over M (masked neighbourhood attention) and S (global "
-    "self-attention), "
-    f"repeated to the depth, e.g. MMSS. [default: M, {_OR_CKPT}")]
+CkptHidden = Annotated[
+    Optional[int],
+    typer.Option("--hidden", help=f"Hidden width (divisible by --heads). [default: 32, {_OR_CKPT}"),
+]
+CkptHeads = Annotated[
+    Optional[int], typer.Option("--heads", help=f"Attention heads. [default: 4, {_OR_CKPT}")
+]
+CkptSeed = Annotated[
+    Optional[int], typer.Option("--seed", help=f"Initialisation seed. [default: 0, {_OR_CKPT}")
+]
+SeedOrSeeds = Annotated[
+    Optional[int],
+    typer.Option(
+        "--seed",
+        help=f"Initialisation seed (ignored when --seeds is given). [default: 0, {_OR_CKPT}",
+    ),
+]
+CkptNorm = Annotated[
+    Optional[O.Norm],
+    typer.Option(
+        "--norm",
+        help=f"LayerNorm statistics: node (per node) or graph (per graph). [default: node, "
+        f"{_OR_CKPT}",
+    ),
+]
+CkptPattern = Annotated[
+    Optional[str],
+    typer.Option(
+        "--pattern",
+        help="Block pattern over M (masked neighbourhood attention) and S (global "
+        "self-attention), "
+        f"repeated to the depth, e.g. MMSS. [default: M, {_OR_CKPT}",
+    ),
+]
 
 
 def analyze(
-    model: Annotated[Optional[O.ModelName], typer.Option("--model", "-m", help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]")] = None,
-    depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]")] = None,
-    conv: Annotated[Optional[O.Conv], typer.Option("--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]")] = None,
+    model: Annotated[
+        Optional[O.ModelName],
+        typer.Option(
+            "--model",
+            "-m",
+            help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]",
+        ),
+    ] = None,
+    depth: Annotated[
+        Optional[int],
+        typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]"),
+    ] = None,
+    conv: Annotated[
+        Optional[O.Conv],
+        typer.Option(
+            "--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]"
+        ),
+    ] = None,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]",
+        ),
+    ] = None,
     hidden: CkptHidden = None,
     heads: CkptHeads = None,
     seed: SeedOrSeeds = None,
     seeds: O.Seeds = None,
     device: O.Device = "auto",
-    similarity: Annotated[bool, typer.Option("--similarity/--no-similarity", help="Record the L x L inter-layer similarity matrix (memory grows with depth).")] = True,
-    prune: Annotated[Optional[str], typer.Option("--prune", help="Layers to prune one at a time, e.g. 2,32,64.")] = None,
-    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).")] = None,
+    similarity: Annotated[
+        bool,
+        typer.Option(
+            "--similarity/--no-similarity",
+            help="Record the L x L inter-layer similarity matrix (memory grows with depth).",
+        ),
+    ] = True,
+    prune: Annotated[
+        Optional[str], typer.Option("--prune", help="Layers to prune one at a time, e.g. 2,32,64.")
+    ] = None,
+    metrics: Annotated[
+        Optional[str],
+        typer.Option(
+            "--metrics",
+            help="Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).",
+        ),
+    ] = None,
     norm: CkptNorm = None,
     pattern: CkptPattern = None,
     data_root: O.DataRoot = None,
@@ -81,15 +136,40 @@ def _announcement(config) -> str:
     from oversmooth.analysis import PRETTY
 
     seeds = ",".join(map(str, config.seeds))
-    return (f"analyze: {PRETTY.get(config.model, config.model)} {config.conv.upper()}, "
-            f"{config.depth} layers on {config.dataset}, seed {seeds}, {config.dtype} "
-            f"(about {_BARE_SECONDS} s on 2 idle CPU cores); --help for options")
+    return (
+        f"analyze: {PRETTY.get(config.model, config.model)} {config.conv.upper()}, "
+        f"{config.depth} layers on {config.dataset}, seed {seeds}, {config.dtype} "
+        f"(about {_BARE_SECONDS} s on 2 idle CPU cores); --help for options"
+    )
 
 
-def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, similarity, prune, metrics, norm, pattern,
-         data_root, checkpoint, out, overwrite, as_json, quiet, command: str = "analyze",
-         prune_option: str = "--prune", dtype: O.Dtype = O.Dtype.float64,
-         floor: O.FloorMethod = O.FloorMethod.auto, announce: bool = False) -> None:
+def _run(
+    model,
+    depth,
+    conv,
+    dataset,
+    hidden,
+    heads,
+    seed,
+    seeds,
+    device,
+    similarity,
+    prune,
+    metrics,
+    norm,
+    pattern,
+    data_root,
+    checkpoint,
+    out,
+    overwrite,
+    as_json,
+    quiet,
+    command: str = "analyze",
+    prune_option: str = "--prune",
+    dtype: O.Dtype = O.Dtype.float64,
+    floor: O.FloorMethod = O.FloorMethod.auto,
+    announce: bool = False,
+) -> None:
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.probe import DEFAULT_METRICS
     from oversmooth.outputs import claim_folder
@@ -98,24 +178,41 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
     value = lambda v: getattr(v, "value", v)  # noqa: E731  (enum -> str, None stays None)
     extra = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else ()
     common = dict(
-        device=device, similarity=similarity, prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
-        metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)), data_root=str(data_root) if data_root else None,
-        dtype=value(dtype), floor=value(floor),
+        device=device,
+        similarity=similarity,
+        prune=parse_ints(prune_option, prune, minimum=1) if prune else (),
+        metrics=tuple(dict.fromkeys(DEFAULT_METRICS + extra)),
+        data_root=str(data_root) if data_root else None,
+        dtype=value(dtype),
+        floor=value(floor),
     )
     chosen_seeds = parse_ints("--seeds", seeds) if seeds else (seed,) if seed is not None else None
     if checkpoint is not None:
         config = AnalysisConfig.from_checkpoint(
-            str(checkpoint), model=value(model), depth=depth, conv=value(conv), dataset=dataset,
-            hidden=hidden, heads=heads, seeds=chosen_seeds, norm=value(norm), pattern=pattern,
+            str(checkpoint),
+            model=value(model),
+            depth=depth,
+            conv=value(conv),
+            dataset=dataset,
+            hidden=hidden,
+            heads=heads,
+            seeds=chosen_seeds,
+            norm=value(norm),
+            pattern=pattern,
             **common,
         )
     else:
         config = AnalysisConfig(
-            model=value(model) or "postln", depth=256 if depth is None else depth,
-            conv=value(conv) or "san", dataset=dataset or "cora",
-            hidden=32 if hidden is None else hidden, heads=4 if heads is None else heads,
-            seeds=chosen_seeds or (0,), norm=value(norm) or "node",
-            pattern="M" if pattern is None else pattern, **common,
+            model=value(model) or "postln",
+            depth=256 if depth is None else depth,
+            conv=value(conv) or "san",
+            dataset=dataset or "cora",
+            hidden=32 if hidden is None else hidden,
+            heads=4 if heads is None else heads,
+            seeds=chosen_seeds or (0,),
+            norm=value(norm) or "node",
+            pattern="M" if pattern is None else pattern,
+            **common,
         )
     if announce and not (quiet or as_json):
         typer.echo(_announcement(config), err=True)
@@ -129,12 +226,19 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, seeds, device, simila
         folder = write_analysis(result, target, overwrite=overwrite)
     mean = result.fits["mean_over_seeds"]
     if as_json:
-        payload = {"out": str(folder), "verdict": result.verdict, "classification": result.label,
-                   "curse_of_depth": mean["curse_of_depth"], "final_energy": mean["final_energy"],
-                   "float_floor": mean["float_floor"], "final_at_floor": mean["final_at_floor"],
-                   "float64_final_energy": mean["float64_final_energy"],
-                   "dtype": result.config["dtype"],
-                   "floor_method": result.config["floor_method"], "timings": result.timings}
+        payload = {
+            "out": str(folder),
+            "verdict": result.verdict,
+            "classification": result.label,
+            "curse_of_depth": mean["curse_of_depth"],
+            "final_energy": mean["final_energy"],
+            "float_floor": mean["float_floor"],
+            "final_at_floor": mean["final_at_floor"],
+            "float64_final_energy": mean["float64_final_energy"],
+            "dtype": result.config["dtype"],
+            "floor_method": result.config["floor_method"],
+            "timings": result.timings,
+        }
         if result.prune is not None:
             payload["prune"] = result.prune.to_dict(orient="records")
         echo_json(payload)

@@ -12,7 +12,9 @@ from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
 def bench(
-    quick: Annotated[bool, typer.Option("--quick", help="Smaller sizes and fewer repeats: under a minute.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smaller sizes and fewer repeats: under a minute.")
+    ] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (see --overwrite).")] = (
         Path("reports/benchmarks")
     ),
@@ -35,13 +37,20 @@ def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, qu
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
         results = run_bench(out, quick=quick, device=device, progress=say, overwrite=overwrite)
     po = results["probe_overhead"]
-    summary = {"out": str(out), "probe_overhead": po["ratio"], "depth_exponent": results["depth_exponent"],
-               "size_exponent": results["size_exponent"], "depth_memory_ratio": results["depth_memory_ratio"],
-               "seconds": results["seconds"]}
+    summary = {
+        "out": str(out),
+        "probe_overhead": po["ratio"],
+        "depth_exponent": results["depth_exponent"],
+        "size_exponent": results["size_exponent"],
+        "depth_memory_ratio": results["depth_memory_ratio"],
+        "seconds": results["seconds"],
+    }
     if "end_to_end" in results:
         summary["end_to_end_s"] = results["end_to_end"].get("seconds")
     if as_json:
         echo_json(summary)
         return
-    typer.echo(f"probe overhead {po['ratio']:.2f}x (target <= 1.3x); time ~ depth^{results['depth_exponent']:.2f}, "
-               f"~ nodes^{results['size_exponent']:.2f}; report: {out / 'report.md'}")
+    typer.echo(
+        f"probe overhead {po['ratio']:.2f}x (target <= 1.3x); time ~ depth^{results['depth_exponent']:.2f}, "
+        f"~ nodes^{results['size_exponent']:.2f}; report: {out / 'report.md'}"
+    )

@@ -11,8 +11,12 @@ from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_n
 
 
 def compare(
-    models: Annotated[str, typer.Option("--models", help="Comma-separated architectures.")] = "preln,postln,nonlocal",
-    depths: Annotated[str, typer.Option("--depths", help="Comma-separated depths.")] = "2,32,64,128,256",
+    models: Annotated[
+        str, typer.Option("--models", help="Comma-separated architectures.")
+    ] = "preln,postln,nonlocal",
+    depths: Annotated[
+        str, typer.Option("--depths", help="Comma-separated depths.")
+    ] = "2,32,64,128,256",
     conv: O.ConvOpt = O.Conv.san,
     datasets: Annotated[str, typer.Option("--datasets", help="Comma-separated datasets.")] = "cora",
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
@@ -39,18 +43,44 @@ def compare(
     handle_errors(_run)(**locals())
 
 
-def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pattern, data_root,
-         dtype, floor, out, overwrite, as_json, quiet) -> None:
+def _run(
+    models,
+    depths,
+    conv,
+    datasets,
+    seeds,
+    hidden,
+    heads,
+    device,
+    norm,
+    pattern,
+    data_root,
+    dtype,
+    floor,
+    out,
+    overwrite,
+    as_json,
+    quiet,
+) -> None:
     from oversmooth.analysis import ComparisonConfig, run_comparison
     from oversmooth.nn.model import MODELS
     from oversmooth.outputs import claim_folder
     from oversmooth.report.render import default_out, write_comparison
 
     config = ComparisonConfig(
-        models=parse_names("--models", models, MODELS), depths=parse_ints("--depths", depths, minimum=1), conv=conv.value,
-        datasets=parse_names("--datasets", datasets), seeds=parse_ints("--seeds", seeds), hidden=hidden, heads=heads,
-        device=device, norm=norm.value, pattern=pattern, data_root=str(data_root) if data_root else None,
-        dtype=dtype.value, floor=floor.value,
+        models=parse_names("--models", models, MODELS),
+        depths=parse_ints("--depths", depths, minimum=1),
+        conv=conv.value,
+        datasets=parse_names("--datasets", datasets),
+        seeds=parse_ints("--seeds", seeds),
+        hidden=hidden,
+        heads=heads,
+        device=device,
+        norm=norm.value,
+        pattern=pattern,
+        data_root=str(data_root) if data_root else None,
+        dtype=dtype.value,
+        floor=floor.value,
     )
     from oversmooth.data import check_spec
 
@@ -63,8 +93,14 @@ def _run(models, depths, conv, datasets, seeds, hidden, heads, device, norm, pat
             result = run_comparison(config, progress=update)
         folder = write_comparison(result, target, overwrite=overwrite)
     if as_json:
-        echo_json({"out": str(folder), "verdicts": result.verdicts, "summary": result.summary.to_dict(orient="records"),
-                   "timings": result.timings})
+        echo_json(
+            {
+                "out": str(folder),
+                "verdicts": result.verdicts,
+                "summary": result.summary.to_dict(orient="records"),
+                "timings": result.timings,
+            }
+        )
         return
     typer.echo(result.table.to_string())
     for verdict in result.verdicts:

@@ -15,14 +15,30 @@ from oversmooth.cli._common import handle_errors
 def datasets(
     stats: Annotated[
         Optional[str],
-        typer.Option("--stats", metavar="NAME", help="Print nodes, edges, features, classes, homophily and isolated nodes of NAME (a name, name:params, or a .pt/.csv path)."),
+        typer.Option(
+            "--stats",
+            metavar="NAME",
+            help="Print nodes, edges, features, classes, homophily and isolated nodes of NAME (a name, name:params, or a .pt/.csv path).",
+        ),
     ] = None,
     data_root: Annotated[
-        Optional[Path], typer.Option("--data-root", help="Folder of downloaded benchmarks (default $OVERSMOOTH_DATA or ~/.cache/oversmooth/data).")
+        Optional[Path],
+        typer.Option(
+            "--data-root",
+            help="Folder of downloaded benchmarks (default $OVERSMOOTH_DATA or ~/.cache/oversmooth/data).",
+        ),
     ] = None,
-    features: Annotated[Optional[Path], typer.Option("--features", help="Features CSV for an edge-list CSV (one row per node).")] = None,
-    labels: Annotated[Optional[Path], typer.Option("--labels", help="Labels CSV for an edge-list CSV (one row per node).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+    features: Annotated[
+        Optional[Path],
+        typer.Option("--features", help="Features CSV for an edge-list CSV (one row per node)."),
+    ] = None,
+    labels: Annotated[
+        Optional[Path],
+        typer.Option("--labels", help="Labels CSV for an edge-list CSV (one row per node)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")
+    ] = False,
 ) -> None:
     """List the built-in datasets, or the statistics of one (--stats NAME).
 
@@ -39,17 +55,38 @@ def _run(stats, data_root, features, labels, as_json) -> None:
 
     if stats is None:
         if as_json:
-            typer.echo(json.dumps({k: {"kind": v.kind, "description": v.description} for k, v in D.DATASETS.items()}, indent=2))
+            typer.echo(
+                json.dumps(
+                    {
+                        k: {"kind": v.kind, "description": v.description}
+                        for k, v in D.DATASETS.items()
+                    },
+                    indent=2,
+                )
+            )
             return
         width = max(map(len, D.DATASETS))
         for name, info in D.DATASETS.items():
             typer.echo(f"{name:<{width}}  {info.description}")
-        typer.echo("\nAlso: a saved PyG Data (.pt) or an edge-list CSV path; synthetic names take name:key=value,...")
+        typer.echo(
+            "\nAlso: a saved PyG Data (.pt) or an edge-list CSV path; synthetic names take name:key=value,..."
+        )
         return
     data = D.load(stats, data_root=data_root, features=features, labels=labels)
     values = D.graph_stats(data)
     if as_json:
-        typer.echo(json.dumps({"dataset": stats, **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in values.items()}}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "dataset": stats,
+                    **{
+                        k: (None if isinstance(v, float) and math.isnan(v) else v)
+                        for k, v in values.items()
+                    },
+                },
+                indent=2,
+            )
+        )
         return
     typer.echo(f"dataset         {stats}")
     for key, value in values.items():

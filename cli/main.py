@@ -84,10 +84,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")
+    ] = False,
     version: Annotated[
         Optional[bool],
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = None,
 ) -> None:
     """oversmooth: per-layer energies, similarities, pruning and fitted laws for deep GNNs."""

@@ -14,12 +14,22 @@ from oversmooth.cli._common import handle_errors
 
 
 def metrics(
-    names_only: Annotated[bool, typer.Option(
-        "--names", help="Print only the metric names, one per line (each is accepted by "
-                        "analyze's metrics option and by Probe(metrics=...)).")] = False,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print JSON: per-layer metrics (name, default, help) and the measures "
-                       "that are not per-layer columns; with --names, a list of names.")] = False,
+    names_only: Annotated[
+        bool,
+        typer.Option(
+            "--names",
+            help="Print only the metric names, one per line (each is accepted by "
+            "analyze's metrics option and by Probe(metrics=...)).",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print JSON: per-layer metrics (name, default, help) and the measures "
+            "that are not per-layer columns; with --names, a list of names.",
+        ),
+    ] = False,
 ) -> None:
     """List the per-layer measures and their definitions (all accumulate in float64)."""
     handle_errors(_print)(names_only, as_json)
@@ -30,11 +40,18 @@ def _print(names_only: bool, as_json: bool) -> None:
     from oversmooth.probe import METRICS, NOT_PER_LAYER
 
     if as_json:
-        listing = list(METRICS) if names_only else {
-            "per_layer": [{"name": m.name, "default": m.default, "help": m.help}
-                          for m in METRICS.values()],
-            "not_per_layer": [{"name": name, "help": text} for name, text in NOT_PER_LAYER.items()],
-        }
+        listing = (
+            list(METRICS)
+            if names_only
+            else {
+                "per_layer": [
+                    {"name": m.name, "default": m.default, "help": m.help} for m in METRICS.values()
+                ],
+                "not_per_layer": [
+                    {"name": name, "help": text} for name, text in NOT_PER_LAYER.items()
+                ],
+            }
+        )
         typer.echo(json_text(listing))
         return
     if names_only:

@@ -24,7 +24,13 @@ def _run(as_json: bool) -> None:
     from oversmooth.nn.model import MODELS, PATTERN_LETTERS
 
     if as_json:
-        echo_json({"models": {k: v[2] for k, v in MODELS.items()}, "convs": CONV_HELP, "pattern_letters": PATTERN_LETTERS})
+        echo_json(
+            {
+                "models": {k: v[2] for k, v in MODELS.items()},
+                "convs": CONV_HELP,
+                "pattern_letters": PATTERN_LETTERS,
+            }
+        )
         return
     typer.echo("models (--model):")
     for name, (_, _, text) in MODELS.items():

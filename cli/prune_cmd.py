@@ -12,11 +12,30 @@ from oversmooth.cli.analyze_cmd import CkptHeads, CkptHidden, CkptNorm, CkptPatt
 
 
 def prune(
-    layers: Annotated[str, typer.Option("--layers", help="Layers to prune one at a time, e.g. 2,32,64,96,128,160,192,224.")],
-    model: Annotated[Optional[O.ModelName], typer.Option("--model", "-m", help="Architecture. [default: preln, or the checkpoint's]")] = None,
-    depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]")] = None,
-    conv: Annotated[Optional[O.Conv], typer.Option("--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="Dataset. [default: cora, or the checkpoint's]")] = None,
+    layers: Annotated[
+        str,
+        typer.Option(
+            "--layers", help="Layers to prune one at a time, e.g. 2,32,64,96,128,160,192,224."
+        ),
+    ],
+    model: Annotated[
+        Optional[O.ModelName],
+        typer.Option("--model", "-m", help="Architecture. [default: preln, or the checkpoint's]"),
+    ] = None,
+    depth: Annotated[
+        Optional[int],
+        typer.Option("--depth", "-L", help="Number of blocks. [default: 256, or the checkpoint's]"),
+    ] = None,
+    conv: Annotated[
+        Optional[O.Conv],
+        typer.Option(
+            "--conv", help="Message passing: san, gcn, gat. [default: san, or the checkpoint's]"
+        ),
+    ] = None,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option("--dataset", "-d", help="Dataset. [default: cora, or the checkpoint's]"),
+    ] = None,
     hidden: CkptHidden = None,
     heads: CkptHeads = None,
     seed: CkptSeed = None,
@@ -46,9 +65,28 @@ def prune(
     if checkpoint is None and model is None:
         model = O.ModelName.preln
     handle_errors(_run)(
-        model=model, depth=depth, conv=conv, dataset=dataset, hidden=hidden, heads=heads, seed=seed, seeds=None,
-        device=device, similarity=False, prune=layers, metrics=None, norm=norm, pattern=pattern, data_root=data_root,
+        model=model,
+        depth=depth,
+        conv=conv,
+        dataset=dataset,
+        hidden=hidden,
+        heads=heads,
+        seed=seed,
+        seeds=None,
+        device=device,
+        similarity=False,
+        prune=layers,
+        metrics=None,
+        norm=norm,
+        pattern=pattern,
+        data_root=data_root,
         checkpoint=checkpoint,
-        out=out, overwrite=overwrite, as_json=as_json, quiet=quiet, command="prune", prune_option="--layers",
-        dtype=dtype, floor=floor,
+        out=out,
+        overwrite=overwrite,
+        as_json=as_json,
+        quiet=quiet,
+        command="prune",
+        prune_option="--layers",
+        dtype=dtype,
+        floor=floor,
     )

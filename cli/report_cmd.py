@@ -14,20 +14,28 @@ from oversmooth.cli._common import echo_json, handle_errors
 # What the renderer reads, per command: required files and the columns / keys it needs
 _NEEDS = {
     "analyze": {"metrics.csv": ("seed", "layer", "laplacian_energy"), "fits.json": ()},
-    "compare": {"metrics.csv": ("dataset", "depth"), "summary.csv": (), "table.csv": (),
-                "fits.json": ()},
+    "compare": {
+        "metrics.csv": ("dataset", "depth"),
+        "summary.csv": (),
+        "table.csv": (),
+        "fits.json": (),
+    },
 }
 _NEEDS["prune"] = _NEEDS["analyze"]
 _OPTIONAL = {"similarity.csv": (), "prune.csv": ("layer",)}
-_CONFIG_KEYS = {"analyze": ("model", "conv", "depth", "dataset", "seeds"),
-                "compare": ("depths", "datasets")}
+_CONFIG_KEYS = {
+    "analyze": ("model", "conv", "depth", "dataset", "seeds"),
+    "compare": ("depths", "datasets"),
+}
 _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
 _RERUN = "rerun the command that wrote it"
 
 
 def report(
-    folder: Annotated[Path, typer.Argument(
-        metavar="FOLDER", help="A folder written by analyze, prune or compare.")],
+    folder: Annotated[
+        Path,
+        typer.Argument(metavar="FOLDER", help="A folder written by analyze, prune or compare."),
+    ],
     as_json: O.Json = False,
 ) -> None:
     """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without recomputing."""
@@ -43,8 +51,7 @@ def _read_json(path: Path) -> object:
         raise ValueError(f"{path}: not UTF-8 text; the file is corrupt, {_RERUN}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            f"{_RERUN}"
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {_RERUN}"
         ) from None
 
 
@@ -103,9 +110,18 @@ def _run(folder: Path, as_json: bool = False) -> None:
     render_report(folder)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
-        files = sorted(p.name for p in folder.iterdir()
-                       if p.suffix == ".png" or p.name in ("report.md", "report.html"))
-        echo_json({"out": str(folder), "command": command, "report": str(folder / "report.html"),
-                   "files": files})
+        files = sorted(
+            p.name
+            for p in folder.iterdir()
+            if p.suffix == ".png" or p.name in ("report.md", "report.html")
+        )
+        echo_json(
+            {
+                "out": str(folder),
+                "command": command,
+                "report": str(folder / "report.html"),
+                "files": files,
+            }
+        )
         return
     typer.echo(f"report: {folder / 'report.html'}")

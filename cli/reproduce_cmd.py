@@ -13,11 +13,24 @@ from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
 def reproduce(
-    quick: Annotated[bool, typer.Option("--quick/--full", help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.")] = True,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path("reports/paper-reproduction"),
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick/--full",
+            help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.",
+        ),
+    ] = True,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path(
+        "reports/paper-reproduction"
+    ),
     data_root: O.DataRoot = None,
-    device: Annotated[str, typer.Option("--device", help=f"{O.DEVICE_HELP} Changed: the default "
-                                        "was cpu; pass --device cpu for that.")] = "auto",
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device",
+            help=f"{O.DEVICE_HELP} Changed: the default was cpu; pass --device cpu for that.",
+        ),
+    ] = "auto",
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
     dtype: O.DtypeOpt = O.Dtype.float64,
@@ -31,8 +44,9 @@ def reproduce(
     handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype.value, as_json)
 
 
-def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64",
-         as_json: bool = False) -> None:
+def _run(
+    quick, out, data_root, device, overwrite, quiet, dtype: str = "float64", as_json: bool = False
+) -> None:
     from oversmooth.reproduce import ReproduceConfig, run_reproduction
 
     root = str(data_root) if data_root else None
@@ -46,8 +60,14 @@ def _run(quick, out, data_root, device, overwrite, quiet, dtype: str = "float64"
         from oversmooth.analysis import resolve_device
 
         written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        echo_json({"out": str(folder), "report": str(folder / "report.md"),
-                   "device": str(resolve_device(device)), "dtype": dtype,
-                   **{k: v for k, v in written.items() if k not in ("command", "environment")}})
+        echo_json(
+            {
+                "out": str(folder),
+                "report": str(folder / "report.md"),
+                "device": str(resolve_device(device)),
+                "dtype": dtype,
+                **{k: v for k, v in written.items() if k not in ("command", "environment")},
+            }
+        )
         return
     typer.echo(f"report: {folder / 'report.md'}")

@@ -18,25 +18,58 @@ def train(
     hidden: O.Hidden = 32,
     heads: O.Heads = 4,
     seed: O.Seed = 0,
-    epochs: Annotated[int, typer.Option("--epochs", help="Training epochs (the paper: 5000).")] = 5000,
-    lr: Annotated[Optional[float], typer.Option("--lr", help="Learning rate. [default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]")] = None,
-    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam L2 weight decay.")] = 5e-4,
-    split: Annotated[str, typer.Option("--split", help="random (60/20/20, seeded by --seed) or public (Planetoid).")] = "random",
-    patience: Annotated[Optional[int], typer.Option("--patience", help="Early stopping: epochs without a better validation accuracy.")] = None,
+    epochs: Annotated[
+        int, typer.Option("--epochs", help="Training epochs (the paper: 5000).")
+    ] = 5000,
+    lr: Annotated[
+        Optional[float],
+        typer.Option(
+            "--lr",
+            help="Learning rate. [default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]",
+        ),
+    ] = None,
+    warmup: Annotated[
+        Optional[int],
+        typer.Option(
+            "--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]"
+        ),
+    ] = None,
+    weight_decay: Annotated[
+        float, typer.Option("--weight-decay", help="Adam L2 weight decay.")
+    ] = 5e-4,
+    split: Annotated[
+        str,
+        typer.Option("--split", help="random (60/20/20, seeded by --seed) or public (Planetoid)."),
+    ] = "random",
+    patience: Annotated[
+        Optional[int],
+        typer.Option(
+            "--patience", help="Early stopping: epochs without a better validation accuracy."
+        ),
+    ] = None,
     dropout: Annotated[float, typer.Option("--dropout", help="Encoder input dropout.")] = 0.5,
     norm: O.NormOpt = O.Norm.node,
     pattern: O.Pattern = "M",
     device: O.Device = "auto",
     data_root: O.DataRoot = None,
     out: O.Out = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")] = False,
-    checkpoint_every: Annotated[float, typer.Option(
-        "--checkpoint-every",
-        help="Seconds between saves of last.pt (0: every epoch); a stop always saves.")] = 60.0,
-    deterministic: Annotated[bool, typer.Option(
-        "--deterministic/--no-deterministic",
-        help="Deterministic kernels: a fixed seed repeats bit for bit on CPU.")] = True,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")
+    ] = False,
+    checkpoint_every: Annotated[
+        float,
+        typer.Option(
+            "--checkpoint-every",
+            help="Seconds between saves of last.pt (0: every epoch); a stop always saves.",
+        ),
+    ] = 60.0,
+    deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--deterministic/--no-deterministic",
+            help="Deterministic kernels: a fixed seed repeats bit for bit on CPU.",
+        ),
+    ] = True,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -54,17 +87,56 @@ def train(
     handle_errors(_run)(**locals())
 
 
-def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, weight_decay, split, patience, dropout, norm,
-         pattern, device, data_root, out, resume, checkpoint_every, deterministic, overwrite,
-         as_json, quiet) -> None:
+def _run(
+    model,
+    depth,
+    conv,
+    dataset,
+    hidden,
+    heads,
+    seed,
+    epochs,
+    lr,
+    warmup,
+    weight_decay,
+    split,
+    patience,
+    dropout,
+    norm,
+    pattern,
+    device,
+    data_root,
+    out,
+    resume,
+    checkpoint_every,
+    deterministic,
+    overwrite,
+    as_json,
+    quiet,
+) -> None:
     from oversmooth.report.render import default_out
     from oversmooth.train import TrainConfig, describe
     from oversmooth.train import train as run_training
 
     config = TrainConfig(
-        model=model.value, depth=depth, conv=conv.value, dataset=dataset, hidden=hidden, heads=heads, seed=seed,
-        epochs=epochs, lr=lr, warmup=warmup, weight_decay=weight_decay, split=split, patience=patience, dropout=dropout,
-        norm=norm.value, pattern=pattern, device=device, data_root=str(data_root) if data_root else None,
+        model=model.value,
+        depth=depth,
+        conv=conv.value,
+        dataset=dataset,
+        hidden=hidden,
+        heads=heads,
+        seed=seed,
+        epochs=epochs,
+        lr=lr,
+        warmup=warmup,
+        weight_decay=weight_decay,
+        split=split,
+        patience=patience,
+        dropout=dropout,
+        norm=norm.value,
+        pattern=pattern,
+        device=device,
+        data_root=str(data_root) if data_root else None,
         deterministic=deterministic,
     )
     if out is None:
@@ -75,31 +147,67 @@ def _run(model, depth, conv, dataset, hidden, heads, seed, epochs, lr, warmup, w
     bar = None
     if not quiet and is_tty():
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
-        bar = Progress(TextColumn("epoch"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[stats]}"),
-                       TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+        bar = Progress(
+            TextColumn("epoch"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
         task = bar.add_task("train", total=epochs, stats="")
 
         def update(done, total, row):
-            bar.update(task, completed=done, stats=(f"loss {row['loss']:.3f} train {row['train_acc']:.3f} "
-                                                   f"val {row['val_acc']:.3f} best val {row['best_val_acc']:.3f}"))
+            bar.update(
+                task,
+                completed=done,
+                stats=(
+                    f"loss {row['loss']:.3f} train {row['train_acc']:.3f} "
+                    f"val {row['val_acc']:.3f} best val {row['best_val_acc']:.3f}"
+                ),
+            )
 
         progress = update
         bar.start()
     try:
-        result = run_training(config, out, resume=resume, overwrite=overwrite, progress=progress,
-                              checkpoint_every=checkpoint_every)
+        result = run_training(
+            config,
+            out,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            checkpoint_every=checkpoint_every,
+        )
     finally:
         if bar is not None:
             bar.stop()
     if as_json:
-        echo_json({"out": str(result.out), "stopped": result.stopped, "best_epoch": result.best_epoch, **result.best,
-                   "epochs_run": result.epochs_run, "seconds": result.seconds})
+        echo_json(
+            {
+                "out": str(result.out),
+                "stopped": result.stopped,
+                "best_epoch": result.best_epoch,
+                **result.best,
+                "epochs_run": result.epochs_run,
+                "seconds": result.seconds,
+            }
+        )
     else:
         typer.echo(describe(result))
         typer.echo(f"checkpoint: {result.out / 'best.pt'}")
     if result.stopped in ("interrupted", "terminated"):
-        typer.echo(f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
-                   f"command plus --resume --out {result.out}", err=True)
+        typer.echo(
+            f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
+            f"command plus --resume --out {result.out}",
+            err=True,
+        )
         raise typer.Exit(130 if result.stopped == "interrupted" else 143)

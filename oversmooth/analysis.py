@@ -51,7 +51,13 @@ __all__ = [
 MAX_DEPTH = 65536
 Progress = Callable[[str, int, int], None]
 
-PRETTY = {"preln": "Pre-LN", "postln": "Post-LN", "nonlocal": "nonlocal Post-LN", "nonlocal-preln": "nonlocal Pre-LN", "plain": "plain"}
+PRETTY = {
+    "preln": "Pre-LN",
+    "postln": "Post-LN",
+    "nonlocal": "nonlocal Post-LN",
+    "nonlocal-preln": "nonlocal Pre-LN",
+    "plain": "plain",
+}
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -93,17 +99,30 @@ class AnalysisConfig:
         _check_depth(self.depth)
         resolve_floor_method(self.floor, self.dtype)
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
-        object.__setattr__(self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ())
+        object.__setattr__(
+            self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ()
+        )
         metrics = tuple(check_metrics(self.metrics))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
         object.__setattr__(self, "metrics", metrics)
-        self.model_config(in_channels=1, out_channels=1, seed=self.seeds[0])  # validates names and sizes
+        self.model_config(
+            in_channels=1, out_channels=1, seed=self.seeds[0]
+        )  # validates names and sizes
 
     def model_config(self, in_channels: int, out_channels: int, seed: int) -> ModelConfig:
         return ModelConfig(
-            name=self.model, conv=self.conv, depth=self.depth, in_channels=in_channels, out_channels=out_channels,
-            hidden=self.hidden, heads=self.heads, seed=seed, ffn=self.ffn, norm=self.norm, pattern=self.pattern,
+            name=self.model,
+            conv=self.conv,
+            depth=self.depth,
+            in_channels=in_channels,
+            out_channels=out_channels,
+            hidden=self.hidden,
+            heads=self.heads,
+            seed=seed,
+            ffn=self.ffn,
+            norm=self.norm,
+            pattern=self.pattern,
             dtype=self.dtype,
         )
 
@@ -111,29 +130,56 @@ class AnalysisConfig:
         return asdict(self)
 
     @classmethod
-    def from_checkpoint(cls, path: str, *, model: str | None = None, depth: int | None = None, conv: str | None = None,
-                        dataset: str | None = None, hidden: int | None = None,
-                        heads: int | None = None, seeds: tuple[int, ...] | None = None,
-                        norm: str | None = None,
-                        pattern: str | None = None, **rest: Any) -> "AnalysisConfig":
+    def from_checkpoint(
+        cls,
+        path: str,
+        *,
+        model: str | None = None,
+        depth: int | None = None,
+        conv: str | None = None,
+        dataset: str | None = None,
+        hidden: int | None = None,
+        heads: int | None = None,
+        seeds: tuple[int, ...] | None = None,
+        norm: str | None = None,
+        pattern: str | None = None,
+        **rest: Any,
+    ) -> "AnalysisConfig":
         """The configuration of a trained checkpoint; explicitly given fields (not None) must
         agree with it: a different value is refused, never silently replaced."""
         trained, meta = load_checkpoint(path, map_location="cpu")
         cfg = trained.config
-        fixed = (("model", model, cfg.name), ("depth", depth, cfg.depth), ("conv", conv, cfg.conv),
-                 ("dataset", dataset, meta.get("dataset")), ("hidden", hidden, cfg.hidden),
-                 ("heads", heads, cfg.heads), ("norm", norm, cfg.norm),
-                 ("pattern", pattern, cfg.pattern),
-                 ("seeds", ",".join(map(str, seeds)) if seeds is not None else None, str(cfg.seed)))
+        fixed = (
+            ("model", model, cfg.name),
+            ("depth", depth, cfg.depth),
+            ("conv", conv, cfg.conv),
+            ("dataset", dataset, meta.get("dataset")),
+            ("hidden", hidden, cfg.hidden),
+            ("heads", heads, cfg.heads),
+            ("norm", norm, cfg.norm),
+            ("pattern", pattern, cfg.pattern),
+            ("seeds", ",".join(map(str, seeds)) if seeds is not None else None, str(cfg.seed)),
+        )
         for name, given, have in fixed:
             if given is not None and given != have:
                 raise CheckpointError(
                     f"{path}: the checkpoint has {name}={have!r} but --{name} {given} was given; "
                     f"drop --{name} or use a checkpoint trained with it"
                 )
-        return cls(model=cfg.name, depth=cfg.depth, conv=cfg.conv, dataset=meta.get("dataset", "cora"), hidden=cfg.hidden,
-                   heads=cfg.heads, seeds=(cfg.seed,), norm=cfg.norm, pattern=cfg.pattern, ffn=cfg.ffn,
-                   checkpoint=str(path), **rest)
+        return cls(
+            model=cfg.name,
+            depth=cfg.depth,
+            conv=cfg.conv,
+            dataset=meta.get("dataset", "cora"),
+            hidden=cfg.hidden,
+            heads=cfg.heads,
+            seeds=(cfg.seed,),
+            norm=cfg.norm,
+            pattern=cfg.pattern,
+            ffn=cfg.ffn,
+            checkpoint=str(path),
+            **rest,
+        )
 
 
 @dataclass
@@ -169,17 +215,28 @@ def _fit_record(fit: CurveFit) -> dict:
     return out
 
 
-def describe_curve(layers: ArrayLike, energies: ArrayLike, feature_norm: ArrayLike, relative: ArrayLike | None,
-                   cosine: ArrayLike | None, title: str | None = None,
-                   dtype: str = "float32") -> dict:
+def describe_curve(
+    layers: ArrayLike,
+    energies: ArrayLike,
+    feature_norm: ArrayLike,
+    relative: ArrayLike | None,
+    cosine: ArrayLike | None,
+    title: str | None = None,
+    dtype: str = "float32",
+) -> dict:
     """:func:`describe_frame` of one curve given as arrays (``feature_norm`` scalar or per
     layer)."""
     import pandas as pd
 
     layers = np.asarray(layers)
     norm = np.broadcast_to(np.asarray(feature_norm, dtype=np.float64), layers.shape)
-    frame = pd.DataFrame({"layer": layers, "feature_norm": norm,
-                          "laplacian_energy": np.asarray(energies, dtype=np.float64)})
+    frame = pd.DataFrame(
+        {
+            "layer": layers,
+            "feature_norm": norm,
+            "laplacian_energy": np.asarray(energies, dtype=np.float64),
+        }
+    )
     for name, values in (("relative_energy", relative), ("cosine_prev", cosine)):
         if values is not None:
             frame[name] = np.asarray(values, dtype=np.float64)
@@ -190,9 +247,15 @@ def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
     median relative energy and adjacent cosine, and ``at_floor`` when any seed is at the floor
     (for the columns present)."""
-    rules = {"laplacian_energy": geometric_mean, "feature_norm": "mean",
-             "relative_energy": "median", "cosine_prev": "median", "float_floor": "max",
-             "at_floor": "any", "float64_energy": geometric_mean}
+    rules = {
+        "laplacian_energy": geometric_mean,
+        "feature_norm": "mean",
+        "relative_energy": "median",
+        "cosine_prev": "median",
+        "float_floor": "max",
+        "at_floor": "any",
+        "float64_energy": geometric_mean,
+    }
     present = {c: (c, rule) for c, rule in rules.items() if c in frame}
     return frame.groupby("layer", sort=True).agg(**present).reset_index()
 
@@ -204,11 +267,15 @@ def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
         return np.where(frame["at_floor"].fillna(False).astype(bool).to_numpy(), np.inf, 0.0)
     if "float_floor" in frame:
         return frame["float_floor"].to_numpy(dtype=np.float64)
-    norm = frame["feature_norm"] if "feature_norm" in frame else np.full(len(frame), np.sqrt(hidden))
+    norm = (
+        frame["feature_norm"] if "feature_norm" in frame else np.full(len(frame), np.sqrt(hidden))
+    )
     return bound_floor(norm, dtype)
 
 
-def describe_frame(frame: pd.DataFrame, hidden: int, title: str | None = None, dtype: str = "float32") -> dict:
+def describe_frame(
+    frame: pd.DataFrame, hidden: int, title: str | None = None, dtype: str = "float32"
+) -> dict:
     """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) plus the
     full- and tail-window law fits of the seed-mean curve that the report tables and plots show.
 
@@ -238,8 +305,9 @@ def describe_frame(frame: pd.DataFrame, hidden: int, title: str | None = None, d
         "final_energy": found.final_energy,
         "float_floor": last_floor,
         "final_at_floor": found.final_at_floor,
-        "layers_at_floor": int(np.isinf(floor).sum()) if "at_floor" in mean else
-        int((energies < floor).sum()),
+        "layers_at_floor": int(np.isinf(floor).sum())
+        if "at_floor" in mean
+        else int((energies < floor).sum()),
         "float64_final_energy": f64,
         "dtype": dtype,
         "verdict": found.summary,
@@ -256,7 +324,9 @@ def _title(model: str, conv: str, depth: int, dataset: str) -> str:
     return f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
 
 
-def _trained_model(config: AnalysisConfig, data: Data, device: torch.device) -> tuple[DepthModel, dict]:
+def _trained_model(
+    config: AnalysisConfig, data: Data, device: torch.device
+) -> tuple[DepthModel, dict]:
     assert config.checkpoint is not None  # only called for a checkpoint run
     model, meta = load_checkpoint(config.checkpoint, map_location=device)
     if meta.get("num_features") not in (None, data.num_features):
@@ -302,7 +372,9 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             model, meta = _trained_model(config, data, device)
             model = model.to(resolve_dtype(config.dtype))
         else:
-            model = model_from_config(config.model_config(data.num_features, out_channels, seed), device)
+            model = model_from_config(
+                config.model_config(data.num_features, out_channels, seed), device
+            )
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
         probe = Probe(model, graph, metrics=config.metrics, similarity=keep_sim)
@@ -328,29 +400,42 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
                 _s[0] += 1
 
             mask = None
-            if config.checkpoint:  # trained: the accuracy drop on the test nodes of the training split
+            if (
+                config.checkpoint
+            ):  # trained: the accuracy drop on the test nodes of the training split
                 from oversmooth.data import split_masks
 
-                data.test_mask = split_masks(data, meta.get("split", "random"), seed=meta.get("split_seed", 0))["test_mask"]
+                data.test_mask = split_masks(
+                    data, meta.get("split", "random"), seed=meta.get("split_seed", 0)
+                )["test_mask"]
                 mask = "test_mask"
-            prune_frame = prune_sensitivity(model, data, list(config.prune), mask=mask, callback=tick)
+            prune_frame = prune_sensitivity(
+                model, data, list(config.prune), mask=mask, callback=tick
+            )
             step += len(config.prune)
             timings["prune_s"] = time.perf_counter() - t0
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
-        fits["per_seed"][str(seed)] = _public(describe_frame(frame, config.hidden,
-                                                             dtype=config.dtype))
+        fits["per_seed"][str(seed)] = _public(
+            describe_frame(frame, config.hidden, dtype=config.dtype)
+        )
     # the verdict pools the seeds (shared law, one intercept per seed)
-    title = _title(config.model, config.conv, config.depth, config.dataset) + (" (trained)" if config.checkpoint else "")
+    title = _title(config.model, config.conv, config.depth, config.dataset) + (
+        " (trained)" if config.checkpoint else ""
+    )
     desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
     verdict = desc["verdict"]
     fits["mean_over_seeds"] = _public(desc)
     fits["verdict"] = verdict
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
-        config={"command": "analyze", **config.to_dict(), "device_resolved": str(device),
-                "floor_method": floor_method},
+        config={
+            "command": "analyze",
+            **config.to_dict(),
+            "device_resolved": str(device),
+            "floor_method": floor_method,
+        },
         metrics=metrics,
         fits=fits,
         verdict=verdict,
@@ -391,7 +476,9 @@ class ComparisonConfig:
             raise ValueError("models, depths, datasets: expected at least one value each")
         for m in self.models:
             if m not in MODELS:
-                raise ValueError(f"models: expected names among {', '.join(MODELS)}, received {m!r}")
+                raise ValueError(
+                    f"models: expected names among {', '.join(MODELS)}, received {m!r}"
+                )
         for d in self.depths:
             _check_depth(d)
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
@@ -401,9 +488,21 @@ class ComparisonConfig:
 
     def analysis(self, model: str, depth: int, dataset: str) -> AnalysisConfig:
         return AnalysisConfig(
-            model=model, depth=depth, conv=self.conv, dataset=dataset, hidden=self.hidden, heads=self.heads,
-            seeds=self.seeds, device=self.device, similarity=False, norm=self.norm, pattern=self.pattern,
-            ffn=self.ffn, data_root=self.data_root, dtype=self.dtype, floor=self.floor,
+            model=model,
+            depth=depth,
+            conv=self.conv,
+            dataset=dataset,
+            hidden=self.hidden,
+            heads=self.heads,
+            seeds=self.seeds,
+            device=self.device,
+            similarity=False,
+            norm=self.norm,
+            pattern=self.pattern,
+            ffn=self.ffn,
+            data_root=self.data_root,
+            dtype=self.dtype,
+            floor=self.floor,
         )
 
     def to_dict(self) -> dict:
@@ -462,21 +561,45 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                 for seed in config.seeds:
                     if progress:
                         progress(f"{dataset} {model_name} depth {depth} seed {seed}", done, total)
-                    model = model_from_config(acfg.model_config(data.num_features, out_channels, seed), device)
-                    with torch.no_grad(), Probe(model, graph, metrics=acfg.metrics) as probe, \
-                            _floor_tracker(model, graph, floor_method, seed) as tracker:
+                    model = model_from_config(
+                        acfg.model_config(data.num_features, out_channels, seed), device
+                    )
+                    with (
+                        torch.no_grad(),
+                        Probe(model, graph, metrics=acfg.metrics) as probe,
+                        _floor_tracker(model, graph, floor_method, seed) as tracker,
+                    ):
                         model(x, edge_index, edge_weight=edge_weight)
                     floor = tracker.to_frame() if tracker else None
                     frame = add_floor_columns(probe.to_frame(), floor, config.dtype)
-                    for col, value in (("seed", seed), ("depth", depth), ("model", model_name), ("dataset", dataset)):
+                    for col, value in (
+                        ("seed", seed),
+                        ("depth", depth),
+                        ("model", model_name),
+                        ("dataset", dataset),
+                    ):
                         frame.insert(0, col, value)
                     frames.append(frame)
-                    rows.append({"dataset": dataset, "model": model_name, "depth": depth, "seed": seed,
-                                 "final_energy": float(frame["laplacian_energy"].iloc[-1]),
-                                 "final_at_floor": bool(frame["at_floor"].iloc[-1])})
+                    rows.append(
+                        {
+                            "dataset": dataset,
+                            "model": model_name,
+                            "depth": depth,
+                            "seed": seed,
+                            "final_energy": float(frame["laplacian_energy"].iloc[-1]),
+                            "final_at_floor": bool(frame["at_floor"].iloc[-1]),
+                        }
+                    )
                     done += 1
-            deepest = pd.concat([f for f in frames if f["model"].iloc[0] == model_name and f["dataset"].iloc[0] == dataset
-                                 and f["depth"].iloc[0] == config.depths[-1]])
+            deepest = pd.concat(
+                [
+                    f
+                    for f in frames
+                    if f["model"].iloc[0] == model_name
+                    and f["dataset"].iloc[0] == dataset
+                    and f["depth"].iloc[0] == config.depths[-1]
+                ]
+            )
             title = _title(model_name, config.conv, config.depths[-1], dataset)
             desc = describe_frame(deepest, config.hidden, title=title, dtype=config.dtype)
             verdict = desc["verdict"]
@@ -487,8 +610,12 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame(rows)
     return ComparisonResult(
-        config={"command": "compare", **config.to_dict(), "device_resolved": str(device),
-                "floor_method": floor_method},
+        config={
+            "command": "compare",
+            **config.to_dict(),
+            "device_resolved": str(device),
+            "floor_method": floor_method,
+        },
         metrics=metrics,
         summary=summary,
         table=summary_table(summary),

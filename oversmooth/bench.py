@@ -36,7 +36,15 @@ if TYPE_CHECKING:
 
     from torch_geometric.data import Data
 
-__all__ = ["run_bench", "Timer", "probe_overhead", "metric_kernels", "scaling_depth", "scaling_size", "end_to_end"]
+__all__ = [
+    "run_bench",
+    "Timer",
+    "probe_overhead",
+    "metric_kernels",
+    "scaling_depth",
+    "scaling_size",
+    "end_to_end",
+]
 
 
 class Timer:
@@ -73,7 +81,9 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
 
     data = load("cora")
     x, ei = data.x.to(device), data.edge_index.to(device)
-    model = build_model("postln", depth=depth, in_channels=data.num_features, out_channels=7, device=device)
+    model = build_model(
+        "postln", depth=depth, in_channels=data.num_features, out_channels=7, device=device
+    )
     graph = GraphOperator(ei, num_nodes=data.num_nodes)
     timer = Timer(device)
 
@@ -92,8 +102,17 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
         bare_t.append(timer.once(bare))
         probed_t.append(timer.once(probed))
     b, p = statistics.median(bare_t), statistics.median(probed_t)
-    return {"depth": depth, "bare_s": b, "probed_s": p, "ratio": p / b, "target": 1.3, "met": p / b <= 1.3,
-            "repeats": repeats, "bare_all": bare_t, "probed_all": probed_t}
+    return {
+        "depth": depth,
+        "bare_s": b,
+        "probed_s": p,
+        "ratio": p / b,
+        "target": 1.3,
+        "met": p / b <= 1.3,
+        "repeats": repeats,
+        "bare_all": bare_t,
+        "probed_all": probed_t,
+    }
 
 
 def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> dict:
@@ -109,8 +128,14 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
     timer = Timer(device)
     runs = {}
     for dtype, method in (("float32", "shadow"), ("float64", "twin")):
-        model = build_model("postln", depth=depth, in_channels=data.num_features, out_channels=7,
-                            device=device, dtype=dtype)
+        model = build_model(
+            "postln",
+            depth=depth,
+            in_channels=data.num_features,
+            out_channels=7,
+            device=device,
+            dtype=dtype,
+        )
         x = data.x.to(device, model.decoder.weight.dtype)
 
         def bare(model=model, x=x):
@@ -131,9 +156,14 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
         for name, fn in runs.items():
             times[name].append(timer.once(fn))
     med = {name: statistics.median(t) for name, t in times.items()}
-    return {"depth": depth, "repeats": repeats, **{f"{k}_s": v for k, v in med.items()},
-            "forward_ratio": med["float64_bare"] / med["float32_bare"],
-            "analysis_ratio": med["float64_twin"] / med["float32_shadow"], "all": times}
+    return {
+        "depth": depth,
+        "repeats": repeats,
+        **{f"{k}_s": v for k, v in med.items()},
+        "forward_ratio": med["float64_bare"] / med["float32_bare"],
+        "analysis_ratio": med["float64_twin"] / med["float32_shadow"],
+        "all": times,
+    }
 
 
 # ----------------------------------------------------------------------------- 2. metric kernels
@@ -172,7 +202,9 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
     return per[deg > 0].mean()
 
 
-def metric_kernels(device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000) -> list[dict]:
+def metric_kernels(
+    device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000
+) -> list[dict]:
     """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n implementation."""
     from oversmooth import GraphOperator, dirichlet_energy, mean_average_distance
 
@@ -190,29 +222,58 @@ def metric_kernels(device: torch.device, graphs: list[tuple[str, Data]], repeats
         neighbours = np.split(src[order], splits)
         xn = x.numpy()
         for metric, ours, loop, dense in (
-            ("dirichlet_energy", lambda: dirichlet_energy(xd, g), lambda: _loop_dirichlet(xn, neighbours), _dense_dirichlet),
-            ("mad", lambda: mean_average_distance(xd, g), lambda: _loop_mad(xn, neighbours), _dense_mad),
+            (
+                "dirichlet_energy",
+                lambda: dirichlet_energy(xd, g),
+                lambda: _loop_dirichlet(xn, neighbours),
+                _dense_dirichlet,
+            ),
+            (
+                "mad",
+                lambda: mean_average_distance(xd, g),
+                lambda: _loop_mad(xn, neighbours),
+                _dense_mad,
+            ),
         ):
             t_ours = timer.median(ours, repeats)
             value = float(ours())
             t0 = time.perf_counter()
             loop_value = loop()
             t_loop = time.perf_counter() - t0  # one run: it is the slow one
-            row = {"graph": name, "nodes": n, "edges": int(data.edge_index.size(1)), "metric": metric,
-                   "oversmooth_s": t_ours, "loop_s": t_loop, "loop_speedup": t_loop / t_ours,
-                   "loop_rel_diff": abs(loop_value - value) / max(abs(value), 1e-300)}
+            row = {
+                "graph": name,
+                "nodes": n,
+                "edges": int(data.edge_index.size(1)),
+                "metric": metric,
+                "oversmooth_s": t_ours,
+                "loop_s": t_loop,
+                "loop_speedup": t_loop / t_ours,
+                "loop_rel_diff": abs(loop_value - value) / max(abs(value), 1e-300),
+            }
             if n <= dense_limit:
                 adj = torch.zeros(n, n, dtype=torch.float64, device=device)
                 adj[data.edge_index[1].to(device), data.edge_index[0].to(device)] = 1.0
                 t_dense = timer.median(lambda: dense(xd, adj), repeats)
                 dense_value = float(dense(xd, adj))
-                row.update({"dense_s": t_dense, "dense_speedup": t_dense / t_ours,
-                            "dense_rel_diff": abs(dense_value - value) / max(abs(value), 1e-300), "dense_note": ""})
+                row.update(
+                    {
+                        "dense_s": t_dense,
+                        "dense_speedup": t_dense / t_ours,
+                        "dense_rel_diff": abs(dense_value - value) / max(abs(value), 1e-300),
+                        "dense_note": "",
+                    }
+                )
                 del adj
             else:
                 gib = n * n * 8 / 2**30
-                row.update({"dense_s": math.nan, "dense_speedup": math.nan, "dense_rel_diff": math.nan,
-                            "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB"})
+                row.update(
+                    {
+                        "dense_s": math.nan,
+                        "dense_speedup": math.nan,
+                        "dense_rel_diff": math.nan,
+                        "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB",
+                    }
+                )
             rows.append(row)
     return rows
 
@@ -228,17 +289,31 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
-def _measure_child(kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue) -> None:
+def _measure_child(
+    kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue
+) -> None:
     """Runs in a fresh process: build, reset the peak counter, time one probed forward."""
     try:
-        torch.set_num_threads(int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads())))
+        torch.set_num_threads(
+            int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads()))
+        )
         from oversmooth import GraphOperator, Probe, build_model
         from oversmooth.data import csbm, load
 
         dev = torch.device(device)
-        data = load("cora") if kind == "depth" else csbm(n=value, degree=10, classes=5, features=32, seed=0)
+        data = (
+            load("cora")
+            if kind == "depth"
+            else csbm(n=value, degree=10, classes=5, features=32, seed=0)
+        )
         layers = value if kind == "depth" else depth
-        model = build_model("postln", depth=layers, in_channels=data.num_features, out_channels=int(data.y.max()) + 1, device=dev)
+        model = build_model(
+            "postln",
+            depth=layers,
+            in_channels=data.num_features,
+            out_channels=int(data.y.max()) + 1,
+            device=dev,
+        )
         x, ei = data.x.to(dev), data.edge_index.to(dev)
         graph = GraphOperator(ei, num_nodes=data.num_nodes)
 
@@ -272,7 +347,13 @@ def _measure_child(kind: str, value: int, depth: int, similarity: bool, device: 
             torch.cuda.reset_peak_memory_stats(dev)
             base = torch.cuda.memory_allocated(dev)
             seconds = Timer(dev).once(run)
-            queue.put({"seconds": seconds, "peak_mib": (torch.cuda.max_memory_allocated(dev) - base) / 2**20, "peak_reset": True})
+            queue.put(
+                {
+                    "seconds": seconds,
+                    "peak_mib": (torch.cuda.max_memory_allocated(dev) - base) / 2**20,
+                    "peak_reset": True,
+                }
+            )
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
@@ -287,10 +368,19 @@ def _mmap_threshold(size: int) -> bool:
         return False
 
 
-def _isolated(kind: str, value: int, depth: int, similarity: bool, device: torch.device, timeout: float = 600.0) -> dict:
+def _isolated(
+    kind: str,
+    value: int,
+    depth: int,
+    similarity: bool,
+    device: torch.device,
+    timeout: float = 600.0,
+) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_measure_child, args=(kind, value, depth, similarity, str(device), queue))
+    proc = ctx.Process(
+        target=_measure_child, args=(kind, value, depth, similarity, str(device), queue)
+    )
     proc.start()
     try:
         result = queue.get(timeout=timeout)
@@ -310,17 +400,21 @@ def _exponent(xs: ArrayLike, ys: ArrayLike) -> float:
     return fit_power_law(xs[keep], ys[keep]).exponent if keep.sum() >= 2 else math.nan
 
 
-def scaling_depth(device: torch.device, depths: list[int], similarity_too: bool = True) -> list[dict]:
+def scaling_depth(
+    device: torch.device, depths: list[int], similarity_too: bool = True
+) -> list[dict]:
     rows = []
     for depth in depths:
-        for sim in ([False, True] if similarity_too else [False]):
+        for sim in [False, True] if similarity_too else [False]:
             r = _isolated("depth", depth, depth, sim, device)
             rows.append({"depth": depth, "similarity": sim, **r})
     return rows
 
 
 def scaling_size(device: torch.device, sizes: list[int], depth: int = 4) -> list[dict]:
-    return [{"nodes": n, "depth": depth, **_isolated("size", n, depth, False, device)} for n in sizes]
+    return [
+        {"nodes": n, "depth": depth, **_isolated("size", n, depth, False, device)} for n in sizes
+    ]
 
 
 # ----------------------------------------------------------------------------- 4. end to end
@@ -331,16 +425,37 @@ def end_to_end(repeats: int = 1) -> dict:
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
-            cmd = [sys.executable, "-m", "oversmooth.cli.main", "analyze", "--model", "postln", "--depth", "256",
-                   "--out", str(Path(tmp) / f"r{i}"), "--quiet", "--device", "cpu"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "oversmooth.cli.main",
+                "analyze",
+                "--model",
+                "postln",
+                "--depth",
+                "256",
+                "--out",
+                str(Path(tmp) / f"r{i}"),
+                "--quiet",
+                "--device",
+                "cpu",
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             times.append(time.perf_counter() - t0)
             if proc.returncode != 0:
-                return {"command": "oversmooth analyze --model postln --depth 256", "error": proc.stderr.strip()[-300:]}
+                return {
+                    "command": "oversmooth analyze --model postln --depth 256",
+                    "error": proc.stderr.strip()[-300:],
+                }
             verdict = proc.stdout.splitlines()[0] if proc.stdout else ""
-    return {"command": "oversmooth analyze --model postln --depth 256", "seconds": statistics.median(times),
-            "repeats": repeats, "verdict": verdict, "target_s": 60.0}
+    return {
+        "command": "oversmooth analyze --model postln --depth 256",
+        "seconds": statistics.median(times),
+        "repeats": repeats,
+        "verdict": verdict,
+        "target_s": 60.0,
+    }
 
 
 # ----------------------------------------------------------------------------- driver
@@ -353,14 +468,22 @@ def machine(device: torch.device) -> dict:
     env["cpu_count"] = os.cpu_count()
     try:
         with open("/proc/cpuinfo") as fh:
-            env["cpu_model"] = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+            env["cpu_model"] = next(
+                (line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), ""
+            )
     except OSError:
         env["cpu_model"] = platform.processor()
     return env
 
 
-def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = False, device: str = "auto",
-              progress: Callable[[str], None] | None = None, overwrite: bool = False) -> dict:
+def run_bench(
+    out: str | os.PathLike = "reports/benchmarks",
+    *,
+    quick: bool = False,
+    device: str = "auto",
+    progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Run every benchmark, write ``out`` (report.md, CSVs, plots) and return the results.
 
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
@@ -380,7 +503,13 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
     say("float64 against float32 (Post-LN SAN on Cora)")
     results["precision"] = precision_cost(dev, 64 if quick else 256, repeats=2 if quick else 5)
     say("metric kernels")
-    graphs = [("cora", load("cora")), ("csbm-20k" if quick else "csbm-100k", csbm(n=20_000 if quick else 100_000, degree=10, classes=5, seed=0))]
+    graphs = [
+        ("cora", load("cora")),
+        (
+            "csbm-20k" if quick else "csbm-100k",
+            csbm(n=20_000 if quick else 100_000, degree=10, classes=5, seed=0),
+        ),
+    ]
     results["kernels"] = metric_kernels(dev, graphs, repeats=3)
     depths = [8, 32, 64, 128] if quick else [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     say("scaling in depth")
@@ -392,18 +521,36 @@ def run_bench(out: str | os.PathLike = "reports/benchmarks", *, quick: bool = Fa
         say("end to end (the README's main command)")
         results["end_to_end"] = end_to_end()
     depth_rows = [r for r in results["depth"] if not r["similarity"] and "error" not in r]
-    results["depth_exponent"] = _exponent([r["depth"] for r in depth_rows if r["depth"] >= 32], [r["seconds"] for r in depth_rows if r["depth"] >= 32])
+    results["depth_exponent"] = _exponent(
+        [r["depth"] for r in depth_rows if r["depth"] >= 32],
+        [r["seconds"] for r in depth_rows if r["depth"] >= 32],
+    )
     size_rows = [r for r in results["size"] if "error" not in r]
-    results["size_exponent"] = _exponent([r["nodes"] for r in size_rows if r["nodes"] >= 10_000], [r["seconds"] for r in size_rows if r["nodes"] >= 10_000])
+    results["size_exponent"] = _exponent(
+        [r["nodes"] for r in size_rows if r["nodes"] >= 10_000],
+        [r["seconds"] for r in size_rows if r["nodes"] >= 10_000],
+    )
     mems = [r["peak_mib"] for r in depth_rows if r["depth"] >= 32]
     results["depth_memory_ratio"] = (max(mems) / max(min(mems), 1e-9)) if mems else math.nan
     results["seconds"] = time.perf_counter() - started
     with atomic_folder(Path(out), overwrite=overwrite) as tmp:
         po = results["probe_overhead"]
-        pd.DataFrame({"repeat": range(len(po["bare_all"])), "bare_s": po["bare_all"], "probed_s": po["probed_all"]}).to_csv(tmp / "probe_overhead.csv", index=False)
-        pd.DataFrame(results["kernels"]).to_csv(tmp / "kernels.csv", index=False, float_format="%.6g")
-        pd.DataFrame(results["depth"]).to_csv(tmp / "scaling_depth.csv", index=False, float_format="%.6g")
-        pd.DataFrame(results["size"]).to_csv(tmp / "scaling_size.csv", index=False, float_format="%.6g")
+        pd.DataFrame(
+            {
+                "repeat": range(len(po["bare_all"])),
+                "bare_s": po["bare_all"],
+                "probed_s": po["probed_all"],
+            }
+        ).to_csv(tmp / "probe_overhead.csv", index=False)
+        pd.DataFrame(results["kernels"]).to_csv(
+            tmp / "kernels.csv", index=False, float_format="%.6g"
+        )
+        pd.DataFrame(results["depth"]).to_csv(
+            tmp / "scaling_depth.csv", index=False, float_format="%.6g"
+        )
+        pd.DataFrame(results["size"]).to_csv(
+            tmp / "scaling_size.csv", index=False, float_format="%.6g"
+        )
         write_json(tmp / "results.json", results)
         _plots(tmp, results)
         (tmp / "report.md").write_text(_markdown(results))
@@ -420,7 +567,12 @@ def _plots(folder: Path, results: dict) -> None:
         if rows:
             label = "with similarity matrix" if sim else "default metrics"
             ax_t.plot([r["depth"] for r in rows], [r["seconds"] for r in rows], "o-", label=label)
-            ax_m.plot([r["depth"] for r in rows], [max(r["peak_mib"], 0.1) for r in rows], "o-", label=label)
+            ax_m.plot(
+                [r["depth"] for r in rows],
+                [max(r["peak_mib"], 0.1) for r in rows],
+                "o-",
+                label=label,
+            )
     for ax, label in ((ax_t, "seconds per probed forward"), (ax_m, "extra peak memory (MiB)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -472,42 +624,86 @@ def _markdown(r: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k in r["kernels"]:
-        dense = (f"{k['dense_s'] * 1e3:.1f} ms | {k['dense_speedup']:.0f}x | {k['dense_rel_diff']:.1e}" if not k["dense_note"]
-                 else f"{k['dense_note']} | | ")
-        lines.append(f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | {k['oversmooth_s'] * 1e3:.2f} ms | "
-                     f"{k['loop_s'] * 1e3:.0f} ms | {k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |")
-    lines += ["", "## 3. Scaling", "",
-              f"Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of encoder and decoder no longer dominates): fitted exponent **{r['depth_exponent']:.2f}** "
-              f"(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off varies by a factor "
-              f"{r['depth_memory_ratio']:.2f} between the smallest and the largest (1 means independent of depth).", "",
-              "| depth | similarity | seconds | extra peak MiB |", "|---|---|---|---|"]
+        dense = (
+            f"{k['dense_s'] * 1e3:.1f} ms | {k['dense_speedup']:.0f}x | {k['dense_rel_diff']:.1e}"
+            if not k["dense_note"]
+            else f"{k['dense_note']} | | "
+        )
+        lines.append(
+            f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | {k['oversmooth_s'] * 1e3:.2f} ms | "
+            f"{k['loop_s'] * 1e3:.0f} ms | {k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |"
+        )
+    lines += [
+        "",
+        "## 3. Scaling",
+        "",
+        f"Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of encoder and decoder no longer dominates): fitted exponent **{r['depth_exponent']:.2f}** "
+        f"(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off varies by a factor "
+        f"{r['depth_memory_ratio']:.2f} between the smallest and the largest (1 means independent of depth).",
+        "",
+        "| depth | similarity | seconds | extra peak MiB |",
+        "|---|---|---|---|",
+    ]
     for d in r["depth"]:
-        lines.append(f"| {d['depth']} | {'on' if d['similarity'] else 'off'} | " +
-                     (f"{d['seconds']:.3f} | {d['peak_mib']:.1f} |" if "error" not in d else f"error: {d['error']} | |"))
-    lines += ["", f"Time per probed forward (depth 4) against graph size (CSBM, average degree 10, n >= 10^4): fitted exponent "
-              f"**{r['size_exponent']:.2f}** (target [0.9, 1.15]).", "", "| nodes | seconds | extra peak MiB |", "|---|---|---|"]
+        lines.append(
+            f"| {d['depth']} | {'on' if d['similarity'] else 'off'} | "
+            + (
+                f"{d['seconds']:.3f} | {d['peak_mib']:.1f} |"
+                if "error" not in d
+                else f"error: {d['error']} | |"
+            )
+        )
+    lines += [
+        "",
+        f"Time per probed forward (depth 4) against graph size (CSBM, average degree 10, n >= 10^4): fitted exponent "
+        f"**{r['size_exponent']:.2f}** (target [0.9, 1.15]).",
+        "",
+        "| nodes | seconds | extra peak MiB |",
+        "|---|---|---|",
+    ]
     for s in r["size"]:
-        lines.append(f"| {s['nodes']:,} | " + (f"{s['seconds']:.3f} | {s['peak_mib']:.1f} |" if "error" not in s else f"error: {s['error']} | |"))
-    lines += ["", "![scaling in depth](scaling_depth.png)", "", "![scaling in graph size](scaling_size.png)", ""]
+        lines.append(
+            f"| {s['nodes']:,} | "
+            + (
+                f"{s['seconds']:.3f} | {s['peak_mib']:.1f} |"
+                if "error" not in s
+                else f"error: {s['error']} | |"
+            )
+        )
+    lines += [
+        "",
+        "![scaling in depth](scaling_depth.png)",
+        "",
+        "![scaling in graph size](scaling_size.png)",
+        "",
+    ]
     if "precision" in r:
         p = r["precision"]
-        lines += ["## Precision: float64 against float32", "",
-                  f"Depth-{p['depth']} Post-LN SAN on Cora, {p['repeats']} interleaved repeats. "
-                  "Analysis: probed forward plus the float-floor estimate of `oversmooth analyze` "
-                  "(float32: a float64 shadow; float64, the default: a float64 twin).", "",
-                  "| | float32 | float64 | ratio |", "|---|---|---|---|",
-                  f"| bare forward | {p['float32_bare_s']:.3f} s | {p['float64_bare_s']:.3f} s | "
-                  f"**{p['forward_ratio']:.2f}x** |",
-                  f"| analysis (probe + floor) | {p['float32_shadow_s']:.3f} s | "
-                  f"{p['float64_twin_s']:.3f} s | "
-                  f"**{p['analysis_ratio']:.2f}x** |", ""]
+        lines += [
+            "## Precision: float64 against float32",
+            "",
+            f"Depth-{p['depth']} Post-LN SAN on Cora, {p['repeats']} interleaved repeats. "
+            "Analysis: probed forward plus the float-floor estimate of `oversmooth analyze` "
+            "(float32: a float64 shadow; float64, the default: a float64 twin).",
+            "",
+            "| | float32 | float64 | ratio |",
+            "|---|---|---|---|",
+            f"| bare forward | {p['float32_bare_s']:.3f} s | {p['float64_bare_s']:.3f} s | "
+            f"**{p['forward_ratio']:.2f}x** |",
+            f"| analysis (probe + floor) | {p['float32_shadow_s']:.3f} s | "
+            f"{p['float64_twin_s']:.3f} s | "
+            f"**{p['analysis_ratio']:.2f}x** |",
+            "",
+        ]
     if "end_to_end" in r:
         e = r["end_to_end"]
         lines += ["## 4. End to end", ""]
         if "error" in e:
             lines.append(f"`{e['command']}` failed: {e['error']}")
         else:
-            lines.append(f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, similarity, figures, report): "
-                         f"**{e['seconds']:.1f} s** (target < 60 s). It printed: {e['verdict']}")
+            lines.append(
+                f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, similarity, figures, report): "
+                f"**{e['seconds']:.1f} s** (target < 60 s). It printed: {e['verdict']}"
+            )
         lines.append("")
     return "\n".join(lines)

@@ -31,9 +31,16 @@ def _atomic_save(obj: object, path: Path) -> None:
 
 def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
     """Weights plus the model config and ``meta`` (dataset, split, accuracies...), atomically."""
-    _atomic_save({"format": FORMAT, "version": FORMAT_VERSION,
-                  "model_config": model.config.to_dict(), "state_dict": model.state_dict(),
-                  "meta": meta}, Path(path))
+    _atomic_save(
+        {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "model_config": model.config.to_dict(),
+            "state_dict": model.state_dict(),
+            "meta": meta,
+        },
+        Path(path),
+    )
 
 
 CHECKPOINT_KEYS = {
@@ -42,7 +49,9 @@ CHECKPOINT_KEYS = {
 }
 
 
-def _read(path: Path, map_location: str | torch.device | None, required: dict[str, str] = CHECKPOINT_KEYS) -> dict:
+def _read(
+    path: Path, map_location: str | torch.device | None, required: dict[str, str] = CHECKPOINT_KEYS
+) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:
@@ -53,11 +62,15 @@ def _read(path: Path, map_location: str | torch.device | None, required: dict[st
             "corrupted, truncated, or not a weights-only torch file); retrain or restore it"
         ) from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an oversmooth checkpoint (no '{FORMAT}' marker); "
-                              "train one with `oversmooth train`")
+        raise CheckpointError(
+            f"{path}: not an oversmooth checkpoint (no '{FORMAT}' marker); "
+            "train one with `oversmooth train`"
+        )
     if obj.get("version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {obj.get('version')} is not "
-                              f"supported (expected {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"{path}: checkpoint format version {obj.get('version')} is not "
+            f"supported (expected {FORMAT_VERSION})"
+        )
     for key, what in required.items():
         if key not in obj:
             raise CheckpointError(
@@ -73,8 +86,11 @@ def _read(path: Path, map_location: str | torch.device | None, required: dict[st
     return obj
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = None,
-                    expect: dict | None = None) -> tuple[DepthModel, dict]:
+def load_checkpoint(
+    path: str | os.PathLike,
+    map_location: str | torch.device | None = None,
+    expect: dict | None = None,
+) -> tuple[DepthModel, dict]:
     """Rebuild the model of a checkpoint and load its weights.
 
     Args:
@@ -93,8 +109,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         field = "name" if key == "model" else key
         have = meta.get("dataset") if key == "dataset" else config_dict.get(field)
         if wanted is not None and have != wanted:
-            raise CheckpointError(f"{path}: checkpoint has {key}={have!r} but {key}={wanted!r} "
-                                  "was asked for; drop the option or use a matching checkpoint")
+            raise CheckpointError(
+                f"{path}: checkpoint has {key}={have!r} but {key}={wanted!r} "
+                "was asked for; drop the option or use a matching checkpoint"
+            )
     try:
         config = ModelConfig(**config_dict)
     except (TypeError, ValueError) as exc:
@@ -104,7 +122,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"{path}: weights do not match the architecture in the "
-                              f"checkpoint ({first[:160]})") from None
+        raise CheckpointError(
+            f"{path}: weights do not match the architecture in the checkpoint ({first[:160]})"
+        ) from None
     model.eval()
     return model, meta

@@ -68,23 +68,42 @@ class DatasetInfo:
 DATASETS: dict[str, DatasetInfo] = {
     info.name: info
     for info in [
-        DatasetInfo("cora", "embedded", "Cora citation graph, 2708 nodes, 7 classes (shipped, offline)"),
-        DatasetInfo("citeseer", "embedded", "CiteSeer citation graph, 3327 nodes, 6 classes (shipped, offline)"),
-        DatasetInfo("pubmed", "pyg", "PubMed citation graph, 19717 nodes, 3 classes (Planetoid download)"),
+        DatasetInfo(
+            "cora", "embedded", "Cora citation graph, 2708 nodes, 7 classes (shipped, offline)"
+        ),
+        DatasetInfo(
+            "citeseer",
+            "embedded",
+            "CiteSeer citation graph, 3327 nodes, 6 classes (shipped, offline)",
+        ),
+        DatasetInfo(
+            "pubmed", "pyg", "PubMed citation graph, 19717 nodes, 3 classes (Planetoid download)"
+        ),
         DatasetInfo("cs", "pyg", "Coauthor CS, 18333 nodes, 15 classes (download)"),
         DatasetInfo("physics", "pyg", "Coauthor Physics, 34493 nodes, 5 classes (download)"),
-        DatasetInfo("computers", "pyg", "Amazon Computers co-purchase graph, 13752 nodes (download)"),
+        DatasetInfo(
+            "computers", "pyg", "Amazon Computers co-purchase graph, 13752 nodes (download)"
+        ),
         DatasetInfo("photo", "pyg", "Amazon Photo co-purchase graph, 7650 nodes (download)"),
-        DatasetInfo("csbm", "synthetic", "contextual SBM: n, classes, degree, homophily, signal, features, seed"),
+        DatasetInfo(
+            "csbm",
+            "synthetic",
+            "contextual SBM: n, classes, degree, homophily, signal, features, seed",
+        ),
         DatasetInfo("ring", "synthetic", "cycle graph: n, features, seed"),
         DatasetInfo("grid", "synthetic", "2-D lattice: rows, cols, features, seed"),
         DatasetInfo("complete", "synthetic", "complete graph: n, features, seed"),
-        DatasetInfo("karate", "synthetic", "Zachary's karate club, 34 nodes, 2 classes, one-hot features"),
+        DatasetInfo(
+            "karate", "synthetic", "Zachary's karate club, 34 nodes, 2 classes, one-hot features"
+        ),
     ]
 }
 
+
 def _planetoid_files(name: str) -> list[str]:
-    return [f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+    return [
+        f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+    ]
 
 
 # name -> (PyG loader class name, its `name` argument, raw files PyG expects)
@@ -133,7 +152,12 @@ def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high is not None and value > high):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < low
+        or (high is not None and value > high)
+    ):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name}: expected an integer {bound}, received {value!r}")
     return int(value)
@@ -196,7 +220,11 @@ def _load_pyg(name: str, data_root: Path | None) -> Data:
         cls_name, pyg_name, _ = _PYG[name]
         cls = getattr(pyg_datasets, cls_name)
     # folders PyG may create before a failed download; removed again if left empty
-    created = [p for p in (root, root / pyg_name, root / pyg_name / "raw", root / pyg_name / "processed") if not p.exists()]
+    created = [
+        p
+        for p in (root, root / pyg_name, root / pyg_name / "raw", root / pyg_name / "processed")
+        if not p.exists()
+    ]
     try:
         dataset = cls(root=str(root), name=pyg_name)
     except (OSError, ValueError, RuntimeError) as exc:  # URLError is an OSError
@@ -247,7 +275,11 @@ def csbm(
     offsets = torch.cumsum(counts, 0) - counts
     src = torch.randint(0, n, (m,), generator=gen)
     same = torch.rand(m, generator=gen) < homophily
-    shift = torch.randint(1, max(classes, 2), (m,), generator=gen) if classes > 1 else torch.zeros(m, dtype=torch.long)
+    shift = (
+        torch.randint(1, max(classes, 2), (m,), generator=gen)
+        if classes > 1
+        else torch.zeros(m, dtype=torch.long)
+    )
     target_class = torch.where(same | (classes == 1), y[src], (y[src] + shift) % classes)
     pick = (torch.rand(m, generator=gen) * counts[target_class]).long()
     dst = order[offsets[target_class] + pick]
@@ -277,11 +309,16 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> D
     _check_size(f"grid:rows={rows},cols={cols},features={features}", n, 4 * n, features)
     idx = torch.arange(rows * cols).view(rows, cols)
     pairs = torch.cat(
-        [torch.stack([idx[:, :-1].flatten(), idx[:, 1:].flatten()], 0), torch.stack([idx[:-1].flatten(), idx[1:].flatten()], 0)],
+        [
+            torch.stack([idx[:, :-1].flatten(), idx[:, 1:].flatten()], 0),
+            torch.stack([idx[:-1].flatten(), idx[1:].flatten()], 0),
+        ],
         dim=1,
     )
     n = rows * cols
-    return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(pairs, n), None, "grid")
+    return _data(
+        _features(n, _check_int("features", features, 1), gen), _symmetric(pairs, n), None, "grid"
+    )
 
 
 def complete(n: int = 10, features: int = 16, seed: int = 0) -> Data:
@@ -291,7 +328,12 @@ def complete(n: int = 10, features: int = 16, seed: int = 0) -> Data:
     features = _check_int("features", features, 1)
     _check_size(f"complete:n={n},features={features}", n, n * (n - 1), features)
     i, j = torch.triu_indices(n, n, offset=1)
-    return _data(_features(n, _check_int("features", features, 1), gen), _symmetric(torch.stack([i, j]), n), None, "complete")
+    return _data(
+        _features(n, _check_int("features", features, 1), gen),
+        _symmetric(torch.stack([i, j]), n),
+        None,
+        "complete",
+    )
 
 
 def karate() -> Data:
@@ -300,12 +342,20 @@ def karate() -> Data:
 
     g = nx.karate_club_graph()
     pairs = torch.tensor(list(g.edges()), dtype=torch.long).t()
-    y = torch.tensor([0 if g.nodes[v]["club"] == "Mr. Hi" else 1 for v in range(g.number_of_nodes())])
+    y = torch.tensor(
+        [0 if g.nodes[v]["club"] == "Mr. Hi" else 1 for v in range(g.number_of_nodes())]
+    )
     n = g.number_of_nodes()
     return _data(torch.eye(n), _symmetric(pairs, n), y, "karate")
 
 
-_SYNTHETIC: dict[str, Callable] = {"csbm": csbm, "ring": ring, "grid": grid, "complete": complete, "karate": karate}
+_SYNTHETIC: dict[str, Callable] = {
+    "csbm": csbm,
+    "ring": ring,
+    "grid": grid,
+    "complete": complete,
+    "karate": karate,
+}
 
 
 def _parse_params(name: str, text: str) -> dict:
@@ -327,7 +377,9 @@ def _parse_params(name: str, text: str) -> dict:
         try:
             number = float(value)
         except ValueError:
-            raise ValueError(f"dataset {name}: parameter {key} must be a number, received {value!r}") from None
+            raise ValueError(
+                f"dataset {name}: parameter {key} must be a number, received {value!r}"
+            ) from None
         if isinstance(signature[key].default, int) and number.is_integer():
             params[key] = int(number)
         else:
@@ -343,7 +395,15 @@ def _load_pt(path: Path) -> Data:
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import BaseStorage, EdgeStorage, GlobalStorage, NodeStorage
 
-    safe = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage, BaseStorage]
+    safe = [
+        Data,
+        DataEdgeAttr,
+        DataTensorAttr,
+        GlobalStorage,
+        NodeStorage,
+        EdgeStorage,
+        BaseStorage,
+    ]
     try:
         with torch.serialization.safe_globals(safe):
             obj = torch.load(path, map_location="cpu", weights_only=True)
@@ -355,10 +415,14 @@ def _load_pt(path: Path) -> Data:
         ) from None
     if isinstance(obj, dict):
         if "edge_index" not in obj:
-            raise ValueError(f"{path}: expected a dict with keys x, edge_index[, y], received keys {sorted(obj)}")
+            raise ValueError(
+                f"{path}: expected a dict with keys x, edge_index[, y], received keys {sorted(obj)}"
+            )
         obj = Data(**obj)
     if not isinstance(obj, Data) or obj.edge_index is None:
-        raise ValueError(f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}")
+        raise ValueError(
+            f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}"
+        )
     for key in ("x", "edge_index", "y"):
         value = getattr(obj, key, None)
         if value is not None and not isinstance(value, Tensor):
@@ -385,8 +449,9 @@ def _load_pt(path: Path) -> Data:
     elif obj.x.dtype not in (torch.float32, torch.float64):
         # integer/bool (bag-of-words counts, one-hot) and half-precision features are common in
         # saved PyG datasets; the models and metrics need float, so convert (exactly, for counts)
-        warnings.warn(f"{path}: features have dtype {obj.x.dtype}; converted to float32",
-                      stacklevel=2)
+        warnings.warn(
+            f"{path}: features have dtype {obj.x.dtype}; converted to float32", stacklevel=2
+        )
         obj.x = obj.x.to(torch.float32)
     _validate_user_graph(
         path, obj.edge_index, n, obj.x, getattr(obj, "y", None), getattr(obj, "edge_weight", None)
@@ -416,13 +481,19 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
             except ValueError:
                 if lineno == 1 and not rows:
                     continue  # header
-                raise ValueError(f"{path}:{lineno}: expected numbers for {what}, received {','.join(row)[:80]!r}") from None
+                raise ValueError(
+                    f"{path}:{lineno}: expected numbers for {what}, received {','.join(row)[:80]!r}"
+                ) from None
             if width is None:
                 width = len(values)
                 if width < min_cols:
-                    raise ValueError(f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}")
+                    raise ValueError(
+                        f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}"
+                    )
             elif len(values) != width:
-                raise ValueError(f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}")
+                raise ValueError(
+                    f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}"
+                )
             rows.append(values)
     if not rows:
         raise ValueError(f"{path}: no data rows ({what})")
@@ -448,7 +519,11 @@ def _csv_rows(path: Path, fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
 
 
 def _validate_user_graph(
-    path: Path, edge_index: Tensor, n: int, x: Tensor | None, y: Tensor | None,
+    path: Path,
+    edge_index: Tensor,
+    n: int,
+    x: Tensor | None,
+    y: Tensor | None,
     edge_weight: Tensor | None = None,
 ) -> None:
     from oversmooth.graph import check_edge_weight
@@ -483,12 +558,20 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         raise ValueError(f"{path}: node id {ids.max():.0f} is too large; number the nodes from 0")
     pairs = torch.from_numpy(ids.astype(np.int64)).t()
     weight = torch.from_numpy(table[:, 2]) if table.shape[1] > 2 else None  # float64, as read
-    x = torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float() if features else None
+    x = (
+        torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float()
+        if features
+        else None
+    )
     y = None
     if labels:
         lab = _read_numeric_csv(Path(labels), 1, "labels")[:, -1]
         y = torch.from_numpy(lab.astype(np.int64))
-    n = x.size(0) if x is not None else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
+    n = (
+        x.size(0)
+        if x is not None
+        else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
+    )
     _validate_user_graph(path, pairs, n, x, y, weight)
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
@@ -539,22 +622,35 @@ def load(
         (2708, 5278)
     """
     text = os.fspath(name_or_path)
-    looks_like_path = text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists()
+    looks_like_path = (
+        text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists()
+    )
     if looks_like_path:
         path = Path(text)
         if path.is_dir():
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file")
+            raise FileNotFoundError(
+                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file"
+            )
         if path.suffix == ".csv":
-            return _load_csv(path, Path(features) if features else None, Path(labels) if labels else None, directed)
+            return _load_csv(
+                path,
+                Path(features) if features else None,
+                Path(labels) if labels else None,
+                directed,
+            )
         if features or labels:
-            raise ValueError("features/labels: only an edge-list .csv takes separate feature and label files")
+            raise ValueError(
+                "features/labels: only an edge-list .csv takes separate feature and label files"
+            )
         return _load_pt(path)
     name, _, params = text.partition(":")
     key = name.strip().lower()
     if key not in DATASETS:
-        raise ValueError(f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path")
+        raise ValueError(
+            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path"
+        )
     if features or labels:  # never silently ignored
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
     kind = DATASETS[key].kind
@@ -596,15 +692,23 @@ def check_spec(name_or_path: str | os.PathLike) -> None:
 # ----------------------------------------------------------------------------- splits and stats
 
 
-def random_split(num_nodes: int, train: float = 0.6, val: float = 0.2, seed: int = 0) -> dict[str, Tensor]:
+def random_split(
+    num_nodes: int, train: float = 0.6, val: float = 0.2, seed: int = 0
+) -> dict[str, Tensor]:
     """Random train/val/test node masks (the paper's 60/20/20 protocol by default)."""
     num_nodes = _check_int("num_nodes", num_nodes, 1)
     train = _check_float("train", train, 0.0, 1.0)
     val = _check_float("val", val, 0.0, 1.0 - train)
-    perm = torch.randperm(num_nodes, generator=torch.Generator().manual_seed(_check_int("seed", seed, 0)))
+    perm = torch.randperm(
+        num_nodes, generator=torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    )
     n_train, n_val = int(round(train * num_nodes)), int(round(val * num_nodes))
     masks = {}
-    for split, idx in (("train", perm[:n_train]), ("val", perm[n_train : n_train + n_val]), ("test", perm[n_train + n_val :])):
+    for split, idx in (
+        ("train", perm[:n_train]),
+        ("val", perm[n_train : n_train + n_val]),
+        ("test", perm[n_train + n_val :]),
+    ):
         mask = torch.zeros(num_nodes, dtype=torch.bool)
         mask[idx] = True
         masks[f"{split}_mask"] = mask
@@ -617,7 +721,9 @@ def split_masks(data: Data, split: str = "random", seed: int = 0) -> dict[str, T
         return random_split(data.num_nodes, seed=seed)
     if split == "public":
         if getattr(data, "train_mask", None) is None:
-            raise ValueError(f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'")
+            raise ValueError(
+                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'"
+            )
         return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")
 
@@ -642,7 +748,9 @@ def graph_stats(data: Data) -> dict[str, float | int]:
         "self_loops": int((~off).sum()),
         "features": int(data.x.size(1)) if data.x is not None else 0,
         "classes": int(y.max()) + 1 if y is not None and y.numel() else 0,
-        "homophily": float((y[src] == y[dst]).float().mean()) if y is not None and src.numel() else float("nan"),
+        "homophily": float((y[src] == y[dst]).float().mean())
+        if y is not None and src.numel()
+        else float("nan"),
         "isolated_nodes": int((~touched).sum()),
     }
     return stats

@@ -43,6 +43,7 @@ __all__ = [
     "geometric_mean",
 ]
 
+
 @dataclass(frozen=True)
 class LawFit:
     """One law fitted on the log scale.
@@ -82,7 +83,9 @@ class CurveFit:
     preferred: str | None
     dropped: dict[str, int] = field(default_factory=dict)
     span: tuple[int, int] = (0, 0)  # first and last layer actually fitted
-    log10_change: float = float("nan")  # observed: mean log10 of the last 5% of points minus the first 5%
+    log10_change: float = float(
+        "nan"
+    )  # observed: mean log10 of the last 5% of points minus the first 5%
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,13 +97,17 @@ def geometric_mean(values: ArrayLike) -> float:
     return float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))
 
 
-def float_floor(feature_norm: ArrayLike, dtype_eps: float = float(np.finfo(np.float32).eps)) -> np.ndarray:
+def float_floor(
+    feature_norm: ArrayLike, dtype_eps: float = float(np.finfo(np.float32).eps)
+) -> np.ndarray:
     """Smallest Laplacian energy resolvable in states stored at ``dtype_eps``:
     ``(eps * feature_norm)^2`` (one rounding error per entry of a row of norm ``feature_norm``)."""
     return (dtype_eps * np.asarray(feature_norm, dtype=np.float64)) ** 2
 
 
-def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, tuple[float, float], float]:
+def _linear_fit(
+    x: np.ndarray, y: np.ndarray
+) -> tuple[float, float, float, tuple[float, float], float]:
     from scipy import stats
 
     n = len(x)
@@ -120,11 +127,15 @@ def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, tupl
     return slope, intercept, r2, (slope - half, slope + half), rss
 
 
-def _clean(layers: ArrayLike, values: ArrayLike, floor: ArrayLike | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def _clean(
+    layers: ArrayLike, values: ArrayLike, floor: ArrayLike | None
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     k = np.asarray(layers, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     if k.shape != v.shape or k.ndim != 1:
-        raise ValueError(f"values: expected one value per layer, received {v.shape} values for {k.shape} layers")
+        raise ValueError(
+            f"values: expected one value per layer, received {v.shape} values for {k.shape} layers"
+        )
     nonfinite = ~np.isfinite(v)
     nonpositive = np.isfinite(v) & (v <= 0)
     below = np.zeros_like(nonfinite)
@@ -132,7 +143,11 @@ def _clean(layers: ArrayLike, values: ArrayLike, floor: ArrayLike | None) -> tup
         fl = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
         below = ~nonfinite & ~nonpositive & (v < fl)
     keep = ~(nonfinite | nonpositive | below) & (k > 0)
-    dropped = {"nonfinite": int(nonfinite.sum()), "nonpositive": int(nonpositive.sum()), "float_floor": int(below.sum())}
+    dropped = {
+        "nonfinite": int(nonfinite.sum()),
+        "nonpositive": int(nonpositive.sum()),
+        "float_floor": int(below.sum()),
+    }
     return k[keep], v[keep], dropped
 
 
@@ -140,7 +155,9 @@ def fit_power_law(layers: ArrayLike, values: ArrayLike) -> LawFit:
     """``E(k) ~ C k^alpha`` by least squares of ``log E`` on ``log k`` (layers > 0, values > 0)."""
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
-        raise ValueError(f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}")
+        raise ValueError(
+            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
+        )
     slope, intercept, r2, ci, rss = _linear_fit(np.log(k), np.log(v))
     return LawFit("power", slope, intercept, r2, ci, rss, len(k))
 
@@ -149,12 +166,19 @@ def fit_exponential(layers: ArrayLike, values: ArrayLike) -> LawFit:
     """``E(k) ~ C exp(beta k)`` by least squares of ``log E`` on ``k``."""
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
-        raise ValueError(f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}")
+        raise ValueError(
+            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
+        )
     slope, intercept, r2, ci, rss = _linear_fit(k, np.log(v))
     return LawFit("exponential", slope, intercept, r2, ci, rss, len(k))
 
 
-def fit_curve(layers: ArrayLike, values: ArrayLike, window: tuple[int, int] | None = None, floor: ArrayLike | None = None) -> CurveFit:
+def fit_curve(
+    layers: ArrayLike,
+    values: ArrayLike,
+    window: tuple[int, int] | None = None,
+    floor: ArrayLike | None = None,
+) -> CurveFit:
     """Fit both laws to the points with ``window[0] <= layer <= window[1]`` (default: all layers >= 1).
 
     ``floor`` (scalar or one per point) marks values below it as float-floor noise.
@@ -163,7 +187,9 @@ def fit_curve(layers: ArrayLike, values: ArrayLike, window: tuple[int, int] | No
     k_all = np.asarray(layers, dtype=np.float64)
     v_all = np.asarray(values, dtype=np.float64)
     if k_all.shape != v_all.shape or k_all.ndim != 1:
-        raise ValueError(f"values: expected one value per layer, received {v_all.shape} values for {k_all.shape} layers")
+        raise ValueError(
+            f"values: expected one value per layer, received {v_all.shape} values for {k_all.shape} layers"
+        )
     if window is None:
         pos = k_all[k_all > 0]
         window = (int(pos.min()) if len(pos) else 1, int(k_all.max()) if len(k_all) else 1)
@@ -171,7 +197,11 @@ def fit_curve(layers: ArrayLike, values: ArrayLike, window: tuple[int, int] | No
     if lo < 1 or hi < lo:
         raise ValueError(f"window: expected 1 <= start <= end, received {window}")
     inside = (k_all >= lo) & (k_all <= hi)
-    fl = None if floor is None else np.broadcast_to(np.asarray(floor, dtype=np.float64), v_all.shape)[inside]
+    fl = (
+        None
+        if floor is None
+        else np.broadcast_to(np.asarray(floor, dtype=np.float64), v_all.shape)[inside]
+    )
     k, v, dropped = _clean(k_all[inside], v_all[inside], fl)
     if len(k) < 3:
         return CurveFit((lo, hi), None, None, float("nan"), None, dropped)
@@ -183,7 +213,9 @@ def fit_curve(layers: ArrayLike, values: ArrayLike, window: tuple[int, int] | No
     preferred = "exponential" if delta > 0 else "power"
     edge = max(1, n // 20)
     change = float(np.log10(v[-edge:]).mean() - np.log10(v[:edge]).mean())
-    return CurveFit((lo, hi), power, expo, delta, preferred, dropped, (int(k.min()), int(k.max())), change)
+    return CurveFit(
+        (lo, hi), power, expo, delta, preferred, dropped, (int(k.min()), int(k.max())), change
+    )
 
 
 def tail_window(last_layer: int) -> tuple[int, int]:

@@ -27,7 +27,11 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "GraphOperator", "as_operator", "validate_features", "check_edge_index", "check_edge_weight",
+    "GraphOperator",
+    "as_operator",
+    "validate_features",
+    "check_edge_index",
+    "check_edge_weight",
 ]
 
 
@@ -122,8 +126,11 @@ class GraphOperator:
         check_edge_weight(edge_weight, edge_index.size(1))
         from oversmooth.resources import check_allocation, operator_bytes
 
-        check_allocation(f"graph operator ({num_nodes} nodes, {edge_index.size(1)} edges)",
-                         operator_bytes(num_nodes, edge_index.size(1)), edge_index.device)
+        check_allocation(
+            f"graph operator ({num_nodes} nodes, {edge_index.size(1)} edges)",
+            operator_bytes(num_nodes, edge_index.size(1)),
+            edge_index.device,
+        )
         device = edge_index.device
         edge_index = edge_index.long()
         weight = (
@@ -162,8 +169,12 @@ class GraphOperator:
         if cached is None:
             n = self.num_nodes
             src, dst = self.edge_index
-            fwd = torch.sparse_coo_tensor(torch.stack([dst, src]), self.edge_weight, (n, n)).coalesce()
-            bwd = torch.sparse_coo_tensor(torch.stack([src, dst]), self.edge_weight, (n, n)).coalesce()
+            fwd = torch.sparse_coo_tensor(
+                torch.stack([dst, src]), self.edge_weight, (n, n)
+            ).coalesce()
+            bwd = torch.sparse_coo_tensor(
+                torch.stack([src, dst]), self.edge_weight, (n, n)
+            ).coalesce()
             cached = bool(
                 torch.equal(fwd.indices(), bwd.indices())
                 and torch.allclose(fwd.values(), bwd.values(), rtol=1e-12, atol=0.0)
@@ -267,7 +278,9 @@ def _edge_laplacian(
     return out
 
 
-def as_operator(graph: GraphLike, num_nodes: int | None = None, device: torch.device | None = None) -> GraphOperator:
+def as_operator(
+    graph: GraphLike, num_nodes: int | None = None, device: torch.device | None = None
+) -> GraphOperator:
     """Return ``graph`` as a :class:`GraphOperator` on ``device``.
 
     ``graph`` is either an operator (reused; its ``num_nodes`` must match) or an
@@ -292,7 +305,9 @@ def as_operator(graph: GraphLike, num_nodes: int | None = None, device: torch.de
 def validate_features(x: Tensor, name: str = "x") -> None:
     """Check that ``x`` is a 2-D floating tensor ``[num_nodes, channels]`` (no host sync)."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor [num_nodes, channels], received {type(x).__name__}")
+        raise TypeError(
+            f"{name}: expected a torch.Tensor [num_nodes, channels], received {type(x).__name__}"
+        )
     if x.dim() != 2:
         raise ValueError(
             f"{name}: expected a 2-D tensor [num_nodes, channels], received shape {list(x.shape)}; "

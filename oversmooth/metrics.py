@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 
-
 def _prepare(
     x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None
 ) -> tuple[Tensor, GraphOperator]:
@@ -510,9 +509,13 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
         previous energy is 0 the ratio is Inf (or NaN when both are 0), as IEEE
         division gives; nothing is clipped.
     """
-    e = torch.as_tensor(energies, dtype=torch.float64)  # python floats must not pass through float32
+    e = torch.as_tensor(
+        energies, dtype=torch.float64
+    )  # python floats must not pass through float32
     if e.dim() != 1:
-        raise ValueError(f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}")
+        raise ValueError(
+            f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}"
+        )
     out = torch.full_like(e, float("nan"))
     out[1:] = (e[1:] - e[:-1]) / e[:-1]
     return out

@@ -311,8 +311,9 @@ def json_text(obj: Any, *, indent: int | None = 2, sort_keys: bool = False) -> s
     """Strict JSON for ``obj``: ``NaN`` and ``+-Infinity`` (not JSON) are written as ``null``,
     numpy scalars and arrays as numbers and lists, other unknown objects as their ``str``.
     A reader maps ``null`` back to NaN where a number is expected."""
-    return json.dumps(_jsonable(obj), indent=indent, sort_keys=sort_keys, default=str,
-                      allow_nan=False)
+    return json.dumps(
+        _jsonable(obj), indent=indent, sort_keys=sort_keys, default=str, allow_nan=False
+    )
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> None:

@@ -41,9 +41,16 @@ from oversmooth.resources import check_energy_order
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Probe", "Metric", "METRICS", "NOT_PER_LAYER", "DEFAULT_METRICS", "available_metrics",
-           "check_metrics", "find_layers"]
-
+__all__ = [
+    "Probe",
+    "Metric",
+    "METRICS",
+    "NOT_PER_LAYER",
+    "DEFAULT_METRICS",
+    "available_metrics",
+    "check_metrics",
+    "find_layers",
+]
 
 
 class _Workspace:
@@ -61,8 +68,10 @@ class _Workspace:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
             self.state, self.lap = make(), make()
             rows = (M._edge_chunk_rows(x.size(1)), x.size(1))  # edge-chunk scratch
-            self.scratch = (torch.empty(rows, dtype=torch.float64, device=x.device),
-                            torch.empty(rows, dtype=torch.float64, device=x.device))
+            self.scratch = (
+                torch.empty(rows, dtype=torch.float64, device=x.device),
+                torch.empty(rows, dtype=torch.float64, device=x.device),
+            )
             self.key = key
         return self.state, self.lap
 
@@ -125,34 +134,76 @@ class Metric:
 
 # The one registry of metric names: the Probe, `--metrics` and `oversmooth metrics` read it.
 # The defaults come first, in the column order of a Probe's table.
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("laplacian_energy", "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure)",
-           fn=_energy(2, "counting"), default=True),
-    Metric("dirichlet_energy", "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
-           fn=_energy(1), default=True),
-    Metric("relative_energy", "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of "
-           "depth", kind="derived", default=True),
-    Metric("cosine_prev", "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i)", kind="derived",
-           default=True),
-    Metric("feature_norm", "sqrt((1/n) ||X||_F^2)", fn=lambda c: M._feature_norm(c.x),
-           default=True),
-    Metric("laplacian_energy_degree", "E2 in the degree measure: node i weighted by its degree "
-           "d_i (laplacian_energy(measure='degree'))", fn=_energy(2, "degree")),
-    Metric("energy_<m>", "E_m for an order 1 <= m <= 1000, e.g. energy_3: E_2k = (1/n) int "
-           "|Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu", kind="pattern"),
-    Metric("rusch_dirichlet", "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. "
-           "2023; rusch_dirichlet_energy)", fn=lambda c: M.rusch_dirichlet_energy(c.x, c.op)),
-    Metric("mad", "(1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)) (mean_average_distance)",
-           fn=lambda c: M._mad_neighbors(c.x, c.op)),
-    Metric("mad_global", "mean over all pairs i != j of 1 - cos(X_i, X_j) "
-           "(mean_average_distance(variant='global'))", fn=lambda c: M._mad_global(c.x)),
-    Metric("effective_rank", "exp(entropy of normalised singular values of X - mean)",
-           fn=lambda c: M._effective_rank(c.x)),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "laplacian_energy",
+            "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure)",
+            fn=_energy(2, "counting"),
+            default=True,
+        ),
+        Metric(
+            "dirichlet_energy",
+            "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
+            fn=_energy(1),
+            default=True,
+        ),
+        Metric(
+            "relative_energy",
+            "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of depth",
+            kind="derived",
+            default=True,
+        ),
+        Metric(
+            "cosine_prev",
+            "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i)",
+            kind="derived",
+            default=True,
+        ),
+        Metric(
+            "feature_norm", "sqrt((1/n) ||X||_F^2)", fn=lambda c: M._feature_norm(c.x), default=True
+        ),
+        Metric(
+            "laplacian_energy_degree",
+            "E2 in the degree measure: node i weighted by its degree "
+            "d_i (laplacian_energy(measure='degree'))",
+            fn=_energy(2, "degree"),
+        ),
+        Metric(
+            "energy_<m>",
+            "E_m for an order 1 <= m <= 1000, e.g. energy_3: E_2k = (1/n) int "
+            "|Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu",
+            kind="pattern",
+        ),
+        Metric(
+            "rusch_dirichlet",
+            "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. "
+            "2023; rusch_dirichlet_energy)",
+            fn=lambda c: M.rusch_dirichlet_energy(c.x, c.op),
+        ),
+        Metric(
+            "mad",
+            "(1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)) (mean_average_distance)",
+            fn=lambda c: M._mad_neighbors(c.x, c.op),
+        ),
+        Metric(
+            "mad_global",
+            "mean over all pairs i != j of 1 - cos(X_i, X_j) "
+            "(mean_average_distance(variant='global'))",
+            fn=lambda c: M._mad_global(c.x),
+        ),
+        Metric(
+            "effective_rank",
+            "exp(entropy of normalised singular values of X - mean)",
+            fn=lambda c: M._effective_rank(c.x),
+        ),
+    )
+}
 # Measures that are not per-layer columns (not accepted by --metrics), listed beside them.
 NOT_PER_LAYER: dict[str, str] = {
     "layer_similarity": "L x L matrix of sim(X^s, X^t) over all layer pairs: "
-                        "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
+    "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
 }
 DEFAULT_METRICS = tuple(name for name, m in METRICS.items() if m.default)
 _ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
@@ -172,7 +223,9 @@ def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
         order = int(match.group(1))
         check_energy_order(order)
         return _energy(order)
-    raise ValueError(f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}")
+    raise ValueError(
+        f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}"
+    )
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:
@@ -205,7 +258,9 @@ def _first_tensor(output: object) -> Tensor:
         return output
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
         return output[0]  # e.g. (x, attention) from return_attention_weights
-    raise TypeError(f"layer output: expected a tensor [num_nodes, channels], received {type(output).__name__}")
+    raise TypeError(
+        f"layer output: expected a tensor [num_nodes, channels], received {type(output).__name__}"
+    )
 
 
 class Probe:
@@ -265,17 +320,29 @@ class Probe:
             owned = {id(m) for m in model.modules()}
             for k, module in enumerate(self.layers):
                 if not isinstance(module, nn.Module) or id(module) not in owned:
-                    raise ValueError(f"layers[{k}]: expected a submodule of the model, received {type(module).__name__}")
-        self.num_layers = len(self.layers) + (1 if self._input_is_layer0 else 0) if self.layers else None
+                    raise ValueError(
+                        f"layers[{k}]: expected a submodule of the model, received {type(module).__name__}"
+                    )
+        self.num_layers = (
+            len(self.layers) + (1 if self._input_is_layer0 else 0) if self.layers else None
+        )
         if head_energies and not isinstance(model, DepthModel):
-            raise ValueError("head_energies: only oversmooth models expose their attention; set head_energies=False")
+            raise ValueError(
+                "head_energies: only oversmooth models expose their attention; set head_energies=False"
+            )
         self.head_energies = head_energies
         self.similarity = similarity
         if similarity_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            raise ValueError(f"similarity_dtype: expected a floating dtype, received {similarity_dtype}")
+            raise ValueError(
+                f"similarity_dtype: expected a floating dtype, received {similarity_dtype}"
+            )
         self.similarity_dtype = similarity_dtype
-        if similarity_sample is not None and (isinstance(similarity_sample, bool) or similarity_sample < 1):
-            raise ValueError(f"similarity_sample: expected a positive number of nodes, received {similarity_sample!r}")
+        if similarity_sample is not None and (
+            isinstance(similarity_sample, bool) or similarity_sample < 1
+        ):
+            raise ValueError(
+                f"similarity_sample: expected a positive number of nodes, received {similarity_sample!r}"
+            )
         self.similarity_sample = similarity_sample
         self.seed = seed
         self._graph_arg = graph
@@ -306,10 +373,14 @@ class Probe:
             return
         try:
             if self._input_is_layer0 and self.layers:
-                self._handles.append(self.layers[0].register_forward_pre_hook(self._pre_hook_layer0))
+                self._handles.append(
+                    self.layers[0].register_forward_pre_hook(self._pre_hook_layer0)
+                )
             offset = 1 if self._input_is_layer0 else 0
             for k, module in enumerate(self.layers):
-                self._handles.append(module.register_forward_hook(self._make_hook(k + offset, module)))
+                self._handles.append(
+                    module.register_forward_hook(self._make_hook(k + offset, module))
+                )
             if self.head_energies:
                 for block in self.model.blocks:  # type: ignore[union-attr]
                     block.mp.keep_attention = True
@@ -344,10 +415,14 @@ class Probe:
             graph = self._graph_arg
             if isinstance(graph, GraphOperator):
                 if self._self_loops:
-                    graph = GraphOperator(graph.edge_index, graph.edge_weight, graph.num_nodes, self_loops=True)
+                    graph = GraphOperator(
+                        graph.edge_index, graph.edge_weight, graph.num_nodes, self_loops=True
+                    )
                 op = as_operator(graph, num_nodes=x.size(0), device=x.device)
             else:
-                op = GraphOperator(graph.to(x.device), num_nodes=x.size(0), self_loops=self._self_loops)
+                op = GraphOperator(
+                    graph.to(x.device), num_nodes=x.size(0), self_loops=self._self_loops
+                )
             self._operator = op
         return op
 
@@ -356,13 +431,20 @@ class Probe:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"layer: expected an integer >= 0, received {k!r}")
         if self.num_layers is not None and k >= self.num_layers:
-            raise ValueError(f"layer: expected an index in [0, {self.num_layers - 1}], received {k}")
+            raise ValueError(
+                f"layer: expected an index in [0, {self.num_layers - 1}], received {k}"
+            )
         x = x.detach()
         if x.dim() != 2:
-            raise ValueError(f"layer {k}: expected a state [num_nodes, channels], received shape {list(x.shape)}")
+            raise ValueError(
+                f"layer {k}: expected a state [num_nodes, channels], received shape {list(x.shape)}"
+            )
         op = self._graph_for(x)
         cache = _LayerCache(x, op, self._workspace)
-        row = {name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache) for name in self._measured}
+        row = {
+            name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
+            for name in self._measured
+        }
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev.shape != x.shape:
@@ -376,7 +458,9 @@ class Probe:
         if self.similarity:
             self._keep_state(k, x)
 
-    def _head_energies(self, k: int, x64: Tensor, op: GraphOperator, module: nn.Module | None) -> dict[str, Tensor]:
+    def _head_energies(
+        self, k: int, x64: Tensor, op: GraphOperator, module: nn.Module | None
+    ) -> dict[str, Tensor]:
         heads = cast(DepthModel, self.model).config.heads  # checked in __init__
         nan = x64.new_tensor(float("nan"))
         mp = getattr(module, "mp", None)
@@ -391,7 +475,9 @@ class Probe:
         if self.similarity_sample is not None and self.similarity_sample < x.size(0):
             if self._sample_index is None or self._sample_index.device != x.device:
                 gen = torch.Generator().manual_seed(self.seed)
-                self._sample_index = torch.randperm(x.size(0), generator=gen)[: self.similarity_sample].to(x.device)
+                self._sample_index = torch.randperm(x.size(0), generator=gen)[
+                    : self.similarity_sample
+                ].to(x.device)
             x = x[self._sample_index]
         self._states[k] = M._unit_rows(x.to(torch.float64)).to(self.similarity_dtype)
 
@@ -408,10 +494,16 @@ class Probe:
         if not layers:
             return pd.DataFrame({"layer": [], **{m: [] for m in self.metrics}})
         keys = list(self._values[layers[0]])  # every row holds the same keys
-        table = torch.stack([torch.stack([self._values[k][c] for c in keys]) for k in layers]).cpu().numpy()
+        table = (
+            torch.stack([torch.stack([self._values[k][c] for c in keys]) for k in layers])
+            .cpu()
+            .numpy()
+        )
         data = {"layer": layers, **{c: table[:, j] for j, c in enumerate(keys)}}
         if "relative_energy" in self.metrics:
-            data["relative_energy"] = M.relative_energy(torch.from_numpy(data["laplacian_energy"])).numpy()
+            data["relative_energy"] = M.relative_energy(
+                torch.from_numpy(data["laplacian_energy"])
+            ).numpy()
         extra = [c for c in keys if c.startswith("head_energy_")]
         return pd.DataFrame({c: data[c] for c in ["layer", *self.metrics, *extra]})
 
@@ -421,10 +513,14 @@ class Probe:
         Entries between layers of different widths are NaN.
         """
         if not self.similarity:
-            raise ValueError("similarity: this probe was built with similarity=False; pass similarity=True")
+            raise ValueError(
+                "similarity: this probe was built with similarity=False; pass similarity=True"
+            )
         layers = sorted(self._states)
         if not layers:
-            raise ValueError("similarity: no layer was recorded yet; run the model inside the with block")
+            raise ValueError(
+                "similarity: no layer was recorded yet; run the model inside the with block"
+            )
         states = [self._states[k] for k in layers]
         size = len(layers)
         device = states[0].device
@@ -437,7 +533,9 @@ class Probe:
             gram = torch.zeros(len(idx), len(idx), dtype=torch.float64, device=device)
             step = max(1, (1 << 22) // max(1, len(idx) * shape[1]))
             for start in range(0, n, step):
-                block = torch.stack([states[i][start : start + step] for i in idx]).to(torch.float64)
+                block = torch.stack([states[i][start : start + step] for i in idx]).to(
+                    torch.float64
+                )
                 flat = block.reshape(len(idx), -1)
                 gram += flat @ flat.T
             index = torch.tensor(idx, device=device)

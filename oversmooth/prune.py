@@ -40,7 +40,9 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
         if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f"layers: expected integers in [1, {depth}], received {k!r}")
         if not 1 <= k <= depth:
-            raise ValueError(f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, received {k}")
+            raise ValueError(
+                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, received {k}"
+            )
         out.append(k)
     if not out:
         raise ValueError("layers: expected at least one layer number")
@@ -53,10 +55,14 @@ def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:
     if isinstance(mask, str):
         value = getattr(data, mask, None)
         if value is None:
-            raise ValueError(f"mask: the data has no attribute {mask!r}; expected e.g. 'test_mask' or a boolean tensor")
+            raise ValueError(
+                f"mask: the data has no attribute {mask!r}; expected e.g. 'test_mask' or a boolean tensor"
+            )
         mask = value
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.numel() != data.num_nodes:
-        raise ValueError(f"mask: expected a boolean tensor of {data.num_nodes} entries or the name of one")
+        raise ValueError(
+            f"mask: expected a boolean tensor of {data.num_nodes} entries or the name of one"
+        )
     if getattr(data, "y", None) is None:
         raise ValueError("mask: accuracy needs labels, but the data has no y")
     return mask
@@ -97,7 +103,9 @@ def prune_sensitivity(
     import pandas as pd
 
     if not isinstance(model, DepthModel):
-        raise TypeError(f"model: expected an oversmooth DepthModel (built by build_model), received {type(model).__name__}")
+        raise TypeError(
+            f"model: expected an oversmooth DepthModel (built by build_model), received {type(model).__name__}"
+        )
     depth = len(model.blocks)
     chosen = check_layers(layers, depth)
     mask_t = _resolve_mask(data, mask)
@@ -122,7 +130,9 @@ def prune_sensitivity(
         base_norm = base_logits.double().norm().clamp_min(1e-300)
         y = data.y.to(device) if mask_t is not None else None
         mask_t = mask_t.to(device) if mask_t is not None else None
-        base_acc = _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
+        base_acc = (
+            _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
+        )
         rows = []
         for layer in chosen:
             if reuse_prefix:

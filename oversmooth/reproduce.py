@@ -57,13 +57,28 @@ class ReproduceConfig:
     dtype: str = "float64"  # precision of the models at initialisation and of the trained analyses
 
     @classmethod
-    def preset(cls, quick: bool, data_root: str | None = None, device: str = "auto",
-               dtype: str = "float64") -> "ReproduceConfig":
+    def preset(
+        cls, quick: bool, data_root: str | None = None, device: str = "auto", dtype: str = "float64"
+    ) -> "ReproduceConfig":
         if quick:
-            return cls(quick=True, seeds=(0, 1, 2), train_depth=16, train_epochs=150,
-                       data_root=data_root, device=device, dtype=dtype)
-        return cls(quick=False, seeds=(0, 1, 2, 3, 4), train_depth=32, train_epochs=300,
-                   data_root=data_root, device=device, dtype=dtype)
+            return cls(
+                quick=True,
+                seeds=(0, 1, 2),
+                train_depth=16,
+                train_epochs=150,
+                data_root=data_root,
+                device=device,
+                dtype=dtype,
+            )
+        return cls(
+            quick=False,
+            seeds=(0, 1, 2, 3, 4),
+            train_depth=32,
+            train_epochs=300,
+            data_root=data_root,
+            device=device,
+            dtype=dtype,
+        )
 
 
 def _available(name: str, data_root: str | None) -> bool:
@@ -79,8 +94,13 @@ def _available(name: str, data_root: str | None) -> bool:
     return (folder / "processed").is_dir() or all((folder / "raw" / f).is_file() for f in files)
 
 
-def run_reproduction(config: ReproduceConfig, out: str | Path, *, overwrite: bool = False,
-                     progress: Callable[[str], None] | None = None) -> Path:
+def run_reproduction(
+    config: ReproduceConfig,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Run everything and write the report folder ``out`` atomically."""
     import pandas as pd
 
@@ -91,22 +111,51 @@ def run_reproduction(config: ReproduceConfig, out: str | Path, *, overwrite: boo
     say = progress or (lambda msg: None)
     out = check_out(Path(out), overwrite)
     started = time.perf_counter()
-    datasets = [d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)]
-    results: dict = {"datasets": datasets, "skipped_datasets": [d for d in OPTIONAL_DATASETS if d not in datasets]}
+    datasets = [
+        d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)
+    ]
+    results: dict = {
+        "datasets": datasets,
+        "skipped_datasets": [d for d in OPTIONAL_DATASETS if d not in datasets],
+    }
     say(f"SAN at initialisation on {', '.join(datasets)} ({len(config.seeds)} seeds)")
-    san = run_comparison(ComparisonConfig(models=ARCHS + ("plain",), depths=DEPTHS, conv="san", datasets=tuple(datasets),
-                                          seeds=config.seeds, device=config.device,
-                                          data_root=config.data_root, dtype=config.dtype))
+    san = run_comparison(
+        ComparisonConfig(
+            models=ARCHS + ("plain",),
+            depths=DEPTHS,
+            conv="san",
+            datasets=tuple(datasets),
+            seeds=config.seeds,
+            device=config.device,
+            data_root=config.data_root,
+            dtype=config.dtype,
+        )
+    )
     other = {}
     for conv in ("gcn", "gat"):
         say(f"{conv.upper()} at initialisation on cora")
-        other[conv] = run_comparison(ComparisonConfig(models=ARCHS + ("plain",), depths=DEPTHS, conv=conv, datasets=("cora",),
-                                                      seeds=config.seeds, device=config.device,
-                                                      dtype=config.dtype))
+        other[conv] = run_comparison(
+            ComparisonConfig(
+                models=ARCHS + ("plain",),
+                depths=DEPTHS,
+                conv=conv,
+                datasets=("cora",),
+                seeds=config.seeds,
+                device=config.device,
+                dtype=config.dtype,
+            )
+        )
     say(f"Post-LN SAN, depth {DEPTHS[-1]}, in float32 with a float64 shadow (the float32 floor)")
-    results["float32_floor"] = run_analysis(AnalysisConfig(
-        model="postln", depth=DEPTHS[-1], seeds=config.seeds, similarity=False,
-        device=config.device, dtype="float32"))
+    results["float32_floor"] = run_analysis(
+        AnalysisConfig(
+            model="postln",
+            depth=DEPTHS[-1],
+            seeds=config.seeds,
+            similarity=False,
+            device=config.device,
+            dtype="float32",
+        )
+    )
     trained = {}
     with atomic_folder(out, overwrite) as tmp:
         for arch in ("preln", "nonlocal"):
@@ -114,13 +163,32 @@ def run_reproduction(config: ReproduceConfig, out: str | Path, *, overwrite: boo
             run_dir = tmp / "training" / arch
             # one learning rate for both (1e-3, Post-LN with its warm-up): at the paper's 1e-4 a few hundred CPU
             # epochs leave nonlocal under-trained (61% test at depth 16), which would blur the pruning contrast
-            result = train(TrainConfig(model=arch, depth=config.train_depth, epochs=config.train_epochs, lr=TRAIN_LR,
-                                       device=config.device), run_dir)
-            layers = sorted({1, 2, *range(4, config.train_depth + 1, max(1, config.train_depth // 8))} | {config.train_depth})
-            analysis = run_analysis(AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), similarity=True, prune=tuple(layers),
-                                                                   device=config.device,
-                                                                   dtype=config.dtype))
-            (run_dir / "best.pt").unlink(missing_ok=True)  # keep the repository small: history, curve and summary stay
+            result = train(
+                TrainConfig(
+                    model=arch,
+                    depth=config.train_depth,
+                    epochs=config.train_epochs,
+                    lr=TRAIN_LR,
+                    device=config.device,
+                ),
+                run_dir,
+            )
+            layers = sorted(
+                {1, 2, *range(4, config.train_depth + 1, max(1, config.train_depth // 8))}
+                | {config.train_depth}
+            )
+            analysis = run_analysis(
+                AnalysisConfig.from_checkpoint(
+                    str(run_dir / "best.pt"),
+                    similarity=True,
+                    prune=tuple(layers),
+                    device=config.device,
+                    dtype=config.dtype,
+                )
+            )
+            (run_dir / "best.pt").unlink(
+                missing_ok=True
+            )  # keep the repository small: history, curve and summary stay
             (run_dir / "last.pt").unlink(missing_ok=True)
             trained[arch] = {"train": result, "analysis": analysis}
         say("writing the report")
@@ -143,10 +211,22 @@ def _energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd
                 vals = part[part["depth"] == depth]["final_energy"].to_numpy()
                 ours = float(np.mean(vals)) if len(vals) else math.nan
                 published = paper["final_energy_at_init"][model].get(dataset)
-                ref = published[paper["depths"].index(depth)] if published and depth in paper["depths"] else math.nan
-                rows.append({"model": model, "dataset": dataset, "depth": depth, "ours_mean": ours,
-                             "ours_std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
-                             "paper": ref, "ratio": ours / ref if ref and not math.isnan(ref) else math.nan})
+                ref = (
+                    published[paper["depths"].index(depth)]
+                    if published and depth in paper["depths"]
+                    else math.nan
+                )
+                rows.append(
+                    {
+                        "model": model,
+                        "dataset": dataset,
+                        "depth": depth,
+                        "ours_mean": ours,
+                        "ours_std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+                        "paper": ref,
+                        "ratio": ours / ref if ref and not math.isnan(ref) else math.nan,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -155,8 +235,15 @@ def _log10_span(values: ArrayLike) -> float:
     return float(np.log10(v[-1] / v[0])) if v[0] > 0 and v[-1] > 0 else math.nan
 
 
-def _write(folder: Path, config: ReproduceConfig, results: dict, san: ComparisonResult, other: dict, trained: dict,
-           pd: ModuleType) -> None:
+def _write(
+    folder: Path,
+    config: ReproduceConfig,
+    results: dict,
+    san: ComparisonResult,
+    other: dict,
+    trained: dict,
+    pd: ModuleType,
+) -> None:
     from oversmooth.fit import geometric_mean
     from oversmooth.report import plots
     from oversmooth.outputs import write_json
@@ -175,73 +262,133 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san: Comparison
     write_json(folder / "fits.json", fits)
     doc = _Doc(folder)
     doc.heading("What this is")
-    doc.text(f"Generated by `oversmooth reproduce {'--quick' if config.quick else '--full'}` in {results['seconds'] / 60:.1f} minutes "
-             f"{_where(config)}. Source of the reference numbers: {paper['source']}. "
-             f"Seeds: {', '.join(map(str, config.seeds))}. Energies are the Laplacian energy "
-             f"(1/n)·‖PX − X‖²_F of the last block's output on the input graph, with the models "
-             f"run in {config.dtype}.")
+    doc.text(
+        f"Generated by `oversmooth reproduce {'--quick' if config.quick else '--full'}` in {results['seconds'] / 60:.1f} minutes "
+        f"{_where(config)}. Source of the reference numbers: {paper['source']}. "
+        f"Seeds: {', '.join(map(str, config.seeds))}. Energies are the Laplacian energy "
+        f"(1/n)·‖PX − X‖²_F of the last block's output on the input graph, with the models "
+        f"run in {config.dtype}."
+    )
     if results["skipped_datasets"]:
-        doc.text(f"Not included (their files were not available offline under --data-root): {', '.join(results['skipped_datasets'])}.")
+        doc.text(
+            f"Not included (their files were not available offline under --data-root): {', '.join(results['skipped_datasets'])}."
+        )
 
     doc.heading("1. Final-layer energy at initialisation (Tables 2, 4, 6)")
     for model, number in zip(ARCHS, (2, 4, 6)):
         part = table[table["model"] == model]
-        shown = pd.DataFrame({
-            "dataset": part["dataset"], "depth": part["depth"],
-            "ours (mean ± std)": [f"{m:.3g} ± {s:.2g}" for m, s in zip(part["ours_mean"], part["ours_std"])],
-            "paper": [f"{p:.3g}" for p in part["paper"]], "ours / paper": [f"{r:.2g}" for r in part["ratio"]],
-        })
+        shown = pd.DataFrame(
+            {
+                "dataset": part["dataset"],
+                "depth": part["depth"],
+                "ours (mean ± std)": [
+                    f"{m:.3g} ± {s:.2g}" for m, s in zip(part["ours_mean"], part["ours_std"])
+                ],
+                "paper": [f"{p:.3g}" for p in part["paper"]],
+                "ours / paper": [f"{r:.2g}" for r in part["ratio"]],
+            }
+        )
         doc.text(f"{model} SAN, the paper's Table {number}:")
         doc.table(shown)
     for dataset in datasets:
         fig = _figure(6.4, 4.2)
-        plots.energy_vs_depth_against_reference(fig.add_subplot(), table[table["dataset"] == dataset], ARCHS, dataset)
-        doc.image(_save(fig, folder / f"tables_2_4_6_{dataset}.png"), f"Final-layer energy against depth on {dataset}: ours (mean over seeds) and the paper's")
+        plots.energy_vs_depth_against_reference(
+            fig.add_subplot(), table[table["dataset"] == dataset], ARCHS, dataset
+        )
+        doc.image(
+            _save(fig, folder / f"tables_2_4_6_{dataset}.png"),
+            f"Final-layer energy against depth on {dataset}: ours (mean over seeds) and the paper's",
+        )
 
-    doc.heading(f"2. Per-layer curves of {DEPTHS[-1]}-layer networks (Figure 1) and other backbones")
+    doc.heading(
+        f"2. Per-layer curves of {DEPTHS[-1]}-layer networks (Figure 1) and other backbones"
+    )
     verdict_rows = []
     for conv, res in (("san", san), *other.items()):
         fig = _figure(12, 3.6)
         axes = fig.subplots(1, 4)
         for ax, model in zip(axes, ARCHS + ("plain",)):
-            rows = res.metrics[(res.metrics["dataset"] == "cora") & (res.metrics["model"] == model) & (res.metrics["depth"] == DEPTHS[-1])]
+            rows = res.metrics[
+                (res.metrics["dataset"] == "cora")
+                & (res.metrics["model"] == model)
+                & (res.metrics["depth"] == DEPTHS[-1])
+            ]
             mean = rows.groupby("layer")["laplacian_energy"].apply(geometric_mean)
             fit = res.fits.get(f"cora/{model}")
-            plots.energy_curves(ax, [{"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(), "fit": fit}])
+            plots.energy_curves(
+                ax,
+                [
+                    {
+                        "label": model,
+                        "layers": mean.index.to_numpy(),
+                        "values": mean.to_numpy(),
+                        "fit": fit,
+                    }
+                ],
+            )
             ax.set_title(f"{model} {conv.upper()}", fontsize=9)
             rate = (fit.get("evidence") or {}).get("rate") or {}
             halving = rate.get("value") if rate.get("name") == "halving_length" else None
-            verdict_rows.append({"conv": conv, "model": model, "classification": fit["classification"],
-                                 "verdict": fit["verdict"], "halving": halving})
-        doc.image(_save(fig, folder / f"figure1_{conv}.png"),
-                  f"{conv.upper()} on Cora, {DEPTHS[-1]} layers, at initialisation: per-layer Laplacian energy (geometric mean over seeds) with tail fits")
+            verdict_rows.append(
+                {
+                    "conv": conv,
+                    "model": model,
+                    "classification": fit["classification"],
+                    "verdict": fit["verdict"],
+                    "halving": halving,
+                }
+            )
+        doc.image(
+            _save(fig, folder / f"figure1_{conv}.png"),
+            f"{conv.upper()} on Cora, {DEPTHS[-1]} layers, at initialisation: per-layer Laplacian energy (geometric mean over seeds) with tail fits",
+        )
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "classification"]])
     for row in verdict_rows:
         doc.text(row["verdict"])
 
     doc.heading(f"3. After training at depth {config.train_depth} (Figure 2, Table 8)")
-    doc.text(f"Both models trained with the paper's recipe except length and rate: {config.train_epochs} epochs at learning "
-             f"rate {TRAIN_LR:g} (nonlocal, a Post-LN model, with a linear warm-up over the first tenth), random 60/20/20 split "
-             "(seed 0); the paper trains 256 layers for 5000 epochs at 1e-4 for Post-LN. Pruning uses the test nodes of the same split.")
+    doc.text(
+        f"Both models trained with the paper's recipe except length and rate: {config.train_epochs} epochs at learning "
+        f"rate {TRAIN_LR:g} (nonlocal, a Post-LN model, with a linear warm-up over the first tenth), random 60/20/20 split "
+        "(seed 0); the paper trains 256 layers for 5000 epochs at 1e-4 for Post-LN. Pruning uses the test nodes of the same split."
+    )
     acc_rows = []
     for arch, item in trained.items():
         best = item["train"].best
-        acc_rows.append({"model": arch, "epochs": item["train"].epochs_run, "best epoch": item["train"].best_epoch,
-                         "train %": 100 * best["train_acc"], "val %": 100 * best["val_acc"], "test %": 100 * best["test_acc"]})
+        acc_rows.append(
+            {
+                "model": arch,
+                "epochs": item["train"].epochs_run,
+                "best epoch": item["train"].best_epoch,
+                "train %": 100 * best["train_acc"],
+                "val %": 100 * best["val_acc"],
+                "test %": 100 * best["test_acc"],
+            }
+        )
     doc.table(pd.DataFrame(acc_rows))
     fig = _figure(10.5, 4.6)
     axes = fig.subplots(1, 2)
     for ax, (arch, item) in zip(axes, trained.items()):
         a = item["analysis"]
         plots.similarity_heatmap(ax, a.similarity, a.similarity_layers, f"{arch} SAN, trained")
-    doc.image(_save(fig, folder / "figure2_similarity.png"), "Inter-layer cosine similarity of the trained models (the paper's Figure 2)")
+    doc.image(
+        _save(fig, folder / "figure2_similarity.png"),
+        "Inter-layer cosine similarity of the trained models (the paper's Figure 2)",
+    )
     prune_rows = []
     for arch, item in trained.items():
         p = item["analysis"].prune
         base = p.attrs["baseline"]["accuracy"]
         for layer, acc in zip(p["layer"], p["accuracy"]):
-            prune_rows.append({"model": arch, "layer": int(layer), "test % pruned": 100 * acc, "unpruned %": 100 * base,
-                               "drop (points)": 100 * (base - acc)})
+            prune_rows.append(
+                {
+                    "model": arch,
+                    "layer": int(layer),
+                    "test % pruned": 100 * acc,
+                    "unpruned %": 100 * base,
+                    "drop (points)": 100 * (base - acc),
+                }
+            )
         p.to_csv(folder / f"pruning_{arch}.csv", index=False, float_format="%.6g")
     prune = pd.DataFrame(prune_rows)
     doc.table(prune)
@@ -255,7 +402,10 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san: Comparison
     ax.set_ylabel("test accuracy drop (points)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    doc.image(_save(fig, folder / "table8_pruning.png"), "Test-accuracy drop when one layer of the trained model is replaced by the identity (the paper's Table 8)")
+    doc.image(
+        _save(fig, folder / "table8_pruning.png"),
+        "Test-accuracy drop when one layer of the trained model is replaced by the identity (the paper's Table 8)",
+    )
 
     doc.heading("4. Discussion")
     paragraphs = _discussion(table, verdict_rows, prune, trained, config, datasets)
@@ -263,12 +413,22 @@ def _write(folder: Path, config: ReproduceConfig, results: dict, san: Comparison
         doc.text(paragraph)
     title = "Reproducing Guan & He (2025) with oversmooth"
     (folder / "report.md").write_text(f"# {title}\n\n" + doc.markdown())
-    (folder / "report.html").write_text(doc.html(title).replace("<body>\n", f"<body>\n<h1>{title}</h1>\n", 1))
-    write_json(folder / "config.json", {
-        "command": "reproduce", "quick": config.quick, "seeds": list(config.seeds),
-        "datasets": datasets, "train_depth": config.train_depth,
-        "train_epochs": config.train_epochs, "seconds": results["seconds"],
-        "environment": san.environment})
+    (folder / "report.html").write_text(
+        doc.html(title).replace("<body>\n", f"<body>\n<h1>{title}</h1>\n", 1)
+    )
+    write_json(
+        folder / "config.json",
+        {
+            "command": "reproduce",
+            "quick": config.quick,
+            "seeds": list(config.seeds),
+            "datasets": datasets,
+            "train_depth": config.train_depth,
+            "train_epochs": config.train_epochs,
+            "seconds": results["seconds"],
+            "environment": san.environment,
+        },
+    )
 
 
 def _floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
@@ -280,35 +440,48 @@ def _floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
         return []
     frame, last = analysis.metrics, int(analysis.metrics["layer"].max())
     finals = frame[frame["layer"] == last]
-    pairs = "; ".join(f"seed {int(r.seed)}: float32 {r.laplacian_energy:.2g} against float64 "
-                      f"{r.float64_energy:.2g}, floor {r.float_floor:.2g}"
-                      for r in finals.itertuples())
+    pairs = "; ".join(
+        f"seed {int(r.seed)}: float32 {r.laplacian_energy:.2g} against float64 "
+        f"{r.float64_energy:.2g}, floor {r.float_floor:.2g}"
+        for r in finals.itertuples()
+    )
     parts = []
     for seed, part in frame.groupby("seed"):
         e32, e64 = part["laplacian_energy"].to_numpy(), part["float64_energy"].to_numpy()
         off = part["layer"][np.maximum(e32 / e64, e64 / e32) > 2]
-        parts.append(f"seed {seed}: from layer {int(off.min())}" if len(off)
-                     else f"seed {seed}: at no layer")
+        parts.append(
+            f"seed {seed}: from layer {int(off.min())}" if len(off) else f"seed {seed}: at no layer"
+        )
     flags = finals["at_floor"].astype(bool)
-    where = ("ends at the floor of its own accumulated rounding" if flags.all()
-             else "stays above the floor of its own accumulated rounding" if not flags.any()
-             else "ends at the floor of its own accumulated rounding for some seeds only")
-    text = (f"The float32 floor. Run in float32, Post-LN SAN at depth {last} on Cora {where} "
-            f"({pairs}); the float32 and float64 energies part by more than 2x ("
-            f"{'; '.join(parts)}).")
+    where = (
+        "ends at the floor of its own accumulated rounding"
+        if flags.all()
+        else "stays above the floor of its own accumulated rounding"
+        if not flags.any()
+        else "ends at the floor of its own accumulated rounding for some seeds only"
+    )
+    text = (
+        f"The float32 floor. Run in float32, Post-LN SAN at depth {last} on Cora {where} "
+        f"({pairs}); the float32 and float64 energies part by more than 2x ("
+        f"{'; '.join(parts)})."
+    )
     cora = table[table["dataset"] == "cora"]
     paper = cora[(cora["model"] == "postln") & (cora["depth"] == last)]["paper"].dropna()
     if len(paper):
         value, top = float(paper.iloc[0]), float(finals["float_floor"].max())
         if value < AT_FLOOR_FACTOR * top:
-            text += (f" The paper's {value:.3g} at depth {last} sits at that float32 floor "
-                     f"(below {AT_FLOOR_FACTOR:g}x {top:.2g}): most likely it measures float32 "
-                     "rounding, not the network.")
+            text += (
+                f" The paper's {value:.3g} at depth {last} sits at that float32 floor "
+                f"(below {AT_FLOOR_FACTOR:g}x {top:.2g}): most likely it measures float32 "
+                "rounding, not the network."
+            )
         else:
             text += f" The paper's {value:.3g} at depth {last} lies above that float32 floor."
-    text += (" Halving lengths fitted on float32 curves that include floor points are too long; "
-             "oversmooth flags those layers (metrics.csv column at_floor) and leaves them out of "
-             "every fit.")
+    text += (
+        " Halving lengths fitted on float32 curves that include floor points are too long; "
+        "oversmooth flags those layers (metrics.csv column at_floor) and leaves them out of "
+        "every fit."
+    )
     return [text]
 
 
@@ -322,28 +495,50 @@ def _where(config: ReproduceConfig) -> str:
 
 def _plain_fastest(verdict_rows: list[dict]) -> str:
     """A sentence on the plain stack's halving lengths, only as far as the verdicts give them."""
-    plain = {r["conv"]: r["halving"] for r in verdict_rows if r["model"] == "plain" and r["halving"]}
+    plain = {
+        r["conv"]: r["halving"] for r in verdict_rows if r["model"] == "plain" and r["halving"]
+    }
     if not plain:
         return ""
     others = [r["halving"] for r in verdict_rows if r["model"] != "plain" and r["halving"]]
-    text = " Its energy halves every " + ", ".join(f"{h:.2g} ({c.upper()})" for c, h in plain.items())
+    text = " Its energy halves every " + ", ".join(
+        f"{h:.2g} ({c.upper()})" for c, h in plain.items()
+    )
     if others and max(plain.values()) < min(others):
         return text + " layers: faster than any other model with an exponential verdict."
     return text + " layers."
 
 
-def _discussion(table: pd.DataFrame, verdict_rows: list[dict], prune: pd.DataFrame, trained: dict,
-                config: ReproduceConfig, datasets: list[str]) -> list[str]:
+def _discussion(
+    table: pd.DataFrame,
+    verdict_rows: list[dict],
+    prune: pd.DataFrame,
+    trained: dict,
+    config: ReproduceConfig,
+    datasets: list[str],
+) -> list[str]:
     out = []
     cora = table[table["dataset"] == "cora"]
-    span = {m: (_log10_span(cora[cora["model"] == m]["ours_mean"]), _log10_span(cora[cora["model"] == m]["paper"])) for m in ARCHS}
+    span = {
+        m: (
+            _log10_span(cora[cora["model"] == m]["ours_mean"]),
+            _log10_span(cora[cora["model"] == m]["paper"]),
+        )
+        for m in ARCHS
+    }
     ordered = span["postln"][0] < span["nonlocal"][0] < 0 < span["preln"][0]
     out.append(
         f"Agreement in kind. From depth {DEPTHS[0]} to {DEPTHS[-1]} on Cora the final energy changes by "
-        + "; ".join(f"{m}: {s[0]:+.1f} decades here against {s[1]:+.1f} in the paper" for m, s in span.items())
-        + (". The ordering of the paper holds: Post-LN collapses by many orders of magnitude, nonlocal message passing "
-           "decays far less, Pre-LN grows." if ordered else
-           ". The paper's ordering (Post-LN collapses most, nonlocal decays less, Pre-LN grows) does NOT hold in this run.")
+        + "; ".join(
+            f"{m}: {s[0]:+.1f} decades here against {s[1]:+.1f} in the paper"
+            for m, s in span.items()
+        )
+        + (
+            ". The ordering of the paper holds: Post-LN collapses by many orders of magnitude, nonlocal message passing "
+            "decays far less, Pre-LN grows."
+            if ordered
+            else ". The paper's ordering (Post-LN collapses most, nonlocal decays less, Pre-LN grows) does NOT hold in this run."
+        )
     )
     post = cora[(cora["model"] == "postln") & (cora["depth"] == DEPTHS[-1])].iloc[0]
     pre = cora[(cora["model"] == "preln")]
@@ -377,7 +572,12 @@ def _discussion(table: pd.DataFrame, verdict_rows: list[dict], prune: pd.DataFra
         f"{labels.get(('gat', 'plain'))} (GAT)." + _plain_fastest(verdict_rows)
     )
     half = config.train_depth // 2
-    deep_drop = {arch: float(prune[(prune["model"] == arch) & (prune["layer"] > half)]["drop (points)"].mean()) for arch in trained}
+    deep_drop = {
+        arch: float(
+            prune[(prune["model"] == arch) & (prune["layer"] > half)]["drop (points)"].mean()
+        )
+        for arch in trained
+    }
     adjacent = {}
     for arch, item in trained.items():
         sim = np.asarray(item["analysis"].similarity)
@@ -392,12 +592,16 @@ def _discussion(table: pd.DataFrame, verdict_rows: list[dict], prune: pd.DataFra
         f"{adjacent['preln']:.3f} (Pre-LN) and {adjacent['nonlocal']:.3f} (nonlocal). "
     )
     if contrast > 0.5:
-        text += ("That is the direction of the paper's Table 8 (at depth 256 Pre-LN loses nothing beyond layer 64 while nonlocal "
-                 "loses up to a point everywhere).")
+        text += (
+            "That is the direction of the paper's Table 8 (at depth 256 Pre-LN loses nothing beyond layer 64 while nonlocal "
+            "loses up to a point everywhere)."
+        )
     else:
-        text += ("At this depth the contrast of the paper's Table 8 (at depth 256 Pre-LN loses nothing beyond layer 64 while "
-                 f"nonlocal loses up to a point everywhere) does not appear: the deep layers of both trained {config.train_depth}-layer models can be "
-                 "dropped almost for free. The curse of depth is a property of deep stacks; checking Table 8 itself needs the "
-                 "256-layer training runs of the README, on a GPU.")
+        text += (
+            "At this depth the contrast of the paper's Table 8 (at depth 256 Pre-LN loses nothing beyond layer 64 while "
+            f"nonlocal loses up to a point everywhere) does not appear: the deep layers of both trained {config.train_depth}-layer models can be "
+            "dropped almost for free. The curse of depth is a property of deep stacks; checking Table 8 itself needs the "
+            "256-layer training runs of the README, on a GPU."
+        )
     out.append(text)
     return out

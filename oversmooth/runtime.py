@@ -21,8 +21,10 @@ def resolve_device(device: str) -> torch.device:
         return torch.device("cpu")
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device: {device!r} asked for, but CUDA is not available on this "
-                             "machine; use --device cpu")
+            raise ValueError(
+                f"device: {device!r} asked for, but CUDA is not available on this "
+                "machine; use --device cpu"
+            )
         return torch.device(device)
     raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
 
@@ -30,8 +32,9 @@ def resolve_device(device: str) -> torch.device:
 def _git_commit() -> str | None:
     try:
         here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -113,7 +113,9 @@ class SweepSpec:
                     example = next(iter(valid))
                     raise ValueError(f"{key}: expected names like {example!r}, received {v!r}")
                 if v not in valid:
-                    raise ValueError(f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}")
+                    raise ValueError(
+                        f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}"
+                    )
         for key in GRID_KEYS:
             values = getattr(self, key)
             repeated = [v for i, v in enumerate(values) if v in values[:i]]
@@ -121,19 +123,32 @@ class SweepSpec:
                 raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
         for key in ("depths", "seeds"):
             values = getattr(self, key)
-            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0) for v in values):
-                raise ValueError(f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, received {list(values)}")
+            if not values or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0)
+                for v in values
+            ):
+                raise ValueError(
+                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, received {list(values)}"
+                )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
-            raise ValueError(f"datasets: expected a list of dataset names, received {list(self.datasets)}")
+            raise ValueError(
+                f"datasets: expected a list of dataset names, received {list(self.datasets)}"
+            )
         if self.backend not in BACKENDS:
-            raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, received {self.backend!r}")
+            raise ValueError(
+                f"backend: expected one of {', '.join(BACKENDS)}, received {self.backend!r}"
+            )
         for key in ("hidden", "heads", "epochs"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{key}: expected an integer >= 1, received {v!r}")
         if self.hidden % self.heads:
-            raise ValueError(f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}")
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1):
+            raise ValueError(
+                f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}"
+            )
+        if self.workers is not None and (
+            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
+        ):
             raise ValueError(f"workers: expected an integer >= 1, received {self.workers!r}")
         if not isinstance(self.device, str):
             raise ValueError(
@@ -149,7 +164,9 @@ class SweepSpec:
     def cells(self) -> list[dict]:
         return [
             {"model": m, "conv": c, "depth": d, "dataset": ds, "seed": s, "mode": mode}
-            for mode, ds, c, m, d, s in itertools.product(self.modes, self.datasets, self.convs, self.models, self.depths, self.seeds)
+            for mode, ds, c, m, d, s in itertools.product(
+                self.modes, self.datasets, self.convs, self.models, self.depths, self.seeds
+            )
         ]
 
     def options(self) -> dict:
@@ -178,8 +195,10 @@ def _check_device(device: str) -> None:
         import torch
 
         if resolved.index >= torch.cuda.device_count():
-            raise ValueError(f"device: {device!r} asked for, but this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s); use cuda:0 or cpu")
+            raise ValueError(
+                f"device: {device!r} asked for, but this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s); use cuda:0 or cpu"
+            )
 
 
 def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
@@ -192,22 +211,29 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
-                         "save the spec as UTF-8") from None
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save the spec as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
     unknown = set(raw) - {"grid", "options"}
     if unknown:
-        raise ValueError(f"{path}: unknown section [{sorted(unknown)[0]}]; expected [grid] and [options]")
+        raise ValueError(
+            f"{path}: unknown section [{sorted(unknown)[0]}]; expected [grid] and [options]"
+        )
     grid, options = raw.get("grid", {}), raw.get("options", {})
     for section, table in (("grid", grid), ("options", options)):
         if not isinstance(table, dict):
-            raise ValueError(f"{path}: {section} must be a table ([{section}] followed by "
-                             f"key = value lines), received {section} = {table!r}")
+            raise ValueError(
+                f"{path}: {section} must be a table ([{section}] followed by "
+                f"key = value lines), received {section} = {table!r}"
+            )
     for section, keys, valid in (("grid", grid, GRID_KEYS), ("options", options, OPTION_KEYS)):
         bad = set(keys) - valid
         if bad:
-            raise ValueError(f"{path}: unknown key {section}.{sorted(bad)[0]}; expected one of {', '.join(sorted(valid))}")
+            raise ValueError(
+                f"{path}: unknown key {section}.{sorted(bad)[0]}; expected one of {', '.join(sorted(valid))}"
+            )
     values: dict = {}
     for key, value in grid.items():
         if not isinstance(value, list):
@@ -245,37 +271,74 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    record: dict[str, Any] = {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
-              "version": __version__}
+    record: dict[str, Any] = {
+        "cell": cell,
+        "id": cell_id(cell),
+        "key": cell_key(cell, options),
+        "options": options,
+        "version": __version__,
+    }
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
 
-        common = dict(similarity=False, device=options["device"],
-                      data_root=options.get("data_root"), dtype=options.get("dtype", "float64"))
+        common = dict(
+            similarity=False,
+            device=options["device"],
+            data_root=options.get("data_root"),
+            dtype=options.get("dtype", "float64"),
+        )
         if cell["mode"] == "trained":
             from oversmooth.train import TrainConfig, train
 
             run_dir = Path(out) / "runs" / record["id"]
-            result = train(TrainConfig(model=cell["model"], depth=cell["depth"], conv=cell["conv"], dataset=cell["dataset"],
-                                       hidden=options["hidden"], heads=options["heads"], seed=cell["seed"], epochs=options["epochs"],
-                                       device=options["device"], data_root=options.get("data_root")), run_dir, overwrite=True)
+            result = train(
+                TrainConfig(
+                    model=cell["model"],
+                    depth=cell["depth"],
+                    conv=cell["conv"],
+                    dataset=cell["dataset"],
+                    hidden=options["hidden"],
+                    heads=options["heads"],
+                    seed=cell["seed"],
+                    epochs=options["epochs"],
+                    device=options["device"],
+                    data_root=options.get("data_root"),
+                ),
+                run_dir,
+                overwrite=True,
+            )
             record["training"] = {"best_epoch": result.best_epoch, **result.best}
             config = AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), **common)
         else:
-            config = AnalysisConfig(model=cell["model"], depth=cell["depth"], conv=cell["conv"], dataset=cell["dataset"],
-                                    hidden=options["hidden"], heads=options["heads"], seeds=(cell["seed"],), **common)
+            config = AnalysisConfig(
+                model=cell["model"],
+                depth=cell["depth"],
+                conv=cell["conv"],
+                dataset=cell["dataset"],
+                hidden=options["hidden"],
+                heads=options["heads"],
+                seeds=(cell["seed"],),
+                **common,
+            )
         analysis = run_analysis(config)
         frame = analysis.metrics.drop(columns=["seed"])
-        record.update({
-            "status": "ok",
-            "final_energy": float(frame["laplacian_energy"].iloc[-1]),
-            "classification": analysis.label,
-            "verdict": analysis.verdict,
-            "metrics": {c: frame[c].tolist() for c in frame.columns},
-        })
+        record.update(
+            {
+                "status": "ok",
+                "final_energy": float(frame["laplacian_energy"].iloc[-1]),
+                "classification": analysis.label,
+                "verdict": analysis.verdict,
+                "metrics": {c: frame[c].tolist() for c in frame.columns},
+            }
+        )
     except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
-        record.update({"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc(limit=8)})
+        record.update(
+            {
+                "status": "failed",
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=8),
+            }
+        )
     record["seconds"] = time.perf_counter() - started
     return record
 
@@ -374,8 +437,10 @@ def _check_datasets(spec: SweepSpec) -> None:
     for name in spec.datasets:
         data = load(name, data_root=spec.data_root)
         if "trained" in spec.modes and getattr(data, "y", None) is None:
-            raise ValueError(f"datasets: {name!r} has no labels, which trained mode needs; "
-                             "use modes = [\"init\"] or a labelled dataset")
+            raise ValueError(
+                f"datasets: {name!r} has no labels, which trained mode needs; "
+                'use modes = ["init"] or a labelled dataset'
+            )
 
 
 # ----------------------------------------------------------------------------- local workers
@@ -438,12 +503,25 @@ CellFn = Callable[[dict, dict, str], dict]
 
 
 def _failed_record(cell: dict, options: dict, error: str) -> dict:
-    return {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
-            "version": __version__, "status": "failed", "error": error}
+    return {
+        "cell": cell,
+        "id": cell_id(cell),
+        "key": cell_key(cell, options),
+        "options": options,
+        "version": __version__,
+        "status": "failed",
+        "error": error,
+    }
 
 
-def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
-               on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
+def _run_local(
+    todo: list[dict],
+    options: dict,
+    out: Path,
+    workers: int,
+    on_done: Callable[[dict], None],
+    cell_fn: CellFn = run_cell,
+) -> None:
     """Run ``todo`` in ``workers`` spawned processes, one cell per worker at a time.
 
     Each worker has its own pipe, so a worker that dies is known with the cell it was
@@ -459,8 +537,12 @@ def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
 
     def start() -> dict:
         parent_conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(child_conn, os.getpid()), daemon=True,
-                           name="oversmooth-sweep-worker")
+        proc = ctx.Process(
+            target=_worker_main,
+            args=(child_conn, os.getpid()),
+            daemon=True,
+            name="oversmooth-sweep-worker",
+        )
         proc.start()
         child_conn.close()
         return {"proc": proc, "conn": parent_conn, "cell": None}
@@ -530,12 +612,21 @@ def _run_local(todo: list[dict], options: dict, out: Path, workers: int,
             slot["conn"].close()
 
 
-def _run_ray(todo: list[dict], options: dict, out: Path, workers: int | None, address: str | None,
-             on_done: Callable[[dict], None], cell_fn: CellFn = run_cell) -> None:
+def _run_ray(
+    todo: list[dict],
+    options: dict,
+    out: Path,
+    workers: int | None,
+    address: str | None,
+    on_done: Callable[[dict], None],
+    cell_fn: CellFn = run_cell,
+) -> None:
     try:
         import ray
     except ImportError:
-        raise ValueError("backend: ray is not installed; pip install 'oversmooth[ray]' or use --backend local") from None
+        raise ValueError(
+            "backend: ray is not installed; pip install 'oversmooth[ray]' or use --backend local"
+        ) from None
     started_here = False
     if not ray.is_initialized():
         kwargs = {"address": address} if address else {"num_cpus": workers or os.cpu_count()}
@@ -569,9 +660,13 @@ class SweepResult:
     seconds: float = 0.0
 
 
-def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
-              progress: Callable[[int, int, str], None] | None = None,
-              cell_fn: CellFn = run_cell) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec,
+    out: str | os.PathLike | None = None,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+    cell_fn: CellFn = run_cell,
+) -> SweepResult:
     """Run every unfinished cell of ``spec`` into ``out`` (default ``spec.out``), then merge.
 
     Args:
@@ -606,8 +701,13 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
             failed: list[dict] = []
             started = time.perf_counter()
             if progress:
-                stale = sum(1 for r in records if r.get("status") == "ok" and r.get("id") in keys
-                            and r.get("id") not in finished)
+                stale = sum(
+                    1
+                    for r in records
+                    if r.get("status") == "ok"
+                    and r.get("id") in keys
+                    and r.get("id") not in finished
+                )
                 note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
                 progress(done_count, total, f"{done_count} cells already finished{note}")
 
@@ -631,10 +731,14 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike | None = None, *,
             if created and not any(cells_dir.glob("*.json")):
                 shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no empty folder
             raise
-    return SweepResult(out, total, total - len(todo), len(todo), failed, time.perf_counter() - started)
+    return SweepResult(
+        out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
+    )
 
 
-def merge(out: str | os.PathLike, spec: SweepSpec | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def merge(
+    out: str | os.PathLike, spec: SweepSpec | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
 
     With ``spec``, only the cells of its grid computed with its options (their key) are merged,
@@ -642,8 +746,14 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None) -> tuple[pd.Dat
     """
     import pandas as pd
 
-    from oversmooth.analysis import (ComparisonConfig, ComparisonResult, _public, _title,
-                                     describe_frame, summary_table)
+    from oversmooth.analysis import (
+        ComparisonConfig,
+        ComparisonResult,
+        _public,
+        _title,
+        describe_frame,
+        summary_table,
+    )
     from oversmooth.report.render import write_comparison
 
     out = Path(out)
@@ -660,9 +770,18 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None) -> tuple[pd.Dat
         for k in reversed(keys):
             frame.insert(0, k, r["cell"][k])
         frames.append(frame)
-        rows.append({**{k: r["cell"][k] for k in keys}, "final_energy": r["final_energy"], "classification": r["classification"],
-                     **{f"best_{k}": v for k, v in r.get("training", {}).items()}, "seconds": r.get("seconds")})
-    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(drop=True)  # noqa: E731
+        rows.append(
+            {
+                **{k: r["cell"][k] for k in keys},
+                "final_energy": r["final_energy"],
+                "classification": r["classification"],
+                **{f"best_{k}": v for k, v in r.get("training", {}).items()},
+                "seconds": r.get("seconds"),
+            }
+        )
+    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(
+        drop=True
+    )  # noqa: E731
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
     atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))
@@ -678,23 +797,35 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None) -> tuple[pd.Dat
             fits, verdicts = {}, []
             for dataset in datasets:
                 for model in models:  # the verdict pools every seed at the deepest depth
-                    rows_dm = layer_rows[(layer_rows["dataset"] == dataset)
-                                         & (layer_rows["model"] == model)
-                                         & (layer_rows["depth"] == depths[-1])]
+                    rows_dm = layer_rows[
+                        (layer_rows["dataset"] == dataset)
+                        & (layer_rows["model"] == model)
+                        & (layer_rows["depth"] == depths[-1])
+                    ]
                     if len(rows_dm):
                         trained = " (trained)" if mode == "trained" else ""
                         title = f"{_title(model, conv, depths[-1], dataset)}{trained}"
-                        desc = describe_frame(rows_dm, spec.hidden, title=title,
-                                              dtype=spec.dtype)
+                        desc = describe_frame(rows_dm, spec.hidden, title=title, dtype=spec.dtype)
                         fits[f"{dataset}/{model}"] = {**_public(desc), "depth": depths[-1]}
                         verdicts.append(desc["verdict"])
-            config = ComparisonConfig(models=tuple(models), depths=tuple(depths), conv=conv, datasets=tuple(datasets),
-                                      seeds=tuple(sorted(set(part["seed"]))), hidden=spec.hidden, heads=spec.heads, device=spec.device,
-                                      dtype=spec.dtype)
+            config = ComparisonConfig(
+                models=tuple(models),
+                depths=tuple(depths),
+                conv=conv,
+                datasets=tuple(datasets),
+                seeds=tuple(sorted(set(part["seed"]))),
+                hidden=spec.hidden,
+                heads=spec.heads,
+                device=spec.device,
+                dtype=spec.dtype,
+            )
             result = ComparisonResult(
                 config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
-                metrics=layer_rows.drop(columns=["mode", "conv"]), summary=part.drop(columns=["mode", "conv"]),
-                table=summary_table(part), fits=fits, verdicts=verdicts,
+                metrics=layer_rows.drop(columns=["mode", "conv"]),
+                summary=part.drop(columns=["mode", "conv"]),
+                table=summary_table(part),
+                fits=fits,
+                verdicts=verdicts,
             )
             write_comparison(result, out / f"report-{conv}-{mode}", overwrite=True)
     return metrics, summary

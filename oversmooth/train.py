@@ -59,7 +59,15 @@ from oversmooth.outputs import (
 )
 from oversmooth.runtime import resolve_device
 
-__all__ = ["TrainConfig", "TrainResult", "train", "save_checkpoint", "load_checkpoint", "CheckpointError", "TrainingDiverged"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "save_checkpoint",
+    "load_checkpoint",
+    "CheckpointError",
+    "TrainingDiverged",
+]
 
 POST_LN = {"postln", "nonlocal"}
 
@@ -113,7 +121,9 @@ class TrainConfig:
         if self.split not in ("random", "public"):
             raise ValueError(f"split: expected one of random, public, received {self.split!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
-            raise ValueError(f"patience: expected an integer >= 1 (epochs), received {self.patience!r}")
+            raise ValueError(
+                f"patience: expected an integer >= 1 (epochs), received {self.patience!r}"
+            )
         self.model_config(1, 1)  # validates depth, conv, sizes, pattern
 
     @property
@@ -128,9 +138,18 @@ class TrainConfig:
 
     def model_config(self, in_channels: int, out_channels: int) -> ModelConfig:
         return ModelConfig(
-            name=self.model, conv=self.conv, depth=self.depth, in_channels=in_channels, out_channels=out_channels,
-            hidden=self.hidden, heads=self.heads, seed=self.seed, ffn=self.ffn, dropout=self.dropout,
-            norm=self.norm, pattern=self.pattern,
+            name=self.model,
+            conv=self.conv,
+            depth=self.depth,
+            in_channels=in_channels,
+            out_channels=out_channels,
+            hidden=self.hidden,
+            heads=self.heads,
+            seed=self.seed,
+            ffn=self.ffn,
+            dropout=self.dropout,
+            norm=self.norm,
+            pattern=self.pattern,
         )
 
     def to_dict(self) -> dict:
@@ -172,7 +191,11 @@ HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "t
 
 
 def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
-    return float((logits[mask].argmax(1) == y[mask]).double().mean()) if int(mask.sum()) else float("nan")
+    return (
+        float((logits[mask].argmax(1) == y[mask]).double().mean())
+        if int(mask.sum())
+        else float("nan")
+    )
 
 
 def _clone(obj):
@@ -195,8 +218,10 @@ def _deterministic(enabled: bool, device: torch.device) -> Iterator[None]:
     adds in a thread-dependent order; deterministic mode makes it serial.  On
     CUDA, kernels without a deterministic version only warn.
     """
-    before = (torch.are_deterministic_algorithms_enabled(),
-              torch.is_deterministic_algorithms_warn_only_enabled())
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     if enabled:
         if device.type == "cuda":
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -261,9 +286,17 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
 class _Run:
     """The state of one training run between two epochs, and how it is saved."""
 
-    def __init__(self, config: TrainConfig, out: Path, model: DepthModel, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LRScheduler,
-                 meta: dict, device: torch.device, overwrite: bool) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        out: Path,
+        model: DepthModel,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        meta: dict,
+        device: torch.device,
+        overwrite: bool,
+    ) -> None:
         self.config, self.out, self.model = config, out, model
         self.optimizer, self.scheduler, self.meta = optimizer, scheduler, meta
         self.device, self.overwrite = device, overwrite
@@ -280,15 +313,22 @@ class _Run:
     # -- state ------------------------------------------------------------------------------
     def snapshot(self) -> dict:
         """Everything needed to continue after the last completed epoch (cloned)."""
-        return {"format": FORMAT, "version": FORMAT_VERSION,
-                "model_config": self.model.config.to_dict(),
-                "state_dict": _clone(self.model.state_dict()),
-                "optimizer": _clone(self.optimizer.state_dict()),
-                "scheduler": _clone(self.scheduler.state_dict()), "rng": self.rng.get_state(),
-                "epoch": self.epoch, "history": len(self.history),  # rows kept at save time
-                "best": dict(self.best) if self.best else None, "best_epoch": self.best_epoch,
-                "best_state_dict": self.best_state, "bad_epochs": self.bad_epochs,
-                "meta": self.meta}
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "model_config": self.model.config.to_dict(),
+            "state_dict": _clone(self.model.state_dict()),
+            "optimizer": _clone(self.optimizer.state_dict()),
+            "scheduler": _clone(self.scheduler.state_dict()),
+            "rng": self.rng.get_state(),
+            "epoch": self.epoch,
+            "history": len(self.history),  # rows kept at save time
+            "best": dict(self.best) if self.best else None,
+            "best_epoch": self.best_epoch,
+            "best_state_dict": self.best_state,
+            "bad_epochs": self.bad_epochs,
+            "meta": self.meta,
+        }
 
     def restore(self, path: Path) -> None:
         state = _read(path, self.device, RESUME_KEYS)
@@ -370,8 +410,13 @@ class _Run:
 
     def _write_config(self, folder: Path) -> None:
         config = self.config
-        record = {"command": "train", **config.to_dict(), "learning_rate": config.learning_rate,
-                  "warmup_epochs": config.warmup_epochs, "device_resolved": str(self.device)}
+        record = {
+            "command": "train",
+            **config.to_dict(),
+            "learning_rate": config.learning_rate,
+            "warmup_epochs": config.warmup_epochs,
+            "device_resolved": str(self.device),
+        }
         write_json(folder / "config.json", record)
 
     def save(self, snap: dict) -> None:
@@ -396,10 +441,16 @@ class _Run:
         self._write(lambda folder: self._history(rows, folder))
 
     def _best(self, snap: dict, folder: Path) -> None:
-        _atomic_save({"format": FORMAT, "version": FORMAT_VERSION,
-                      "model_config": snap["model_config"], "state_dict": snap["best_state_dict"],
-                      "meta": {**self.meta, "epoch": snap["best_epoch"], **snap["best"]}},
-                     folder / "best.pt")
+        _atomic_save(
+            {
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "model_config": snap["model_config"],
+                "state_dict": snap["best_state_dict"],
+                "meta": {**self.meta, "epoch": snap["best_epoch"], **snap["best"]},
+            },
+            folder / "best.pt",
+        )
         self.best_saved = snap["best_epoch"]
 
     @staticmethod
@@ -410,9 +461,16 @@ class _Run:
         atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.6g"))
 
     # -- one epoch --------------------------------------------------------------------------
-    def step(self, epoch: int, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None, y: Tensor,
-             masks: dict[str, Tensor],
-             fork: list) -> tuple[dict, str | None]:
+    def step(
+        self,
+        epoch: int,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None,
+        y: Tensor,
+        masks: dict[str, Tensor],
+        fork: list,
+    ) -> tuple[dict, str | None]:
         """Train one epoch; returns its history row and, when it diverged, what went wrong."""
         model, optimizer = self.model, self.optimizer
         model.train()
@@ -421,9 +479,16 @@ class _Run:
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=self.rng)))  # dropout
             logits = model(x, edge_index, edge_weight=edge_weight)
         loss = F.cross_entropy(logits[masks["train_mask"]], y[masks["train_mask"]])
-        row = {"epoch": epoch, "loss": float(loss.detach()), "val_loss": math.nan,
-               "lr": optimizer.param_groups[0]["lr"], "train_acc": math.nan, "val_acc": math.nan,
-               "test_acc": math.nan, "status": "ok"}
+        row = {
+            "epoch": epoch,
+            "loss": float(loss.detach()),
+            "val_loss": math.nan,
+            "lr": optimizer.param_groups[0]["lr"],
+            "train_acc": math.nan,
+            "val_acc": math.nan,
+            "test_acc": math.nan,
+            "status": "ok",
+        }
         if not math.isfinite(row["loss"]):
             return {**row, "status": "diverged"}, f"the training loss became {row['loss']}"
         loss.backward()
@@ -449,14 +514,16 @@ class _Run:
         self.history.append(row)
         self.epoch = row["epoch"]
         best = self.best
-        if best is None or row["val_acc"] > best["val_acc"] or (
-                row["val_acc"] == best["val_acc"] and row["val_loss"] < best["val_loss"]):
+        if (
+            best is None
+            or row["val_acc"] > best["val_acc"]
+            or (row["val_acc"] == best["val_acc"] and row["val_loss"] < best["val_loss"])
+        ):
             self.best = {k: row[k] for k in ("train_acc", "val_acc", "test_acc", "val_loss")}
             self.best_epoch, self.bad_epochs = row["epoch"], 0
             self.best_state = _clone(self.model.state_dict())
         else:
             self.bad_epochs += 1
-
 
 
 def train(
@@ -496,12 +563,19 @@ def train(
 
     out = Path(out)
     if resume and overwrite:
-        raise ValueError("--resume and --overwrite: pass one (--resume continues the run, "
-                         "--overwrite starts it over)")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) or not (
-            0 <= checkpoint_every < math.inf):
-        raise ValueError(f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
-                         f"received {checkpoint_every!r}")
+        raise ValueError(
+            "--resume and --overwrite: pass one (--resume continues the run, "
+            "--overwrite starts it over)"
+        )
+    if (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, (int, float))
+        or not (0 <= checkpoint_every < math.inf)
+    ):
+        raise ValueError(
+            f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
+            f"received {checkpoint_every!r}"
+        )
     _check_out(out, resume, overwrite)
     device = resolve_device(config.device)
     data = load(config.dataset, data_root=config.data_root)
@@ -510,18 +584,30 @@ def train(
     num_classes = int(data.y.max()) + 1
     masks = split_masks(data, config.split, seed=config.seed)
     if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
-        raise ValueError(f"split: {config.split!r} leaves no training or validation node on "
-                         f"{config.dataset!r}; use --split random")
+        raise ValueError(
+            f"split: {config.split!r} leaves no training or validation node on "
+            f"{config.dataset!r}; use --split random"
+        )
     x, edge_index, y = data.x.to(device), data.edge_index.to(device), data.y.to(device)
     edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     masks = {k: v.to(device) for k, v in masks.items()}
     model = model_from_config(config.model_config(data.num_features, num_classes), device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+    )
     warm = config.warmup_epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda e: min(1.0, (e + 1) / warm) if warm > 0 else 1.0)
-    meta = {"dataset": config.dataset, "split": config.split, "split_seed": config.seed, "num_features": data.num_features,
-            "num_classes": num_classes, "train_config": config.to_dict()}
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda e: min(1.0, (e + 1) / warm) if warm > 0 else 1.0
+    )
+    meta = {
+        "dataset": config.dataset,
+        "split": config.split,
+        "split_seed": config.seed,
+        "num_features": data.num_features,
+        "num_classes": num_classes,
+        "train_config": config.to_dict(),
+    }
     empty = out.is_dir() and not any(out.iterdir())
     with claim_folder(out, overwrite=resume or overwrite or empty):
         _check_out(out, resume, overwrite)  # again, now that the folder is ours
@@ -532,16 +618,31 @@ def train(
         requested: dict = {}
         try:
             with _deterministic(config.deterministic, device), _stop_on_signals(requested):
-                return _loop(run, x, (edge_index, edge_weight), y, masks, requested, progress,
-                             checkpoint_every)
+                return _loop(
+                    run,
+                    x,
+                    (edge_index, edge_weight),
+                    y,
+                    masks,
+                    requested,
+                    progress,
+                    checkpoint_every,
+                )
         except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
             _clean_stale_temporaries(out)
             raise
 
 
-def _loop(run: _Run, x: Tensor, graph: tuple[Tensor, Tensor | None], y: Tensor, masks: dict[str, Tensor],
-          requested: dict, progress: Callable[[int, int, dict], None] | None,
-          checkpoint_every: float) -> TrainResult:
+def _loop(
+    run: _Run,
+    x: Tensor,
+    graph: tuple[Tensor, Tensor | None],
+    y: Tensor,
+    masks: dict[str, Tensor],
+    requested: dict,
+    progress: Callable[[int, int, dict], None] | None,
+    checkpoint_every: float,
+) -> TrainResult:
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
     started = last_save = time.perf_counter()
@@ -559,10 +660,16 @@ def _loop(run: _Run, x: Tensor, graph: tuple[Tensor, Tensor | None], y: Tensor, 
             if good["epoch"] > saved_epoch:
                 run.save(good)
             run.write_history(run.history[: good["history"]] + [row])
-            kept = (f"last.pt keeps epoch {good['epoch']}, the last finite state"
-                    if good["epoch"] >= 0 else "no checkpoint was saved")
-            best = (f"best checkpoint (epoch {good['best_epoch']}) kept in {out / 'best.pt'}"
-                    if good["best_state_dict"] is not None else "no best checkpoint yet")
+            kept = (
+                f"last.pt keeps epoch {good['epoch']}, the last finite state"
+                if good["epoch"] >= 0
+                else "no checkpoint was saved"
+            )
+            best = (
+                f"best checkpoint (epoch {good['best_epoch']}) kept in {out / 'best.pt'}"
+                if good["best_state_dict"] is not None
+                else "no best checkpoint yet"
+            )
             raise TrainingDiverged(
                 f"training stopped: {problem} at epoch {epoch}; {kept}; {best}; history.csv ends "
                 "with the diverged epoch; try a lower --lr or a longer --warmup"
@@ -581,11 +688,17 @@ def _loop(run: _Run, x: Tensor, graph: tuple[Tensor, Tensor | None], y: Tensor, 
     if good["epoch"] > saved_epoch or (good["epoch"] >= 0 and not (out / "history.csv").is_file()):
         run.save(good)
     seconds = time.perf_counter() - started
-    result = TrainResult(out, run.best_epoch, run.best or {}, len(run.history), stopped,
-                         run.history, seconds)
+    result = TrainResult(
+        out, run.best_epoch, run.best or {}, len(run.history), stopped, run.history, seconds
+    )
     if stopped not in STOP_SIGNALS.values() and run.history:
-        summary = {"best_epoch": run.best_epoch, **(run.best or {}), "epochs_run": len(run.history),
-                   "stopped": stopped, "seconds_this_run": seconds}
+        summary = {
+            "best_epoch": run.best_epoch,
+            **(run.best or {}),
+            "epochs_run": len(run.history),
+            "stopped": stopped,
+            "seconds_this_run": seconds,
+        }
         write_json(out / "summary.json", summary)
         _plot_history(out, run.history, run.best_epoch)
     return result
@@ -607,7 +720,9 @@ def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
     ax_loss.legend(fontsize=8)
     for split in ("train", "val", "test"):
         ax_acc.plot(epochs, [r[f"{split}_acc"] for r in history], label=split)
-    ax_acc.axvline(best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})")
+    ax_acc.axvline(
+        best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
+    )
     ax_acc.set_xlabel("epoch")
     ax_acc.set_ylabel("accuracy")
     ax_acc.legend(fontsize=8)
@@ -621,6 +736,10 @@ def describe(result: TrainResult) -> str:
     b = result.best
     if not b:
         return f"{result.stopped} before the first epoch finished"
-    pct = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"  # noqa: E731
-    return (f"{result.stopped} after {result.epochs_run} epochs; best validation at epoch {result.best_epoch}: "
-            f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}")
+    pct = lambda v: (
+        "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
+    )  # noqa: E731
+    return (
+        f"{result.stopped} after {result.epochs_run} epochs; best validation at epoch {result.best_epoch}: "
+        f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
+    )

@@ -354,9 +354,14 @@ def verdict(
         if final_at_floor:
             pieces.append(
                 f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of "
-                "the fit); " + (f"float64 gives {final64:.2g}" if final64 is not None else
-                                "rerun with --dtype float64" if dtype != "float64" else
-                                "the curve is below what float64 resolves")
+                "the fit); "
+                + (
+                    f"float64 gives {final64:.2g}"
+                    if final64 is not None
+                    else "rerun with --dtype float64"
+                    if dtype != "float64"
+                    else "the curve is below what float64 resolves"
+                )
             )
         elif blocker is None:
             pieces.append(f"final energy {final:.2g}")
@@ -669,7 +674,9 @@ def synthetic_frame(
         raise ValueError(f"law: expected 'power', 'exponential' or 'mixed', received {law!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     k = np.arange(depth + 1, dtype=np.float64)
-    alpha, beta = cast("tuple[float, float]", {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param))
+    alpha, beta = cast(
+        "tuple[float, float]", {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param)
+    )
     log_e = alpha * np.log(np.maximum(k, 1.0)) + beta * k
     frames = []
     for s in range(seeds):

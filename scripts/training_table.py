@@ -31,22 +31,44 @@ def main() -> None:
     rows = []
     for depth in [int(d) for d in args.depths.split(",")]:
         for model in args.models.split(","):
-            config = TrainConfig(model=model, depth=depth, epochs=args.epochs, dataset=args.dataset, seed=args.seed, device="cpu")
+            config = TrainConfig(
+                model=model,
+                depth=depth,
+                epochs=args.epochs,
+                dataset=args.dataset,
+                seed=args.seed,
+                device="cpu",
+            )
             run_dir = args.out / "runs" / f"{model}-{depth}"
             started = time.perf_counter()
             result = train(config, run_dir, overwrite=True)
-            rows.append({"model": model, "depth": depth, "epochs": result.epochs_run, "best_epoch": result.best_epoch,
-                         "lr": config.learning_rate, "warmup": config.warmup_epochs,
-                         "train_acc": 100 * result.best["train_acc"], "val_acc": 100 * result.best["val_acc"],
-                         "test_acc": 100 * result.best["test_acc"], "minutes": (time.perf_counter() - started) / 60})
+            rows.append(
+                {
+                    "model": model,
+                    "depth": depth,
+                    "epochs": result.epochs_run,
+                    "best_epoch": result.best_epoch,
+                    "lr": config.learning_rate,
+                    "warmup": config.warmup_epochs,
+                    "train_acc": 100 * result.best["train_acc"],
+                    "val_acc": 100 * result.best["val_acc"],
+                    "test_acc": 100 * result.best["test_acc"],
+                    "minutes": (time.perf_counter() - started) / 60,
+                }
+            )
             print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "table.csv", index=False, float_format="%.2f")
-    lines = ["| model | depth | epochs | best epoch | lr (warm-up) | train % | val % | test % | minutes |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | depth | epochs | best epoch | lr (warm-up) | train % | val % | test % | minutes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['depth']} | {r['epochs']} | {r['best_epoch']} | {r['lr']:g} ({r['warmup']}) | "
-                     f"{r['train_acc']:.2f} | {r['val_acc']:.2f} | {r['test_acc']:.2f} | {r['minutes']:.1f} |")
+        lines.append(
+            f"| {r['model']} | {r['depth']} | {r['epochs']} | {r['best_epoch']} | {r['lr']:g} ({r['warmup']}) | "
+            f"{r['train_acc']:.2f} | {r['val_acc']:.2f} | {r['test_acc']:.2f} | {r['minutes']:.1f} |"
+        )
     (args.out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -9,7 +9,11 @@ import torch
 def dense_weights(edge_index, edge_weight, n, self_loops=False) -> np.ndarray:
     """W[i, j] = weight of the edge j -> i (node i aggregates from j)."""
     w = np.zeros((n, n))
-    ew = np.ones(edge_index.shape[1]) if edge_weight is None else np.asarray(edge_weight, dtype=float)
+    ew = (
+        np.ones(edge_index.shape[1])
+        if edge_weight is None
+        else np.asarray(edge_weight, dtype=float)
+    )
     for e in range(edge_index.shape[1]):
         j, i = int(edge_index[0, e]), int(edge_index[1, e])
         w[i, j] += ew[e]

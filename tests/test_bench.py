@@ -21,7 +21,9 @@ def test_kernel_alternatives_agree_with_oversmooth():
     for r in rows:
         assert r["loop_rel_diff"] < 1e-12 and r["dense_rel_diff"] < 1e-12
         assert r["oversmooth_s"] > 0 and r["loop_s"] > 0
-    big = bench.metric_kernels(torch.device("cpu"), [("karate", karate())], repeats=1, dense_limit=10)
+    big = bench.metric_kernels(
+        torch.device("cpu"), [("karate", karate())], repeats=1, dense_limit=10
+    )
     assert all("skipped" in r["dense_note"] and math.isnan(r["dense_s"]) for r in big)
 
 
@@ -43,9 +45,25 @@ def test_precision_cost_times_both_precisions_side_by_side():
 
 
 def _minimal_results() -> dict:
-    machine = {"cpu_model": "cpu", "cpu_count": 1, "torch_threads": 1, "device": "cpu",
-               "torch": "t", "torch_geometric": "g", "oversmooth": "o"}
+    machine = {
+        "cpu_model": "cpu",
+        "cpu_count": 1,
+        "torch_threads": 1,
+        "device": "cpu",
+        "torch": "t",
+        "torch_geometric": "g",
+        "oversmooth": "o",
+    }
     po = {"depth": 2, "repeats": 1, "bare_s": 1.0, "probed_s": 1.0, "ratio": 1.0, "met": True}
-    return {"quick": True, "seconds": 1.0, "machine": machine, "probe_overhead": po, "kernels": [],
-            "depth": [], "size": [], "depth_exponent": 1.0, "depth_memory_ratio": 1.0,
-            "size_exponent": 1.0}
+    return {
+        "quick": True,
+        "seconds": 1.0,
+        "machine": machine,
+        "probe_overhead": po,
+        "kernels": [],
+        "depth": [],
+        "size": [],
+        "depth_exponent": 1.0,
+        "depth_memory_ratio": 1.0,
+        "size_exponent": 1.0,
+    }

@@ -37,8 +37,19 @@ def _one_line_error(result, code=2, contains=""):
 def test_main_command_verdicts(tmp_path, model, seeds, labels):
     """The README's main command: the paper's three behaviours at depth 256 on embedded Cora."""
     out = tmp_path / model
-    result = run("analyze", "--model", model, "--depth", 256, "--seeds", seeds, "--out", out,
-                 "--json", "--quiet")
+    result = run(
+        "analyze",
+        "--model",
+        model,
+        "--depth",
+        256,
+        "--seeds",
+        seeds,
+        "--out",
+        out,
+        "--json",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["classification"] in labels, summary["verdict"]
@@ -50,7 +61,16 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
         assert not summary["final_at_floor"]
     if model == "nonlocal":  # no collapse: slow decay
         assert summary["final_energy"] > 1e-3
-    for name in ("metrics.csv", "similarity.csv", "fits.json", "config.json", "energy.png", "similarity.png", "report.md", "report.html"):
+    for name in (
+        "metrics.csv",
+        "similarity.csv",
+        "fits.json",
+        "config.json",
+        "energy.png",
+        "similarity.png",
+        "report.md",
+        "report.html",
+    ):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == model and config["environment"]["torch"]
@@ -58,7 +78,20 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
 
 
 def test_analyze_human_output_and_prune_and_seeds(tmp_path):
-    result = run("analyze", "--model", "preln", "--depth", 8, "--seeds", "0,1", "--prune", "2,8", "--out", tmp_path / "a", "--no-similarity")
+    result = run(
+        "analyze",
+        "--model",
+        "preln",
+        "--depth",
+        8,
+        "--seeds",
+        "0,1",
+        "--prune",
+        "2,8",
+        "--out",
+        tmp_path / "a",
+        "--no-similarity",
+    )
     assert result.exit_code == 0, result.output
     assert "Pre-LN SAN, 8 layers on cora" in result.output and "report:" in result.output
     import pandas as pd
@@ -71,7 +104,18 @@ def test_analyze_human_output_and_prune_and_seeds(tmp_path):
 
 
 def test_prune_command(tmp_path):
-    result = run("prune", "--model", "preln", "--depth", 8, "--layers", "2,4,8", "--out", tmp_path / "p", "--json")
+    result = run(
+        "prune",
+        "--model",
+        "preln",
+        "--depth",
+        8,
+        "--layers",
+        "2,4,8",
+        "--out",
+        tmp_path / "p",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert [row["layer"] for row in payload["prune"]] == [2, 4, 8]
@@ -80,7 +124,17 @@ def test_prune_command(tmp_path):
 
 def test_compare_command(tmp_path):
     out = tmp_path / "c"
-    result = run("compare", "--models", "preln,postln,nonlocal", "--depths", "2,8", "--seeds", "0,1", "--out", out)
+    result = run(
+        "compare",
+        "--models",
+        "preln,postln,nonlocal",
+        "--depths",
+        "2,8",
+        "--seeds",
+        "0,1",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "2 layers" in result.output and "8 layers" in result.output
     import pandas as pd
@@ -101,7 +155,9 @@ def test_models_metrics_and_report_rebuild(tmp_path):
     (out / "report.md").unlink()
     (out / "energy.png").unlink()
     result = run("report", out)
-    assert result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
+    assert (
+        result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
+    )
     _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
 
 
@@ -109,7 +165,9 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
     out = tmp_path / "keep"
     out.mkdir()
     (out / "precious.txt").write_text("data")
-    _one_line_error(run("analyze", "--depth", 2, "--out", out), 2, "already exists; pass --overwrite")
+    _one_line_error(
+        run("analyze", "--depth", 2, "--out", out), 2, "already exists; pass --overwrite"
+    )
     assert (out / "precious.txt").read_text() == "data"
     assert run("analyze", "--depth", 2, "--out", out, "--overwrite").exit_code == 0
     assert not (out / "precious.txt").exists() and (out / "metrics.csv").is_file()
@@ -131,7 +189,10 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
         (["analyze", "--pattern", "MQ"], "pattern: expected a non-empty string over {M, S}"),
         (["analyze", "--device", "tpu"], "device: expected auto, cpu, cuda"),
         (["analyze", "--out", "/proc/none/x"], "--out: cannot write into"),
-        (["compare", "--depths", "2,x"], "--depths: expected comma-separated integers like 2,32,64, received '2,x'"),
+        (
+            ["compare", "--depths", "2,x"],
+            "--depths: expected comma-separated integers like 2,32,64, received '2,x'",
+        ),
         (["compare", "--models", "preln,foo"], "--models: unknown name 'foo'"),
         (["compare", "--depths", "0"], "--depths: expected integers >= 1"),
         (["prune", "--layers", "2,x"], "--layers: expected comma-separated integers"),
@@ -161,8 +222,20 @@ def test_analyze_dtype_flows_to_the_model_and_the_report(tmp_path, dtype, method
     import pandas as pd
 
     out = tmp_path / dtype
-    result = run("analyze", "--model", "postln", "--depth", 4, "--dtype", dtype, "--out", out,
-                 "--json", "--quiet", "--no-similarity")
+    result = run(
+        "analyze",
+        "--model",
+        "postln",
+        "--depth",
+        4,
+        "--dtype",
+        dtype,
+        "--out",
+        out,
+        "--json",
+        "--quiet",
+        "--no-similarity",
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["dtype"] == dtype and payload["floor_method"] == method
@@ -179,32 +252,70 @@ def test_compare_and_prune_take_dtype(tmp_path):
     import pandas as pd
 
     out = tmp_path / "c"
-    result = run("compare", "--models", "postln", "--depths", "2,4", "--seeds", "0",
-                 "--dtype", "float32", "--out", out, "--quiet")
+    result = run(
+        "compare",
+        "--models",
+        "postln",
+        "--depths",
+        "2,4",
+        "--seeds",
+        "0",
+        "--dtype",
+        "float32",
+        "--out",
+        out,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
     assert "at_floor" in pd.read_csv(out / "metrics.csv").columns
     assert "final_at_floor" in pd.read_csv(out / "summary.csv").columns
-    result = run("prune", "--model", "preln", "--depth", 4, "--layers", "2", "--dtype", "float64",
-                 "--out", tmp_path / "p", "--json")
+    result = run(
+        "prune",
+        "--model",
+        "preln",
+        "--depth",
+        4,
+        "--layers",
+        "2",
+        "--dtype",
+        "float64",
+        "--out",
+        tmp_path / "p",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_bad_dtype_and_floor_are_one_line_errors(tmp_path):
     result = run("analyze", "--depth", 2, "--dtype", "float16", "--out", tmp_path / "x")
     assert result.exit_code == 2 and "float16" in result.output and "Traceback" not in result.output
-    shadow64 = run("analyze", "--depth", 2, "--dtype", "float64", "--floor", "shadow",
-                   "--out", tmp_path / "y")
+    shadow64 = run(
+        "analyze", "--depth", 2, "--dtype", "float64", "--floor", "shadow", "--out", tmp_path / "y"
+    )
     _one_line_error(shadow64, 2, "needs --dtype float32")
-    result = run("sweep", "--models", "postln", "--depths", 2, "--dtype", "half",
-                 "--out", tmp_path / "s")
+    result = run(
+        "sweep", "--models", "postln", "--depths", 2, "--dtype", "half", "--out", tmp_path / "s"
+    )
     assert result.exit_code == 2 and "half" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.slow
 def test_postln_depth_256_float64_reports_the_real_energy(tmp_path):
-    result = run("analyze", "--model", "postln", "--depth", 256, "--dtype", "float64",
-                 "--out", tmp_path / "a", "--json", "--quiet", "--no-similarity")
+    result = run(
+        "analyze",
+        "--model",
+        "postln",
+        "--depth",
+        256,
+        "--dtype",
+        "float64",
+        "--out",
+        tmp_path / "a",
+        "--json",
+        "--quiet",
+        "--no-similarity",
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["final_energy"] < 1e-13 and payload["classification"] == "exponential-smoothing"

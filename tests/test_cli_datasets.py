@@ -23,9 +23,20 @@ def test_metrics_command():
 
 
 # the names Probe(metrics=...) accepted before the registry; energy_<m> for any order
-ACCEPTED = ["laplacian_energy", "laplacian_energy_degree", "dirichlet_energy", "feature_norm",
-            "rusch_dirichlet", "mad", "mad_global", "effective_rank", "relative_energy",
-            "cosine_prev", "energy_1", "energy_5"]
+ACCEPTED = [
+    "laplacian_energy",
+    "laplacian_energy_degree",
+    "dirichlet_energy",
+    "feature_norm",
+    "rusch_dirichlet",
+    "mad",
+    "mad_global",
+    "effective_rank",
+    "relative_energy",
+    "cosine_prev",
+    "energy_1",
+    "energy_5",
+]
 
 
 def test_every_listed_metric_is_accepted_by_the_probe():
@@ -53,8 +64,13 @@ def test_every_listed_metric_is_accepted_by_the_probe():
         with pytest.raises(ValueError, match="unknown name"):
             check_metrics([name])
     defaults = [m["name"] for m in described["per_layer"] if m["default"]]
-    assert defaults == ["laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev",
-                        "feature_norm"]
+    assert defaults == [
+        "laplacian_energy",
+        "dirichlet_energy",
+        "relative_energy",
+        "cosine_prev",
+        "feature_norm",
+    ]
 
 
 def test_every_accepted_metric_is_listed():
@@ -79,7 +95,12 @@ def test_datasets_stats_cora_and_citeseer():
     result = runner.invoke(app, ["datasets", "--stats", "cora", "--json"])
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)
-    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (2708, 5278, 1433, 7)
+    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (
+        2708,
+        5278,
+        1433,
+        7,
+    )
     result = runner.invoke(app, ["datasets", "--stats", "citeseer"])
     assert result.exit_code == 0 and "3327" in result.output and "3703" in result.output
 

@@ -108,6 +108,7 @@ def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
     line = one_line_error(run("analyze", *FAST, "--out", tmp_path / "x"), 1, "KeyError")
     assert "--debug" in line
     assert list(tmp_path.iterdir()) == []  # no lock, no empty folder
+
     def typo(*args, **kwargs):
         raise TypeError("bug")
 
@@ -177,8 +178,12 @@ _SLOW_ANALYZE = textwrap.dedent(
 
 
 def _cli_process(*args: str, code: str = _SLOW_ANALYZE) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_concurrent_runs_into_one_folder(tmp_path):
@@ -205,10 +210,15 @@ def test_claimed_folder_is_refused_before_any_work(tmp_path, monkeypatch):
 
     out = tmp_path / "r"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom oversmooth.outputs import claim_folder\n"
-         f"with claim_folder({str(out)!r}, False):\n"
-         "    print('held', flush=True)\n    time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import time\nfrom oversmooth.outputs import claim_folder\n"
+            f"with claim_folder({str(out)!r}, False):\n"
+            "    print('held', flush=True)\n    time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     calls = []
     monkeypatch.setattr(analysis, "run_analysis", lambda *a, **k: calls.append(1))

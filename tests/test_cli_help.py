@@ -32,8 +32,19 @@ def help_of(name: str | None, width: int) -> str:
 
 
 def test_every_command_is_covered():
-    assert set(COMMANDS) >= {"analyze", "compare", "prune", "train", "sweep", "bench", "reproduce",
-                             "models", "datasets", "metrics", "report"}
+    assert set(COMMANDS) >= {
+        "analyze",
+        "compare",
+        "prune",
+        "train",
+        "sweep",
+        "bench",
+        "reproduce",
+        "models",
+        "datasets",
+        "metrics",
+        "report",
+    }
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -128,9 +139,18 @@ def _fake_reproduction(seen):
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.md").write_text("# r\n")
-        (out / "config.json").write_text(json.dumps(
-            {"command": "reproduce", "quick": config.quick, "seeds": list(config.seeds),
-             "datasets": ["cora"], "seconds": 1.5, "environment": {"torch": "x"}}))
+        (out / "config.json").write_text(
+            json.dumps(
+                {
+                    "command": "reproduce",
+                    "quick": config.quick,
+                    "seeds": list(config.seeds),
+                    "datasets": ["cora"],
+                    "seconds": 1.5,
+                    "environment": {"torch": "x"},
+                }
+            )
+        )
         return out
 
     return fake
@@ -168,8 +188,9 @@ def test_reproduce_prints_json(monkeypatch, tmp_path):
 
 def test_report_prints_json(tmp_path):
     out = tmp_path / "a"
-    first = runner.invoke(app, ["analyze", "--depth", "2", "--no-similarity", "--out", str(out),
-                                "-q", "--json"])
+    first = runner.invoke(
+        app, ["analyze", "--depth", "2", "--no-similarity", "--out", str(out), "-q", "--json"]
+    )
     assert first.exit_code == 0, first.output
     result = runner.invoke(app, ["report", str(out), "--json"])
     assert result.exit_code == 0, result.output

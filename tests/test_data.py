@@ -33,13 +33,22 @@ def test_embedded_copy_equals_planetoid_from_raw(planetoid_root, name, pyg):
 def test_embedded_files_are_small():
     from importlib import resources
 
-    total = sum(f.stat().st_size for f in resources.files("oversmooth._data").iterdir() if f.name.endswith(".npz"))
+    total = sum(
+        f.stat().st_size
+        for f in resources.files("oversmooth._data").iterdir()
+        if f.name.endswith(".npz")
+    )
     assert total <= 3 * 1024 * 1024
 
 
 def test_cora_stats_match_table_9_of_the_paper():
     stats = D.graph_stats(D.load("cora"))
-    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (2708, 5278, 1433, 7)
+    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (
+        2708,
+        5278,
+        1433,
+        7,
+    )
     assert stats["isolated_nodes"] == 0 and stats["self_loops"] == 0
     assert 0.80 < stats["homophily"] < 0.82
 
@@ -47,7 +56,12 @@ def test_cora_stats_match_table_9_of_the_paper():
 def test_citeseer_stats():
     stats = D.graph_stats(D.load("citeseer"))
     # PyG's CiteSeer: 4552 undirected edges (the paper's Table 9 prints 4522), 48 isolated nodes
-    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (3327, 4552, 3703, 6)
+    assert (stats["nodes"], stats["edges"], stats["features"], stats["classes"]) == (
+        3327,
+        4552,
+        3703,
+        6,
+    )
     assert stats["isolated_nodes"] == 48
 
 
@@ -78,7 +92,9 @@ def test_synthetic_generators():
     assert (karate["nodes"], karate["edges"], karate["classes"]) == (34, 78, 2)
     g = D.load("grid:rows=4,cols=2,features=3")
     assert g.x.shape == (8, 3)
-    with pytest.raises(ValueError, match="expected key=value parameters with key in rows, cols, features, seed"):
+    with pytest.raises(
+        ValueError, match="expected key=value parameters with key in rows, cols, features, seed"
+    ):
         D.load("grid:depth=3")
     with pytest.raises(ValueError, match="parameter n must be a number"):
         D.load("ring:n=abc")
@@ -112,7 +128,11 @@ def test_csbm_large_graph_is_well_formed():
 def test_pt_roundtrip_and_dict(tmp_path):
     from torch_geometric.data import Data
 
-    data = Data(x=torch.randn(4, 3), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), y=torch.tensor([0, 1, 0, 1]))
+    data = Data(
+        x=torch.randn(4, 3),
+        edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
+        y=torch.tensor([0, 1, 0, 1]),
+    )
     torch.save(data, tmp_path / "g.pt")
     loaded = D.load(tmp_path / "g.pt")
     _same_graph(loaded, data)
@@ -177,7 +197,9 @@ def test_csv_errors_name_file_and_line(tmp_path):
 
 
 def test_unknown_name_lists_names():
-    with pytest.raises(ValueError, match="unknown name 'corra'; expected one of cora, citeseer, pubmed"):
+    with pytest.raises(
+        ValueError, match="unknown name 'corra'; expected one of cora, citeseer, pubmed"
+    ):
         D.load("corra")
     with pytest.raises(ValueError, match="takes no parameters"):
         D.load("cora:n=3")
@@ -205,9 +227,11 @@ def test_synthetic_parameters_given_twice_are_refused():
 
 
 def test_csv_node_ids_must_be_finite_and_sane(tmp_path):
-    for text, message in (("0,1\n1,inf\n", "non-negative integers, received \\[1.0, inf\\]"),
-                          ("0,1\n-1,2\n", "non-negative integers"),
-                          ("0,1\n1,1e17\n", "node id 100000000000000000 is too large")):
+    for text, message in (
+        ("0,1\n1,inf\n", "non-negative integers, received \\[1.0, inf\\]"),
+        ("0,1\n-1,2\n", "non-negative integers"),
+        ("0,1\n1,1e17\n", "node id 100000000000000000 is too large"),
+    ):
         path = tmp_path / "e.csv"
         path.write_text(text)
         with pytest.raises(ValueError, match=message):
@@ -226,8 +250,9 @@ def test_csv_not_utf8_and_folders_are_named(tmp_path):
         D.load("karate", features=path)
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool, torch.float16,
-                                   torch.bfloat16])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.uint8, torch.bool, torch.float16, torch.bfloat16]
+)
 def test_pt_features_of_other_dtypes_become_float32_with_a_warning(tmp_path, dtype):
     path = tmp_path / "g.pt"
     x = torch.tensor([[1, 0], [0, 1], [1, 1]]).to(dtype)

@@ -28,9 +28,20 @@ RTOL = 1e-10
 OFFSETS = (1.0, 3.0, 10.0, 1e3)
 NOISES = (1e-4, 1e-7, 1e-10)
 PROBE_METRICS = [
-    "laplacian_energy", "laplacian_energy_degree", "dirichlet_energy", "relative_energy",
-    "cosine_prev", "feature_norm", "rusch_dirichlet", "mad", "mad_global", "effective_rank",
-    "energy_1", "energy_2", "energy_3", "energy_4",
+    "laplacian_energy",
+    "laplacian_energy_degree",
+    "dirichlet_energy",
+    "relative_energy",
+    "cosine_prev",
+    "feature_norm",
+    "rusch_dirichlet",
+    "mad",
+    "mad_global",
+    "effective_rank",
+    "energy_1",
+    "energy_2",
+    "energy_3",
+    "energy_4",
 ]
 
 

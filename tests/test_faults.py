@@ -117,10 +117,20 @@ def scenario(root: Path, baseline: dict, sig: signal.Signals, target: str, seed:
     rng = random.Random(seed)
     (root / "spec.toml").write_text(SPEC)
     out = root / "out"
-    cmd = [sys.executable, "-m", "oversmooth.cli.main", "sweep", str(root / "spec.toml"),
-           "--out", str(out), "--quiet", "--json"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "oversmooth.cli.main",
+        "sweep",
+        str(root / "spec.toml"),
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     seen: set[int] = set()
     hit = None
     deadline = time.time() + 120
@@ -179,10 +189,19 @@ def scenario(root: Path, baseline: dict, sig: signal.Signals, target: str, seed:
     metrics, summary = _tables(out)
     duplicates = int(summary.duplicated(KEYS).sum())
     litter = _litter(root)
-    record = {"signal": sig.name, "target": target, "seed": seed, "hit": hit is not None,
-              "cells_done_when_hit": finished_at_hit,
-              "finished_before_rerun": len(before), "rerun_ran": rerun.ran, "lost": lost,
-              "duplicates": duplicates, "orphans": len(orphans), "litter": len(litter)}
+    record = {
+        "signal": sig.name,
+        "target": target,
+        "seed": seed,
+        "hit": hit is not None,
+        "cells_done_when_hit": finished_at_hit,
+        "finished_before_rerun": len(before),
+        "rerun_ran": rerun.ran,
+        "lost": lost,
+        "duplicates": duplicates,
+        "orphans": len(orphans),
+        "litter": len(litter),
+    }
     TALLY.append(record)
     assert not orphans, f"processes outlived the sweep: {sorted(orphans)}"
     assert lost == 0 and rerun.skipped == len(before) and rerun.ran == CELLS - len(before)

@@ -28,8 +28,23 @@ import pytest
 import torch
 
 EPOCHS = 12
-TRAIN = ["train", "--model", "preln", "--depth", "2", "--hidden", "8", "--heads", "2",
-         "--epochs", str(EPOCHS), "--checkpoint-every", "0", "--quiet", "--json"]
+TRAIN = [
+    "train",
+    "--model",
+    "preln",
+    "--depth",
+    "2",
+    "--hidden",
+    "8",
+    "--heads",
+    "2",
+    "--epochs",
+    str(EPOCHS),
+    "--checkpoint-every",
+    "0",
+    "--quiet",
+    "--json",
+]
 # one thread: the same kernels (and so the same bits) in every process
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -37,14 +52,26 @@ LIMIT_S = 300  # one subprocess, at most
 
 
 def _command(out: Path, resume: bool) -> list[str]:
-    return [sys.executable, "-m", "oversmooth.cli.main", *TRAIN, "--out", str(out),
-            *(["--resume"] if resume else [])]
+    return [
+        sys.executable,
+        "-m",
+        "oversmooth.cli.main",
+        *TRAIN,
+        "--out",
+        str(out),
+        *(["--resume"] if resume else []),
+    ]
 
 
 def _run(out: Path) -> tuple[int, float]:
     started = time.perf_counter()
-    proc = subprocess.run(_command(out, resume=(out / "last.pt").is_file()), env=ENV,
-                          capture_output=True, text=True, timeout=LIMIT_S)
+    proc = subprocess.run(
+        _command(out, resume=(out / "last.pt").is_file()),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.returncode, time.perf_counter() - started
 
@@ -72,8 +99,9 @@ def _check_same(reference: Path, out: Path) -> None:
     for name in ("last.pt", "best.pt"):
         a, b = _load(reference / name), _load(out / name)
         assert a["state_dict"].keys() == b["state_dict"].keys()
-        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k])
-                   for k in a["state_dict"]), name
+        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"]), (
+            name
+        )
     a, b = _load(reference / "last.pt"), _load(out / "last.pt")
     assert a["history"] == b["history"] and a["epoch"] == b["epoch"] == EPOCHS - 1
     for k, state in a["optimizer"]["state"].items():
@@ -81,8 +109,9 @@ def _check_same(reference: Path, out: Path) -> None:
     assert _load(reference / "best.pt")["meta"]["epoch"] == _load(out / "best.pt")["meta"]["epoch"]
     ref = json.loads((reference / "summary.json").read_text())
     got = json.loads((out / "summary.json").read_text())
-    assert {k: v for k, v in ref.items() if k != "seconds_this_run"} == \
-        {k: v for k, v in got.items() if k != "seconds_this_run"}
+    assert {k: v for k, v in ref.items() if k != "seconds_this_run"} == {
+        k: v for k, v in got.items() if k != "seconds_this_run"
+    }
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in reference.iterdir())
 
 
@@ -93,8 +122,9 @@ def _saved_rows(out: Path) -> int:
         return 0
 
 
-def scenario(folder: Path, reference: Path, kills: list[tuple[str, float]],
-             after_epoch: int | None = None) -> list[dict]:
+def scenario(
+    folder: Path, reference: Path, kills: list[tuple[str, float]], after_epoch: int | None = None
+) -> list[dict]:
     """Run into ``folder / "run"``, sending each ``(signal name, seconds after launch)``
     in turn to a fresh (or resumed) process (with ``after_epoch``: as soon as that epoch
     is saved instead of after a delay); then finish the run and compare."""
@@ -102,14 +132,22 @@ def scenario(folder: Path, reference: Path, kills: list[tuple[str, float]],
     steps = []
     for name, delay in kills:
         resume = (out / "last.pt").is_file()
-        proc = subprocess.Popen(_command(out, resume), env=ENV, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            _command(out, resume),
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if after_epoch is None:
             time.sleep(delay)
         else:
             deadline = time.monotonic() + LIMIT_S
-            while (proc.poll() is None and _saved_rows(out) <= after_epoch
-                   and time.monotonic() < deadline):
+            while (
+                proc.poll() is None
+                and _saved_rows(out) <= after_epoch
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.01)
         sent = proc.poll() is None
         if sent:
@@ -119,8 +157,15 @@ def scenario(folder: Path, reference: Path, kills: list[tuple[str, float]],
         if sent and name != "SIGKILL" and proc.returncode in (130, 143):
             lines = (out / "history.csv").read_text().splitlines() if out.exists() else ["header"]
             assert len(lines) == saved + 2, err  # a graceful stop writes the history it saved
-        steps.append({"signal": name, "delay_s": round(delay, 2), "sent": sent,
-                      "exit": proc.returncode, "saved_epoch": saved})
+        steps.append(
+            {
+                "signal": name,
+                "delay_s": round(delay, 2),
+                "sent": sent,
+                "exit": proc.returncode,
+                "saved_epoch": saved,
+            }
+        )
     _run(out)
     _check_same(reference, out)
     assert sorted(p.name for p in folder.iterdir()) == ["run"]  # no lock, no temporary sibling
@@ -203,14 +248,25 @@ def main() -> None:
     ]
     for i, steps, ok in rows:
         text = "; ".join(
-            f"{s['signal']} at {s['delay_s']} s" + (
-                f" (exit {s['exit']}, saved {s['saved_epoch']})" if s.get("sent") else
-                " (already finished)" if "sent" in s else "")
-            for s in steps)
+            f"{s['signal']} at {s['delay_s']} s"
+            + (
+                f" (exit {s['exit']}, saved {s['saved_epoch']})"
+                if s.get("sent")
+                else " (already finished)"
+                if "sent" in s
+                else ""
+            )
+            for s in steps
+        )
         lines.append(f"| {i} | {text} | {'yes' if ok else 'NO'} |")
-    lines += ["", "Regenerate with:", "",
-              f"    python -m tests.test_faults_train --scenarios {args.scenarios} "
-              f"--seed {args.seed} --report {args.report}", ""]
+    lines += [
+        "",
+        "Regenerate with:",
+        "",
+        f"    python -m tests.test_faults_train --scenarios {args.scenarios} "
+        f"--seed {args.seed} --report {args.report}",
+        "",
+    ]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines))
 

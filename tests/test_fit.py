@@ -55,7 +55,11 @@ def test_dropped_points_are_counted():
     v[12] = np.nan
     v[13] = np.inf
     fit = fit_curve(K, v, floor=1e-5)
-    assert fit.dropped == {"nonfinite": 2, "nonpositive": 2, "float_floor": int(((v > 0) & np.isfinite(v) & (v < 1e-5) & (K > 0)).sum())}
+    assert fit.dropped == {
+        "nonfinite": 2,
+        "nonpositive": 2,
+        "float_floor": int(((v > 0) & np.isfinite(v) & (v < 1e-5) & (K > 0)).sum()),
+    }
     assert fit.exponential.exponent == pytest.approx(-0.05)
     assert fit.span[1] < 256  # the floor cut the tail
     assert float_floor(1.0) == pytest.approx(np.finfo(np.float32).eps ** 2)

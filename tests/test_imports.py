@@ -36,8 +36,10 @@ def _targets(node: ast.AST, module: str, is_package: bool, modules: dict) -> lis
             anchor = module.split(".") if is_package else module.split(".")[:-1]
             anchor = anchor[: len(anchor) - (node.level - 1)]
             base = ".".join(anchor + ([base] if base else []))
-        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                 for alias in node.names]
+        names = [
+            f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+            for alias in node.names
+        ]
     out = []
     for name in names:
         while name and name not in modules:  # `import a.b.c` of a non-module attribute
@@ -68,7 +70,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -105,8 +107,10 @@ def test_package_import_graph_has_no_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-MOVED = {"oversmooth.analysis": {"resolve_device", "environment"},
-         "oversmooth.train": {"save_checkpoint", "load_checkpoint", "CheckpointError"}}
+MOVED = {
+    "oversmooth.analysis": {"resolve_device", "environment"},
+    "oversmooth.train": {"save_checkpoint", "load_checkpoint", "CheckpointError"},
+}
 
 
 def test_moved_names_are_imported_from_their_new_modules():

@@ -33,13 +33,19 @@ def test_every_metric_matches_dense_reference(tiny_graph):
     assert M.laplacian_energy(x, op, measure="degree").item() == pytest.approx(
         ref.laplacian_energy(xn, w, "degree"), rel=rtol
     )
-    assert M.mean_average_distance(x, op).item() == pytest.approx(ref.mad_neighbors(xn, w), rel=rtol)
-    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(ref.mad_global(xn), rel=rtol)
+    assert M.mean_average_distance(x, op).item() == pytest.approx(
+        ref.mad_neighbors(xn, w), rel=rtol
+    )
+    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
+        ref.mad_global(xn), rel=rtol
+    )
     assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
     if ew is None:  # the survey convention ignores weights; the reference counts each edge once
         assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(ref.rusch(xn, w), rel=rtol)
     # an edge_index with weights gives the same as the prebuilt operator
-    assert M.dirichlet_energy(x, ei, edge_weight=ew).item() == pytest.approx(M.dirichlet_energy(x, op).item(), rel=1e-15)
+    assert M.dirichlet_energy(x, ei, edge_weight=ew).item() == pytest.approx(
+        M.dirichlet_energy(x, op).item(), rel=1e-15
+    )
 
 
 def test_higher_order_energies_match_dense_powers(tiny_graph):
@@ -55,8 +61,12 @@ def test_higher_order_energies_match_dense_powers(tiny_graph):
             expected = ref.dirichlet(y, w)
         else:
             expected = float((d * np.sum(y**2, 1)).sum() / n)
-        assert M.energy(x, ei, order=m, edge_weight=ew).item() == pytest.approx(expected, rel=1e-11, abs=1e-300)
-    assert M.energy(x, ei, 1, edge_weight=ew).item() == pytest.approx(M.dirichlet_energy(x, ei, ew).item())
+        assert M.energy(x, ei, order=m, edge_weight=ew).item() == pytest.approx(
+            expected, rel=1e-11, abs=1e-300
+        )
+    assert M.energy(x, ei, 1, edge_weight=ew).item() == pytest.approx(
+        M.dirichlet_energy(x, ei, ew).item()
+    )
     assert M.energy(x, ei, 2, "counting", edge_weight=ew).item() == pytest.approx(
         M.laplacian_energy(x, ei, edge_weight=ew).item()
     )
@@ -139,7 +149,9 @@ def test_nearly_constant_signal_is_resolved_in_float64():
     assert 1e-16 < expected < 1e-12
     x = 1.0 + eps * z  # float64 input: 1 + 1e-7 z is representable
     assert M.laplacian_energy(x, op).item() == pytest.approx(expected, rel=1e-6)
-    assert M.dirichlet_energy(x, op).item() == pytest.approx(eps**2 * M.dirichlet_energy(z, op).item(), rel=1e-6)
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(
+        eps**2 * M.dirichlet_energy(z, op).item(), rel=1e-6
+    )
     # float32 input of the same tiny scale: accumulation in float64 keeps it
     small = (eps * z).float()
     assert M.laplacian_energy(small, op).item() == pytest.approx(
@@ -169,9 +181,13 @@ def test_layer_similarity_and_cosine():
     assert torch.allclose(sim.diagonal(), torch.ones(5, dtype=torch.float64))
     for s in range(5):
         for t in range(5):
-            expected = np.mean([ref.cos(ref.to_np(states[s][i]), ref.to_np(states[t][i])) for i in range(7)])
+            expected = np.mean(
+                [ref.cos(ref.to_np(states[s][i]), ref.to_np(states[t][i])) for i in range(7)]
+            )
             assert sim[s, t].item() == pytest.approx(expected, rel=1e-10, abs=1e-14)
-    assert M.mean_cosine_similarity(states[0], states[1]).item() == pytest.approx(sim[0, 1].item(), rel=1e-12)
+    assert M.mean_cosine_similarity(states[0], states[1]).item() == pytest.approx(
+        sim[0, 1].item(), rel=1e-12
+    )
     assert torch.allclose(M.layer_similarity(torch.stack(states)), sim)
     with pytest.raises(ValueError, match=r"states\[1\]"):
         M.layer_similarity([torch.randn(3, 2), torch.randn(4, 2)])
@@ -181,7 +197,9 @@ def test_feature_norm_and_rusch_closed_forms():
     ei = undirected([(0, 1), (1, 2), (2, 3)])
     x = _features(4, 3, seed=6)
     assert M.feature_norm(x).item() == pytest.approx(math.sqrt((x**2).sum().item() / 4))
-    assert M.rusch_dirichlet_energy(x, ei).item() == pytest.approx(math.sqrt(2 * M.dirichlet_energy(x, ei).item()))
+    assert M.rusch_dirichlet_energy(x, ei).item() == pytest.approx(
+        math.sqrt(2 * M.dirichlet_energy(x, ei).item())
+    )
 
 
 def test_isolated_node_gives_no_nan():
@@ -208,23 +226,34 @@ def test_cora_all_metrics_match_dense_reference(cora_planetoid):
     np.add.at(w, (dst, src), 1.0)
     xn = x.double().numpy()
     d = w.sum(1)
-    lap = np.where(d[:, None] > 0, w / np.maximum(d, 1)[:, None], 0) - np.diag((d > 0).astype(float))
+    lap = np.where(d[:, None] > 0, w / np.maximum(d, 1)[:, None], 0) - np.diag(
+        (d > 0).astype(float)
+    )
     lx = lap @ xn
     sqdist = (xn**2).sum(1)[:, None] + (xn**2).sum(1)[None, :] - 2 * xn @ xn.T
     dir_ref = 0.5 * (w * sqdist).sum() / n
     assert M.dirichlet_energy(x, op).item() == pytest.approx(dir_ref, rel=1e-9)
     assert M.laplacian_energy(x, op).item() == pytest.approx((lx**2).sum() / n, rel=1e-12)
-    assert M.laplacian_energy(x, op, "degree").item() == pytest.approx((d * (lx**2).sum(1)).sum() / n, rel=1e-12)
+    assert M.laplacian_energy(x, op, "degree").item() == pytest.approx(
+        (d * (lx**2).sum(1)).sum() / n, rel=1e-12
+    )
     assert M.energy(x, op, 3).item() == pytest.approx(
-        0.5 * (w * (((lx**2).sum(1))[:, None] + ((lx**2).sum(1))[None, :] - 2 * lx @ lx.T)).sum() / n, rel=1e-8
+        0.5
+        * (w * (((lx**2).sum(1))[:, None] + ((lx**2).sum(1))[None, :] - 2 * lx @ lx.T)).sum()
+        / n,
+        rel=1e-8,
     )
     u = xn / np.linalg.norm(xn, axis=1, keepdims=True)
     cosm = u @ u.T
     mad_ref = (((w > 0) * (1 - cosm)).sum(1) / (w > 0).sum(1)).mean()
     assert M.mean_average_distance(x, op).item() == pytest.approx(mad_ref, rel=1e-12)
     off = ~np.eye(n, dtype=bool)
-    assert M.mean_average_distance(x, variant="global").item() == pytest.approx((1 - cosm)[off].mean(), rel=1e-12)
-    assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(np.sqrt((w * sqdist).sum() / n), rel=1e-9)
+    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
+        (1 - cosm)[off].mean(), rel=1e-12
+    )
+    assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(
+        np.sqrt((w * sqdist).sum() / n), rel=1e-9
+    )
     assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
 
 
@@ -246,15 +275,21 @@ def test_bad_x():
 
 def test_bad_edge_index_and_weights():
     x = torch.ones(3, 2)
-    with pytest.raises(ValueError, match=r"edge_index: node indices must lie in \[0, 2\].*\[0, 5\]"):
+    with pytest.raises(
+        ValueError, match=r"edge_index: node indices must lie in \[0, 2\].*\[0, 5\]"
+    ):
         M.dirichlet_energy(x, torch.tensor([[0, 5], [1, 0]]))
-    with pytest.raises(ValueError, match=r"edge_index: expected shape \[2, num_edges\], received \[3, 2\]"):
+    with pytest.raises(
+        ValueError, match=r"edge_index: expected shape \[2, num_edges\], received \[3, 2\]"
+    ):
         M.dirichlet_energy(x, torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="edge_index: expected an integer"):
         M.dirichlet_energy(x, torch.zeros(2, 2))
     with pytest.raises(ValueError, match="edge_index: node indices"):
         GraphOperator(torch.tensor([[-1], [0]]), num_nodes=2)
-    with pytest.raises(ValueError, match="edge_weight: expected non-negative weights, received a minimum of -1"):
+    with pytest.raises(
+        ValueError, match="edge_weight: expected non-negative weights, received a minimum of -1"
+    ):
         GraphOperator(torch.tensor([[0], [1]]), torch.tensor([-1.0]))
     with pytest.raises(ValueError, match=r"edge_weight: expected shape \[1\]"):
         GraphOperator(torch.tensor([[0], [1]]), torch.tensor([1.0, 2.0]))

@@ -22,7 +22,9 @@ def _graph():
     return ei, 6
 
 
-def dense_attention(mp: MultiHeadMessagePassing, x: torch.Tensor, ei: torch.Tensor, full: bool = False) -> torch.Tensor:
+def dense_attention(
+    mp: MultiHeadMessagePassing, x: torch.Tensor, ei: torch.Tensor, full: bool = False
+) -> torch.Tensor:
     """P_h as dense [h, n, n] matrices, straight from the SPEC formulas."""
     n, h, hd = x.size(0), mp.heads, mp.head_dim
     mask = torch.eye(n, dtype=torch.bool)
@@ -39,13 +41,18 @@ def dense_attention(mp: MultiHeadMessagePassing, x: torch.Tensor, ei: torch.Tens
             k = (x @ mp.key.weight.T).view(n, h, hd)[:, head]
             e = q @ k.T / math.sqrt(hd)
         else:
-            e = F.leaky_relu((v[:, head] @ mp.att_dst[head])[:, None] + (v[:, head] @ mp.att_src[head])[None, :], 0.2)
+            e = F.leaky_relu(
+                (v[:, head] @ mp.att_dst[head])[:, None] + (v[:, head] @ mp.att_src[head])[None, :],
+                0.2,
+            )
         e = e.masked_fill(~mask, float("-inf"))
         probs.append(torch.softmax(e, dim=1))
     return torch.stack(probs)
 
 
-def dense_mp(mp: MultiHeadMessagePassing, x: torch.Tensor, ei: torch.Tensor, full: bool = False) -> torch.Tensor:
+def dense_mp(
+    mp: MultiHeadMessagePassing, x: torch.Tensor, ei: torch.Tensor, full: bool = False
+) -> torch.Tensor:
     n, h, hd = x.size(0), mp.heads, mp.head_dim
     p = dense_attention(mp, x, ei, full)
     heads = []
@@ -80,7 +87,9 @@ def dense_block(block: Block, x: torch.Tensor, ei: torch.Tensor) -> torch.Tensor
 @pytest.mark.parametrize("conv", ["san", "gcn", "gat"])
 def test_block_equals_dense_reference(name, conv):
     ei, n = _graph()
-    model = build_model(name, conv=conv, depth=1, in_channels=8, out_channels=3, hidden=8, heads=2, seed=1)
+    model = build_model(
+        name, conv=conv, depth=1, in_channels=8, out_channels=3, hidden=8, heads=2, seed=1
+    )
     block = model.blocks[0]
     # perturb the LayerNorm affine parameters so they are exercised
     with torch.no_grad():
@@ -134,14 +143,18 @@ def test_layernorm_modes():
     out = graph_ln(x, batch)
     assert torch.allclose(out[:3], graph_ln(x[:3]), atol=1e-6)
     assert torch.allclose(out[3:], graph_ln(x[3:]), atol=1e-6)
-    assert torch.equal(graph_ln.weight, torch.ones(5)) and torch.equal(graph_ln.bias, torch.zeros(5))
+    assert torch.equal(graph_ln.weight, torch.ones(5)) and torch.equal(
+        graph_ln.bias, torch.zeros(5)
+    )
     with pytest.raises(ValueError, match="norm: expected one of node, graph"):
         LayerNorm(5, "batch")
 
 
 def test_global_attention_block_and_batches():
     ei, n = _graph()
-    mp = MultiHeadMessagePassing(8, 2, "gcn", global_attention=True)  # S blocks are dot-product whatever the conv
+    mp = MultiHeadMessagePassing(
+        8, 2, "gcn", global_attention=True
+    )  # S blocks are dot-product whatever the conv
     x = torch.randn(n, 8, generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         out = mp(x, GraphContext.build(ei, n))
@@ -152,13 +165,19 @@ def test_global_attention_block_and_batches():
         first = mp(x[:4], GraphContext.build(ei[:, ei[0] < 4], 4))
         assert torch.allclose(both[:4], first, atol=1e-5)
         mp_nl = MultiHeadMessagePassing(8, 2, "san", nonlocal_=True, global_attention=True)
-        assert torch.allclose(mp_nl(x, GraphContext.build(ei, n)), dense_mp(mp_nl, x, ei, full=True), atol=1e-5)
+        assert torch.allclose(
+            mp_nl(x, GraphContext.build(ei, n)), dense_mp(mp_nl, x, ei, full=True), atol=1e-5
+        )
 
 
 def test_pattern_interleaves_blocks():
-    config = ModelConfig("postln", depth=6, in_channels=3, out_channels=2, hidden=8, heads=2, pattern="MMS")
+    config = ModelConfig(
+        "postln", depth=6, in_channels=3, out_channels=2, hidden=8, heads=2, pattern="MMS"
+    )
     assert config.block_kinds() == "MMSMMS"
-    model = build_model("postln", depth=6, in_channels=3, out_channels=2, hidden=8, heads=2, pattern="MMS")
+    model = build_model(
+        "postln", depth=6, in_channels=3, out_channels=2, hidden=8, heads=2, pattern="MMS"
+    )
     assert [b.mp.global_attention for b in model.blocks] == [False, False, True, False, False, True]
     ei, n = _graph()
     assert model(torch.randn(n, 3), ei).shape == (n, 2)
@@ -178,13 +197,26 @@ def test_seeded_and_rng_neutral():
     assert torch.equal(a(x, ei), b(x, ei))
 
 
-@pytest.mark.parametrize("name, conv", [("postln", "san"), ("preln", "gat"), ("nonlocal", "gcn"), ("plain", "gcn")])
+@pytest.mark.parametrize(
+    "name, conv", [("postln", "san"), ("preln", "gat"), ("nonlocal", "gcn"), ("plain", "gcn")]
+)
 def test_float64_model_matches_float32_at_small_depth(name, conv):
     ei, n = _graph()
     x = torch.randn(n, 5, generator=torch.Generator().manual_seed(0))
-    m32 = build_model(name, conv=conv, depth=3, in_channels=5, out_channels=2, hidden=8, heads=2, seed=3)
-    m64 = build_model(name, conv=conv, depth=3, in_channels=5, out_channels=2, hidden=8, heads=2, seed=3,
-                      dtype="float64")
+    m32 = build_model(
+        name, conv=conv, depth=3, in_channels=5, out_channels=2, hidden=8, heads=2, seed=3
+    )
+    m64 = build_model(
+        name,
+        conv=conv,
+        depth=3,
+        in_channels=5,
+        out_channels=2,
+        hidden=8,
+        heads=2,
+        seed=3,
+        dtype="float64",
+    )
     assert m64.config.dtype == "float64" and all(p.dtype == torch.float64 for p in m64.parameters())
     for p32, p64 in zip(m32.parameters(), m64.parameters()):  # same seed, same initial weights
         assert torch.equal(p32.double(), p64)
@@ -198,16 +230,22 @@ def test_float64_weights_do_not_depend_on_the_default_dtype():
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        a = build_model("postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64")
+        a = build_model(
+            "postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64"
+        )
     finally:
         torch.set_default_dtype(previous)
-    b = build_model("postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64")
+    b = build_model(
+        "postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64"
+    )
     for pa, pb in zip(a.parameters(), b.parameters()):
         assert torch.equal(pa, pb)
 
 
 def test_bad_dtype_lists_choices():
-    with pytest.raises(ValueError, match=r"dtype: expected one of float32, float64, received 'float16'"):
+    with pytest.raises(
+        ValueError, match=r"dtype: expected one of float32, float64, received 'float16'"
+    ):
         build_model("postln", depth=2, in_channels=3, out_channels=2, dtype="float16")
 
 
@@ -221,13 +259,17 @@ def test_skip_replaces_blocks_by_identity():
         for k in (0, 3):
             h = model.blocks[k](h, ctx)
         assert torch.allclose(model(x, ei, skip=[1, 2]), model.decoder(h))
-    with pytest.raises(ValueError, match=r"skip: block indices must lie in \[0, 3\], received \[4\]"):
+    with pytest.raises(
+        ValueError, match=r"skip: block indices must lie in \[0, 3\], received \[4\]"
+    ):
         model(x, ei, skip=[4])
 
 
 def test_depth_1024_runs():
     data = load("karate")
-    model = build_model("postln", conv="gcn", depth=1024, in_channels=34, out_channels=2, hidden=8, heads=2)
+    model = build_model(
+        "postln", conv="gcn", depth=1024, in_channels=34, out_channels=2, hidden=8, heads=2
+    )
     with torch.no_grad():
         out = model(data.x, data.edge_index)
     assert out.shape == (34, 2) and torch.isfinite(out).all()
@@ -239,7 +281,10 @@ def test_bad_configs_list_choices():
         build_model("postln", heads=3, **base)
     with pytest.raises(ValueError, match="depth: expected an integer >= 1, received 0"):
         build_model("postln", depth=0, in_channels=3, out_channels=2)
-    with pytest.raises(ValueError, match="model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, received 'pre'"):
+    with pytest.raises(
+        ValueError,
+        match="model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, received 'pre'",
+    ):
         build_model("pre", **base)
     with pytest.raises(ValueError, match="conv: expected one of san, gcn, gat, received 'gin'"):
         build_model("postln", conv="gin", **base)
@@ -258,7 +303,9 @@ def cora():
 
 
 def _final_energy(name, depth, data, conv="san", seed=0):
-    model = build_model(name, conv=conv, depth=depth, in_channels=data.num_features, out_channels=7, seed=seed)
+    model = build_model(
+        name, conv=conv, depth=depth, in_channels=data.num_features, out_channels=7, seed=seed
+    )
     with torch.no_grad():
         ctx = model.context(data.edge_index, data.num_nodes)
         h = model.encoder(data.x)
@@ -279,14 +326,18 @@ def test_paper_phenomena_at_initialisation_on_cora(cora):
     assert post[0] / post[1] > 1e4  # many orders of magnitude
     assert pre[1] > 3 * pre[0]  # grows with depth
     assert nonl[1] < nonl[0]  # decays ...
-    assert (nonl[0] / nonl[1]) * 100 < post[0] / post[1]  # ... by orders of magnitude less than Post-LN
+    assert (nonl[0] / nonl[1]) * 100 < post[0] / post[
+        1
+    ]  # ... by orders of magnitude less than Post-LN
 
 
 @pytest.mark.parametrize("conv", ["san", "gcn", "gat"])
 def test_every_model_runs_on_cora_at_depth_2_and_256(cora, conv):
     for name in ("preln", "postln", "nonlocal", "nonlocal-preln", "plain"):
         for depth in (2, 256):
-            model = build_model(name, conv=conv, depth=depth, in_channels=cora.num_features, out_channels=7)
+            model = build_model(
+                name, conv=conv, depth=depth, in_channels=cora.num_features, out_channels=7
+            )
             with torch.no_grad():
                 out = model(cora.x, cora.edge_index)
             assert out.shape == (cora.num_nodes, 7)

@@ -63,10 +63,14 @@ def test_failure_keeps_old_folder_and_leaves_no_litter(tmp_path):
 def test_second_live_claim_is_refused(tmp_path):
     out = tmp_path / "r"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom oversmooth.outputs import claim_folder\n"
-         f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(30)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom oversmooth.outputs import claim_folder\n"
+            f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -125,12 +129,24 @@ def test_check_out_refuses_a_file_in_the_way(tmp_path):
 
 
 def test_write_json_is_strict_and_maps_non_finite_to_null(tmp_path):
-    obj = {"a": math.nan, "b": [1.5, math.inf, -math.inf], "c": np.float64("nan"),
-           "d": np.array([0.5, np.nan]), "e": (np.int64(3), np.float32(2.0)), "f": tmp_path}
+    obj = {
+        "a": math.nan,
+        "b": [1.5, math.inf, -math.inf],
+        "c": np.float64("nan"),
+        "d": np.array([0.5, np.nan]),
+        "e": (np.int64(3), np.float32(2.0)),
+        "f": tmp_path,
+    }
     write_json(tmp_path / "x.json", obj)
     text = (tmp_path / "x.json").read_text()
-    assert strict_json(text) == {"a": None, "b": [1.5, None, None], "c": None,
-                                 "d": [0.5, None], "e": [3, 2.0], "f": str(tmp_path)}
+    assert strict_json(text) == {
+        "a": None,
+        "b": [1.5, None, None],
+        "c": None,
+        "d": [0.5, None],
+        "e": [3, 2.0],
+        "f": str(tmp_path),
+    }
     assert text.endswith("\n") and sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
     assert strict_json(json_text([math.nan], indent=None)) == [None]
     with pytest.raises(ValueError, match="not JSON: NaN"):

@@ -94,13 +94,23 @@ def test_shadow_uses_unrounded_edge_weights(conv):
     # the float64 reference must see the user's float64 weights, not their float32 rounding
     n = 30
     ei = _dense_graph(n)
-    w = 0.1 + torch.rand(ei.size(1), generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    w = 0.1 + torch.rand(
+        ei.size(1), generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
     graph = GraphOperator(ei, w, num_nodes=n)
     x = torch.randn(n, 8, generator=torch.Generator().manual_seed(1))  # float32 input for both
     frames = {}
     for dtype in ("float32", "float64"):
-        config = ModelConfig(name="postln", conv=conv, depth=12, in_channels=8, out_channels=2,
-                             hidden=16, heads=2, dtype=dtype)
+        config = ModelConfig(
+            name="postln",
+            conv=conv,
+            depth=12,
+            in_channels=8,
+            out_channels=2,
+            hidden=16,
+            heads=2,
+            dtype=dtype,
+        )
         model = model_from_config(config)
         with torch.no_grad(), Probe(model, graph) as probe:
             if dtype == "float32":
@@ -110,8 +120,9 @@ def test_shadow_uses_unrounded_edge_weights(conv):
             else:
                 model(x.double(), ei, edge_weight=w)
                 frames[dtype] = probe.to_frame()
-    np.testing.assert_allclose(frames["float32"]["float64_energy"],
-                               frames["float64"]["laplacian_energy"], rtol=1e-12)
+    np.testing.assert_allclose(
+        frames["float32"]["float64_energy"], frames["float64"]["laplacian_energy"], rtol=1e-12
+    )
 
 
 def test_float64_floor_uses_float64_rounding(deep):
@@ -301,8 +312,9 @@ def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
 def test_verdict_names_the_floor_and_the_float64_value(deep):
     desc = describe_frame(deep[("float32", "shadow")], hidden=16, dtype="float32")
     f64 = deep[("float32", "shadow")]["float64_energy"].iloc[-1]
-    assert desc["verdict"].endswith(f"at the float32 floor (those layers are left out of the "
-                                    f"fit); float64 gives {f64:.2g}")
+    assert desc["verdict"].endswith(
+        f"at the float32 floor (those layers are left out of the fit); float64 gives {f64:.2g}"
+    )
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
     assert no_shadow["verdict"].endswith("; rerun with --dtype float64")
     assert "floor" not in describe_frame(deep[("float64", "twin")], 16, dtype="float64")["verdict"]

@@ -32,7 +32,9 @@ def _hand_states_ours(model, data):
 def _hand_states_pyg(model, data):
     states = []
     hooks = [model.convs[0].register_forward_pre_hook(lambda m, a: states.append(a[0].detach()))]
-    hooks += [c.register_forward_hook(lambda m, a, o: states.append(o.detach())) for c in model.convs]
+    hooks += [
+        c.register_forward_hook(lambda m, a, o: states.append(o.detach())) for c in model.convs
+    ]
     with torch.no_grad():
         model(data.x, data.edge_index)
     for h in hooks:
@@ -44,13 +46,19 @@ def _check_table(frame, states, graph):
     assert frame["layer"].tolist() == list(range(len(states)))
     for k, x in enumerate(states):
         row = frame.iloc[k]
-        assert row["laplacian_energy"] == pytest.approx(M.laplacian_energy(x, graph).item(), rel=1e-10)
-        assert row["dirichlet_energy"] == pytest.approx(M.dirichlet_energy(x, graph).item(), rel=1e-8)
+        assert row["laplacian_energy"] == pytest.approx(
+            M.laplacian_energy(x, graph).item(), rel=1e-10
+        )
+        assert row["dirichlet_energy"] == pytest.approx(
+            M.dirichlet_energy(x, graph).item(), rel=1e-8
+        )
         assert row["feature_norm"] == pytest.approx(M.feature_norm(x).item(), rel=1e-12)
         if k == 0 or states[k - 1].shape != x.shape:
             assert math.isnan(row["cosine_prev"])
         else:
-            assert row["cosine_prev"] == pytest.approx(M.mean_cosine_similarity(states[k - 1], x).item(), rel=1e-10)
+            assert row["cosine_prev"] == pytest.approx(
+                M.mean_cosine_similarity(states[k - 1], x).item(), rel=1e-10
+            )
     energies = [M.laplacian_energy(x, graph).item() for x in states]
     expected = M.relative_energy(energies).numpy()
     assert np.allclose(frame["relative_energy"].to_numpy()[1:], expected[1:], rtol=1e-8)
@@ -62,7 +70,14 @@ def test_probe_matches_metrics_on_our_model(cora):
     with Probe(model, graph) as probe, torch.no_grad():
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
-    assert list(frame.columns) == ["layer", "laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev", "feature_norm"]
+    assert list(frame.columns) == [
+        "layer",
+        "laplacian_energy",
+        "dirichlet_energy",
+        "relative_energy",
+        "cosine_prev",
+        "feature_norm",
+    ]
     _check_table(frame, _hand_states_ours(model, cora), graph)
 
 
@@ -81,19 +96,37 @@ def test_probe_matches_metrics_on_pyg_models(cora, cls):
 
 def test_optional_metrics_and_explicit_layers(cora):
     model = build_model("preln", depth=3, in_channels=cora.num_features, out_channels=7)
-    names = ["effective_rank", "mad", "mad_global", "energy_3", "rusch_dirichlet", "laplacian_energy_degree"]
-    with Probe(model, cora.edge_index, metrics=names, layers=list(model.blocks)) as probe, torch.no_grad():
+    names = [
+        "effective_rank",
+        "mad",
+        "mad_global",
+        "energy_3",
+        "rusch_dirichlet",
+        "laplacian_energy_degree",
+    ]
+    with (
+        Probe(model, cora.edge_index, metrics=names, layers=list(model.blocks)) as probe,
+        torch.no_grad(),
+    ):
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
     states = _hand_states_ours(model, cora)[1:]  # layer k = output of module k
     x = states[2]
     row = frame.iloc[2]
     assert row["effective_rank"] == pytest.approx(M.effective_rank(x).item(), rel=1e-9)
-    assert row["mad"] == pytest.approx(M.mean_average_distance(x, cora.edge_index).item(), rel=1e-10)
-    assert row["mad_global"] == pytest.approx(M.mean_average_distance(x, variant="global").item(), rel=1e-10)
+    assert row["mad"] == pytest.approx(
+        M.mean_average_distance(x, cora.edge_index).item(), rel=1e-10
+    )
+    assert row["mad_global"] == pytest.approx(
+        M.mean_average_distance(x, variant="global").item(), rel=1e-10
+    )
     assert row["energy_3"] == pytest.approx(M.energy(x, cora.edge_index, 3).item(), rel=1e-10)
-    assert row["rusch_dirichlet"] == pytest.approx(M.rusch_dirichlet_energy(x, cora.edge_index).item(), rel=1e-10)
-    assert row["laplacian_energy_degree"] == pytest.approx(M.laplacian_energy(x, cora.edge_index, "degree").item(), rel=1e-10)
+    assert row["rusch_dirichlet"] == pytest.approx(
+        M.rusch_dirichlet_energy(x, cora.edge_index).item(), rel=1e-10
+    )
+    assert row["laplacian_energy_degree"] == pytest.approx(
+        M.laplacian_energy(x, cora.edge_index, "degree").item(), rel=1e-10
+    )
 
 
 def test_manual_record_and_directed_graph_dirichlet():
@@ -105,7 +138,9 @@ def test_manual_record_and_directed_graph_dirichlet():
     probe.record(0, x)
     probe.record(1, 2 * x)
     frame = probe.to_frame()
-    assert frame["dirichlet_energy"][0] == pytest.approx(M.dirichlet_energy(x, ei).item(), rel=1e-12)
+    assert frame["dirichlet_energy"][0] == pytest.approx(
+        M.dirichlet_energy(x, ei).item(), rel=1e-12
+    )
     assert frame["cosine_prev"][1] == pytest.approx(1.0)
     assert frame["relative_energy"][1] == pytest.approx(3.0)
 
@@ -135,7 +170,9 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 def test_same_seed_gives_identical_table(cora):
     frames = []
     for _ in range(2):
-        model = build_model("nonlocal", depth=4, in_channels=cora.num_features, out_channels=7, seed=3)
+        model = build_model(
+            "nonlocal", depth=4, in_channels=cora.num_features, out_channels=7, seed=3
+        )
         with Probe(model, cora.edge_index) as probe, torch.no_grad():
             model(cora.x, cora.edge_index)
         frames.append(probe.to_frame())
@@ -153,7 +190,16 @@ def test_similarity_matrix(cora):
     reference = M.layer_similarity(_hand_states_ours(model, cora))
     assert torch.allclose(sim, reference, atol=1e-6)
     # a node sample: documented error bound 1/sqrt(sample)
-    with Probe(model, cora.edge_index, similarity=True, similarity_sample=500, similarity_dtype=torch.float16) as probe, torch.no_grad():
+    with (
+        Probe(
+            model,
+            cora.edge_index,
+            similarity=True,
+            similarity_sample=500,
+            similarity_dtype=torch.float16,
+        ) as probe,
+        torch.no_grad(),
+    ):
         model(cora.x, cora.edge_index)
     assert (probe.similarity_matrix() - reference).abs().max() < 3 / math.sqrt(500)
     with pytest.raises(ValueError, match="similarity=False"):
@@ -161,15 +207,21 @@ def test_similarity_matrix(cora):
 
 
 def test_head_energies_use_each_heads_attention(cora):
-    model = build_model("postln", conv="gat", depth=2, in_channels=cora.num_features, out_channels=7, heads=4)
+    model = build_model(
+        "postln", conv="gat", depth=2, in_channels=cora.num_features, out_channels=7, heads=4
+    )
     with Probe(model, cora.edge_index, head_energies=True) as probe, torch.no_grad():
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
-    assert [c for c in frame.columns if c.startswith("head_energy_")] == [f"head_energy_{h}" for h in range(4)]
+    assert [c for c in frame.columns if c.startswith("head_energy_")] == [
+        f"head_energy_{h}" for h in range(4)
+    ]
     states = _hand_states_ours(model, cora)
     ctx = model.context(cora.edge_index, cora.num_nodes)
     with torch.no_grad():
-        alpha = model.blocks[1].mp.attention(states[1], ctx).double()  # Post-LN: attention on the block input
+        alpha = (
+            model.blocks[1].mp.attention(states[1], ctx).double()
+        )  # Post-LN: attention on the block input
     x = states[2].double()
     px = aggregate(x[ctx.src].unsqueeze(1) * alpha.unsqueeze(-1), ctx.dst, cora.num_nodes)
     for h in range(4):
@@ -180,7 +232,9 @@ def test_head_energies_use_each_heads_attention(cora):
 
 def test_probe_bad_input(cora):
     model = build_model("postln", depth=2, in_channels=cora.num_features, out_channels=7)
-    with pytest.raises(ValueError, match="metrics: unknown name 'energy'; expected any of laplacian_energy"):
+    with pytest.raises(
+        ValueError, match="metrics: unknown name 'energy'; expected any of laplacian_energy"
+    ):
         Probe(model, cora.edge_index, metrics=["energy"])
     other = torch.nn.Linear(3, 3)
     with pytest.raises(ValueError, match=r"layers\[1\]: expected a submodule of the model"):
@@ -199,7 +253,9 @@ def test_probe_bad_input(cora):
 
 def test_pruning_an_identity_block_changes_nothing(cora):
     model = build_model("preln", depth=4, in_channels=cora.num_features, out_channels=7)
-    with torch.no_grad():  # make every block an exact identity: zero MP output map and FFN output layer
+    with (
+        torch.no_grad()
+    ):  # make every block an exact identity: zero MP output map and FFN output layer
         for block in model.blocks:
             block.mp.out.weight.zero_()
             block.ffn[3].weight.zero_()
@@ -228,7 +284,10 @@ def test_pruning_a_block_that_matters_changes_the_output(cora):
 
 def test_pruning_bad_input(cora):
     model = build_model("postln", depth=4, in_channels=cora.num_features, out_channels=7)
-    with pytest.raises(ValueError, match=r"layers: expected layer numbers in \[1, 4\] for a depth-4 model, received 5"):
+    with pytest.raises(
+        ValueError,
+        match=r"layers: expected layer numbers in \[1, 4\] for a depth-4 model, received 5",
+    ):
         prune_sensitivity(model, cora, [2, 5])
     with pytest.raises(ValueError, match="mask: the data has no attribute 'holdout'"):
         prune_sensitivity(model, cora, [2], mask="holdout")
@@ -289,8 +348,11 @@ def test_weighted_graph_changes_analysis_table(tmp_path):
 
     data = _weighted_graph()
     tables = {}
-    for name, weight in (("plain", None), ("ones", torch.ones(14, dtype=torch.float64)),
-                         ("weighted", data.edge_weight)):
+    for name, weight in (
+        ("plain", None),
+        ("ones", torch.ones(14, dtype=torch.float64)),
+        ("weighted", data.edge_weight),
+    ):
         saved = {"x": data.x, "edge_index": data.edge_index, "y": data.y}
         if weight is not None:
             saved["edge_weight"] = weight
@@ -320,8 +382,19 @@ def test_bad_weights_are_refused_at_load_and_by_the_cli(tmp_path, bad):
     csv.write_text("0,1,1.0\n1,2,%r\n" % bad)
     with pytest.raises(ValueError, match="edge_weight: expected"):
         load(str(csv))
-    result = CliRunner().invoke(app, ["analyze", "--dataset", str(path), "--depth", "2", "--out",
-                                      str(tmp_path / "out"), "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            "--dataset",
+            str(path),
+            "--depth",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "edge_weight" in result.output
 

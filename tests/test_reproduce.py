@@ -22,8 +22,12 @@ def test_paper_tables_are_complete_and_cited():
 
 
 def test_energy_table_ratios():
-    rows = [{"model": m, "dataset": "cora", "depth": d, "seed": s, "final_energy": 2.0 * (s + 1)}
-            for m in ("preln", "postln", "nonlocal") for d in DEPTHS for s in (0, 1)]
+    rows = [
+        {"model": m, "dataset": "cora", "depth": d, "seed": s, "final_energy": 2.0 * (s + 1)}
+        for m in ("preln", "postln", "nonlocal")
+        for d in DEPTHS
+        for s in (0, 1)
+    ]
     table = _energy_table(pd.DataFrame(rows), paper_tables(), ["cora"])
     row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
     assert row["ours_mean"] == 3.0 and math.isclose(row["ours_std"], math.sqrt(2.0))
@@ -52,15 +56,25 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     import oversmooth.reproduce as R
 
     monkeypatch.setattr(R, "DEPTHS", (2, 4))
-    config = R.ReproduceConfig(quick=True, seeds=(0,), datasets=("cora",), train_depth=2, train_epochs=2)
+    config = R.ReproduceConfig(
+        quick=True, seeds=(0,), datasets=("cora",), train_depth=2, train_epochs=2
+    )
     out = R.run_reproduction(config, tmp_path / "repro")
     text = (out / "report.md").read_text()
     for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
         assert piece in text
     table = pd.read_csv(out / "energy_vs_paper.csv")
     row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
-    assert row["paper"] == 0.558 and table[table["depth"] == 4]["paper"].isna().all()  # the paper has no depth 4
-    for name in ("figure1_san.png", "figure2_similarity.png", "table8_pruning.png", "report.html", "pruning_preln.csv"):
+    assert (
+        row["paper"] == 0.558 and table[table["depth"] == 4]["paper"].isna().all()
+    )  # the paper has no depth 4
+    for name in (
+        "figure1_san.png",
+        "figure2_similarity.png",
+        "table8_pruning.png",
+        "report.html",
+        "pruning_preln.csv",
+    ):
         assert (out / name).is_file(), name
     assert not list((out / "training").rglob("*.pt"))  # checkpoints are not kept
 
@@ -68,11 +82,15 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
 def test_plain_sentence_states_only_what_the_verdicts_give():
     from oversmooth.reproduce import _plain_fastest
 
-    rows = [{"conv": "san", "model": "plain", "halving": 0.87},
-            {"conv": "san", "model": "postln", "halving": 13.5},
-            {"conv": "gcn", "model": "plain", "halving": None}]
-    assert _plain_fastest(rows) == (" Its energy halves every 0.87 (SAN) layers: faster than any "
-                                    "other model with an exponential verdict.")
+    rows = [
+        {"conv": "san", "model": "plain", "halving": 0.87},
+        {"conv": "san", "model": "postln", "halving": 13.5},
+        {"conv": "gcn", "model": "plain", "halving": None},
+    ]
+    assert _plain_fastest(rows) == (
+        " Its energy halves every 0.87 (SAN) layers: faster than any "
+        "other model with an exponential verdict."
+    )
     rows[0]["halving"] = 20.0  # slower than Post-LN: no claim that it is the fastest
     assert _plain_fastest(rows) == " Its energy halves every 20 (SAN) layers."
     assert _plain_fastest(rows[1:]) == ""  # no exponential verdict for plain: nothing claimed

@@ -29,8 +29,10 @@ def test_check_allocation_refuses_with_need_and_have(machine):
     with pytest.raises(R.ResourceError) as err:
         R.check_allocation("thing", 8e12, hint="ask for less")
     message = str(err.value)
-    assert message == ("thing: would need about 8.0 TB of memory, but this machine has 4.0 GB "
-                       "available; ask for less")
+    assert message == (
+        "thing: would need about 8.0 TB of memory, but this machine has 4.0 GB "
+        "available; ask for less"
+    )
     assert isinstance(err.value, ValueError)  # the CLI's user-error class: exit 2
 
 

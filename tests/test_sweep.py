@@ -25,8 +25,14 @@ TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), hidden=16, hea
 def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
     if cell["depth"] != 3:
         return run_cell(cell, options, out)
-    return {"cell": cell, "id": cell_id(cell), "key": cell_key(cell, options), "options": options,
-            "status": "failed", "error": "RuntimeError: injected failure"}
+    return {
+        "cell": cell,
+        "id": cell_id(cell),
+        "key": cell_key(cell, options),
+        "options": options,
+        "status": "failed",
+        "error": "RuntimeError: injected failure",
+    }
 
 
 def dies_on_postln(cell: dict, options: dict, out: str) -> dict:
@@ -42,8 +48,11 @@ def nan_metrics(cell: dict, options: dict, out: str) -> dict:
     """A real cell whose results include NaN: one metric column entirely, one value of
     another, and the final energy."""
     record = run_cell(cell, options, out)
-    columns = [c for c in record["metrics"] if c not in ("layer", "laplacian_energy", "at_floor",
-                                                          "float_floor")]
+    columns = [
+        c
+        for c in record["metrics"]
+        if c not in ("layer", "laplacian_energy", "at_floor", "float_floor")
+    ]
     record["metrics"][columns[0]] = [float("nan")] * len(record["metrics"][columns[0]])
     record["metrics"][columns[1]][-1] = float("inf")
     record["final_energy"] = float("nan")
@@ -118,17 +127,38 @@ def test_bad_spec_files(tmp_path):
     with pytest.raises(ValueError, match="not valid TOML"):
         load_spec(broken)
     good = tmp_path / "g.toml"
-    good.write_text("[grid]\nmodels = ['preln']\ndepths = [2]\n[options]\nbackend = 'local'\nworkers = 1\n")
+    good.write_text(
+        "[grid]\nmodels = ['preln']\ndepths = [2]\n[options]\nbackend = 'local'\nworkers = 1\n"
+    )
     assert load_spec(good).models == ("preln",)
     runner = CliRunner()
     result = runner.invoke(app, ["sweep", str(bad_key)])
-    assert result.exit_code == 2 and result.output.count("\n") == 1 and "unknown key grid.width" in result.output
+    assert (
+        result.exit_code == 2
+        and result.output.count("\n") == 1
+        and "unknown key grid.width" in result.output
+    )
 
 
 def test_cli_sweep_from_lists(tmp_path):
     runner = CliRunner()
-    result = runner.invoke(app, ["sweep", "--models", "preln", "--depths", "2", "--workers", "1",
-                                 "--dtype", "float32", "--out", str(tmp_path / "c"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--models",
+            "preln",
+            "--depths",
+            "2",
+            "--workers",
+            "1",
+            "--dtype",
+            "float32",
+            "--out",
+            str(tmp_path / "c"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert payload["cells"] == 1 and payload["ran"] == 1 and payload["failed"] == []
@@ -139,7 +169,9 @@ def test_cli_sweep_from_lists(tmp_path):
 
 
 def test_trained_mode_cell(tmp_path):
-    spec = SweepSpec(models=("preln",), depths=(2,), modes=("trained",), epochs=3, hidden=16, heads=2, workers=1)
+    spec = SweepSpec(
+        models=("preln",), depths=(2,), modes=("trained",), epochs=3, hidden=16, heads=2, workers=1
+    )
     result = run_sweep(spec, tmp_path / "t")
     assert not result.failed, result.failed
     summary = pd.read_csv(tmp_path / "t" / "summary.csv")
@@ -156,8 +188,10 @@ def test_changed_options_are_refused_not_silently_reused(tmp_path):
         run_sweep(SweepSpec(**{**TINY, "hidden": 8}), out)
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
     spec_file = tmp_path / "h8.toml"
-    spec_file.write_text(f"[grid]\nmodels = ['preln']\ndepths = [2]\ndatasets = ['karate']\n"
-                         f"[options]\nhidden = 8\nheads = 2\nout = '{out}'\n")
+    spec_file.write_text(
+        f"[grid]\nmodels = ['preln']\ndepths = [2]\ndatasets = ['karate']\n"
+        f"[options]\nhidden = 8\nheads = 2\nout = '{out}'\n"
+    )
     result = CliRunner().invoke(app, ["sweep", str(spec_file), "--quiet"])
     assert result.exit_code == 2 and "hidden=16" in result.output and result.output.count("\n") == 1
     assert json.loads((out / "spec.json").read_text())["hidden"] == 16
@@ -232,13 +266,16 @@ def test_interrupted_before_any_cell_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no folder, no lock, no temp file
 
 
-@pytest.mark.parametrize("args, spec_text, expected", [
-    ([], "[options]\ndevice = 7\n", "device: expected auto, cpu, cuda or cuda:N, received 7"),
-    ([], "grid = 5\n", "grid must be a table"),
-    ([], b"[grid]\nmodels = ['pr\xe9ln']\n", "not UTF-8 text"),
-    (["--datasets", "nope"], None, "dataset: unknown name 'nope'"),
-    (["--datasets", "karate", "--device", "cuda:99"], None, "device: 'cuda:99' asked for"),
-])
+@pytest.mark.parametrize(
+    "args, spec_text, expected",
+    [
+        ([], "[options]\ndevice = 7\n", "device: expected auto, cpu, cuda or cuda:N, received 7"),
+        ([], "grid = 5\n", "grid must be a table"),
+        ([], b"[grid]\nmodels = ['pr\xe9ln']\n", "not UTF-8 text"),
+        (["--datasets", "nope"], None, "dataset: unknown name 'nope'"),
+        (["--datasets", "karate", "--device", "cuda:99"], None, "device: 'cuda:99' asked for"),
+    ],
+)
 def test_bad_input_exits_2_before_any_work(tmp_path, args, spec_text, expected):
     out = tmp_path / "never"
     argv = ["sweep", *args, "--out", str(out), "--quiet"]

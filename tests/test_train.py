@@ -30,7 +30,14 @@ def test_short_training_beats_chance(tmp_path):
     assert result.stopped == "finished" and result.epochs_run == 25
     # 7 classes: chance is 1/7 and the majority class ~30%
     assert result.best["val_acc"] > 0.6 and result.best["test_acc"] > 0.6
-    for name in ("best.pt", "last.pt", "history.csv", "training.png", "config.json", "summary.json"):
+    for name in (
+        "best.pt",
+        "last.pt",
+        "history.csv",
+        "training.png",
+        "config.json",
+        "summary.json",
+    ):
         assert (tmp_path / "run" / name).is_file(), name
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["best_epoch"] == result.best_epoch
@@ -40,7 +47,9 @@ def test_short_training_beats_chance(tmp_path):
 
 def test_checkpoint_reloads_to_identical_outputs(tmp_path):
     data = load("cora")
-    model = build_model("nonlocal", conv="gat", depth=3, in_channels=data.num_features, out_channels=7, seed=5)
+    model = build_model(
+        "nonlocal", conv="gat", depth=3, in_channels=data.num_features, out_channels=7, seed=5
+    )
     T.save_checkpoint(tmp_path / "m.pt", model, {"dataset": "cora"})
     loaded, meta = T.load_checkpoint(tmp_path / "m.pt")
     with torch.no_grad():
@@ -55,8 +64,9 @@ def test_resume_continues_exactly(tmp_path):
     assert [r["epoch"] for r in resumed.history] == list(range(6))
     assert resumed.history == straight.history  # bit for bit, not approximately
     for name in ("history.csv",):
-        assert (tmp_path / "straight" / name).read_bytes() == \
-            (tmp_path / "split" / name).read_bytes()
+        assert (tmp_path / "straight" / name).read_bytes() == (
+            tmp_path / "split" / name
+        ).read_bytes()
     for name in ("last.pt", "best.pt"):
         assert same_weights(tmp_path / "straight" / name, tmp_path / "split" / name), name
 
@@ -68,8 +78,9 @@ def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
         if done == 2:  # the signal arrives during epoch 2; it still ends, then the run stops
             os.kill(os.getpid(), signal.SIGINT)
 
-    result = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=interrupt,
-                     checkpoint_every=1e6)
+    result = T.train(
+        T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=interrupt, checkpoint_every=1e6
+    )
     assert result.stopped == "interrupted" and result.epochs_run == 2
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and len(last["history"]) == 2
@@ -78,8 +89,9 @@ def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
     assert meta["epoch"] == result.best_epoch
     resumed = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", resume=True)
     assert resumed.history == straight.history
-    assert (tmp_path / "straight" / "history.csv").read_bytes() == \
-        (tmp_path / "run" / "history.csv").read_bytes()
+    assert (tmp_path / "straight" / "history.csv").read_bytes() == (
+        tmp_path / "run" / "history.csv"
+    ).read_bytes()
     assert same_weights(tmp_path / "straight" / "last.pt", tmp_path / "run" / "last.pt")
     assert same_weights(tmp_path / "straight" / "best.pt", tmp_path / "run" / "best.pt")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
@@ -91,8 +103,9 @@ def test_a_raw_keyboard_interrupt_keeps_the_last_save_and_leaves_no_temporary(tm
             raise KeyboardInterrupt  # like a second Ctrl-C: no graceful stop
 
     with pytest.raises(KeyboardInterrupt):
-        T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=abort,
-                checkpoint_every=0)
+        T.train(
+            T.TrainConfig(epochs=5, **TINY), tmp_path / "run", progress=abort, checkpoint_every=0
+        )
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and len(last["history"]) == 2  # epoch 2 was never saved
     assert not [p for p in tmp_path.rglob(".*") if ".tmp-" in p.name or p.name.endswith(".lock")]
@@ -107,8 +120,10 @@ def test_fixed_seed_is_reproducible_with_several_threads(tmp_path):
         seen["deterministic"] = torch.are_deterministic_algorithms_enabled()
 
     try:
-        runs = [T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / f"r{i}", progress=spy).history
-                for i in range(3)]
+        runs = [
+            T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / f"r{i}", progress=spy).history
+            for i in range(3)
+        ]
     finally:
         torch.set_num_threads(threads)
     assert seen["deterministic"] and not torch.are_deterministic_algorithms_enabled()
@@ -131,8 +146,9 @@ def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
     post = dict(TINY, model="postln")
     T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
-    with pytest.raises(T.CheckpointError,
-                       match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"):
+    with pytest.raises(
+        T.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"
+    ):
         T.train(T.TrainConfig(epochs=40, **post), tmp_path / "post", resume=True)
 
 
@@ -162,8 +178,10 @@ def _assert_diverged_run(run, last_epoch: int) -> None:
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, call, what, epoch):
     # cross_entropy calls: train 0, val 0, train 1, val 1, train 2, ...
     _nan_at_call(monkeypatch, call)
-    with pytest.raises(T.TrainingDiverged, match=f"the {what} loss became nan at epoch {epoch}; "
-                       f"last.pt keeps epoch {epoch - 1}"):
+    with pytest.raises(
+        T.TrainingDiverged,
+        match=f"the {what} loss became nan at epoch {epoch}; last.pt keeps epoch {epoch - 1}",
+    ):
         T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", checkpoint_every=1e6)
     _, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
     assert meta["epoch"] <= epoch - 1
@@ -182,8 +200,9 @@ def test_non_finite_weights_stop_the_run(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(torch.optim.Adam, "step", overflowing)
-    with pytest.raises(T.TrainingDiverged,
-                       match="the weights became non-finite \\(encoder.1.weight\\) at epoch 1"):
+    with pytest.raises(
+        T.TrainingDiverged, match="the weights became non-finite \\(encoder.1.weight\\) at epoch 1"
+    ):
         T.train(T.TrainConfig(epochs=4, **TINY), tmp_path / "run", checkpoint_every=1e6)
     _assert_diverged_run(tmp_path / "run", 0)
 
@@ -193,25 +212,35 @@ def test_checkpoint_missing_a_key_names_file_and_key(tmp_path):
     best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
     del best["model_config"]
     torch.save(best, tmp_path / "nocfg.pt")
-    with pytest.raises(T.CheckpointError, match="nocfg.pt: checkpoint has no 'model_config' entry "
-                       "\\(expected the model configuration"):
+    with pytest.raises(
+        T.CheckpointError,
+        match="nocfg.pt: checkpoint has no 'model_config' entry "
+        "\\(expected the model configuration",
+    ):
         T.load_checkpoint(tmp_path / "nocfg.pt")
     result = CliRunner().invoke(app, ["analyze", "--checkpoint", str(tmp_path / "nocfg.pt")])
     assert result.exit_code == 2 and "no 'model_config' entry" in result.output, result.output
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     del last["best_state_dict"]
     torch.save(last, tmp_path / "run" / "last.pt")
-    with pytest.raises(T.CheckpointError,
-                       match="last.pt: checkpoint has no 'best_state_dict' entry"):
+    with pytest.raises(
+        T.CheckpointError, match="last.pt: checkpoint has no 'best_state_dict' entry"
+    ):
         T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
 
 
 def test_failures_leave_no_folder_and_a_busy_folder_is_refused(tmp_path, monkeypatch):
     runner = CliRunner()
     out = tmp_path / "run"
-    for bad in (["--dataset", "nosuch"], ["--lr", "0"], ["--weight-decay", "nan"],
-                ["--split", "kfold"], ["--hidden", "7"], ["--dropout", "1.5"],
-                ["--checkpoint-every", "-1"]):
+    for bad in (
+        ["--dataset", "nosuch"],
+        ["--lr", "0"],
+        ["--weight-decay", "nan"],
+        ["--split", "kfold"],
+        ["--hidden", "7"],
+        ["--dropout", "1.5"],
+        ["--checkpoint-every", "-1"],
+    ):
         args = ["train", "--depth", "2", "--epochs", "1", "--out", str(out), *bad]
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (bad, result.output)
@@ -248,15 +277,21 @@ def test_resume_cleans_temporaries_of_dead_processes(tmp_path):
 def test_checkpoint_mismatch_and_corruption(tmp_path):
     T.train(T.TrainConfig(epochs=2, **FAST), tmp_path / "run")
     best = tmp_path / "run" / "best.pt"
-    with pytest.raises(T.CheckpointError, match="checkpoint has model='preln' but model='postln' was asked for"):
+    with pytest.raises(
+        T.CheckpointError, match="checkpoint has model='preln' but model='postln' was asked for"
+    ):
         T.load_checkpoint(best, expect={"model": "postln"})
-    with pytest.raises(T.CheckpointError, match="checkpoint has dataset='cora' but dataset='citeseer'"):
+    with pytest.raises(
+        T.CheckpointError, match="checkpoint has dataset='cora' but dataset='citeseer'"
+    ):
         T.load_checkpoint(best, expect={"dataset": "citeseer"})
     with pytest.raises(T.CheckpointError, match="was trained with depth=4, not 8"):
         T.train(T.TrainConfig(epochs=4, **{**FAST, "depth": 8}), tmp_path / "run", resume=True)
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(best.read_bytes()[:200])
-    with pytest.raises(T.CheckpointError, match="truncated.pt: not a readable oversmooth checkpoint"):
+    with pytest.raises(
+        T.CheckpointError, match="truncated.pt: not a readable oversmooth checkpoint"
+    ):
         T.load_checkpoint(truncated)
     torch.save({"weights": torch.ones(2)}, tmp_path / "other.pt")
     with pytest.raises(T.CheckpointError, match="not an oversmooth checkpoint"):
@@ -280,21 +315,55 @@ def test_bad_train_config():
         T.TrainConfig(split="kfold")
     assert T.TrainConfig(model="postln", epochs=100).warmup_epochs == 10
     assert T.TrainConfig(model="postln").learning_rate == 1e-4
-    assert T.TrainConfig(model="preln").learning_rate == 1e-3 and T.TrainConfig(model="preln").warmup_epochs == 0
+    assert (
+        T.TrainConfig(model="preln").learning_rate == 1e-3
+        and T.TrainConfig(model="preln").warmup_epochs == 0
+    )
 
 
 def test_cli_train_then_analyze_checkpoint(tmp_path):
     runner = CliRunner()
     out = tmp_path / "run"
-    result = runner.invoke(app, ["train", "--model", "preln", "--depth", "4", "--hidden", "16", "--heads", "2",
-                                 "--epochs", "8", "--out", str(out), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "preln",
+            "--depth",
+            "4",
+            "--hidden",
+            "16",
+            "--heads",
+            "2",
+            "--epochs",
+            "8",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["epochs_run"] == 8
-    result = runner.invoke(app, ["analyze", "--checkpoint", str(out / "best.pt"), "--prune", "1,4", "--out", str(tmp_path / "a"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            "--checkpoint",
+            str(out / "best.pt"),
+            "--prune",
+            "1,4",
+            "--out",
+            str(tmp_path / "a"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert "(trained)" in payload["verdict"]
-    assert [r["layer"] for r in payload["prune"]] == [1, 4] and "accuracy_drop" in payload["prune"][0]
+    assert [r["layer"] for r in payload["prune"]] == [1, 4] and "accuracy_drop" in payload["prune"][
+        0
+    ]
     result = runner.invoke(app, ["analyze", "--checkpoint", str(out / "best.pt"), "--depth", "8"])
     assert result.exit_code == 2 and "checkpoint has depth=4 but --depth 8" in result.output
     (tmp_path / "bad.pt").write_text("garbage")

@@ -57,7 +57,9 @@ def _check_class(qualname, cls, missing):
         if name.startswith("_") and name != "__init__":
             continue
         if isinstance(raw, (staticmethod, classmethod)):
-            _check_function(f"{qualname}.{name}", raw.__func__, missing, method=isinstance(raw, classmethod))
+            _check_function(
+                f"{qualname}.{name}", raw.__func__, missing, method=isinstance(raw, classmethod)
+            )
         elif isinstance(raw, property):
             if raw.fget is not None:
                 _check_function(f"{qualname}.{name}", raw.fget, missing, method=True)

@@ -73,8 +73,9 @@ def test_too_few_layers_is_inconclusive():
 
 def _mixed(alpha: float, beta: float) -> pd.DataFrame:
     k = np.arange(257)
-    return pd.DataFrame({"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** alpha
-                         * np.exp(beta * k)})
+    return pd.DataFrame(
+        {"layer": k, "laplacian_energy": np.maximum(k, 1.0) ** alpha * np.exp(beta * k)}
+    )
 
 
 def test_power_start_then_exponential_decay_is_exponential_at_its_asymptotic_rate():

@@ -22,16 +22,27 @@ class FFN(nn.Sequential):
     """Two-layer MLP ``d -> ffn -> d`` with ReLU."""
 
     def __init__(self, channels: int, hidden: int, dropout: float = 0.0) -> None:
-        super().__init__(nn.Linear(channels, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, channels))
+        super().__init__(
+            nn.Linear(channels, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
+        )
 
 
 class Block(nn.Module):
     """One block; ``placement`` is ``"preln"``, ``"postln"`` or ``"plain"``."""
 
-    def __init__(self, placement: str, mp: MultiHeadMessagePassing, ffn_channels: int, norm: str = "node", dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        placement: str,
+        mp: MultiHeadMessagePassing,
+        ffn_channels: int,
+        norm: str = "node",
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         if placement not in PLACEMENTS:
-            raise ValueError(f"placement: expected one of {', '.join(PLACEMENTS)}, received {placement!r}")
+            raise ValueError(
+                f"placement: expected one of {', '.join(PLACEMENTS)}, received {placement!r}"
+            )
         self.placement = placement
         self.mp = mp
         if placement != "plain":

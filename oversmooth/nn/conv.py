@@ -129,7 +129,15 @@ class MultiHeadMessagePassing(nn.Module):
     attention only.
     """
 
-    def __init__(self, channels: int, heads: int, conv: str = "san", *, nonlocal_: bool = False, global_attention: bool = False) -> None:
+    def __init__(
+        self,
+        channels: int,
+        heads: int,
+        conv: str = "san",
+        *,
+        nonlocal_: bool = False,
+        global_attention: bool = False,
+    ) -> None:
         super().__init__()
         if channels % heads:
             raise ValueError(f"hidden: expected a multiple of heads={heads}, received {channels}")
@@ -175,7 +183,9 @@ class MultiHeadMessagePassing(nn.Module):
             scores = (q[ctx.dst] * k[ctx.src]).sum(-1) / math.sqrt(hd)  # [E, h]
         else:  # gat
             v = self.value(x).view(n, h, hd) if values is None else values
-            scores = F.leaky_relu((v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2)
+            scores = F.leaky_relu(
+                (v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2
+            )
         if ctx.log_weight is not None:
             scores = scores + ctx.log_weight.to(scores.dtype).unsqueeze(1)  # alpha ~ w exp(e)
         return edge_softmax(scores, ctx.dst, n)
@@ -189,7 +199,9 @@ class MultiHeadMessagePassing(nn.Module):
             heads_out = self._global(x, ctx)  # [n, h, hd]
         else:
             # V X is needed by the plain path and by GAT's scores: computed once
-            xv = self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+            xv = (
+                self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+            )
             alpha = self.attention(x, ctx, xv)  # [E, h]
             if self.keep_attention:
                 self.last_attention = alpha.detach()
@@ -199,7 +211,9 @@ class MultiHeadMessagePassing(nn.Module):
                 heads_out = self._nonlocal_values(px, x)
             else:
                 assert xv is not None  # computed above for the plain path
-                heads_out = aggregate(xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n)  # [n, h, hd] = P_h X V_h
+                heads_out = aggregate(
+                    xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
+                )  # [n, h, hd] = P_h X V_h
         return self.out(heads_out.reshape(n, h * hd))
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
@@ -220,7 +234,9 @@ class MultiHeadMessagePassing(nn.Module):
         else:
             vals = self.value(x).view(n, h, hd)
         if ctx.batch is None:
-            out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], vals.transpose(0, 1)[None])
+            out = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None], k.transpose(0, 1)[None], vals.transpose(0, 1)[None]
+            )
             out = out[0].transpose(0, 1)  # [n, h, c]
         else:
             from torch_geometric.utils import to_dense_batch
@@ -230,7 +246,9 @@ class MultiHeadMessagePassing(nn.Module):
             vd, _ = to_dense_batch(vals.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
             b, m = mask.shape
             split = lambda t: t.view(b, m, h, -1).transpose(1, 2)  # noqa: E731  [B, h, m, c]
-            out = F.scaled_dot_product_attention(split(qd), split(kd), split(vd), attn_mask=mask[:, None, None, :])
+            out = F.scaled_dot_product_attention(
+                split(qd), split(kd), split(vd), attn_mask=mask[:, None, None, :]
+            )
             out = out.transpose(1, 2)[mask]  # [n, h, c]
         if self.nonlocal_:
             return self._nonlocal_values(out, x)

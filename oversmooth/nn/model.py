@@ -23,13 +23,32 @@ from oversmooth.precision import resolve_dtype
 
 # name -> (placement, nonlocal, one-line description)
 MODELS: dict[str, tuple[str, bool, str]] = {
-    "preln": ("preln", False, "Pre-LN: Y = X + MP(LN(X)), X' = Y + FFN(LN(Y)); avoids collapse, curse of depth"),
-    "postln": ("postln", False, "Post-LN: Y = LN(X + MP(X)), X' = LN(Y + FFN(Y)); exponential oversmoothing"),
-    "nonlocal": ("postln", True, "nonlocal Post-LN: each head scaled by (1/n)||P_h X - X||^2; algebraic smoothing"),
+    "preln": (
+        "preln",
+        False,
+        "Pre-LN: Y = X + MP(LN(X)), X' = Y + FFN(LN(Y)); avoids collapse, curse of depth",
+    ),
+    "postln": (
+        "postln",
+        False,
+        "Post-LN: Y = LN(X + MP(X)), X' = LN(Y + FFN(Y)); exponential oversmoothing",
+    ),
+    "nonlocal": (
+        "postln",
+        True,
+        "nonlocal Post-LN: each head scaled by (1/n)||P_h X - X||^2; algebraic smoothing",
+    ),
     "nonlocal-preln": ("preln", True, "nonlocal message passing in a Pre-LN block"),
-    "plain": ("plain", False, "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing"),
+    "plain": (
+        "plain",
+        False,
+        "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing",
+    ),
 }
-PATTERN_LETTERS = {"M": "neighbourhood-masked attention", "S": "global self-attention over all nodes of the graph"}
+PATTERN_LETTERS = {
+    "M": "neighbourhood-masked attention",
+    "S": "global self-attention over all nodes of the graph",
+}
 
 
 def resolve_model_name(name: str) -> str:
@@ -97,7 +116,11 @@ class ModelConfig:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{field}: expected a probability in [0, 1), received {value!r}")
-        if not isinstance(self.pattern, str) or not self.pattern or set(self.pattern) - set(PATTERN_LETTERS):
+        if (
+            not isinstance(self.pattern, str)
+            or not self.pattern
+            or set(self.pattern) - set(PATTERN_LETTERS)
+        ):
             raise ValueError(
                 f"pattern: expected a non-empty string over {{M, S}} (M = {PATTERN_LETTERS['M']}, "
                 f"S = {PATTERN_LETTERS['S']}), received {self.pattern!r}"
@@ -141,7 +164,13 @@ class DepthModel(nn.Module):
         self.blocks = nn.ModuleList(
             Block(
                 placement,
-                MultiHeadMessagePassing(d, config.heads, config.conv, nonlocal_=nonlocal_, global_attention=(kind == "S")),
+                MultiHeadMessagePassing(
+                    d,
+                    config.heads,
+                    config.conv,
+                    nonlocal_=nonlocal_,
+                    global_attention=(kind == "S"),
+                ),
                 config.ffn_channels,
                 config.norm,
                 config.block_dropout,
@@ -184,7 +213,9 @@ class DepthModel(nn.Module):
         h = self.encoder(x)  # [num_nodes, hidden]
         return self.decoder(self.run_blocks(h, ctx, skip=skipped))
 
-    def run_blocks(self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()) -> Tensor:
+    def run_blocks(
+        self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()
+    ) -> Tensor:
         """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the identity)."""
         skipped = skip if isinstance(skip, frozenset) else _check_skip(skip, len(self.blocks))
         for k in range(start, len(self.blocks)):
@@ -255,8 +286,15 @@ def build_model(
             "expected ffn, dropout, block_dropout, norm, pattern, dtype"
         )
     config = ModelConfig(
-        name=name, conv=conv, depth=depth, in_channels=in_channels, out_channels=out_channels,
-        hidden=hidden, heads=heads, seed=seed, **options,
+        name=name,
+        conv=conv,
+        depth=depth,
+        in_channels=in_channels,
+        out_channels=out_channels,
+        hidden=hidden,
+        heads=heads,
+        seed=seed,
+        **options,
     )
     return model_from_config(config, device)
 
@@ -268,10 +306,20 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
     c = config
     # built on the CPU (parameters and Python objects), then its parameters are moved
     for where in {torch.device("cpu"), torch.device(device or "cpu")}:
-        size = model_bytes(c.depth, c.hidden, c.in_channels, c.out_channels, c.ffn,
-                           python_objects=where.type == "cpu")
-        check_allocation(f"model {c.name} depth={c.depth} hidden={c.hidden}", size, where,
-                         hint="use a smaller --depth or --hidden")
+        size = model_bytes(
+            c.depth,
+            c.hidden,
+            c.in_channels,
+            c.out_channels,
+            c.ffn,
+            python_objects=where.type == "cpu",
+        )
+        check_allocation(
+            f"model {c.name} depth={c.depth} hidden={c.hidden}",
+            size,
+            where,
+            hint="use a smaller --depth or --hidden",
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         with _default_float32():

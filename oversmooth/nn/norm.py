@@ -36,7 +36,9 @@ class LayerNorm(nn.Module):
         ``x``: ``[num_nodes, d]``; ``batch``: ``[num_nodes]`` graph ids (graph mode only).
     """
 
-    def __init__(self, channels: int, mode: str = "node", eps: float = 1e-5, affine: bool = True) -> None:
+    def __init__(
+        self, channels: int, mode: str = "node", eps: float = 1e-5, affine: bool = True
+    ) -> None:
         super().__init__()
         self.channels = channels
         self.mode = resolve_norm_mode(mode)
@@ -44,7 +46,9 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(channels)) if affine else None
         self.bias = nn.Parameter(torch.zeros(channels)) if affine else None
 
-    def forward(self, x: Tensor, batch: Tensor | None = None, num_graphs: int | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, batch: Tensor | None = None, num_graphs: int | None = None
+    ) -> Tensor:
         if self.mode == "node":
             return F.layer_norm(x, (self.channels,), self.weight, self.bias, self.eps)
         if batch is None:
@@ -57,9 +61,19 @@ class LayerNorm(nn.Module):
             count = torch.zeros(num_graphs, dtype=x.dtype, device=x.device)
             count.index_add_(0, batch, torch.full_like(batch, x.size(1), dtype=x.dtype))
             count = count.clamp_min(1)
-            mean = torch.zeros(num_graphs, dtype=x.dtype, device=x.device).index_add_(0, batch, x.sum(1)) / count
+            mean = (
+                torch.zeros(num_graphs, dtype=x.dtype, device=x.device).index_add_(
+                    0, batch, x.sum(1)
+                )
+                / count
+            )
             centred = x - mean[batch].unsqueeze(1)
-            var = torch.zeros(num_graphs, dtype=x.dtype, device=x.device).index_add_(0, batch, centred.pow(2).sum(1)) / count
+            var = (
+                torch.zeros(num_graphs, dtype=x.dtype, device=x.device).index_add_(
+                    0, batch, centred.pow(2).sum(1)
+                )
+                / count
+            )
             out = centred / (var[batch] + self.eps).sqrt().unsqueeze(1)
         if self.weight is not None and self.bias is not None:
             out = out * self.weight + self.bias

@@ -27,15 +27,25 @@ def _positive(values: ArrayLike) -> np.ndarray:
     return v[np.isfinite(v) & (v > 0)]
 
 
-def _log_scales(ax: Axes, xs: ArrayLike, ys: ArrayLike, x_log: bool = True, y_log: bool = True, base: float = 10) -> bool:
+def _log_scales(
+    ax: Axes, xs: ArrayLike, ys: ArrayLike, x_log: bool = True, y_log: bool = True, base: float = 10
+) -> bool:
     """Log scales when every log axis has something positive and finite to show; else a note.
 
     Returns whether the scales were set.
     """
     fine = (not x_log or len(_positive(xs))) and (not y_log or len(_positive(ys)))
     if not fine:
-        ax.text(0.5, 0.5, EMPTY_LOG, transform=ax.transAxes, ha="center", va="center", fontsize=8,
-                color="grey")
+        ax.text(
+            0.5,
+            0.5,
+            EMPTY_LOG,
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="grey",
+        )
         return False
     if x_log:
         ax.set_xscale("log", base=base)
@@ -49,7 +59,9 @@ def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
     return np.exp(law["log_c"] + law["exponent"] * x)
 
 
-def energy_curves(ax: Axes, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$") -> Axes:
+def energy_curves(
+    ax: Axes, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"
+) -> Axes:
     """Log-log energy against layer (the seed paper's Figure 1), with fitted laws.
 
     Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record), "floor"
@@ -74,9 +86,20 @@ def energy_curves(ax: Axes, curves: Iterable[Mapping], metric_label: str = "Lapl
                     grid = np.linspace(lo, hi, 200)
                     points = _law_points(law, grid)
                     ok = np.isfinite(points) & (points > 0)
-                    name = "k^{%.2f}" % law["exponent"] if key == "power" else "e^{%.3gk}" % law["exponent"]
-                    ax.plot(grid[ok], points[ok], style, color=line.get_color(), lw=1, alpha=0.8,
-                            label=f"  fit ${name}$ (R²={law['r2']:.2f})")
+                    name = (
+                        "k^{%.2f}" % law["exponent"]
+                        if key == "power"
+                        else "e^{%.3gk}" % law["exponent"]
+                    )
+                    ax.plot(
+                        grid[ok],
+                        points[ok],
+                        style,
+                        color=line.get_color(),
+                        lw=1,
+                        alpha=0.8,
+                        label=f"  fit ${name}$ (R²={law['r2']:.2f})",
+                    )
         floor = curve.get("floor")
         if floor is not None:
             floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
@@ -91,8 +114,15 @@ def energy_curves(ax: Axes, curves: Iterable[Mapping], metric_label: str = "Lapl
             ok = (layers > 0) & np.isfinite(floor) & (floor >= low / 10**FLOOR_DECADES)
             ok &= floor <= high * 3
             if ok.any():
-                ax.plot(layers[ok], floor[ok], color=color, lw=0.8, ls="-.", alpha=0.7,
-                        label=f"  float floor ({label})")
+                ax.plot(
+                    layers[ok],
+                    floor[ok],
+                    color=color,
+                    lw=0.8,
+                    ls="-.",
+                    alpha=0.7,
+                    label=f"  float floor ({label})",
+                )
                 bottom = min(bottom, floor[ok].min() / 3)
         ax.set_ylim(bottom, high * 3)
     ax.set_xlabel("layer $k$")
@@ -137,14 +167,23 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
     return ax
 
 
-def similarity_heatmap(ax: Axes, matrix: np.ndarray, layers: Iterable[int] | None = None, title: str | None = None) -> Axes:
+def similarity_heatmap(
+    ax: Axes, matrix: np.ndarray, layers: Iterable[int] | None = None, title: str | None = None
+) -> Axes:
     """The ``L x L`` inter-layer cosine similarity (the seed paper's Figure 2)."""
     matrix = np.asarray(matrix, dtype=float)
     layers = list(layers) if layers is not None else list(range(matrix.shape[0]))
     finite = matrix[np.isfinite(matrix)]
     low = min(0.0, float(finite.min())) if len(finite) else 0.0  # an all-NaN matrix draws blank
-    image = ax.imshow(matrix, origin="lower", cmap="viridis", vmin=low, vmax=1.0,
-                      extent=(layers[0] - 0.5, layers[-1] + 0.5, layers[0] - 0.5, layers[-1] + 0.5), aspect="equal")
+    image = ax.imshow(
+        matrix,
+        origin="lower",
+        cmap="viridis",
+        vmin=low,
+        vmax=1.0,
+        extent=(layers[0] - 0.5, layers[-1] + 0.5, layers[0] - 0.5, layers[-1] + 0.5),
+        aspect="equal",
+    )
     ax.figure.colorbar(image, ax=ax, label=r"$\mathrm{sim}(X^s, X^t)$", fraction=0.046, pad=0.04)
     ax.set_xlabel("layer $t$")
     ax.set_ylabel("layer $s$")
@@ -153,7 +192,9 @@ def similarity_heatmap(ax: Axes, matrix: np.ndarray, layers: Iterable[int] | Non
     return ax
 
 
-def pruning_bars(ax: Axes, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True) -> Axes:
+def pruning_bars(
+    ax: Axes, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True
+) -> Axes:
     """Sensitivity of each pruned layer (the seed paper's Table 8 as a chart)."""
     labels = [str(k) for k in layers]
     values = np.asarray(list(values), dtype=float)
@@ -187,7 +228,9 @@ def final_energy_vs_depth(ax: Axes, summary: pd.DataFrame, dataset: str) -> Axes
     return _depth_axes(ax, dataset, part["depth"], part["final_energy"])
 
 
-def energy_vs_depth_against_reference(ax: Axes, table: pd.DataFrame, models: Iterable[str], title: str) -> Axes:
+def energy_vs_depth_against_reference(
+    ax: Axes, table: pd.DataFrame, models: Iterable[str], title: str
+) -> Axes:
     """Our mean final energy (solid) beside published values (dashed), per model.
 
     ``table`` has columns ``model``, ``depth``, ``ours_mean`` and ``paper``.
@@ -196,6 +239,8 @@ def energy_vs_depth_against_reference(ax: Axes, table: pd.DataFrame, models: Ite
     for model in models:
         part = table[table["model"] == model]
         (line,) = ax.plot(part["depth"], part["ours_mean"], "o-", label=f"{model} (ours)")
-        ax.plot(part["depth"], part["paper"], "x--", color=line.get_color(), label=f"{model} (paper)")
+        ax.plot(
+            part["depth"], part["paper"], "x--", color=line.get_color(), label=f"{model} (paper)"
+        )
     shown = table[table["model"].isin(list(models))]
     return _depth_axes(ax, title, shown["depth"], np.r_[shown["ours_mean"], shown["paper"]])

@@ -37,14 +37,23 @@ if TYPE_CHECKING:
     from oversmooth.analysis import AnalysisResult, ComparisonResult
 
 # atomic_folder and check_out are re-exported (their old home)
-__all__ = ["default_out", "to_json", "write_analysis", "write_comparison", "render_report",
-           "atomic_folder", "check_out"]
+__all__ = [
+    "default_out",
+    "to_json",
+    "write_analysis",
+    "write_comparison",
+    "render_report",
+    "atomic_folder",
+    "check_out",
+]
 
 DPI = 150
 DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
-DELTA_BIC_NOTE = (f"{DELTA_BIC}: positive favours the exponential, negative the power law "
-                  "(least squares on log E; it ignores the correlation of residuals between "
-                  "layers, so the verdict does not rest on it).")
+DELTA_BIC_NOTE = (
+    f"{DELTA_BIC}: positive favours the exponential, negative the power law "
+    "(least squares on log E; it ignores the correlation of residuals between "
+    "layers, so the verdict does not rest on it)."
+)
 
 
 # ----------------------------------------------------------------------------- folders
@@ -77,8 +86,10 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
         if result.prune is not None:
             result.prune.to_csv(tmp / "prune.csv", index=False, float_format="%.10g")
         write_json(tmp / "fits.json", result.fits)
-        write_json(tmp / "config.json", {**result.config, "environment": result.environment,
-                                          "timings": result.timings})
+        write_json(
+            tmp / "config.json",
+            {**result.config, "environment": result.environment, "timings": result.timings},
+        )
         render_report(tmp)
     return Path(out)
 
@@ -90,8 +101,10 @@ def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = Fals
         result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
         result.table.to_csv(tmp / "table.csv")
         write_json(tmp / "fits.json", result.fits)
-        write_json(tmp / "config.json", {**result.config, "environment": result.environment,
-                                          "timings": result.timings})
+        write_json(
+            tmp / "config.json",
+            {**result.config, "environment": result.environment, "timings": result.timings},
+        )
         render_report(tmp)
     return Path(out)
 
@@ -156,7 +169,15 @@ class _Doc:
                 body.append(f"<p>{html.escape(payload)}</p>")
             elif kind == "t":
                 frame, index = payload
-                body.append(frame.to_html(index=index, border=0, classes="table", na_rep="", float_format=lambda v: f"{v:.4g}"))
+                body.append(
+                    frame.to_html(
+                        index=index,
+                        border=0,
+                        classes="table",
+                        na_rep="",
+                        float_format=lambda v: f"{v:.4g}",
+                    )
+                )
             else:
                 name, caption = payload
                 data = base64.b64encode((self.folder / name).read_bytes()).decode("ascii")
@@ -173,7 +194,7 @@ class _Doc:
             "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
         )
         return (
-            f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
         )
 
@@ -203,16 +224,23 @@ def _fit_table(fits: dict) -> pd.DataFrame:
             fit = record.get(law)
             if not fit:
                 continue
-            rows.append({
-                "window": f"{window} (layers {record['span'][0]}-{record['span'][1]})",
-                "law": "C·k^α" if law == "power" else "C·e^(βk)",
-                "exponent": fit["exponent"],
-                "95% CI": f"[{fit['ci'][0]:.3g}, {fit['ci'][1]:.3g}]" if fit["ci"][0] is not None else "",
-                "R²": fit["r2"],
-                DELTA_BIC: record.get("delta_bic"),
-                "points": fit["n"],
-                "dropped": ", ".join(f"{k} {v}" for k, v in record.get("dropped", {}).items() if v) or "none",
-            })
+            rows.append(
+                {
+                    "window": f"{window} (layers {record['span'][0]}-{record['span'][1]})",
+                    "law": "C·k^α" if law == "power" else "C·e^(βk)",
+                    "exponent": fit["exponent"],
+                    "95% CI": f"[{fit['ci'][0]:.3g}, {fit['ci'][1]:.3g}]"
+                    if fit["ci"][0] is not None
+                    else "",
+                    "R²": fit["r2"],
+                    DELTA_BIC: record.get("delta_bic"),
+                    "points": fit["n"],
+                    "dropped": ", ".join(
+                        f"{k} {v}" for k, v in record.get("dropped", {}).items() if v
+                    )
+                    or "none",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -224,9 +252,15 @@ def _evidence_table(record: dict | None) -> pd.DataFrame | None:
     if not record:
         return None
     ev = record.get("evidence") or {}
-    curse = {True: "yes", False: "no", None: "undecided"}.get(record.get("curse_of_depth"), "undecided")
-    rows = [("label", record.get("label")), ("curse of depth", curse),
-            ("seeds pooled", record.get("seeds")), ("usable layers", record.get("usable_layers"))]
+    curse = {True: "yes", False: "no", None: "undecided"}.get(
+        record.get("curse_of_depth"), "undecided"
+    )
+    rows = [
+        ("label", record.get("label")),
+        ("curse of depth", curse),
+        ("seeds pooled", record.get("seeds")),
+        ("usable layers", record.get("usable_layers")),
+    ]
     counts = (record.get("dropped") or {}).items()
     dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts if v)
     rows.append(("dropped rows", dropped or "none"))
@@ -236,9 +270,11 @@ def _evidence_table(record: dict | None) -> pd.DataFrame | None:
         value = f"{_fmt(rate['value'])} (95% interval {_fmt(lo)} to {_fmt(hi)})"
         rows.append((rate["name"].replace("_", " "), value))
     level = ev.get("level")
-    for key, name in (("change_decades", "fitted change, decades"),
-                      ("power_term_decades", "power-law term, decades"),
-                      ("exponential_term_decades", "exponential term, decades")):
+    for key, name in (
+        ("change_decades", "fitted change, decades"),
+        ("power_term_decades", "power-law term, decades"),
+        ("exponential_term_decades", "exponential term, decades"),
+    ):
         if ev.get(key) is not None:
             half = ev.get(key.replace("_decades", "_halfwidth"))
             label = f"{name} (± {level:.0%} half-width)" if level else name
@@ -261,7 +297,9 @@ def render_report(folder: str | os.PathLike) -> Path:
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise FileNotFoundError(f"{folder}: no config.json; expected a folder written by oversmooth analyze/compare")
+        raise FileNotFoundError(
+            f"{folder}: no config.json; expected a folder written by oversmooth analyze/compare"
+        )
     config = json.loads(config_path.read_text())
     command = config.get("command")
     if command in ("analyze", "prune"):
@@ -272,7 +310,9 @@ def render_report(folder: str | os.PathLike) -> Path:
         raise ValueError(f"{config_path}: unknown command {command!r}; expected analyze or compare")
     _environment_section(doc, config)
     (folder / "report.md").write_text(f"# {title}\n\n" + doc.markdown())
-    (folder / "report.html").write_text(doc.html(title).replace("<body>\n", f"<body>\n<h1>{html.escape(title)}</h1>\n", 1))
+    (folder / "report.html").write_text(
+        doc.html(title).replace("<body>\n", f"<body>\n<h1>{html.escape(title)}</h1>\n", 1)
+    )
     return folder
 
 
@@ -285,8 +325,14 @@ def _environment_section(doc: _Doc, config: dict) -> None:
     settings = {k: v for k, v in config.items() if k not in ("environment", "timings")}
     doc.text("Configuration: " + json.dumps(settings, default=str))
     doc.heading("Environment")
-    doc.table(pd.DataFrame({"item": list(env) + [f"time: {k}" for k in timings],
-                            "value": [str(v) for v in env.values()] + [f"{v:.2f}" for v in timings.values()]}))
+    doc.table(
+        pd.DataFrame(
+            {
+                "item": list(env) + [f"time: {k}" for k in timings],
+                "value": [str(v) for v in env.values()] + [f"{v:.2f}" for v in timings.values()],
+            }
+        )
+    )
 
 
 def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
@@ -295,7 +341,12 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
     metrics = pd.read_csv(folder / "metrics.csv")
     fits = json.loads((folder / "fits.json").read_text())
     verdict = fits.get("verdict", "")
-    model, conv, depth, dataset = config["model"], config["conv"], config["depth"], config["dataset"]
+    model, conv, depth, dataset = (
+        config["model"],
+        config["conv"],
+        config["depth"],
+        config["dataset"],
+    )
     title = f"oversmooth analyze: {model} {conv.upper()}, depth {depth}, {dataset}"
     doc = _Doc(folder)
     doc.heading("Verdict")
@@ -305,7 +356,11 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
     evidence = _evidence_table(mean_fit.get("evidence"))
     if evidence is not None:
         doc.table(evidence)
-    state = f"on the trained checkpoint {config['checkpoint']}" if config.get("checkpoint") else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
+    state = (
+        f"on the trained checkpoint {config['checkpoint']}"
+        if config.get("checkpoint")
+        else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
+    )
     doc.text(
         f"Measured {state}; energies on the input "
         "graph (no self loops), Laplacian energy (1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
@@ -313,13 +368,22 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
 
     curves: list[dict] = []
     for seed, part in metrics.groupby("seed"):
-        curves.append({"label": f"seed {seed}", "layers": part["layer"], "values": part["laplacian_energy"],
-                       "fit": fits.get("per_seed", {}).get(str(seed)) if len(curves) == 0 else None,
-                       "floor": part["float_floor"] if "float_floor" in part else None})
+        curves.append(
+            {
+                "label": f"seed {seed}",
+                "layers": part["layer"],
+                "values": part["laplacian_energy"],
+                "fit": fits.get("per_seed", {}).get(str(seed)) if len(curves) == 0 else None,
+                "floor": part["float_floor"] if "float_floor" in part else None,
+            }
+        )
     fig = _figure()
     plots.energy_curves(fig.add_subplot(), curves)
     doc.heading("Laplacian energy per layer")
-    doc.image(_save(fig, folder / "energy.png"), "Laplacian energy against layer, log-log, with the tail-window fits of the first seed")
+    doc.image(
+        _save(fig, folder / "energy.png"),
+        "Laplacian energy against layer, log-log, with the tail-window fits of the first seed",
+    )
     fit_rows = _fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
     if len(fit_rows):
         doc.table(fit_rows)
@@ -329,36 +393,70 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
 
     if "relative_energy" in metrics:
         fig = _figure()
-        plots.relative_energy_curves(fig.add_subplot(), [{"label": f"seed {s}", "layers": p["layer"], "values": p["relative_energy"]}
-                                                         for s, p in metrics.groupby("seed")])
+        plots.relative_energy_curves(
+            fig.add_subplot(),
+            [
+                {"label": f"seed {s}", "layers": p["layer"], "values": p["relative_energy"]}
+                for s, p in metrics.groupby("seed")
+            ],
+        )
         doc.heading("Relative energy change")
-        doc.image(_save(fig, folder / "relative_energy.png"), "|R(X^k)|, the curse-of-depth indicator, log-log")
+        doc.image(
+            _save(fig, folder / "relative_energy.png"),
+            "|R(X^k)|, the curse-of-depth indicator, log-log",
+        )
     if "cosine_prev" in metrics:
         fig = _figure()
-        plots.cosine_curves(fig.add_subplot(), [{"label": f"seed {s}", "layers": p["layer"], "values": p["cosine_prev"]}
-                                                for s, p in metrics.groupby("seed")])
+        plots.cosine_curves(
+            fig.add_subplot(),
+            [
+                {"label": f"seed {s}", "layers": p["layer"], "values": p["cosine_prev"]}
+                for s, p in metrics.groupby("seed")
+            ],
+        )
         doc.image(_save(fig, folder / "cosine.png"), "Adjacent-layer cosine similarity")
     if (folder / "similarity.csv").is_file():
         sim = pd.read_csv(folder / "similarity.csv", index_col=0)
         fig = _figure(5.2, 4.6)
-        plots.similarity_heatmap(fig.add_subplot(), sim.to_numpy(), [int(c) for c in sim.columns], f"seed {config['seeds'][0]}")
+        plots.similarity_heatmap(
+            fig.add_subplot(),
+            sim.to_numpy(),
+            [int(c) for c in sim.columns],
+            f"seed {config['seeds'][0]}",
+        )
         doc.heading("Inter-layer similarity")
-        doc.image(_save(fig, folder / "similarity.png"), "sim(X^s, X^t) over all pairs of layers (first seed)")
+        doc.image(
+            _save(fig, folder / "similarity.png"),
+            "sim(X^s, X^t) over all pairs of layers (first seed)",
+        )
     if (folder / "prune.csv").is_file():
         prune = pd.read_csv(folder / "prune.csv")
         fig = _figure(6.0, 3.6)
         column = "accuracy_drop" if "accuracy_drop" in prune else "logits_change"
-        plots.pruning_bars(fig.add_subplot(), prune["layer"], prune[column],
-                           "accuracy drop" if column == "accuracy_drop" else r"$\|Z_k - Z\|_F / \|Z\|_F$",
-                           log=column != "accuracy_drop")
+        plots.pruning_bars(
+            fig.add_subplot(),
+            prune["layer"],
+            prune[column],
+            "accuracy drop" if column == "accuracy_drop" else r"$\|Z_k - Z\|_F / \|Z\|_F$",
+            log=column != "accuracy_drop",
+        )
         doc.heading("Layer pruning sensitivity")
-        doc.image(_save(fig, folder / "pruning.png"),
-                  "Test-accuracy drop when one layer is replaced by the identity" if column == "accuracy_drop"
-                  else "Relative change of the logits when one layer is replaced by the identity")
+        doc.image(
+            _save(fig, folder / "pruning.png"),
+            "Test-accuracy drop when one layer is replaced by the identity"
+            if column == "accuracy_drop"
+            else "Relative change of the logits when one layer is replaced by the identity",
+        )
         doc.table(prune)
     doc.heading("Per-layer table (excerpt)")
     first = metrics[metrics["seed"] == config["seeds"][0]]
-    picks = sorted({int(k) for k in [0, 1, 2] + [2**i for i in range(2, 20)] + [int(first["layer"].max())] if k <= first["layer"].max()})
+    picks = sorted(
+        {
+            int(k)
+            for k in [0, 1, 2] + [2**i for i in range(2, 20)] + [int(first["layer"].max())]
+            if k <= first["layer"].max()
+        }
+    )
     doc.table(first[first["layer"].isin(picks)])
     doc.text("The full table is metrics.csv (one row per layer and seed).")
     return doc, title
@@ -374,7 +472,9 @@ def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
     title = f"oversmooth compare: {', '.join(config['models'])} ({config['conv'].upper()})"
     doc = _Doc(folder)
     doc.heading("Final-layer Laplacian energy at initialisation")
-    doc.text(f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the seed paper's Tables 2, 4 and 6.")
+    doc.text(
+        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the seed paper's Tables 2, 4 and 6."
+    )
     doc.table(table, index=True)
     doc.heading("Verdicts at the deepest depth")
     for key, record in fits.items():
@@ -385,18 +485,29 @@ def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
         fig = _figure()
         plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
         doc.heading(f"{dataset}")
-        doc.image(_save(fig, folder / f"final_energy_{dataset}.png"), f"Final-layer energy against depth on {dataset} (band: min-max over seeds)")
+        doc.image(
+            _save(fig, folder / f"final_energy_{dataset}.png"),
+            f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
+        )
         part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
         curves = []
         for model in config["models"]:
             rows = part[part["model"] == model]
             mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
             floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
-            curves.append({"label": model, "layers": mean.index.to_numpy(), "values": mean.to_numpy(),
-                           "fit": fits.get(f"{dataset}/{model}"),
-                           "floor": None if floor is None else floor.to_numpy()})
+            curves.append(
+                {
+                    "label": model,
+                    "layers": mean.index.to_numpy(),
+                    "values": mean.to_numpy(),
+                    "fit": fits.get(f"{dataset}/{model}"),
+                    "floor": None if floor is None else floor.to_numpy(),
+                }
+            )
         fig = _figure()
         plots.energy_curves(fig.add_subplot(), curves)
-        doc.image(_save(fig, folder / f"energy_{dataset}.png"),
-                  f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric mean over seeds), log-log, with tail fits")
+        doc.image(
+            _save(fig, folder / f"energy_{dataset}.png"),
+            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric mean over seeds), log-log, with tail fits",
+        )
     return doc, title
