@@ -34,20 +34,17 @@ CkptNorm = Annotated[
     Optional[O.Norm],
     typer.Option(
         "--norm",
-        help=(
-            "LayerNorm statistics: node (per node) or "
-            f"graph (per graph). [default: node, {_OR_CKPT}"
-        ),
+        help=f"LayerNorm statistics: node (per node) or graph (per graph). [default: node, "
+        f"{_OR_CKPT}",
     ),
 ]
 CkptPattern = Annotated[
     Optional[str],
     typer.Option(
         "--pattern",
-        help=(
-            "Block pattern over M (masked neighbourhood attention) and S (global self-attention), "
-            f"repeated to the depth, e.g. MMSS. [default: M, {_OR_CKPT}"
-        ),
+        help="Block pattern over M (masked neighbourhood attention) and S (global "
+        "self-attention), "
+        f"repeated to the depth, e.g. MMSS. [default: M, {_OR_CKPT}",
     ),
 ]
 
@@ -58,10 +55,7 @@ def analyze(
         typer.Option(
             "--model",
             "-m",
-            help=(
-                "Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. "
-                "[default: postln, or the checkpoint's]"
-            ),
+            help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]",
         ),
     ] = None,
     depth: Annotated[
@@ -79,10 +73,7 @@ def analyze(
         typer.Option(
             "--dataset",
             "-d",
-            help=(
-                "Dataset name, name:params, or a .pt/.csv "
-                "path. [default: cora, or the checkpoint's]"
-            ),
+            help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]",
         ),
     ] = None,
     hidden: CkptHidden = None,
@@ -104,10 +95,7 @@ def analyze(
         Optional[str],
         typer.Option(
             "--metrics",
-            help=(
-                "Extra per-layer metrics, e.g. "
-                "effective_rank,mad,energy_3 (see `oversmooth metrics`)."
-            ),
+            help="Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).",
         ),
     ] = None,
     norm: CkptNorm = None,

@@ -96,10 +96,7 @@ Pattern = Annotated[
     str,
     typer.Option(
         "--pattern",
-        help=(
-            "Block pattern over M (masked neighbourhood attention) and S (global self-attention), "
-            "repeated to the depth, e.g. MMSS."
-        ),
+        help="Block pattern over M (masked neighbourhood attention) and S (global self-attention), repeated to the depth, e.g. MMSS.",
     ),
 ]
 DataRoot = Annotated[
@@ -110,31 +107,24 @@ Checkpoint = Annotated[
     Optional[Path],
     typer.Option(
         "--checkpoint",
-        help=(
-            "A best.pt from `oversmooth train`: analyse the "
-            "trained model (architecture and dataset come from it)."
-        ),
+        help="A best.pt from `oversmooth train`: analyse the trained model (architecture and dataset come from it).",
     ),
 ]
 DtypeOpt = Annotated[
     Dtype,
     typer.Option(
         "--dtype",
-        help=(
-            "Precision the model runs in. float64 (default) resolves energies down to ~1e-30; "
-            "float32 stops at its accumulated rounding floor, ~1e-12 at depth 256 (those layers "
-            "are flagged at_floor and left out of fits)."
-        ),
+        help="Precision the model runs in. float64 (default) resolves energies down to ~1e-30; "
+        "float32 stops at its accumulated rounding floor, ~1e-12 at depth 256 (those layers are "
+        "flagged at_floor and left out of fits).",
     ),
 ]
 FloorOpt = Annotated[
     FloorMethod,
     typer.Option(
         "--floor",
-        help=(
-            "How the float floor is estimated: auto (shadow for float32, twin for float64), shadow "
-            "(a float64 copy runs in step), twin (a copy on an input perturbed by one ulp), bound "
-            "((eps*norm)^2; free, too low when deep)."
-        ),
+        help="How the float floor is estimated: auto (shadow for float32, twin for float64), "
+        "shadow (a float64 copy runs in step), twin (a copy on an input perturbed by one ulp), "
+        "bound ((eps*norm)^2; free, too low when deep).",
     ),
 ]

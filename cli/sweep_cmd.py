@@ -50,21 +50,17 @@ def sweep(
         Optional[str],
         typer.Option(
             "--device",
-            help=(
-                f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; pass "
-                "--device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
-                "to cuda). [default: auto, or the spec's]"
-            ),
+            help=f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; "
+            "pass --device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
+            "to cuda). [default: auto, or the spec's]",
         ),
     ] = None,
     dtype: Annotated[
         Optional[O.Dtype],
         typer.Option(
             "--dtype",
-            help=(
-                "Precision of every cell's model: float32 or "
-                "float64. [default: float64, or the spec's]"
-            ),
+            help="Precision of every cell's model: float32 or float64. "
+            "[default: float64, or the spec's]",
         ),
     ] = None,
     out: Annotated[
@@ -159,8 +155,8 @@ def _run(
         echo_json(summary)
     else:
         typer.echo(
-            f"{result.total} cells: {result.skipped} already done, {result.ran} run, "
-            f"{len(result.failed)} failed; tables and reports in {result.out}"
+            f"{result.total} cells: {result.skipped} already done, {result.ran} run, {len(result.failed)} failed; "
+            f"tables and reports in {result.out}"
         )
         for r in result.failed:
             typer.echo(f"failed {r['id']}: {r.get('error')}", err=True)

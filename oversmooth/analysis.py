@@ -10,15 +10,16 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import CurveFit, fit_curve, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
-from oversmooth.nn.model import MODELS, ModelConfig, model_from_config
+from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
 from oversmooth.precision import (
     FloorTracker,
     add_floor_columns,
@@ -30,6 +31,10 @@ from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
 from oversmooth.runtime import environment, resolve_device  # also re-exported
 from oversmooth.verdict import verdict as _decide
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from torch_geometric.data import Data
 
 __all__ = [
     "AnalysisConfig",
@@ -138,7 +143,7 @@ class AnalysisConfig:
         seeds: tuple[int, ...] | None = None,
         norm: str | None = None,
         pattern: str | None = None,
-        **rest,
+        **rest: Any,
     ) -> "AnalysisConfig":
         """The configuration of a trained checkpoint; explicitly given fields (not None) must
         agree with it: a different value is refused, never silently replaced."""
@@ -180,18 +185,18 @@ class AnalysisConfig:
 @dataclass
 class AnalysisResult:
     config: dict
-    metrics: "object"  # pandas DataFrame, one row per (seed, layer)
+    metrics: "pd.DataFrame"  # one row per (seed, layer)
     fits: dict
     verdict: str
     label: str
     similarity: np.ndarray | None = None
     similarity_layers: list[int] | None = None
-    prune: "object | None" = None
+    prune: "pd.DataFrame | None" = None
     environment: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
 
-def _load_data(name: str, data_root: str | None):
+def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
     from oversmooth.data import load
 
     data = load(name, data_root=data_root)
@@ -211,11 +216,11 @@ def _fit_record(fit: CurveFit) -> dict:
 
 
 def describe_curve(
-    layers,
-    energies,
-    feature_norm,
-    relative,
-    cosine,
+    layers: ArrayLike,
+    energies: ArrayLike,
+    feature_norm: ArrayLike,
+    relative: ArrayLike | None,
+    cosine: ArrayLike | None,
     title: str | None = None,
     dtype: str = "float32",
 ) -> dict:
@@ -238,7 +243,7 @@ def describe_curve(
     return describe_frame(frame, hidden=1, title=title, dtype=dtype)
 
 
-def mean_curve(frame) -> "object":
+def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
     median relative energy and adjacent cosine, and ``at_floor`` when any seed is at the floor
     (for the columns present)."""
@@ -255,7 +260,7 @@ def mean_curve(frame) -> "object":
     return frame.groupby("layer", sort=True).agg(**present).reset_index()
 
 
-def _floor(frame, hidden: int, dtype: str) -> np.ndarray:
+def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
     """Per-row float floor of a per-layer table: ``inf`` where ``at_floor`` is set (so the fits
     drop those rows); else the single-step bound of ``dtype``."""
     if "at_floor" in frame:
@@ -268,7 +273,9 @@ def _floor(frame, hidden: int, dtype: str) -> np.ndarray:
     return bound_floor(norm, dtype)
 
 
-def describe_frame(frame, hidden: int, title: str | None = None, dtype: str = "float32") -> dict:
+def describe_frame(
+    frame: pd.DataFrame, hidden: int, title: str | None = None, dtype: str = "float32"
+) -> dict:
     """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) plus the
     full- and tail-window law fits of the seed-mean curve that the report tables and plots show.
 
@@ -317,7 +324,10 @@ def _title(model: str, conv: str, depth: int, dataset: str) -> str:
     return f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
 
 
-def _trained_model(config: AnalysisConfig, data, device):
+def _trained_model(
+    config: AnalysisConfig, data: Data, device: torch.device
+) -> tuple[DepthModel, dict]:
+    assert config.checkpoint is not None  # only called for a checkpoint run
     model, meta = load_checkpoint(config.checkpoint, map_location=device)
     if meta.get("num_features") not in (None, data.num_features):
         raise CheckpointError(
@@ -327,7 +337,9 @@ def _trained_model(config: AnalysisConfig, data, device):
     return model, meta
 
 
-def _floor_tracker(model, graph: GraphOperator, method: str, seed: int):
+def _floor_tracker(
+    model: DepthModel, graph: GraphOperator, method: str, seed: int
+) -> FloorTracker | nullcontext[None]:
     """The run's :class:`FloorTracker`, or a context giving ``None`` for the ``bound`` method."""
     return nullcontext(None) if method == "bound" else FloorTracker(model, graph, method, seed=seed)
 
@@ -383,7 +395,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         if config.prune and i == 0:
             t0 = time.perf_counter()
 
-            def tick(layer: int, _s=[step]) -> None:  # noqa: B006 - a tiny counter
+            def tick(layer: int, _s: list[int] = [step]) -> None:  # noqa: B006 - a tiny counter
                 if progress:
                     progress(f"pruning layer {layer}", _s[0], steps)
                 _s[0] += 1
@@ -501,22 +513,21 @@ class ComparisonConfig:
 @dataclass
 class ComparisonResult:
     config: dict
-    metrics: "object"  # per layer: dataset, model, depth, seed, layer, metrics
-    summary: "object"  # per run: dataset, model, depth, seed, final_energy
-    table: "object"  # rows (model, dataset), columns depths: "mean ± std"
+    metrics: "pd.DataFrame"  # per layer: dataset, model, depth, seed, layer, metrics
+    summary: "pd.DataFrame"  # per run: dataset, model, depth, seed, final_energy
+    table: "pd.DataFrame"  # rows (model, dataset), columns depths: "mean ± std"
     fits: dict
     verdicts: list[str]
     environment: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
 
-def summary_table(summary) -> "object":
-    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns
-    depth."""
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns depth."""
     grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
 
-    def cell(row) -> str:
+    def cell(row: pd.Series) -> str:
         std = 0.0 if row["count"] < 2 or not np.isfinite(row["std"]) else row["std"]
         return f"{row['mean']:.3g} ± {std:.2g}"
 

@@ -25,10 +25,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+    from torch_geometric.data import Data
 
 __all__ = [
     "run_bench",
@@ -197,13 +203,9 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
 
 
 def metric_kernels(
-    device: torch.device,
-    graphs: list[tuple[str, object]],
-    repeats: int = 3,
-    dense_limit: int = 10000,
+    device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000
 ) -> list[dict]:
-    """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n
-    implementation."""
+    """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n implementation."""
     from oversmooth import GraphOperator, dirichlet_energy, mean_average_distance
 
     rows = []
@@ -287,7 +289,9 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
-def _measure_child(kind: str, value: int, depth: int, similarity: bool, device: str, queue) -> None:
+def _measure_child(
+    kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue
+) -> None:
     """Runs in a fresh process: build, reset the peak counter, time one probed forward."""
     try:
         torch.set_num_threads(
@@ -388,7 +392,7 @@ def _isolated(
     return result
 
 
-def _exponent(xs, ys) -> float:
+def _exponent(xs: ArrayLike, ys: ArrayLike) -> float:
     from oversmooth.fit import fit_power_law
 
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)
@@ -633,19 +637,16 @@ def _markdown(r: dict) -> str:
             else f"{k['dense_note']} | | "
         )
         lines.append(
-            f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | "
-            f"{k['oversmooth_s'] * 1e3:.2f} ms | {k['loop_s'] * 1e3:.0f} ms | "
-            f"{k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |"
+            f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | {k['oversmooth_s'] * 1e3:.2f} ms | "
+            f"{k['loop_s'] * 1e3:.0f} ms | {k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |"
         )
     lines += [
         "",
         "## 3. Scaling",
         "",
-        "Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of "
-        f"encoder and decoder no longer dominates): fitted exponent **{r['depth_exponent']:.2f}** "
-        "(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off "
-        f"varies by a factor {r['depth_memory_ratio']:.2f} between "
-        "the smallest and the largest (1 means independent of depth).",
+        f"Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of encoder and decoder no longer dominates): fitted exponent **{r['depth_exponent']:.2f}** "
+        f"(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off varies by a factor "
+        f"{r['depth_memory_ratio']:.2f} between the smallest and the largest (1 means independent of depth).",
         "",
         "| depth | similarity | seconds | extra peak MiB |",
         "|---|---|---|---|",
@@ -661,8 +662,8 @@ def _markdown(r: dict) -> str:
         )
     lines += [
         "",
-        "Time per probed forward (depth 4) against graph size (CSBM, average degree 10, n >= "
-        f"10^4): fitted exponent **{r['size_exponent']:.2f}** (target [0.9, 1.15]).",
+        f"Time per probed forward (depth 4) against graph size (CSBM, average degree 10, n >= 10^4): fitted exponent "
+        f"**{r['size_exponent']:.2f}** (target [0.9, 1.15]).",
         "",
         "| nodes | seconds | extra peak MiB |",
         "|---|---|---|",
@@ -708,9 +709,8 @@ def _markdown(r: dict) -> str:
             lines.append(f"`{e['command']}` failed: {e['error']}")
         else:
             lines.append(
-                f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, "
-                f"similarity, figures, report): **{e['seconds']:.1f} "
-                f"s** (target < 60 s). It printed: {e['verdict']}"
+                f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, similarity, figures, report): "
+                f"**{e['seconds']:.1f} s** (target < 60 s). It printed: {e['verdict']}"
             )
         lines.append("")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not match what it is used for."""
 
 
-def _atomic_save(obj, path: Path) -> None:
+def _atomic_save(obj: object, path: Path) -> None:
     atomic_file(path, lambda tmp: torch.save(obj, tmp))
 
 
@@ -49,7 +49,9 @@ CHECKPOINT_KEYS = {
 }
 
 
-def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) -> dict:
+def _read(
+    path: Path, map_location: str | torch.device | None, required: dict[str, str] = CHECKPOINT_KEYS
+) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:
@@ -85,7 +87,9 @@ def _read(path: Path, map_location, required: dict[str, str] = CHECKPOINT_KEYS) 
 
 
 def load_checkpoint(
-    path: str | os.PathLike, map_location=None, expect: dict | None = None
+    path: str | os.PathLike,
+    map_location: str | torch.device | None = None,
+    expect: dict | None = None,
 ) -> tuple[DepthModel, dict]:
     """Rebuild the model of a checkpoint and load its weights.
 

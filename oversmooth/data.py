@@ -27,11 +27,14 @@ import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 __all__ = [
     "DATASETS",
@@ -124,7 +127,7 @@ def default_data_root() -> Path:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _data(x: Tensor, edge_index: Tensor, y: Tensor | None, name: str, **extra):
+def _data(x: Tensor, edge_index: Tensor, y: Tensor | None, name: str, **extra: Tensor) -> Data:
     from torch_geometric.data import Data
 
     data = Data(x=x, edge_index=edge_index, num_nodes=x.size(0), **extra)
@@ -148,7 +151,7 @@ def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
     return torch.randn(n, num_features, generator=generator)
 
 
-def _check_int(name: str, value, low: int, high: int | None = None) -> int:
+def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, np.integer))
@@ -168,7 +171,7 @@ def _check_size(what: str, num_nodes: int, num_edges: int, num_features: int) ->
     check_allocation(what, need, hint="ask for a smaller graph")
 
 
-def _check_float(name: str, value, low: float, high: float) -> float:
+def _check_float(name: str, value: object, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (low <= value <= high):
         raise ValueError(f"{name}: expected a number in [{low}, {high}], received {value!r}")
     return float(value)
@@ -177,7 +180,7 @@ def _check_float(name: str, value, low: float, high: float) -> float:
 # ----------------------------------------------------------------------------- embedded
 
 
-def _load_embedded(name: str):
+def _load_embedded(name: str) -> Data:
     with resources.files("oversmooth._data").joinpath(f"{name}.npz").open("rb") as fh:
         arrays = dict(np.load(fh, allow_pickle=False))
     n = int(arrays["num_nodes"])
@@ -208,7 +211,7 @@ def _missing_files_message(name: str, root: Path) -> str:
     )
 
 
-def _load_pyg(name: str, data_root: Path | None):
+def _load_pyg(name: str, data_root: Path | None) -> Data:
     import torch_geometric.datasets as pyg_datasets
 
     root = Path(data_root) if data_root is not None else default_data_root()
@@ -246,7 +249,7 @@ def csbm(
     signal: float = 1.0,
     features: int = 32,
     seed: int = 0,
-):
+) -> Data:
     """Contextual stochastic block model, generated without any Python loop over nodes or edges.
 
     ``n`` nodes are split into ``classes`` balanced classes.  About
@@ -288,7 +291,7 @@ def csbm(
     return _data(x, edge_index, y, "csbm")
 
 
-def ring(n: int = 100, features: int = 16, seed: int = 0):
+def ring(n: int = 100, features: int = 16, seed: int = 0) -> Data:
     """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
     n = _check_int("n", n, 3)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -298,7 +301,7 @@ def ring(n: int = 100, features: int = 16, seed: int = 0):
     return _data(_features(n, _check_int("features", features, 1), gen), edge_index, None, "ring")
 
 
-def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0):
+def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> Data:
     """``rows x cols`` 4-neighbour lattice, node ``r * cols + c``."""
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -319,7 +322,7 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0):
     )
 
 
-def complete(n: int = 10, features: int = 16, seed: int = 0):
+def complete(n: int = 10, features: int = 16, seed: int = 0) -> Data:
     """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
     n = _check_int("n", n, 2, 20000)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -334,7 +337,7 @@ def complete(n: int = 10, features: int = 16, seed: int = 0):
     )
 
 
-def karate():
+def karate() -> Data:
     """Zachary's karate club (networkx): 34 nodes, 78 edges, label = club, one-hot features."""
     import networkx as nx
 
@@ -388,7 +391,7 @@ def _parse_params(name: str, text: str) -> dict:
 # ----------------------------------------------------------------------------- user files
 
 
-def _load_pt(path: Path):
+def _load_pt(path: Path) -> Data:
     from torch_geometric.data import Data
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import BaseStorage, EdgeStorage, GlobalStorage, NodeStorage
@@ -419,8 +422,7 @@ def _load_pt(path: Path):
         obj = Data(**obj)
     if not isinstance(obj, Data) or obj.edge_index is None:
         raise ValueError(
-            f"{path}: expected a torch_geometric Data with "
-            f"edge_index, received {type(obj).__name__}"
+            f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}"
         )
     for key in ("x", "edge_index", "y"):
         value = getattr(obj, key, None)
@@ -487,13 +489,11 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
                 width = len(values)
                 if width < min_cols:
                     raise ValueError(
-                        f"{path}:{lineno}: expected at least {min_cols} "
-                        f"columns for {what}, received {width}"
+                        f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}"
                     )
             elif len(values) != width:
                 raise ValueError(
-                    f"{path}:{lineno}: expected {width} columns "
-                    f"like the first row, received {len(values)}"
+                    f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}"
                 )
             rows.append(values)
     if not rows:
@@ -501,7 +501,7 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)
 
 
-def _csv_rows(path: Path, fh):
+def _csv_rows(path: Path, fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """``(line number, row)`` pairs; a file that is not UTF-8 text is named in the error."""
     reader = enumerate(csv.reader(fh), start=1)
     while True:
@@ -544,7 +544,7 @@ def _validate_user_graph(
         raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
 
 
-def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool):
+def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool) -> Data:
     table = _read_numeric_csv(path, 2, "edges (source,target[,weight])")
     ids = table[:, :2]
     # inf == floor(inf), so finiteness is checked too (inf would become -2^63 as int64)
@@ -600,7 +600,7 @@ def load(
     features: str | os.PathLike | None = None,
     labels: str | os.PathLike | None = None,
     directed: bool = False,
-):
+) -> Data:
     """Load a dataset by name or path as a ``torch_geometric.data.Data``.
 
     Args:
@@ -632,8 +632,7 @@ def load(
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path}: no such file; pass a dataset name "
-                f"({', '.join(DATASETS)}) or an existing .pt/.csv file"
+                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file"
             )
         if path.suffix == ".csv":
             return _load_csv(
@@ -651,8 +650,7 @@ def load(
     key = name.strip().lower()
     if key not in DATASETS:
         raise ValueError(
-            f"dataset: unknown name {name!r}; expected one "
-            f"of {', '.join(DATASETS)} or a .pt/.csv path"
+            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path"
         )
     if features or labels:  # never silently ignored
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
@@ -718,22 +716,20 @@ def random_split(
     return masks
 
 
-def split_masks(data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
-    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or
-    ``"public"``."""
+def split_masks(data: Data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
+    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or ``"public"``."""
     if split == "random":
         return random_split(data.num_nodes, seed=seed)
     if split == "public":
         if getattr(data, "train_mask", None) is None:
             raise ValueError(
-                f"split: dataset {getattr(data, 'name', '?')!r} "
-                "has no public split; use split='random'"
+                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'"
             )
         return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")
 
 
-def graph_stats(data) -> dict[str, float | int]:
+def graph_stats(data: Data) -> dict[str, float | int]:
     """Nodes, undirected edges (unordered pairs, self loops excluded), features,
     classes, edge homophily (fraction of edges joining equal labels) and
     isolated nodes (no edge in either direction)."""

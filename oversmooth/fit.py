@@ -30,6 +30,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "LawFit",
@@ -59,7 +60,7 @@ class LawFit:
     rss: float
     n: int
 
-    def predict(self, layers) -> np.ndarray:
+    def predict(self, layers: ArrayLike) -> np.ndarray:
         k = np.asarray(layers, dtype=np.float64)
         x = np.log(k) if self.law == "power" else k
         return np.exp(self.log_c + self.exponent * x)
@@ -90,13 +91,15 @@ class CurveFit:
         return asdict(self)
 
 
-def geometric_mean(values) -> float:
+def geometric_mean(values: ArrayLike) -> float:
     """Geometric mean, the average of log-scale curves (zeros count as 1e-300, not as -inf)."""
     v = np.asarray(values, dtype=np.float64)
     return float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))
 
 
-def float_floor(feature_norm, dtype_eps: float = float(np.finfo(np.float32).eps)) -> np.ndarray:
+def float_floor(
+    feature_norm: ArrayLike, dtype_eps: float = float(np.finfo(np.float32).eps)
+) -> np.ndarray:
     """Smallest Laplacian energy resolvable in states stored at ``dtype_eps``:
     ``(eps * feature_norm)^2`` (one rounding error per entry of a row of norm ``feature_norm``)."""
     return (dtype_eps * np.asarray(feature_norm, dtype=np.float64)) ** 2
@@ -124,7 +127,9 @@ def _linear_fit(
     return slope, intercept, r2, (slope - half, slope + half), rss
 
 
-def _clean(layers, values, floor) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def _clean(
+    layers: ArrayLike, values: ArrayLike, floor: ArrayLike | None
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     k = np.asarray(layers, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     if k.shape != v.shape or k.ndim != 1:
@@ -146,33 +151,35 @@ def _clean(layers, values, floor) -> tuple[np.ndarray, np.ndarray, dict[str, int
     return k[keep], v[keep], dropped
 
 
-def fit_power_law(layers, values) -> LawFit:
+def fit_power_law(layers: ArrayLike, values: ArrayLike) -> LawFit:
     """``E(k) ~ C k^alpha`` by least squares of ``log E`` on ``log k`` (layers > 0, values > 0)."""
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
         raise ValueError(
-            "values: a fit needs at least 2 positive "
-            f"finite points at layers > 0, received {len(k)}"
+            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
         )
     slope, intercept, r2, ci, rss = _linear_fit(np.log(k), np.log(v))
     return LawFit("power", slope, intercept, r2, ci, rss, len(k))
 
 
-def fit_exponential(layers, values) -> LawFit:
+def fit_exponential(layers: ArrayLike, values: ArrayLike) -> LawFit:
     """``E(k) ~ C exp(beta k)`` by least squares of ``log E`` on ``k``."""
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
         raise ValueError(
-            "values: a fit needs at least 2 positive "
-            f"finite points at layers > 0, received {len(k)}"
+            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
         )
     slope, intercept, r2, ci, rss = _linear_fit(k, np.log(v))
     return LawFit("exponential", slope, intercept, r2, ci, rss, len(k))
 
 
-def fit_curve(layers, values, window: tuple[int, int] | None = None, floor=None) -> CurveFit:
-    """Fit both laws to the points with ``window[0] <= layer <= window[1]`` (default: all
-    layers >= 1).
+def fit_curve(
+    layers: ArrayLike,
+    values: ArrayLike,
+    window: tuple[int, int] | None = None,
+    floor: ArrayLike | None = None,
+) -> CurveFit:
+    """Fit both laws to the points with ``window[0] <= layer <= window[1]`` (default: all layers >= 1).
 
     ``floor`` (scalar or one per point) marks values below it as float-floor noise.
     Returns a fit with ``power = exponential = None`` when fewer than 3 points survive.
@@ -181,8 +188,7 @@ def fit_curve(layers, values, window: tuple[int, int] | None = None, floor=None)
     v_all = np.asarray(values, dtype=np.float64)
     if k_all.shape != v_all.shape or k_all.ndim != 1:
         raise ValueError(
-            "values: expected one value per layer, received "
-            f"{v_all.shape} values for {k_all.shape} layers"
+            f"values: expected one value per layer, received {v_all.shape} values for {k_all.shape} layers"
         )
     if window is None:
         pos = k_all[k_all > 0]

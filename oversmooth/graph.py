@@ -21,7 +21,7 @@ Laplacian: :math:`(\\Delta X)_i = 0` (not :math:`-X_i`).  On every other node
 from __future__ import annotations
 
 import warnings
-from typing import Union
+from typing import Iterator, Union
 
 import torch
 from torch import Tensor
@@ -179,7 +179,7 @@ class GraphOperator:
                 torch.equal(fwd.indices(), bwd.indices())
                 and torch.allclose(fwd.values(), bwd.values(), rtol=1e-12, atol=0.0)
             )
-            self._symmetric = cached
+            self._symmetric: bool | None = cached
         return cached
 
     @property
@@ -248,7 +248,7 @@ GraphLike = Union[GraphOperator, Tensor]
 _CHUNK_VALUES = 1 << 18
 
 
-def _edge_chunks(num_edges: int, channels: int):
+def _edge_chunks(num_edges: int, channels: int) -> Iterator[slice]:
     step = max(1, _CHUNK_VALUES // max(channels, 1))
     for start in range(0, num_edges, step):
         yield slice(start, start + step)

@@ -516,8 +516,7 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
     )  # python floats must not pass through float32
     if e.dim() != 1:
         raise ValueError(
-            "energies: expected a 1-D sequence of per-layer "
-            f"energies, received shape {list(e.shape)}"
+            f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}"
         )
     out = torch.full_like(e, float("nan"))
     out[1:] = (e[1:] - e[:-1]) / e[:-1]

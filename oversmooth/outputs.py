@@ -276,7 +276,7 @@ def move_into_place(tmp: Path, out: Path) -> None:
         tmp.rename(out)
 
 
-def atomic_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+def atomic_file(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
     """``write(tmp)`` into a hidden sibling ``.NAME.tmp-PID``, then rename it over ``path``:
     ``path`` is written whole or not at all (the temporary file never outlives a failure)."""
     path = Path(path)

@@ -33,16 +33,19 @@ Rows at the floor are left out of every fit.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, cast
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from oversmooth.graph import GraphOperator
+    from oversmooth.nn.conv import GraphContext
+    from oversmooth.nn.model import DepthModel
 
 __all__ = [
     "DTYPES",
@@ -89,7 +92,7 @@ def resolve_floor_method(method: str, dtype: str) -> str:
     return method
 
 
-def bound_floor(feature_norm, dtype: str) -> np.ndarray:
+def bound_floor(feature_norm: ArrayLike, dtype: str) -> np.ndarray:
     """The single-step bound ``(eps * feature_norm)^2`` with the epsilon of ``dtype``."""
     return (dtype_eps(dtype) * np.asarray(feature_norm, dtype=np.float64)) ** 2
 
@@ -132,27 +135,28 @@ class FloorTracker:
         if method == "shadow" and self.dtype != torch.float32:
             raise ValueError("method: 'shadow' needs a float32 model; use twin for float64")
         self._handles: list = []
-        self._reference: nn.Module | None = None
+        self._reference: DepthModel | None = None
         self._state: Tensor | None = None
-        self._ctx: tuple[object, object] | None = None
+        self._ctx: tuple[GraphContext, GraphContext] | None = None
         self._graph_args: tuple | None = None
         self._floor: dict[int, Tensor] = {}
         self._energy: dict[int, Tensor] = {}
 
     def __enter__(self) -> "FloorTracker":
         ref_dtype = torch.float64 if self.method == "shadow" else self.dtype
-        self._reference = _hookless_copy(self.model).to(ref_dtype).eval()
+        self._reference = cast("DepthModel", _hookless_copy(self.model).to(ref_dtype).eval())
         self._floor.clear()
         self._energy.clear()
         self._handles.append(
             self.model.register_forward_pre_hook(self._model_pre_hook, with_kwargs=True)
         )
-        self._handles.append(self.model.encoder.register_forward_hook(self._encoder_hook))
-        for k, block in enumerate(self.model.blocks):
+        model = cast("DepthModel", self.model)  # checked in __init__: encoder and blocks
+        self._handles.append(model.encoder.register_forward_hook(self._encoder_hook))
+        for k, block in enumerate(model.blocks):
             self._handles.append(block.register_forward_hook(self._block_hook(k)))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -166,7 +170,7 @@ class FloorTracker:
         sign = torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype) * 2 - 1
         return x * (1 + torch.finfo(x.dtype).eps * sign)  # one ulp up or down per entry
 
-    def _reference_ctx(self, ctx):
+    def _reference_ctx(self, ctx: GraphContext) -> GraphContext:
         if self.method == "twin":
             return ctx
         if self._ctx is None or self._ctx[0] is not ctx:
@@ -178,7 +182,7 @@ class FloorTracker:
             self._ctx = (ctx, reference)
         return self._ctx[1]
 
-    def _model_pre_hook(self, module, args, kwargs) -> None:
+    def _model_pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         names = ("x", "edge_index", "batch")
         bound = {**dict(zip(names, args)), **kwargs}
         self._graph_args = (bound["edge_index"], bound.get("batch"), bound.get("edge_weight"))
@@ -193,14 +197,14 @@ class FloorTracker:
         if self.method == "shadow":
             self._energy[k] = laplacian_energy(self._state, self.graph)
 
-    def _encoder_hook(self, module, args, output) -> None:
+    def _encoder_hook(self, module: nn.Module, args: tuple, output: Tensor) -> None:
         assert self._reference is not None
         with torch.no_grad():
             self._state = self._reference.encoder(self._reference_input(args[0].detach()))
         self._measure(0, output)
 
-    def _block_hook(self, k: int):
-        def hook(module, args, output) -> None:
+    def _block_hook(self, k: int) -> Callable[[nn.Module, tuple, Tensor], None]:
+        def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
             assert self._reference is not None and self._state is not None
             with torch.no_grad():
                 self._state = self._reference.blocks[k](self._state, self._reference_ctx(args[1]))
@@ -239,7 +243,7 @@ def _hookless_copy(model: nn.Module) -> nn.Module:
     return reference
 
 
-def mark_at_floor(energy, floor) -> np.ndarray:
+def mark_at_floor(energy: ArrayLike, floor: ArrayLike) -> np.ndarray:
     """``at_floor``: the energy is not finite or below ``AT_FLOOR_FACTOR * floor``."""
     e = np.asarray(energy, dtype=np.float64)
     f = np.asarray(floor, dtype=np.float64)

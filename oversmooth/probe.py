@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +37,9 @@ from oversmooth import metrics as M
 from oversmooth.graph import GraphLike, GraphOperator, as_operator
 from oversmooth.nn.model import DepthModel
 from oversmooth.resources import check_energy_order
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Probe",
@@ -65,8 +68,9 @@ class _Workspace:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
             self.state, self.lap = make(), make()
             rows = (M._edge_chunk_rows(x.size(1)), x.size(1))  # edge-chunk scratch
-            self.scratch = tuple(
-                torch.empty(rows, dtype=torch.float64, device=x.device) for _ in "ab"
+            self.scratch = (
+                torch.empty(rows, dtype=torch.float64, device=x.device),
+                torch.empty(rows, dtype=torch.float64, device=x.device),
             )
             self.key = key
         return self.state, self.lap
@@ -97,6 +101,7 @@ class _LayerCache:
     def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
         if self._edge_sum is None:
             self.lap
+        assert self._edge_sum is not None  # set by self.lap
         return self._edge_sum
 
     @property
@@ -239,7 +244,7 @@ def find_layers(model: nn.Module) -> tuple[list[nn.Module], bool]:
     try:
         from torch_geometric.nn.models.basic_gnn import BasicGNN
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
-        BasicGNN = ()  # type: ignore[assignment]
+        BasicGNN = ()
     if isinstance(model, BasicGNN):
         return list(model.convs), True
     raise ValueError(
@@ -248,7 +253,7 @@ def find_layers(model: nn.Module) -> tuple[list[nn.Module], bool]:
     )
 
 
-def _first_tensor(output) -> Tensor:
+def _first_tensor(output: object) -> Tensor:
     if isinstance(output, Tensor):
         return output
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
@@ -316,16 +321,14 @@ class Probe:
             for k, module in enumerate(self.layers):
                 if not isinstance(module, nn.Module) or id(module) not in owned:
                     raise ValueError(
-                        f"layers[{k}]: expected a submodule of the "
-                        f"model, received {type(module).__name__}"
+                        f"layers[{k}]: expected a submodule of the model, received {type(module).__name__}"
                     )
         self.num_layers = (
             len(self.layers) + (1 if self._input_is_layer0 else 0) if self.layers else None
         )
         if head_energies and not isinstance(model, DepthModel):
             raise ValueError(
-                "head_energies: only oversmooth models expose "
-                "their attention; set head_energies=False"
+                "head_energies: only oversmooth models expose their attention; set head_energies=False"
             )
         self.head_energies = head_energies
         self.similarity = similarity
@@ -338,8 +341,7 @@ class Probe:
             isinstance(similarity_sample, bool) or similarity_sample < 1
         ):
             raise ValueError(
-                "similarity_sample: expected a positive number "
-                f"of nodes, received {similarity_sample!r}"
+                f"similarity_sample: expected a positive number of nodes, received {similarity_sample!r}"
             )
         self.similarity_sample = similarity_sample
         self.seed = seed
@@ -362,7 +364,7 @@ class Probe:
         self.attach()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.detach()
 
     def attach(self) -> None:
@@ -397,11 +399,11 @@ class Probe:
                 block.mp.last_attention = block.mp.last_edges = block.mp.last_energy = None
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _pre_hook_layer0(self, module, args) -> None:
+    def _pre_hook_layer0(self, module: nn.Module, args: tuple) -> None:
         self.record(0, _first_tensor(args))
 
-    def _make_hook(self, k: int, module: nn.Module):
-        def hook(mod, args, output):
+    def _make_hook(self, k: int, module: nn.Module) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(mod: nn.Module, args: tuple, output: object) -> None:
             self.record(k, _first_tensor(output), module=mod)
 
         return hook
@@ -439,7 +441,10 @@ class Probe:
             )
         op = self._graph_for(x)
         cache = _LayerCache(x, op, self._workspace)
-        row = {name: self._fns[name](cache) for name in self._measured}
+        row = {
+            name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
+            for name in self._measured
+        }
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev.shape != x.shape:
@@ -456,7 +461,7 @@ class Probe:
     def _head_energies(
         self, k: int, x64: Tensor, op: GraphOperator, module: nn.Module | None
     ) -> dict[str, Tensor]:
-        heads = self.model.config.heads  # type: ignore[union-attr]
+        heads = cast(DepthModel, self.model).config.heads  # checked in __init__
         nan = x64.new_tensor(float("nan"))
         mp = getattr(module, "mp", None)
         if k == 0 or mp is None or mp.last_attention is None:
@@ -481,7 +486,7 @@ class Probe:
     def recorded_layers(self) -> list[int]:
         return sorted(self._values)
 
-    def to_frame(self):
+    def to_frame(self) -> "pd.DataFrame":
         """One row per recorded layer: ``layer`` then one column per metric (one host copy)."""
         import pandas as pd
 

@@ -15,7 +15,7 @@ from its layer instead of recomputing the unchanged prefix:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -23,6 +23,10 @@ from torch import Tensor
 from oversmooth.graph import GraphOperator
 from oversmooth.metrics import laplacian_energy
 from oversmooth.nn.model import DepthModel
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from torch_geometric.data import Data
 
 __all__ = ["prune_sensitivity", "check_layers"]
 
@@ -37,8 +41,7 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
             raise ValueError(f"layers: expected integers in [1, {depth}], received {k!r}")
         if not 1 <= k <= depth:
             raise ValueError(
-                f"layers: expected layer numbers in [1, {depth}] "
-                f"for a depth-{depth} model, received {k}"
+                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, received {k}"
             )
         out.append(k)
     if not out:
@@ -46,15 +49,14 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
     return sorted(set(out))
 
 
-def _resolve_mask(data, mask) -> Tensor | None:
+def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:
     if mask is None:
         return None
     if isinstance(mask, str):
         value = getattr(data, mask, None)
         if value is None:
             raise ValueError(
-                f"mask: the data has no attribute {mask!r}; "
-                "expected e.g. 'test_mask' or a boolean tensor"
+                f"mask: the data has no attribute {mask!r}; expected e.g. 'test_mask' or a boolean tensor"
             )
         mask = value
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.numel() != data.num_nodes:
@@ -73,13 +75,13 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
 @torch.no_grad()
 def prune_sensitivity(
     model: DepthModel,
-    data,
+    data: Data,
     layers: Sequence[int] | None = None,
     *,
     mask: str | Tensor | None = None,
     reuse_prefix: bool = True,
     callback: Callable[[int], None] | None = None,
-):
+) -> pd.DataFrame:
     """Prune each chosen layer alone and measure what changes.
 
     Args:
@@ -102,8 +104,7 @@ def prune_sensitivity(
 
     if not isinstance(model, DepthModel):
         raise TypeError(
-            "model: expected an oversmooth DepthModel (built "
-            f"by build_model), received {type(model).__name__}"
+            f"model: expected an oversmooth DepthModel (built by build_model), received {type(model).__name__}"
         )
     depth = len(model.blocks)
     chosen = check_layers(layers, depth)
@@ -129,7 +130,9 @@ def prune_sensitivity(
         base_norm = base_logits.double().norm().clamp_min(1e-300)
         y = data.y.to(device) if mask_t is not None else None
         mask_t = mask_t.to(device) if mask_t is not None else None
-        base_acc = _accuracy(base_logits, y, mask_t) if mask_t is not None else None
+        base_acc = (
+            _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
+        )
         rows = []
         for layer in chosen:
             if reuse_prefix:
@@ -144,7 +147,7 @@ def prune_sensitivity(
                 "final_energy": energy,
                 "energy_change": (energy - base_energy) / base_energy,
             }
-            if mask_t is not None:
+            if mask_t is not None and y is not None and base_acc is not None:  # all set together
                 acc = _accuracy(logits, y, mask_t)
                 row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
             rows.append(row)

@@ -62,10 +62,13 @@ import traceback
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from oversmooth import __version__
 from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
 
@@ -125,8 +128,7 @@ class SweepSpec:
                 for v in values
             ):
                 raise ValueError(
-                    f"{key}: expected a list of integers >= "
-                    f"{1 if key == 'depths' else 0}, received {list(values)}"
+                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, received {list(values)}"
                 )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
@@ -199,9 +201,8 @@ def _check_device(device: str) -> None:
             )
 
 
-def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
-    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming
-    them."""
+def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
+    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming them."""
     import tomllib
 
     path = Path(path)
@@ -231,8 +232,7 @@ def load_spec(path: str | os.PathLike, **overrides) -> SweepSpec:
         bad = set(keys) - valid
         if bad:
             raise ValueError(
-                f"{path}: unknown key {section}.{sorted(bad)[0]}; "
-                f"expected one of {', '.join(sorted(valid))}"
+                f"{path}: unknown key {section}.{sorted(bad)[0]}; expected one of {', '.join(sorted(valid))}"
             )
     values: dict = {}
     for key, value in grid.items():
@@ -275,7 +275,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    record = {
+    record: dict[str, Any] = {
         "cell": cell,
         "id": cell_id(cell),
         "key": cell_key(cell, options),
@@ -386,7 +386,7 @@ def _finished(records: list[dict], keys: dict[str, str]) -> dict[str, dict]:
     return {
         r["id"]: r
         for r in records
-        if r.get("status") == "ok" and keys.get(r.get("id")) == r.get("key")
+        if r.get("status") == "ok" and keys.get(r.get("id", "")) == r.get("key")
     }
 
 
@@ -740,7 +740,9 @@ def run_sweep(
     )
 
 
-def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
+def merge(
+    out: str | os.PathLike, spec: SweepSpec | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
 
     With ``spec``, only the cells of its grid computed with its options (their key) are merged,
@@ -781,9 +783,9 @@ def merge(out: str | os.PathLike, spec: SweepSpec | None = None):
                 "seconds": r.get("seconds"),
             }
         )
-    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(  # noqa: E731
+    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(
         drop=True
-    )
+    )  # noqa: E731
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
     atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))

@@ -33,10 +33,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from oversmooth.checkpoint import (  # the last two re-exported
     FORMAT,
@@ -188,7 +190,7 @@ STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
 
 
-def _accuracy(logits, y, mask) -> float:
+def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
     return (
         float((logits[mask].argmax(1) == y[mask]).double().mean())
         if int(mask.sum())
@@ -239,7 +241,7 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
         yield
         return
 
-    def handler(signum, frame) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT:
             if requested.get("sigint"):
                 raise KeyboardInterrupt
@@ -289,8 +291,8 @@ class _Run:
         config: TrainConfig,
         out: Path,
         model: DepthModel,
-        optimizer,
-        scheduler,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
         meta: dict,
         device: torch.device,
         overwrite: bool,
@@ -344,7 +346,8 @@ class _Run:
                     "pass the same options or start a new --out"
                 )
         try:
-            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs
+            # a missing or ill-typed saved value is refused by TrainConfig and caught below
+            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs  # type: ignore[arg-type]
         except (TypeError, ValueError):
             saved_warmup = None
         if saved_warmup != self.config.warmup_epochs:
@@ -459,7 +462,14 @@ class _Run:
 
     # -- one epoch --------------------------------------------------------------------------
     def step(
-        self, epoch: int, x, edge_index, edge_weight, y, masks, fork: list
+        self,
+        epoch: int,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None,
+        y: Tensor,
+        masks: dict[str, Tensor],
+        fork: list,
     ) -> tuple[dict, str | None]:
         """Train one epoch; returns its history row and, when it diverged, what went wrong."""
         model, optimizer = self.model, self.optimizer
@@ -624,7 +634,14 @@ def train(
 
 
 def _loop(
-    run: _Run, x, graph: tuple, y, masks, requested: dict, progress, checkpoint_every: float
+    run: _Run,
+    x: Tensor,
+    graph: tuple[Tensor, Tensor | None],
+    y: Tensor,
+    masks: dict[str, Tensor],
+    requested: dict,
+    progress: Callable[[int, int, dict], None] | None,
+    checkpoint_every: float,
 ) -> TrainResult:
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
@@ -660,6 +677,7 @@ def _loop(
         run.record(row)
         good = run.snapshot()
         if progress:
+            assert run.best is not None  # set by run.record
             progress(epoch + 1, config.epochs, {**row, "best_val_acc": run.best["val_acc"]})
         if "signal" in requested:
             stopped = STOP_SIGNALS[requested["signal"]]
@@ -718,11 +736,10 @@ def describe(result: TrainResult) -> str:
     b = result.best
     if not b:
         return f"{result.stopped} before the first epoch finished"
-    pct = lambda v: (  # noqa: E731
+    pct = lambda v: (
         "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
-    )
+    )  # noqa: E731
     return (
-        f"{result.stopped} after {result.epochs_run} epochs; best validation at epoch "
-        f"{result.best_epoch}: train {pct(b['train_acc'])}, "
-        f"val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
+        f"{result.stopped} after {result.epochs_run} epochs; best validation at epoch {result.best_epoch}: "
+        f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
     )

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import numpy as np
 
@@ -162,7 +162,7 @@ class _Fit:
     n: int
     fitted: np.ndarray
 
-    def se(self, w) -> float:
+    def se(self, w: np.ndarray) -> float:
         w = np.asarray(w, dtype=np.float64)
         return math.sqrt(max(float(w @ self.cov @ w), float(w @ self.cov_ar1 @ w), 0.0))
 
@@ -209,7 +209,7 @@ def _block_indices(seeds: int, n: int, rng: np.random.Generator) -> np.ndarray:
 # ----------------------------------------------------------------------------- input
 
 
-def _prepare(frame, energy: str):
+def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -234,7 +234,7 @@ def _first_bad(layers: np.ndarray, bad: np.ndarray) -> int | None:
     return int(layers[bad].min()) if bad.any() else None
 
 
-def _extreme_note(frame, energy: str) -> tuple[str | None, str | None]:
+def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[str | None, str | None]:
     """(note, reason it blocks a verdict) for NaN/Inf and zero curves."""
     layers = frame["layer"].to_numpy()
     values = frame[energy].to_numpy(dtype=np.float64)
@@ -470,7 +470,7 @@ def verdict(
     zq = _z(REPORT_LEVEL)
 
     def decided(label, rate, reason, body):
-        curse = False  # the curse of depth is a property of growing curves only
+        curse: bool | None = False  # the curse of depth is a property of growing curves only
         if sign > 0:
             curse, curse_text = _curse(frame, combined, layers, scale_k, z)
             body += f"; {curse_text}"
@@ -552,7 +552,7 @@ def verdict(
     return done("inconclusive", reason, body=f"inconclusive: {reason}", **common)
 
 
-def _interval(pair, fmt: str = ".3g") -> str:
+def _interval(pair: tuple[float, float], fmt: str = ".3g") -> str:
     return (
         f"{format(pair[0], fmt)}-{format(pair[1], fmt)}"
         if fmt != ".2f"
@@ -592,7 +592,7 @@ def _power_rate(fit: _Fit, z: float) -> Rate:
 
 
 def _curse(
-    frame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float
+    frame: pd.DataFrame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float
 ) -> tuple[bool | None, str]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring)."""
     last = layers[layers >= layers.max() - (layers.max() - layers.min()) / 4]
@@ -674,7 +674,9 @@ def synthetic_frame(
         raise ValueError(f"law: expected 'power', 'exponential' or 'mixed', received {law!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     k = np.arange(depth + 1, dtype=np.float64)
-    alpha, beta = {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param)
+    alpha, beta = cast(
+        "tuple[float, float]", {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param)
+    )
     log_e = alpha * np.log(np.maximum(k, 1.0)) + beta * k
     frames = []
     for s in range(seeds):

@@ -69,7 +69,7 @@ class GraphContext:
         edge_index: Tensor,
         num_nodes: int,
         batch: Tensor | None = None,
-        dtype=torch.float32,
+        dtype: torch.dtype = torch.float32,
         edge_weight: Tensor | None = None,
     ) -> "GraphContext":
         keep = edge_index[0] != edge_index[1]
@@ -211,6 +211,7 @@ class MultiHeadMessagePassing(nn.Module):
                 px = propagate_heads(x, alpha, ctx.src, ctx.dst)  # [n, h, d] = P_h X
                 heads_out = self._nonlocal_values(px, x)
             else:
+                assert xv is not None  # computed above for the plain path
                 heads_out = aggregate(
                     xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
                 )  # [n, h, hd] = P_h X V_h

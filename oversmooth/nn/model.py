@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -217,8 +217,7 @@ class DepthModel(nn.Module):
     def run_blocks(
         self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()
     ) -> Tensor:
-        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the
-        identity)."""
+        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the identity)."""
         skipped = skip if isinstance(skip, frozenset) else _check_skip(skip, len(self.blocks))
         for k in range(start, len(self.blocks)):
             if k not in skipped:
@@ -259,7 +258,7 @@ def build_model(
     heads: int = 4,
     seed: int = 0,
     device: torch.device | str | None = None,
-    **options,
+    **options: Any,
 ) -> DepthModel:
     """Build one of the zoo's models with seeded parameters.
 

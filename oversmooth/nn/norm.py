@@ -75,7 +75,7 @@ class LayerNorm(nn.Module):
                 / count
             )
             out = centred / (var[batch] + self.eps).sqrt().unsqueeze(1)
-        if self.weight is not None:
+        if self.weight is not None and self.bias is not None:
             out = out * self.weight + self.bias
         return out
 

@@ -8,21 +8,28 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
 
 
 FLOOR_DECADES = 3  # how far below the lowest value the energy plot reaches for the floor
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
 
 
-def _positive(values) -> np.ndarray:
+def _positive(values: ArrayLike) -> np.ndarray:
     v = np.asarray(values, dtype=float).ravel()
     return v[np.isfinite(v) & (v > 0)]
 
 
-def _log_scales(ax, xs, ys, x_log: bool = True, y_log: bool = True, base: float = 10) -> bool:
+def _log_scales(
+    ax: Axes, xs: ArrayLike, ys: ArrayLike, x_log: bool = True, y_log: bool = True, base: float = 10
+) -> bool:
     """Log scales when every log axis has something positive and finite to show; else a note.
 
     Returns whether the scales were set.
@@ -52,7 +59,9 @@ def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
     return np.exp(law["log_c"] + law["exponent"] * x)
 
 
-def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"):
+def energy_curves(
+    ax: Axes, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"
+) -> Axes:
     """Log-log energy against layer (the seed paper's Figure 1), with fitted laws.
 
     Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record), "floor"
@@ -123,7 +132,7 @@ def energy_curves(ax, curves: Iterable[Mapping], metric_label: str = "Laplacian 
     return ax
 
 
-def relative_energy_curves(ax, curves: Iterable[Mapping]):
+def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
     """``|R(X^k)|`` on log-log axes (curse of depth: it decays towards 0)."""
     xs, ys = [], []
     for curve in curves:
@@ -141,7 +150,7 @@ def relative_energy_curves(ax, curves: Iterable[Mapping]):
     return ax
 
 
-def cosine_curves(ax, curves: Iterable[Mapping]):
+def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
     """Adjacent-layer cosine similarity ``sim(X^{k-1}, X^k)``."""
     xs = []
     for curve in curves:
@@ -159,8 +168,8 @@ def cosine_curves(ax, curves: Iterable[Mapping]):
 
 
 def similarity_heatmap(
-    ax, matrix: np.ndarray, layers: Iterable[int] | None = None, title: str | None = None
-):
+    ax: Axes, matrix: np.ndarray, layers: Iterable[int] | None = None, title: str | None = None
+) -> Axes:
     """The ``L x L`` inter-layer cosine similarity (the seed paper's Figure 2)."""
     matrix = np.asarray(matrix, dtype=float)
     layers = list(layers) if layers is not None else list(range(matrix.shape[0]))
@@ -183,11 +192,13 @@ def similarity_heatmap(
     return ax
 
 
-def pruning_bars(ax, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True):
+def pruning_bars(
+    ax: Axes, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True
+) -> Axes:
     """Sensitivity of each pruned layer (the seed paper's Table 8 as a chart)."""
-    layers = [str(k) for k in layers]
+    labels = [str(k) for k in layers]
     values = np.asarray(list(values), dtype=float)
-    ax.bar(layers, np.abs(values) if log else values, color="tab:blue")
+    ax.bar(labels, np.abs(values) if log else values, color="tab:blue")
     if log and np.all(np.abs(values[np.isfinite(values)]) > 0):
         ax.set_yscale("log")
     ax.set_xlabel("pruned layer")
@@ -196,7 +207,7 @@ def pruning_bars(ax, layers: Iterable[int], values: Iterable[float], ylabel: str
     return ax
 
 
-def _depth_axes(ax, title: str, depths, values):
+def _depth_axes(ax: Axes, title: str, depths: ArrayLike, values: ArrayLike) -> Axes:
     _log_scales(ax, depths, values, base=2)
     ax.set_xlabel("depth $L$")
     ax.set_ylabel("final-layer Laplacian energy")
@@ -206,7 +217,7 @@ def _depth_axes(ax, title: str, depths, values):
     return ax
 
 
-def final_energy_vs_depth(ax, summary, dataset: str):
+def final_energy_vs_depth(ax: Axes, summary: pd.DataFrame, dataset: str) -> Axes:
     """Final-layer energy (mean over seeds, min-max band) against depth, one line per model."""
     part = summary[summary["dataset"] == dataset]
     for model, rows in part.groupby("model", sort=False):
@@ -217,7 +228,9 @@ def final_energy_vs_depth(ax, summary, dataset: str):
     return _depth_axes(ax, dataset, part["depth"], part["final_energy"])
 
 
-def energy_vs_depth_against_reference(ax, table, models: Iterable[str], title: str):
+def energy_vs_depth_against_reference(
+    ax: Axes, table: pd.DataFrame, models: Iterable[str], title: str
+) -> Axes:
     """Our mean final energy (solid) beside published values (dashed), per model.
 
     ``table`` has columns ``model``, ``depth``, ``ours_mean`` and ``paper``.

@@ -22,11 +22,19 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from oversmooth.analysis import AnalysisResult, ComparisonResult
 
 # atomic_folder and check_out are re-exported (their old home)
 __all__ = [
@@ -56,7 +64,7 @@ def default_out(command: str, name: str, root: str | os.PathLike = "reports") ->
     return Path(root) / f"{command}-{name}-{stamp}"
 
 
-def to_json(obj) -> str:
+def to_json(obj: Any) -> str:
     """Indented strict JSON with NaN/Inf as null (see :func:`oversmooth.outputs.json_text`)."""
     return json_text(obj, indent=2)
 
@@ -64,7 +72,7 @@ def to_json(obj) -> str:
 # ----------------------------------------------------------------------------- writers
 
 
-def write_analysis(result, out: Path, overwrite: bool = False) -> Path:
+def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -> Path:
     """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report."""
     import pandas as pd
 
@@ -86,7 +94,7 @@ def write_analysis(result, out: Path, overwrite: bool = False) -> Path:
     return Path(out)
 
 
-def write_comparison(result, out: Path, overwrite: bool = False) -> Path:
+def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = False) -> Path:
     """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report."""
     with atomic_folder(out, overwrite) as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
@@ -104,13 +112,13 @@ def write_comparison(result, out: Path, overwrite: bool = False) -> Path:
 # ----------------------------------------------------------------------------- rendering
 
 
-def _figure(width: float = 6.0, height: float = 4.2):
+def _figure(width: float = 6.0, height: float = 4.2) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _save(fig, path: Path) -> str:
+def _save(fig: Figure, path: Path) -> str:
     fig.savefig(path, dpi=DPI)
     fig.clf()
     return path.name
@@ -121,7 +129,7 @@ class _Doc:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.parts: list[tuple[str, object]] = []
+        self.parts: list[tuple[str, Any]] = []
 
     def heading(self, text: str, level: int = 2) -> None:
         self.parts.append(("h", (level, text)))
@@ -129,7 +137,7 @@ class _Doc:
     def text(self, text: str) -> None:
         self.parts.append(("p", text))
 
-    def table(self, frame, index: bool = False) -> None:
+    def table(self, frame: pd.DataFrame, index: bool = False) -> None:
         self.parts.append(("t", (frame, index)))
 
     def image(self, name: str, caption: str) -> None:
@@ -187,19 +195,18 @@ class _Doc:
             "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
         )
         return (
-            f'<!DOCTYPE html>\n<html lang="en"><head><meta '
-            f'charset="utf-8"><title>{html.escape(title)}</title>'
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
         )
 
 
-def _fmt(value) -> str:
+def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4g}"
     return str(value)
 
 
-def _md_table(frame, index: bool = False) -> str:
+def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
     frame = frame.reset_index() if index else frame
     cols = [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -208,7 +215,7 @@ def _md_table(frame, index: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _fit_table(fits: dict):
+def _fit_table(fits: dict) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
@@ -238,7 +245,7 @@ def _fit_table(fits: dict):
     return pd.DataFrame(rows)
 
 
-def _evidence_table(record: dict | None):
+def _evidence_table(record: dict | None) -> pd.DataFrame | None:
     """What the verdict rests on (``Verdict.to_dict()``) as an item/value table; None for a
     fits.json written before the verdict existed."""
     import pandas as pd
@@ -246,7 +253,9 @@ def _evidence_table(record: dict | None):
     if not record:
         return None
     ev = record.get("evidence") or {}
-    curse = {True: "yes", False: "no"}.get(record.get("curse_of_depth"), "undecided")
+    curse = {True: "yes", False: "no", None: "undecided"}.get(
+        record.get("curse_of_depth"), "undecided"
+    )
     rows = [
         ("label", record.get("label")),
         ("curse of depth", curse),
@@ -278,7 +287,7 @@ def _evidence_table(record: dict | None):
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
-def _log_mean(values) -> float:
+def _log_mean(values: ArrayLike) -> float:
     """Geometric mean over seeds; NaN (not drawn) when any seed is zero, negative or non-finite."""
     v = np.asarray(values, dtype=np.float64)
     return float(np.exp(np.mean(np.log(v)))) if np.all(np.isfinite(v) & (v > 0)) else float("nan")
@@ -327,7 +336,7 @@ def _environment_section(doc: _Doc, config: dict) -> None:
     )
 
 
-def _render_analysis(folder: Path, config: dict):
+def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
@@ -358,7 +367,7 @@ def _render_analysis(folder: Path, config: dict):
         "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
-    curves = []
+    curves: list[dict] = []
     for seed, part in metrics.groupby("seed"):
         curves.append(
             {
@@ -454,7 +463,7 @@ def _render_analysis(folder: Path, config: dict):
     return doc, title
 
 
-def _render_comparison(folder: Path, config: dict):
+def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
@@ -465,8 +474,7 @@ def _render_comparison(folder: Path, config: dict):
     doc = _Doc(folder)
     doc.heading("Final-layer Laplacian energy at initialisation")
     doc.text(
-        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the "
-        "seed paper's Tables 2, 4 and 6."
+        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the seed paper's Tables 2, 4 and 6."
     )
     doc.table(table, index=True)
     doc.heading("Verdicts at the deepest depth")
@@ -501,7 +509,6 @@ def _render_comparison(folder: Path, config: dict):
         plots.energy_curves(fig.add_subplot(), curves)
         doc.image(
             _save(fig, folder / f"energy_{dataset}.png"),
-            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric "
-            "mean over seeds), log-log, with tail fits",
+            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric mean over seeds), log-log, with tail fits",
         )
     return doc, title
