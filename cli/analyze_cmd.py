@@ -55,7 +55,10 @@ def analyze(
         typer.Option(
             "--model",
             "-m",
-            help="Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. [default: postln, or the checkpoint's]",
+            help=(
+                "Architecture: preln, postln, nonlocal (nonlocal Post-LN), nonlocal-preln, plain. "
+                "[default: postln, or the checkpoint's]"
+            ),
         ),
     ] = None,
     depth: Annotated[
@@ -73,7 +76,10 @@ def analyze(
         typer.Option(
             "--dataset",
             "-d",
-            help="Dataset name, name:params, or a .pt/.csv path. [default: cora, or the checkpoint's]",
+            help=(
+                "Dataset name, name:params, or a .pt/.csv path. "
+                "[default: cora, or the checkpoint's]"
+            ),
         ),
     ] = None,
     hidden: CkptHidden = None,
@@ -95,7 +101,10 @@ def analyze(
         Optional[str],
         typer.Option(
             "--metrics",
-            help="Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).",
+            help=(
+                "Extra per-layer metrics, e.g. effective_rank,mad,energy_3 "
+                "(see `oversmooth metrics`)."
+            ),
         ),
     ] = None,
     norm: CkptNorm = None,

@@ -51,6 +51,7 @@ def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, qu
         echo_json(summary)
         return
     typer.echo(
-        f"probe overhead {po['ratio']:.2f}x (target <= 1.3x); time ~ depth^{results['depth_exponent']:.2f}, "
+        f"probe overhead {po['ratio']:.2f}x (target <= 1.3x); "
+        f"time ~ depth^{results['depth_exponent']:.2f}, "
         f"~ nodes^{results['size_exponent']:.2f}; report: {out / 'report.md'}"
     )

@@ -18,14 +18,20 @@ def datasets(
         typer.Option(
             "--stats",
             metavar="NAME",
-            help="Print nodes, edges, features, classes, homophily and isolated nodes of NAME (a name, name:params, or a .pt/.csv path).",
+            help=(
+                "Print nodes, edges, features, classes, homophily and isolated nodes of NAME "
+                "(a name, name:params, or a .pt/.csv path)."
+            ),
         ),
     ] = None,
     data_root: Annotated[
         Optional[Path],
         typer.Option(
             "--data-root",
-            help="Folder of downloaded benchmarks (default $OVERSMOOTH_DATA or ~/.cache/oversmooth/data).",
+            help=(
+                "Folder of downloaded benchmarks "
+                "(default $OVERSMOOTH_DATA or ~/.cache/oversmooth/data)."
+            ),
         ),
     ] = None,
     features: Annotated[
@@ -69,7 +75,8 @@ def _run(stats, data_root, features, labels, as_json) -> None:
         for name, info in D.DATASETS.items():
             typer.echo(f"{name:<{width}}  {info.description}")
         typer.echo(
-            "\nAlso: a saved PyG Data (.pt) or an edge-list CSV path; synthetic names take name:key=value,..."
+            "\nAlso: a saved PyG Data (.pt) or an edge-list CSV path; "
+            "synthetic names take name:key=value,..."
         )
         return
     data = D.load(stats, data_root=data_root, features=features, labels=labels)

@@ -96,7 +96,10 @@ Pattern = Annotated[
     str,
     typer.Option(
         "--pattern",
-        help="Block pattern over M (masked neighbourhood attention) and S (global self-attention), repeated to the depth, e.g. MMSS.",
+        help=(
+            "Block pattern over M (masked neighbourhood attention) and S (global self-attention), "
+            "repeated to the depth, e.g. MMSS."
+        ),
     ),
 ]
 DataRoot = Annotated[
@@ -107,7 +110,10 @@ Checkpoint = Annotated[
     Optional[Path],
     typer.Option(
         "--checkpoint",
-        help="A best.pt from `oversmooth train`: analyse the trained model (architecture and dataset come from it).",
+        help=(
+            "A best.pt from `oversmooth train`: analyse the trained model "
+            "(architecture and dataset come from it)."
+        ),
     ),
 ]
 DtypeOpt = Annotated[

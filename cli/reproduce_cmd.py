@@ -17,7 +17,10 @@ def reproduce(
         bool,
         typer.Option(
             "--quick/--full",
-            help="--quick: 3 seeds, training at depth 16 for 150 epochs (under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs.",
+            help=(
+                "--quick: 3 seeds, training at depth 16 for 150 epochs "
+                "(under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs."
+            ),
         ),
     ] = True,
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path(

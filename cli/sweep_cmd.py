@@ -155,7 +155,8 @@ def _run(
         echo_json(summary)
     else:
         typer.echo(
-            f"{result.total} cells: {result.skipped} already done, {result.ran} run, {len(result.failed)} failed; "
+            f"{result.total} cells: {result.skipped} already done, {result.ran} run, "
+            f"{len(result.failed)} failed; "
             f"tables and reports in {result.out}"
         )
         for r in result.failed:

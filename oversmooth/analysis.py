@@ -523,7 +523,8 @@ class ComparisonResult:
 
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), columns depth."""
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset),
+    columns depth."""
     grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
 

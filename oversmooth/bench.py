@@ -205,7 +205,8 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
 def metric_kernels(
     device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000
 ) -> list[dict]:
-    """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n implementation."""
+    """oversmooth's Dirichlet energy and MAD against a Python loop and a dense n x n
+    implementation."""
     from oversmooth import GraphOperator, dirichlet_energy, mean_average_distance
 
     rows = []
@@ -637,16 +638,20 @@ def _markdown(r: dict) -> str:
             else f"{k['dense_note']} | | "
         )
         lines.append(
-            f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | {k['oversmooth_s'] * 1e3:.2f} ms | "
-            f"{k['loop_s'] * 1e3:.0f} ms | {k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |"
+            f"| {k['graph']} | {k['nodes']:,} | {k['edges']:,} | {k['metric']} | "
+            f"{k['oversmooth_s'] * 1e3:.2f} ms | {k['loop_s'] * 1e3:.0f} ms | "
+            f"{k['loop_speedup']:.0f}x | {k['loop_rel_diff']:.1e} | {dense} |"
         )
     lines += [
         "",
         "## 3. Scaling",
         "",
-        f"Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of encoder and decoder no longer dominates): fitted exponent **{r['depth_exponent']:.2f}** "
-        f"(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off varies by a factor "
-        f"{r['depth_memory_ratio']:.2f} between the smallest and the largest (1 means independent of depth).",
+        "Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of "
+        "encoder and decoder no longer dominates): "
+        f"fitted exponent **{r['depth_exponent']:.2f}** "
+        "(target [0.9, 1.15]). Extra peak memory of depths >= 32 with the similarity matrix off "
+        f"varies by a factor {r['depth_memory_ratio']:.2f} between the smallest and the largest "
+        "(1 means independent of depth).",
         "",
         "| depth | similarity | seconds | extra peak MiB |",
         "|---|---|---|---|",
@@ -662,7 +667,8 @@ def _markdown(r: dict) -> str:
         )
     lines += [
         "",
-        f"Time per probed forward (depth 4) against graph size (CSBM, average degree 10, n >= 10^4): fitted exponent "
+        "Time per probed forward (depth 4) against graph size "
+        "(CSBM, average degree 10, n >= 10^4): fitted exponent "
         f"**{r['size_exponent']:.2f}** (target [0.9, 1.15]).",
         "",
         "| nodes | seconds | extra peak MiB |",
@@ -709,7 +715,8 @@ def _markdown(r: dict) -> str:
             lines.append(f"`{e['command']}` failed: {e['error']}")
         else:
             lines.append(
-                f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, similarity, figures, report): "
+                f"`{e['command']}` (fresh process, imports, embedded Cora, probe, fits, "
+                "similarity, figures, report): "
                 f"**{e['seconds']:.1f} s** (target < 60 s). It printed: {e['verdict']}"
             )
         lines.append("")

@@ -422,7 +422,8 @@ def _load_pt(path: Path) -> Data:
         obj = Data(**obj)
     if not isinstance(obj, Data) or obj.edge_index is None:
         raise ValueError(
-            f"{path}: expected a torch_geometric Data with edge_index, received {type(obj).__name__}"
+            f"{path}: expected a torch_geometric Data with edge_index, "
+            f"received {type(obj).__name__}"
         )
     for key in ("x", "edge_index", "y"):
         value = getattr(obj, key, None)
@@ -489,11 +490,13 @@ def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:
                 width = len(values)
                 if width < min_cols:
                     raise ValueError(
-                        f"{path}:{lineno}: expected at least {min_cols} columns for {what}, received {width}"
+                        f"{path}:{lineno}: expected at least {min_cols} columns for {what}, "
+                        f"received {width}"
                     )
             elif len(values) != width:
                 raise ValueError(
-                    f"{path}:{lineno}: expected {width} columns like the first row, received {len(values)}"
+                    f"{path}:{lineno}: expected {width} columns like the first row, "
+                    f"received {len(values)}"
                 )
             rows.append(values)
     if not rows:
@@ -632,7 +635,8 @@ def load(
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) or an existing .pt/.csv file"
+                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) "
+                "or an existing .pt/.csv file"
             )
         if path.suffix == ".csv":
             return _load_csv(
@@ -650,7 +654,8 @@ def load(
     key = name.strip().lower()
     if key not in DATASETS:
         raise ValueError(
-            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} or a .pt/.csv path"
+            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} "
+            "or a .pt/.csv path"
         )
     if features or labels:  # never silently ignored
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
@@ -717,13 +722,15 @@ def random_split(
 
 
 def split_masks(data: Data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
-    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded) or ``"public"``."""
+    """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded)
+    or ``"public"``."""
     if split == "random":
         return random_split(data.num_nodes, seed=seed)
     if split == "public":
         if getattr(data, "train_mask", None) is None:
             raise ValueError(
-                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; use split='random'"
+                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; "
+                "use split='random'"
             )
         return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")

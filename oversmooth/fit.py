@@ -156,7 +156,8 @@ def fit_power_law(layers: ArrayLike, values: ArrayLike) -> LawFit:
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
         raise ValueError(
-            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
+            "values: a fit needs at least 2 positive finite points at layers > 0, "
+            f"received {len(k)}"
         )
     slope, intercept, r2, ci, rss = _linear_fit(np.log(k), np.log(v))
     return LawFit("power", slope, intercept, r2, ci, rss, len(k))
@@ -167,7 +168,8 @@ def fit_exponential(layers: ArrayLike, values: ArrayLike) -> LawFit:
     k, v, _ = _clean(layers, values, None)
     if len(k) < 2:
         raise ValueError(
-            f"values: a fit needs at least 2 positive finite points at layers > 0, received {len(k)}"
+            "values: a fit needs at least 2 positive finite points at layers > 0, "
+            f"received {len(k)}"
         )
     slope, intercept, r2, ci, rss = _linear_fit(k, np.log(v))
     return LawFit("exponential", slope, intercept, r2, ci, rss, len(k))
@@ -179,7 +181,8 @@ def fit_curve(
     window: tuple[int, int] | None = None,
     floor: ArrayLike | None = None,
 ) -> CurveFit:
-    """Fit both laws to the points with ``window[0] <= layer <= window[1]`` (default: all layers >= 1).
+    """Fit both laws to the points with ``window[0] <= layer <= window[1]``
+    (default: all layers >= 1).
 
     ``floor`` (scalar or one per point) marks values below it as float-floor noise.
     Returns a fit with ``power = exponential = None`` when fewer than 3 points survive.
@@ -188,7 +191,8 @@ def fit_curve(
     v_all = np.asarray(values, dtype=np.float64)
     if k_all.shape != v_all.shape or k_all.ndim != 1:
         raise ValueError(
-            f"values: expected one value per layer, received {v_all.shape} values for {k_all.shape} layers"
+            "values: expected one value per layer, "
+            f"received {v_all.shape} values for {k_all.shape} layers"
         )
     if window is None:
         pos = k_all[k_all > 0]

@@ -516,7 +516,8 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
     )  # python floats must not pass through float32
     if e.dim() != 1:
         raise ValueError(
-            f"energies: expected a 1-D sequence of per-layer energies, received shape {list(e.shape)}"
+            "energies: expected a 1-D sequence of per-layer energies, "
+            f"received shape {list(e.shape)}"
         )
     out = torch.full_like(e, float("nan"))
     out[1:] = (e[1:] - e[:-1]) / e[:-1]

@@ -321,14 +321,16 @@ class Probe:
             for k, module in enumerate(self.layers):
                 if not isinstance(module, nn.Module) or id(module) not in owned:
                     raise ValueError(
-                        f"layers[{k}]: expected a submodule of the model, received {type(module).__name__}"
+                        f"layers[{k}]: expected a submodule of the model, "
+                        f"received {type(module).__name__}"
                     )
         self.num_layers = (
             len(self.layers) + (1 if self._input_is_layer0 else 0) if self.layers else None
         )
         if head_energies and not isinstance(model, DepthModel):
             raise ValueError(
-                "head_energies: only oversmooth models expose their attention; set head_energies=False"
+                "head_energies: only oversmooth models expose their attention; "
+                "set head_energies=False"
             )
         self.head_energies = head_energies
         self.similarity = similarity
@@ -341,7 +343,8 @@ class Probe:
             isinstance(similarity_sample, bool) or similarity_sample < 1
         ):
             raise ValueError(
-                f"similarity_sample: expected a positive number of nodes, received {similarity_sample!r}"
+                "similarity_sample: expected a positive number of nodes, "
+                f"received {similarity_sample!r}"
             )
         self.similarity_sample = similarity_sample
         self.seed = seed

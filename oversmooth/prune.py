@@ -41,7 +41,8 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
             raise ValueError(f"layers: expected integers in [1, {depth}], received {k!r}")
         if not 1 <= k <= depth:
             raise ValueError(
-                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, received {k}"
+                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, "
+                f"received {k}"
             )
         out.append(k)
     if not out:
@@ -56,7 +57,8 @@ def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:
         value = getattr(data, mask, None)
         if value is None:
             raise ValueError(
-                f"mask: the data has no attribute {mask!r}; expected e.g. 'test_mask' or a boolean tensor"
+                f"mask: the data has no attribute {mask!r}; "
+                "expected e.g. 'test_mask' or a boolean tensor"
             )
         mask = value
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.numel() != data.num_nodes:
@@ -104,7 +106,8 @@ def prune_sensitivity(
 
     if not isinstance(model, DepthModel):
         raise TypeError(
-            f"model: expected an oversmooth DepthModel (built by build_model), received {type(model).__name__}"
+            "model: expected an oversmooth DepthModel (built by build_model), "
+            f"received {type(model).__name__}"
         )
     depth = len(model.blocks)
     chosen = check_layers(layers, depth)

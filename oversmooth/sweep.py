@@ -128,7 +128,8 @@ class SweepSpec:
                 for v in values
             ):
                 raise ValueError(
-                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, received {list(values)}"
+                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, "
+                    f"received {list(values)}"
                 )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
@@ -202,7 +203,8 @@ def _check_device(device: str) -> None:
 
 
 def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
-    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError`` naming them."""
+    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError``
+    naming them."""
     import tomllib
 
     path = Path(path)
@@ -232,7 +234,8 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
         bad = set(keys) - valid
         if bad:
             raise ValueError(
-                f"{path}: unknown key {section}.{sorted(bad)[0]}; expected one of {', '.join(sorted(valid))}"
+                f"{path}: unknown key {section}.{sorted(bad)[0]}; "
+                f"expected one of {', '.join(sorted(valid))}"
             )
     values: dict = {}
     for key, value in grid.items():
@@ -783,9 +786,9 @@ def merge(
                 "seconds": r.get("seconds"),
             }
         )
-    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(
+    sort = lambda f: f.sort_values(keys + (["layer"] if "layer" in f else [])).reset_index(  # noqa: E731
         drop=True
-    )  # noqa: E731
+    )
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
     atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))

@@ -736,10 +736,11 @@ def describe(result: TrainResult) -> str:
     b = result.best
     if not b:
         return f"{result.stopped} before the first epoch finished"
-    pct = lambda v: (
+    pct = lambda v: (  # noqa: E731
         "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
-    )  # noqa: E731
+    )
     return (
-        f"{result.stopped} after {result.epochs_run} epochs; best validation at epoch {result.best_epoch}: "
+        f"{result.stopped} after {result.epochs_run} epochs; "
+        f"best validation at epoch {result.best_epoch}: "
         f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
     )

@@ -61,13 +61,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "table.csv", index=False, float_format="%.2f")
     lines = [
-        "| model | depth | epochs | best epoch | lr (warm-up) | train % | val % | test % | minutes |",
+        "| model | depth | epochs | best epoch | lr (warm-up) | "
+        "train % | val % | test % | minutes |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['depth']} | {r['epochs']} | {r['best_epoch']} | {r['lr']:g} ({r['warmup']}) | "
-            f"{r['train_acc']:.2f} | {r['val_acc']:.2f} | {r['test_acc']:.2f} | {r['minutes']:.1f} |"
+            f"| {r['model']} | {r['depth']} | {r['epochs']} | {r['best_epoch']} | "
+            f"{r['lr']:g} ({r['warmup']}) | {r['train_acc']:.2f} | {r['val_acc']:.2f} | "
+            f"{r['test_acc']:.2f} | {r['minutes']:.1f} |"
         )
     (args.out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

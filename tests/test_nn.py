@@ -283,7 +283,9 @@ def test_bad_configs_list_choices():
         build_model("postln", depth=0, in_channels=3, out_channels=2)
     with pytest.raises(
         ValueError,
-        match="model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, received 'pre'",
+        match=(
+            "model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, received 'pre'"
+        ),
     ):
         build_model("pre", **base)
     with pytest.raises(ValueError, match="conv: expected one of san, gcn, gat, received 'gin'"):

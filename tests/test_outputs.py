@@ -67,7 +67,8 @@ def test_second_live_claim_is_refused(tmp_path):
             sys.executable,
             "-c",
             "import sys, time\nfrom oversmooth.outputs import claim_folder\n"
-            f"with claim_folder({str(out)!r}, False):\n    print('held', flush=True)\n    time.sleep(30)\n",
+            f"with claim_folder({str(out)!r}, False):\n"
+            "    print('held', flush=True)\n    time.sleep(30)\n",
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -217,7 +217,8 @@ class DepthModel(nn.Module):
     def run_blocks(
         self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()
     ) -> Tensor:
-        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the identity)."""
+        """Blocks ``start, start + 1, ...`` on the hidden state ``h`` (those in ``skip`` are the
+        identity)."""
         skipped = skip if isinstance(skip, frozenset) else _check_skip(skip, len(self.blocks))
         for k in range(start, len(self.blocks)):
             if k not in skipped:

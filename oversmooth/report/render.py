@@ -195,7 +195,8 @@ class _Doc:
             "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
         )
         return (
-            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
         )
 
@@ -474,7 +475,8 @@ def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
     doc = _Doc(folder)
     doc.heading("Final-layer Laplacian energy at initialisation")
     doc.text(
-        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; the layout of the seed paper's Tables 2, 4 and 6."
+        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; "
+        "the layout of the seed paper's Tables 2, 4 and 6."
     )
     doc.table(table, index=True)
     doc.heading("Verdicts at the deepest depth")
@@ -509,6 +511,7 @@ def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
         plots.energy_curves(fig.add_subplot(), curves)
         doc.image(
             _save(fig, folder / f"energy_{dataset}.png"),
-            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} (geometric mean over seeds), log-log, with tail fits",
+            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
+            "(geometric mean over seeds), log-log, with tail fits",
         )
     return doc, title
