@@ -1,7 +1,8 @@
 """The import graph of the ``oversmooth`` package has no cycle.
 
 Every ``import`` statement counts, including those inside functions (a function-level
-import only postpones a cycle to run time, it does not remove it).
+import only postpones a cycle to run time, it does not remove it), except those under
+``if TYPE_CHECKING:``, which never run.
 """
 
 from __future__ import annotations
@@ -49,12 +50,28 @@ def _targets(node: ast.AST, module: str, is_package: bool, modules: dict) -> lis
     return out
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        type_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _is_type_checking(node.test)
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
         for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 graph[name].update(_targets(node, name, path.name == "__init__.py", modules))
     return graph
