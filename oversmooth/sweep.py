@@ -294,18 +294,15 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
             data_root=options.get("data_root"),
             dtype=options.get("dtype", "float64"),
         )
+        model_fields = {key: cell[key] for key in ("model", "depth", "conv", "dataset")}
+        model_fields.update(hidden=options["hidden"], heads=options["heads"])
         if cell["mode"] == "trained":
             from oversmooth.train import TrainConfig, train
 
             run_dir = Path(out) / "runs" / record["id"]
             result = train(
                 TrainConfig(
-                    model=cell["model"],
-                    depth=cell["depth"],
-                    conv=cell["conv"],
-                    dataset=cell["dataset"],
-                    hidden=options["hidden"],
-                    heads=options["heads"],
+                    **model_fields,
                     seed=cell["seed"],
                     epochs=options["epochs"],
                     device=options["device"],
@@ -317,16 +314,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
             record["training"] = {"best_epoch": result.best_epoch, **result.best}
             config = AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), **common)
         else:
-            config = AnalysisConfig(
-                model=cell["model"],
-                depth=cell["depth"],
-                conv=cell["conv"],
-                dataset=cell["dataset"],
-                hidden=options["hidden"],
-                heads=options["heads"],
-                seeds=(cell["seed"],),
-                **common,
-            )
+            config = AnalysisConfig(**model_fields, seeds=(cell["seed"],), **common)
         analysis = run_analysis(config)
         frame = analysis.metrics.drop(columns=["seed"])
         record.update(
