@@ -625,22 +625,11 @@ def load(
         >>> data.num_nodes, data.num_edges // 2
         (2708, 5278)
     """
-    text = os.fspath(name_or_path)
-    looks_like_path = (
-        text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists()
-    )
-    if looks_like_path:
-        path = Path(text)
-        if path.is_dir():
-            raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) "
-                "or an existing .pt/.csv file"
-            )
-        if path.suffix == ".csv":
+    found = _resolve(name_or_path)
+    if isinstance(found, Path):
+        if found.suffix == ".csv":
             return _load_csv(
-                path,
+                found,
                 Path(features) if features else None,
                 Path(labels) if labels else None,
                 directed,
@@ -649,39 +638,32 @@ def load(
             raise ValueError(
                 "features/labels: only an edge-list .csv takes separate feature and label files"
             )
-        return _load_pt(path)
-    name, _, params = text.partition(":")
-    key = name.strip().lower()
-    if key not in DATASETS:
-        raise ValueError(
-            f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} "
-            "or a .pt/.csv path"
-        )
+        return _load_pt(found)
+    key, kwargs = found
     if features or labels:  # never silently ignored
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
     kind = DATASETS[key].kind
-    if params and kind != "synthetic":
-        raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
     if kind == "synthetic":
-        data = _SYNTHETIC[key](**_parse_params(key, params))
-        return data
+        return _SYNTHETIC[key](**kwargs)
     if kind == "embedded" and data_root is None:
         return _load_embedded(key)
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
 
 
-def check_spec(name_or_path: str | os.PathLike) -> None:
-    """Validate a dataset name, ``name:params`` or path without loading it (``ValueError`` /
-    ``FileNotFoundError`` like :func:`load`), so a run over several datasets fails before its
-    first cell rather than after the first dataset's work."""
+def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
+    """An existing ``.pt``/``.csv`` path, or a known dataset key with its parsed parameters;
+    every name, parameter and path error of :func:`load` is raised here."""
     text = os.fspath(name_or_path)
     if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
         path = Path(text)
         if path.is_dir():
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such file; pass a dataset name or a .pt/.csv file")
-        return
+            raise FileNotFoundError(
+                f"{path}: no such file; pass a dataset name ({', '.join(DATASETS)}) "
+                "or an existing .pt/.csv file"
+            )
+        return path
     name, _, params = text.partition(":")
     key = name.strip().lower()
     if key not in DATASETS:
@@ -689,10 +671,18 @@ def check_spec(name_or_path: str | os.PathLike) -> None:
             f"dataset: unknown name {name!r}; expected one of {', '.join(DATASETS)} "
             "or a .pt/.csv path"
         )
-    if params and DATASETS[key].kind != "synthetic":
-        raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
-    if DATASETS[key].kind == "synthetic":
-        _parse_params(key, params)
+    if DATASETS[key].kind != "synthetic":
+        if params:
+            raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
+        return key, {}
+    return key, _parse_params(key, params)
+
+
+def check_spec(name_or_path: str | os.PathLike) -> None:
+    """Validate a dataset name, ``name:params`` or path without loading it (``ValueError`` /
+    ``FileNotFoundError`` like :func:`load`), so a run over several datasets fails before its
+    first cell rather than after the first dataset's work."""
+    _resolve(name_or_path)
 
 
 # ----------------------------------------------------------------------------- splits and stats
