@@ -178,12 +178,17 @@ def _edge_chunk_rows(channels: int) -> int:
 
 
 def _laplacian_and_edge_sum(
-    x64: Tensor, op: GraphOperator, out: Tensor, scratch: tuple[Tensor, Tensor] | None = None
+    x64: Tensor,
+    op: GraphOperator,
+    out: Tensor,
+    scratch: tuple[Tensor, Tensor] | None = None,
+    poison: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``Delta x`` into ``out`` and ``sum_e w_e ||x_src - x_dst||^2`` from one pass over the
     edge differences (the Probe's per-layer work).  ``scratch``: two float64 buffers of
     ``[_edge_chunk_rows(d), d]`` reused across calls (fresh buffers of that size cost page
-    faults on every call); the arithmetic is the same either way."""
+    faults on every call); the arithmetic is the same either way.  ``poison``: the
+    :func:`_poison` of ``x64`` when the caller has it already."""
     out.zero_()
     total = x64.new_zeros(())
     src, dst = op.edge_index
@@ -199,7 +204,7 @@ def _laplacian_and_edge_sum(
         sq = diff * diff if sq is None else sq
         total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
         out.index_add_(0, t, diff.mul_(op.edge_prob[part].unsqueeze(1)))
-    return out, total + _poison(x64)
+    return out, total + (_poison(x64) if poison is None else poison)
 
 
 def _laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
@@ -226,19 +231,22 @@ def _energy_kernel(
     measure: str,
     lap: Tensor | None = None,
     edge_sum: Tensor | None = None,
+    poison: Tensor | None = None,
 ) -> Tensor:
-    """E_m from ``x64``; the Probe passes what it has cached: ``lap`` (``Delta x``) and
-    ``edge_sum`` (``sum_e w_e ||x_src - x_dst||^2``, poisoned like :func:`_half_edge_sum`)."""
+    """E_m from ``x64``; the Probe passes what it has cached: ``lap`` (``Delta x``),
+    ``edge_sum`` (``sum_e w_e ||x_src - x_dst||^2``, poisoned like :func:`_half_edge_sum`) and
+    ``poison`` (:func:`_poison` of ``x64``)."""
+    nan_if_any = _poison(x64) if poison is None else poison
     y = x64
     for k in range(order // 2):
         y = lap if (k == 0 and lap is not None) else _laplacian(y, op)
     if order % 2:
         total = edge_sum if (order == 1 and edge_sum is not None) else _half_edge_sum(y, op)
-        return 0.5 * total / max(op.num_nodes, 1) + _poison(x64)
+        return 0.5 * total / max(op.num_nodes, 1) + nan_if_any
     if measure == "counting":
         flat = y.reshape(-1)
-        return torch.dot(flat, flat) / max(op.num_nodes, 1) + _poison(x64)
-    return _measure_sum(_squared_rows(y), op, measure) + _poison(x64)
+        return torch.dot(flat, flat) / max(op.num_nodes, 1) + nan_if_any
+    return _measure_sum(_squared_rows(y), op, measure) + nan_if_any
 
 
 def _mad_neighbors(x64: Tensor, op: GraphOperator) -> Tensor:

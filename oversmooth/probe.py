@@ -88,12 +88,19 @@ class _LayerCache:
         self._lap: Tensor | None = None
         self._edge_sum: Tensor | None = None
         self._unit: Tensor | None = None
+        self._poison: Tensor | None = None
+
+    @property
+    def poison(self) -> Tensor:  # 0-d: 0 when every entry is finite, else NaN (one pass)
+        if self._poison is None:
+            self._poison = M._poison(self.x)
+        return self._poison
 
     @property
     def lap(self) -> Tensor:  # [n, d] Delta x from edge differences (0 on isolated nodes)
         if self._lap is None:  # one pass over the edges gives Delta x and the Dirichlet sum
             self._lap, self._edge_sum = M._laplacian_and_edge_sum(
-                self.x, self.op, self._lap_buf, self._scratch
+                self.x, self.op, self._lap_buf, self._scratch, self.poison
             )
         return self._lap
 
@@ -113,7 +120,9 @@ class _LayerCache:
 
 def _energy(order: int, measure: str = "degree") -> Callable[[_LayerCache], Tensor]:
     # every order reuses the layer's one pass over the edges (Laplacian and Dirichlet sum)
-    return lambda c: M._energy_kernel(c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum)
+    return lambda c: M._energy_kernel(
+        c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum, poison=c.poison
+    )
 
 
 @dataclass(frozen=True)
