@@ -84,20 +84,6 @@ def sweep(
     handle_errors(_run)(**locals())
 
 
-def _spec_sets_device(spec: Optional[Path]) -> bool:
-    """Whether the spec file sets options.device (a spec that cannot be read: load_spec says
-    why)."""
-    import tomllib
-
-    if spec is None:
-        return False
-    try:
-        options = tomllib.loads(spec.read_text(encoding="utf-8")).get("options")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return isinstance(options, dict) and "device" in options
-
-
 def _run(
     spec,
     models,
@@ -133,8 +119,6 @@ def _run(
         "dtype": dtype.value if dtype else None,
         "out": str(out) if out else None,
     }
-    if device is None and not _spec_sets_device(spec):
-        overrides["device"] = "auto"  # the CLI's default; oversmooth.sweep's own is cpu
     if spec is not None:
         config = load_spec(spec, **overrides)
     else:

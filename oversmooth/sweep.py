@@ -38,7 +38,7 @@ A spec file is TOML::
     hidden = 32
     heads = 4
     epochs = 300              # trained mode
-    device = "cpu"
+    device = "auto"           # default; or cpu, cuda, cuda:N
     backend = "local"         # or "ray"
     workers = 2               # default: all cores
     ray_address = "auto"      # ray only; default: start a local cluster
@@ -90,7 +90,7 @@ class SweepSpec:
     hidden: int = 32
     heads: int = 4
     epochs: int = 300
-    device: str = "cpu"
+    device: str = "auto"  # resolved in the cell identity (cpu or cuda)
     backend: str = "local"
     workers: int | None = None
     ray_address: str | None = None
