@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Sequence, cast
 
 import numpy as np
 
-from oversmooth.fit import float_floor
+from oversmooth.fit import float_floor, geometric_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -300,16 +300,13 @@ def verdict(
     values_all = frame[energy].to_numpy(dtype=np.float64)
     last = int(layers_all.max())
     at_last = frame[frame["layer"] == last]
-    final = float(
-        np.exp(np.mean(np.log(np.maximum(at_last[energy].to_numpy(dtype=np.float64), 1e-300))))
-    )
+    final = geometric_mean(at_last[energy])
     if not np.all(np.isfinite(at_last[energy].to_numpy(dtype=np.float64))):
         final = float(at_last[energy].iloc[0])
 
     final64 = None  # the float64 shadow of a float32 run, when recorded
     if "float64_energy" in frame and dtype != "float64":
-        shadow = at_last["float64_energy"].to_numpy(dtype=np.float64)
-        final64 = float(np.exp(np.mean(np.log(np.maximum(shadow, 1e-300)))))
+        final64 = geometric_mean(at_last["float64_energy"])
 
     # which rows are usable
     deep = layers_all > 0
