@@ -1,0 +1,258 @@
+"""What linear diffusion predicts: the spectrum of ``P = D^{-1} W`` that sets its decay rate.
+
+Under ``X <- P X`` the component of ``X`` along an eigenvector of ``P`` with eigenvalue
+``lambda`` is multiplied by ``lambda`` at every step.  On a connected graph the eigenvalue 1
+belongs to the constant vectors, which carry no Laplacian energy, so the Laplacian energy
+``E_2(X) = (1/n) ||PX - X||_F^2`` falls asymptotically by the factor
+
+.. math::  \\rho^2, \\qquad \\rho = \\max(|\\lambda_2|, |\\lambda_{\\min}|)
+
+per step, where ``rho`` is the second-largest eigenvalue modulus (SLEM).  A bipartite
+component has ``lambda_min = -1``: its energy oscillates and never decays.
+
+``P`` is similar to the symmetric ``S = D^{-1/2} W D^{-1/2}`` when ``W`` is symmetric, so the
+eigenvalues are real and are computed from ``S`` with a sparse Lanczos solver (small
+components with a dense solver on the component alone); no ``n x n`` matrix of the whole
+graph is built.  Directed graphs (``W`` not symmetric) are refused: their ``P`` may have
+complex eigenvalues, and no single rate describes them.
+
+For a disconnected graph every component keeps its own constant vector; the headline numbers
+are those of the largest connected component (as the name says), and
+:attr:`SpectralGap.graph_energy_ratio` is the slowest rate over all components, the one
+that governs the whole graph's energy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from oversmooth.graph import check_edge_index, check_edge_weight
+
+__all__ = ["SpectralGap", "spectral_gap"]
+
+_DENSE_MAX = 256  # components up to this size are solved densely (size^2 floats, ~0.5 MB)
+
+
+@dataclass(frozen=True)
+class SpectralGap:
+    """The spectrum of ``P = D^{-1} W`` that sets the decay of linear diffusion.
+
+    Attributes:
+        lambda2: second-largest eigenvalue of ``P`` on the largest connected component.
+        lambda_min: smallest eigenvalue of ``P`` there (``-1`` iff that component is bipartite).
+        slem: second-largest eigenvalue modulus ``max(|lambda2|, |lambda_min|)``.
+        energy_ratio: ``slem ** 2``, the factor by which diffusion's Laplacian energy falls per
+            step on the largest component, asymptotically.
+        halving_steps: steps for that energy to halve, ``log 2 / -log(energy_ratio)``
+            (``inf`` when it does not decay).
+        nodes: size of the largest connected component.
+        num_nodes: nodes in the graph.
+        num_components: connected components with two or more nodes.
+        isolated: nodes without any edge (their Laplacian is 0 by convention).
+        bipartite: whether the largest component is bipartite.
+        bipartite_components: components (two or more nodes) that are bipartite.
+        graph_energy_ratio: the largest per-step ratio over all components: the asymptotic
+            rate of the whole graph (1 when any component is bipartite).
+        self_loops: whether a unit self loop was added to every node (``W + I``).
+    """
+
+    lambda2: float
+    lambda_min: float
+    slem: float
+    energy_ratio: float
+    halving_steps: float
+    nodes: int
+    num_nodes: int
+    num_components: int
+    isolated: int
+    bipartite: bool
+    bipartite_components: int
+    graph_energy_ratio: float
+    self_loops: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One sentence that says what the numbers mean, and for which part of the graph."""
+        where = (
+            "the graph"
+            if self.num_components == 1 and not self.isolated
+            else f"the largest connected component ({self.nodes} of {self.num_nodes} nodes)"
+        )
+        if self.energy_ratio >= 1.0:
+            rate = "its energy does not decay (a bipartite component oscillates)"
+        else:
+            rate = (
+                f"diffusion's energy falls by {self.energy_ratio:.4g} per step, "
+                f"halving every {self.halving_steps:.3g} steps"
+            )
+        text = (
+            f"On {where}: lambda_2 = {self.lambda2:.6g}, lambda_min = {self.lambda_min:.6g}, "
+            f"SLEM = {self.slem:.6g}; {rate}."
+        )
+        if self.bipartite_components and not self.bipartite:
+            text += (
+                f" {self.bipartite_components} smaller component(s) are bipartite, so the "
+                "whole graph's energy does not decay to zero under X <- PX."
+            )
+        elif self.graph_energy_ratio > self.energy_ratio and self.graph_energy_ratio < 1.0:
+            text += (
+                f" A smaller component decays more slowly ({self.graph_energy_ratio:.4g} per "
+                "step), which sets the whole graph's rate."
+            )
+        return text
+
+
+def _weights(graph: Any, edge_weight: Tensor | None, num_nodes: int | None) -> Any:
+    """The sparse ``W`` (scipy CSR, float64) of an edge list or a PyG ``Data``."""
+    import scipy.sparse as sp
+
+    edge_index = graph
+    if not isinstance(graph, Tensor) and hasattr(graph, "edge_index"):
+        edge_index = graph.edge_index
+        num_nodes = graph.num_nodes if num_nodes is None else num_nodes
+        if edge_weight is None:
+            edge_weight = getattr(graph, "edge_weight", None)
+    num_nodes = check_edge_index(edge_index, num_nodes)
+    check_edge_weight(edge_weight, int(edge_index.size(1)))
+    src, dst = edge_index.detach().cpu().numpy().astype(np.int64)
+    w = (
+        np.ones(src.size)
+        if edge_weight is None
+        else edge_weight.detach().cpu().to(torch.float64).numpy()
+    )
+    # row = target, column = source: (PX)_i sums over edges j -> i
+    return sp.csr_matrix((w, (dst, src)), shape=(num_nodes, num_nodes), dtype=np.float64)
+
+
+def _check_symmetric(w: Any) -> None:
+    diff = abs(w - w.T)
+    scale = abs(w).max() if w.nnz else 0.0
+    if diff.nnz and diff.max() > 1e-12 * scale:
+        raise ValueError(
+            "spectral_gap: expected an undirected graph (every edge j -> i with the same weight "
+            "as i -> j), received a directed one; make it undirected first, e.g. "
+            "torch_geometric.utils.to_undirected(edge_index, edge_weight)"
+        )
+
+
+def _component_spectrum(s: Any) -> tuple[float, float]:
+    """(lambda_2, lambda_min) of the symmetric normalised matrix of one connected component."""
+    size = s.shape[0]
+    if size <= _DENSE_MAX:
+        values = np.linalg.eigvalsh(s.toarray())
+        return float(values[-2]), float(values[0])
+    from scipy.sparse.linalg import eigsh
+
+    start = np.random.default_rng(0).standard_normal(size)  # fixed: reproducible results
+    top = eigsh(s, k=2, which="LA", v0=start, tol=0.0, return_eigenvectors=False)
+    low = eigsh(s, k=1, which="SA", v0=start, tol=0.0, return_eigenvectors=False)
+    return float(np.sort(top)[0]), float(low[0])
+
+
+def _parity_conflict(w: Any, labels: np.ndarray, count: int) -> np.ndarray:
+    """Per component: True when some edge joins two nodes at the same BFS depth parity
+    (an odd cycle), i.e. the component is not bipartite.  One BFS for all components, from
+    a virtual root joined to one node of each."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    n = w.shape[0]
+    _, first = np.unique(labels, return_index=True)
+    hub = sp.csr_matrix((np.ones(count), (np.full(count, n), first)), shape=(n + 1, n + 1))
+    pattern = sp.bmat([[w, None], [None, sp.csr_matrix((1, 1))]], format="csr") + hub
+    depth = shortest_path(pattern, unweighted=True, directed=False, indices=n)[:n]
+    coo = w.tocoo()
+    same = (depth[coo.row] % 2 == depth[coo.col] % 2) & (coo.data != 0)
+    conflict = np.zeros(count, dtype=bool)
+    conflict[labels[coo.row[same]]] = True
+    return conflict
+
+
+def spectral_gap(
+    graph: Any,
+    edge_weight: Tensor | None = None,
+    num_nodes: int | None = None,
+    self_loops: bool = False,
+) -> SpectralGap:
+    """The eigenvalues of ``P = D^{-1} W`` that predict how fast linear diffusion smooths.
+
+    Args:
+        graph: an ``edge_index`` ``[2, E]`` (PyG convention) or a PyG ``Data`` (its
+            ``edge_index``, ``num_nodes`` and ``edge_weight`` are used).  The graph must be
+            undirected.
+        edge_weight: optional non-negative weights ``[E]``.
+        num_nodes: number of nodes (default: from the graph).
+        self_loops: add a unit self loop to every node (``W + I``, the augmented adjacency of
+            GCN and of Cai & Wang 2020): the walk becomes lazy, no component is periodic.
+
+    Returns:
+        A :class:`SpectralGap`; ``summary()`` says it in one sentence.
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    if not isinstance(self_loops, bool):
+        raise ValueError(f"self_loops: expected True or False, received {self_loops!r}")
+    w = _weights(graph, edge_weight, num_nodes)
+    w.sum_duplicates()
+    w.eliminate_zeros()
+    _check_symmetric(w)
+    n = w.shape[0]
+    isolated = int(np.count_nonzero(np.diff(w.indptr) == 0))  # no edge, before any self loop
+    if self_loops:
+        w = (w + sp.identity(n, format="csr", dtype=np.float64)).tocsr()
+    degree = np.asarray(w.sum(axis=1)).ravel()
+    count, labels = connected_components(w, directed=False)
+    sizes = np.bincount(labels, minlength=count)
+    if not np.any(sizes >= 2):
+        raise ValueError(
+            "spectral_gap: expected a graph with at least one edge between two nodes, "
+            f"received {n} node(s) without one; nothing diffuses"
+        )
+    inv_sqrt = np.zeros(n)
+    inv_sqrt[degree > 0] = 1.0 / np.sqrt(degree[degree > 0])
+    s = sp.diags(inv_sqrt) @ w @ sp.diags(inv_sqrt)
+    bipartite = ~_parity_conflict(w, labels, count) & (sizes >= 2)
+
+    order = np.argsort(labels, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    largest = int(np.argmax(sizes))
+    ratios = []
+    lcc: tuple[float, float] = (math.nan, math.nan)
+    for c in np.flatnonzero(sizes >= 2):
+        nodes = order[bounds[c] : bounds[c + 1]]
+        lam2, lam_min = _component_spectrum(s[nodes][:, nodes].tocsr())
+        if bipartite[c]:
+            lam_min = -1.0  # exact: the spectrum of a bipartite graph is symmetric about 0
+        ratios.append(max(abs(lam2), abs(lam_min)) ** 2)
+        if c == largest:
+            lcc = (lam2, lam_min)
+    lam2, lam_min = lcc
+    slem = max(abs(lam2), abs(lam_min))
+    ratio = min(slem**2, 1.0)
+    halving = math.log(2.0) / -math.log(ratio) if 0.0 < ratio < 1.0 else math.inf
+    if ratio == 0.0:
+        halving = 0.0
+    return SpectralGap(
+        lambda2=lam2,
+        lambda_min=lam_min,
+        slem=slem,
+        energy_ratio=ratio,
+        halving_steps=halving,
+        nodes=int(sizes[largest]),
+        num_nodes=int(n),
+        num_components=int(np.count_nonzero(sizes >= 2)),
+        isolated=isolated,
+        bipartite=bool(bipartite[largest]),
+        bipartite_components=int(np.count_nonzero(bipartite)),
+        graph_energy_ratio=min(max(ratios), 1.0),
+        self_loops=self_loops,
+    )

@@ -1,0 +1,123 @@
+"""spectral_gap against a dense eigensolver, closed forms, and diffusion itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from oversmooth.metrics import laplacian_energy
+from oversmooth.spectral import spectral_gap
+
+
+def _undirected(pairs: list[tuple[int, int]]) -> torch.Tensor:
+    src = [a for a, b in pairs] + [b for a, b in pairs]
+    dst = [b for a, b in pairs] + [a for a, b in pairs]
+    return torch.tensor([src, dst])
+
+
+def _random_graph(n: int, p: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    for i in range(n - 1):  # a path keeps it connected
+        upper[i, i + 1] = True
+    a, b = np.nonzero(upper)
+    weights = rng.uniform(0.5, 2.0, a.size)
+    edge_index = torch.tensor(np.stack([np.r_[a, b], np.r_[b, a]]))
+    return edge_index, torch.tensor(np.r_[weights, weights])
+
+
+def _dense_eigenvalues(edge_index, weight, n, self_loops=False) -> np.ndarray:
+    w = np.zeros((n, n))
+    np.add.at(w, (edge_index[1].numpy(), edge_index[0].numpy()), weight.numpy())
+    if self_loops:
+        w += np.eye(n)
+    p = w / w.sum(1, keepdims=True)
+    return np.sort(np.linalg.eigvals(p).real)
+
+
+@pytest.mark.parametrize("n", [30, 400])  # dense path and Lanczos path
+@pytest.mark.parametrize("self_loops", [False, True])
+def test_agrees_with_dense_eigensolver(n, self_loops):
+    edge_index, weight = _random_graph(n, 8 / n, seed=n)
+    gap = spectral_gap(edge_index, weight, self_loops=self_loops)
+    values = _dense_eigenvalues(edge_index, weight, n, self_loops)
+    assert gap.lambda2 == pytest.approx(values[-2], abs=1e-8)
+    assert gap.lambda_min == pytest.approx(values[0], abs=1e-8)
+    assert gap.slem == pytest.approx(max(abs(values[-2]), abs(values[0])), abs=1e-8)
+    assert gap.energy_ratio == pytest.approx(gap.slem**2, rel=1e-12)
+    assert gap.num_components == 1 and gap.nodes == n and not gap.bipartite
+
+
+def test_cycle_closed_forms():
+    # C_n: eigenvalues cos(2 pi k / n); even n is bipartite (lambda_min = -1), odd n is not
+    for n in (5, 6, 301, 302):
+        gap = spectral_gap(_undirected([(i, (i + 1) % n) for i in range(n)]))
+        assert gap.lambda2 == pytest.approx(math.cos(2 * math.pi / n), abs=1e-9)
+        expected_min = -1.0 if n % 2 == 0 else math.cos(2 * math.pi * (n // 2) / n)
+        assert gap.lambda_min == pytest.approx(expected_min, abs=1e-9)
+        assert gap.bipartite == (n % 2 == 0)
+        if n % 2 == 0:
+            assert gap.energy_ratio == 1.0 and gap.halving_steps == math.inf
+            assert "does not decay" in gap.summary()
+
+
+def test_complete_graph_closed_form():
+    n = 7
+    gap = spectral_gap(_undirected([(i, j) for i in range(n) for j in range(i + 1, n)]))
+    assert gap.lambda2 == pytest.approx(-1 / (n - 1), abs=1e-12)
+    assert gap.lambda_min == pytest.approx(-1 / (n - 1), abs=1e-12)
+    assert gap.energy_ratio == pytest.approx(1 / (n - 1) ** 2, rel=1e-10)
+
+
+def test_disconnected_reports_largest_component_and_slowest_rate():
+    triangle_path = [(0, 1), (1, 2), (2, 0), (2, 3), (3, 4), (4, 5), (5, 3)]  # 6 nodes
+    edge = [(6, 7)]  # a 2-node component: bipartite, never decays
+    gap = spectral_gap(_undirected(triangle_path + edge), num_nodes=10)  # 8, 9 isolated
+    assert gap.nodes == 6 and gap.num_nodes == 10 and gap.isolated == 2
+    assert gap.num_components == 2 and not gap.bipartite and gap.bipartite_components == 1
+    assert gap.energy_ratio < 1.0 and gap.graph_energy_ratio == 1.0
+    assert "largest connected component (6 of 10 nodes)" in gap.summary()
+    assert "bipartite" in gap.summary()
+    lazy = spectral_gap(_undirected(triangle_path + edge), num_nodes=10, self_loops=True)
+    assert lazy.bipartite_components == 0 and lazy.graph_energy_ratio < 1.0
+
+
+def test_diffusion_energy_ratio_matches_prediction():
+    # a barbell (two K_8 joined by one edge, weighted): lambda_2 is close to 1 and well
+    # separated from the rest, so X <- PX settles on its rate within a hundred steps
+    pairs = [(i, j) for i in range(8) for j in range(i + 1, 8)]
+    pairs += [(i + 8, j + 8) for i, j in pairs] + [(7, 8)]
+    edge_index = _undirected(pairs)
+    weight = torch.linspace(0.5, 2.0, len(pairs), dtype=torch.float64).repeat(2)
+    gap = spectral_gap(edge_index, weight)
+    assert 0.9 < gap.energy_ratio < 1.0
+    x = torch.randn(16, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = torch.zeros(16, 16, dtype=torch.float64)
+    w.index_put_((edge_index[1], edge_index[0]), weight, accumulate=True)
+    p = w / w.sum(1, keepdim=True)
+    energies = []
+    for _ in range(150):
+        x = p @ x
+        energies.append(float(laplacian_energy(x, edge_index, edge_weight=weight)))
+    assert energies[-1] > 1e-20
+    assert energies[-1] / energies[-2] == pytest.approx(gap.energy_ratio, rel=1e-9)
+
+
+def test_refuses_directed_and_edgeless_graphs():
+    with pytest.raises(ValueError, match="undirected"):
+        spectral_gap(torch.tensor([[0, 1], [1, 2]]))
+    with pytest.raises(ValueError, match="at least one edge"):
+        spectral_gap(torch.zeros(2, 0, dtype=torch.long), num_nodes=3)
+    with pytest.raises(ValueError, match="self_loops"):
+        spectral_gap(_undirected([(0, 1)]), self_loops=1)  # type: ignore[arg-type]
+
+
+def test_accepts_pyg_data():
+    from torch_geometric.data import Data
+
+    edge_index = _undirected([(0, 1), (1, 2), (2, 0), (2, 3)])
+    data = Data(edge_index=edge_index, num_nodes=5)
+    assert spectral_gap(data).to_dict() == spectral_gap(edge_index, num_nodes=5).to_dict()
