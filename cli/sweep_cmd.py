@@ -40,9 +40,13 @@ def sweep(
         default=S.default("epochs"),
         also="or the spec's",
     ) = None,
-    backend: Annotated[
-        Optional[str], typer.Option("--backend", help="local (process pool, default) or ray.")
-    ] = None,
+    backend: O.option(
+        str,
+        "--backend",
+        help="local (a process pool) or ray.",
+        default=S.default("backend"),
+        also="or the spec's",
+    ) = None,
     workers: Annotated[
         Optional[int], typer.Option("--workers", help="Parallel cells (default: all cores).")
     ] = None,

@@ -211,3 +211,20 @@ def test_show_completion_prints_a_bash_script(monkeypatch):
 def test_root_help_offers_completion():
     text = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}).stdout
     assert "--install-completion" in text and "--show-completion" in text
+
+
+def test_compare_progress_counts_runs_times_layers():
+    from oversmooth.analysis import run_comparison
+
+    calls = []
+    config = ComparisonConfig(
+        models=("preln", "postln"),
+        depths=(2, 3),
+        datasets=("karate",),
+        seeds=(0,),
+        hidden=8,
+        device="cpu",
+        floor="bound",
+    )
+    run_comparison(config, progress=lambda done, total, what: calls.append((done, total)))
+    assert [c[0] for c in calls] == list(range(1, 11)) and {c[1] for c in calls} == {10}
