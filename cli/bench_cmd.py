@@ -11,6 +11,15 @@ from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
+def _default(name: str) -> object:
+    """A default of :func:`oversmooth.bench.run_bench` (written there only)."""
+    import inspect
+
+    from oversmooth.bench import run_bench
+
+    return inspect.signature(run_bench).parameters[name].default
+
+
 def bench(
     quick: Annotated[
         bool, typer.Option("--quick", help="Smaller sizes and fewer repeats: under a minute.")
@@ -19,7 +28,7 @@ def bench(
         Path("reports/benchmarks")
     ),
     overwrite: O.Overwrite = False,
-    device: O.Device = "auto",
+    device: O.option(str, "--device", help=O.DEVICE_HELP, default=_default("device")) = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -35,7 +44,9 @@ def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, qu
 
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
-        results = run_bench(out, quick=quick, device=device, progress=say, overwrite=overwrite)
+        results = run_bench(
+            out, quick=quick, progress=say, overwrite=overwrite, **O.given(device=device)
+        )
     po = results["probe_overhead"]
     summary = {
         "out": str(out),

@@ -2,32 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from oversmooth.analysis import ComparisonConfig
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_names, progress_bar
 
 
+C = O.ConfigOptions(ComparisonConfig)
+
+
+def _list(option: str, field: str, text: str) -> object:
+    return O.option(str, option, help=text, default=C.default(field))
+
+
 def compare(
-    models: Annotated[
-        str, typer.Option("--models", help="Comma-separated architectures.")
-    ] = "preln,postln,nonlocal",
-    depths: Annotated[
-        str, typer.Option("--depths", help="Comma-separated depths.")
-    ] = "2,32,64,128,256",
-    conv: O.ConvOpt = O.Conv.san,
-    datasets: Annotated[str, typer.Option("--datasets", help="Comma-separated datasets.")] = "cora",
-    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
-    hidden: O.Hidden = 32,
-    heads: O.Heads = 4,
-    device: O.Device = "auto",
-    norm: O.NormOpt = O.Norm.node,
-    pattern: O.Pattern = "M",
+    models: _list(
+        "--models", "models", "Comma-separated architectures (see `oversmooth models`)."
+    ) = None,
+    depths: _list("--depths", "depths", "Comma-separated depths.") = None,
+    conv: C.conv = None,
+    datasets: _list("--datasets", "datasets", "Comma-separated datasets.") = None,
+    seeds: _list("--seeds", "seeds", "Comma-separated seeds.") = None,
+    hidden: C.hidden = None,
+    heads: C.heads = None,
+    device: C.device = None,
+    norm: C.norm = None,
+    pattern: C.pattern = None,
     data_root: O.DataRoot = None,
-    dtype: O.DtypeOpt = O.Dtype.float64,
-    floor: O.FloorOpt = O.FloorMethod.auto,
+    dtype: C.dtype = None,
+    floor: C.floor = None,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
@@ -62,25 +66,26 @@ def _run(
     as_json,
     quiet,
 ) -> None:
-    from oversmooth.analysis import ComparisonConfig, run_comparison
-    from oversmooth.nn.model import MODELS
+    from oversmooth.analysis import run_comparison
     from oversmooth.outputs import claim_folder
     from oversmooth.report.render import default_out, write_comparison
 
     config = ComparisonConfig(
-        models=parse_names("--models", models, MODELS),
-        depths=parse_ints("--depths", depths, minimum=1),
-        conv=conv.value,
-        datasets=parse_names("--datasets", datasets),
-        seeds=parse_ints("--seeds", seeds),
-        hidden=hidden,
-        heads=heads,
-        device=device,
-        norm=norm.value,
-        pattern=pattern,
-        data_root=str(data_root) if data_root else None,
-        dtype=dtype.value,
-        floor=floor.value,
+        **O.given(
+            models=parse_names("--models", models) if models else None,
+            depths=parse_ints("--depths", depths, minimum=1) if depths else None,
+            conv=conv,
+            datasets=parse_names("--datasets", datasets) if datasets else None,
+            seeds=parse_ints("--seeds", seeds) if seeds else None,
+            hidden=hidden,
+            heads=heads,
+            device=device,
+            norm=norm,
+            pattern=pattern,
+            data_root=str(data_root) if data_root else None,
+            dtype=dtype,
+            floor=floor,
+        )
     )
     from oversmooth.data import check_spec
 

@@ -61,7 +61,7 @@ app = typer.Typer(
         "and graph transformers."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     # Plain click help: it wraps every line to the terminal, where rich's tables cut option
     # help with "…" at 80 columns and read "[...]" in help texts as markup and drop it.
     rich_markup_mode=None,

@@ -1,4 +1,5 @@
-"""``oversmooth models``: the architectures, convolutions and block patterns."""
+"""``oversmooth models``: the architectures, convolutions, LayerNorm modes and block patterns,
+read from the registries (:mod:`oversmooth.registry`)."""
 
 from __future__ import annotations
 
@@ -9,36 +10,33 @@ from oversmooth.cli.options import Json
 
 
 def models(as_json: Json = False) -> None:
-    """List model names, message-passing types and block-pattern letters with one-line
-    descriptions."""
+    """List model names, message-passing types, LayerNorm modes and block-pattern letters with
+    one-line descriptions."""
     handle_errors(_run)(as_json)
 
 
-CONV_HELP = {
-    "san": "self-attention: e_ij = (Q X_i)·(K X_j)/sqrt(d_k) over N(i) and i",
-    "gcn": "e_ij = 1: the mean over the neighbourhood with self loop",
-    "gat": "e_ij = LeakyReLU(a^T [V X_i || V X_j]) over N(i) and i",
-}
-
-
 def _run(as_json: bool) -> None:
-    from oversmooth.nn.model import MODELS, PATTERN_LETTERS
+    from oversmooth.nn.model import PATTERN_LETTERS
+    from oversmooth.registry import CONVS, MODELS, NORMS
 
     if as_json:
         echo_json(
             {
-                "models": {k: v[2] for k, v in MODELS.items()},
-                "convs": CONV_HELP,
+                "models": {k: v.help for k, v in MODELS.items()},
+                "convs": {k: v.help for k, v in CONVS.items()},
+                "norms": {k: v.help for k, v in NORMS.items()},
                 "pattern_letters": PATTERN_LETTERS,
             }
         )
         return
-    typer.echo("models (--model):")
-    for name, (_, _, text) in MODELS.items():
-        typer.echo(f"  {name:<15} {text}")
-    typer.echo("convolutions (--conv):")
-    for name, text in CONV_HELP.items():
-        typer.echo(f"  {name:<15} {text}")
+    for title, registry in (
+        ("models (--model):", MODELS),
+        ("convolutions (--conv):", CONVS),
+        ("LayerNorm statistics (--norm):", NORMS),
+    ):
+        typer.echo(title)
+        for name, entry in registry.items():
+            typer.echo(f"  {name:<15} {entry.help}")
     typer.echo("block pattern letters (--pattern, repeated to the depth, e.g. MMSS):")
     for letter, text in PATTERN_LETTERS.items():
         typer.echo(f"  {letter:<15} {text}")

@@ -10,6 +10,9 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, is_tty
+from oversmooth.reproduce import ReproduceConfig
+
+R = O.ConfigOptions(ReproduceConfig)
 
 
 def reproduce(
@@ -27,16 +30,15 @@ def reproduce(
         "reports/paper-reproduction"
     ),
     data_root: O.DataRoot = None,
-    device: Annotated[
+    device: O.option(
         str,
-        typer.Option(
-            "--device",
-            help=f"{O.DEVICE_HELP} Changed: the default was cpu; pass --device cpu for that.",
-        ),
-    ] = "auto",
+        "--device",
+        help=f"{O.DEVICE_HELP} Changed: the default was cpu; pass --device cpu for that.",
+        default=R.default("device"),
+    ) = None,
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
-    dtype: O.DtypeOpt = O.Dtype.float64,
+    dtype: R.dtype = None,
     as_json: O.Json = False,
 ) -> None:
     """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by
@@ -45,16 +47,14 @@ def reproduce(
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite
     """
-    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype.value, as_json)
+    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype, as_json)
 
 
-def _run(
-    quick, out, data_root, device, overwrite, quiet, dtype: str = "float64", as_json: bool = False
-) -> None:
-    from oversmooth.reproduce import ReproduceConfig, run_reproduction
+def _run(quick, out, data_root, device, overwrite, quiet, dtype, as_json: bool = False) -> None:
+    from oversmooth.reproduce import run_reproduction
 
     root = str(data_root) if data_root else None
-    config = ReproduceConfig.preset(quick, root, device, dtype=dtype)
+    config = ReproduceConfig.preset(quick, root, **O.given(device=device, dtype=dtype))
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
     from oversmooth.outputs import claim_folder
 
@@ -68,8 +68,8 @@ def _run(
             {
                 "out": str(folder),
                 "report": str(folder / "report.md"),
-                "device": str(resolve_device(device)),
-                "dtype": dtype,
+                "device": str(resolve_device(config.device)),
+                "dtype": config.dtype,
                 **{k: v for k, v in written.items() if k not in ("command", "environment")},
             }
         )

@@ -8,7 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from oversmooth.cli import options as O
+from oversmooth.sweep import SweepSpec
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_names, progress_bar
+
+
+S = O.ConfigOptions(SweepSpec, also="or the spec's")
+
+
+def _list(option: str, field: str, text: str) -> object:
+    return O.option(str, option, help=text, default=S.default(field), also="or the spec's")
 
 
 def sweep(
@@ -19,26 +27,26 @@ def sweep(
             help="A TOML spec ([grid] and [options]); the list options below override it.",
         ),
     ] = None,
-    models: Annotated[
-        Optional[str], typer.Option("--models", help="Comma-separated architectures.")
-    ] = None,
-    convs: Annotated[
-        Optional[str], typer.Option("--convs", help="Comma-separated message passing types.")
-    ] = None,
-    depths: Annotated[
-        Optional[str], typer.Option("--depths", help="Comma-separated depths.")
-    ] = None,
-    datasets: Annotated[
-        Optional[str], typer.Option("--datasets", help="Comma-separated datasets.")
-    ] = None,
-    seeds: Annotated[Optional[str], typer.Option("--seeds", help="Comma-separated seeds.")] = None,
-    modes: Annotated[Optional[str], typer.Option("--modes", help="init and/or trained.")] = None,
-    epochs: Annotated[
-        Optional[int], typer.Option("--epochs", help="Training epochs for trained cells.")
-    ] = None,
-    backend: Annotated[
-        Optional[str], typer.Option("--backend", help="local (process pool, default) or ray.")
-    ] = None,
+    models: _list("--models", "models", "Comma-separated architectures.") = None,
+    convs: _list("--convs", "convs", "Comma-separated message passing types.") = None,
+    depths: _list("--depths", "depths", "Comma-separated depths.") = None,
+    datasets: _list("--datasets", "datasets", "Comma-separated datasets.") = None,
+    seeds: _list("--seeds", "seeds", "Comma-separated seeds.") = None,
+    modes: _list("--modes", "modes", "init and/or trained.") = None,
+    epochs: O.option(
+        int,
+        "--epochs",
+        help="Training epochs for trained cells.",
+        default=S.default("epochs"),
+        also="or the spec's",
+    ) = None,
+    backend: O.option(
+        str,
+        "--backend",
+        help="local (a process pool) or ray.",
+        default=S.default("backend"),
+        also="or the spec's",
+    ) = None,
     workers: Annotated[
         Optional[int], typer.Option("--workers", help="Parallel cells (default: all cores).")
     ] = None,
@@ -46,31 +54,22 @@ def sweep(
         Optional[str],
         typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
     ] = None,
-    device: Annotated[
-        Optional[str],
-        typer.Option(
-            "--device",
-            help=f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; "
-            "pass --device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
-            "to cuda). [default: auto, or the spec's]",
-        ),
-    ] = None,
-    dtype: Annotated[
-        Optional[O.Dtype],
-        typer.Option(
-            "--dtype",
-            help="Precision of every cell's model: float32 or float64. "
-            "[default: float64, or the spec's]",
-        ),
-    ] = None,
+    device: O.option(
+        str,
+        "--device",
+        help=f"{O.DEVICE_HELP[:-1]}, for every cell. Changed: the default was cpu; "
+        "pass --device cpu for that (a sweep folder begun on cpu is refused when auto resolves "
+        "to cuda).",
+        default=S.default("device"),
+        also="or the spec's",
+    ) = None,
+    dtype: S.dtype = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", "-o", help="Sweep folder; rerunning into it skips finished cells."),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    as_json: O.Json = False,
+    quiet: O.Quiet = False,
 ) -> None:
     """Run every cell of a grid in parallel, one file per finished cell, then merge into tables
     and reports.
@@ -102,7 +101,7 @@ def _run(
     as_json,
     quiet,
 ) -> None:
-    from oversmooth.sweep import SweepSpec, load_spec, run_sweep
+    from oversmooth.sweep import load_spec, run_sweep
 
     overrides = {
         "models": parse_names("--models", models) if models else None,
@@ -124,9 +123,7 @@ def _run(
     else:
         config = SweepSpec(**{k: v for k, v in overrides.items() if v is not None})
     with progress_bar(not quiet) as update:
-        result = run_sweep(
-            config, progress=(lambda done, total, msg: update(msg, done, total)) if update else None
-        )
+        result = run_sweep(config, progress=update)
     summary = {
         "out": str(result.out),
         "cells": result.total,

@@ -7,20 +7,24 @@ from typing import Annotated, Optional
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, is_tty
+from oversmooth.cli._common import echo_json, handle_errors, progress_bar
+from oversmooth.train import TrainConfig
+
+
+T = O.ConfigOptions(TrainConfig)
 
 
 def train(
-    model: O.Model = O.ModelName.nonlocal_,
-    depth: O.Depth = 64,
-    conv: O.ConvOpt = O.Conv.san,
-    dataset: O.Dataset = "cora",
-    hidden: O.Hidden = 32,
-    heads: O.Heads = 4,
-    seed: O.Seed = 0,
-    epochs: Annotated[
-        int, typer.Option("--epochs", help="Training epochs (the paper: 5000).")
-    ] = 5000,
+    model: T.model = None,
+    depth: T.depth = None,
+    conv: T.conv = None,
+    dataset: T.dataset = None,
+    hidden: T.hidden = None,
+    heads: T.heads = None,
+    seed: T.seed = None,
+    epochs: O.option(
+        int, "--epochs", help="Training epochs (the paper: 5000).", default=T.default("epochs")
+    ) = None,
     lr: Annotated[
         Optional[float],
         typer.Option(
@@ -34,23 +38,25 @@ def train(
             "--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]"
         ),
     ] = None,
-    weight_decay: Annotated[
-        float, typer.Option("--weight-decay", help="Adam L2 weight decay.")
-    ] = 5e-4,
-    split: Annotated[
+    weight_decay: O.option(
+        float, "--weight-decay", help="Adam L2 weight decay.", default=T.default("weight_decay")
+    ) = None,
+    split: O.option(
         str,
-        typer.Option("--split", help="random (60/20/20, seeded by --seed) or public (Planetoid)."),
-    ] = "random",
+        "--split",
+        help="random (60/20/20, seeded by --seed) or public (Planetoid).",
+        default=T.default("split"),
+    ) = None,
     patience: Annotated[
         Optional[int],
         typer.Option(
             "--patience", help="Early stopping: epochs without a better validation accuracy."
         ),
     ] = None,
-    dropout: Annotated[float, typer.Option("--dropout", help="Encoder input dropout.")] = 0.5,
-    norm: O.NormOpt = O.Norm.node,
-    pattern: O.Pattern = "M",
-    device: O.Device = "auto",
+    dropout: T.dropout = None,
+    norm: T.norm = None,
+    pattern: T.pattern = None,
+    device: T.device = None,
     data_root: O.DataRoot = None,
     out: O.Out = None,
     resume: Annotated[
@@ -64,12 +70,14 @@ def train(
         ),
     ] = 60.0,
     deterministic: Annotated[
-        bool,
+        Optional[bool],
         typer.Option(
             "--deterministic/--no-deterministic",
-            help="Deterministic kernels: a fixed seed repeats bit for bit on CPU.",
+            help="Deterministic kernels: a fixed seed repeats bit for bit on CPU. "
+            + O.bracket("on" if T.default("deterministic") else "off"),
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -81,7 +89,7 @@ def train(
     training.png, config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of
     the current epoch and saves it; rerun the same command with --resume to continue
     (on CPU the result equals an uninterrupted run bit for bit).  Then analyse the trained
-    model with: oversmooth analyze --checkpoint OUT/best.pt --prune 2,32
+    model with: oversmooth analyze --checkpoint OUT/best.pt --prune-layers 2,32
 
     Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
     """
@@ -116,81 +124,45 @@ def _run(
     quiet,
 ) -> None:
     from oversmooth.report.render import default_out
-    from oversmooth.train import TrainConfig, describe
+    from oversmooth.train import describe
     from oversmooth.train import train as run_training
 
     config = TrainConfig(
-        model=model.value,
-        depth=depth,
-        conv=conv.value,
-        dataset=dataset,
-        hidden=hidden,
-        heads=heads,
-        seed=seed,
-        epochs=epochs,
-        lr=lr,
-        warmup=warmup,
-        weight_decay=weight_decay,
-        split=split,
-        patience=patience,
-        dropout=dropout,
-        norm=norm.value,
-        pattern=pattern,
-        device=device,
-        data_root=str(data_root) if data_root else None,
-        deterministic=deterministic,
+        **O.given(
+            model=model,
+            depth=depth,
+            conv=conv,
+            dataset=dataset,
+            hidden=hidden,
+            heads=heads,
+            seed=seed,
+            epochs=epochs,
+            lr=lr,
+            warmup=warmup,
+            weight_decay=weight_decay,
+            split=split,
+            patience=patience,
+            dropout=dropout,
+            norm=norm,
+            pattern=pattern,
+            device=device,
+            data_root=str(data_root) if data_root else None,
+            deterministic=deterministic,
+        )
     )
     if out is None:
         if resume:
             raise ValueError("--resume: pass --out with the folder of the run to continue")
         out = default_out("train", config.model)
-    progress = None
-    bar = None
-    if not quiet and is_tty():
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        bar = Progress(
-            TextColumn("epoch"),
-            MofNCompleteColumn(),
-            BarColumn(),
-            TextColumn("{task.fields[stats]}"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        task = bar.add_task("train", total=epochs, stats="")
-
-        def update(done, total, row):
-            bar.update(
-                task,
-                completed=done,
-                stats=(
-                    f"loss {row['loss']:.3f} train {row['train_acc']:.3f} "
-                    f"val {row['val_acc']:.3f} best val {row['best_val_acc']:.3f}"
-                ),
-            )
-
-        progress = update
-        bar.start()
-    try:
+    with progress_bar(not quiet) as update:  # per epoch, with the epoch's scores
         result = run_training(
             config,
             out,
             resume=resume,
             overwrite=overwrite,
-            progress=progress,
+            progress=update,
             checkpoint_every=checkpoint_every,
         )
-    finally:
-        if bar is not None:
-            bar.stop()
     if as_json:
         echo_json(
             {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -19,7 +19,13 @@ from numpy.typing import ArrayLike
 from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import CurveFit, fit_curve, geometric_mean, tail_window
 from oversmooth.graph import GraphOperator
-from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
+from oversmooth.nn.model import (
+    MODELS,
+    DepthModel,
+    ModelConfig,
+    model_default,
+    model_from_config,
+)
 from oversmooth.precision import (
     FloorTracker,
     add_floor_columns,
@@ -28,6 +34,7 @@ from oversmooth.precision import (
     resolve_floor_method,
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
+from oversmooth.registry import DISPLAY
 from oversmooth.prune import check_layers, prune_sensitivity
 from oversmooth.runtime import environment, resolve_device  # also re-exported
 from oversmooth.verdict import verdict as _decide
@@ -43,21 +50,19 @@ __all__ = [
     "ComparisonResult",
     "run_analysis",
     "run_comparison",
+    "probe_run",
+    "Progress",
     "resolve_device",
     "environment",
     "MAX_DEPTH",
 ]
 
 MAX_DEPTH = 65536
-Progress = Callable[[str, int, int], None]
+# progress(done, total, what): called as work advances, in units of layers (a probed
+# forward), runs x layers (compare), cells (sweep) or epochs (train); ``total`` is fixed
+Progress = Callable[[int, int, str], None]
 
-PRETTY = {
-    "preln": "Pre-LN",
-    "postln": "Post-LN",
-    "nonlocal": "nonlocal Post-LN",
-    "nonlocal-preln": "nonlocal Pre-LN",
-    "plain": "plain",
-}
+PRETTY = DISPLAY  # model name -> display name, read from the model registry
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -78,18 +83,18 @@ class AnalysisConfig:
 
     model: str = "postln"
     depth: int = 256
-    conv: str = "san"
+    conv: str = model_default("conv")
     dataset: str = "cora"
-    hidden: int = 32
-    heads: int = 4
+    hidden: int = model_default("hidden")
+    heads: int = model_default("heads")
     seeds: tuple[int, ...] = (0,)
     device: str = "auto"
     similarity: bool = True
     prune: tuple[int, ...] = ()
     metrics: tuple[str, ...] = DEFAULT_METRICS
-    norm: str = "node"
-    pattern: str = "M"
-    ffn: int | None = None
+    norm: str = model_default("norm")
+    pattern: str = model_default("pattern")
+    ffn: int | None = model_default("ffn")
     data_root: str | None = None
     checkpoint: str | None = None  # analyse these trained weights instead of a fresh initialisation
     dtype: str = "float64"  # precision the model runs in (see oversmooth.precision)
@@ -111,20 +116,7 @@ class AnalysisConfig:
         )  # validates names and sizes
 
     def model_config(self, in_channels: int, out_channels: int, seed: int) -> ModelConfig:
-        return ModelConfig(
-            name=self.model,
-            conv=self.conv,
-            depth=self.depth,
-            in_channels=in_channels,
-            out_channels=out_channels,
-            hidden=self.hidden,
-            heads=self.heads,
-            seed=seed,
-            ffn=self.ffn,
-            norm=self.norm,
-            pattern=self.pattern,
-            dtype=self.dtype,
-        )
+        return ModelConfig.of(self, in_channels=in_channels, out_channels=out_channels, seed=seed)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -344,6 +336,79 @@ def _floor_tracker(
     return nullcontext(None) if method == "bound" else FloorTracker(model, graph, method, seed=seed)
 
 
+def _layer_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules whose forwards are the steps a progress callback counts: the blocks."""
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, torch.nn.ModuleList):
+        return list(blocks)
+    from oversmooth.probe import find_layers
+
+    return find_layers(model)[0]
+
+
+def probe_run(
+    model: torch.nn.Module,
+    data: Data,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    *,
+    graph: GraphOperator | None = None,
+    progress: Progress | None = None,
+    similarity: bool = False,
+    floor: str = "auto",
+    seed: int = 0,
+    done: int = 0,
+    total: int | None = None,
+    what: str = "forward + probe",
+) -> pd.DataFrame:
+    """One probed forward pass of ``model`` on ``data``: the per-layer table.
+
+    Runs ``model(x, edge_index, edge_weight=...)`` without gradients under a :class:`Probe`
+    (``metrics``) and, unless ``floor`` is ``bound``, a :class:`FloorTracker` (``auto``:
+    shadow for float32, twin for float64), then adds the float-floor columns.  ``data.x`` is
+    cast to the model's parameter dtype and moved to its device.  ``graph`` (default: built
+    from ``data``) is the operator energies are measured on.
+
+    With ``similarity`` the ``L x L`` similarity matrix and its layer numbers are returned in
+    ``frame.attrs["similarity"]`` (a NumPy array) and ``frame.attrs["similarity_layers"]``.
+
+    ``progress(done + k, total, what)`` is called after block ``k`` (``k = 1 .. depth``) from
+    a forward hook: no host synchronisation is added.  ``total`` defaults to ``done + depth``;
+    pass the total over several runs to advance one bar across them.
+    """
+    param = next(model.parameters())
+    device, dtype = param.device, param.dtype
+    dtype_name = str(dtype).removeprefix("torch.")
+    method = resolve_floor_method(floor, dtype_name)
+    x = data.x.to(device, dtype)
+    edge_index = data.edge_index.to(device)
+    edge_weight = getattr(data, "edge_weight", None)
+    edge_weight = None if edge_weight is None else edge_weight.to(device)
+    if graph is None:
+        graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+    handles = []
+    if progress is not None:
+        layers = _layer_modules(model)
+        end = done + len(layers) if total is None else total
+        for k, module in enumerate(layers, start=1):
+
+            def hook(*_: object, _step: int = done + k) -> None:
+                progress(_step, end, what)
+
+            handles.append(module.register_forward_hook(hook))
+    probe = Probe(model, graph, metrics=metrics, similarity=similarity)
+    try:
+        with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
+            model(x, edge_index, edge_weight=edge_weight)
+    finally:
+        for handle in handles:
+            handle.remove()
+    frame = add_floor_columns(probe.to_frame(), tracker.to_frame() if tracker else None, dtype_name)
+    if similarity:
+        frame.attrs["similarity"] = probe.similarity_matrix().cpu().numpy()
+        frame.attrs["similarity_layers"] = probe.similarity_layers()
+    return frame
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -361,14 +426,11 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     edge_weight = getattr(data, "edge_weight", None)
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
-    x, edge_index = data.x.to(device), data.edge_index.to(device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
-    steps = len(config.seeds) + (len(config.prune) if config.prune else 0)
-    step = 0
+    per_seed = config.depth
+    total = per_seed * len(config.seeds) + len(config.prune)
     timings = {"forward_s": 0.0, "prune_s": 0.0}
     for i, seed in enumerate(config.seeds):
-        if progress:
-            progress(f"seed {seed}: forward + probe", step, steps)
         if config.checkpoint:
             model, meta = _trained_model(config, data, device)
             model = model.to(resolve_dtype(config.dtype))
@@ -378,27 +440,36 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             )
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
-        probe = Probe(model, graph, metrics=config.metrics, similarity=keep_sim)
-        with torch.no_grad(), probe, _floor_tracker(model, graph, floor_method, seed) as tracker:
-            model(x, edge_index, edge_weight=edge_weight)
-        floor = tracker.to_frame() if tracker else None
-        frame = add_floor_columns(probe.to_frame(), floor, config.dtype)
+        frame = probe_run(
+            model,
+            data,
+            config.metrics,
+            graph=graph,
+            progress=progress,
+            similarity=keep_sim,
+            floor=floor_method,
+            seed=seed,
+            done=i * per_seed,
+            total=total,
+            what=f"seed {seed}: forward + probe",
+        )
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         timings["forward_s"] += time.perf_counter() - t0
         frame.insert(0, "seed", seed)
-        frames.append(frame)
         if keep_sim:
-            similarity = probe.similarity_matrix().cpu().numpy()
-            sim_layers = probe.similarity_layers()
-        step += 1
+            similarity = frame.attrs["similarity"]
+            sim_layers = frame.attrs["similarity_layers"]
+        frame.attrs.clear()
+        frames.append(frame)
         if config.prune and i == 0:
             t0 = time.perf_counter()
+            pruned = [per_seed * len(config.seeds)]
 
-            def tick(layer: int, _s: list[int] = [step]) -> None:  # noqa: B006 - a tiny counter
+            def tick(layer: int, _done: list[int] = pruned) -> None:
+                _done[0] += 1
                 if progress:
-                    progress(f"pruning layer {layer}", _s[0], steps)
-                _s[0] += 1
+                    progress(_done[0], total, f"pruning layer {layer}")
 
             mask = None
             if (
@@ -413,7 +484,6 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             prune_frame = prune_sensitivity(
                 model, data, list(config.prune), mask=mask, callback=tick
             )
-            step += len(config.prune)
             timings["prune_s"] = time.perf_counter() - t0
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
@@ -458,15 +528,15 @@ class ComparisonConfig:
 
     models: tuple[str, ...] = ("preln", "postln", "nonlocal")
     depths: tuple[int, ...] = (2, 32, 64, 128, 256)
-    conv: str = "san"
+    conv: str = model_default("conv")
     datasets: tuple[str, ...] = ("cora",)
     seeds: tuple[int, ...] = (0, 1, 2)
-    hidden: int = 32
-    heads: int = 4
+    hidden: int = model_default("hidden")
+    heads: int = model_default("heads")
     device: str = "auto"
-    norm: str = "node"
-    pattern: str = "M"
-    ffn: int | None = None
+    norm: str = model_default("norm")
+    pattern: str = model_default("pattern")
+    ffn: int | None = model_default("ffn")
     data_root: str | None = None
     dtype: str = "float64"  # precision the models run in (see oversmooth.precision)
     floor: str = "auto"  # float-floor method: auto, shadow, twin or bound
@@ -476,10 +546,7 @@ class ComparisonConfig:
         if not self.models or not self.depths or not self.datasets:
             raise ValueError("models, depths, datasets: expected at least one value each")
         for m in self.models:
-            if m not in MODELS:
-                raise ValueError(
-                    f"models: expected names among {', '.join(MODELS)}, received {m!r}"
-                )
+            MODELS.resolve(m, kind="models")
         for d in self.depths:
             _check_depth(d)
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
@@ -488,22 +555,14 @@ class ComparisonConfig:
             self.analysis(m, self.depths[-1], self.datasets[0])  # validates sizes and names
 
     def analysis(self, model: str, depth: int, dataset: str) -> AnalysisConfig:
+        """The analysis of one run: every field both configs have, plus the run's own."""
+        shared = {f.name for f in fields(AnalysisConfig)} & {f.name for f in fields(self)}
         return AnalysisConfig(
+            **{name: getattr(self, name) for name in shared},
             model=model,
             depth=depth,
-            conv=self.conv,
             dataset=dataset,
-            hidden=self.hidden,
-            heads=self.heads,
-            seeds=self.seeds,
-            device=self.device,
             similarity=False,
-            norm=self.norm,
-            pattern=self.pattern,
-            ffn=self.ffn,
-            data_root=self.data_root,
-            dtype=self.dtype,
-            floor=self.floor,
         )
 
     def to_dict(self) -> dict:
@@ -549,7 +608,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     device = resolve_device(config.device)
     floor_method = resolve_floor_method(config.floor, config.dtype)
     runs = [(ds, m, d) for ds in config.datasets for m in config.models for d in config.depths]
-    total = len(runs) * len(config.seeds)
+    total = sum(d for _, _, d in runs) * len(config.seeds)  # layers over every run
     done = 0
     frames, rows, fits, verdicts = [], [], {}, []
     for dataset in config.datasets:
@@ -557,24 +616,25 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
         edge_weight = getattr(data, "edge_weight", None)
         edge_weight = None if edge_weight is None else edge_weight.to(device)
         graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
-        x, edge_index = data.x.to(device, resolve_dtype(config.dtype)), data.edge_index.to(device)
         for model_name in config.models:
             for depth in config.depths:
                 acfg = config.analysis(model_name, depth, dataset)
                 for seed in config.seeds:
-                    if progress:
-                        progress(f"{dataset} {model_name} depth {depth} seed {seed}", done, total)
                     model = model_from_config(
                         acfg.model_config(data.num_features, out_channels, seed), device
                     )
-                    with (
-                        torch.no_grad(),
-                        Probe(model, graph, metrics=acfg.metrics) as probe,
-                        _floor_tracker(model, graph, floor_method, seed) as tracker,
-                    ):
-                        model(x, edge_index, edge_weight=edge_weight)
-                    floor = tracker.to_frame() if tracker else None
-                    frame = add_floor_columns(probe.to_frame(), floor, config.dtype)
+                    frame = probe_run(
+                        model,
+                        data,
+                        acfg.metrics,
+                        graph=graph,
+                        progress=progress,
+                        floor=floor_method,
+                        seed=seed,
+                        done=done,
+                        total=total,
+                        what=f"{dataset} {model_name} depth {depth} seed {seed}",
+                    )
                     for col, value in (
                         ("seed", seed),
                         ("depth", depth),
@@ -593,7 +653,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                             "final_at_floor": bool(frame["at_floor"].iloc[-1]),
                         }
                     )
-                    done += 1
+                    done += depth
             deepest = pd.concat(
                 [
                     f
@@ -608,8 +668,6 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
             verdict = desc["verdict"]
             fits[f"{dataset}/{model_name}"] = {**_public(desc), "depth": config.depths[-1]}
             verdicts.append(verdict)
-    if progress:
-        progress("done", total, total)
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame(rows)
     return ComparisonResult(

@@ -76,11 +76,12 @@ class Timer:
 
 def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> dict:
     """Bare forward vs forward with the default probe, interleaved in one process."""
-    from oversmooth import GraphOperator, Probe, build_model
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.analysis import probe_run
     from oversmooth.data import load
 
-    data = load("cora")
-    x, ei = data.x.to(device), data.edge_index.to(device)
+    data = load("cora").to(device)
+    x, ei = data.x, data.edge_index
     model = build_model(
         "postln", depth=depth, in_channels=data.num_features, out_channels=7, device=device
     )
@@ -92,9 +93,7 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
             model(x, ei)
 
     def probed():
-        with torch.no_grad(), Probe(model, graph) as probe:
-            model(x, ei)
-        probe.to_frame()
+        probe_run(model, data, graph=graph, floor="bound")  # the default probe alone
 
     bare(), probed()  # warm-up
     bare_t, probed_t = [], []
@@ -118,11 +117,11 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
 def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> dict:
     """float64 against float32: bare forwards, and probed forwards with the default floor estimate
     (float32 + float64 shadow, float64 + float64 twin), interleaved in one process."""
-    from oversmooth import GraphOperator, Probe, build_model
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.analysis import probe_run
     from oversmooth.data import load
-    from oversmooth.precision import FloorTracker
 
-    data = load("cora")
+    data = load("cora").to(device)
     graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
     ei = data.edge_index.to(device)
     timer = Timer(device)
@@ -142,11 +141,11 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
             with torch.no_grad():
                 model(x, ei)
 
-        def analysed(model=model, x=x, method=method):
-            probe, floor = Probe(model, graph), FloorTracker(model, graph, method)
-            with torch.no_grad(), probe, floor:
-                model(x, ei)
-            probe.to_frame(), floor.to_frame()
+        cast = data.clone()
+        cast.x = x  # in the model's dtype already, as `bare` gets it
+
+        def analysed(model=model, cast=cast, method=method):
+            probe_run(model, cast, graph=graph, floor=method)
 
         runs[f"{dtype}_bare"], runs[f"{dtype}_{method}"] = bare, analysed
     for fn in runs.values():  # warm-up
@@ -298,7 +297,8 @@ def _measure_child(
         torch.set_num_threads(
             int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads()))
         )
-        from oversmooth import GraphOperator, Probe, build_model
+        from oversmooth import GraphOperator, build_model
+        from oversmooth.analysis import probe_run
         from oversmooth.data import csbm, load
 
         dev = torch.device(device)
@@ -315,13 +315,11 @@ def _measure_child(
             out_channels=int(data.y.max()) + 1,
             device=dev,
         )
-        x, ei = data.x.to(dev), data.edge_index.to(dev)
-        graph = GraphOperator(ei, num_nodes=data.num_nodes)
+        data = data.to(dev)
+        graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
 
         def run():
-            with torch.no_grad(), Probe(model, graph, similarity=similarity) as probe:
-                model(x, ei)
-            probe.to_frame()
+            probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
 
         if dev.type == "cpu":
             # first run: extra peak memory, with glibc returning every block above 64 KiB to the

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -57,27 +57,17 @@ class ReproduceConfig:
     dtype: str = "float64"  # precision of the models at initialisation and of the trained analyses
 
     @classmethod
-    def preset(
-        cls, quick: bool, data_root: str | None = None, device: str = "auto", dtype: str = "float64"
-    ) -> "ReproduceConfig":
+    def preset(cls, quick: bool, data_root: str | None = None, **options: Any) -> "ReproduceConfig":
+        """The quick or full preset; ``options`` (``device``, ``dtype``) replace the defaults."""
         if quick:
-            return cls(
-                quick=True,
-                seeds=(0, 1, 2),
-                train_depth=16,
-                train_epochs=150,
-                data_root=data_root,
-                device=device,
-                dtype=dtype,
-            )
+            return cls(quick=True, data_root=data_root, **options)
         return cls(
             quick=False,
             seeds=(0, 1, 2, 3, 4),
             train_depth=32,
             train_epochs=300,
             data_root=data_root,
-            device=device,
-            dtype=dtype,
+            **options,
         )
 
 

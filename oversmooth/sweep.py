@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from oversmooth import __version__
+from oversmooth.nn.model import ModelConfig, model_default
 from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
 
 if TYPE_CHECKING:
@@ -87,8 +88,8 @@ class SweepSpec:
     datasets: tuple[str, ...] = ("cora",)
     seeds: tuple[int, ...] = (0,)
     modes: tuple[str, ...] = ("init",)
-    hidden: int = 32
-    heads: int = 4
+    hidden: int = model_default("hidden")
+    heads: int = model_default("heads")
     epochs: int = 300
     device: str = "auto"  # resolved in the cell identity (cpu or cuda)
     backend: str = "local"
@@ -99,23 +100,17 @@ class SweepSpec:
     dtype: str = "float64"  # precision every cell's model runs in (see oversmooth.precision)
 
     def __post_init__(self) -> None:
-        from oversmooth.nn.conv import CONVS
-        from oversmooth.nn.model import MODELS
         from oversmooth.precision import resolve_dtype
+        from oversmooth.registry import CONVS, MODELS, Registry
 
         resolve_dtype(self.dtype)
-        for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", MODES)):
+        modes = Registry("modes", dict.fromkeys(MODES))
+        for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", modes)):
             values = getattr(self, key)
             if not values:
                 raise ValueError(f"{key}: expected at least one value")
             for v in values:
-                if not isinstance(v, str):
-                    example = next(iter(valid))
-                    raise ValueError(f"{key}: expected names like {example!r}, received {v!r}")
-                if v not in valid:
-                    raise ValueError(
-                        f"{key}: unknown value {v!r}; expected any of {', '.join(valid)}"
-                    )
+                valid.resolve(v, kind=key)
         for key in GRID_KEYS:
             values = getattr(self, key)
             repeated = [v for i, v in enumerate(values) if v in values[:i]]
@@ -139,14 +134,10 @@ class SweepSpec:
             raise ValueError(
                 f"backend: expected one of {', '.join(BACKENDS)}, received {self.backend!r}"
             )
-        for key in ("hidden", "heads", "epochs"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{key}: expected an integer >= 1, received {v!r}")
-        if self.hidden % self.heads:
-            raise ValueError(
-                f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}"
-            )
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
+            raise ValueError(f"epochs: expected an integer >= 1, received {self.epochs!r}")
+        for model, conv in itertools.product(self.models, self.convs):  # every model-field check
+            ModelConfig(name=model, conv=conv, hidden=self.hidden, heads=self.heads)
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):

@@ -49,7 +49,13 @@ from oversmooth.checkpoint import (  # the last two re-exported
     load_checkpoint,
     save_checkpoint,
 )
-from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, model_from_config
+from oversmooth.nn.model import (
+    MODELS,
+    DepthModel,
+    ModelConfig,
+    model_default,
+    model_from_config,
+)
 from oversmooth.outputs import (
     atomic_file,
     atomic_text,
@@ -69,8 +75,6 @@ __all__ = [
     "TrainingDiverged",
 ]
 
-POST_LN = {"postln", "nonlocal"}
-
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
@@ -82,28 +86,27 @@ class TrainingDiverged(RuntimeError):
 class TrainConfig:
     model: str = "nonlocal"
     depth: int = 64
-    conv: str = "san"
+    conv: str = model_default("conv")
     dataset: str = "cora"
-    hidden: int = 32
-    heads: int = 4
-    seed: int = 0
+    hidden: int = model_default("hidden")
+    heads: int = model_default("heads")
+    seed: int = model_default("seed")
     epochs: int = 5000
     lr: float | None = None  # default: 1e-3 (Pre-LN), 1e-4 peak (Post-LN)
     warmup: int | None = None  # default: epochs // 10 for Post-LN, 0 otherwise
     weight_decay: float = 5e-4
     split: str = "random"
     patience: int | None = None
-    dropout: float = 0.5
-    norm: str = "node"
-    pattern: str = "M"
-    ffn: int | None = None
+    dropout: float = model_default("dropout")
+    norm: str = model_default("norm")
+    pattern: str = model_default("pattern")
+    ffn: int | None = model_default("ffn")
     device: str = "auto"
     data_root: str | None = None
     deterministic: bool = True  # deterministic kernels: bit-reproducible on CPU for a fixed seed
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"model: expected one of {', '.join(MODELS)}, received {self.model!r}")
+        MODELS.resolve(self.model)
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs: expected an integer >= 1, received {self.epochs!r}")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
@@ -128,29 +131,20 @@ class TrainConfig:
 
     @property
     def learning_rate(self) -> float:
-        return float(self.lr) if self.lr is not None else (1e-4 if self.model in POST_LN else 1e-3)
+        return (
+            float(self.lr)
+            if self.lr is not None
+            else (1e-4 if MODELS[self.model].post_ln else 1e-3)
+        )
 
     @property
     def warmup_epochs(self) -> int:
         if self.warmup is not None:
             return self.warmup
-        return max(1, self.epochs // 10) if self.model in POST_LN else 0
+        return max(1, self.epochs // 10) if MODELS[self.model].post_ln else 0
 
     def model_config(self, in_channels: int, out_channels: int) -> ModelConfig:
-        return ModelConfig(
-            name=self.model,
-            conv=self.conv,
-            depth=self.depth,
-            in_channels=in_channels,
-            out_channels=out_channels,
-            hidden=self.hidden,
-            heads=self.heads,
-            seed=self.seed,
-            ffn=self.ffn,
-            dropout=self.dropout,
-            norm=self.norm,
-            pattern=self.pattern,
-        )
+        return ModelConfig.of(self, in_channels=in_channels, out_channels=out_channels)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -532,7 +526,7 @@ def train(
     *,
     resume: bool = False,
     overwrite: bool = False,
-    progress: Callable[[int, int, dict], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
     checkpoint_every: float = 60.0,
 ) -> TrainResult:
     """Train ``config`` into the folder ``out`` (see the module docstring).
@@ -547,7 +541,8 @@ def train(
             same device, torch version and thread count, the resumed run's
             history and weights equal those of an uninterrupted run bit for bit.
         overwrite: start over in an existing ``out`` (replaced at the first write).
-        progress: called after every epoch with ``(done, total, row)``.
+        progress: called after every epoch with ``(epochs done, epochs in all, what)``,
+            ``what`` the epoch's loss and accuracies in one line.
         checkpoint_every: seconds between two saves of ``last.pt`` (0: after
             every epoch); a run also saves when it stops.  A SIGKILL loses at
             most the epochs since the last save.
@@ -640,7 +635,7 @@ def _loop(
     y: Tensor,
     masks: dict[str, Tensor],
     requested: dict,
-    progress: Callable[[int, int, dict], None] | None,
+    progress: Callable[[int, int, str], None] | None,
     checkpoint_every: float,
 ) -> TrainResult:
     config, out = run.config, run.out
@@ -678,7 +673,12 @@ def _loop(
         good = run.snapshot()
         if progress:
             assert run.best is not None  # set by run.record
-            progress(epoch + 1, config.epochs, {**row, "best_val_acc": run.best["val_acc"]})
+            progress(
+                epoch + 1,
+                config.epochs,
+                f"loss {row['loss']:.3f} train {row['train_acc']:.3f} val {row['val_acc']:.3f} "
+                f"best val {run.best['val_acc']:.3f}",
+            )
         if "signal" in requested:
             stopped = STOP_SIGNALS[requested["signal"]]
             break

@@ -142,7 +142,7 @@ def test_checkpoint_options_that_differ_are_refused(tmp_path):
     for option, value in (("--heads", 4), ("--seed", 5), ("--norm", "graph"), ("--pattern", "MS")):
         line = one_line_error(run(*analyze, option, value), 2)
         assert f"drop {option.replace('--seed', '--seeds')}" in line
-    prune = ("prune", "--checkpoint", best, "--layers", 1, "-o", out)
+    prune = ("prune", "--checkpoint", best, "--prune-layers", 1, "-o", out)
     line = one_line_error(run(*prune, "--hidden", 16), 2)
     assert "drop --hidden" in line
     # the checkpoint's own values are accepted

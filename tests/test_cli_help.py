@@ -58,6 +58,10 @@ def test_command_help_is_complete(name, width):
     flat = squeeze(text)
     command = GROUP.commands[name]
     for param in command.params:
+        if getattr(param, "hidden", False):  # deprecated spellings: accepted, not listed
+            listed = re.findall(r"(?<![\w-])--[a-z][a-z-]*(?![\w-])", text)
+            assert not set(param.opts) & set(listed), f"{name}: hidden {param.opts} listed"
+            continue
         for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
             if opt.startswith("-"):
                 assert opt in text, f"{name}: {opt} missing"
@@ -85,6 +89,9 @@ def test_top_level_help_lists_every_command_uncut(width):
         ("analyze", "[default: postln, or the checkpoint's]"),
         ("analyze", "[default: 256, or the checkpoint's]"),
         ("prune", "[default: preln, or the checkpoint's]"),
+        ("analyze", "[default: float64]"),
+        ("compare", "[default: preln,postln,nonlocal]"),
+        ("train", "[default: nonlocal]"),
         ("train", "[default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]"),
         ("sweep", "A TOML spec ([grid] and [options])"),
         ("sweep", "[default: float64, or the spec's]"),

@@ -117,7 +117,9 @@ def test_bad_spec_files(tmp_path):
         load_spec(bad_value)
     bad_model = tmp_path / "m.toml"
     bad_model.write_text("[grid]\nmodels = ['postln', 'resnet']\n")
-    with pytest.raises(ValueError, match="models: unknown value 'resnet'"):
+    with pytest.raises(
+        ValueError, match="models: expected one of preln, postln, .*, received 'resnet'"
+    ):
         load_spec(bad_model)
     section = tmp_path / "s.toml"
     section.write_text("[grids]\nmodels = ['preln']\n")

@@ -351,7 +351,7 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
             "analyze",
             "--checkpoint",
             str(out / "best.pt"),
-            "--prune",
+            "--prune-layers",
             "1,4",
             "--out",
             str(tmp_path / "a"),

@@ -30,13 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-CONVS = ("san", "gcn", "gat")
+from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
 
 def resolve_conv(conv: str) -> str:
-    if conv not in CONVS:
-        raise ValueError(f"conv: expected one of {', '.join(CONVS)}, received {conv!r}")
-    return conv
+    return CONVS.resolve(conv)
 
 
 @dataclass

@@ -8,6 +8,7 @@ Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator
@@ -20,31 +21,8 @@ from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.precision import resolve_dtype
+from oversmooth.registry import MODELS  # re-exported: the one registry of model names
 
-# name -> (placement, nonlocal, one-line description)
-MODELS: dict[str, tuple[str, bool, str]] = {
-    "preln": (
-        "preln",
-        False,
-        "Pre-LN: Y = X + MP(LN(X)), X' = Y + FFN(LN(Y)); avoids collapse, curse of depth",
-    ),
-    "postln": (
-        "postln",
-        False,
-        "Post-LN: Y = LN(X + MP(X)), X' = LN(Y + FFN(Y)); exponential oversmoothing",
-    ),
-    "nonlocal": (
-        "postln",
-        True,
-        "nonlocal Post-LN: each head scaled by (1/n)||P_h X - X||^2; algebraic smoothing",
-    ),
-    "nonlocal-preln": ("preln", True, "nonlocal message passing in a Pre-LN block"),
-    "plain": (
-        "plain",
-        False,
-        "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing",
-    ),
-}
 PATTERN_LETTERS = {
     "M": "neighbourhood-masked attention",
     "S": "global self-attention over all nodes of the graph",
@@ -52,9 +30,7 @@ PATTERN_LETTERS = {
 
 
 def resolve_model_name(name: str) -> str:
-    if name not in MODELS:
-        raise ValueError(f"model: expected one of {', '.join(MODELS)}, received {name!r}")
-    return name
+    return MODELS.resolve(name)
 
 
 @dataclass(frozen=True)
@@ -140,6 +116,26 @@ class ModelConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def of(cls, run: object, **fields: Any) -> "ModelConfig":
+        """The model of a run config: every field of ``run`` that is a model field (its
+        ``model`` field gives ``name``), then ``fields`` on top.  The one way a run config
+        turns into a model, so every model check lives here."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        taken = {k: getattr(run, k) for k in own if k != "name" and hasattr(run, k)}
+        if hasattr(run, "model"):
+            taken["name"] = getattr(run, "model")
+        return cls(**{**taken, **fields})
+
+
+def model_default(name: str) -> Any:
+    """The default of the :class:`ModelConfig` field ``name``: run configs read their model
+    defaults from here, so each is written once."""
+    for f in dataclasses.fields(ModelConfig):
+        if f.name == name and f.default is not dataclasses.MISSING:
+            return f.default
+    raise KeyError(f"ModelConfig.{name} has no default")
+
 
 class DepthModel(nn.Module):
     """Encoder, ``config.depth`` blocks, decoder.
@@ -156,7 +152,8 @@ class DepthModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        placement, nonlocal_, _ = MODELS[config.name]
+        entry = MODELS[config.name]
+        placement, nonlocal_ = entry.placement, entry.nonlocal_
         d = config.hidden
         self.encoder = nn.Sequential(
             nn.Dropout(config.dropout), nn.Linear(config.in_channels, d), nn.ReLU(), nn.Linear(d, d)

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-NORM_MODES = ("node", "graph")
+from oversmooth.registry import NORMS
+
+NORM_MODES = NORMS  # the registry of modes (name -> help)
 
 
 def resolve_norm_mode(mode: str) -> str:
-    if mode not in NORM_MODES:
-        raise ValueError(f"norm: expected one of {', '.join(NORM_MODES)}, received {mode!r}")
-    return mode
+    return NORMS.resolve(mode)
 
 
 class LayerNorm(nn.Module):

@@ -1,0 +1,185 @@
+"""One registry per kind of name: models, convolutions, LayerNorm modes.
+
+Every place that lists, checks or describes one of these names reads it here: the
+model constructor, the run configs, the CLI choices and ``--help`` text, and
+``oversmooth models``.  Adding a model is one :class:`ModelEntry` in :data:`MODELS`.
+Metric names live in :data:`oversmooth.probe.METRICS` (they include the pattern
+family ``energy_<m>``, so they are checked by :func:`oversmooth.probe.check_metrics`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Iterator, Mapping, TypeVar
+
+__all__ = [
+    "Registry",
+    "ModelEntry",
+    "ConvEntry",
+    "NormEntry",
+    "MODELS",
+    "CONVS",
+    "NORMS",
+    "DISPLAY",
+    "display_name",
+]
+
+E = TypeVar("E")
+
+
+class Registry(Mapping[str, E], Generic[E]):
+    """An ordered ``name -> entry`` mapping with one way to check a name.
+
+    ``resolve(name)`` returns ``name`` when registered, else raises ``ValueError`` with
+    the same wording for every kind: ``"<kind>: expected one of a, b, c, received 'x'"``.
+    """
+
+    def __init__(self, kind: str, entries: Mapping[str, E]) -> None:
+        self.kind = kind
+        self._entries: dict[str, E] = dict(entries)
+
+    def __getitem__(self, name: str) -> E:
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def choices(self) -> str:
+        """The registered names, comma-separated, in order."""
+        return ", ".join(self._entries)
+
+    def resolve(self, name: object, kind: str | None = None) -> str:
+        """``name`` when registered; otherwise one ``ValueError`` listing the choices.
+
+        ``kind`` replaces the registry's kind in the message (e.g. ``models`` for a list).
+        """
+        if isinstance(name, str) and name in self._entries:
+            return name
+        raise ValueError(
+            f"{kind or self.kind}: expected one of {self.choices()}, received {name!r}"
+        )
+
+    def add(self, name: str, entry: E) -> None:
+        """Register ``name`` (refused when it already is)."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind}: {name!r} is already registered")
+        self._entries[name] = entry
+
+    def remove(self, name: str) -> E:
+        """Unregister ``name`` and return its entry."""
+        self.resolve(name)
+        return self._entries.pop(name)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One architecture of the zoo.
+
+    ``placement``: ``preln``, ``postln`` or ``plain`` (where the LayerNorm sits, see
+    :class:`oversmooth.nn.block.Block`); ``nonlocal_``: nonlocal message passing;
+    ``display``: the name reports print; ``post_ln``: trained with the Post-LN recipe
+    (warm-up to a 1e-4 peak learning rate); ``help``: one line for listings.
+    """
+
+    placement: str
+    nonlocal_: bool
+    display: str
+    post_ln: bool
+    help: str
+
+
+@dataclass(frozen=True)
+class ConvEntry:
+    """One message-passing type: its one-line definition."""
+
+    help: str
+
+
+@dataclass(frozen=True)
+class NormEntry:
+    """One LayerNorm statistics mode: its one-line definition."""
+
+    help: str
+
+
+MODELS: Registry[ModelEntry] = Registry(
+    "model",
+    {
+        "preln": ModelEntry(
+            "preln",
+            False,
+            "Pre-LN",
+            False,
+            "Pre-LN: Y = X + MP(LN(X)), X' = Y + FFN(LN(Y)); avoids collapse, curse of depth",
+        ),
+        "postln": ModelEntry(
+            "postln",
+            False,
+            "Post-LN",
+            True,
+            "Post-LN: Y = LN(X + MP(X)), X' = LN(Y + FFN(Y)); exponential oversmoothing",
+        ),
+        "nonlocal": ModelEntry(
+            "postln",
+            True,
+            "nonlocal Post-LN",
+            True,
+            "nonlocal Post-LN: each head scaled by (1/n)||P_h X - X||^2; algebraic smoothing",
+        ),
+        "nonlocal-preln": ModelEntry(
+            "preln",
+            True,
+            "nonlocal Pre-LN",
+            False,
+            "nonlocal message passing in a Pre-LN block",
+        ),
+        "plain": ModelEntry(
+            "plain",
+            False,
+            "plain",
+            False,
+            "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing",
+        ),
+    },
+)
+
+CONVS: Registry[ConvEntry] = Registry(
+    "conv",
+    {
+        "san": ConvEntry("self-attention: e_ij = (Q X_i)·(K X_j)/sqrt(d_k) over N(i) and i"),
+        "gcn": ConvEntry("e_ij = 1: the mean over the neighbourhood with self loop"),
+        "gat": ConvEntry("e_ij = LeakyReLU(a^T [V X_i || V X_j]) over N(i) and i"),
+    },
+)
+
+NORMS: Registry[NormEntry] = Registry(
+    "norm",
+    {
+        "node": NormEntry("one mean and variance per node, over its channels"),
+        "graph": NormEntry("one mean and variance per graph, over its nodes and channels"),
+    },
+)
+
+
+class _DisplayNames(Mapping[str, str]):
+    """``model name -> display name``, read live from :data:`MODELS`."""
+
+    def __getitem__(self, name: str) -> str:
+        return MODELS[name].display
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MODELS)
+
+    def __len__(self) -> int:
+        return len(MODELS)
+
+
+DISPLAY: Mapping[str, str] = _DisplayNames()
+
+
+def display_name(model: str) -> str:
+    """The name reports print for ``model`` (``Post-LN`` for ``postln``)."""
+    return DISPLAY.get(model, model)
