@@ -169,7 +169,7 @@ def test_relative_energy():
     # python floats keep float64 precision (no detour through float32)
     assert M.relative_energy([1.0, 1.0 + 1e-12])[1].item() == pytest.approx(1e-12, rel=1e-3)
     with pytest.raises(ValueError, match="energies"):
-        M.relative_energy(torch.ones(2, 2))
+        M.relative_energy(torch.ones(2, 2, 2))
 
 
 def test_layer_similarity_and_cosine():
@@ -284,6 +284,8 @@ def test_bad_edge_index_and_weights():
     ):
         M.dirichlet_energy(x, torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="edge_index: expected an integer"):
+        M.dirichlet_energy(x, torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="read as a dense adjacency"):
         M.dirichlet_energy(x, torch.zeros(2, 2))
     with pytest.raises(ValueError, match="edge_index: node indices"):
         GraphOperator(torch.tensor([[-1], [0]]), num_nodes=2)

@@ -71,6 +71,7 @@ def test_probe_matches_metrics_on_our_model(cora):
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
     assert list(frame.columns) == [
+        "step",
         "layer",
         "laplacian_energy",
         "dirichlet_energy",
@@ -110,7 +111,7 @@ def test_optional_metrics_and_explicit_layers(cora):
     ):
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
-    states = _hand_states_ours(model, cora)[1:]  # layer k = output of module k
+    states = _hand_states_ours(model, cora)  # layer 0 = input of module 0, k = output of k-1
     x = states[2]
     row = frame.iloc[2]
     assert row["effective_rank"] == pytest.approx(M.effective_rank(x).item(), rel=1e-9)
