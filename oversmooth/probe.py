@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
@@ -577,8 +578,6 @@ class Probe:
             self.record(last, x)
         elif not self._warned:
             self._warned = True
-            import warnings
-
             warnings.warn(
                 f"capture='residual': the model's output ({_shape(output)}) is not the stream "
                 f"of width {width}; layer {last} is not recorded (pass layers=[...] of the "
@@ -752,9 +751,15 @@ class Probe:
         else:
             out = {
                 "step": steps,
-                "layer": [k for _, k in rows],
+                "layer": np.array([k for _, k in rows]),
                 **{c: data[c].mean(axis=1) for c in columns},
             }
+            if "relative_energy" in out and graphs > 1:
+                # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the
+                # mean is over the graphs where it is defined (NaN where none is)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    out["relative_energy"] = np.nanmean(data["relative_energy"], axis=1)
         return pd.DataFrame(out)
 
     @property
