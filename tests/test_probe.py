@@ -154,7 +154,7 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
-        assert count_hooks() == 4
+        assert count_hooks() == 6  # 3 blocks, layer 0, the two step hooks
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
@@ -292,8 +292,10 @@ def test_pruning_bad_input(cora):
         prune_sensitivity(model, cora, [2, 5])
     with pytest.raises(ValueError, match="mask: the data has no attribute 'holdout'"):
         prune_sensitivity(model, cora, [2], mask="holdout")
-    with pytest.raises(TypeError, match="model: expected an oversmooth DepthModel"):
-        prune_sensitivity(GCN(3, 4, num_layers=2), cora, [1])
+    with pytest.raises(TypeError, match="model: expected a torch.nn.Module"):
+        prune_sensitivity("gcn", cora, [1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"layers: expected layer numbers in \[1, 2\]"):
+        prune_sensitivity(GCN(cora.num_features, 4, num_layers=2), cora, [3])
 
 
 # -- edge weights and model input validation (issue 13, item 8) --------------------------------
