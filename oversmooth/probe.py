@@ -707,7 +707,7 @@ class Probe:
 
     def to_frame(self) -> "pd.DataFrame":
         """One row per recorded step and layer (and graph, with ``reduce="none"`` on a batch):
-        ``step``, ``layer``, [``graph``,] then one column per metric (one host copy).
+        ``layer``, one column per metric, then ``step`` [and ``graph``] (one host copy).
 
         On a batch, every metric is computed per graph; ``reduce="mean"`` averages those
         per-graph values (``relative_energy`` too: each graph's own ratio, then the mean)."""
@@ -715,11 +715,10 @@ class Probe:
         import pandas as pd
 
         per_graph = self.reduce == "none" and self._batched
-        ids = ["step", "layer"] + (["graph"] if per_graph else [])
-        keys_order = [*self.metrics]
         rows = [(s, k) for s in sorted(self._values) for k in sorted(self._values[s])]
         if not rows:
-            return pd.DataFrame({c: [] for c in ids + keys_order})
+            ids = ["step"] + (["graph"] if per_graph else [])
+            return pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]})
         keys = list(self._values[rows[0][0]][rows[0][1]])  # every row holds the same keys
         # [rows, keys, graphs]; a single graph is one column
         table = (
@@ -741,18 +740,19 @@ class Probe:
         extra = [c for c in keys if c.startswith("head_energy_")]
         columns = [*self.metrics, *extra]
         graphs = table.shape[2]
+        # layer first and the metrics next, as before steps and graphs existed; then the ids
         if per_graph:
             out = {
-                "step": np.repeat(steps, graphs),
                 "layer": np.repeat([k for _, k in rows], graphs),
-                "graph": np.tile(np.arange(graphs), len(rows)),
                 **{c: data[c].reshape(-1) for c in columns},
+                "step": np.repeat(steps, graphs),
+                "graph": np.tile(np.arange(graphs), len(rows)),
             }
         else:
             out = {
-                "step": steps,
                 "layer": np.array([k for _, k in rows]),
                 **{c: data[c].mean(axis=1) for c in columns},
+                "step": steps,
             }
             if "relative_energy" in out and graphs > 1:
                 # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the

@@ -71,13 +71,13 @@ def test_probe_matches_metrics_on_our_model(cora):
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
     assert list(frame.columns) == [
-        "step",
         "layer",
         "laplacian_energy",
         "dirichlet_energy",
         "relative_energy",
         "cosine_prev",
         "feature_norm",
+        "step",
     ]
     _check_table(frame, _hand_states_ours(model, cora), graph)
 
