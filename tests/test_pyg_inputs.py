@@ -427,3 +427,53 @@ def test_prune_refuses_a_layer_that_changes_the_width():
         prune_sensitivity(gcn, data, layers=[1])
     with pytest.raises(ValueError, match="cannot find the layers"):
         prune_sensitivity(nn.Linear(3, 3), data)
+
+
+class DenseStack(nn.Module):
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        from torch_geometric.nn import DenseGCNConv
+
+        self.layers = nn.ModuleList([DenseGCNConv(width, width) for _ in range(depth)])
+
+    def forward(self, x, adj, mask):
+        for conv in self.layers:
+            x = torch.tanh(conv(x, adj, mask))
+        return x
+
+
+def test_dense_batch_states_with_a_mask_are_probed_per_graph():
+    torch.manual_seed(0)
+    graphs = _graphs(11)
+    batch = Batch.from_data_list(graphs)
+    xd, mask = to_dense_batch(batch.x, batch.batch)  # [4, 9, 3], [4, 9]
+    adj = to_dense_adj(batch.edge_index, batch.batch).double()
+    model = DenseStack(3, 2).double().eval()
+    states = []
+    hooks = [c.register_forward_hook(lambda m, a, o: states.append(o)) for c in model.layers]
+    with Probe(model, as_graph(adj, mask=mask), reduce="none") as probe, torch.no_grad():
+        model(xd, adj, mask)
+    for h in hooks:
+        h.remove()
+    frame = probe.to_frame()
+    assert len(frame) == 3 * 4 and frame["graph"].tolist() == [0, 1, 2, 3] * 3
+    for k, state in enumerate([xd, *states]):
+        want = M.laplacian_energy(state[mask], batch, reduce="none")
+        got = frame[frame["layer"] == k]["laplacian_energy"].to_numpy()
+        assert np.allclose(got, want.numpy(), rtol=1e-12, atol=0)
+
+
+def test_similarity_keeps_the_layer_states_of_the_last_step_only():
+    g = _graphs(12)[3]
+    model = GCN(3, 4, num_layers=3).double().eval()
+    with Probe(model, g, similarity=True, every=2) as probe, torch.no_grad():
+        for scale in (1.0, 5.0, -1.0):  # passes 0 and 2 are recorded
+            model(g.x * scale, g.edge_index)
+    assert probe.recorded_steps == [0, 2]
+    with torch.no_grad():
+        states = [g.x * -1.0]
+        hooks = [c.register_forward_hook(lambda m, a, o: states.append(o)) for c in model.convs]
+        model(g.x * -1.0, g.edge_index)
+        for h in hooks:
+            h.remove()
+    assert torch.allclose(probe.similarity_matrix()[1:, 1:], M.layer_similarity(states[1:]), 1e-6)
