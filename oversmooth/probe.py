@@ -496,6 +496,11 @@ class Probe:
         self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
         if not self._lazy:
             self._operator = as_graph(graph, batch=batch, self_loops=self_loops)
+        if head_energies and (batch is not None or self._batched):
+            raise ValueError(
+                "head_energies: not available per graph; probe one graph of the batch or set "
+                "head_energies=False"
+            )
         self._handles: list = []
         self._warned = False
         self.reset()

@@ -387,6 +387,11 @@ def test_bad_batch_and_graph_inputs():
         M.dirichlet_energy(x, torch.zeros(4, 5).to_sparse())
     with pytest.raises(TypeError, match="graph: expected an edge_index"):
         M.dirichlet_energy(x, "cora")
+    from oversmooth import build_model
+
+    model = build_model("postln", depth=2, in_channels=3, out_channels=2)
+    with pytest.raises(ValueError, match="head_energies: not available per graph"):
+        Probe(model, _two_graph_batch(), head_energies=True)
 
 
 def test_prune_sensitivity_on_pyg_gcn_and_a_custom_residual_model():
