@@ -482,3 +482,33 @@ def test_similarity_keeps_the_layer_states_of_the_last_step_only():
         for h in hooks:
             h.remove()
     assert torch.allclose(probe.similarity_matrix()[1:, 1:], M.layer_similarity(states[1:]), 1e-6)
+
+
+class _SparseTensorLike:
+    """The interface of torch_sparse.SparseTensor that as_graph reads (coo, sparse_sizes);
+    torch_sparse itself is not installed here."""
+
+    def __init__(self, row, col, value, n):
+        self._coo, self._n = (row, col, value), n
+
+    def coo(self):
+        return self._coo
+
+    def sparse_sizes(self):
+        return (self._n, self._n)
+
+
+def test_sparse_tensor_interface_equals_edge_index():
+    g = _graphs(13)[1]
+    weight = torch.rand(g.edge_index.size(1), dtype=torch.float64) + 0.5
+    adj = _SparseTensorLike(g.edge_index[0], g.edge_index[1], weight, g.num_nodes)
+    want = M.dirichlet_energy(g.x, g.edge_index, weight)
+    assert M.dirichlet_energy(g.x, adj).item() == pytest.approx(want.item(), rel=1e-14)
+    # adj_t (ToSparseTensor's layout) is read transposed: check on directed edges 0 -> 2, 1 -> 2
+    ei = torch.tensor([[0, 1], [2, 2]])
+    x = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)
+    adj_t = _SparseTensorLike(ei[1], ei[0], None, 3)
+    data = Data(x=x, adj_t=adj_t, num_nodes=3)
+    want = M.laplacian_energy(x, ei)
+    assert M.laplacian_energy(x, data).item() == pytest.approx(want.item(), rel=1e-15)
+    assert M.laplacian_energy(x, ei.flip(0)).item() != pytest.approx(want.item())
