@@ -7,16 +7,24 @@ measures the layer's output on the model's device, in float64, and keeps only
 with depth (one previous state is kept for ``cosine_prev``).  Values reach the
 host once, in :meth:`Probe.to_frame`.
 
-Which state is layer ``k``:
+Which state is layer ``k`` (one convention for every model): layer 0 is the
+*input* of the first recorded layer module, layer ``k`` the output of the
+``k``-th (``capture="output"``) or the residual stream after block ``k``
+(``capture="residual"``):
 
 - oversmooth models (:class:`~oversmooth.nn.DepthModel`): layer 0 is the
-  encoder output, layer ``k`` the output of block ``k`` (``model.blocks[k-1]``).
+  encoder output (the input of ``model.blocks[0]``), layer ``k`` the output of
+  block ``k`` (``model.blocks[k-1]``).
 - PyG ``BasicGNN`` models (``GCN``, ``GAT``, ``GraphSAGE``, ``GIN``, ``PNA``,
   ``EdgeCNN``): layer 0 is the input of the first convolution, layer ``k`` the
   output of ``model.convs[k-1]``, *before* the activation, norm and dropout
-  that BasicGNN applies between convolutions.
-- ``layers=[m0, m1, ...]``: layer ``k`` is the output of module ``k``.
+  that BasicGNN applies between convolutions (``capture="residual"``: the state
+  after them, i.e. the input of the next convolution).
+- ``layers=[m0, m1, ...]``: layer 0 is the input of ``m0``, layer ``k`` the output of ``m{k-1}``.
 - models without one module per layer: call ``probe.record(k, x)`` yourself.
+
+Every forward pass of the model is a ``step``; per-graph values on a PyG ``Batch``.
+See :class:`Probe`.
 
 Example:
     >>> with Probe(model, data.edge_index) as probe:
