@@ -395,6 +395,7 @@ class Probe:
         layers: modules to record (default: found automatically, see above); ``[]``
             attaches nothing (use :meth:`record`).
         capture: ``"output"`` or ``"residual"`` (see above).
+        edge_weight: ``[num_edges]`` weights of an ``edge_index`` graph.
         batch: ``[num_nodes]`` graph id of each node (a ``Batch`` brings its own).
         reduce: ``"mean"`` or ``"none"`` over the graphs of a batch.
         every: record every ``every``-th forward pass only.
@@ -421,6 +422,7 @@ class Probe:
         *,
         layers: Sequence[nn.Module] | None = None,
         capture: str = "output",
+        edge_weight: Tensor | None = None,
         batch: Tensor | None = None,
         reduce: str = "mean",
         every: int = 1,
@@ -497,13 +499,16 @@ class Probe:
         self.seed = seed
         self._graph_arg = graph
         self._batch = batch
+        self._edge_weight = edge_weight
         self._self_loops = self_loops
         self._operator: GraphOperator | None = None
         # a plain edge_index takes its num_nodes from the first state (trailing isolated
         # nodes); everything else is normalised (and validated) now
         self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
         if not self._lazy:
-            self._operator = as_graph(graph, batch=batch, self_loops=self_loops)
+            self._operator = as_graph(
+                graph, edge_weight=edge_weight, batch=batch, self_loops=self_loops
+            )
         if head_energies and (batch is not None or self._batched):
             raise ValueError(
                 "head_energies: not available per graph; probe one graph of the batch or set "
@@ -622,6 +627,7 @@ class Probe:
             if op is None:
                 op = self._operator = as_graph(
                     self._graph_arg,
+                    edge_weight=self._edge_weight,
                     batch=self._batch,
                     self_loops=self._self_loops,
                     device=x.device,
@@ -633,10 +639,12 @@ class Probe:
                 as_graph(op, num_nodes=x.size(0))  # raises: wrong number of rows
             graph = cast(Tensor, self._graph_arg)
             op = self._operator = as_graph(
-                graph.to(x.device),
+                graph,
                 num_nodes=x.size(0),
+                edge_weight=self._edge_weight,
                 batch=self._batch,
                 self_loops=self._self_loops,
+                device=x.device,
             )
         return x, op
 

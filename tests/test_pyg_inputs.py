@@ -187,6 +187,11 @@ def test_sparse_and_dense_adjacency_equal_edge_index(kind):
         assert np.allclose(
             dense.to_frame().to_numpy(), ref.to_frame().to_numpy(), rtol=1e-12, equal_nan=True
         )
+        with Probe(model, ei, edge_weight=weight) as plain, torch.no_grad():
+            model(x, ei)
+        assert np.allclose(
+            plain.to_frame().to_numpy(), ref.to_frame().to_numpy(), rtol=1e-12, equal_nan=True
+        )
 
 
 def test_dense_layer_outputs_are_accepted():
