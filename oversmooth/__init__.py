@@ -3,7 +3,7 @@
 Importing the package does no I/O and does not import matplotlib's pyplot.
 """
 
-from oversmooth.graph import GraphOperator
+from oversmooth.graph import GraphOperator, as_graph
 from oversmooth.nn import DepthModel, ModelConfig, build_model
 from oversmooth.probe import Probe, available_metrics
 from oversmooth.prune import prune_sensitivity
@@ -15,6 +15,7 @@ from oversmooth.metrics import (
     feature_norm,
     laplacian_energy,
     layer_similarity,
+    rayleigh_energy,
     mean_average_distance,
     mean_cosine_similarity,
     relative_energy,
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "GraphOperator",
+    "as_graph",
     "DepthModel",
     "ModelConfig",
     "build_model",
@@ -38,6 +40,7 @@ __all__ = [
     "feature_norm",
     "laplacian_energy",
     "layer_similarity",
+    "rayleigh_energy",
     "mean_average_distance",
     "mean_cosine_similarity",
     "relative_energy",

@@ -16,6 +16,14 @@ row in ``P`` and, since the sum defining :math:`\\Delta` is empty, a zero
 Laplacian: :math:`(\\Delta X)_i = 0` (not :math:`-X_i`).  On every other node
 :math:`\\Delta X = PX - X`.  No division by zero happens anywhere and no
 ``n x n`` matrix is ever built: ``P`` is stored as a CSR sparse matrix.
+
+Many graphs at once: an operator built with a ``batch`` vector (PyG's ``Batch``,
+``batch[i]`` = the graph of node ``i``) is the disjoint union of its graphs, and
+every metric computed on it is computed *per graph* (segment sums over
+``batch``), exactly as if each graph were measured alone.
+
+:func:`as_graph` is the one entry point that turns what a PyG user holds (a
+``Data``/``Batch``, an ``edge_index``, a sparse or dense adjacency) into an operator.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from torch import Tensor
 
 __all__ = [
     "GraphOperator",
+    "as_graph",
     "as_operator",
     "validate_features",
     "check_edge_index",
@@ -121,6 +130,7 @@ class GraphOperator:
         num_nodes: int | None = None,
         *,
         self_loops: bool = False,
+        batch: Tensor | None = None,
     ) -> None:
         num_nodes = check_edge_index(edge_index, num_nodes)
         check_edge_weight(edge_weight, edge_index.size(1))
@@ -161,6 +171,46 @@ class GraphOperator:
                 torch.stack([edge_index[1], edge_index[0]]), values, (num_nodes, num_nodes)
             ).coalesce()
             self._csr = {torch.float64: coo.to_sparse_csr()}
+        self._set_batch(batch)
+        self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs
+
+    def _set_batch(self, batch: Tensor | None) -> None:
+        """Validate and store the graph of each node (``None``: one graph)."""
+        self.batch: Tensor | None = None
+        self.num_graphs: int = 1
+        self.graph_nodes: Tensor | None = None  # [B] float64 node count of each graph
+        self.edge_graph: Tensor | None = None  # [E] graph of each edge
+        if batch is None:
+            return
+        if not isinstance(batch, Tensor):
+            raise TypeError(
+                f"batch: expected a torch.Tensor [num_nodes] of graph ids, "
+                f"received {type(batch).__name__}"
+            )
+        if batch.dim() != 1 or batch.numel() != self.num_nodes:
+            raise ValueError(
+                f"batch: expected shape [{self.num_nodes}] (one graph id per node), "
+                f"received {list(batch.shape)}"
+            )
+        if batch.dtype.is_floating_point or batch.dtype.is_complex or batch.dtype == torch.bool:
+            raise ValueError(f"batch: expected integer graph ids, received dtype {batch.dtype}")
+        batch = batch.to(self.device, torch.long)
+        if self.num_nodes and int(batch.min()) < 0:
+            raise ValueError(
+                f"batch: expected graph ids >= 0, received a minimum of {int(batch.min())}"
+            )
+        self.num_graphs = int(batch.max()) + 1 if self.num_nodes else 0
+        src, dst = self.edge_index
+        if self.num_edges and bool((batch[src] != batch[dst]).any()):
+            raise ValueError(
+                "batch: some edges join nodes of different graphs; per-graph metrics need "
+                "each edge inside one graph (check the batch vector or pass batch=None)"
+            )
+        self.batch = batch
+        self.graph_nodes = torch.zeros(
+            self.num_graphs, dtype=torch.float64, device=self.device
+        ).index_add_(0, batch, torch.ones(self.num_nodes, dtype=torch.float64, device=self.device))
+        self.edge_graph = batch[dst]
 
     @property
     def is_symmetric(self) -> bool:
@@ -206,6 +256,11 @@ class GraphOperator:
         other.num_isolated = self.num_isolated
         other._symmetric = getattr(self, "_symmetric", None)
         other._csr = {torch.float64: self._csr[torch.float64].to(device)}
+        other.num_graphs = self.num_graphs
+        other.batch = None if self.batch is None else self.batch.to(device)
+        other.graph_nodes = None if self.graph_nodes is None else self.graph_nodes.to(device)
+        other.edge_graph = None if self.edge_graph is None else self.edge_graph.to(device)
+        other.dense_mask = None if self.dense_mask is None else self.dense_mask.to(device)
         return other
 
     def _matrix(self, dtype: torch.dtype) -> Tensor:
@@ -232,8 +287,9 @@ class GraphOperator:
         return _edge_laplacian(x, src, dst, self.edge_prob.to(x.dtype))
 
     def __repr__(self) -> str:
+        graphs = f", num_graphs={self.num_graphs}" if self.batch is not None else ""
         return (
-            f"GraphOperator(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"GraphOperator(num_nodes={self.num_nodes}, num_edges={self.num_edges}{graphs}, "
             f"self_loops={self.self_loops}, device={self.device})"
         )
 
@@ -321,3 +377,273 @@ def validate_features(x: Tensor, name: str = "x") -> None:
         )
     if not x.dtype.is_floating_point:
         raise ValueError(f"{name}: expected a floating-point tensor, received dtype {x.dtype}")
+
+
+def _hetero_hint(obj: object) -> str | None:
+    """The one-line refusal for heterogeneous graphs, or None for anything else."""
+    if isinstance(obj, dict):
+        keys = list(obj)[:1]
+        example = f"graph[{keys[0]!r}]" if keys else "graph[edge_type]"
+        return (
+            f"graph: received a dict ({type(obj).__name__}) of edge types; the metrics are "
+            f"defined on one homogeneous graph: pass one edge type ({example}) or "
+            "HeteroData.to_homogeneous()"
+        )
+    if hasattr(obj, "edge_index_dict") and hasattr(obj, "node_types"):
+        types = list(getattr(obj, "edge_types", []))[:1]
+        example = f"data[{types[0]!r}].edge_index" if types else "data[edge_type].edge_index"
+        return (
+            f"graph: received a {type(obj).__name__}; the metrics are defined on one homogeneous "
+            f"graph: probe one edge type, e.g. Probe(model, {example}), or pass "
+            "data.to_homogeneous()"
+        )
+    return None
+
+
+def _adjacency_edges(adj: Tensor, transposed: bool) -> tuple[Tensor, Tensor, int]:
+    """``(edge_index, edge_weight, num_nodes)`` of a square sparse or dense adjacency
+    ``A[src, dst]`` (``A[dst, src]`` when ``transposed``)."""
+    if adj.dim() != 2 or adj.size(0) != adj.size(1):
+        raise ValueError(
+            f"graph: expected a square adjacency [num_nodes, num_nodes], received shape "
+            f"{list(adj.shape)}; for a batch of dense adjacencies pass [B, N, N] with mask=[B, N]"
+        )
+    if adj.layout == torch.strided:
+        index = adj.nonzero().t()  # [2, E] (row, col)
+        values = adj[index[0], index[1]]
+    else:
+        coo = adj.to_sparse_coo().coalesce()
+        index, values = coo.indices(), coo.values()
+        keep = values != 0
+        index, values = index[:, keep], values[keep]
+    if values.dtype.is_complex:
+        raise ValueError(f"graph: expected a real adjacency, received dtype {values.dtype}")
+    edge_index = index.flip(0) if transposed else index
+    return edge_index, values.to(torch.float64), adj.size(0)
+
+
+def as_graph(
+    graph: object,
+    num_nodes: int | None = None,
+    edge_weight: Tensor | None = None,
+    batch: Tensor | None = None,
+    *,
+    mask: Tensor | None = None,
+    self_loops: bool = False,
+    device: torch.device | str | None = None,
+) -> GraphOperator:
+    """Turn any graph a PyG user holds into a :class:`GraphOperator` (one function, used by
+    every metric and by :class:`~oversmooth.probe.Probe`).
+
+    Accepted ``graph``:
+
+    - a :class:`GraphOperator` (reused; ``num_nodes`` must match);
+    - an integer ``edge_index`` ``[2, E]`` (messages flow ``edge_index[0] -> edge_index[1]``),
+      with optional ``edge_weight`` ``[E]``;
+    - a PyG ``Data`` or ``Batch``: its ``edge_index`` (or ``adj_t``), ``edge_weight``,
+      ``num_nodes`` and, for a ``Batch``, its ``batch`` vector;
+    - an adjacency matrix ``A`` with ``A[src, dst] = w`` (the layout of
+      ``torch_geometric.utils.to_dense_adj`` and ``to_torch_coo_tensor``): a dense floating or
+      bool ``[N, N]`` tensor, a torch sparse COO/CSR/CSC tensor, or a ``SparseTensor``;
+      ``Data.adj_t`` (from ``ToSparseTensor``) is read transposed, as PyG stores it;
+    - a dense batch ``[B, N, N]`` with ``mask`` ``[B, N]`` (default: all nodes real), as
+      PyG's dense layers take it: nodes are the masked entries, flattened graph by graph.
+
+    A ``batch`` vector ``[num_nodes]`` (from the argument or the ``Batch``) makes every
+    metric per graph.  ``HeteroData`` and dicts of edge types are refused with the line
+    that says what to pass instead.
+    """
+    hetero = _hetero_hint(graph)
+    if hetero is not None:
+        raise ValueError(hetero)
+    if isinstance(graph, GraphOperator):
+        if edge_weight is not None:
+            raise ValueError(
+                "edge_weight: pass the weights when building the GraphOperator, not with one"
+            )
+        if batch is not None or mask is not None or self_loops:
+            graph = _rebuild(graph, batch, mask, self_loops)
+        if num_nodes is not None and graph.num_nodes != num_nodes:
+            raise ValueError(
+                f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
+            )
+        return graph.to(device) if device is not None else graph
+    dense_mask: Tensor | None = None
+    if (
+        hasattr(graph, "edge_index")
+        and hasattr(graph, "num_nodes")
+        and not isinstance(graph, Tensor)
+    ):  # a PyG Data / Batch
+        data = graph
+        edge_index = getattr(data, "edge_index", None)
+        if edge_index is None and getattr(data, "adj_t", None) is not None:
+            edge_index, weight, _ = _sparse_edges(getattr(data, "adj_t"), transposed=True)
+            edge_weight = weight if edge_weight is None else edge_weight
+        elif edge_index is None:
+            raise ValueError(
+                f"graph: the {type(data).__name__} has neither edge_index nor adj_t; "
+                "add the graph's edges or pass an edge_index"
+            )
+        if edge_weight is None:
+            edge_weight = getattr(data, "edge_weight", None)
+        data_nodes = data.num_nodes
+        if num_nodes is not None and data_nodes is not None and data_nodes != num_nodes:
+            raise ValueError(
+                f"x: expected {data_nodes} rows (the {type(data).__name__}'s num_nodes), "
+                f"received {num_nodes}"
+            )
+        num_nodes = data_nodes if data_nodes is not None else num_nodes
+        if batch is None:
+            batch = getattr(data, "batch", None)
+    elif isinstance(graph, Tensor) and (graph.is_sparse or graph.layout != torch.strided):
+        edge_index, weight, n = _sparse_edges(graph, transposed=False)
+        edge_weight, num_nodes = _merge_weight(weight, edge_weight), _merge_nodes(n, num_nodes)
+    elif (
+        isinstance(graph, Tensor)
+        and (graph.dtype.is_floating_point or graph.dtype == torch.bool)
+        and (graph.dim() == 3 or (graph.dim() == 2 and graph.size(0) == graph.size(1)))
+    ):
+        if graph.dim() == 3:
+            edge_index, weight, batch, dense_mask = _dense_batch_edges(graph, mask)
+            num_nodes = _merge_nodes(int(dense_mask.sum()), num_nodes)
+        else:
+            edge_index, weight, n = _adjacency_edges(graph, transposed=False)
+            num_nodes = _merge_nodes(n, num_nodes, dense=True)
+        edge_weight = _merge_weight(weight, edge_weight)
+    elif isinstance(graph, Tensor):
+        if graph.dim() == 2 and graph.size(0) == graph.size(1) and graph.size(0) != 2:
+            raise ValueError(
+                f"edge_index: expected shape [2, num_edges], received {list(graph.shape)}; "
+                "for a dense adjacency pass a floating or bool tensor (e.g. adj.float())"
+            )
+        edge_index = graph
+    elif hasattr(graph, "coo") and hasattr(graph, "sparse_sizes"):  # torch_sparse.SparseTensor
+        edge_index, weight, n = _sparse_edges(graph, transposed=False)
+        edge_weight, num_nodes = _merge_weight(weight, edge_weight), _merge_nodes(n, num_nodes)
+    else:
+        raise TypeError(
+            "graph: expected an edge_index tensor, a PyG Data/Batch, a sparse or dense "
+            f"adjacency or a GraphOperator, received {type(graph).__name__}"
+        )
+    if device is not None:
+        edge_index = edge_index.to(device)
+        edge_weight = None if edge_weight is None else edge_weight.to(device)
+        batch = None if batch is None else batch.to(device)
+    op = GraphOperator(
+        edge_index, edge_weight, num_nodes=num_nodes, self_loops=self_loops, batch=batch
+    )
+    if dense_mask is not None:
+        op.dense_mask = dense_mask.to(op.device)
+    return op
+
+
+def _merge_weight(weight: Tensor, edge_weight: Tensor | None) -> Tensor:
+    if edge_weight is not None:
+        raise ValueError(
+            "edge_weight: an adjacency matrix carries its own weights; pass edge_weight only "
+            "with an edge_index"
+        )
+    return weight
+
+
+def _merge_nodes(n: int, num_nodes: int | None, dense: bool = False) -> int:
+    if num_nodes is not None and num_nodes != n:
+        hint = (
+            "; a square floating or bool tensor is read as a dense adjacency (an edge_index "
+            "must be an integer tensor [2, num_edges])"
+            if dense
+            else ""
+        )
+        raise ValueError(
+            f"x: expected {n} rows (the adjacency's num_nodes), received {num_nodes}{hint}"
+        )
+    return n
+
+
+def _sparse_edges(adj: object, transposed: bool) -> tuple[Tensor, Tensor, int]:
+    """Edges of a torch sparse tensor or a ``torch_sparse.SparseTensor``."""
+    if isinstance(adj, Tensor):
+        return _adjacency_edges(adj, transposed)
+    row, col, value = adj.coo()  # type: ignore[attr-defined]
+    rows, cols = adj.sparse_sizes()  # type: ignore[attr-defined]
+    if rows != cols:
+        raise ValueError(
+            f"graph: expected a square adjacency, received sparse sizes ({rows}, {cols})"
+        )
+    index = torch.stack([row, col])
+    weight = (
+        torch.ones(row.numel(), dtype=torch.float64, device=row.device)
+        if value is None
+        else value.to(torch.float64)
+    )
+    return (index.flip(0) if transposed else index), weight, int(rows)
+
+
+def _dense_batch_edges(
+    adj: Tensor, mask: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Flatten ``[B, N, N]`` adjacencies with a ``[B, N]`` node mask into one edge list over the
+    masked nodes (graph by graph, node order kept), their weights, a batch vector and the
+    mask."""
+    num_graphs, size, other = adj.shape
+    if size != other:
+        raise ValueError(
+            f"graph: expected dense adjacencies [B, N, N], received shape {list(adj.shape)}"
+        )
+    if mask is None:
+        mask = torch.ones(num_graphs, size, dtype=torch.bool, device=adj.device)
+    if not isinstance(mask, Tensor) or mask.shape != (num_graphs, size) or mask.dtype != torch.bool:
+        raise ValueError(
+            f"mask: expected a bool tensor [{num_graphs}, {size}] (True for real nodes), "
+            f"received {getattr(mask, 'shape', type(mask).__name__)}"
+        )
+    mask = mask.to(adj.device)
+    # new id of each (graph, slot): running count of real nodes
+    new_id = torch.cumsum(mask.reshape(-1).long(), 0).reshape(num_graphs, size) - 1
+    g, i, j = adj.nonzero(as_tuple=True)
+    keep = mask[g, i] & mask[g, j]
+    g, i, j = g[keep], i[keep], j[keep]
+    weight = adj[g, i, j].to(torch.float64)
+    edge_index = torch.stack([new_id[g, i], new_id[g, j]])
+    batch = torch.arange(num_graphs, device=adj.device).unsqueeze(1).expand(-1, size)[mask]
+    return edge_index, weight, (batch if num_graphs > 1 else None), mask
+
+
+def _rebuild(
+    op: GraphOperator, batch: Tensor | None, mask: Tensor | None, self_loops: bool
+) -> GraphOperator:
+    """A copy of ``op`` with a new batch vector and/or self loops (the original weights)."""
+    if mask is not None:
+        raise ValueError("mask: only with a dense adjacency [B, N, N], not with a GraphOperator")
+    if op.self_loops and self_loops:
+        self_loops = False  # already there
+    keep = slice(None) if not op.self_loops else slice(0, op.num_edges - op.num_nodes)
+    new = GraphOperator(
+        op.edge_index[:, keep],
+        op.edge_weight[keep],
+        op.num_nodes,
+        self_loops=self_loops or op.self_loops,
+        batch=op.batch if batch is None else batch,
+    )
+    new.dense_mask = op.dense_mask
+    return new
+
+
+def dense_to_rows(x: Tensor, op: GraphOperator, name: str = "x") -> Tensor:
+    """Node rows ``[num_nodes, F]`` of a dense state ``[B, N, F]`` (masked entries only when
+    ``op`` came from a masked dense batch); 2-D states are returned unchanged."""
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        return x
+    if op.dense_mask is not None:
+        if tuple(x.shape[:2]) != tuple(op.dense_mask.shape):
+            raise ValueError(
+                f"{name}: expected a dense state [{op.dense_mask.size(0)}, "
+                f"{op.dense_mask.size(1)}, channels] like the mask, received {list(x.shape)}"
+            )
+        return x[op.dense_mask.to(x.device)]
+    if x.size(0) * x.size(1) != op.num_nodes:
+        raise ValueError(
+            f"{name}: a dense state [B, N, channels] needs B * N = {op.num_nodes} nodes, "
+            f"received {list(x.shape)}; build the graph with as_graph(adj, mask=mask)"
+        )
+    return x.reshape(-1, x.size(2))

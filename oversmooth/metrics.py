@@ -40,11 +40,11 @@ from torch import Tensor
 
 from oversmooth.graph import (
     _CHUNK_VALUES,
-    GraphLike,
     GraphOperator,
     _edge_chunks,
     _edge_laplacian,
-    as_operator,
+    as_graph,
+    dense_to_rows,
     validate_features,
 )
 from oversmooth.resources import check_energy_order
@@ -52,6 +52,7 @@ from oversmooth.resources import check_energy_order
 __all__ = [
     "dirichlet_energy",
     "laplacian_energy",
+    "rayleigh_energy",
     "energy",
     "rusch_dirichlet_energy",
     "mean_average_distance",
@@ -63,19 +64,49 @@ __all__ = [
 ]
 
 
+Reduce = Literal["mean", "none"]
+
+
 def _prepare(
-    x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None
+    x: Tensor, graph: object, edge_weight: Tensor | None = None, batch: Tensor | None = None
 ) -> tuple[Tensor, GraphOperator]:
-    validate_features(x)
-    if edge_weight is not None:
-        if isinstance(graph, GraphOperator):
-            raise ValueError(
-                "edge_weight: pass the weights when building the GraphOperator, "
-                "not with an operator"
-            )
-        graph = GraphOperator(graph.to(x.device), edge_weight, num_nodes=x.size(0))
-    op = as_operator(graph, num_nodes=x.size(0), device=x.device)
+    """``x`` as float64 node rows and the measuring operator on its device (via
+    :func:`~oversmooth.graph.as_graph`); a dense ``[B, N, F]`` state is flattened to rows."""
+    if isinstance(x, Tensor) and x.dim() == 3:
+        op = as_graph(graph, edge_weight=edge_weight, batch=batch, device=x.device)
+        x = dense_to_rows(x, op)
+        validate_features(x)
+        op = as_graph(op, num_nodes=x.size(0))
+    else:
+        validate_features(x)
+        op = as_graph(
+            graph, num_nodes=x.size(0), edge_weight=edge_weight, batch=batch, device=x.device
+        )
     return x.to(torch.float64), op
+
+
+def _batch_operator(batch: object, x: Tensor) -> GraphOperator | None:
+    """For the graph-free metrics: a ``batch`` vector (or a ``Batch`` holding one) as an
+    edgeless operator carrying the validated batch, or None."""
+    if batch is not None and not isinstance(batch, Tensor):
+        batch = getattr(batch, "batch", None)
+        if batch is None:
+            return None
+    if batch is None:
+        return None
+    empty = torch.empty(2, 0, dtype=torch.long, device=x.device)
+    return GraphOperator(empty, num_nodes=x.size(0), batch=batch)
+
+
+def _finish(value: Tensor, op: GraphOperator | None, reduce: str) -> Tensor:
+    """Apply ``reduce`` to a per-graph value: ``"mean"`` averages the graphs of a batch (a
+    single graph is returned as is, 0-d); ``"none"`` keeps one value per graph ``[B]``."""
+    if reduce not in ("mean", "none"):
+        raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
+    batched = op is not None and op.batch is not None
+    if reduce == "none":
+        return value if batched else value.unsqueeze(0)
+    return value.mean(dim=0) if batched else value
 
 
 # -- exact kernels ----------------------------------------------------------------------------
@@ -89,12 +120,35 @@ def _prepare(
 #   * NaN/Inf anywhere in x poisons the result, also on nodes no edge touches.
 
 
-def _poison(x64: Tensor) -> Tensor:
-    """0-d: 0.0 when every entry of ``x64`` is finite, NaN otherwise (no host sync)."""
+def _poison(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """0-d: 0.0 when every entry of ``x64`` is finite, NaN otherwise (no host sync); with a
+    batched ``op``, one such value per graph ``[B]``."""
+    if op is not None and op.batch is not None:
+        if x64.size(1) == 0:
+            return x64.new_zeros(op.num_graphs)
+        rows = x64.amax(dim=1) * 0.0 + x64.amin(dim=1) * 0.0  # [n]
+        return _segment(rows, op)
     if x64.numel() == 0:
         return x64.new_zeros(())
     # NaN propagates through amax/amin, +-Inf * 0 = NaN; no n x d temporary
     return x64.amax() * 0.0 + x64.amin() * 0.0
+
+
+def _segment(values: Tensor, op: GraphOperator | None, edges: bool = False) -> Tensor:
+    """Sum of per-node (or per-edge) ``values`` ``[m]``: 0-d for one graph, ``[B]`` per graph
+    for a batched ``op`` (one ``index_add_``, no loop over graphs)."""
+    if op is None or op.batch is None:
+        return values.sum()
+    index = op.edge_graph if edges else op.batch
+    assert index is not None
+    return values.new_zeros(op.num_graphs).index_add_(0, index, values)
+
+
+def _sizes(op: GraphOperator | None, n: int) -> Tensor | float:
+    """Node count per graph (at least 1), the ``1/n`` of every per-node mean."""
+    if op is None or op.graph_nodes is None:
+        return float(max(n, 1))
+    return op.graph_nodes.clamp_min(1.0)
 
 
 def _pow2(exponent: Tensor) -> Tensor:
@@ -164,12 +218,16 @@ def _unit_rows(x64: Tensor) -> Tensor:
 
 def _half_edge_sum(x64: Tensor, op: GraphOperator, weighted: bool = True) -> Tensor:
     """sum over edges of w_e * ||x_src - x_dst||^2 (float64; differences first)."""
-    total = x64.new_zeros(())
+    total = x64.new_zeros(()) if op.batch is None else x64.new_zeros(op.num_graphs)
     src, dst = op.edge_index
     for part in _edge_chunks(op.num_edges, x64.size(1)):
         sq = (x64[src[part]] - x64[dst[part]]).pow(2).sum(dim=1)  # [chunk]
-        total = total + ((op.edge_weight[part] * sq).sum() if weighted else sq.sum())
-    return total + _poison(x64)
+        values = op.edge_weight[part] * sq if weighted else sq
+        if op.edge_graph is None:
+            total = total + values.sum()
+        else:
+            total.index_add_(0, op.edge_graph[part], values)
+    return total + _poison(x64, op)
 
 
 def _edge_chunk_rows(channels: int) -> int:
@@ -190,7 +248,7 @@ def _laplacian_and_edge_sum(
     faults on every call); the arithmetic is the same either way.  ``poison``: the
     :func:`_poison` of ``x64`` when the caller has it already."""
     out.zero_()
-    total = x64.new_zeros(())
+    total = x64.new_zeros(()) if op.edge_graph is None else x64.new_zeros(op.num_graphs)
     src, dst = op.edge_index
     for part in _edge_chunks(op.num_edges, x64.size(1)):
         s, t = src[part], dst[part]
@@ -202,9 +260,12 @@ def _laplacian_and_edge_sum(
             diff.sub_(other)  # [chunk, d] x_src - x_dst
             sq = torch.mul(diff, diff, out=other)
         sq = diff * diff if sq is None else sq
-        total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
+        if op.edge_graph is None:
+            total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
+        else:
+            total.index_add_(0, op.edge_graph[part], op.edge_weight[part] * sq.sum(dim=1))
         out.index_add_(0, t, diff.mul_(op.edge_prob[part].unsqueeze(1)))
-    return out, total + (_poison(x64) if poison is None else poison)
+    return out, total + (_poison(x64, op) if poison is None else poison)
 
 
 def _laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
@@ -218,9 +279,9 @@ def _squared_rows(y: Tensor) -> Tensor:
 
 def _measure_sum(sq: Tensor, op: GraphOperator, measure: str) -> Tensor:
     if measure == "counting":
-        return sq.sum() / max(op.num_nodes, 1)
+        return _segment(sq, op) / _sizes(op, op.num_nodes)
     if measure == "degree":
-        return (op.degree * sq).sum() / max(op.num_nodes, 1)
+        return _segment(op.degree * sq, op) / _sizes(op, op.num_nodes)
     raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
 
 
@@ -236,14 +297,14 @@ def _energy_kernel(
     """E_m from ``x64``; the Probe passes what it has cached: ``lap`` (``Delta x``),
     ``edge_sum`` (``sum_e w_e ||x_src - x_dst||^2``, poisoned like :func:`_half_edge_sum`) and
     ``poison`` (:func:`_poison` of ``x64``)."""
-    nan_if_any = _poison(x64) if poison is None else poison
+    nan_if_any = _poison(x64, op) if poison is None else poison
     y = x64
     for k in range(order // 2):
         y = lap if (k == 0 and lap is not None) else _laplacian(y, op)
     if order % 2:
         total = edge_sum if (order == 1 and edge_sum is not None) else _half_edge_sum(y, op)
-        return 0.5 * total / max(op.num_nodes, 1) + nan_if_any
-    if measure == "counting":
+        return 0.5 * total / _sizes(op, op.num_nodes) + nan_if_any
+    if measure == "counting" and op.batch is None:
         flat = y.reshape(-1)
         return torch.dot(flat, flat) / max(op.num_nodes, 1) + nan_if_any
     return _measure_sum(_squared_rows(y), op, measure) + nan_if_any
@@ -261,17 +322,22 @@ def _mad_neighbors(x64: Tensor, op: GraphOperator) -> Tensor:
         count.index_add_(0, t, torch.ones_like(gap))
     has = count > 0
     per_node = torch.where(has, dist / count.clamp_min(1.0), 0.0)
-    return per_node.sum() / has.sum().clamp_min(1) + _poison(x64)
+    if op.batch is None:
+        return per_node.sum() / has.sum().clamp_min(1) + _poison(x64)
+    return _segment(per_node, op) / _segment(has.double(), op).clamp_min(1) + _poison(x64, op)
 
 
-def _mad_global(x64: Tensor) -> Tensor:
-    r"""Mean of ``1 - cos`` over ordered pairs ``i != j`` in ``O(n d)``.
+def _mad_global(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    r"""Mean of ``1 - cos`` over ordered pairs ``i != j`` in ``O(n d)`` (per graph with a
+    batched ``op``).
 
     Over the ``m`` non-zero rows, :math:`\sum_{i \ne j} \tfrac12 \|u_i - u_j\|^2 =
     m \sum_i \|u_i - \bar u\|^2`; that sum is shift-invariant, so it is taken of
     ``w_i = u_i - u_r`` (``r`` the first non-zero row, ``w_i`` from :func:`_unit_gap`)
     and never cancels.  Pairs with a zero row count distance 1.
     """
+    if op is not None and op.batch is not None:
+        return _mad_global_batched(x64, op)
     n = x64.size(0)
     if n < 2:
         return x64.new_zeros(()) + _poison(x64)
@@ -287,10 +353,48 @@ def _mad_global(x64: Tensor) -> Tensor:
     return pair_sum / (n * (n - 1)) + _poison(x64)
 
 
-def _mean_unit_cosine(ux: Tensor, uy: Tensor) -> Tensor:
-    """``(1/n) sum_i u_i . v_i`` from unit rows (:func:`_unit_rows`); cos near 1 is exact
-    to ~1e-16 relative this way (only ``1 - cos`` needs :func:`_unit_gap`)."""
-    return (ux * uy).sum() / max(ux.size(0), 1)
+def _first_rows(op: GraphOperator, candidate: Tensor) -> Tensor:
+    """Per graph, the smallest node index where ``candidate`` holds (else the graph's first
+    node): ``[B]`` long (``n`` for a graph without nodes)."""
+    assert op.batch is not None
+    n = op.num_nodes
+    index = torch.arange(n, device=op.device)
+    first = torch.full((op.num_graphs,), n, dtype=torch.long, device=op.device)
+    first = first.scatter_reduce(0, op.batch, index, "amin")
+    hit = torch.full((op.num_graphs,), n, dtype=torch.long, device=op.device)
+    hit = hit.scatter_reduce(0, op.batch, torch.where(candidate, index, n), "amin")
+    return torch.where(hit < n, hit, first)
+
+
+def _mad_global_batched(x64: Tensor, op: GraphOperator) -> Tensor:
+    """:func:`_mad_global` of every graph of a batch at once (segment sums over ``batch``)."""
+    assert op.batch is not None and op.graph_nodes is not None
+    batch, size = op.batch, op.graph_nodes
+    n = x64.size(0)
+    if n == 0:
+        return x64.new_zeros(op.num_graphs)
+    exponent = _row_exponents(x64)
+    nonzero = (x64 != 0).any(dim=1)  # [n]
+    ref = _first_rows(op, nonzero).clamp_max(n - 1)[batch]  # [n] reference row of i's graph
+    a, b = _scaled_pair(x64, exponent, x64[ref], exponent[ref])
+    w, _ = _unit_gap(a, b)  # [n, d] u_i - u_ref(i)
+    w = w * nonzero.unsqueeze(1)
+    m = _segment(nonzero.to(torch.float64), op)  # [B]
+    mean = x64.new_zeros(op.num_graphs, x64.size(1)).index_add_(0, batch, w)
+    mean = mean / m.clamp_min(1.0).unsqueeze(1)
+    centred = (w - mean[batch]) * nonzero.unsqueeze(1)
+    pair_sum = m * _segment(centred.pow(2).sum(dim=1), op) + (size * (size - 1) - m * (m - 1))
+    value = torch.where(size >= 2, pair_sum / (size * (size - 1)).clamp_min(1.0), 0.0)
+    return value + _poison(x64, op)
+
+
+def _mean_unit_cosine(ux: Tensor, uy: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """``(1/n) sum_i u_i . v_i`` from unit rows (:func:`_unit_rows`), per graph with a batched
+    ``op``; cos near 1 is exact to ~1e-16 relative this way (only ``1 - cos`` needs
+    :func:`_unit_gap`)."""
+    if op is None or op.batch is None:
+        return (ux * uy).sum() / max(ux.size(0), 1)
+    return _segment((ux * uy).sum(dim=1), op) / _sizes(op, ux.size(0))
 
 
 def _head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tensor:
@@ -300,7 +404,18 @@ def _head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tens
     return lap.pow(2).sum(dim=(0, 2)) / max(x64.size(0), 1) + _poison(x64)
 
 
-def _feature_norm(x64: Tensor) -> Tensor:
+def _feature_norm(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    if op is not None and op.batch is not None:
+        # one power-of-two scale per graph (the graph's largest entry), as if measured alone
+        rows = _row_exponents(x64) if x64.numel() else x64.new_zeros(0, dtype=torch.long)
+        top = torch.full((op.num_graphs,), -(1 << 20), dtype=torch.long, device=x64.device)
+        has = (x64 != 0).any(dim=1) if x64.size(1) else x64.new_zeros(0, dtype=torch.bool)
+        rows = torch.where(has, rows, -(1 << 20))
+        top = top.scatter_reduce(0, op.batch, rows, "amax")
+        exponent = torch.where(top == -(1 << 20), 0, top).clamp(-1000, 1000)  # [B]
+        scaled = x64 * _pow2(-exponent)[op.batch].unsqueeze(1)
+        sq = _segment(scaled.pow(2).sum(dim=1), op)
+        return (sq / _sizes(op, x64.size(0))).sqrt() * _pow2(exponent)
     if x64.numel() == 0:
         return x64.new_zeros(())
     _, exponent = torch.frexp(torch.maximum(x64.amax().abs(), x64.amin().abs()))
@@ -309,9 +424,50 @@ def _feature_norm(x64: Tensor) -> Tensor:
     return torch.dot(flat, flat).div(max(x64.size(0), 1)).sqrt() * _pow2(exponent)
 
 
-def _effective_rank(x64: Tensor) -> Tensor:
-    finite = torch.isfinite(x64).all()
+def _pad_graphs(values: Tensor, op: GraphOperator) -> Tensor:
+    """Rows ``[n, ...]`` of a batch as one zero-padded ``[B, max_nodes, ...]`` tensor (graph
+    ``b``'s rows first, in node order); one host read of the largest graph size."""
+    assert op.batch is not None and op.graph_nodes is not None
+    counts = op.graph_nodes.to(torch.long)
+    longest = int(counts.max()) if op.num_graphs else 0
+    order = torch.argsort(op.batch, stable=True)
+    start = torch.cumsum(counts, 0) - counts  # [B] first position of each graph in `order`
+    graph_of = op.batch[order]
+    slot = torch.arange(order.numel(), device=values.device) - start[graph_of]
+    out = values.new_zeros((op.num_graphs, longest) + tuple(values.shape[1:]))
+    out[graph_of, slot] = values[order]
+    return out
+
+
+def _entropy_rank(sv: Tensor) -> Tensor:
+    """``exp(entropy(sv / sum sv))`` over the last dim (0 where every value is 0)."""
+    total = sv.sum(dim=-1, keepdim=True)
+    p = sv / total.clamp_min(1e-300)
+    entropy = -(p * p.clamp_min(1e-300).log()).sum(dim=-1)
+    return torch.where(total.squeeze(-1) > 0, entropy.exp(), torch.zeros_like(entropy))
+
+
+def _effective_rank(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
     clean = torch.where(torch.isfinite(x64), x64, 0.0)
+    if op is not None and op.batch is not None:
+        finite = _segment((~torch.isfinite(x64)).any(dim=1).to(torch.float64), op) == 0
+        if x64.size(0) == 0:
+            return x64.new_zeros(op.num_graphs)
+        first = _first_rows(op, torch.zeros_like(op.batch, dtype=torch.bool))
+        centred = clean - clean[first.clamp_max(x64.size(0) - 1)[op.batch]]
+        mean = x64.new_zeros(op.num_graphs, x64.size(1)).index_add_(0, op.batch, centred)
+        centred = centred - (mean / _sizes(op, 0).unsqueeze(1))[op.batch]  # type: ignore[union-attr]
+        if centred.numel():  # one power-of-two scale per graph, as if measured alone
+            top = x64.new_zeros(op.num_graphs).scatter_reduce(
+                0, op.batch, centred.abs().amax(dim=1), "amax"
+            )
+            _, exponent = torch.frexp(top)
+            centred = centred / _pow2(exponent.to(torch.int64).clamp(-537, 537))[
+                op.batch
+            ].unsqueeze(1)
+        sv = torch.linalg.svdvals(_pad_graphs(centred, op))  # [B, k]; padding adds zero values
+        return torch.where(finite, _entropy_rank(sv), float("nan"))
+    finite = torch.isfinite(x64).all()
     # subtract one row first (exact for near-constant states), then the mean of what is left
     centred = clean - clean[:1]
     centred = centred - centred.mean(dim=0, keepdim=True)
@@ -319,14 +475,24 @@ def _effective_rank(x64: Tensor) -> Tensor:
         _, exponent = torch.frexp(centred.abs().amax())
         centred = centred / _pow2(exponent.to(torch.int64).clamp(-537, 537))
     sv = torch.linalg.svdvals(centred)
-    total = sv.sum()
-    p = sv / total.clamp_min(1e-300)
-    entropy = -(p * p.clamp_min(1e-300).log()).sum()
-    value = torch.where(total > 0, entropy.exp(), torch.zeros_like(entropy))
-    return torch.where(finite, value, float("nan"))
+    return torch.where(finite, _entropy_rank(sv), float("nan"))
 
 
-def dirichlet_energy(x: Tensor, graph: GraphLike, edge_weight: Tensor | None = None) -> Tensor:
+def _rayleigh(energy2: Tensor, x64: Tensor, op: GraphOperator | None) -> Tensor:
+    """``E_2 / ((1/n) ||X||_F^2)`` from the counting Laplacian energy; 0 for a zero state."""
+    norm = _feature_norm(x64, op)
+    ratio = (energy2.sqrt() / norm.clamp_min(1e-300)).pow(2)  # ratio of roots: no overflow
+    return torch.where(norm > 0, ratio, energy2 * 0.0)
+
+
+def dirichlet_energy(
+    x: Tensor,
+    graph: object,
+    edge_weight: Tensor | None = None,
+    *,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
+) -> Tensor:
     """First-order (Dirichlet) energy.
 
     .. math::
@@ -339,27 +505,37 @@ def dirichlet_energy(x: Tensor, graph: GraphLike, edge_weight: Tensor | None = N
     ``1/2`` turns that into one count per pair.
 
     Args:
-        x: ``[num_nodes, channels]`` node features.
-        graph: ``edge_index`` ``[2, num_edges]`` or a :class:`GraphOperator`.
+        x: ``[num_nodes, channels]`` node features (or a dense ``[B, N, channels]`` state
+            with a graph built by ``as_graph(adj, mask=mask)``).
+        graph: anything :func:`~oversmooth.graph.as_graph` accepts: ``edge_index``
+            ``[2, num_edges]``, a PyG ``Data``/``Batch``, a sparse or dense adjacency, or a
+            :class:`GraphOperator`.
         edge_weight: optional ``[num_edges]`` weights (only with an ``edge_index``).
+        batch: optional ``[num_nodes]`` graph id of each node (a ``Batch`` brings its own):
+            the metric is then computed per graph, each graph with its own ``1/n_g``.
+        reduce: with several graphs, ``"mean"`` (default) averages the per-graph values,
+            ``"none"`` returns them, ``[num_graphs]`` (``[1]`` for one graph).
 
     Returns:
-        0-d float64 tensor on ``x.device``.
+        0-d float64 tensor on ``x.device`` (``[num_graphs]`` with ``reduce="none"``).
 
     Example:
         >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2
         >>> dirichlet_energy(torch.tensor([[0.0], [1.0], [3.0]]), ei)  # (1 + 4) / 3
         tensor(1.6667, dtype=torch.float64)
     """
-    x64, op = _prepare(x, graph, edge_weight)
-    return 0.5 * _half_edge_sum(x64, op) / max(op.num_nodes, 1)
+    x64, op = _prepare(x, graph, edge_weight, batch)
+    return _finish(0.5 * _half_edge_sum(x64, op) / _sizes(op, op.num_nodes), op, reduce)
 
 
 def laplacian_energy(
     x: Tensor,
-    graph: GraphLike,
+    graph: object,
     measure: Literal["counting", "degree"] = "counting",
     edge_weight: Tensor | None = None,
+    *,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
 ) -> Tensor:
     """Laplacian energy, the default "energy" of the toolkit.
 
@@ -370,25 +546,60 @@ def laplacian_energy(
 
     The counting form is exactly the factor that scales each head of nonlocal
     message passing; the degree form is :math:`\\frac1n \\int_G |\\Delta_\\mu X|^2 d\\mu`.
-    Isolated nodes contribute 0 (see :mod:`oversmooth.graph`).
+    Isolated nodes contribute 0 (see :mod:`oversmooth.graph`).  ``graph``, ``batch``
+    and ``reduce`` as in :func:`dirichlet_energy`.
 
     Example:
         >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2
         >>> laplacian_energy(torch.tensor([[0.0], [1.0], [3.0]]), ei)  # (1 + 0.25 + 4) / 3
         tensor(1.7500, dtype=torch.float64)
     """
-    x64, op = _prepare(x, graph, edge_weight)
+    x64, op = _prepare(x, graph, edge_weight, batch)
     if measure not in ("counting", "degree"):
         raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
-    return _energy_kernel(x64, op, 2, measure)
+    return _finish(_energy_kernel(x64, op, 2, measure), op, reduce)
+
+
+def rayleigh_energy(
+    x: Tensor,
+    graph: object,
+    edge_weight: Tensor | None = None,
+    *,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
+) -> Tensor:
+    """Scale-invariant (Rayleigh-quotient) Laplacian energy.
+
+    .. math::
+
+        \\tilde E_2(X) = \\frac{E_2(X)}{\\frac1n \\|X\\|_F^2}
+                      = \\frac{\\|PX - X\\|_F^2}{\\|X\\|_F^2}
+
+    the Laplacian energy (counting measure, :func:`laplacian_energy`) divided by the mean
+    squared node norm (``feature_norm(x) ** 2``): invariant to ``X -> cX``, so a stack whose
+    features grow (GIN reaches norms of 1e5) is compared on the same footing as a normalised
+    one.  It is the Rayleigh quotient of ``(P - I)^T (P - I)`` summed over the channels.  An
+    all-zero ``X`` gives 0.  ``graph``, ``batch`` and ``reduce`` as in
+    :func:`dirichlet_energy`; per graph, both norms are taken over that graph's nodes.
+
+    Example:
+        >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2
+        >>> rayleigh_energy(torch.tensor([[0.0], [1.0], [3.0]]), ei)  # 5.25 / 10
+        tensor(0.5250, dtype=torch.float64)
+    """
+    x64, op = _prepare(x, graph, edge_weight, batch)
+    return _finish(_rayleigh(_energy_kernel(x64, op, 2, "counting"), x64, op), op, reduce)
 
 
 def energy(
     x: Tensor,
-    graph: GraphLike,
+    graph: object,
     order: int = 2,
     measure: Literal["counting", "degree"] = "degree",
     edge_weight: Tensor | None = None,
+    *,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
 ) -> Tensor:
     """Higher-order energies :math:`E_m` (Guan & Shi 2025).
 
@@ -410,13 +621,15 @@ def energy(
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ValueError(f"order: expected an integer m >= 1, received {order!r}")
     check_energy_order(order)
-    x64, op = _prepare(x, graph, edge_weight)
+    x64, op = _prepare(x, graph, edge_weight, batch)
     if measure not in ("counting", "degree"):
         raise ValueError(f"measure: expected one of 'counting', 'degree', received {measure!r}")
-    return _energy_kernel(x64, op, order, measure)
+    return _finish(_energy_kernel(x64, op, order, measure), op, reduce)
 
 
-def rusch_dirichlet_energy(x: Tensor, graph: GraphLike) -> Tensor:
+def rusch_dirichlet_energy(
+    x: Tensor, graph: object, *, batch: Tensor | None = None, reduce: Reduce = "mean"
+) -> Tensor:
     """Dirichlet energy in the convention of Rusch et al. (2023), "A survey on
     oversmoothing in graph neural networks":
 
@@ -427,14 +640,18 @@ def rusch_dirichlet_energy(x: Tensor, graph: GraphLike) -> Tensor:
     Unweighted, as in the survey: edge weights are ignored and every edge of the
     list counts once.  On an unweighted graph it equals ``sqrt(2 * dirichlet_energy)``.
     """
-    x64, op = _prepare(x, graph)
-    return (_half_edge_sum(x64, op, weighted=False) / max(op.num_nodes, 1)).sqrt()
+    x64, op = _prepare(x, graph, batch=batch)
+    value = (_half_edge_sum(x64, op, weighted=False) / _sizes(op, op.num_nodes)).sqrt()
+    return _finish(value, op, reduce)
 
 
 def mean_average_distance(
     x: Tensor,
-    graph: GraphLike | None = None,
+    graph: object | None = None,
     variant: Literal["neighbors", "global"] = "neighbors",
+    *,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
 ) -> Tensor:
     """Mean average (cosine) distance, MAD (Chen et al. 2020).
 
@@ -457,18 +674,22 @@ def mean_average_distance(
     on near-constant states.  Limit of the global variant: rows nearly parallel but of
     different lengths (``X_j ~ c X_i``, ``c != 1``) are resolved to ~1e-16 absolute only.
     """
-    validate_features(x)
-    if variant == "global":
-        return _mad_global(x.to(torch.float64))
-    if variant != "neighbors":
+    if variant not in ("neighbors", "global"):
         raise ValueError(f"variant: expected one of 'neighbors', 'global', received {variant!r}")
+    if variant == "global":
+        if graph is not None:  # the graph only brings the batch
+            x64, op = _prepare(x, graph, batch=batch)
+            return _finish(_mad_global(x64, op), op, reduce)
+        validate_features(x)
+        bop = _batch_operator(batch, x)
+        return _finish(_mad_global(x.to(torch.float64), bop), bop, reduce)
     if graph is None:
         raise ValueError("graph: the 'neighbors' variant needs an edge_index or GraphOperator")
-    x64, op = _prepare(x, graph)
-    return _mad_neighbors(x64, op)
+    x64, op = _prepare(x, graph, batch=batch)
+    return _finish(_mad_neighbors(x64, op), op, reduce)
 
 
-def effective_rank(x: Tensor) -> Tensor:
+def effective_rank(x: Tensor, *, batch: object = None, reduce: Reduce = "mean") -> Tensor:
     """Effective rank (Roy & Vetterli 2007) of the centred features.
 
     .. math::
@@ -480,29 +701,39 @@ def effective_rank(x: Tensor) -> Tensor:
     from 1 (rank collapse) to ``min(n, channels)``; an exactly constant ``X``
     gives 0; NaN or Inf in ``X`` gives NaN.  The centring subtracts one row first, so
     near-constant states keep their spread exactly.  Cost ``O(n d^2)`` (one SVD, which on
-    CUDA synchronises inside the solver).  Graph-free: no ``graph`` argument.
+    CUDA synchronises inside the solver).  Graph-free: no ``graph`` argument; ``batch``
+    (a ``[num_nodes]`` vector or a ``Batch``) gives one rank per graph (one batched SVD of
+    the zero-padded graphs: zero rows add no singular value).
     """
     validate_features(x)
-    return _effective_rank(x.to(torch.float64))
+    bop = _batch_operator(batch, x)
+    return _finish(_effective_rank(x.to(torch.float64), bop), bop, reduce)
 
 
-def feature_norm(x: Tensor) -> Tensor:
-    """Root-mean-square node norm :math:`\\sqrt{\\frac1n \\|X\\|_F^2}` (float64)."""
+def feature_norm(x: Tensor, *, batch: object = None, reduce: Reduce = "mean") -> Tensor:
+    """Root-mean-square node norm :math:`\\sqrt{\\frac1n \\|X\\|_F^2}` (float64); per graph
+    with ``batch`` (a ``[num_nodes]`` vector or a ``Batch``)."""
     validate_features(x)
-    return _feature_norm(x.to(torch.float64))
+    bop = _batch_operator(batch, x)
+    return _finish(_feature_norm(x.to(torch.float64), bop), bop, reduce)
 
 
-def mean_cosine_similarity(x: Tensor, y: Tensor) -> Tensor:
+def mean_cosine_similarity(
+    x: Tensor, y: Tensor, *, batch: object = None, reduce: Reduce = "mean"
+) -> Tensor:
     """:math:`\\mathrm{sim}(X, Y) = \\frac1n \\sum_i \\cos(X_i, Y_i)` for two states of the
     same nodes.
 
-    Zero rows have cosine 0.  ``x`` and ``y`` must have the same shape.
+    Zero rows have cosine 0.  ``x`` and ``y`` must have the same shape.  Per graph with
+    ``batch`` (a ``[num_nodes]`` vector or a ``Batch``).
     """
     validate_features(x)
     validate_features(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"y: expected the shape of x {list(x.shape)}, received {list(y.shape)}")
-    return _mean_unit_cosine(_unit_rows(x.to(torch.float64)), _unit_rows(y.to(torch.float64)))
+    bop = _batch_operator(batch, x)
+    value = _mean_unit_cosine(_unit_rows(x.to(torch.float64)), _unit_rows(y.to(torch.float64)), bop)
+    return _finish(value, bop, reduce)
 
 
 def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
@@ -512,19 +743,20 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
     stack has ``R -> 0`` with depth (deep layers stop changing anything).
 
     Args:
-        energies: ``[L]`` per-layer energies ``E(X^0), ..., E(X^{L-1})``.
+        energies: ``[L]`` per-layer energies ``E(X^0), ..., E(X^{L-1})``, or
+            ``[L, num_graphs]`` (one column per graph of a batch).
 
     Returns:
-        ``[L]`` float64 tensor; entry 0 is NaN (no previous layer).  Where the
+        float64 tensor of the same shape; entry 0 is NaN (no previous layer).  Where the
         previous energy is 0 the ratio is Inf (or NaN when both are 0), as IEEE
         division gives; nothing is clipped.
     """
     e = torch.as_tensor(
         energies, dtype=torch.float64
     )  # python floats must not pass through float32
-    if e.dim() != 1:
+    if e.dim() not in (1, 2):
         raise ValueError(
-            "energies: expected a 1-D sequence of per-layer energies, "
+            "energies: expected a 1-D sequence of per-layer energies (or [L, num_graphs]), "
             f"received shape {list(e.shape)}"
         )
     out = torch.full_like(e, float("nan"))
@@ -532,7 +764,9 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
     return out
 
 
-def layer_similarity(states: Union[Tensor, Sequence[Tensor]]) -> Tensor:
+def layer_similarity(
+    states: Union[Tensor, Sequence[Tensor]], *, batch: object = None, reduce: Reduce = "mean"
+) -> Tensor:
     """The ``L x L`` matrix of inter-layer similarities :math:`\\mathrm{sim}(X^s, X^t)`.
 
     Args:
@@ -541,7 +775,9 @@ def layer_similarity(states: Union[Tensor, Sequence[Tensor]]) -> Tensor:
 
     Returns:
         ``[L, L]`` float64 tensor, symmetric, with ones on the diagonal (zeros
-        for an all-zero state).  Memory ``O(L n d)``: the states must be held.
+        for an all-zero state).  Memory ``O(L n d)``: the states must be held.  With
+        ``batch`` (a ``[num_nodes]`` vector or a ``Batch``) each graph has its own matrix:
+        their mean, or ``[num_graphs, L, L]`` with ``reduce="none"``.
     """
     if isinstance(states, Tensor):
         if states.dim() != 3:
@@ -564,5 +800,12 @@ def layer_similarity(states: Union[Tensor, Sequence[Tensor]]) -> Tensor:
         stack = torch.stack(states)
     n = stack.size(1)
     u = _unit_rows(stack.to(torch.float64).flatten(0, 1)).view(stack.shape)  # [L, n, d]
-    flat = u.reshape(u.size(0), -1)  # [L, n*d]
-    return flat @ flat.T / max(n, 1)
+    bop = _batch_operator(batch, stack[0])
+    if bop is None or bop.batch is None:
+        flat = u.reshape(u.size(0), -1)  # [L, n*d]
+        return _finish(flat @ flat.T / max(n, 1), None, reduce)
+    padded = _pad_graphs(u.transpose(0, 1), bop)  # [B, max_n, L, d], zero rows add nothing
+    flat = padded.transpose(1, 2).reshape(bop.num_graphs, u.size(0), -1)  # [B, L, max_n*d]
+    sizes = _sizes(bop, n)
+    assert isinstance(sizes, Tensor)
+    return _finish(flat @ flat.transpose(1, 2) / sizes.view(-1, 1, 1), bop, reduce)

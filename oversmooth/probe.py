@@ -7,16 +7,24 @@ measures the layer's output on the model's device, in float64, and keeps only
 with depth (one previous state is kept for ``cosine_prev``).  Values reach the
 host once, in :meth:`Probe.to_frame`.
 
-Which state is layer ``k``:
+Which state is layer ``k`` (one convention for every model): layer 0 is the
+*input* of the first recorded layer module, layer ``k`` the output of the
+``k``-th (``capture="output"``) or the residual stream after block ``k``
+(``capture="residual"``):
 
 - oversmooth models (:class:`~oversmooth.nn.DepthModel`): layer 0 is the
-  encoder output, layer ``k`` the output of block ``k`` (``model.blocks[k-1]``).
+  encoder output (the input of ``model.blocks[0]``), layer ``k`` the output of
+  block ``k`` (``model.blocks[k-1]``).
 - PyG ``BasicGNN`` models (``GCN``, ``GAT``, ``GraphSAGE``, ``GIN``, ``PNA``,
   ``EdgeCNN``): layer 0 is the input of the first convolution, layer ``k`` the
   output of ``model.convs[k-1]``, *before* the activation, norm and dropout
-  that BasicGNN applies between convolutions.
-- ``layers=[m0, m1, ...]``: layer ``k`` is the output of module ``k``.
+  that BasicGNN applies between convolutions (``capture="residual"``: the state
+  after them, i.e. the input of the next convolution).
+- ``layers=[m0, m1, ...]``: layer 0 is the input of ``m0``, layer ``k`` the output of ``m{k-1}``.
 - models without one module per layer: call ``probe.record(k, x)`` yourself.
+
+Every forward pass of the model is a ``step``; per-graph values on a PyG ``Batch``.
+See :class:`Probe`.
 
 Example:
     >>> with Probe(model, data.edge_index) as probe:
@@ -27,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
@@ -34,7 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from oversmooth import metrics as M
-from oversmooth.graph import GraphLike, GraphOperator, as_operator
+from oversmooth.graph import GraphOperator, _hetero_hint, as_graph, dense_to_rows
 from oversmooth.nn.model import DepthModel
 from oversmooth.resources import check_energy_order
 
@@ -93,7 +102,7 @@ class _LayerCache:
     @property
     def poison(self) -> Tensor:  # 0-d: 0 when every entry is finite, else NaN (one pass)
         if self._poison is None:
-            self._poison = M._poison(self.x)
+            self._poison = M._poison(self.x, self.op)
         return self._poison
 
     @property
@@ -171,7 +180,16 @@ METRICS: dict[str, Metric] = {
             default=True,
         ),
         Metric(
-            "feature_norm", "sqrt((1/n) ||X||_F^2)", fn=lambda c: M._feature_norm(c.x), default=True
+            "feature_norm",
+            "sqrt((1/n) ||X||_F^2)",
+            fn=lambda c: M._feature_norm(c.x, c.op),
+            default=True,
+        ),
+        Metric(
+            "rayleigh_energy",
+            "E2 / ((1/n) ||X||_F^2) = ||PX - X||_F^2 / ||X||_F^2: scale-invariant "
+            "Laplacian energy (rayleigh_energy)",
+            fn=lambda c: M._rayleigh(_energy(2, "counting")(c), c.x, c.op),
         ),
         Metric(
             "laplacian_energy_degree",
@@ -189,7 +207,9 @@ METRICS: dict[str, Metric] = {
             "rusch_dirichlet",
             "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. "
             "2023; rusch_dirichlet_energy)",
-            fn=lambda c: M.rusch_dirichlet_energy(c.x, c.op),
+            fn=lambda c: (
+                M._half_edge_sum(c.x, c.op, weighted=False) / M._sizes(c.op, c.op.num_nodes)
+            ).sqrt(),
         ),
         Metric(
             "mad",
@@ -200,12 +220,12 @@ METRICS: dict[str, Metric] = {
             "mad_global",
             "mean over all pairs i != j of 1 - cos(X_i, X_j) "
             "(mean_average_distance(variant='global'))",
-            fn=lambda c: M._mad_global(c.x),
+            fn=lambda c: M._mad_global(c.x, c.op),
         ),
         Metric(
             "effective_rank",
             "exp(entropy of normalised singular values of X - mean)",
-            fn=lambda c: M._effective_rank(c.x),
+            fn=lambda c: M._effective_rank(c.x, c.op),
         ),
     )
 }
@@ -245,20 +265,77 @@ def check_metrics(names: Iterable[str]) -> list[str]:
     return names
 
 
-def find_layers(model: nn.Module) -> tuple[list[nn.Module], bool]:
-    """The modules whose outputs are layers 1..L, and whether layer 0 is the
-    *input* of the first one (PyG) rather than a module output (ours: encoder)."""
+_CAPTURES = ("output", "residual")
+_LAYER_LISTS = ("convs", "layers", "blocks")  # ModuleList attributes searched, in this order
+
+
+def _module_list(model: nn.Module, names: Sequence[str]) -> list[nn.Module] | None:
+    for name in names:
+        value = getattr(model, name, None)
+        if isinstance(value, nn.ModuleList) and len(value):
+            return list(value)
+    return None
+
+
+def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Module], bool]:
+    """The modules whose outputs are layers ``1..L`` and whether they are *blocks* (their
+    outputs are the residual stream already); layer 0 is always the input of the first.
+
+    ``capture="output"``: an oversmooth ``DepthModel``'s blocks; a PyG ``BasicGNN``'s
+    ``convs``; else the first non-empty ``nn.ModuleList`` among ``model.convs``,
+    ``model.layers``, ``model.blocks``.  ``capture="residual"``: a ``DepthModel``'s blocks,
+    a ``model.blocks`` ModuleList, or PyG ``DeepGCNLayer`` modules (outputs are the stream);
+    failing those, the ``output`` layers, whose *inputs* carry the stream (see :class:`Probe`).
+    """
+    if capture not in _CAPTURES:
+        raise ValueError(f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}")
     if isinstance(model, DepthModel):
-        return [model.encoder, *model.blocks], False
+        return list(model.blocks), True
+    if capture == "residual":
+        blocks = _module_list(model, ["blocks"])
+        if blocks is not None:
+            return blocks, True
+        try:
+            from torch_geometric.nn import DeepGCNLayer
+        except ImportError:  # pragma: no cover - torch_geometric is a dependency
+            DeepGCNLayer = ()
+        deep = [m for m in model.modules() if isinstance(m, DeepGCNLayer)]
+        if deep:
+            return deep, True
     try:
         from torch_geometric.nn.models.basic_gnn import BasicGNN
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
         BasicGNN = ()
     if isinstance(model, BasicGNN):
-        return list(model.convs), True
+        return list(model.convs), False
+    found = _module_list(model, _LAYER_LISTS)
+    if found is not None:
+        return found, False
+    hetero = (
+        " (a to_hetero model: probe one node type, see Probe)" if _is_hetero_model(model) else ""
+    )
     raise ValueError(
-        f"layers: cannot find the layers of a {type(model).__name__} automatically; "
+        f"layers: cannot find the layers of a {type(model).__name__} automatically{hetero}; "
         "pass layers=[module, ...] (layer k = output of module k) or call probe.record(k, x)"
+    )
+
+
+def _is_hetero_model(model: nn.Module) -> bool:
+    """A model made by ``torch_geometric.nn.to_hetero`` (a ``GraphModule`` whose submodules
+    are ``ModuleDict``s keyed by node or edge types)."""
+    return type(model).__name__ == "GraphModule" and any(
+        isinstance(m, nn.ModuleDict) for m in model.children()
+    )
+
+
+def _shape(output: object) -> str:
+    return f"shape {list(output.shape)}" if isinstance(output, Tensor) else type(output).__name__
+
+
+def _is_adjacency(graph: Tensor) -> bool:
+    """A sparse, floating or bool tensor is an adjacency matrix, not an ``edge_index``."""
+    return (
+        graph.layout != torch.strided or graph.dtype.is_floating_point or graph.dtype == torch.bool
     )
 
 
@@ -267,6 +344,11 @@ def _first_tensor(output: object) -> Tensor:
         return output
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
         return output[0]  # e.g. (x, attention) from return_attention_weights
+    if isinstance(output, dict):
+        raise TypeError(
+            "layer output: received a dict (a heterogeneous model); probe one node type: "
+            "pass layers=[...] of a homogeneous sub-model or call probe.record(k, x[node_type])"
+        )
     raise TypeError(
         f"layer output: expected a tensor [num_nodes, channels], received {type(output).__name__}"
     )
@@ -275,14 +357,48 @@ def _first_tensor(output: object) -> Tensor:
 class Probe:
     """Record per-layer measures of ``model`` inside a ``with`` block.
 
+    **Which state is layer k** (one convention for every model): layer 0 is the *input*
+    of the first recorded layer module, layer ``k >= 1`` what the ``k``-th one hands on:
+
+    - ``capture="output"`` (default): the output of layer module ``k``: an oversmooth
+      ``DepthModel``'s block ``k`` (layer 0 = the encoder output), a PyG ``BasicGNN``'s
+      ``convs[k-1]`` (before the activation, norm and dropout BasicGNN applies between
+      convolutions), ``layers[k-1]`` when given, else ``model.convs``/``layers``/``blocks``.
+    - ``capture="residual"``: the residual stream.  Blocks whose outputs are the stream are
+      used directly (``DepthModel`` blocks, a ``model.blocks`` ModuleList, PyG
+      ``DeepGCNLayer``).  Otherwise (convolutions inside a ``forward`` with skip
+      connections, or ``layers=`` given) layer ``k < L`` is the *input* of layer module
+      ``k + 1`` -- the state after the skip, activation and norm -- and layer ``L`` is the
+      model's output when it has the shape of that stream (not recorded otherwise, e.g. after
+      a classification head; a warning says so).
+    - models without one module per layer: call ``probe.record(k, x)`` yourself.
+
+    **Graphs**: ``graph`` is anything :func:`~oversmooth.graph.as_graph` accepts: an
+    ``edge_index``, a PyG ``Data``/``Batch``, a ``SparseTensor``, a torch sparse or a dense
+    adjacency (``[B, N, N]`` dense batches: build ``as_graph(adj, mask=mask)`` and pass it),
+    or a :class:`GraphOperator`.  With a ``Batch`` (or ``batch=``) every metric is computed
+    per graph: ``reduce="mean"`` (default) gives the average over the graphs, one row per
+    layer; ``reduce="none"`` one row per graph, with a ``graph`` column.  ``HeteroData`` and
+    dicts are refused here, with what to pass instead.
+
+    **Steps**: every forward pass of ``model`` inside the probe is a new ``step`` (0, 1, ...;
+    a column of :meth:`to_frame`); ``every=N`` records only passes 0, N, 2N, ...
+    ``cosine_prev`` is NaN at each step's first layer.  Per step only the 0-d rows are kept
+    (layer states only with ``similarity=True``, and then only for the last step).
+
     Args:
         model: the model to observe (left unchanged).
-        graph: ``edge_index`` or :class:`GraphOperator` on which energies are
-            measured (the input graph, without self loops unless you add them).
+        graph: the graph on which energies are measured (the input graph, without self
+            loops unless you add them).
         metrics: names from :func:`available_metrics`; default
             ``laplacian_energy, dirichlet_energy, relative_energy, cosine_prev, feature_norm``.
-        layers: modules whose outputs are the layers (default: found
-            automatically); ``[]`` attaches nothing (use :meth:`record`).
+        layers: modules to record (default: found automatically, see above); ``[]``
+            attaches nothing (use :meth:`record`).
+        capture: ``"output"`` or ``"residual"`` (see above).
+        edge_weight: ``[num_edges]`` weights of an ``edge_index`` graph.
+        batch: ``[num_nodes]`` graph id of each node (a ``Batch`` brings its own).
+        reduce: ``"mean"`` or ``"none"`` over the graphs of a batch.
+        every: record every ``every``-th forward pass only.
         similarity: keep every layer state (compactly) to return the ``L x L``
             similarity matrix; memory then grows with depth.
         similarity_dtype: storage of the kept unit rows: float32 (default;
@@ -301,10 +417,15 @@ class Probe:
     def __init__(
         self,
         model: nn.Module,
-        graph: GraphLike,
+        graph: object,
         metrics: Sequence[str] = DEFAULT_METRICS,
         *,
         layers: Sequence[nn.Module] | None = None,
+        capture: str = "output",
+        edge_weight: Tensor | None = None,
+        batch: Tensor | None = None,
+        reduce: str = "mean",
+        every: int = 1,
         similarity: bool = False,
         similarity_dtype: torch.dtype = torch.float32,
         similarity_sample: int | None = None,
@@ -312,6 +433,15 @@ class Probe:
         self_loops: bool = False,
         seed: int = 0,
     ) -> None:
+        hetero = _hetero_hint(graph)
+        if hetero is not None:
+            raise ValueError(hetero)
+        if _is_hetero_model(model):
+            raise ValueError(
+                "model: a to_hetero model is not supported; probe one node type of its "
+                "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
+                "it on data.to_homogeneous()"
+            )
         if isinstance(metrics, str):
             metrics = [m.strip() for m in metrics.split(",") if m.strip()]
         self.metrics = list(dict.fromkeys(metrics))
@@ -321,21 +451,31 @@ class Probe:
         if "relative_energy" in self.metrics and "laplacian_energy" not in self._measured:
             self._fns["laplacian_energy"] = METRICS["laplacian_energy"].fn
             self._measured.append("laplacian_energy")
+        if reduce not in ("mean", "none"):
+            raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every: expected a positive integer, received {every!r}")
+        self.reduce, self.every, self.capture = reduce, every, capture
         self.model = model
         if layers is None:
-            self.layers, self._input_is_layer0 = find_layers(model)
+            modules, are_blocks = find_layers(model, capture)
         else:
-            self.layers, self._input_is_layer0 = list(layers), False
+            if capture not in _CAPTURES:
+                raise ValueError(
+                    f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}"
+                )
+            modules, are_blocks = list(layers), False
             owned = {id(m) for m in model.modules()}
-            for k, module in enumerate(self.layers):
+            for k, module in enumerate(modules):
                 if not isinstance(module, nn.Module) or id(module) not in owned:
                     raise ValueError(
                         f"layers[{k}]: expected a submodule of the model, "
                         f"received {type(module).__name__}"
                     )
-        self.num_layers = (
-            len(self.layers) + (1 if self._input_is_layer0 else 0) if self.layers else None
-        )
+        self.layers = modules
+        # the stream between plain layer modules: the input of the next one, then the output
+        self._stream_inputs = capture == "residual" and not are_blocks
+        self.num_layers = len(modules) + 1 if modules else None
         if head_energies and not isinstance(model, DepthModel):
             raise ValueError(
                 "head_energies: only oversmooth models expose their attention; "
@@ -358,19 +498,38 @@ class Probe:
         self.similarity_sample = similarity_sample
         self.seed = seed
         self._graph_arg = graph
+        self._batch = batch
+        self._edge_weight = edge_weight
         self._self_loops = self_loops
         self._operator: GraphOperator | None = None
+        # a plain edge_index takes its num_nodes from the first state (trailing isolated
+        # nodes); everything else is normalised (and validated) now
+        self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
+        if not self._lazy:
+            self._operator = as_graph(
+                graph, edge_weight=edge_weight, batch=batch, self_loops=self_loops
+            )
+        if head_energies and (batch is not None or self._batched):
+            raise ValueError(
+                "head_energies: not available per graph; probe one graph of the batch or set "
+                "head_energies=False"
+            )
         self._handles: list = []
+        self._warned = False
         self.reset()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def reset(self) -> None:
         """Forget everything recorded (hooks stay attached)."""
-        self._values: dict[int, dict[str, Tensor]] = {}
+        self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
         self._prev: Tensor | None = None  # unit rows of the previous state
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
         self._workspace = _Workspace()
+        self._stream_width: int | None = None
+        self._passes = 0  # forward passes of the model seen
+        self._step = 0  # the step being recorded
+        self._active = True
 
     def __enter__(self) -> "Probe":
         self.attach()
@@ -384,15 +543,17 @@ class Probe:
         if self._handles:
             return
         try:
-            if self._input_is_layer0 and self.layers:
-                self._handles.append(
-                    self.layers[0].register_forward_pre_hook(self._pre_hook_layer0)
-                )
-            offset = 1 if self._input_is_layer0 else 0
-            for k, module in enumerate(self.layers):
-                self._handles.append(
-                    module.register_forward_hook(self._make_hook(k + offset, module))
-                )
+            self._handles.append(self.model.register_forward_pre_hook(self._on_forward))
+            self._handles.append(self.model.register_forward_hook(self._on_forward_end))
+            if self.layers:
+                self._handles.append(self.layers[0].register_forward_pre_hook(self._pre_hook(0)))
+            last = len(self.layers)
+            for k, module in enumerate(self.layers, start=1):
+                if self._stream_inputs and k < last:
+                    hook = self.layers[k].register_forward_pre_hook(self._pre_hook(k))
+                    self._handles.append(hook)
+                elif not self._stream_inputs:
+                    self._handles.append(module.register_forward_hook(self._make_hook(k, module)))
             if self.head_energies:
                 for block in self.model.blocks:  # type: ignore[union-attr]
                     block.mp.keep_attention = True
@@ -411,35 +572,87 @@ class Probe:
                 block.mp.last_attention = block.mp.last_edges = block.mp.last_energy = None
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _pre_hook_layer0(self, module: nn.Module, args: tuple) -> None:
-        self.record(0, _first_tensor(args))
+    def _on_forward(self, module: nn.Module, args: tuple) -> None:
+        """A new forward pass of the model: a new step (recorded or skipped by ``every``)."""
+        self._step = self._passes
+        self._passes += 1
+        self._active = self._step % self.every == 0
+        self._prev = None
+        if self._active and self.similarity:
+            self._states = {}  # layer states of the last recorded step only
 
-    def _make_hook(self, k: int, module: nn.Module) -> Callable[[nn.Module, tuple, object], None]:
-        def hook(mod: nn.Module, args: tuple, output: object) -> None:
-            self.record(k, _first_tensor(output), module=mod)
+    def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
+        if self._active and self._stream_inputs and self.layers:
+            self._record_stream_end(output)
+        # nothing of size n x d outlives the pass: only the 0-d rows stay
+        self._prev = None
+        self._workspace = _Workspace()
+
+    def _record_stream_end(self, output: object) -> None:
+        last = len(self.layers)
+        x = output if isinstance(output, Tensor) else None
+        width = self._stream_width
+        if x is not None and x.dim() in (2, 3) and width is not None and x.shape[-1] == width:
+            self.record(last, x)
+        elif not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"capture='residual': the model's output ({_shape(output)}) is not the stream "
+                f"of width {width}; layer {last} is not recorded (pass layers=[...] of the "
+                f"blocks to record it)",
+                stacklevel=2,
+            )
+
+    def _pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            if self._active:
+                self.record(k, _first_tensor(args))
 
         return hook
 
-    def _graph_for(self, x: Tensor) -> GraphOperator:
-        """The measuring operator on ``x``'s device, built (or moved) once and cached."""
+    def _make_hook(self, k: int, module: nn.Module) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(mod: nn.Module, args: tuple, output: object) -> None:
+            if self._active:
+                self.record(k, _first_tensor(output), module=mod)
+
+        return hook
+
+    def _graph_for(self, x: Tensor) -> tuple[Tensor, GraphOperator]:
+        """Node rows of ``x`` and the measuring operator on its device (built or moved once
+        and cached)."""
         op = self._operator
-        if op is None or op.device != x.device or op.num_nodes != x.size(0):
-            graph = self._graph_arg
-            if isinstance(graph, GraphOperator):
-                if self._self_loops:
-                    graph = GraphOperator(
-                        graph.edge_index, graph.edge_weight, graph.num_nodes, self_loops=True
-                    )
-                op = as_operator(graph, num_nodes=x.size(0), device=x.device)
-            else:
-                op = GraphOperator(
-                    graph.to(x.device), num_nodes=x.size(0), self_loops=self._self_loops
+        if op is not None and op.device != x.device:
+            op = self._operator = op.to(x.device)
+        if x.dim() == 3:
+            if op is None:
+                op = self._operator = as_graph(
+                    self._graph_arg,
+                    edge_weight=self._edge_weight,
+                    batch=self._batch,
+                    self_loops=self._self_loops,
+                    device=x.device,
                 )
-            self._operator = op
-        return op
+            x = dense_to_rows(x, op, "layer state")
+        if op is None or op.num_nodes != x.size(0):
+            if not self._lazy:
+                assert op is not None
+                as_graph(op, num_nodes=x.size(0))  # raises: wrong number of rows
+            graph = cast(Tensor, self._graph_arg)
+            op = self._operator = as_graph(
+                graph,
+                num_nodes=x.size(0),
+                edge_weight=self._edge_weight,
+                batch=self._batch,
+                self_loops=self._self_loops,
+                device=x.device,
+            )
+        return x, op
 
     def record(self, k: int, x: Tensor, module: nn.Module | None = None) -> None:
-        """Measure ``x`` as the state of layer ``k`` (called by the hooks, or by you)."""
+        """Measure ``x`` as the state of layer ``k`` (called by the hooks, or by you).
+
+        ``x`` is ``[num_nodes, channels]``, or a dense ``[B, N, channels]`` state of a dense
+        graph (flattened to the masked node rows)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"layer: expected an integer >= 0, received {k!r}")
         if self.num_layers is not None and k >= self.num_layers:
@@ -447,11 +660,12 @@ class Probe:
                 f"layer: expected an index in [0, {self.num_layers - 1}], received {k}"
             )
         x = x.detach()
-        if x.dim() != 2:
+        if x.dim() not in (2, 3):
             raise ValueError(
-                f"layer {k}: expected a state [num_nodes, channels], received shape {list(x.shape)}"
+                f"layer {k}: expected a state [num_nodes, channels] (or dense [B, N, channels]), "
+                f"received shape {list(x.shape)}"
             )
-        op = self._graph_for(x)
+        x, op = self._graph_for(x)
         cache = _LayerCache(x, op, self._workspace)
         row = {
             name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
@@ -460,13 +674,19 @@ class Probe:
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev.shape != x.shape:
-                row["cosine_prev"] = cache.x.new_tensor(float("nan"))
+                nan = float("nan")
+                row["cosine_prev"] = (
+                    cache.x.new_tensor(nan)
+                    if op.batch is None
+                    else cache.x.new_full((op.num_graphs,), nan)
+                )
             else:  # (1/n) sum_i cos(a_i, b_i), zero rows give 0 (metrics.mean_cosine_similarity)
-                row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit)
+                row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit, op)
             self._prev = cache.unit
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
-        self._values[k] = row
+        self._values.setdefault(self._step, {})[k] = row
+        self._stream_width = x.size(1)
         if self.similarity:
             self._keep_state(k, x)
 
@@ -496,28 +716,77 @@ class Probe:
     # -- results --------------------------------------------------------------------------------
     @property
     def recorded_layers(self) -> list[int]:
+        """Layers recorded in the last recorded step."""
+        if not self._values:
+            return []
+        return sorted(self._values[max(self._values)])
+
+    @property
+    def recorded_steps(self) -> list[int]:
+        """Steps (forward passes) that were recorded."""
         return sorted(self._values)
 
     def to_frame(self) -> "pd.DataFrame":
-        """One row per recorded layer: ``layer`` then one column per metric (one host copy)."""
+        """One row per recorded step and layer (and graph, with ``reduce="none"`` on a batch):
+        ``layer``, one column per metric, then ``step`` [and ``graph``] (one host copy).
+
+        On a batch, every metric is computed per graph; ``reduce="mean"`` averages those
+        per-graph values (``relative_energy`` too: each graph's own ratio, then the mean)."""
+        import numpy as np
         import pandas as pd
 
-        layers = self.recorded_layers
-        if not layers:
-            return pd.DataFrame({"layer": [], **{m: [] for m in self.metrics}})
-        keys = list(self._values[layers[0]])  # every row holds the same keys
+        per_graph = self.reduce == "none" and self._batched
+        rows = [(s, k) for s in sorted(self._values) for k in sorted(self._values[s])]
+        if not rows:
+            ids = ["step"] + (["graph"] if per_graph else [])
+            return pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]})
+        keys = list(self._values[rows[0][0]][rows[0][1]])  # every row holds the same keys
+        # [rows, keys, graphs]; a single graph is one column
         table = (
-            torch.stack([torch.stack([self._values[k][c] for c in keys]) for k in layers])
+            torch.stack(
+                [torch.stack([self._values[s][k][c].reshape(-1) for c in keys]) for s, k in rows]
+            )
             .cpu()
             .numpy()
         )
-        data = {"layer": layers, **{c: table[:, j] for j, c in enumerate(keys)}}
+        data = {c: table[:, j, :] for j, c in enumerate(keys)}
+        steps = np.array([s for s, _ in rows])
         if "relative_energy" in self.metrics:
-            data["relative_energy"] = M.relative_energy(
-                torch.from_numpy(data["laplacian_energy"])
-            ).numpy()
+            energy = data["laplacian_energy"]
+            relative = np.full_like(energy, np.nan)
+            for step in np.unique(steps):  # per step, per graph (columns), along the layers
+                at = np.flatnonzero(steps == step)
+                relative[at] = M.relative_energy(torch.from_numpy(energy[at])).numpy()
+            data["relative_energy"] = relative
         extra = [c for c in keys if c.startswith("head_energy_")]
-        return pd.DataFrame({c: data[c] for c in ["layer", *self.metrics, *extra]})
+        columns = [*self.metrics, *extra]
+        graphs = table.shape[2]
+        # layer first and the metrics next, as before steps and graphs existed; then the ids
+        if per_graph:
+            out = {
+                "layer": np.repeat([k for _, k in rows], graphs),
+                **{c: data[c].reshape(-1) for c in columns},
+                "step": np.repeat(steps, graphs),
+                "graph": np.tile(np.arange(graphs), len(rows)),
+            }
+        else:
+            out = {
+                "layer": np.array([k for _, k in rows]),
+                **{c: data[c].mean(axis=1) for c in columns},
+                "step": steps,
+            }
+            if "relative_energy" in out and graphs > 1:
+                # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the
+                # mean is over the graphs where it is defined (NaN where none is)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    out["relative_energy"] = np.nanmean(data["relative_energy"], axis=1)
+        return pd.DataFrame(out)
+
+    @property
+    def _batched(self) -> bool:
+        op = self._operator
+        return op is not None and op.batch is not None
 
     def similarity_matrix(self) -> Tensor:
         """``[L, L]`` float64 matrix of sim(X^s, X^t) over the recorded layers (needs

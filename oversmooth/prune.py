@@ -11,6 +11,17 @@ Cost: one full forward records the block inputs of the chosen layers
 from its layer instead of recomputing the unchanged prefix:
 ``L + sum_k (L - k)`` block evaluations instead of ``len(layers) * L``.  With
 ``reuse_prefix=False`` nothing is held and every run starts from the input.
+
+Any other model (a PyG ``GCN``, a custom module): its layers are the ones
+:func:`~oversmooth.probe.find_layers` finds (a ``BasicGNN``'s ``convs``, else
+``model.convs``/``layers``/``blocks``), and pruning layer ``k`` replaces that module's
+output by its input through a forward hook -- possible only where the two have the same
+shape (a ``ValueError`` names the layer and both shapes otherwise).  For a block with a
+skip connection inside (``x + f(x)``) that is the identity; for a bare convolution
+inside a residual ``forward`` it removes the convolution's contribution only if the model adds
+it to its input (prune the blocks then).  Every pruned run is a full forward
+(``len(layers) * L`` layer evaluations), and the final energy is measured on the model's
+output.
 """
 
 from __future__ import annotations
@@ -18,9 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from oversmooth.graph import GraphOperator
+from oversmooth.graph import GraphOperator, as_graph
 from oversmooth.metrics import laplacian_energy
 from oversmooth.nn.model import DepthModel
 
@@ -76,7 +87,7 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
 
 @torch.no_grad()
 def prune_sensitivity(
-    model: DepthModel,
+    model: nn.Module,
     data: Data,
     layers: Sequence[int] | None = None,
     *,
@@ -87,7 +98,9 @@ def prune_sensitivity(
     """Prune each chosen layer alone and measure what changes.
 
     Args:
-        model: an oversmooth :class:`~oversmooth.nn.DepthModel`.
+        model: an oversmooth :class:`~oversmooth.nn.DepthModel`, or any model whose
+            layers :func:`~oversmooth.probe.find_layers` finds, called as
+            ``model(x, edge_index)`` (plus ``edge_weight=`` when the data has weights).
         data: a PyG ``Data`` with ``x`` and ``edge_index`` (and ``y`` for accuracy).
         layers: 1-based layer numbers to prune one at a time (default: all).
         mask: nodes on which to measure accuracy (``"test_mask"`` or a boolean
@@ -102,13 +115,10 @@ def prune_sensitivity(
         and ``accuracy_drop`` (unpruned minus pruned).  ``frame.attrs["baseline"]``
         holds the unpruned ``final_energy`` and ``accuracy``.
     """
-    import pandas as pd
-
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, received {type(model).__name__}")
     if not isinstance(model, DepthModel):
-        raise TypeError(
-            "model: expected an oversmooth DepthModel (built by build_model), "
-            f"received {type(model).__name__}"
-        )
+        return _prune_any(model, data, layers, mask, callback)
     depth = len(model.blocks)
     chosen = check_layers(layers, depth)
     mask_t = _resolve_mask(data, mask)
@@ -156,13 +166,103 @@ def prune_sensitivity(
             rows.append(row)
             if callback is not None:
                 callback(layer)
-        columns = [c for c in rows[0] if c != "layer"]
-        values = torch.stack([torch.stack([r[c] for c in columns]) for r in rows]).cpu().numpy()
-        frame = pd.DataFrame({"layer": chosen, **{c: values[:, j] for j, c in enumerate(columns)}})
-        frame.attrs["baseline"] = {
-            "final_energy": float(base_energy),
-            "accuracy": None if base_acc is None else float(base_acc),
-        }
-        return frame
+        return _frame(rows, chosen, base_energy, base_acc)
+    finally:
+        model.train(was_training)
+
+
+def _frame(
+    rows: list[dict], chosen: list[int], base_energy: Tensor, base_acc: Tensor | None
+) -> pd.DataFrame:
+    import pandas as pd
+
+    columns = [c for c in rows[0] if c != "layer"]
+    values = torch.stack([torch.stack([r[c] for c in columns]) for r in rows]).cpu().numpy()
+    frame = pd.DataFrame({"layer": chosen, **{c: values[:, j] for j, c in enumerate(columns)}})
+    frame.attrs["baseline"] = {
+        "final_energy": float(base_energy),
+        "accuracy": None if base_acc is None else float(base_acc),
+    }
+    return frame
+
+
+def _identity_hook(layer: int) -> Callable[[nn.Module, tuple, object], object]:
+    """Forward hook that hands on the module's input instead of its output."""
+
+    def hook(module: nn.Module, args: tuple, output: object) -> object:
+        from oversmooth.probe import _first_tensor
+
+        inp, out = _first_tensor(args), _first_tensor(output)
+        if inp.shape != out.shape:
+            raise ValueError(
+                f"layers: layer {layer} ({type(module).__name__}) cannot be pruned: its input "
+                f"{list(inp.shape)} and output {list(out.shape)} differ in shape; choose "
+                "layers whose input and output have the same width"
+            )
+        return inp if isinstance(output, Tensor) else (inp, *output[1:])  # type: ignore[index]
+
+    return hook
+
+
+def _prune_any(
+    model: nn.Module,
+    data: Data,
+    layers: Sequence[int] | None,
+    mask: str | Tensor | None,
+    callback: Callable[[int], None] | None,
+) -> pd.DataFrame:
+    """:func:`prune_sensitivity` of any model through identity hooks on its layers."""
+    from oversmooth.probe import find_layers
+
+    modules, _ = find_layers(model)
+    chosen = check_layers(layers, len(modules))
+    mask_t = _resolve_mask(data, mask)
+    was_training = model.training
+    model.eval()
+    try:
+        param = next(iter(model.parameters()), None)
+        device = param.device if param is not None else data.x.device
+        x, edge_index = data.x.to(device), data.edge_index.to(device)
+        edge_weight = getattr(data, "edge_weight", None)
+        kwargs = {} if edge_weight is None else {"edge_weight": edge_weight.to(device)}
+        graph = as_graph(data, device=device)
+
+        def run() -> Tensor:
+            out = model(x, edge_index, **kwargs)
+            if not isinstance(out, Tensor):
+                raise TypeError(
+                    f"model: expected the forward to return a tensor, received {type(out).__name__}"
+                )
+            return out
+
+        base_logits = run()
+        base_energy = laplacian_energy(base_logits, graph)
+        base_norm = base_logits.double().norm().clamp_min(1e-300)
+        y = data.y.to(device) if mask_t is not None else None
+        mask_t = mask_t.to(device) if mask_t is not None else None
+        base_acc = (
+            _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
+        )
+        rows = []
+        for layer in chosen:
+            handle = modules[layer - 1].register_forward_hook(_identity_hook(layer))
+            try:
+                logits = run()
+            finally:
+                handle.remove()
+            energy = laplacian_energy(logits, graph)
+            row = {
+                "layer": layer,
+                "logits_change": (logits - base_logits).double().norm() / base_norm,
+                "final_energy": energy,
+                "energy_change": (energy - base_energy) / base_energy,
+            }
+            if mask_t is not None and y is not None and base_acc is not None:
+                acc = _accuracy(logits, y, mask_t)
+                row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
+            rows.append(row)
+            if callback is not None:
+                callback(layer)
+        return _frame(rows, chosen, base_energy, base_acc)
     finally:
         model.train(was_training)

@@ -34,6 +34,7 @@ PROBE_METRICS = [
     "relative_energy",
     "cosine_prev",
     "feature_norm",
+    "rayleigh_energy",
     "rusch_dirichlet",
     "mad",
     "mad_global",
@@ -83,6 +84,8 @@ def references(x: torch.Tensor, y: torch.Tensor, g: ref.LDGraph, pairs: bool) ->
     out["mad_global"] = ref.ld_mad_global_pairs(a) if pairs else ref.ld_mad_global_centred(a)
     out["effective_rank"] = ref.ld_effective_rank(a)
     out["feature_norm"] = ref.ld_feature_norm(a)
+    norm_sq = out["feature_norm"] ** 2
+    out["rayleigh_energy"] = out["energy_2_counting"] / norm_sq if norm_sq else 0.0
     out["cosine"] = ref.ld_cosine_mean(a, b)
     return out
 
@@ -100,6 +103,7 @@ def metric_values(x: torch.Tensor, y: torch.Tensor, ei, w, n: int) -> dict[str, 
     out["mad_global"] = M.mean_average_distance(x, variant="global")
     out["effective_rank"] = M.effective_rank(x)
     out["feature_norm"] = M.feature_norm(x)
+    out["rayleigh_energy"] = M.rayleigh_energy(x, ei, w)
     out["cosine"] = M.mean_cosine_similarity(x, y)
     out["layer_similarity"] = M.layer_similarity([x, y])[0, 1]
     return out

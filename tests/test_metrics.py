@@ -40,6 +40,9 @@ def test_every_metric_matches_dense_reference(tiny_graph):
         ref.mad_global(xn), rel=rtol
     )
     assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
+    rayleigh = ref.laplacian_energy(xn, w) / (np.sum(xn**2) / n)  # scale-invariant E2
+    assert M.rayleigh_energy(x, op).item() == pytest.approx(rayleigh, rel=rtol)
+    assert M.rayleigh_energy(1e5 * x, op).item() == pytest.approx(rayleigh, rel=rtol)
     if ew is None:  # the survey convention ignores weights; the reference counts each edge once
         assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(ref.rusch(xn, w), rel=rtol)
     # an edge_index with weights gives the same as the prebuilt operator
@@ -169,7 +172,7 @@ def test_relative_energy():
     # python floats keep float64 precision (no detour through float32)
     assert M.relative_energy([1.0, 1.0 + 1e-12])[1].item() == pytest.approx(1e-12, rel=1e-3)
     with pytest.raises(ValueError, match="energies"):
-        M.relative_energy(torch.ones(2, 2))
+        M.relative_energy(torch.ones(2, 2, 2))
 
 
 def test_layer_similarity_and_cosine():
@@ -284,6 +287,8 @@ def test_bad_edge_index_and_weights():
     ):
         M.dirichlet_energy(x, torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="edge_index: expected an integer"):
+        M.dirichlet_energy(x, torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="read as a dense adjacency"):
         M.dirichlet_energy(x, torch.zeros(2, 2))
     with pytest.raises(ValueError, match="edge_index: node indices"):
         GraphOperator(torch.tensor([[-1], [0]]), num_nodes=2)
@@ -411,3 +416,12 @@ def test_edge_weights_change_every_weighted_metric():
         w_bad[2] = bad
         with pytest.raises(ValueError, match=what):
             GraphOperator(ei, w_bad, num_nodes=4)
+
+
+def test_rayleigh_energy_closed_forms():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2
+    x = torch.tensor([[0.0], [1.0], [3.0]])
+    assert M.rayleigh_energy(x, ei).item() == pytest.approx(0.525, rel=1e-15)
+    assert M.rayleigh_energy(torch.zeros(3, 2), ei).item() == 0.0  # zero state: 0, not NaN
+    assert M.rayleigh_energy(torch.full((3, 2), 7.0), ei).item() == 0.0
+    assert math.isnan(M.rayleigh_energy(torch.tensor([[0.0], [math.nan], [1.0]]), ei).item())

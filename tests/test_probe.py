@@ -77,6 +77,7 @@ def test_probe_matches_metrics_on_our_model(cora):
         "relative_energy",
         "cosine_prev",
         "feature_norm",
+        "step",
     ]
     _check_table(frame, _hand_states_ours(model, cora), graph)
 
@@ -110,7 +111,7 @@ def test_optional_metrics_and_explicit_layers(cora):
     ):
         model(cora.x, cora.edge_index)
     frame = probe.to_frame()
-    states = _hand_states_ours(model, cora)[1:]  # layer k = output of module k
+    states = _hand_states_ours(model, cora)  # layer 0 = input of module 0, k = output of k-1
     x = states[2]
     row = frame.iloc[2]
     assert row["effective_rank"] == pytest.approx(M.effective_rank(x).item(), rel=1e-9)
@@ -153,7 +154,7 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
-        assert count_hooks() == 4
+        assert count_hooks() == 6  # 3 blocks, layer 0, the two step hooks
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
@@ -291,8 +292,10 @@ def test_pruning_bad_input(cora):
         prune_sensitivity(model, cora, [2, 5])
     with pytest.raises(ValueError, match="mask: the data has no attribute 'holdout'"):
         prune_sensitivity(model, cora, [2], mask="holdout")
-    with pytest.raises(TypeError, match="model: expected an oversmooth DepthModel"):
-        prune_sensitivity(GCN(3, 4, num_layers=2), cora, [1])
+    with pytest.raises(TypeError, match="model: expected a torch.nn.Module"):
+        prune_sensitivity("gcn", cora, [1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"layers: expected layer numbers in \[1, 2\]"):
+        prune_sensitivity(GCN(cora.num_features, 4, num_layers=2), cora, [3])
 
 
 # -- edge weights and model input validation (issue 13, item 8) --------------------------------
