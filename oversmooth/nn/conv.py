@@ -19,11 +19,11 @@ scores, through :func:`torch.nn.functional.scaled_dot_product_attention`.
 
 Everything is sparse over the edge list: ``O(|E| h + n d)`` memory per block, no ``n x n``
 attention matrix for neighbourhood attention.  The kernel (:class:`GraphContext` keeps the
-edges sorted by target once per graph, CSR order) runs every head at once on one
-block-diagonal sparse matrix of ``h n`` rows: scores by a sampled dense-dense product
-(:func:`torch.sparse.sampled_addmm`, SAN) or two ``[h, E]`` gathers (GAT), an un-normalised
-softmax ``exp(e - max)`` with the per-row maximum taken by a segment reduction, then one
-sparse-dense product ``exp(E) @ [V | 1]`` whose last column is the softmax denominator.  No
+edges sorted by target once per graph, CSR order) runs every head at once on one sparse
+matrix of ``n h`` rows (the heads' graphs interleaved): scores by a sampled dense-dense
+product (:func:`torch.sparse.sampled_addmm`, SAN) or two ``[h E]`` gathers (GAT), an
+un-normalised softmax ``exp(e - max)`` with the per-row maximum taken by a scatter, then one
+sparse-dense product ``exp(e) @ [V | 1]`` whose last column is the softmax denominator.  No
 ``[E, h, d]`` tensor is materialised, and nothing in a block's forward synchronises with the
 host.
 """
@@ -123,12 +123,12 @@ class GraphContext:
         """The block-diagonal layout of ``heads`` copies of the graph (cached per ``heads``)."""
         layout = self._heads.get(heads)
         if layout is None:
-            if self.rowptr is None or self.csr_src is None or self.csr_dst is None:
+            if self.rowptr is None or self.csr_src is None:
                 raise ValueError(
                     "ctx: expected a GraphContext made by GraphContext.build (it has no CSR "
                     "order); build it with GraphContext.build(edge_index, num_nodes)"
                 )
-            layout = _HeadLayout.build(self.rowptr, self.csr_src, self.csr_dst, heads)
+            layout = _HeadLayout.build(self.rowptr, self.csr_src, heads)
             self._heads[heads] = layout
         return layout
 
@@ -172,69 +172,85 @@ def _csr_matrix(rowptr: Tensor, col: Tensor, values: Tensor, shape: tuple[int, i
 
 @dataclass
 class _HeadLayout:
-    """``h`` copies of the CSR graph on the diagonal of an ``[h n, h n]`` sparse matrix.
+    """``h`` copies of the CSR graph, one per head, interleaved in an ``[n h, n h]`` sparse matrix.
 
-    Row ``c n + i`` is node ``i`` in head ``c``; its nonzeros are the CSR edges of ``i``, at
-    flat positions ``c E + e``, i.e. per-edge values laid out ``[h, E]`` (head-major).
+    Row ``i h + c`` is node ``i`` in head ``c``; its nonzeros are the CSR edges ``j -> i`` at
+    columns ``j h + c``, so ``[n, h, c]`` tensors enter and leave as ``[n h, c]`` views (no
+    transpose).  ``edge`` names each nonzero's CSR edge, ``edge_head`` its place in ``[E, h]``.
     """
 
     heads: int
     num_nodes: int
-    rowptr: Tensor  # [h n + 1]
-    row: Tensor  # [h E] row of each nonzero: c n + dst
-    col: Tensor  # [h E] block-diagonal column: c n + src
-    shared_col: Tensor  # [h E] column into one shared [n, d] operand: src
-    lengths: Tensor  # [h n] nonzeros per row (>= 1: every node has its self loop)
+    rowptr: Tensor  # [n h + 1]
+    row: Tensor  # [h E] i h + c
+    col: Tensor  # [h E] j h + c
+    shared_col: Tensor  # [h E] j: column into one [n, d] operand shared by every head
+    edge: Tensor  # [h E] CSR edge of each nonzero
+    edge_head: Tensor  # [h E] edge h + c
 
     @classmethod
-    def build(cls, rowptr: Tensor, src: Tensor, dst: Tensor, heads: int) -> "_HeadLayout":
-        n, e = rowptr.numel() - 1, src.numel()
-        offset = torch.arange(heads, device=src.device).unsqueeze(1)  # [h, 1]
-        bd_rowptr = torch.cat(
-            [(rowptr[:-1] + offset * e).reshape(-1), rowptr.new_full((1,), heads * e)]
+    def build(cls, rowptr: Tensor, src: Tensor, heads: int) -> "_HeadLayout":
+        n, e, h = rowptr.numel() - 1, src.numel(), heads
+        degree = rowptr.diff()  # [n], >= 1: every node has its self loop
+        head = torch.arange(h, device=src.device)
+        start = (h * rowptr[:-1, None] + head * degree[:, None]).reshape(-1)  # [n h]
+        row = torch.repeat_interleave(
+            torch.arange(n * h, device=src.device), degree.repeat_interleave(h), output_size=h * e
         )
+        c = row % h
+        edge = rowptr[row // h] + torch.arange(h * e, device=src.device) - start[row]
+        j = src[edge]
         return cls(
-            heads,
+            h,
             n,
-            bd_rowptr,
-            (dst + offset * n).reshape(-1),
-            (src + offset * n).reshape(-1),
-            src.repeat(heads),
-            rowptr.diff().repeat(heads),
+            torch.cat([start, start.new_full((1,), h * e)]),
+            row,
+            j * h + c,
+            j,
+            edge,
+            edge * h + c,
         )
 
     def matrix(self, values: Tensor, shared: bool) -> Tensor:
-        """The ``[h n, h n]`` (``shared``: ``[h n, n]``) sparse CSR matrix with ``values``."""
+        """The ``[n h, n h]`` (``shared``: ``[n h, n]``) sparse CSR matrix with ``values``."""
         n, h = self.num_nodes, self.heads
         col = self.shared_col if shared else self.col
-        shape = (h * n, n if shared else h * n)
+        shape = (n * h, n if shared else n * h)
         return _csr_matrix(self.rowptr, col, values, shape)
+
+    def per_edge(self, values: Tensor) -> Tensor:
+        """Nonzero values ``[h E]`` as ``[E, h]`` over the CSR edges."""
+        out = torch.empty_like(values).index_copy_(0, self.edge_head, values)
+        return out.view(-1, self.heads)
 
 
 def _softmax_propagate(
     scores: Tensor, layout: _HeadLayout, dense: Tensor, shared: bool
 ) -> tuple[Tensor, Tensor]:
-    """Softmax over each row of the block-diagonal scores, times ``dense``.
+    """Softmax over each row of the interleaved scores, times ``dense``.
 
-    ``scores`` ``[h E]`` (head-major, CSR order); ``dense`` ``[h n, c]`` (or ``[n, c]``, the
-    same operand for every head, when ``shared``).  Returns ``(out, exp)``: ``out`` ``[h n, c]``
+    ``scores`` ``[h E]`` (the layout's nonzero order); ``dense`` ``[n h, c]`` (or ``[n, c]``, the
+    same operand for every head, when ``shared``).  Returns ``(out, exp)``: ``out`` ``[n h, c]``
     is ``softmax(scores) @ dense`` per head, ``exp`` the un-normalised weights.  The row maximum
     is subtracted for range and left out of autograd (softmax does not depend on it).
     """
     weight = _exp_scores(scores, layout)
     ones = dense.new_ones(dense.size(0), 1)
-    both = layout.matrix(weight, shared) @ torch.cat([dense, ones], dim=1)  # [h n, c + 1]
+    both = layout.matrix(weight, shared) @ torch.cat([dense, ones], dim=1)  # [n h, c + 1]
     return both[:, :-1] / both[:, -1:], weight
 
 
 def _exp_scores(scores: Tensor, layout: _HeadLayout) -> Tensor:
-    peak = torch.segment_reduce(scores.detach(), "max", lengths=layout.lengths)  # [h n]
+    """``exp(e - max)`` per row of the layout (scatter, not segment_reduce: that one checks its
+    lengths on the host)."""
+    peak = scores.new_full((layout.rowptr.numel() - 1,), float("-inf"))
+    peak = peak.scatter_reduce(0, layout.row, scores.detach(), "amax")  # [n h]
     return (scores - peak.index_select(0, layout.row)).exp()  # [h E], the row max gives 1
 
 
 def _normalise(weight: Tensor, layout: _HeadLayout) -> Tensor:
-    """Each row of the block-diagonal ``weight`` ``[h E]`` divided by its sum."""
-    total = torch.segment_reduce(weight, "sum", lengths=layout.lengths)  # [h n]
+    """Each row of the layout's ``weight`` ``[h E]`` divided by its sum."""
+    total = weight.new_zeros(layout.rowptr.numel() - 1).index_add_(0, layout.row, weight)
     return weight / total.index_select(0, layout.row)
 
 
@@ -330,7 +346,7 @@ class MultiHeadMessagePassing(nn.Module):
             return mean.to(x.dtype).unsqueeze(1).expand(-1, h)
         layout = ctx.head_layout(h)
         weight = self._scores(x, ctx, layout, values)
-        alpha = _normalise(_exp_scores(weight, layout), layout).view(h, -1).t()  # [E, h] CSR
+        alpha = layout.per_edge(_normalise(_exp_scores(weight, layout), layout))  # [E, h]
         assert ctx.csr_index is not None  # build fills it with the layout's fields
         alpha = alpha.index_select(0, ctx.csr_index)  # [E, h] in the order of src/dst
         return alpha if ctx.csr_share is None else alpha * ctx.csr_share.to(alpha.dtype)[:, None]
@@ -338,23 +354,23 @@ class MultiHeadMessagePassing(nn.Module):
     def _scores(
         self, x: Tensor, ctx: GraphContext, layout: _HeadLayout, values: Tensor | None
     ) -> Tensor:
-        """Scores ``e`` of SAN or GAT over the CSR edges, head-major: ``[h E]``."""
+        """Scores ``e`` of SAN or GAT over the layout's nonzeros: ``[h E]``."""
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.conv == "san":
-            q = self.query(x).view(n, h, hd).transpose(0, 1).reshape(h * n, hd)
-            k = self.key(x).view(n, h, hd).transpose(0, 1).reshape(h * n, hd)
+            q = self.query(x).view(n * h, hd)
+            k = self.key(x).view(n * h, hd)
             pattern = layout.matrix(q.new_zeros(layout.col.numel()), shared=False)
             dots = torch.sparse.sampled_addmm(pattern, q, k.t(), beta=0.0).values()
             scores = dots / math.sqrt(hd)
         else:  # gat
             v = self.value(x).view(n, h, hd) if values is None else values
-            at_dst = (v * self.att_dst).sum(-1).t().reshape(-1)  # [h n]
-            at_src = (v * self.att_src).sum(-1).t().reshape(-1)
+            at_dst = (v * self.att_dst).sum(-1).view(-1)  # [n h]
+            at_src = (v * self.att_src).sum(-1).view(-1)
             scores = F.leaky_relu(
                 at_dst.index_select(0, layout.row) + at_src.index_select(0, layout.col), 0.2
             )
         if ctx.csr_log_weight is not None:  # alpha ~ w exp(e)
-            scores = (scores.view(h, -1) + ctx.csr_log_weight.to(scores.dtype)).view(-1)
+            scores = scores + ctx.csr_log_weight.to(scores.dtype).index_select(0, layout.edge)
         return scores
 
     def _value_weight(self) -> Tensor:
@@ -386,15 +402,14 @@ class MultiHeadMessagePassing(nn.Module):
         layout = ctx.head_layout(h)
         scores = self._scores(x, ctx, layout, xv)  # [h E]
         if self.nonlocal_:  # P_h X: every head reads the same X
-            px, weight = _softmax_propagate(scores, layout, x, shared=True)  # [h n, d]
-            heads_out = self._nonlocal_values(px.view(h, n, -1).transpose(0, 1), x)
+            px, weight = _softmax_propagate(scores, layout, x, shared=True)  # [n h, d]
+            heads_out = self._nonlocal_values(px.view(n, h, -1), x)
         else:
             assert xv is not None  # computed above for the plain path
-            dense = xv.transpose(0, 1).reshape(h * n, hd)
-            out, weight = _softmax_propagate(scores, layout, dense, shared=False)
-            heads_out = out.view(h, n, hd).transpose(0, 1)
+            out, weight = _softmax_propagate(scores, layout, xv.view(n * h, hd), shared=False)
+            heads_out = out.view(n, h, hd)
         if self.keep_attention:
-            self._keep(_normalise(weight.detach(), layout).view(h, -1).t(), ctx)
+            self._keep(layout.per_edge(_normalise(weight.detach(), layout)), ctx)
         return heads_out
 
     def _keep(self, alpha: Tensor, ctx: GraphContext) -> None:
