@@ -1,0 +1,264 @@
+# The message-passing kernel of oversmooth/nn/conv.py as it was on main before the CSR kernel
+# (commit 4489cdc; 340f7a9 plus edge weights and formatting): the reference that
+# tests/test_conv_kernel.py and scripts/bench_kernel.py compare the new kernel against.
+# Kept verbatim apart from this comment; do not optimise it.
+"""Multi-head message passing of the seed paper (Guan & He 2025, §3.1 and §4.1).
+
+.. math::
+
+    \\mathrm{MP}(X) = (P_1 X V_1 \\| \\dots \\| P_h X V_h)\\, W, \\qquad
+    (P_h)_{ij} = \\operatorname{softmax}_{j \\in N(i) \\cup \\{i\\}} e^h_{ij}
+
+with scores ``e`` set by the convolution type:
+
+- ``gcn``: :math:`e_{ij} = 1` (the mean over the neighbourhood with self loop),
+- ``gat``: :math:`e_{ij} = \\mathrm{LeakyReLU}(a^\\top [V X_i \\| V X_j])` (slope 0.2),
+- ``san``: :math:`e_{ij} = (Q X_i) \\cdot (K X_j) / \\sqrt{d_k}` (scaled dot product).
+
+Nonlocal message passing scales every head by its own Laplacian energy,
+:math:`\\frac1n \\|P_h X - X\\|_F^2`; it adds no parameter and ``O(n d)`` work.
+``global_attention=True`` (the ``S`` blocks of ESA-style interleaving) replaces
+the neighbourhood by all nodes of the graph and always uses scaled dot-product
+scores, through :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+Everything is sparse over the edge list: ``O(|E| d)`` per block, no ``n x n``
+attention matrix for neighbourhood attention.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+CONVS = ("san", "gcn", "gat")
+
+
+def resolve_conv(conv: str) -> str:
+    if conv not in CONVS:
+        raise ValueError(f"conv: expected one of {', '.join(CONVS)}, received {conv!r}")
+    return conv
+
+
+@dataclass
+class GraphContext:
+    r"""Per-forward graph data shared by every block (built once per forward pass).
+
+    ``src``/``dst`` is the edge list with every self loop present exactly once
+    (the neighbourhood ``N(i) ∪ {i}``), ``inv_count`` is ``1 / |N(i) ∪ {i}|``.
+
+    Edge weights ``w_ij >= 0`` (optional; self loops get weight 1, a user's own self
+    loops are replaced by it) enter every convolution through one mechanism: the
+    attention becomes :math:`\alpha_{ij} \propto w_{ij} \exp(e_{ij})`, i.e. ``log w`` is
+    added to the scores before the softmax (``log_weight``).  With GCN's constant score
+    that is the weighted mean :math:`w_{ij} / \sum_{k \in N(i) \cup \{i\}} w_{ik}`
+    (``gcn_weight``, precomputed).  Global-attention blocks ignore edge weights.
+    """
+
+    src: Tensor  # [num_edges + num_nodes]
+    dst: Tensor  # [num_edges + num_nodes]
+    inv_count: Tensor  # [num_nodes]
+    num_nodes: int
+    batch: Tensor | None = None
+    num_graphs: int | None = None
+    log_weight: Tensor | None = None  # [num_edges + num_nodes] log w (weighted graphs only)
+    gcn_weight: Tensor | None = None  # [num_edges + num_nodes] w_ij / sum_k w_ik
+
+    @classmethod
+    def build(
+        cls,
+        edge_index: Tensor,
+        num_nodes: int,
+        batch: Tensor | None = None,
+        dtype: torch.dtype = torch.float32,
+        edge_weight: Tensor | None = None,
+    ) -> "GraphContext":
+        keep = edge_index[0] != edge_index[1]
+        loop = torch.arange(num_nodes, device=edge_index.device)
+        src = torch.cat([edge_index[0][keep], loop])
+        dst = torch.cat([edge_index[1][keep], loop])
+        count = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add_(
+            0, dst, torch.ones_like(dst, dtype=dtype)
+        )
+        num_graphs = None
+        if batch is not None:
+            num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+        log_weight = gcn_weight = None
+        if edge_weight is not None:
+            w = edge_weight.to(device=src.device, dtype=dtype)[keep]
+            w = torch.cat([w, w.new_ones(num_nodes)])  # self loops: weight 1
+            total = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, w)
+            gcn_weight, log_weight = w / total[dst], w.log()  # total >= 1 (self loop)
+        return cls(src, dst, 1.0 / count, num_nodes, batch, num_graphs, log_weight, gcn_weight)
+
+
+def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+    """Softmax of ``scores`` ``[E, h]`` over the edges that share a target ``index``."""
+    from torch_geometric.utils import softmax
+
+    return softmax(scores, index, num_nodes=num_nodes)
+
+
+def aggregate(messages: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+    """Sum ``messages`` ``[E, ...]`` into their target rows: ``[num_nodes, ...]``."""
+    out = messages.new_zeros((num_nodes,) + messages.shape[1:])
+    return out.index_add_(0, index, messages)
+
+
+def propagate_heads(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tensor:
+    """``P_h X`` for every head: ``x`` ``[n, d]``, ``alpha`` ``[E, h]`` -> ``[n, h, d]``."""
+    return aggregate(x[src].unsqueeze(1) * alpha.unsqueeze(-1), dst, x.size(0))
+
+
+def head_energy(px: Tensor, x: Tensor) -> Tensor:
+    """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``:
+    ``[h]``."""
+    return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x.size(0)
+
+
+class MultiHeadMessagePassing(nn.Module):
+    """One multi-head message-passing operator (see the module docstring).
+
+    Args:
+        channels: feature size ``d`` (input and output).
+        heads: number of heads ``h``; ``d`` must be divisible by ``h``.
+        conv: ``"san"``, ``"gcn"`` or ``"gat"``.
+        nonlocal_: scale each head by :math:`\\frac1n\\|P_h X - X\\|^2`.
+        global_attention: attend over all nodes of the graph (an ``S`` block).
+
+    Set ``keep_attention = True`` to keep the last attention weights
+    (``last_attention``, ``[E, h]`` over ``last_edges``) for probes; neighbourhood
+    attention only.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        heads: int,
+        conv: str = "san",
+        *,
+        nonlocal_: bool = False,
+        global_attention: bool = False,
+    ) -> None:
+        super().__init__()
+        if channels % heads:
+            raise ValueError(f"hidden: expected a multiple of heads={heads}, received {channels}")
+        self.channels, self.heads, self.head_dim = channels, heads, channels // heads
+        self.conv = resolve_conv(conv)
+        self.nonlocal_ = nonlocal_
+        self.global_attention = global_attention
+        self.value = nn.Linear(channels, channels, bias=False)  # V_1 .. V_h stacked
+        self.out = nn.Linear(channels, channels, bias=False)  # W
+        if global_attention or conv == "san":
+            self.query = nn.Linear(channels, channels, bias=False)
+            self.key = nn.Linear(channels, channels, bias=False)
+        if conv == "gat" and not global_attention:
+            self.att_dst = nn.Parameter(torch.empty(heads, self.head_dim))
+            self.att_src = nn.Parameter(torch.empty(heads, self.head_dim))
+            bound = math.sqrt(6.0 / (1 + self.head_dim))  # glorot over [1, head_dim]
+            nn.init.uniform_(self.att_dst, -bound, bound)
+            nn.init.uniform_(self.att_src, -bound, bound)
+        # Xavier-uniform projections, as torch.nn.MultiheadAttention and PyG's attention
+        # convolutions initialise theirs (PyTorch's Linear default would shrink the
+        # message-passing branch by ~1/3 in variance per projection).
+        for lin in (self.value, self.out, getattr(self, "query", None), getattr(self, "key", None)):
+            if lin is not None:
+                nn.init.xavier_uniform_(lin.weight)
+        self.keep_attention = False
+        self.last_attention: Tensor | None = None  # [E, h]
+        self.last_edges: tuple[Tensor, Tensor] | None = None  # (src, dst) of last_attention
+        self.last_energy: Tensor | None = None  # [h] nonlocal factors of the last forward
+
+    # -- attention weights P_h -------------------------------------------------------------
+    def attention(self, x: Tensor, ctx: GraphContext, values: Tensor | None = None) -> Tensor:
+        """``[E, h]`` attention weights over ``ctx``'s edges (with self loops).
+
+        ``values`` (``V X`` as ``[n, h, hd]``) saves GAT recomputing it when the caller has it.
+        """
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        if self.conv == "gcn":
+            mean = ctx.inv_count[ctx.dst] if ctx.gcn_weight is None else ctx.gcn_weight
+            return mean.to(x.dtype).unsqueeze(1).expand(-1, h)
+        if self.conv == "san":
+            q = self.query(x).view(n, h, hd)
+            k = self.key(x).view(n, h, hd)
+            scores = (q[ctx.dst] * k[ctx.src]).sum(-1) / math.sqrt(hd)  # [E, h]
+        else:  # gat
+            v = self.value(x).view(n, h, hd) if values is None else values
+            scores = F.leaky_relu(
+                (v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2
+            )
+        if ctx.log_weight is not None:
+            scores = scores + ctx.log_weight.to(scores.dtype).unsqueeze(1)  # alpha ~ w exp(e)
+        return edge_softmax(scores, ctx.dst, n)
+
+    def _value_weight(self) -> Tensor:
+        return self.value.weight.view(self.heads, self.head_dim, self.channels)  # [h, hd, d]
+
+    def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        if self.global_attention:
+            heads_out = self._global(x, ctx)  # [n, h, hd]
+        else:
+            # V X is needed by the plain path and by GAT's scores: computed once
+            xv = (
+                self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+            )
+            alpha = self.attention(x, ctx, xv)  # [E, h]
+            if self.keep_attention:
+                self.last_attention = alpha.detach()
+                self.last_edges = (ctx.src, ctx.dst)
+            if self.nonlocal_:
+                px = propagate_heads(x, alpha, ctx.src, ctx.dst)  # [n, h, d] = P_h X
+                heads_out = self._nonlocal_values(px, x)
+            else:
+                assert xv is not None  # computed above for the plain path
+                heads_out = aggregate(
+                    xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
+                )  # [n, h, hd] = P_h X V_h
+        return self.out(heads_out.reshape(n, h * hd))
+
+    def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
+        """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
+        factor = head_energy(px, x)  # [h]
+        if self.keep_attention:
+            self.last_energy = factor.detach()
+        values = torch.einsum("nhd,hed->nhe", px, self._value_weight())  # [n, h, hd]
+        return values * factor.view(1, -1, 1)
+
+    def _global(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        """Scaled dot-product attention over all nodes of each graph: ``[n, h, hd]``."""
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        q = self.query(x).view(n, h, hd)
+        k = self.key(x).view(n, h, hd)
+        if self.nonlocal_:
+            vals = x.unsqueeze(1).expand(n, h, self.channels)  # attend with X itself: P_h X
+        else:
+            vals = self.value(x).view(n, h, hd)
+        if ctx.batch is None:
+            out = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None], k.transpose(0, 1)[None], vals.transpose(0, 1)[None]
+            )
+            out = out[0].transpose(0, 1)  # [n, h, c]
+        else:
+            from torch_geometric.utils import to_dense_batch
+
+            qd, mask = to_dense_batch(q.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
+            kd, _ = to_dense_batch(k.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
+            vd, _ = to_dense_batch(vals.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
+            b, m = mask.shape
+            split = lambda t: t.view(b, m, h, -1).transpose(1, 2)  # noqa: E731  [B, h, m, c]
+            out = F.scaled_dot_product_attention(
+                split(qd), split(kd), split(vd), attn_mask=mask[:, None, None, :]
+            )
+            out = out.transpose(1, 2)[mask]  # [n, h, c]
+        if self.nonlocal_:
+            return self._nonlocal_values(out, x)
+        return out
+
+    def extra_repr(self) -> str:
+        kind = "global" if self.global_attention else self.conv
+        return f"{self.channels}, heads={self.heads}, conv={kind!r}, nonlocal={self.nonlocal_}"
