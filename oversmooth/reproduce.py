@@ -232,6 +232,13 @@ def _energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd
     return pd.DataFrame(rows)
 
 
+def _number(value: float, fmt: str) -> str:
+    """A table cell: ``value`` in ``fmt``, a dash where there is none (NaN)."""
+    from oversmooth.report.document import MISSING
+
+    return format(value, fmt) if np.isfinite(value) else MISSING
+
+
 def _log10_span(values: ArrayLike) -> float:
     v = np.asarray(values, dtype=float)
     return float(np.log10(v[-1] / v[0])) if v[0] > 0 and v[-1] > 0 else math.nan
@@ -250,6 +257,7 @@ def _write(
     from oversmooth.outputs import write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
+    from oversmooth.report.prose import curve_title, verdict_prose
 
     paper = paper_tables()
     datasets = results["datasets"]
@@ -289,8 +297,8 @@ def _write(
                     f"{m:.3g} ± {s:.2g}" if np.isfinite(s) else f"{m:.3g}"
                     for m, s in zip(part["ours_mean"], part["ours_std"])
                 ],
-                "paper": [f"{p:.3g}" for p in part["paper"]],
-                "ours / paper": [f"{r:.2g}" for r in part["ratio"]],
+                "paper": [_number(p, ".3g") for p in part["paper"]],
+                "ours / paper": [_number(r, ".2g") for r in part["ratio"]],
             }
         )
         doc.text(f"{model} SAN, the paper's Table {number}:")
@@ -342,7 +350,8 @@ def _write(
                     "conv": conv,
                     "model": model,
                     "classification": fit["classification"],
-                    "verdict": fit["verdict"],
+                    # prose from the recorded numbers, as every report renders it
+                    "verdict": verdict_prose(fit, curve_title(model, conv, DEPTHS[-1], "cora")),
                     "halving": halving,
                 }
             )
@@ -432,6 +441,12 @@ def _write(
         + "; this command reruns it:"
     )
     doc.code(command_line(config))
+    preset = ReproduceConfig.preset(config.quick, config.data_root, config.device, config.dtype)
+    if config != preset:  # a library call with settings the CLI does not expose
+        doc.text(
+            "This run differs from that command's preset: it was made from Python with "
+            f"`{config!r}`."
+        )
     doc.write(folder)
     write_json(
         folder / "config.json",

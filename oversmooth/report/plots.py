@@ -207,7 +207,9 @@ def pruning_bars(
     labels = [str(k) for k in layers]
     values = np.asarray(list(values), dtype=float)
     ax.bar(labels, np.abs(values) if log else values, color="tab:blue")
-    if log and np.all(np.abs(values[np.isfinite(values)]) > 0):
+    shown = np.abs(values[np.isfinite(values)])
+    # a log axis only when the bars span more than a decade (else its ticks are unreadable)
+    if log and len(shown) and np.all(shown > 0) and shown.max() > 10 * shown.min():
         ax.set_yscale("log")
     ax.set_xlabel("pruned layer")
     ax.set_ylabel(ylabel)
@@ -276,8 +278,8 @@ def training_history(
     epochs = [r["epoch"] for r in rows]
     ax_loss.plot(epochs, [r["loss"] for r in rows], label="train loss")
     ax_loss.plot(epochs, [r["val_loss"] for r in rows], label="validation loss")
-    losses = np.asarray([[r["loss"], r["val_loss"]] for r in rows], dtype=float)
-    if len(_positive(losses)):
+    losses = _positive(np.asarray([[r["loss"], r["val_loss"]] for r in rows], dtype=float))
+    if len(losses) and losses.max() > 10 * losses.min():  # log only over more than a decade
         ax_loss.set_yscale("log")
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("cross-entropy")

@@ -72,8 +72,9 @@ def write_training_report(
     doc.heading("Training curves")
     doc.figure(
         fig,
-        "Cross-entropy (log scale) and accuracy per epoch; the dashed line marks the epoch "
-        "with the best validation loss, whose weights are `best.pt`",
+        "Cross-entropy (log scale when it spans more than a decade) and accuracy per epoch; "
+        "the dashed line marks the epoch with the best validation loss, whose weights are "
+        "`best.pt`",
         "training.png",
     )
     if config:
