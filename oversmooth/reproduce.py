@@ -304,7 +304,7 @@ def _write(
         doc.text(f"{model} SAN, the paper's Table {number}:")
         doc.table(shown)
     for dataset in datasets:
-        fig = plots.new_figure(6.4, 4.2)
+        fig = plots.figure(6.4, 4.2)
         plots.energy_vs_depth_against_reference(
             fig.add_subplot(), table[table["dataset"] == dataset], ARCHS, dataset
         )
@@ -321,7 +321,7 @@ def _write(
     verdict_rows = []
     for conv, res in (("san", san), *other.items()):
         # 2 x 2 panels: shown at its natural width (960 CSS px), every label stays legible
-        fig = plots.new_figure(10, 7.2)
+        fig = plots.figure(10, 7.2)
         axes = fig.subplots(2, 2).ravel()
         for ax, model in zip(axes, ARCHS + ("plain",)):
             rows = res.metrics[
@@ -388,7 +388,7 @@ def _write(
             }
         )
     doc.table(pd.DataFrame(acc_rows))
-    fig = plots.new_figure(10.5, 4.6)
+    fig = plots.figure(10.5, 4.6)
     axes = fig.subplots(1, 2)
     for ax, (arch, item) in zip(axes, trained.items()):
         a = item["analysis"]
@@ -415,7 +415,7 @@ def _write(
         p.to_csv(folder / f"pruning_{arch}.csv", index=False, float_format="%.6g")
     prune = pd.DataFrame(prune_rows)
     doc.table(prune)
-    fig = plots.new_figure(6.4, 3.8)
+    fig = plots.figure(6.4, 3.8)
     plots.accuracy_drop_curves(
         fig.add_subplot(),
         {arch: prune[prune["model"] == arch] for arch in trained},

@@ -95,7 +95,7 @@ def test_verdict_banner_is_coloured_by_kind(tmp_path, label, curse, kind):
 
 def test_figures_are_saved_and_shown_at_their_natural_size(tmp_path):
     doc = Document("t")
-    fig = plots.new_figure(12, 3.6)  # 1800 x 540 px at 150 dpi: Figure 1's old size
+    fig = plots.figure(12, 3.6)  # 1800 x 540 px at 150 dpi: Figure 1's old size
     fig.add_subplot().plot([1, 2], [3, 4])
     doc.figure(fig, "a wide figure", "wide.png")
     doc.table(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]}))
@@ -109,7 +109,7 @@ def test_figures_are_saved_and_shown_at_their_natural_size(tmp_path):
     assert "![a wide figure](wide.png)" in md and "x\\|y" in md and "| — |" in md
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries
     with pytest.raises(ValueError, match="ending in .png"):
-        doc.figure(plots.new_figure(), "no name")
+        doc.figure(plots.figure(), "no name")
 
 
 def test_energy_table_has_no_spread_for_one_seed_and_no_index_row():

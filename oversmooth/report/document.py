@@ -257,7 +257,7 @@ class Document:
             elif kind == "table":
                 body.append(_html_table(payload.frame, payload.index))
             elif kind == "figure":
-                body.append(_html_figure(folder, payload))
+                body.append(_html_img(folder, payload))
             elif kind == "verdict":
                 text, label, banner = payload
                 cls = banner.replace(" ", "-")
@@ -350,7 +350,7 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
     return int(width), int(height)
 
 
-def _html_figure(folder: Path, fig: _Figure) -> str:
+def _html_img(folder: Path, fig: _Figure) -> str:
     data = (folder / fig.name).read_bytes()
     size = _png_size(data)
     style = ""

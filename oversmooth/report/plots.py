@@ -1,6 +1,6 @@
 """The one place that draws figures.
 
-:func:`new_figure` makes a matplotlib ``Figure`` (never pyplot); the plot functions take an
+:func:`figure` makes a matplotlib ``Figure`` (never pyplot); the plot functions take an
 ``Axes``, draw and return it.  Saving and releasing figures is the report builder's job
 (:class:`oversmooth.report.document.Document`).
 Curves with zero, negative or non-finite values (a graph without edges, NaN
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def new_figure(width: float = 6.0, height: float = 4.2) -> Figure:
+def figure(width: float = 6.0, height: float = 4.2) -> Figure:
     """A figure of ``width`` x ``height`` inches with constrained layout (not registered with
     pyplot, so it is freed when dropped)."""
     from matplotlib.figure import Figure

@@ -231,16 +231,19 @@ def _environment_section(doc: Document, config: dict) -> None:
     where = (
         f"oversmooth {version}" + (f" (commit `{commit}`)" if commit else "")
         if version
-        else "the oversmooth version in the Environment table"
+        else "oversmooth (version not recorded)"
     )
     if config.get("sweep_mode"):
         doc.text(
             f"Merged from the cells of `oversmooth sweep` ({config['sweep_mode']} mode) with "
-            f"{where}; rerun the sweep from the spec.toml beside this folder."
+            f"{where}; the sweep's grid and options are in `spec.json` in the folder above "
+            "this one (rerun the sweep with the same spec to finish or extend it)."
         )
     else:
         doc.text(f"Written with {where}; this command reruns it:")
         doc.code(reproduce_command(config))
+    if not env and not timings:
+        return
     doc.heading("Environment")
     doc.table(
         pd.DataFrame(
@@ -302,7 +305,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
                 "floor": part["float_floor"] if "float_floor" in part else None,
             }
         )
-    fig = plots.new_figure()
+    fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves)
     doc.heading("Laplacian energy per layer")
     doc.figure(
@@ -319,7 +322,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
 
     if "relative_energy" in metrics:
-        fig = plots.new_figure()
+        fig = plots.figure()
         plots.relative_energy_curves(
             fig.add_subplot(),
             [
@@ -330,7 +333,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         doc.heading("Relative energy change")
         doc.figure(fig, "|R(X^k)|, the curse-of-depth indicator, log-log", "relative_energy.png")
     if "cosine_prev" in metrics:
-        fig = plots.new_figure()
+        fig = plots.figure()
         plots.cosine_curves(
             fig.add_subplot(),
             [
@@ -341,7 +344,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         doc.figure(fig, "Adjacent-layer cosine similarity", "cosine.png")
     if (folder / "similarity.csv").is_file():
         sim = pd.read_csv(folder / "similarity.csv", index_col=0)
-        fig = plots.new_figure(5.6, 4.6)
+        fig = plots.figure(5.6, 4.6)
         plots.similarity_heatmap(
             fig.add_subplot(),
             sim.to_numpy(),
@@ -352,7 +355,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         doc.figure(fig, "sim(X^s, X^t) over all pairs of layers (first seed)", "similarity.png")
     if (folder / "prune.csv").is_file():
         prune = pd.read_csv(folder / "prune.csv")
-        fig = plots.new_figure(6.0, 3.6)
+        fig = plots.figure(6.0, 3.6)
         column = "accuracy_drop" if "accuracy_drop" in prune else "logits_change"
         plots.pruning_bars(
             fig.add_subplot(),
@@ -412,9 +415,15 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     metrics = pd.read_csv(folder / "metrics.csv")
     summary = pd.read_csv(folder / "summary.csv")
     fits = _read_json(folder / "fits.json")
-    doc = Document(f"oversmooth compare: {', '.join(config['models'])} ({config['conv'].upper()})")
+    mode = config.get("sweep_mode")
+    what = f"{', '.join(config['models'])} ({config['conv'].upper()}"
+    doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
     seeds = config["seeds"]
-    doc.heading("Final-layer Laplacian energy at initialisation")
+    doc.heading(
+        "Final-layer Laplacian energy after training"
+        if mode == "trained"
+        else "Final-layer Laplacian energy at initialisation"
+    )
     doc.text(
         (
             f"Mean ± std over seeds {', '.join(str(s) for s in seeds)}"
@@ -438,7 +447,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         )
     doc.text(DELTA_BIC_NOTE)
     for dataset in config["datasets"]:
-        fig = plots.new_figure()
+        fig = plots.figure()
         plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
         doc.heading(f"{dataset}")
         doc.figure(
@@ -463,7 +472,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
                     "floor": None if floor is None else floor.to_numpy(),
                 }
             )
-        fig = plots.new_figure()
+        fig = plots.figure()
         plots.energy_curves(fig.add_subplot(), curves)
         doc.figure(
             fig,

@@ -66,7 +66,7 @@ def write_training_report(
             }
         )
     )
-    fig = plots.new_figure(9.6, 3.8)
+    fig = plots.figure(9.6, 3.8)
     ax_loss, ax_acc = fig.subplots(1, 2)
     plots.training_history(ax_loss, ax_acc, history, best_epoch)
     doc.heading("Training curves")
@@ -178,7 +178,7 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
         "(1 means independent of depth)."
     )
     doc.table(_bench_depth_table(r["depth"]))
-    fig = plots.new_figure(10, 3.8)
+    fig = plots.figure(10, 3.8)
     ax_t, ax_m = fig.subplots(1, 2)
     plots.cost_curves(
         ax_t,
@@ -214,7 +214,7 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
             ]
         )
     )
-    fig = plots.new_figure(10, 3.8)
+    fig = plots.figure(10, 3.8)
     ax_t, ax_m = fig.subplots(1, 2)
     plots.cost_curves(
         ax_t, ax_m, [(None, r["size"])], "nodes", "nodes (CSBM, average degree 10, depth 4)"
