@@ -116,16 +116,15 @@ def energy_curves(
             floors.append((layers, floor, line.get_color(), curve["label"]))
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
-        # the y range follows the data alone; the float floor is drawn only where it falls
-        # inside that range (a floor far below every value would squash the curves)
+        # the y range follows the data alone; the float floor is drawn when part of it falls
+        # inside that range, clipped to the axis (a floor far below would squash the curves)
         low, high = _positive(data).min() / 3, _positive(data).max() * 3
         for layers, floor, color, label in floors:
-            ok = (layers > 0) & np.isfinite(floor) & (floor >= low) & (floor <= high)
-            if ok.any():
-                shown = np.where(ok, floor, np.nan)
+            ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
+            if (ok & (floor >= low) & (floor <= high)).any():  # the axis clips the rest
                 ax.plot(
-                    layers,
-                    shown,
+                    layers[ok],
+                    floor[ok],
                     color=color,
                     lw=0.8,
                     ls="-.",
