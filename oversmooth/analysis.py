@@ -34,9 +34,9 @@ from oversmooth.precision import (
     resolve_floor_method,
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
-from oversmooth.registry import DISPLAY
 from oversmooth.prune import check_layers, prune_sensitivity
 from oversmooth.runtime import environment, resolve_device  # also re-exported
+from oversmooth.report.prose import PRETTY as PRETTY, curve_title  # PRETTY re-exported
 from oversmooth.verdict import verdict as _decide
 
 if TYPE_CHECKING:
@@ -61,8 +61,6 @@ MAX_DEPTH = 65536
 # progress(done, total, what): called as work advances, in units of layers (a probed
 # forward), runs x layers (compare), cells (sweep) or epochs (train); ``total`` is fixed
 Progress = Callable[[int, int, str], None]
-
-PRETTY = DISPLAY  # model name -> display name, read from the model registry
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -308,12 +306,11 @@ def describe_frame(
     }
 
 
-def _public(desc: dict) -> dict:
+def fits_record(desc: dict) -> dict:
+    """What fits.json keeps of a :func:`describe_frame` result: the numbers (fits, label and the
+    verdict's evidence; the live ``Verdict`` object is left out).  The reports build the verdict
+    prose from these numbers (:func:`oversmooth.report.prose.verdict_prose`)."""
     return {k: v for k, v in desc.items() if not k.startswith("_")}
-
-
-def _title(model: str, conv: str, depth: int, dataset: str) -> str:
-    return f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
 
 
 def _trained_model(
@@ -488,16 +485,16 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics = pd.concat(frames, ignore_index=True)
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
-        fits["per_seed"][str(seed)] = _public(
+        fits["per_seed"][str(seed)] = fits_record(
             describe_frame(frame, config.hidden, dtype=config.dtype)
         )
     # the verdict pools the seeds (shared law, one intercept per seed)
-    title = _title(config.model, config.conv, config.depth, config.dataset) + (
-        " (trained)" if config.checkpoint else ""
+    title = curve_title(
+        config.model, config.conv, config.depth, config.dataset, trained=bool(config.checkpoint)
     )
     desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
     verdict = desc["verdict"]
-    fits["mean_over_seeds"] = _public(desc)
+    fits["mean_over_seeds"] = fits_record(desc)
     fits["verdict"] = verdict
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
@@ -587,9 +584,10 @@ def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
 
-    def cell(row: pd.Series) -> str:
-        std = 0.0 if row["count"] < 2 or not np.isfinite(row["std"]) else row["std"]
-        return f"{row['mean']:.3g} ± {std:.2g}"
+    def cell(row: pd.Series) -> str:  # one seed has no spread: the mean alone, no "± 0"
+        if row["count"] < 2 or not np.isfinite(row["std"]):
+            return f"{row['mean']:.3g}"
+        return f"{row['mean']:.3g} ± {row['std']:.2g}"
 
     stats["cell"] = stats.apply(cell, axis=1)
     table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
@@ -663,10 +661,10 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     and f["depth"].iloc[0] == config.depths[-1]
                 ]
             )
-            title = _title(model_name, config.conv, config.depths[-1], dataset)
+            title = curve_title(model_name, config.conv, config.depths[-1], dataset)
             desc = describe_frame(deepest, config.hidden, title=title, dtype=config.dtype)
             verdict = desc["verdict"]
-            fits[f"{dataset}/{model_name}"] = {**_public(desc), "depth": config.depths[-1]}
+            fits[f"{dataset}/{model_name}"] = {**fits_record(desc), "depth": config.depths[-1]}
             verdicts.append(verdict)
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame(rows)

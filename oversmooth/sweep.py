@@ -735,11 +735,11 @@ def merge(
     from oversmooth.analysis import (
         ComparisonConfig,
         ComparisonResult,
-        _public,
-        _title,
         describe_frame,
+        fits_record,
         summary_table,
     )
+    from oversmooth.report.prose import curve_title
     from oversmooth.report.render import write_comparison
 
     out = Path(out)
@@ -789,10 +789,11 @@ def merge(
                         & (layer_rows["depth"] == depths[-1])
                     ]
                     if len(rows_dm):
-                        trained = " (trained)" if mode == "trained" else ""
-                        title = f"{_title(model, conv, depths[-1], dataset)}{trained}"
+                        title = curve_title(
+                            model, conv, depths[-1], dataset, trained=mode == "trained"
+                        )
                         desc = describe_frame(rows_dm, spec.hidden, title=title, dtype=spec.dtype)
-                        fits[f"{dataset}/{model}"] = {**_public(desc), "depth": depths[-1]}
+                        fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depths[-1]}
                         verdicts.append(desc["verdict"])
             config = ComparisonConfig(
                 models=tuple(models),

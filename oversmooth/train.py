@@ -12,7 +12,8 @@ An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (the state
 between two epochs, everything needed to resume exactly: weights, optimiser,
 scheduler, dropout generator, best-so-far with its weights, history),
 ``config.json``, ``history.csv`` (one row per epoch, ``status`` ``ok`` or
-``diverged``) and, once finished, ``summary.json`` and ``training.png``.
+``diverged``) and, once finished, ``summary.json``, ``training.png`` and
+``report.md`` / ``report.html``.
 Checkpoint files are plain dicts of tensors and numbers, written atomically and
 read back with ``torch.load(weights_only=True)``.
 
@@ -57,7 +58,6 @@ from oversmooth.nn.model import (
     model_from_config,
 )
 from oversmooth.outputs import (
-    atomic_file,
     atomic_text,
     claim_folder,
     move_into_place,
@@ -700,36 +700,10 @@ def _loop(
             "seconds_this_run": seconds,
         }
         write_json(out / "summary.json", summary)
-        _plot_history(out, run.history, run.best_epoch)
+        from oversmooth.report.writers import write_training_report
+
+        write_training_report(out, run.history, run.best_epoch, summary)
     return result
-
-
-def _plot_history(out: Path, history: list[dict], best_epoch: int) -> None:
-    if not history:
-        return
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
-    ax_loss, ax_acc = fig.subplots(1, 2)
-    epochs = [r["epoch"] for r in history]
-    ax_loss.plot(epochs, [r["loss"] for r in history], label="train loss")
-    ax_loss.plot(epochs, [r["val_loss"] for r in history], label="validation loss")
-    ax_loss.set_yscale("log")
-    ax_loss.set_xlabel("epoch")
-    ax_loss.set_ylabel("cross-entropy")
-    ax_loss.legend(fontsize=8)
-    for split in ("train", "val", "test"):
-        ax_acc.plot(epochs, [r[f"{split}_acc"] for r in history], label=split)
-    ax_acc.axvline(
-        best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
-    )
-    ax_acc.set_xlabel("epoch")
-    ax_acc.set_ylabel("accuracy")
-    ax_acc.legend(fontsize=8)
-    for ax in (ax_loss, ax_acc):
-        ax.grid(True, alpha=0.3)
-    atomic_file(out / "training.png", lambda tmp: fig.savefig(tmp, dpi=150, format="png"))
-    fig.clf()
 
 
 def describe(result: TrainResult) -> str:

@@ -36,12 +36,15 @@ def test_probe_overhead_and_isolated_measurement():
     assert row["seconds"] > 0 and row["peak_mib"] >= 0
 
 
-def test_precision_cost_times_both_precisions_side_by_side():
+def test_precision_cost_times_both_precisions_side_by_side(tmp_path):
     p = bench.precision_cost(torch.device("cpu"), depth=2, repeats=1)
     for key in ("float32_bare_s", "float64_bare_s", "float32_shadow_s", "float64_twin_s"):
         assert p[key] > 0
     assert p["forward_ratio"] == p["float64_bare_s"] / p["float32_bare_s"]
-    text = bench._markdown({**_minimal_results(), "precision": p})
+    from oversmooth.report.writers import write_bench_report
+
+    write_bench_report(tmp_path, {**_minimal_results(), "precision": p})
+    text = (tmp_path / "report.md").read_text()
     assert "Precision: float64 against float32" in text
 
 

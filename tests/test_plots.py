@@ -117,10 +117,10 @@ def test_energy_axis_follows_the_data():
 def test_fit_table_names_the_delta_bic_sign():
     """Issue 13: the column said 'exp − pow'; fit.py stores BIC(power) − BIC(exponential)."""
     from oversmooth.fit import fit_curve
-    from oversmooth.report.render import DELTA_BIC, _fit_table
+    from oversmooth.report.render import DELTA_BIC, fit_table
 
     k = np.arange(0, 65)
     record = fit_curve(k, np.exp(-0.1 * k)).to_dict()
-    table = _fit_table({"full": record, "tail": record})
+    table = fit_table({"full": record, "tail": record})
     assert DELTA_BIC == "ΔBIC = BIC(pow) − BIC(exp)" and DELTA_BIC in table.columns
     assert (table[DELTA_BIC] > 0).all()  # an exponential: positive, as the label says

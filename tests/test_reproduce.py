@@ -94,3 +94,26 @@ def test_plain_sentence_states_only_what_the_verdicts_give():
     rows[0]["halving"] = 20.0  # slower than Post-LN: no claim that it is the fastest
     assert _plain_fastest(rows) == " Its energy halves every 20 (SAN) layers."
     assert _plain_fastest(rows[1:]) == ""  # no exponential verdict for plain: nothing claimed
+
+
+def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monkeypatch):
+    """The report's Reproduce command, given to the CLI, builds the configuration it records."""
+    import shlex
+
+    import oversmooth.reproduce as R
+
+    seen = {}
+
+    def capture(config, out, **kwargs):
+        seen["config"] = config
+        raise KeyboardInterrupt  # stop before any work
+
+    monkeypatch.setattr(R, "run_reproduction", capture)
+    for config in (
+        R.ReproduceConfig.preset(True),
+        R.ReproduceConfig.preset(False, device="cpu", dtype="float32"),
+    ):
+        args = shlex.split(R.command_line(config))
+        assert args[:2] == ["oversmooth", "reproduce"]
+        CliRunner().invoke(app, [*args[1:], "--quiet", "--out", str(tmp_path / "r")])
+        assert seen.pop("config") == config

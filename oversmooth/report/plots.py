@@ -1,6 +1,8 @@
-"""Plot functions: each takes a matplotlib ``Axes``, draws, and returns it.
+"""The one place that draws figures.
 
-They never create, show or save figures (the report writer does that).
+:func:`figure` makes a matplotlib ``Figure`` (never pyplot); the plot functions take an
+``Axes``, draw and return it.  Saving and releasing figures is the report builder's job
+(:class:`oversmooth.report.document.Document`).
 Curves with zero, negative or non-finite values (a graph without edges, NaN
 features) are drawn where they can be: a log axis with nothing positive and
 finite on it stays linear and says why, instead of failing the whole report.
@@ -16,9 +18,17 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-FLOOR_DECADES = 3  # how far below the lowest value the energy plot reaches for the floor
+def figure(width: float = 6.0, height: float = 4.2) -> Figure:
+    """A figure of ``width`` x ``height`` inches with constrained layout (not registered with
+    pyplot, so it is freed when dropped)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
 
 
@@ -106,14 +116,12 @@ def energy_curves(
             floors.append((layers, floor, line.get_color(), curve["label"]))
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
-        # the y range follows the data, extended by at most FLOOR_DECADES to show the float
-        # floor where it comes close; a floor far below every value is not drawn
-        low, high = _positive(data).min(), _positive(data).max()
-        bottom = low / 3
+        # the y range follows the data alone; the float floor is drawn when part of it falls
+        # inside that range, clipped to the axis (a floor far below would squash the curves)
+        low, high = _positive(data).min() / 3, _positive(data).max() * 3
         for layers, floor, color, label in floors:
-            ok = (layers > 0) & np.isfinite(floor) & (floor >= low / 10**FLOOR_DECADES)
-            ok &= floor <= high * 3
-            if ok.any():
+            ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
+            if (ok & (floor >= low) & (floor <= high)).any():  # the axis clips the rest
                 ax.plot(
                     layers[ok],
                     floor[ok],
@@ -123,8 +131,7 @@ def energy_curves(
                     alpha=0.7,
                     label=f"  float floor ({label})",
                 )
-                bottom = min(bottom, floor[ok].min() / 3)
-        ax.set_ylim(bottom, high * 3)
+        ax.set_ylim(low, high)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(metric_label)
     ax.grid(True, which="major", alpha=0.3)
@@ -199,7 +206,9 @@ def pruning_bars(
     labels = [str(k) for k in layers]
     values = np.asarray(list(values), dtype=float)
     ax.bar(labels, np.abs(values) if log else values, color="tab:blue")
-    if log and np.all(np.abs(values[np.isfinite(values)]) > 0):
+    shown = np.abs(values[np.isfinite(values)])
+    # a log axis only when the bars span more than a decade (else its ticks are unreadable)
+    if log and len(shown) and np.all(shown > 0) and shown.max() > 10 * shown.min():
         ax.set_yscale("log")
     ax.set_xlabel("pruned layer")
     ax.set_ylabel(ylabel)
@@ -244,3 +253,77 @@ def energy_vs_depth_against_reference(
         )
     shown = table[table["model"].isin(list(models))]
     return _depth_axes(ax, title, shown["depth"], np.r_[shown["ours_mean"], shown["paper"]])
+
+
+def accuracy_drop_curves(
+    ax: Axes, parts: Mapping[str, pd.DataFrame], layer: str = "layer", drop: str = "drop"
+) -> Axes:
+    """Accuracy drop (points) against the pruned layer, one line per model (Table 8)."""
+    for name, part in parts.items():
+        ax.plot(part[layer], part[drop], "o-", label=name)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("pruned layer")
+    ax.set_ylabel("test accuracy drop (points)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def training_history(
+    ax_loss: Axes, ax_acc: Axes, history: Iterable[Mapping], best_epoch: int
+) -> tuple[Axes, Axes]:
+    """Train and validation loss (log) and train/val/test accuracy against the epoch."""
+    rows = list(history)
+    epochs = [r["epoch"] for r in rows]
+    ax_loss.plot(epochs, [r["loss"] for r in rows], label="train loss")
+    ax_loss.plot(epochs, [r["val_loss"] for r in rows], label="validation loss")
+    losses = _positive(np.asarray([[r["loss"], r["val_loss"]] for r in rows], dtype=float))
+    if len(losses) and losses.max() > 10 * losses.min():  # log only over more than a decade
+        ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("cross-entropy")
+    ax_loss.legend(fontsize=8)
+    for split in ("train", "val", "test"):
+        ax_acc.plot(epochs, [r[f"{split}_acc"] for r in rows], label=split)
+    ax_acc.axvline(
+        best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
+    )
+    ax_acc.set_xlabel("epoch")
+    ax_acc.set_ylabel("accuracy")
+    ax_acc.legend(fontsize=8)
+    for ax in (ax_loss, ax_acc):
+        ax.grid(True, alpha=0.3)
+    return ax_loss, ax_acc
+
+
+def cost_curves(
+    ax_time: Axes,
+    ax_memory: Axes,
+    series: Iterable[tuple[str | None, Iterable[Mapping]]],
+    x: str,
+    xlabel: str,
+    base: float = 10,
+) -> tuple[Axes, Axes]:
+    """Benchmark scaling: seconds and extra peak memory (MiB) against ``x`` (log-log), one line
+    per ``(label, rows)``; rows with an ``error`` are left out."""
+    labelled = False
+    for label, rows in series:
+        good = [r for r in rows if "error" not in r]
+        if not good:
+            continue
+        xs = [r[x] for r in good]
+        ax_time.plot(xs, [r["seconds"] for r in good], "o-", label=label)
+        ax_memory.plot(xs, [max(r["peak_mib"], 0.1) for r in good], "o-", label=label)
+        labelled |= label is not None
+    for ax, ylabel in (
+        (ax_time, "seconds per probed forward"),
+        (ax_memory, "extra peak memory (MiB)"),
+    ):
+        ax.set_xscale("log", base=base)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if labelled:
+            ax.legend(fontsize=8)
+    return ax_time, ax_memory

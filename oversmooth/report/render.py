@@ -15,10 +15,7 @@ leaves the old folder untouched; a second run on the same folder is refused.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -29,10 +26,12 @@ from numpy.typing import ArrayLike
 
 from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
+from oversmooth.report.command import reproduce_command
+from oversmooth.report.document import MISSING, Document, format_cell
+from oversmooth.report.prose import curve_title, verdict_prose, verdict_record
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.figure import Figure
 
     from oversmooth.analysis import AnalysisResult, ComparisonResult
 
@@ -43,11 +42,12 @@ __all__ = [
     "write_analysis",
     "write_comparison",
     "render_report",
+    "fit_table",
+    "energy_table",
     "atomic_folder",
     "check_out",
 ]
 
-DPI = 150
 DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
 DELTA_BIC_NOTE = (
     f"{DELTA_BIC}: positive favours the exponential, negative the power law "
@@ -112,111 +112,8 @@ def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = Fals
 # ----------------------------------------------------------------------------- rendering
 
 
-def _figure(width: float = 6.0, height: float = 4.2) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _save(fig: Figure, path: Path) -> str:
-    fig.savefig(path, dpi=DPI)
-    fig.clf()
-    return path.name
-
-
-class _Doc:
-    """Report content kept once, rendered to Markdown and to HTML."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.parts: list[tuple[str, Any]] = []
-
-    def heading(self, text: str, level: int = 2) -> None:
-        self.parts.append(("h", (level, text)))
-
-    def text(self, text: str) -> None:
-        self.parts.append(("p", text))
-
-    def table(self, frame: pd.DataFrame, index: bool = False) -> None:
-        self.parts.append(("t", (frame, index)))
-
-    def image(self, name: str, caption: str) -> None:
-        self.parts.append(("img", (name, caption)))
-
-    def markdown(self) -> str:
-        out = []
-        for kind, payload in self.parts:
-            if kind == "h":
-                level, text = payload
-                out.append("#" * level + " " + text)
-            elif kind == "p":
-                out.append(payload)
-            elif kind == "t":
-                frame, index = payload
-                out.append(_md_table(frame, index))
-            else:
-                name, caption = payload
-                out.append(f"![{caption}]({name})\n\n*{caption}*")
-        return "\n\n".join(out) + "\n"
-
-    def html(self, title: str) -> str:
-        body = []
-        for kind, payload in self.parts:
-            if kind == "h":
-                level, text = payload
-                body.append(f"<h{level}>{html.escape(text)}</h{level}>")
-            elif kind == "p":
-                body.append(f"<p>{html.escape(payload)}</p>")
-            elif kind == "t":
-                frame, index = payload
-                body.append(
-                    frame.to_html(
-                        index=index,
-                        border=0,
-                        classes="table",
-                        na_rep="",
-                        float_format=lambda v: f"{v:.4g}",
-                    )
-                )
-            else:
-                name, caption = payload
-                data = base64.b64encode((self.folder / name).read_bytes()).decode("ascii")
-                body.append(
-                    f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-                )
-        style = (
-            "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem "
-            "auto;padding:0 1rem;color:#222}"
-            # tables wider than the page scroll sideways instead of overflowing it
-            "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;"
-            "overflow-x:auto;max-width:100%}"
-            "td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right}"
-            "img{max-width:100%}figcaption{font-size:.85rem;color:#555}code{background:#f4f4f4}"
-        )
-        return (
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
-        )
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return str(value)
-
-
-def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
-    frame = frame.reset_index() if index else frame
-    cols = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    return "\n".join(lines)
-
-
-def _fit_table(fits: dict) -> pd.DataFrame:
+def fit_table(fits: dict) -> pd.DataFrame:
+    """The full- and tail-window law fits of one fits.json record as a table."""
     import pandas as pd
 
     rows = []
@@ -226,14 +123,13 @@ def _fit_table(fits: dict) -> pd.DataFrame:
             fit = record.get(law)
             if not fit:
                 continue
+            ci = fit.get("ci") or [None, None]
             rows.append(
                 {
                     "window": f"{window} (layers {record['span'][0]}-{record['span'][1]})",
                     "law": "C·k^α" if law == "power" else "C·e^(βk)",
                     "exponent": fit["exponent"],
-                    "95% CI": f"[{fit['ci'][0]:.3g}, {fit['ci'][1]:.3g}]"
-                    if fit["ci"][0] is not None
-                    else "",
+                    "95% CI": f"[{ci[0]:.3g}, {ci[1]:.3g}]" if ci[0] is not None else "",
                     "R²": fit["r2"],
                     DELTA_BIC: record.get("delta_bic"),
                     "points": fit["n"],
@@ -269,7 +165,9 @@ def _evidence_table(record: dict | None) -> pd.DataFrame | None:
     rate = record.get("rate")
     if rate:
         lo, hi = rate["interval"]
-        value = f"{_fmt(rate['value'])} (95% interval {_fmt(lo)} to {_fmt(hi)})"
+        value = (
+            f"{format_cell(rate['value'])} (95% interval {format_cell(lo)} to {format_cell(hi)})"
+        )
         rows.append((rate["name"].replace("_", " "), value))
     level = ev.get("level")
     for key, name in (
@@ -280,7 +178,7 @@ def _evidence_table(record: dict | None) -> pd.DataFrame | None:
         if ev.get(key) is not None:
             half = ev.get(key.replace("_decades", "_halfwidth"))
             label = f"{name} (± {level:.0%} half-width)" if level else name
-            rows.append((label, f"{ev[key]:+.3g} ± {_fmt(half)}"))
+            rows.append((label, f"{ev[key]:+.3g} ± {format_cell(half)}"))
     if ev.get("delta_bic") is not None:
         rows.append((DELTA_BIC, f"{ev['delta_bic']:.4g}"))
     if ev.get("uncertainty"):
@@ -294,38 +192,58 @@ def _log_mean(values: ArrayLike) -> float:
     return float(np.exp(np.mean(np.log(v)))) if np.all(np.isfinite(v) & (v > 0)) else float("nan")
 
 
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def render_report(folder: str | os.PathLike) -> Path:
-    """(Re)build figures, ``report.md`` and ``report.html`` from the data files in ``folder``."""
+    """(Re)build figures, ``report.md`` and ``report.html`` from the data files in ``folder``.
+
+    The verdict prose is rebuilt from the numbers in fits.json (:mod:`oversmooth.report.prose`).
+    """
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(
             f"{folder}: no config.json; expected a folder written by oversmooth analyze/compare"
         )
-    config = json.loads(config_path.read_text())
+    config = _read_json(config_path)
     command = config.get("command")
     if command in ("analyze", "prune"):
-        doc, title = _render_analysis(folder, config)
+        doc = _render_analysis(folder, config)
     elif command == "compare":
-        doc, title = _render_comparison(folder, config)
+        doc = _render_comparison(folder, config)
     else:
         raise ValueError(f"{config_path}: unknown command {command!r}; expected analyze or compare")
     _environment_section(doc, config)
-    (folder / "report.md").write_text(f"# {title}\n\n" + doc.markdown())
-    (folder / "report.html").write_text(
-        doc.html(title).replace("<body>\n", f"<body>\n<h1>{html.escape(title)}</h1>\n", 1)
-    )
+    doc.write(folder)
     return folder
 
 
-def _environment_section(doc: _Doc, config: dict) -> None:
+def _environment_section(doc: Document, config: dict) -> None:
     import pandas as pd
 
     env = config.get("environment", {})
     timings = config.get("timings", {})
     doc.heading("Reproduce")
-    settings = {k: v for k, v in config.items() if k not in ("environment", "timings")}
-    doc.text("Configuration: " + json.dumps(settings, default=str))
+    version = env.get("oversmooth")
+    commit = env.get("git_commit")
+    where = (
+        f"oversmooth {version}" + (f" (commit `{commit}`)" if commit else "")
+        if version
+        else "oversmooth (version not recorded)"
+    )
+    if config.get("sweep_mode"):
+        doc.text(
+            f"Merged from the cells of `oversmooth sweep` ({config['sweep_mode']} mode) with "
+            f"{where}; the sweep's grid and options are in `spec.json` in the folder above "
+            "this one (rerun the sweep with the same spec to finish or extend it)."
+        )
+    else:
+        doc.text(f"Written with {where}; this command reruns it:")
+        doc.code(reproduce_command(config))
+    if not env and not timings:
+        return
     doc.heading("Environment")
     doc.table(
         pd.DataFrame(
@@ -337,30 +255,38 @@ def _environment_section(doc: _Doc, config: dict) -> None:
     )
 
 
-def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
+def _render_analysis(folder: Path, config: dict) -> Document:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
-    fits = json.loads((folder / "fits.json").read_text())
-    verdict = fits.get("verdict", "")
+    fits = _read_json(folder / "fits.json")
     model, conv, depth, dataset = (
         config["model"],
         config["conv"],
         config["depth"],
         config["dataset"],
     )
-    title = f"oversmooth analyze: {model} {conv.upper()}, depth {depth}, {dataset}"
-    doc = _Doc(folder)
-    doc.heading("Verdict")
-    doc.text(verdict)
+    trained = bool(config.get("checkpoint"))
+    doc = Document(f"oversmooth analyze: {model} {conv.upper()}, depth {depth}, {dataset}")
     mean_fit = fits.get("mean_over_seeds", {})
-    doc.text(f"Classification: {mean_fit.get('classification')} — {mean_fit.get('reason', '')}.")
-    evidence = _evidence_table(mean_fit.get("evidence"))
+    if "verdict" in fits and not verdict_record(mean_fit):
+        mean_fit = {**mean_fit, "verdict": fits["verdict"]}  # an old folder: the frozen text
+    found = verdict_record(mean_fit) or {}
+    doc.heading("Verdict")
+    doc.verdict(
+        verdict_prose(mean_fit, curve_title(model, conv, depth, dataset, trained)),
+        found.get("label") or mean_fit.get("classification"),
+        found.get("curse_of_depth"),
+    )
+    reason = found.get("reason") or mean_fit.get("reason")
+    if reason and (found.get("label") or mean_fit.get("classification")) != "inconclusive":
+        doc.text(f"Why: {reason}.")
+    evidence = _evidence_table(verdict_record(mean_fit))
     if evidence is not None:
         doc.table(evidence)
     state = (
-        f"on the trained checkpoint {config['checkpoint']}"
-        if config.get("checkpoint")
+        f"on the trained checkpoint `{config['checkpoint']}`"
+        if trained
         else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
     )
     doc.text(
@@ -379,14 +305,16 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
                 "floor": part["float_floor"] if "float_floor" in part else None,
             }
         )
-    fig = _figure()
+    fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves)
     doc.heading("Laplacian energy per layer")
-    doc.image(
-        _save(fig, folder / "energy.png"),
-        "Laplacian energy against layer, log-log, with the tail-window fits of the first seed",
+    doc.figure(
+        fig,
+        "Laplacian energy against layer, log-log, with the tail-window fits of the first seed "
+        "(the float floor is drawn where it falls inside the range of the data)",
+        "energy.png",
     )
-    fit_rows = _fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
+    fit_rows = fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
     if len(fit_rows):
         doc.table(fit_rows)
         doc.text(DELTA_BIC_NOTE)
@@ -394,7 +322,7 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
         doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
 
     if "relative_energy" in metrics:
-        fig = _figure()
+        fig = plots.figure()
         plots.relative_energy_curves(
             fig.add_subplot(),
             [
@@ -403,12 +331,9 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
             ],
         )
         doc.heading("Relative energy change")
-        doc.image(
-            _save(fig, folder / "relative_energy.png"),
-            "|R(X^k)|, the curse-of-depth indicator, log-log",
-        )
+        doc.figure(fig, "|R(X^k)|, the curse-of-depth indicator, log-log", "relative_energy.png")
     if "cosine_prev" in metrics:
-        fig = _figure()
+        fig = plots.figure()
         plots.cosine_curves(
             fig.add_subplot(),
             [
@@ -416,10 +341,10 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
                 for s, p in metrics.groupby("seed")
             ],
         )
-        doc.image(_save(fig, folder / "cosine.png"), "Adjacent-layer cosine similarity")
+        doc.figure(fig, "Adjacent-layer cosine similarity", "cosine.png")
     if (folder / "similarity.csv").is_file():
         sim = pd.read_csv(folder / "similarity.csv", index_col=0)
-        fig = _figure(5.2, 4.6)
+        fig = plots.figure(5.6, 4.6)
         plots.similarity_heatmap(
             fig.add_subplot(),
             sim.to_numpy(),
@@ -427,13 +352,10 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
             f"seed {config['seeds'][0]}",
         )
         doc.heading("Inter-layer similarity")
-        doc.image(
-            _save(fig, folder / "similarity.png"),
-            "sim(X^s, X^t) over all pairs of layers (first seed)",
-        )
+        doc.figure(fig, "sim(X^s, X^t) over all pairs of layers (first seed)", "similarity.png")
     if (folder / "prune.csv").is_file():
         prune = pd.read_csv(folder / "prune.csv")
-        fig = _figure(6.0, 3.6)
+        fig = plots.figure(6.0, 3.6)
         column = "accuracy_drop" if "accuracy_drop" in prune else "logits_change"
         plots.pruning_bars(
             fig.add_subplot(),
@@ -443,11 +365,12 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
             log=column != "accuracy_drop",
         )
         doc.heading("Layer pruning sensitivity")
-        doc.image(
-            _save(fig, folder / "pruning.png"),
+        doc.figure(
+            fig,
             "Test-accuracy drop when one layer is replaced by the identity"
             if column == "accuracy_drop"
             else "Relative change of the logits when one layer is replaced by the identity",
+            "pruning.png",
         )
         doc.table(prune)
     doc.heading("Per-layer table (excerpt)")
@@ -460,42 +383,84 @@ def _render_analysis(folder: Path, config: dict) -> tuple[_Doc, str]:
         }
     )
     doc.table(first[first["layer"].isin(picks)])
-    doc.text("The full table is metrics.csv (one row per layer and seed).")
-    return doc, title
+    doc.text("The full table is `metrics.csv` (one row per layer and seed).")
+    return doc
 
 
-def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
+def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Final-layer energy per (model, dataset) and depth: ``mean ± std`` over seeds, the mean
+    alone when there is one seed (no ``± 0``), a dash where a cell has no value."""
+
+    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
+    stats = grouped.agg(["mean", "std", "count"]).reset_index()
+
+    def cell(row: pd.Series) -> str:
+        if not np.isfinite(row["mean"]):
+            return MISSING
+        if row["count"] < 2 or not np.isfinite(row["std"]):
+            return f"{row['mean']:.3g}"
+        return f"{row['mean']:.3g} ± {row['std']:.2g}"
+
+    stats["cell"] = stats.apply(cell, axis=1)
+    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
+    order = list(dict.fromkeys(summary["model"]))
+    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
+    table.columns = [f"{d} layers" for d in table.columns]
+    return table.reset_index().fillna(MISSING)
+
+
+def _render_comparison(folder: Path, config: dict) -> Document:
     import pandas as pd
 
     metrics = pd.read_csv(folder / "metrics.csv")
     summary = pd.read_csv(folder / "summary.csv")
-    table = pd.read_csv(folder / "table.csv", index_col=[0, 1])
-    fits = json.loads((folder / "fits.json").read_text())
-    title = f"oversmooth compare: {', '.join(config['models'])} ({config['conv'].upper()})"
-    doc = _Doc(folder)
-    doc.heading("Final-layer Laplacian energy at initialisation")
-    doc.text(
-        f"Mean ± std over seeds {', '.join(str(s) for s in config['seeds'])}; "
-        "the layout of the seed paper's Tables 2, 4 and 6."
+    fits = _read_json(folder / "fits.json")
+    mode = config.get("sweep_mode")
+    what = f"{', '.join(config['models'])} ({config['conv'].upper()}"
+    doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
+    seeds = config["seeds"]
+    doc.heading(
+        "Final-layer Laplacian energy after training"
+        if mode == "trained"
+        else "Final-layer Laplacian energy at initialisation"
     )
-    doc.table(table, index=True)
-    doc.heading("Verdicts at the deepest depth")
-    for key, record in fits.items():
-        doc.text(record.get("verdict", key))
-    doc.text(DELTA_BIC_NOTE)
+    doc.text(
+        (
+            f"Mean ± std over seeds {', '.join(str(s) for s in seeds)}"
+            if len(seeds) > 1
+            else f"One seed ({seeds[0]}): no spread is shown"
+        )
+        + "; the layout of the seed paper's Tables 2, 4 and 6."
+    )
+    doc.table(energy_table(summary))
     deepest = max(config["depths"])
+    doc.heading("Verdicts at the deepest depth")
+    trained = config.get("sweep_mode") == "trained"
+    for key, record in fits.items():
+        dataset, _, model = key.partition("/")
+        found = verdict_record(record) or {}
+        title = curve_title(model, config["conv"], record.get("depth", deepest), dataset, trained)
+        doc.verdict(
+            verdict_prose(record, title),
+            found.get("label") or record.get("classification"),
+            found.get("curse_of_depth"),
+        )
+    doc.text(DELTA_BIC_NOTE)
     for dataset in config["datasets"]:
-        fig = _figure()
+        fig = plots.figure()
         plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
         doc.heading(f"{dataset}")
-        doc.image(
-            _save(fig, folder / f"final_energy_{dataset}.png"),
+        doc.figure(
+            fig,
             f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
+            f"final_energy_{dataset}.png",
         )
         part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
         curves = []
         for model in config["models"]:
             rows = part[part["model"] == model]
+            if rows.empty:
+                continue
             mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
             floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
             curves.append(
@@ -507,11 +472,22 @@ def _render_comparison(folder: Path, config: dict) -> tuple[_Doc, str]:
                     "floor": None if floor is None else floor.to_numpy(),
                 }
             )
-        fig = _figure()
+        fig = plots.figure()
         plots.energy_curves(fig.add_subplot(), curves)
-        doc.image(
-            _save(fig, folder / f"energy_{dataset}.png"),
+        doc.figure(
+            fig,
             f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
             "(geometric mean over seeds), log-log, with tail fits",
+            f"energy_{dataset}.png",
         )
-    return doc, title
+        rows = []
+        for model in config["models"]:
+            record = fits.get(f"{dataset}/{model}")
+            if record:
+                table = fit_table(record)
+                if len(table):
+                    rows.append(table.assign(model=model))
+        if rows:
+            table = pd.concat(rows, ignore_index=True)
+            doc.table(table[["model"] + [c for c in table.columns if c != "model"]])
+    return doc

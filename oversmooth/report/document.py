@@ -1,0 +1,412 @@
+"""The one report builder: content added once, written as ``report.md`` and ``report.html``.
+
+:class:`Document` keeps an ordered list of blocks (headings, paragraphs of inline Markdown,
+tables, figures, a verdict banner, code blocks) and renders each to Markdown and to HTML.
+The HTML is built block by block (no patching of rendered text): self-contained (figures
+inlined as PNG data), with a table of contents when the report has at least
+:data:`TOC_MIN_SECTIONS` sections, and figures shown at their natural size (150 dpi PNG shown
+at 96 CSS px per inch) inside a sideways-scrolling frame rather than shrunk until their labels
+cannot be read.
+
+Inline Markdown in :meth:`Document.text` is rendered by :func:`inline_html`: code spans,
+``**strong**``, ``*emphasis*`` and ``[links](url)``; everything else is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oversmooth.outputs import atomic_file, atomic_text
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "Document",
+    "inline_html",
+    "format_cell",
+    "verdict_kind",
+    "DPI",
+    "MISSING",
+    "TOC_MIN_SECTIONS",
+]
+
+DPI = 150  # of every saved figure
+CSS_PX_PER_INCH = 96  # a figure is shown at its physical size: 150 px -> 96 CSS px
+TOC_MIN_SECTIONS = 4  # level-2 headings from which a report gets a table of contents
+MISSING = "—"
+
+# verdict labels -> banner kind (colour)
+_KINDS = {
+    "exponential-smoothing": "oversmoothing",
+    "algebraic-smoothing": "oversmoothing",
+    "stable": "healthy",
+    "power-law-growth": "healthy",
+    "exponential-growth": "healthy",
+    "inconclusive": "inconclusive",
+}
+_BANNER = {
+    "oversmoothing": ("#fdecea", "#c62828"),
+    "curse of depth": ("#fff4e0", "#e08a00"),
+    "healthy": ("#e8f5e9", "#2e7d32"),
+    "inconclusive": ("#eeeeee", "#616161"),
+}
+
+
+def verdict_kind(label: str | None, curse_of_depth: bool | None = None) -> str:
+    """Banner kind of a verdict label: ``oversmoothing``, ``curse of depth``, ``healthy`` or
+    ``inconclusive`` (a growing curve with the curse of depth is ``curse of depth``)."""
+    kind = _KINDS.get(label or "", "inconclusive")
+    if kind == "healthy" and curse_of_depth:
+        return "curse of depth"
+    return kind
+
+
+# ----------------------------------------------------------------------------- inline Markdown
+
+_CODE = re.compile(r"(`+)(.+?)\1", re.S)
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^()\s]+)\)")
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
+_SAFE_URL = re.compile(r"^(https?://|mailto:|#|[\w./-]+$)", re.I)
+
+
+def _inline_plain(text: str) -> str:
+    """Escape, then links, strong and emphasis (no code spans in ``text``)."""
+    out = []
+    pos = 0
+    for m in _LINK.finditer(text):
+        out.append(_emphasis(html.escape(text[pos : m.start()], quote=False)))
+        label, url = m.group(1), m.group(2)
+        if _SAFE_URL.match(url):
+            out.append(
+                f'<a href="{html.escape(url)}">{_emphasis(html.escape(label, quote=False))}</a>'
+            )
+        else:
+            out.append(_emphasis(html.escape(m.group(0), quote=False)))
+        pos = m.end()
+    out.append(_emphasis(html.escape(text[pos:], quote=False)))
+    return "".join(out)
+
+
+def _emphasis(escaped: str) -> str:
+    escaped = _STRONG.sub(r"<strong>\1</strong>", escaped)
+    return _EM.sub(r"<em>\1</em>", escaped)
+
+
+def inline_html(text: str) -> str:
+    """HTML for one paragraph of inline Markdown: `` `code` ``, ``**strong**``, ``*emphasis*``
+    and ``[text](url)`` (http(s), mailto, ``#anchor`` or a relative path); all other text is
+    escaped, so ``<`` or ``&`` in a paragraph are shown, never interpreted."""
+    out = []
+    pos = 0
+    for m in _CODE.finditer(text):
+        out.append(_inline_plain(text[pos : m.start()]))
+        out.append(f"<code>{html.escape(m.group(2).strip(), quote=False)}</code>")
+        pos = m.end()
+    out.append(_inline_plain(text[pos:]))
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+@dataclass
+class _Figure:
+    name: str
+    caption: str
+    figure: Any = None  # a matplotlib Figure, saved at write time
+    source: Path | None = None  # or an existing PNG
+    width: float | None = None  # CSS px to show it at; default: its physical size
+
+
+@dataclass
+class _Table:
+    frame: Any
+    index: bool
+
+
+@dataclass
+class Document:
+    """A report: add blocks in order, then :meth:`write` it to a folder.
+
+    >>> doc = Document("oversmooth analyze: ...")
+    >>> doc.heading("Verdict"); doc.verdict("exponential smoothing ...", "exponential-smoothing")
+    >>> doc.text("Measured with `--dtype float64`.")
+    >>> doc.write(folder)  # report.md, report.html and the figures' PNGs
+    """
+
+    title: str
+    toc_min: int = TOC_MIN_SECTIONS
+    blocks: list[tuple[str, Any]] = field(default_factory=list)
+
+    # -- building
+    def heading(self, text: str, level: int = 2) -> None:
+        if level not in (2, 3, 4):
+            raise ValueError(f"heading level {level}: expected 2, 3 or 4 (1 is the title)")
+        self.blocks.append(("heading", (level, text)))
+
+    def text(self, markdown: str) -> None:
+        """A paragraph of inline Markdown (code, emphasis, links)."""
+        self.blocks.append(("text", markdown))
+
+    def table(self, frame: pd.DataFrame, index: bool = False) -> None:
+        """A table; floats shown with 4 significant digits, missing values as a dash."""
+        self.blocks.append(("table", _Table(frame, index)))
+
+    def figure(
+        self,
+        figure: Figure | str | Path,
+        caption: str,
+        name: str | None = None,
+        width: float | None = None,
+    ) -> None:
+        """A matplotlib ``Figure`` (saved as ``name`` at :meth:`write`, then released) or an
+        existing PNG file; ``width`` in CSS px overrides its natural display width."""
+        if isinstance(figure, (str, Path)):
+            source = Path(figure)
+            self.blocks.append(
+                ("figure", _Figure(name or source.name, caption, source=source, width=width))
+            )
+            return
+        if not name or not name.endswith(".png"):
+            raise ValueError(f"figure name {name!r}: expected a file name ending in .png")
+        self.blocks.append(("figure", _Figure(name, caption, figure=figure, width=width)))
+
+    def verdict(self, text: str, label: str | None, curse_of_depth: bool | None = None) -> None:
+        """The verdict banner: ``text`` (inline Markdown) in a box coloured by the kind of
+        ``label`` (:func:`verdict_kind`)."""
+        self.blocks.append(("verdict", (text, label, verdict_kind(label, curse_of_depth))))
+
+    def code(self, command: str) -> None:
+        """A copyable code block (a command line)."""
+        self.blocks.append(("code", command))
+
+    # -- output
+    def sections(self) -> list[str]:
+        return [p[1] for kind, p in self.blocks if kind == "heading" and p[0] == 2]
+
+    def _anchors(self) -> dict[int, str]:
+        seen: dict[str, int] = {}
+        out = {}
+        for i, (kind, payload) in enumerate(self.blocks):
+            if kind != "heading":
+                continue
+            slug = re.sub(r"[^\w]+", "-", payload[1].lower(), flags=re.UNICODE).strip("-")
+            slug = slug or "section"
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out[i] = slug if n == 0 else f"{slug}-{n}"
+        return out
+
+    def markdown(self) -> str:
+        anchors = self._anchors()
+        out = [f"# {self.title}"]
+        if len(self.sections()) >= self.toc_min:
+            out.append(
+                "\n".join(
+                    f"- [{p[1]}](#{anchors[i]})"
+                    for i, (kind, p) in enumerate(self.blocks)
+                    if kind == "heading" and p[0] == 2
+                )
+            )
+        for kind, payload in self.blocks:
+            if kind == "heading":
+                out.append("#" * payload[0] + " " + payload[1])
+            elif kind == "text":
+                out.append(payload)
+            elif kind == "table":
+                out.append(_md_table(payload.frame, payload.index))
+            elif kind == "figure":
+                out.append(f"![{payload.caption}]({payload.name})\n\n*{payload.caption}*")
+            elif kind == "verdict":
+                text, label, banner = payload
+                out.append(f"> **Verdict: {label or banner}.** {text}")
+            else:
+                fence = "```"
+                while fence in payload:
+                    fence += "`"
+                out.append(f"{fence}console\n{payload}\n{fence}")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, folder: Path) -> str:
+        """The HTML page; figures are read from ``folder`` (where :meth:`write` saved them)."""
+        anchors = self._anchors()
+        body = [f"<h1>{html.escape(self.title)}</h1>"]
+        if len(self.sections()) >= self.toc_min:
+            items = "".join(
+                f'<li><a href="#{anchors[i]}">{inline_html(p[1])}</a></li>'
+                for i, (kind, p) in enumerate(self.blocks)
+                if kind == "heading" and p[0] == 2
+            )
+            body.append(f'<nav class="toc"><strong>Contents</strong><ul>{items}</ul></nav>')
+        for i, (kind, payload) in enumerate(self.blocks):
+            if kind == "heading":
+                level, text = payload
+                body.append(f'<h{level} id="{anchors[i]}">{inline_html(text)}</h{level}>')
+            elif kind == "text":
+                body.append(f"<p>{inline_html(payload)}</p>")
+            elif kind == "table":
+                body.append(_html_table(payload.frame, payload.index))
+            elif kind == "figure":
+                body.append(_html_img(folder, payload))
+            elif kind == "verdict":
+                text, label, banner = payload
+                cls = banner.replace(" ", "-")
+                kind = (
+                    f'<span class="verdict-kind">{html.escape(banner)}</span>'
+                    if label and label != banner
+                    else ""
+                )
+                body.append(
+                    f'<div class="verdict verdict-{cls}" role="note">'
+                    f'<div class="verdict-label">{html.escape(label or banner)}{kind}</div>'
+                    f"<p>{inline_html(text)}</p></div>"
+                )
+            else:
+                body.append(f'<pre class="code"><code>{html.escape(payload)}</code></pre>')
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(self.title)}</title><style>{_STYLE}</style></head>\n"
+            "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
+        )
+
+    def write(self, folder: str | Path) -> Path:
+        """Save the figures (PNG, :data:`DPI`), then ``report.md`` and ``report.html``, each
+        file atomically; matplotlib figures are released after saving."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: not a folder; create it before writing the report")
+        for kind, payload in self.blocks:
+            if kind != "figure":
+                continue
+            if payload.figure is not None:
+                fig = payload.figure
+                atomic_file(
+                    folder / payload.name, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png")
+                )
+                fig.clf()
+                payload.figure = None
+            elif (
+                payload.source is not None
+                and payload.source.resolve() != (folder / payload.name).resolve()
+            ):
+                data = payload.source.read_bytes()
+                atomic_file(folder / payload.name, lambda tmp: tmp.write_bytes(data))
+        atomic_text(folder / "report.md", self.markdown())
+        atomic_text(folder / "report.html", self.html(folder))
+        return folder
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+_STYLE = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:0;"
+    "line-height:1.5}"
+    "main{max-width:74rem;margin:2rem auto;padding:0 1rem}"
+    "p,nav.toc,.verdict{max-width:50rem}"
+    "h1{font-size:1.6rem;line-height:1.25}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}"
+    # tables wider than the page scroll sideways instead of overflowing it
+    "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;"
+    "overflow-x:auto;max-width:100%}"
+    "td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right;"
+    "vertical-align:top;white-space:nowrap}th{background:#f6f6f6}"
+    "td.text,th.text{text-align:left;white-space:normal;min-width:8rem}"
+    # figures keep their natural size and scroll sideways on narrow screens
+    ".figure{margin:1.2rem 0;overflow-x:auto;max-width:100%}"
+    ".figure img{display:block;max-width:none;height:auto}"
+    ".figure figcaption{font-size:.85rem;color:#555;max-width:50rem}"
+    "code{background:#f2f2f2;padding:0 .2em;border-radius:3px;font-size:.9em}"
+    "pre.code{background:#f6f8fa;border:1px solid #ddd;padding:.6rem .8rem;overflow-x:auto;"
+    "white-space:pre;font-size:.85rem}pre.code code{background:none;padding:0}"
+    "nav.toc{background:#fafafa;border:1px solid #e4e4e4;padding:.5rem 1rem;margin:1rem 0}"
+    "nav.toc ul{margin:.3rem 0;padding-left:1.2rem}"
+    ".verdict{border-left:.45rem solid;border-radius:4px;padding:.6rem 1rem;margin:1rem 0}"
+    ".verdict p{margin:.3rem 0 0}.verdict-label{font-weight:700;font-size:1.1rem}"
+    ".verdict-kind{font-weight:400;font-size:.8rem;margin-left:.6rem;text-transform:uppercase;"
+    "letter-spacing:.04em}"
+    + "".join(
+        f".verdict-{kind.replace(' ', '-')}{{background:{bg};border-color:{fg}}}"
+        f".verdict-{kind.replace(' ', '-')} .verdict-kind{{color:{fg}}}"
+        for kind, (bg, fg) in _BANNER.items()
+    )
+)
+
+
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+def _html_img(folder: Path, fig: _Figure) -> str:
+    data = (folder / fig.name).read_bytes()
+    size = _png_size(data)
+    style = ""
+    if fig.width is not None:
+        style = f' style="width:{fig.width:.0f}px"'
+    elif size is not None:
+        width = size[0] * CSS_PX_PER_INCH / DPI
+        style = f' style="width:{width:.0f}px"'
+    encoded = base64.b64encode(data).decode("ascii")
+    caption = inline_html(fig.caption)
+    return (
+        f'<figure class="figure"><img alt="{html.escape(fig.caption)}"{style} '
+        f'src="data:image/png;base64,{encoded}"><figcaption>{caption}</figcaption></figure>'
+    )
+
+
+def format_cell(value: Any) -> str:
+    """A table cell: floats with 4 significant digits, NaN/None as a dash."""
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return MISSING if math.isnan(value) else f"{value:.4g}"
+    try:
+        import numpy as np
+
+        if isinstance(value, np.floating):
+            return format_cell(float(value))
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    return str(value)
+
+
+def _rows(frame: pd.DataFrame, index: bool) -> tuple[list[str], list[list[str]], list[bool]]:
+    frame = frame.reset_index() if index else frame
+    cols = [str(c) for c in frame.columns]
+    rows = [[format_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    from pandas.api.types import is_numeric_dtype
+
+    text = [not is_numeric_dtype(frame[c]) for c in frame.columns]
+    return cols, rows, text
+
+
+def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
+    cols, rows, _ = _rows(frame, index)
+    esc = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _html_table(frame: pd.DataFrame, index: bool = False) -> str:
+    cols, rows, text = _rows(frame, index)
+    cls = [' class="text"' if t else "" for t in text]
+    head = "".join(f"<th{c}>{html.escape(name)}</th>" for c, name in zip(cls, cols))
+    body = "".join(
+        "<tr>" + "".join(f"<td{c}>{html.escape(v)}</td>" for c, v in zip(cls, row)) + "</tr>"
+        for row in rows
+    )
+    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

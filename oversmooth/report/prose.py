@@ -1,0 +1,147 @@
+"""Verdict prose built from the numbers in ``fits.json``, at render time.
+
+``fits.json`` records, per curve, the verdict label and its numeric evidence
+(:meth:`oversmooth.verdict.Verdict.to_dict` under ``"evidence"``).  :func:`verdict_prose`
+turns those numbers into the sentence the report shows, so re-rendering a folder
+(``oversmooth report DIR``) rebuilds the text from the data.  A record written before the
+numbers were stored falls back to its frozen ``"verdict"`` string.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from oversmooth.registry import DISPLAY
+from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL
+
+__all__ = ["PRETTY", "curve_title", "verdict_prose", "verdict_record"]
+
+PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
+
+_CURSE = {
+    True: "curse of depth (vanishing relative change)",
+    False: "not the curse of depth",
+    None: "curse of depth undecided",
+}
+
+
+def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool = False) -> str:
+    """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
+    title = f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
+    return title + (" (trained)" if trained else "")
+
+
+def verdict_record(record: Mapping[str, Any] | None) -> dict | None:
+    """The numeric verdict (``Verdict.to_dict()``) inside a fits.json record, or None."""
+    if not record:
+        return None
+    found = record.get("evidence")
+    if isinstance(found, dict) and isinstance(found.get("label"), str):
+        return found
+    return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _interval(pair: Any, fmt: str) -> str | None:
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        return None
+    lo, hi = _num(pair[0]), _num(pair[1])
+    if lo is None or hi is None:
+        return None
+    if fmt == ".2f":
+        return f"{lo:.2f} to {hi:.2f}"
+    return f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def _body(found: Mapping[str, Any]) -> str | None:
+    label = found["label"]
+    ev = found.get("evidence") or {}
+    rate = found.get("rate") or {}
+    level = f"{REPORT_LEVEL:.0%} interval"
+    window = found.get("window")
+    change, half = _num(ev.get("change_decades")), _num(ev.get("change_halfwidth"))
+    if label == "stable" and change is not None and half is not None and window:
+        return (
+            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
+            f"({_num(ev.get('level')) or 0:.0%} interval {change - half:+.2f} to "
+            f"{change + half:+.2f})"
+        )
+    value = _num(rate.get("value"))
+    if label in ("exponential-smoothing", "exponential-growth") and value is not None:
+        smoothing = label == "exponential-smoothing"
+        interval = _interval(rate.get("interval"), ".3g")
+        text = (
+            f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
+            f"{'halves' if smoothing else 'doubles'} every {value:.3g} layers"
+            + (f" ({level} {interval})" if interval else "")
+        )
+        t_alpha, h_alpha = _num(ev.get("power_term_decades")), _num(ev.get("power_term_halfwidth"))
+        alpha, beta = _num(ev.get("alpha")), _num(ev.get("beta"))
+        mixed = (
+            smoothing
+            and t_alpha is not None
+            and h_alpha is not None
+            and t_alpha < 0
+            and abs(t_alpha) > h_alpha
+            and abs(t_alpha) >= MIN_TERM_DECADES
+        )
+        if mixed and alpha is not None and beta is not None:
+            text += f" after a power-law start (k^{alpha:.2f} e^({beta:.3g} k))"
+        return text
+    exponent = _num(rate.get("exponent"))
+    if label in ("algebraic-smoothing", "power-law-growth") and exponent is not None:
+        smoothing = label == "algebraic-smoothing"
+        interval = _interval(rate.get("interval"), ".2f")
+        return (
+            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
+            f"{'decays' if smoothing else 'grows'} like k^{exponent:.2f}"
+            + (f" ({level} {interval})" if interval else "")
+        )
+    reason = found.get("reason")
+    if label == "inconclusive" and isinstance(reason, str) and reason:
+        return f"inconclusive: {reason}"
+    return None
+
+
+def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) -> str:
+    """The verdict sentence of one fits.json record, built from its numbers.
+
+    ``record`` is a fits.json entry (``mean_over_seeds`` of analyze, ``DATASET/MODEL`` of
+    compare); ``title`` prefixes the sentence.  Without numeric evidence (a folder written by an
+    older version) the record's stored ``"verdict"`` text is returned as it is.
+    """
+    record = record or {}
+    found = verdict_record(record)
+    body = _body(found) if found else None
+    if found is None or body is None:
+        frozen = record.get("verdict")
+        if isinstance(frozen, str) and frozen:
+            return frozen
+        return f"{title}: no verdict recorded" if title else "no verdict recorded"
+    pieces = [body]
+    if found["label"] in ("exponential-growth", "power-law-growth"):
+        pieces.append(_CURSE.get(found.get("curse_of_depth"), _CURSE[None]))
+    final = _num(found.get("final_energy"))
+    dtype = record.get("dtype") or "float32"
+    if found.get("final_at_floor") and final is not None:
+        f64 = _num(record.get("float64_final_energy"))
+        tail = (
+            f"float64 gives {f64:.2g}"
+            if f64 is not None
+            else "rerun with --dtype float64"
+            if dtype != "float64"
+            else "the curve is below what float64 resolves"
+        )
+        pieces.append(
+            f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of the "
+            f"fit); {tail}"
+        )
+    elif final is not None:
+        pieces.append(f"final energy {final:.2g}")
+    return (f"{title}: " if title else "") + "; ".join(pieces)
