@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Iterable
 
 import typer
 
@@ -42,7 +43,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 USER_ERRORS = _user_errors()
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
@@ -58,19 +59,21 @@ def handle_errors(fn: F) -> F:
             raise
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
         except USER_ERRORS as exc:
             if DEBUG["on"]:
                 traceback.print_exc()
             text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise fail(text, 2)
+            raise fail(text, 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise
             if getattr(exc, "clean_message", False):
-                raise fail(str(exc), 1)
+                raise fail(str(exc), 1) from None
             text = str(exc).splitlines()[0] if str(exc) else ""
-            raise fail(f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)", 1)
+            raise fail(
+                f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)", 1
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -98,7 +101,7 @@ def parse_ints(option: str, text: str | None, *, minimum: int = 0) -> tuple[int,
     return values
 
 
-def parse_names(option: str, text: str, valid: "Iterable[str] | None" = None) -> tuple[str, ...]:
+def parse_names(option: str, text: str, valid: Iterable[str] | None = None) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
     if not names:
         raise ValueError(f"{option}: expected comma-separated names, received {text!r}")

@@ -4,7 +4,7 @@ report."""
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,10 +20,10 @@ from oversmooth.cli._common import (
 # None means "not given": the AnalysisConfig default, or the checkpoint's value
 A = O.ConfigOptions(AnalysisConfig, also="or the checkpoint's")
 PruneLayers = Annotated[
-    Optional[str], typer.Option("--prune-layers", help=O.PRUNE_HELP, show_default=False)
+    str | None, typer.Option("--prune-layers", help=O.PRUNE_HELP, show_default=False)
 ]
 OldPrune = Annotated[
-    Optional[str], typer.Option("--prune", hidden=True, help="Deprecated: --prune-layers.")
+    str | None, typer.Option("--prune", hidden=True, help="Deprecated: --prune-layers.")
 ]
 Run = O.ConfigOptions(AnalysisConfig)  # options a checkpoint does not fix
 Seed = O.option(
@@ -33,7 +33,7 @@ Seed = O.option(
     default=O.default_of(AnalysisConfig, "seeds")[0],
     also="or the checkpoint's",
 )
-Metrics = Annotated[Optional[str], typer.Option("--metrics", help=O.METRICS_HELP)]
+Metrics = Annotated[str | None, typer.Option("--metrics", help=O.METRICS_HELP)]
 
 
 def analyze(
@@ -47,7 +47,7 @@ def analyze(
     seeds: O.Seeds = None,
     device: Run.device = None,
     similarity: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--similarity/--no-similarity",
             help="Record the L x L inter-layer similarity matrix (memory grows with depth). "

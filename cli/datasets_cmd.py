@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from oversmooth.cli._common import handle_errors
 
 def datasets(
     stats: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--stats",
             metavar="NAME",
@@ -25,7 +25,7 @@ def datasets(
         ),
     ] = None,
     data_root: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--data-root",
             help=(
@@ -35,11 +35,11 @@ def datasets(
         ),
     ] = None,
     features: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--features", help="Features CSV for an edge-list CSV (one row per node)."),
     ] = None,
     labels: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--labels", help="Labels CSV for an edge-list CSV (one row per node)."),
     ] = None,
     as_json: Annotated[

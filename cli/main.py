@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import sys
 import warnings
@@ -88,7 +88,7 @@ def root(
         bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")
     ] = False,
     version: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),

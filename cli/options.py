@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -116,7 +116,7 @@ def option(
     """
     text = f"{help} {bracket(default, also)}" if has_default else help
     return Annotated[
-        Optional[kind], typer.Option(*decls, help=text, show_default=False, hidden=hidden)
+        kind | None, typer.Option(*decls, help=text, show_default=False, hidden=hidden)
     ]
 
 
@@ -163,12 +163,12 @@ class ConfigOptions:
 
 # -- options without a run-config default -------------------------------------------------------
 Seeds = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--seeds", help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed)."),
 ]
 Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]  # commands without a config
 Out = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>)."
     ),
@@ -182,11 +182,11 @@ Quiet = Annotated[
     ),
 ]
 DataRoot = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--data-root", help="Folder of downloaded benchmarks (PubMed, Coauthor, Amazon)."),
 ]
 Checkpoint = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--checkpoint",
         help=(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,7 +22,7 @@ Seed = O.option(
     also="or the checkpoint's",
 )
 Layers = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--prune-layers",
         help="Layers to prune one at a time, e.g. 2,32,64,96,128,160,192,224 (required).",
@@ -30,7 +30,7 @@ Layers = Annotated[
     ),
 ]
 OldLayers = Annotated[
-    Optional[str], typer.Option("--layers", hidden=True, help="Deprecated: --prune-layers.")
+    str | None, typer.Option("--layers", hidden=True, help="Deprecated: --prune-layers.")
 ]
 
 

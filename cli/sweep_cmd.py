@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ def _list(option: str, field: str, text: str) -> object:
 
 def sweep(
     spec: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Argument(
             metavar="SPEC",
             help="A TOML spec ([grid] and [options]); the list options below override it.",
@@ -48,10 +48,10 @@ def sweep(
         also="or the spec's",
     ) = None,
     workers: Annotated[
-        Optional[int], typer.Option("--workers", help="Parallel cells (default: all cores).")
+        int | None, typer.Option("--workers", help="Parallel cells (default: all cores).")
     ] = None,
     ray_address: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
     ] = None,
     device: O.option(
@@ -65,7 +65,7 @@ def sweep(
     ) = None,
     dtype: S.dtype = None,
     out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--out", "-o", help="Sweep folder; rerunning into it skips finished cells."),
     ] = None,
     as_json: O.Json = False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,14 +26,14 @@ def train(
         int, "--epochs", help="Training epochs (the paper: 5000).", default=T.default("epochs")
     ) = None,
     lr: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--lr",
             help="Learning rate. [default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]",
         ),
     ] = None,
     warmup: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]"
         ),
@@ -48,7 +48,7 @@ def train(
         default=T.default("split"),
     ) = None,
     patience: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--patience", help="Early stopping: epochs without a better validation accuracy."
         ),
@@ -70,7 +70,7 @@ def train(
         ),
     ] = 60.0,
     deterministic: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--deterministic/--no-deterministic",
             help="Deterministic kernels: a fixed seed repeats bit for bit on CPU. "

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -134,7 +135,7 @@ class AnalysisConfig:
         norm: str | None = None,
         pattern: str | None = None,
         **rest: Any,
-    ) -> "AnalysisConfig":
+    ) -> AnalysisConfig:
         """The configuration of a trained checkpoint; explicitly given fields (not None) must
         agree with it: a different value is refused, never silently replaced."""
         trained, meta = load_checkpoint(path, map_location="cpu")
@@ -175,13 +176,13 @@ class AnalysisConfig:
 @dataclass
 class AnalysisResult:
     config: dict
-    metrics: "pd.DataFrame"  # one row per (seed, layer)
+    metrics: pd.DataFrame  # one row per (seed, layer)
     fits: dict
     verdict: str
     label: str
     similarity: np.ndarray | None = None
     similarity_layers: list[int] | None = None
-    prune: "pd.DataFrame | None" = None
+    prune: pd.DataFrame | None = None
     environment: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
@@ -569,9 +570,9 @@ class ComparisonConfig:
 @dataclass
 class ComparisonResult:
     config: dict
-    metrics: "pd.DataFrame"  # per layer: dataset, model, depth, seed, layer, metrics
-    summary: "pd.DataFrame"  # per run: dataset, model, depth, seed, final_energy
-    table: "pd.DataFrame"  # rows (model, dataset), columns depths: "mean ± std"
+    metrics: pd.DataFrame  # per layer: dataset, model, depth, seed, layer, metrics
+    summary: pd.DataFrame  # per run: dataset, model, depth, seed, final_energy
+    table: pd.DataFrame  # rows (model, dataset), columns depths: "mean ± std"
     fits: dict
     verdicts: list[str]
     environment: dict = field(default_factory=dict)

@@ -24,8 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
     from torch_geometric.data import Data
+
+    from oversmooth.nn.model import DepthModel
 
 __all__ = [
     "run_bench",
@@ -88,14 +92,15 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
     graph = GraphOperator(ei, num_nodes=data.num_nodes)
     timer = Timer(device)
 
-    def bare():
+    def bare() -> None:
         with torch.no_grad():
             model(x, ei)
 
-    def probed():
+    def probed() -> None:
         probe_run(model, data, graph=graph, floor="bound")  # the default probe alone
 
-    bare(), probed()  # warm-up
+    bare()  # warm-up
+    probed()
     bare_t, probed_t = [], []
     for _ in range(repeats):  # interleaved, so drifts in machine load hit both
         bare_t.append(timer.once(bare))
@@ -125,7 +130,7 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
     graph = GraphOperator(data.edge_index.to(device), num_nodes=data.num_nodes)
     ei = data.edge_index.to(device)
     timer = Timer(device)
-    runs = {}
+    runs: dict[str, Callable[[], None]] = {}
     for dtype, method in (("float32", "shadow"), ("float64", "twin")):
         model = build_model(
             "postln",
@@ -137,14 +142,14 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
         )
         x = data.x.to(device, model.decoder.weight.dtype)
 
-        def bare(model=model, x=x):
+        def bare(model: DepthModel = model, x: torch.Tensor = x) -> None:
             with torch.no_grad():
                 model(x, ei)
 
         cast = data.clone()
         cast.x = x  # in the model's dtype already, as `bare` gets it
 
-        def analysed(model=model, cast=cast, method=method):
+        def analysed(model: DepthModel = model, cast: Data = cast, method: str = method) -> None:
             probe_run(model, cast, graph=graph, floor=method)
 
         runs[f"{dtype}_bare"], runs[f"{dtype}_{method}"] = bare, analysed
@@ -224,14 +229,14 @@ def metric_kernels(
         for metric, ours, loop, dense in (
             (
                 "dirichlet_energy",
-                lambda: dirichlet_energy(xd, g),
-                lambda: _loop_dirichlet(xn, neighbours),
+                partial(dirichlet_energy, xd, g),
+                partial(_loop_dirichlet, xn, neighbours),
                 _dense_dirichlet,
             ),
             (
                 "mad",
-                lambda: mean_average_distance(xd, g),
-                lambda: _loop_mad(xn, neighbours),
+                partial(mean_average_distance, xd, g),
+                partial(_loop_mad, xn, neighbours),
                 _dense_mad,
             ),
         ):
@@ -253,7 +258,7 @@ def metric_kernels(
             if n <= dense_limit:
                 adj = torch.zeros(n, n, dtype=torch.float64, device=device)
                 adj[data.edge_index[1].to(device), data.edge_index[0].to(device)] = 1.0
-                t_dense = timer.median(lambda: dense(xd, adj), repeats)
+                t_dense = timer.median(partial(dense, xd, adj), repeats)
                 dense_value = float(dense(xd, adj))
                 row.update(
                     {
@@ -318,7 +323,7 @@ def _measure_child(
         data = data.to(dev)
         graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
 
-        def run():
+        def run() -> None:
             probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
 
         if dev.type == "cpu":

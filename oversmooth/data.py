@@ -27,7 +27,8 @@ import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import torch

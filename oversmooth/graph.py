@@ -29,7 +29,7 @@ every metric computed on it is computed *per graph* (segment sums over
 from __future__ import annotations
 
 import warnings
-from typing import Iterator, Union
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -240,7 +240,7 @@ class GraphOperator:
     def num_edges(self) -> int:
         return self.edge_index.size(1)
 
-    def to(self, device: Union[str, torch.device]) -> "GraphOperator":
+    def to(self, device: str | torch.device) -> GraphOperator:
         """A copy of the operator on ``device`` (``self`` if already there)."""
         device = torch.device(device)
         if device == self.device:
@@ -294,7 +294,7 @@ class GraphOperator:
         )
 
 
-GraphLike = Union[GraphOperator, Tensor]
+GraphLike = GraphOperator | Tensor
 
 
 # Edges per chunk are chosen so that one chunk of gathered rows holds at most
@@ -476,8 +476,9 @@ def as_graph(
     ):  # a PyG Data / Batch
         data = graph
         edge_index = getattr(data, "edge_index", None)
-        if edge_index is None and getattr(data, "adj_t", None) is not None:
-            edge_index, weight, _ = _sparse_edges(getattr(data, "adj_t"), transposed=True)
+        adj_t = getattr(data, "adj_t", None)
+        if edge_index is None and adj_t is not None:
+            edge_index, weight, _ = _sparse_edges(adj_t, transposed=True)
             edge_weight = weight if edge_weight is None else edge_weight
         elif edge_index is None:
             raise ValueError(

@@ -33,7 +33,8 @@ result.  Complex ``x`` is refused.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence, Union
+from typing import Literal
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -736,7 +737,7 @@ def mean_cosine_similarity(
     return _finish(value, bop, reduce)
 
 
-def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
+def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
     """Relative energy change :math:`R(X^k) = (E(X^k) - E(X^{k-1})) / E(X^{k-1})`.
 
     Definition 2.1 of Guan & He (2025), the curse-of-depth indicator: a Pre-LN
@@ -765,7 +766,7 @@ def relative_energy(energies: Union[Tensor, Sequence[float]]) -> Tensor:
 
 
 def layer_similarity(
-    states: Union[Tensor, Sequence[Tensor]], *, batch: object = None, reduce: Reduce = "mean"
+    states: Tensor | Sequence[Tensor], *, batch: object = None, reduce: Reduce = "mean"
 ) -> Tensor:
     """The ``L x L`` matrix of inter-layer similarities :math:`\\mathrm{sim}(X^s, X^t)`.
 

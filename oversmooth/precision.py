@@ -33,7 +33,8 @@ Rows at the floor are left out of every fit.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Callable, cast
+from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -119,9 +120,7 @@ class FloorTracker:
         >>> floor.to_frame()  # columns: layer, float_floor, float64_energy
     """
 
-    def __init__(
-        self, model: nn.Module, graph: "GraphOperator", method: str, seed: int = 0
-    ) -> None:
+    def __init__(self, model: nn.Module, graph: GraphOperator, method: str, seed: int = 0) -> None:
         if method not in ("shadow", "twin"):
             raise ValueError(f"method: expected shadow or twin, received {method!r}")
         if not isinstance(getattr(model, "blocks", None), nn.ModuleList) or not hasattr(
@@ -142,7 +141,7 @@ class FloorTracker:
         self._floor: dict[int, Tensor] = {}
         self._energy: dict[int, Tensor] = {}
 
-    def __enter__(self) -> "FloorTracker":
+    def __enter__(self) -> FloorTracker:
         ref_dtype = torch.float64 if self.method == "shadow" else self.dtype
         self._reference = cast("DepthModel", _hookless_copy(self.model).to(ref_dtype).eval())
         self._floor.clear()
@@ -184,7 +183,7 @@ class FloorTracker:
 
     def _model_pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         names = ("x", "edge_index", "batch")
-        bound = {**dict(zip(names, args)), **kwargs}
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
         self._graph_args = (bound["edge_index"], bound.get("batch"), bound.get("edge_weight"))
 
     def _measure(self, k: int, output: Tensor) -> None:
@@ -213,7 +212,7 @@ class FloorTracker:
         return hook
 
     # -- results --------------------------------------------------------------------------------
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self) -> pd.DataFrame:
         """One row per layer: ``layer``, ``float_floor`` (and ``float64_energy`` for shadow)."""
         import pandas as pd
 
@@ -251,9 +250,7 @@ def mark_at_floor(energy: ArrayLike, floor: ArrayLike) -> np.ndarray:
         return ~np.isfinite(e) | (e < AT_FLOOR_FACTOR * f)
 
 
-def add_floor_columns(
-    frame: "pd.DataFrame", floor: "pd.DataFrame | None", dtype: str
-) -> "pd.DataFrame":
+def add_floor_columns(frame: pd.DataFrame, floor: pd.DataFrame | None, dtype: str) -> pd.DataFrame:
     """Add ``float_floor`` and ``at_floor`` (and ``float64_energy`` when known) to a Probe table.
 
     ``floor`` is :meth:`FloorTracker.to_frame` of the same run, or ``None`` for the

@@ -37,7 +37,8 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -116,7 +117,7 @@ class _LayerCache:
     @property
     def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
         if self._edge_sum is None:
-            self.lap
+            _ = self.lap  # computes both
         assert self._edge_sum is not None  # set by self.lap
         return self._edge_sum
 
@@ -531,7 +532,7 @@ class Probe:
         self._step = 0  # the step being recorded
         self._active = True
 
-    def __enter__(self) -> "Probe":
+    def __enter__(self) -> Probe:
         self.attach()
         return self
 
@@ -726,7 +727,7 @@ class Probe:
         """Steps (forward passes) that were recorded."""
         return sorted(self._values)
 
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self) -> pd.DataFrame:
         """One row per recorded step and layer (and graph, with ``reduce="none"`` on a batch):
         ``layer``, one column per metric, then ``step`` [and ``graph``] (one host copy).
 

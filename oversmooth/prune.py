@@ -26,7 +26,8 @@ output.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn

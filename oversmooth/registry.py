@@ -10,7 +10,8 @@ family ``energy_<m>``, so they are checked by :func:`oversmooth.probe.check_metr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, Iterator, Mapping, TypeVar
+from typing import Generic, TypeVar
+from collections.abc import Iterator, Mapping
 
 __all__ = [
     "Registry",

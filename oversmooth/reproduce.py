@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -57,7 +58,7 @@ class ReproduceConfig:
     dtype: str = "float64"  # precision of the models at initialisation and of the trained analyses
 
     @classmethod
-    def preset(cls, quick: bool, data_root: str | None = None, **options: Any) -> "ReproduceConfig":
+    def preset(cls, quick: bool, data_root: str | None = None, **options: Any) -> ReproduceConfig:
         """The quick or full preset; ``options`` (``device``, ``dtype``) replace the defaults."""
         if quick:
             return cls(quick=True, data_root=data_root, **options)
@@ -277,7 +278,7 @@ def _write(
         )
 
     doc.heading("1. Final-layer energy at initialisation (Tables 2, 4, 6)")
-    for model, number in zip(ARCHS, (2, 4, 6)):
+    for model, number in zip(ARCHS, (2, 4, 6), strict=True):
         part = table[table["model"] == model]
         shown = pd.DataFrame(
             {
@@ -285,7 +286,7 @@ def _write(
                 "depth": part["depth"],
                 "ours (mean ± std)": [
                     f"{m:.3g} ± {s:.2g}" if np.isfinite(s) else f"{m:.3g}"
-                    for m, s in zip(part["ours_mean"], part["ours_std"])
+                    for m, s in zip(part["ours_mean"], part["ours_std"], strict=True)
                 ],
                 "paper": [_number(p, ".3g") for p in part["paper"]],
                 "ours / paper": [_number(r, ".2g") for r in part["ratio"]],
@@ -313,7 +314,7 @@ def _write(
         # 2 x 2 panels: shown at its natural width (960 CSS px), every label stays legible
         fig = plots.figure(10, 7.2)
         axes = fig.subplots(2, 2).ravel()
-        for ax, model in zip(axes, ARCHS + ("plain",)):
+        for ax, model in zip(axes, ARCHS + ("plain",), strict=False):
             rows = res.metrics[
                 (res.metrics["dataset"] == "cora")
                 & (res.metrics["model"] == model)
@@ -380,7 +381,7 @@ def _write(
     doc.table(pd.DataFrame(acc_rows))
     fig = plots.figure(10.5, 4.6)
     axes = fig.subplots(1, 2)
-    for ax, (arch, item) in zip(axes, trained.items()):
+    for ax, (arch, item) in zip(axes, trained.items(), strict=False):
         a = item["analysis"]
         plots.similarity_heatmap(ax, a.similarity, a.similarity_layers, f"{arch} SAN, trained")
     doc.figure(
@@ -392,7 +393,7 @@ def _write(
     for arch, item in trained.items():
         p = item["analysis"].prune
         base = p.attrs["baseline"]["accuracy"]
-        for layer, acc in zip(p["layer"], p["accuracy"]):
+        for layer, acc in zip(p["layer"], p["accuracy"], strict=True):
             prune_rows.append(
                 {
                     "model": arch,

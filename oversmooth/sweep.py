@@ -62,7 +62,8 @@ import traceback
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from oversmooth import __version__
 from oversmooth.nn.model import ModelConfig, model_default

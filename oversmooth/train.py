@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -192,7 +193,7 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
     )
 
 
-def _clone(obj):
+def _clone(obj: Any) -> Any:
     """A deep copy whose tensors are detached clones (a snapshot of a state dict)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().clone()

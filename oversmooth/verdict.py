@@ -59,7 +59,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -271,7 +272,7 @@ def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[str | None, str | N
 
 
 def verdict(
-    frame: "pd.DataFrame",
+    frame: pd.DataFrame,
     energy: str = "laplacian_energy",
     *,
     title: str | None = None,
@@ -343,8 +344,16 @@ def verdict(
     head = f"{title}: " if title else ""
 
     def done(
-        label, reason, body, *, rate=None, curse=None, usable_layers=0, window=None, evidence=None
-    ):
+        label: str,
+        reason: str,
+        body: str,
+        *,
+        rate: Rate | None = None,
+        curse: bool | None = None,
+        usable_layers: int = 0,
+        window: tuple[int, int] | None = None,
+        evidence: dict | None = None,
+    ) -> Verdict:
         pieces = [body]
         if note and blocker is None:
             pieces.append(note)
@@ -378,7 +387,8 @@ def verdict(
         )
 
     if blocker is not None:
-        return done("inconclusive", note, f"inconclusive: {note}")
+        reason = note or blocker  # a blocker always comes with its note
+        return done("inconclusive", reason, f"inconclusive: {reason}")
 
     # layers usable in every seed
     table = frame.assign(_ok=usable, _log=np.log(np.where(usable, values_all, 1.0)))
@@ -442,7 +452,7 @@ def verdict(
         "uncertainty": f"max of moving-block bootstrap ({BOOTSTRAP_DRAWS} draws, blocks of "
         f"{max(2, math.ceil(math.sqrt(n)))} layers) and AR(1)-inflated least squares",
     }
-    common = dict(usable_layers=n, window=window, evidence=evidence)
+    common: dict[str, Any] = dict(usable_layers=n, window=window, evidence=evidence)
     where = f"layers {window[0]}-{window[1]}"
     low, high = change - h_change, change + h_change
     change_text = (
@@ -466,7 +476,7 @@ def verdict(
     pow_clean = pow_same and not sig_beta and beta_bound < ALGEBRAIC_MARGIN * abs(t_alpha)
     zq = _z(REPORT_LEVEL)
 
-    def decided(label, rate, reason, body):
+    def decided(label: str, rate: Rate | None, reason: str, body: str) -> Verdict:
         curse: bool | None = False  # the curse of depth is a property of growing curves only
         if sign > 0:
             curse, curse_text = _curse(frame, combined, layers, scale_k, z)
@@ -657,7 +667,7 @@ def synthetic_frame(
     depth: int = 256,
     cosine: float | None = None,
     rng: np.random.Generator | None = None,
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """A per-layer table of ``E(k) = k^param`` (``law="power"``), ``e^{param k}``
     (``law="exponential"``) or ``k^alpha e^{beta k}`` (``law="mixed"``, ``param = (alpha,
     beta)``) over layers ``0..depth``, times log-normal noise of ``sigma``
@@ -702,7 +712,7 @@ def calibrate(
     ars: Sequence[float] = CALIBRATION_AR,
     cases: Sequence[tuple] = CALIBRATION_CASES,
     rng_seed: int = 0,
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """Confusion counts of :func:`verdict` on synthetic curves with known laws.
 
     One row per (case, sigma, ar) with the count of each label, ``right``, ``inconclusive``,

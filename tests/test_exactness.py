@@ -149,7 +149,7 @@ def test_longdouble_cosine_distance_matches_50_digit_arithmetic():
     for offset, noise in [(3.0, 1e-10), (1e3, 1e-8), (1.0, 1e-4)]:
         x = near_constant(2, 6, offset, noise, seed=int(offset))
         a, b = x.tolist()
-        dot = mpmath.fsum(mpmath.mpf(p) * mpmath.mpf(q) for p, q in zip(a, b))
+        dot = mpmath.fsum(mpmath.mpf(p) * mpmath.mpf(q) for p, q in zip(a, b, strict=True))
         na = mpmath.sqrt(mpmath.fsum(mpmath.mpf(p) ** 2 for p in a))
         nb = mpmath.sqrt(mpmath.fsum(mpmath.mpf(q) ** 2 for q in b))
         exact = 1 - dot / (na * nb)

@@ -382,7 +382,7 @@ def test_bad_weights_are_refused_at_load_and_by_the_cli(tmp_path, bad):
     with pytest.raises(ValueError, match="edge_weight: expected"):
         load(str(path))
     csv = tmp_path / "bad.csv"
-    csv.write_text("0,1,1.0\n1,2,%r\n" % bad)
+    csv.write_text(f"0,1,1.0\n1,2,{bad!r}\n")
     with pytest.raises(ValueError, match="edge_weight: expected"):
         load(str(csv))
     result = CliRunner().invoke(

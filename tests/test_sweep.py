@@ -241,7 +241,7 @@ def test_dead_worker_costs_only_its_own_cell(tmp_path):
     assert [r["id"] for r in result.failed] == doomed
     assert "worker died (killed by SIGKILL) twice" in result.failed[0]["error"]
     summary = pd.read_csv(tmp_path / "w" / "summary.csv")
-    finished = sorted(zip(summary["model"], summary["depth"]))
+    finished = sorted(zip(summary["model"], summary["depth"], strict=True))
     assert finished == [("postln", 2), ("preln", 2), ("preln", 3)]
 
 

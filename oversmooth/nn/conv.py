@@ -69,7 +69,7 @@ class GraphContext:
         batch: Tensor | None = None,
         dtype: torch.dtype = torch.float32,
         edge_weight: Tensor | None = None,
-    ) -> "GraphContext":
+    ) -> GraphContext:
         keep = edge_index[0] != edge_index[1]
         loop = torch.arange(num_nodes, device=edge_index.device)
         src = torch.cat([edge_index[0][keep], loop])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -117,14 +118,14 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def of(cls, run: object, **fields: Any) -> "ModelConfig":
+    def of(cls, run: object, **fields: Any) -> ModelConfig:
         """The model of a run config: every field of ``run`` that is a model field (its
         ``model`` field gives ``name``), then ``fields`` on top.  The one way a run config
         turns into a model, so every model check lives here."""
         own = {f.name for f in dataclasses.fields(cls)}
         taken = {k: getattr(run, k) for k in own if k != "name" and hasattr(run, k)}
         if hasattr(run, "model"):
-            taken["name"] = getattr(run, "model")
+            taken["name"] = run.model
         return cls(**{**taken, **fields})
 
 
@@ -222,7 +223,7 @@ class DepthModel(nn.Module):
                 h = self.blocks[k](h, ctx)
         return h
 
-    def copy_without_hooks(self) -> "DepthModel":
+    def copy_without_hooks(self) -> DepthModel:
         """A new model with this config, dtype and weights but none of the hooks attached to
         this one (a deepcopy would copy a Probe's hooks too)."""
         dtype = next(self.parameters()).dtype

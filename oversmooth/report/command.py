@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["reproduce_command"]
 

@@ -20,6 +20,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,14 @@ class _Figure:
 class _Table:
     frame: Any
     index: bool
+
+
+def _write_png(fig: Figure, path: Path) -> None:
+    fig.savefig(path, dpi=DPI, format="png")
+
+
+def _write_bytes(data: bytes, path: Path) -> None:
+    path.write_bytes(data)
 
 
 @dataclass
@@ -292,7 +301,8 @@ class Document:
             if payload.figure is not None:
                 fig = payload.figure
                 atomic_file(
-                    folder / payload.name, lambda tmp: fig.savefig(tmp, dpi=DPI, format="png")
+                    folder / payload.name,
+                    partial(_write_png, fig),
                 )
                 fig.clf()
                 payload.figure = None
@@ -301,7 +311,7 @@ class Document:
                 and payload.source.resolve() != (folder / payload.name).resolve()
             ):
                 data = payload.source.read_bytes()
-                atomic_file(folder / payload.name, lambda tmp: tmp.write_bytes(data))
+                atomic_file(folder / payload.name, partial(_write_bytes, data))
         atomic_text(folder / "report.md", self.markdown())
         atomic_text(folder / "report.html", self.html(folder))
         return folder
@@ -404,9 +414,11 @@ def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
 def _html_table(frame: pd.DataFrame, index: bool = False) -> str:
     cols, rows, text = _rows(frame, index)
     cls = [' class="text"' if t else "" for t in text]
-    head = "".join(f"<th{c}>{html.escape(name)}</th>" for c, name in zip(cls, cols))
+    head = "".join(f"<th{c}>{html.escape(name)}</th>" for c, name in zip(cls, cols, strict=True))
     body = "".join(
-        "<tr>" + "".join(f"<td{c}>{html.escape(v)}</td>" for c, v in zip(cls, row)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td{c}>{html.escape(v)}</td>" for c, v in zip(cls, row, strict=True))
+        + "</tr>"
         for row in rows
     )
     return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

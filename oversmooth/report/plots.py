@@ -10,7 +10,8 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -79,7 +80,7 @@ def energy_curves(
     Layer 0 cannot sit on a log axis and is left out; non-positive values too.
     """
     xs, ys, floors = [], [], []
-    for i, curve in enumerate(curves):
+    for _i, curve in enumerate(curves):
         layers = np.asarray(curve["layers"], dtype=float)
         values = np.asarray(curve["values"], dtype=float)
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
@@ -97,9 +98,9 @@ def energy_curves(
                     points = _law_points(law, grid)
                     ok = np.isfinite(points) & (points > 0)
                     name = (
-                        "k^{%.2f}" % law["exponent"]
+                        "k^{{{:.2f}}}".format(law["exponent"])
                         if key == "power"
-                        else "e^{%.3gk}" % law["exponent"]
+                        else "e^{{{:.3g}k}}".format(law["exponent"])
                     )
                     ax.plot(
                         grid[ok],

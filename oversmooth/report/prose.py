@@ -10,7 +10,8 @@ numbers were stored falls back to its frozen ``"verdict"`` string.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from oversmooth.registry import DISPLAY
 from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from oversmooth.report import plots
 from oversmooth.report.document import MISSING, Document

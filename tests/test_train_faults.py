@@ -9,7 +9,7 @@ with an uninterrupted run: history.csv, last.pt (weights, optimiser) and best.pt
 
 Regenerate ``reports/reliability-train.md`` with::
 
-    python -m tests.test_faults_train --scenarios 12 --report reports/reliability-train.md
+    python -m tests.test_train_faults --scenarios 12 --report reports/reliability-train.md
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def main() -> None:
         "",
         "Regenerate with:",
         "",
-        f"    python -m tests.test_faults_train --scenarios {args.scenarios} "
+        f"    python -m tests.test_train_faults --scenarios {args.scenarios} "
         f"--seed {args.seed} --report {args.report}",
         "",
     ]

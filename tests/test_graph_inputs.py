@@ -72,7 +72,7 @@ def test_per_graph_metrics_of_a_batch_equal_each_graph_alone(name):
     per_graph = fn(batch.x, batch, reduce="none")
     alone = [fn(g.x, g.edge_index).item() for g in graphs]
     assert per_graph.shape == (4,)
-    for got, want in zip(per_graph.tolist(), alone):
+    for got, want in zip(per_graph.tolist(), alone, strict=True):
         assert _rel(got, want) <= 1e-12, (got, want)
     assert fn(batch.x, batch).item() == pytest.approx(np.mean(alone), rel=1e-12)
     # the same with an explicit batch vector next to the edge_index
@@ -86,7 +86,7 @@ def test_graph_free_metrics_per_graph(name):
     batch = Batch.from_data_list(graphs)
     fn = FREE_METRICS[name]
     per_graph = fn(batch.x, batch.batch, reduce="none")
-    for got, g in zip(per_graph.tolist(), graphs):
+    for got, g in zip(per_graph.tolist(), graphs, strict=True):
         assert _rel(got, fn(g.x, None).item()) <= 1e-12
     assert torch.equal(fn(batch.x, batch, reduce="none"), per_graph)  # a Batch works too
 
@@ -127,7 +127,7 @@ def test_probe_on_a_batch_equals_each_graph_probed_alone():
         want = alone.to_frame()
         got = frame[frame["graph"] == b].reset_index(drop=True)
         for name in names:
-            for a, w in zip(got[name], want[name]):
+            for a, w in zip(got[name], want[name], strict=True):
                 assert (math.isnan(a) and math.isnan(w)) or _rel(a, w) <= 1e-12, (name, a, w)
     with Probe(model, batch, metrics=names) as mean, torch.no_grad():
         model(batch.x, batch.edge_index)
@@ -219,7 +219,7 @@ def test_pyg_gcn_training_loop_records_steps_with_flat_memory():
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sizes = []
     with Probe(model, data, every=10) as probe:
-        for epoch in range(50):
+        for _epoch in range(50):
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(data.x, data.edge_index), data.y)
             loss.backward()

@@ -7,7 +7,7 @@ the killed sweep started survives it, and no temporary file or lock is left once
 runs are over.  One scenario (SIGKILL of the main process after some cells) runs in the
 default suite, since each costs two sweeps of process start-ups; a worker's death is
 covered there by tests/test_sweep.py; ``pytest -m slow
-tests/test_faults.py`` runs a seeded series and, with ``OVERSMOOTH_FAULTS_SUMMARY=PATH``,
+tests/test_sweep_faults.py`` runs a seeded series and, with ``OVERSMOOTH_FAULTS_SUMMARY=PATH``,
 writes its tally as JSON (the figures in reports/reliability.md).
 """
 

@@ -14,7 +14,7 @@ from oversmooth.data import load
 from oversmooth.nn import GraphContext, LayerNorm, ModelConfig, MultiHeadMessagePassing
 from oversmooth.nn.block import Block
 
-from .conftest import undirected
+from tests.conftest import undirected
 
 
 def _graph():
@@ -189,9 +189,11 @@ def test_seeded_and_rng_neutral():
     assert torch.equal(torch.random.get_rng_state(), state)
     b = build_model("nonlocal", conv="gat", depth=3, in_channels=5, out_channels=2, seed=7)
     c = build_model("nonlocal", conv="gat", depth=3, in_channels=5, out_channels=2, seed=8)
-    for pa, pb in zip(a.parameters(), b.parameters()):
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
-    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
+    assert any(
+        not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters(), strict=True)
+    )
     ei, n = _graph()
     x = torch.randn(n, 5)
     assert torch.equal(a(x, ei), b(x, ei))
@@ -218,7 +220,9 @@ def test_float64_model_matches_float32_at_small_depth(name, conv):
         dtype="float64",
     )
     assert m64.config.dtype == "float64" and all(p.dtype == torch.float64 for p in m64.parameters())
-    for p32, p64 in zip(m32.parameters(), m64.parameters()):  # same seed, same initial weights
+    for p32, p64 in zip(
+        m32.parameters(), m64.parameters(), strict=True
+    ):  # same seed, same initial weights
         assert torch.equal(p32.double(), p64)
     with torch.no_grad():
         out32, out64 = m32(x, ei), m64(x.double(), ei)
@@ -238,7 +242,7 @@ def test_float64_weights_do_not_depend_on_the_default_dtype():
     b = build_model(
         "postln", depth=2, in_channels=3, out_channels=2, hidden=8, heads=2, dtype="float64"
     )
-    for pa, pb in zip(a.parameters(), b.parameters()):
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
 
 
