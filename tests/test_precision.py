@@ -247,7 +247,9 @@ def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
 
 
 def test_energy_plot_draws_the_estimated_floor_curve():
-    from matplotlib.figure import Figure  # not pyplot: tests/report/test_plots.py checks it stays unimported
+    from matplotlib.figure import (
+        Figure,
+    )  # not pyplot: tests/report/test_plots.py checks it stays unimported
 
     from oversmooth.report import plots
 
