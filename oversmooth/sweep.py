@@ -742,6 +742,7 @@ def merge(
     )
     from oversmooth.report.prose import curve_title
     from oversmooth.report.render import write_comparison
+    from oversmooth.runtime import environment, resolve_device
 
     out = Path(out)
     records = _records(out / "cells")
@@ -814,6 +815,7 @@ def merge(
                 table=summary_table(part),
                 fits=fits,
                 verdicts=verdicts,
+                environment=environment(resolve_device(spec.device)),
             )
             write_comparison(result, out / f"report-{conv}-{mode}", overwrite=True)
     return metrics, summary

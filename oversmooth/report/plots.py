@@ -33,6 +33,16 @@ def figure(width: float = 6.0, height: float = 4.2) -> Figure:
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
 
 
+def model_color(name: str) -> str | None:
+    """A fixed colour per registered model (its place in the model registry), so one model
+    has the same colour in every figure of a report; ``None`` (matplotlib's cycle) for other
+    labels such as ``seed 0``."""
+    from oversmooth.registry import MODELS
+
+    names = list(MODELS)
+    return f"C{names.index(name) % 10}" if name in names else None
+
+
 def _positive(values: ArrayLike) -> np.ndarray:
     v = np.asarray(values, dtype=float).ravel()
     return v[np.isfinite(v) & (v > 0)]
@@ -86,7 +96,13 @@ def energy_curves(
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
         xs.append(layers[keep])
         ys.append(values[keep])
-        (line,) = ax.plot(layers[keep], values[keep], lw=1.2, label=curve["label"])
+        (line,) = ax.plot(
+            layers[keep],
+            values[keep],
+            lw=1.2,
+            label=curve["label"],
+            color=curve.get("color") or model_color(str(curve["label"])),
+        )
         fit = curve.get("fit")
         if fit and keep.any():
             window = fit.get("tail") or {}
@@ -149,7 +165,8 @@ def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
         xs.append(layers[keep])
         ys.append(values[keep])
-        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
+        color = curve.get("color") or model_color(str(curve["label"]))
+        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
     _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else [])
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$|R(X^k)| = |E(X^k) - E(X^{k-1})| / E(X^{k-1})$")
@@ -166,7 +183,8 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         values = np.asarray(curve["values"], dtype=float)
         keep = (layers > 0) & np.isfinite(values)
         xs.append(layers[keep])
-        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"])
+        color = curve.get("color") or model_color(str(curve["label"]))
+        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
     _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$\mathrm{sim}(X^{k-1}, X^k)$")
@@ -233,8 +251,9 @@ def final_energy_vs_depth(ax: Axes, summary: pd.DataFrame, dataset: str) -> Axes
     for model, rows in part.groupby("model", sort=False):
         stats = rows.groupby("depth")["final_energy"].agg(["mean", "min", "max"])
         depths = stats.index.to_numpy(dtype=float)
-        ax.plot(depths, stats["mean"], marker="o", lw=1.2, label=model)
-        ax.fill_between(depths, stats["min"], stats["max"], alpha=0.2)
+        color = model_color(str(model))
+        (line,) = ax.plot(depths, stats["mean"], marker="o", lw=1.2, label=model, color=color)
+        ax.fill_between(depths, stats["min"], stats["max"], alpha=0.2, color=line.get_color())
     return _depth_axes(ax, dataset, part["depth"], part["final_energy"])
 
 
@@ -248,7 +267,13 @@ def energy_vs_depth_against_reference(
     models = list(models)
     for model in models:
         part = table[table["model"] == model]
-        (line,) = ax.plot(part["depth"], part["ours_mean"], "o-", label=f"{model} (ours)")
+        (line,) = ax.plot(
+            part["depth"],
+            part["ours_mean"],
+            "o-",
+            label=f"{model} (ours)",
+            color=model_color(model),
+        )
         ax.plot(
             part["depth"], part["paper"], "x--", color=line.get_color(), label=f"{model} (paper)"
         )
