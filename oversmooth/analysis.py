@@ -37,7 +37,11 @@ from oversmooth.precision import (
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
 from oversmooth.runtime import environment, resolve_device  # also re-exported
-from oversmooth.report.prose import PRETTY as PRETTY, curve_title  # PRETTY re-exported
+from oversmooth.report.prose import (
+    PRETTY as PRETTY,
+    curve_title,
+    energy_table,
+)  # PRETTY re-exported
 from oversmooth.verdict import verdict as _decide
 
 if TYPE_CHECKING:
@@ -581,21 +585,8 @@ class ComparisonResult:
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset),
-    columns depth."""
-    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
-    stats = grouped.agg(["mean", "std", "count"]).reset_index()
-
-    def cell(row: pd.Series) -> str:  # one seed has no spread: the mean alone, no "± 0"
-        if row["count"] < 2 or not np.isfinite(row["std"]):
-            return f"{row['mean']:.3g}"
-        return f"{row['mean']:.3g} ± {row['std']:.2g}"
-
-    stats["cell"] = stats.apply(cell, axis=1)
-    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
-    order = list(dict.fromkeys(summary["model"]))
-    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
-    table.columns = [f"{d} layers" for d in table.columns]
-    return table
+    columns depth (the table of :func:`oversmooth.report.prose.energy_table`, indexed)."""
+    return energy_table(summary).set_index(["model", "dataset"])
 
 
 def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:

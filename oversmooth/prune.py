@@ -26,7 +26,8 @@ output.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
 import torch
@@ -86,6 +87,39 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
     return (logits[mask].argmax(dim=1) == y[mask]).double().mean()
 
 
+@dataclass
+class _Baseline:
+    """The unpruned model's output, against which every pruned layer is measured."""
+
+    logits: Tensor
+    energy: Tensor
+    y: Tensor | None
+    mask: Tensor | None
+    acc: Tensor | None
+
+    @classmethod
+    def of(
+        cls, logits: Tensor, energy: Tensor, data: Data, mask: Tensor | None, device: Any
+    ) -> _Baseline:
+        if mask is None:
+            return cls(logits, energy, None, None, None)
+        y, mask = data.y.to(device), mask.to(device)
+        return cls(logits, energy, y, mask, _accuracy(logits, y, mask))
+
+    def row(self, layer: int, logits: Tensor, energy: Tensor) -> dict:
+        norm = self.logits.double().norm().clamp_min(1e-300)
+        row = {
+            "layer": layer,
+            "logits_change": (logits - self.logits).double().norm() / norm,
+            "final_energy": energy,
+            "energy_change": (energy - self.energy) / self.energy,
+        }
+        if self.y is not None and self.mask is not None and self.acc is not None:
+            acc = _accuracy(logits, self.y, self.mask)
+            row["accuracy"], row["accuracy_drop"] = acc, self.acc - acc
+        return row
+
+
 @torch.no_grad()
 def prune_sensitivity(
     model: nn.Module,
@@ -139,14 +173,7 @@ def prune_sensitivity(
             if k in wanted:
                 inputs[k] = h  # the input of block k, i.e. X^{k} in 0-based block terms
             h = block(h, ctx)
-        base_energy = laplacian_energy(h, graph)
-        base_logits = model.decoder(h)
-        base_norm = base_logits.double().norm().clamp_min(1e-300)
-        y = data.y.to(device) if mask_t is not None else None
-        mask_t = mask_t.to(device) if mask_t is not None else None
-        base_acc = (
-            _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
-        )
+        base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask_t, device)
         rows = []
         for layer in chosen:
             if reuse_prefix:
@@ -155,19 +182,10 @@ def prune_sensitivity(
                 out = model.run_blocks(model.encoder(x), ctx, skip=[layer - 1])
             logits = model.decoder(out)
             energy = laplacian_energy(out, graph)
-            row = {
-                "layer": layer,
-                "logits_change": (logits - base_logits).double().norm() / base_norm,
-                "final_energy": energy,
-                "energy_change": (energy - base_energy) / base_energy,
-            }
-            if mask_t is not None and y is not None and base_acc is not None:  # all set together
-                acc = _accuracy(logits, y, mask_t)
-                row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
-            rows.append(row)
+            rows.append(base.row(layer, logits, energy))
             if callback is not None:
                 callback(layer)
-        return _frame(rows, chosen, base_energy, base_acc)
+        return _frame(rows, chosen, base.energy, base.acc)
     finally:
         model.train(was_training)
 
@@ -236,14 +254,8 @@ def _prune_any(
                 )
             return out
 
-        base_logits = run()
-        base_energy = laplacian_energy(base_logits, graph)
-        base_norm = base_logits.double().norm().clamp_min(1e-300)
-        y = data.y.to(device) if mask_t is not None else None
-        mask_t = mask_t.to(device) if mask_t is not None else None
-        base_acc = (
-            _accuracy(base_logits, y, mask_t) if mask_t is not None and y is not None else None
-        )
+        logits = run()
+        base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
         rows = []
         for layer in chosen:
             handle = modules[layer - 1].register_forward_hook(_identity_hook(layer))
@@ -252,18 +264,9 @@ def _prune_any(
             finally:
                 handle.remove()
             energy = laplacian_energy(logits, graph)
-            row = {
-                "layer": layer,
-                "logits_change": (logits - base_logits).double().norm() / base_norm,
-                "final_energy": energy,
-                "energy_change": (energy - base_energy) / base_energy,
-            }
-            if mask_t is not None and y is not None and base_acc is not None:
-                acc = _accuracy(logits, y, mask_t)
-                row["accuracy"], row["accuracy_drop"] = acc, base_acc - acc
-            rows.append(row)
+            rows.append(base.row(layer, logits, energy))
             if callback is not None:
                 callback(layer)
-        return _frame(rows, chosen, base_energy, base_acc)
+        return _frame(rows, chosen, base.energy, base.acc)
     finally:
         model.train(was_training)

@@ -10,13 +10,16 @@ numbers were stored falls back to its frozen ``"verdict"`` string.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
 from oversmooth.registry import DISPLAY
 from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL
 
-__all__ = ["PRETTY", "curve_title", "verdict_prose", "verdict_record"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PRETTY", "curve_title", "energy_table", "verdict_prose", "verdict_record"]
 
 PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
 
@@ -146,3 +149,28 @@ def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) ->
     elif final is not None:
         pieces.append(f"final energy {final:.2g}")
     return (f"{title}: " if title else "") + "; ".join(pieces)
+
+
+def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Final-layer energy per (model, dataset) and depth: ``mean ± std`` over seeds, the mean
+    alone when there is one seed (no ``± 0``), a dash where a cell has no value."""
+    import numpy as np
+
+    from oversmooth.report.document import MISSING
+
+    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
+    stats = grouped.agg(["mean", "std", "count"]).reset_index()
+
+    def cell(row: pd.Series) -> str:
+        if not np.isfinite(row["mean"]):
+            return MISSING
+        if row["count"] < 2 or not np.isfinite(row["std"]):
+            return f"{row['mean']:.3g}"
+        return f"{row['mean']:.3g} ± {row['std']:.2g}"
+
+    stats["cell"] = stats.apply(cell, axis=1)
+    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
+    order = list(dict.fromkeys(summary["model"]))
+    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
+    table.columns = [f"{d} layers" for d in table.columns]
+    return table.reset_index().fillna(MISSING)

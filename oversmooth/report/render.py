@@ -27,8 +27,8 @@ from numpy.typing import ArrayLike
 from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
-from oversmooth.report.document import MISSING, Document, format_cell
-from oversmooth.report.prose import curve_title, verdict_prose, verdict_record
+from oversmooth.report.document import Document, format_cell
+from oversmooth.report.prose import curve_title, energy_table, verdict_prose, verdict_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -385,28 +385,6 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     doc.table(first[first["layer"].isin(picks)])
     doc.text("The full table is `metrics.csv` (one row per layer and seed).")
     return doc
-
-
-def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Final-layer energy per (model, dataset) and depth: ``mean ± std`` over seeds, the mean
-    alone when there is one seed (no ``± 0``), a dash where a cell has no value."""
-
-    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
-    stats = grouped.agg(["mean", "std", "count"]).reset_index()
-
-    def cell(row: pd.Series) -> str:
-        if not np.isfinite(row["mean"]):
-            return MISSING
-        if row["count"] < 2 or not np.isfinite(row["std"]):
-            return f"{row['mean']:.3g}"
-        return f"{row['mean']:.3g} ± {row['std']:.2g}"
-
-    stats["cell"] = stats.apply(cell, axis=1)
-    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
-    order = list(dict.fromkeys(summary["model"]))
-    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
-    table.columns = [f"{d} layers" for d in table.columns]
-    return table.reset_index().fillna(MISSING)
 
 
 def _render_comparison(folder: Path, config: dict) -> Document:
