@@ -327,6 +327,7 @@ class _Run:
         self.best_saved = -1  # the epoch best.pt holds, as written by this process
         self.resumed = False
         self.pending: list[dict] = []  # probe rows of the epoch being scored
+        self.interval = config.probe_interval  # a resumed run keeps the interval it started with
 
     # -- state ------------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -342,6 +343,7 @@ class _Run:
             "epoch": self.epoch,
             "history": len(self.history),  # rows kept at save time
             "dynamics": len(self.dynamics),
+            "probe_interval": self.interval,
             "best": dict(self.best) if self.best else None,
             "best_epoch": self.best_epoch,
             "best_state_dict": self.best_state,
@@ -387,6 +389,8 @@ class _Run:
             self.dynamics = [
                 dict(row) for row in state.get("dynamics", []) if row["epoch"] <= self.epoch
             ]
+            if self.config.probe_every is None and "probe_interval" in state:
+                self.interval = int(state["probe_interval"])  # the default, fixed at the start
         except (RuntimeError, ValueError, TypeError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(
@@ -455,7 +459,7 @@ class _Run:
                 self._best(snap, folder)
             _atomic_save({**snap, "history": rows, "dynamics": dynamics}, folder / "last.pt")
             self._history(rows, folder)
-            if self.config.probe_interval:
+            if self.interval:
                 self._dynamics(dynamics, folder)
 
         self._write(write)
@@ -532,7 +536,7 @@ class _Run:
         if bad:
             return {**row, "status": "diverged"}, f"the weights became non-finite ({bad[0]})"
         model.eval()
-        every = self.config.probe_interval
+        every = self.interval
         probe = self.probe if every and epoch % every == 0 else None
         # the eval-mode, no-grad forward that scores the epoch is also the probe's pass (no
         # dropout, nothing random: the training stream is untouched; the fork makes sure)
@@ -668,7 +672,7 @@ def train(
         run = _Run(config, out, model, optimizer, scheduler, meta, device, overwrite)
         if resume:
             run.restore(out / "last.pt")
-        if config.probe_interval:  # energies on the input graph (no self loops), as analyze
+        if run.interval:  # energies on the input graph (no self loops), as analyze
             run.probe = Probe(model, edge_index, DYNAMICS_METRICS, edge_weight=edge_weight)
         requested: dict = {}
         try:

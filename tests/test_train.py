@@ -447,3 +447,20 @@ def test_probe_every_must_be_a_count():
         T.TrainConfig(probe_every=-1)
     assert T.TrainConfig(epochs=500).probe_interval == 10
     assert T.TrainConfig(epochs=20).probe_interval == 1
+
+
+def test_resume_keeps_the_default_probe_interval_it_started_with(tmp_path):
+    import pandas as pd
+
+    def interrupt(done, total, row):
+        if done == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    first = T.train(  # 100 epochs: the default interval is 2
+        T.TrainConfig(epochs=100, **TINY), tmp_path / "run", progress=interrupt
+    )
+    assert first.stopped == "interrupted" and first.epochs_run == 3
+    T.train(T.TrainConfig(epochs=6, **TINY), tmp_path / "run", resume=True)  # default now 1
+    dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
+    assert sorted(dyn["epoch"].unique()) == [0, 2, 4]
+    assert not dyn.duplicated(["epoch", "layer"]).any()
