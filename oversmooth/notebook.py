@@ -88,7 +88,8 @@ def _describe(
             "pass hidden=<width of the layer states> or probe with the default metrics"
         )
     if metric != "laplacian_energy":  # the fits and the verdict read this column
-        frame = frame.drop(columns=["laplacian_energy"], errors="ignore")
+        laplacian_only = ["laplacian_energy", "at_floor", "float_floor", "float64_energy"]
+        frame = frame.drop(columns=laplacian_only, errors="ignore")
         frame = frame.rename(columns={metric: "laplacian_energy"})
     return describe_frame(frame, hidden=hidden or 1, title=title, dtype=dtype)
 
