@@ -12,6 +12,11 @@ from torch_geometric.nn.models import GCN
 
 import oversmooth
 from oversmooth.data import load
+from oversmooth.report.plots import figure
+
+
+def new_ax():  # not pyplot: other tests check that nothing imported it
+    return figure().add_subplot()
 
 
 @pytest.fixture(scope="module")
@@ -27,24 +32,26 @@ def probed():
 
 def test_plot_kinds_return_axes(probed):
     probe, frame = probed
-    ax = oversmooth.plot(frame)
+    ax = oversmooth.plot(frame, ax=new_ax())
     assert ax.get_yscale() == "log" and ax.get_title().startswith("verdict: ")
     assert oversmooth.verdict(frame[frame.step == 1]).label in ax.get_title()
     assert len(ax.get_lines()) >= 2  # the curve and at least one fitted law
-    assert oversmooth.plot(probe, kind="similarity").images
-    assert oversmooth.plot(frame, kind="relative", metric="dirichlet_energy").get_lines()
+    assert oversmooth.plot(probe, kind="similarity", ax=new_ax()).images
+    assert oversmooth.plot(
+        frame, kind="relative", metric="dirichlet_energy", ax=new_ax()
+    ).get_lines()
 
 
 def test_plot_refuses_bad_input(probed):
     probe, frame = probed
     with pytest.raises(ValueError, match="kind="):
-        oversmooth.plot(frame, kind="nope")
+        oversmooth.plot(frame, kind="nope", ax=new_ax())
     with pytest.raises(ValueError, match="similarity"):
-        oversmooth.plot(frame, kind="similarity")
+        oversmooth.plot(frame, kind="similarity", ax=new_ax())
     with pytest.raises(ValueError, match="step=7"):
-        oversmooth.plot(frame, step=7)
+        oversmooth.plot(frame, step=7, ax=new_ax())
     with pytest.raises(ValueError, match="graph"):
-        oversmooth.plot(frame.assign(graph=0))
+        oversmooth.plot(frame.assign(graph=0), ax=new_ax())
 
 
 def test_write_report_has_verdict_banner(probed, tmp_path):
