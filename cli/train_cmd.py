@@ -78,6 +78,14 @@ def train(
             show_default=False,
         ),
     ] = None,
+    probe_every: Annotated[
+        Optional[int],
+        typer.Option(
+            "--probe-every",
+            help="Record every layer's energies every N epochs into dynamics.csv, on the eval "
+            "forward that scores the epoch (0: off). [default: epochs/50, at least 1]",
+        ),
+    ] = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -86,7 +94,8 @@ def train(
     accuracy.
 
     The output folder holds best.pt, last.pt (for --resume), history.csv,
-    training.png, config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of
+    dynamics.csv (layer energies during training), training.png, dynamics.png,
+    config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of
     the current epoch and saves it; rerun the same command with --resume to continue
     (on CPU the result equals an uninterrupted run bit for bit).  Then analyse the trained
     model with: oversmooth analyze --checkpoint OUT/best.pt --prune-layers 2,32
@@ -119,6 +128,7 @@ def _run(
     resume,
     checkpoint_every,
     deterministic,
+    probe_every,
     overwrite,
     as_json,
     quiet,
@@ -148,6 +158,7 @@ def _run(
             device=device,
             data_root=str(data_root) if data_root else None,
             deterministic=deterministic,
+            probe_every=probe_every,
         )
     )
     if out is None:

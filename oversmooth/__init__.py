@@ -24,6 +24,20 @@ from oversmooth.metrics import (
 
 __version__ = "0.1.0"
 
+# oversmooth.plot / oversmooth.write_report load oversmooth.notebook on first use (PEP 562):
+# it reaches pandas, matplotlib and oversmooth.analysis, which reads __version__ from here, so
+# it is loaded by name only once the package is fully initialised (no import-time cycle).
+_LAZY = {"plot": "oversmooth.notebook", "write_report": "oversmooth.notebook"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'oversmooth' has no attribute {name!r}")
+
+
 __all__ = [
     "__version__",
     "GraphOperator",
@@ -47,4 +61,6 @@ __all__ = [
     "rusch_dirichlet_energy",
     "Verdict",
     "verdict",
+    "plot",
+    "write_report",
 ]

@@ -31,7 +31,7 @@ import shutil
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -64,6 +64,7 @@ from oversmooth.outputs import (
     move_into_place,
     write_json,
 )
+from oversmooth.probe import Probe
 from oversmooth.runtime import resolve_device
 
 __all__ = [
@@ -105,6 +106,7 @@ class TrainConfig:
     device: str = "auto"
     data_root: str | None = None
     deterministic: bool = True  # deterministic kernels: bit-reproducible on CPU for a fixed seed
+    probe_every: int | None = None  # record layer energies every N epochs; 0 off; None: auto
 
     def __post_init__(self) -> None:
         MODELS.resolve(self.model)
@@ -128,6 +130,15 @@ class TrainConfig:
             raise ValueError(
                 f"patience: expected an integer >= 1 (epochs), received {self.patience!r}"
             )
+        if self.probe_every is not None and (
+            isinstance(self.probe_every, bool)
+            or not isinstance(self.probe_every, int)
+            or self.probe_every < 0
+        ):
+            raise ValueError(
+                f"probe_every: expected an integer >= 0 (epochs; 0 turns the probe off), "
+                f"received {self.probe_every!r}"
+            )
         self.model_config(1, 1)  # validates depth, conv, sizes, pattern
 
     @property
@@ -143,6 +154,13 @@ class TrainConfig:
         if self.warmup is not None:
             return self.warmup
         return max(1, self.epochs // 10) if MODELS[self.model].post_ln else 0
+
+    @property
+    def probe_interval(self) -> int:
+        """Epochs between two recorded probe passes (0: none); default ``max(1, epochs // 50)``."""
+        if self.probe_every is not None:
+            return self.probe_every
+        return max(1, self.epochs // 50)
 
     def model_config(self, in_channels: int, out_channels: int) -> ModelConfig:
         return ModelConfig.of(self, in_channels=in_channels, out_channels=out_channels)
@@ -183,6 +201,9 @@ RESUME_KEYS = {
 RESUME_MAY_CHANGE = ("epochs", "patience", "device", "data_root", "deterministic")
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
+# dynamics.csv: the probe's layer measures at every probe_interval-th epoch (0, N, 2N, ...)
+DYNAMICS_METRICS = ["laplacian_energy", "dirichlet_energy", "relative_energy", "feature_norm"]
+DYNAMICS_COLUMNS = ["epoch", "layer", *DYNAMICS_METRICS]
 
 
 def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
@@ -298,12 +319,16 @@ class _Run:
         self.rng = torch.Generator().manual_seed(config.seed)  # the dropout stream
         self.epoch = -1  # last completed epoch
         self.history: list[dict] = []
+        self.dynamics: list[dict] = []  # DYNAMICS_COLUMNS rows, epochs in increasing order
+        self.probe: Probe | None = None  # attached only during the recorded eval forwards
         self.best: dict | None = None
         self.best_epoch, self.bad_epochs = -1, 0
         self.best_state: dict | None = None
         self.folder_ready = False
         self.best_saved = -1  # the epoch best.pt holds, as written by this process
         self.resumed = False
+        self.pending: list[dict] = []  # probe rows of the epoch being scored
+        self.interval = config.probe_interval  # a resumed run keeps the interval it started with
 
     # -- state ------------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -318,6 +343,8 @@ class _Run:
             "rng": self.rng.get_state(),
             "epoch": self.epoch,
             "history": len(self.history),  # rows kept at save time
+            "dynamics": len(self.dynamics),
+            "probe_interval": self.interval,
             "best": dict(self.best) if self.best else None,
             "best_epoch": self.best_epoch,
             "best_state_dict": self.best_state,
@@ -359,6 +386,12 @@ class _Run:
             self.epoch, self.bad_epochs = int(state["epoch"]), int(state["bad_epochs"])
             self.best_epoch = int(state["best_epoch"])
             self.history = [dict(row) for row in state["history"]]
+            # optional: a checkpoint written without the probe has none
+            self.dynamics = [
+                dict(row) for row in state.get("dynamics", []) if row["epoch"] <= self.epoch
+            ]
+            if self.config.probe_every is None and "probe_interval" in state:
+                self.interval = int(state["probe_interval"])  # the default, fixed at the start
         except (RuntimeError, ValueError, TypeError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(
@@ -420,12 +453,15 @@ class _Run:
         if snap["epoch"] < 0:
             return
         rows = self.history[: snap["history"]]
+        dynamics = self.dynamics[: snap["dynamics"]]
 
         def write(folder: Path) -> None:
             if snap["best_state_dict"] is not None and self.best_saved != snap["best_epoch"]:
                 self._best(snap, folder)
-            _atomic_save({**snap, "history": rows}, folder / "last.pt")
+            _atomic_save({**snap, "history": rows, "dynamics": dynamics}, folder / "last.pt")
             self._history(rows, folder)
+            if self.interval:
+                self._dynamics(dynamics, folder)
 
         self._write(write)
 
@@ -454,6 +490,13 @@ class _Run:
 
         frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
         atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.6g"))
+
+    @staticmethod
+    def _dynamics(rows: list[dict], folder: Path) -> None:
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=DYNAMICS_COLUMNS)
+        atomic_text(folder / "dynamics.csv", frame.to_csv(index=False, float_format="%.10g"))
 
     # -- one epoch --------------------------------------------------------------------------
     def step(
@@ -494,19 +537,38 @@ class _Run:
         if bad:
             return {**row, "status": "diverged"}, f"the weights became non-finite ({bad[0]})"
         model.eval()
-        with torch.no_grad():
+        every = self.interval
+        probe = self.probe if every and epoch % every == 0 else None
+        # the eval-mode, no-grad forward that scores the epoch is also the probe's pass (no
+        # dropout, nothing random: the training stream is untouched; the fork makes sure)
+        with (
+            torch.no_grad(),
+            torch.random.fork_rng(devices=fork),
+            probe if probe is not None else nullcontext(),
+        ):
             logits = model(x, edge_index, edge_weight=edge_weight)
             val = masks["val_mask"]
             row["val_loss"] = float(F.cross_entropy(logits[val], y[val]))
         for split in ("train", "val", "test"):
             row[f"{split}_acc"] = _accuracy(logits, y, masks[f"{split}_mask"])
         if not math.isfinite(row["val_loss"]):
+            if probe is not None:
+                probe.reset()
             return {**row, "status": "diverged"}, f"the validation loss became {row['val_loss']}"
+        if probe is not None:
+            frame = probe.to_frame()
+            probe.reset()  # only this epoch's scalars are kept: memory stays flat
+            self.pending = [
+                {"epoch": epoch, "layer": int(r["layer"]), **{m: r[m] for m in DYNAMICS_METRICS}}
+                for r in frame.to_dict("records")
+            ]
         return row, None
 
     def record(self, row: dict) -> None:
-        """Append a finished epoch and update the best-so-far."""
+        """Append a finished epoch (and its probe rows) and update the best-so-far."""
         self.history.append(row)
+        self.dynamics.extend(self.pending)
+        self.pending = []
         self.epoch = row["epoch"]
         best = self.best
         if (
@@ -611,6 +673,8 @@ def train(
         run = _Run(config, out, model, optimizer, scheduler, meta, device, overwrite)
         if resume:
             run.restore(out / "last.pt")
+        if run.interval:  # energies on the input graph (no self loops), as analyze
+            run.probe = Probe(model, edge_index, DYNAMICS_METRICS, edge_weight=edge_weight)
         requested: dict = {}
         try:
             with _deterministic(config.deterministic, device), _stop_on_signals(requested):
@@ -703,7 +767,9 @@ def _loop(
         write_json(out / "summary.json", summary)
         from oversmooth.report.writers import write_training_report
 
-        write_training_report(out, run.history, run.best_epoch, summary)
+        write_training_report(
+            out, run.history, run.best_epoch, summary, dynamics=run.dynamics or None
+        )
     return result
 
 

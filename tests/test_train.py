@@ -63,7 +63,7 @@ def test_resume_continues_exactly(tmp_path):
     resumed = T.train(T.TrainConfig(epochs=6, **FAST), tmp_path / "split", resume=True)
     assert [r["epoch"] for r in resumed.history] == list(range(6))
     assert resumed.history == straight.history  # bit for bit, not approximately
-    for name in ("history.csv",):
+    for name in ("history.csv", "dynamics.csv"):  # the probe's rows: none duplicated or missing
         assert (tmp_path / "straight" / name).read_bytes() == (
             tmp_path / "split" / name
         ).read_bytes()
@@ -396,3 +396,71 @@ def test_nan_scores_are_written_as_strict_json(tmp_path, monkeypatch):
     summary = strict_json((tmp_path / "run" / "summary.json").read_text())
     assert summary["test_acc"] is None and summary["val_acc"] is None
     strict_json((tmp_path / "run" / "config.json").read_text())
+
+
+def test_probe_records_dynamics_without_changing_training(tmp_path):
+    import pandas as pd
+
+    runner = CliRunner()
+    common = ["train", "--model", "preln", "--depth", "4", "--hidden", "16", "--heads", "2"]
+    common += ["--epochs", "20", "--quiet"]
+    probed = runner.invoke(app, [*common, "--probe-every", "5", "--out", str(tmp_path / "p")])
+    assert probed.exit_code == 0, probed.output
+    bare = runner.invoke(app, [*common, "--probe-every", "0", "--out", str(tmp_path / "b")])
+    assert bare.exit_code == 0, bare.output
+    # the probe rides on the eval forward: training numbers are bit-identical
+    history = (tmp_path / "p" / "history.csv").read_bytes()
+    assert history == (tmp_path / "b" / "history.csv").read_bytes()
+    assert same_weights(tmp_path / "p" / "last.pt", tmp_path / "b" / "last.pt")
+    assert not (tmp_path / "b" / "dynamics.csv").exists()
+    dyn = pd.read_csv(tmp_path / "p" / "dynamics.csv")
+    assert list(dyn.columns[:3]) == ["epoch", "layer", "laplacian_energy"]
+    assert sorted(dyn["epoch"].unique()) == [0, 5, 10, 15]  # 4 recorded epochs
+    assert sorted(dyn["layer"].unique()) == [0, 1, 2, 3, 4]  # encoder output + 4 blocks
+    assert len(dyn) == 20 and (dyn["laplacian_energy"] > 0).all()
+    assert (tmp_path / "p" / "dynamics.png").is_file()
+    report = (tmp_path / "p" / "report.md").read_text(encoding="utf-8")
+    assert "## Energy dynamics" in report and "dynamics.png" in report
+    assert "Energy dynamics" not in (tmp_path / "b" / "report.md").read_text(encoding="utf-8")
+
+
+def test_probe_rows_are_the_models_eval_energies(tmp_path):
+    import pandas as pd
+
+    from oversmooth import Probe
+
+    T.train(T.TrainConfig(epochs=3, probe_every=2, **TINY), tmp_path / "run")
+    dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
+    assert sorted(dyn["epoch"].unique()) == [0, 2]
+    model, _ = T.load_checkpoint(tmp_path / "run" / "last.pt")  # the weights after epoch 2
+    data = load("cora")
+    model.eval()
+    with Probe(model, data.edge_index) as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    expected = probe.to_frame()["laplacian_energy"].to_numpy()
+    got = dyn[dyn["epoch"] == 2]["laplacian_energy"].to_numpy()
+    assert got == pytest.approx(expected, rel=1e-8)
+
+
+def test_probe_every_must_be_a_count():
+    with pytest.raises(ValueError, match="probe_every"):
+        T.TrainConfig(probe_every=-1)
+    assert T.TrainConfig(epochs=500).probe_interval == 10
+    assert T.TrainConfig(epochs=20).probe_interval == 1
+
+
+def test_resume_keeps_the_default_probe_interval_it_started_with(tmp_path):
+    import pandas as pd
+
+    def interrupt(done, total, row):
+        if done == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    first = T.train(  # 100 epochs: the default interval is 2
+        T.TrainConfig(epochs=100, **TINY), tmp_path / "run", progress=interrupt
+    )
+    assert first.stopped == "interrupted" and first.epochs_run == 3
+    T.train(T.TrainConfig(epochs=6, **TINY), tmp_path / "run", resume=True)  # default now 1
+    dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
+    assert sorted(dyn["epoch"].unique()) == [0, 2, 4]
+    assert not dyn.duplicated(["epoch", "layer"]).any()

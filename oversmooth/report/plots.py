@@ -353,3 +353,51 @@ def cost_curves(
         if labelled:
             ax.legend(fontsize=8)
     return ax_time, ax_memory
+
+
+def energy_dynamics_heatmap(
+    ax: Axes, epochs: ArrayLike, layers: ArrayLike, energies: ArrayLike
+) -> Axes:
+    """log10 of the energy per layer (rows) and recorded epoch (columns) during training.
+
+    ``energies`` is ``[len(layers), len(epochs)]``; zero, negative or non-finite entries are
+    left blank.
+    """
+    epochs = np.asarray(epochs, dtype=float)
+    layers = np.asarray(layers, dtype=float)
+    values = np.asarray(energies, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan)
+    step = float(np.median(np.diff(epochs))) if len(epochs) > 1 else 1.0
+    image = ax.imshow(
+        logs,
+        origin="lower",
+        aspect="auto",
+        cmap="viridis",
+        interpolation="nearest",
+        extent=(
+            epochs[0] - step / 2,
+            epochs[-1] + step / 2,
+            layers[0] - 0.5,
+            layers[-1] + 0.5,
+        ),
+    )
+    ax.figure.colorbar(image, ax=ax, label=r"$\log_{10} E(X^k)$", fraction=0.046, pad=0.04)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("layer $k$")
+    return ax
+
+
+def energy_against_epoch(
+    ax: Axes, epochs: ArrayLike, values: ArrayLike, label: str = "final layer"
+) -> Axes:
+    """An energy (e.g. the final layer's) against the epoch, log y when it is all positive."""
+    epochs = np.asarray(epochs, dtype=float)
+    values = np.asarray(values, dtype=float)
+    ax.plot(epochs, values, "o-", ms=3, lw=1.2, label=label)
+    _log_scales(ax, epochs, values, x_log=False)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("Laplacian energy $E(X^L)$")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

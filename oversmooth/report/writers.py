@@ -27,11 +27,17 @@ def _pct(value: Any) -> str:
 
 
 def write_training_report(
-    folder: str | Path, history: Sequence[Mapping], best_epoch: int, summary: Mapping[str, Any]
+    folder: str | Path,
+    history: Sequence[Mapping],
+    best_epoch: int,
+    summary: Mapping[str, Any],
+    dynamics: Sequence[Mapping] | None = None,
 ) -> Path:
     """``training.png`` (loss and accuracy against the epoch), ``report.md`` and
     ``report.html`` for a finished training run in ``folder`` (its ``config.json`` names the
-    model when present)."""
+    model when present).  With ``dynamics`` (rows of ``dynamics.csv``: ``epoch``, ``layer``,
+    ``laplacian_energy``) also ``dynamics.png``: log10 energy per layer and epoch, and the
+    final layer's energy against the epoch."""
     import pandas as pd
 
     folder = Path(folder)
@@ -78,6 +84,8 @@ def write_training_report(
         "`best.pt`",
         "training.png",
     )
+    if dynamics:
+        _dynamics_section(doc, dynamics, best_epoch)
     if config:
         doc.heading("Configuration")
         doc.table(
@@ -85,6 +93,34 @@ def write_training_report(
         )
     doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
     return doc.write(folder)
+
+
+def _dynamics_section(doc: Document, dynamics: Sequence[Mapping], best_epoch: int) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame(list(dynamics))
+    grid = frame.pivot(index="layer", columns="epoch", values="laplacian_energy").sort_index()
+    final = grid.iloc[-1]
+    fig = plots.figure(10.4, 3.8)
+    ax_map, ax_final = fig.subplots(1, 2)
+    plots.energy_dynamics_heatmap(ax_map, grid.columns, grid.index, grid.to_numpy())
+    plots.energy_against_epoch(ax_final, final.index, final.to_numpy(), f"layer {grid.index[-1]}")
+    ax_final.axvline(
+        best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
+    )
+    ax_final.legend(fontsize=8)
+    doc.heading("Energy dynamics")
+    doc.figure(
+        fig,
+        "Left: log10 Laplacian energy of every layer at the recorded epochs; right: the final "
+        "layer's energy against the epoch. Measured on the eval-mode, no-grad forward that "
+        "scores each recorded epoch (no dropout), after that epoch's update",
+        "dynamics.png",
+    )
+    doc.text(
+        f"{grid.shape[1]} recorded epochs x {grid.shape[0]} layers; per-layer numbers: "
+        "`dynamics.csv`."
+    )
 
 
 def _bench_depth_table(rows: Sequence[Mapping]) -> Any:

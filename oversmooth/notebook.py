@@ -1,0 +1,308 @@
+"""Plots and reports for any model's probe frame, from a notebook or a script.
+
+:func:`plot` draws one figure of the ``oversmooth analyze`` report on an ``Axes``;
+:func:`write_report` writes the whole report (verdict banner, fits, figures, per-layer table)
+for the frame of any :class:`~oversmooth.probe.Probe` (a PyG ``GCN``, your own model).  Both
+draw through :mod:`oversmooth.report.plots` and build reports with
+:class:`~oversmooth.report.document.Document`, like the commands.
+
+A frame with a ``step`` column (several forward passes inside the probe) is cut to one pass:
+the last, unless ``step=`` is given.  A frame with a ``graph`` column (``reduce="none"``) is
+refused: averaging energies of graphs of different sizes is a choice of yours (the probe's
+``reduce="mean"`` makes the usual one); filter one graph or re-probe with ``reduce="mean"``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+    from oversmooth.probe import Probe
+
+__all__ = ["plot", "write_report"]
+
+KINDS = ("energy", "similarity", "relative")
+
+
+def _one_pass(frame: Any, step: int | None = None) -> pd.DataFrame:
+    """The rows of one forward pass of ``frame`` (a probe's ``to_frame()``), ``step`` dropped."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(
+            f"frame: expected a pandas DataFrame from Probe.to_frame(), received "
+            f"{type(frame).__name__}; call probe.to_frame() first"
+        )
+    if "graph" in frame:
+        raise ValueError(
+            "frame: has a 'graph' column (one row per graph, reduce='none'); expected one row "
+            "per layer: probe with reduce='mean' or pick one graph, frame[frame.graph == 0]"
+        )
+    if "layer" not in frame:
+        raise ValueError(
+            f"frame: expected a 'layer' column (one row per layer), received columns "
+            f"{list(frame.columns)}; pass probe.to_frame()"
+        )
+    if "step" in frame:
+        steps = sorted(int(s) for s in frame["step"].unique())
+        chosen = steps[-1] if step is None else step
+        if chosen not in steps:
+            raise ValueError(
+                f"step={step}: not in the frame; expected one of the recorded steps "
+                f"{steps[:5]}{' ...' if len(steps) > 5 else ''}"
+            )
+        frame = frame[frame["step"] == chosen].drop(columns="step")
+    elif step is not None:
+        raise ValueError(
+            f"step={step}: the frame has no 'step' column (one forward pass); leave step unset"
+        )
+    if len(frame) < 1:
+        raise ValueError("frame: no rows; run a forward pass inside the probe first")
+    return frame.sort_values(["seed", "layer"] if "seed" in frame else "layer").reset_index(
+        drop=True
+    )
+
+
+def _describe(
+    frame: pd.DataFrame, metric: str, hidden: int | None, dtype: str, title: str | None
+) -> dict:
+    """Verdict plus full and tail law fits of ``metric`` (see
+    :func:`oversmooth.analysis.describe_frame`)."""
+    from oversmooth.analysis import describe_frame
+
+    if metric not in frame:
+        raise ValueError(
+            f"metric={metric!r}: not a column of the frame; expected one of "
+            f"{[c for c in frame.columns if c not in ('layer', 'seed')]}"
+        )
+    if hidden is None and "feature_norm" not in frame and "float_floor" not in frame:
+        raise ValueError(
+            "frame: has no 'feature_norm' column to estimate the float floor from; "
+            "pass hidden=<width of the layer states> or probe with the default metrics"
+        )
+    if metric != "laplacian_energy":  # the fits and the verdict read this column
+        laplacian_only = ["laplacian_energy", "at_floor", "float_floor", "float64_energy"]
+        frame = frame.drop(columns=laplacian_only, errors="ignore")
+        frame = frame.rename(columns={metric: "laplacian_energy"})
+    return describe_frame(frame, hidden=hidden or 1, title=title, dtype=dtype)
+
+
+def _similarity_of(source: Any, similarity: Any) -> tuple[np.ndarray, list[int]] | None:
+    if similarity is None and hasattr(source, "similarity_matrix"):
+        try:
+            similarity = source.similarity_matrix()
+        except (RuntimeError, ValueError):
+            return None
+        layers = list(source.similarity_layers())
+        return np.asarray(similarity.detach().cpu(), dtype=float), layers
+    if similarity is None:
+        return None
+    if hasattr(similarity, "detach"):
+        similarity = similarity.detach().cpu()
+    matrix = np.asarray(similarity, dtype=float)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(
+            f"similarity: expected a square L x L matrix (Probe.similarity_matrix()), "
+            f"received shape {matrix.shape}"
+        )
+    return matrix, list(range(matrix.shape[0]))
+
+
+def _frame_of(source: Any) -> Any:
+    return source.to_frame() if hasattr(source, "to_frame") else source
+
+
+def _relative(frame: pd.DataFrame, metric: str) -> np.ndarray:
+    if metric == "laplacian_energy" and "relative_energy" in frame:
+        return frame["relative_energy"].to_numpy(dtype=float)
+    values = frame[metric].to_numpy(dtype=float)
+    rel = np.full(len(values), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel[1:] = (values[1:] - values[:-1]) / values[:-1]
+    return rel
+
+
+def plot(
+    frame: pd.DataFrame | Probe,
+    metric: str = "laplacian_energy",
+    kind: str = "energy",
+    ax: Axes | None = None,
+    *,
+    similarity: Any = None,
+    step: int | None = None,
+    hidden: int | None = None,
+    dtype: str = "float32",
+) -> Axes:
+    """Draw one figure of the ``analyze`` report for a probe's frame and return its ``Axes``.
+
+    Args:
+        frame: ``probe.to_frame()`` (or the :class:`~oversmooth.probe.Probe` itself, whose
+            similarity matrix is then used when it kept one).
+        metric: the column to draw (``kind="energy"`` and ``"relative"``).
+        kind: ``"energy"``: log-log ``metric`` against layer with the laws fitted to it and the
+            verdict of :func:`oversmooth.verdict` as title; ``"similarity"``: the ``L x L``
+            inter-layer similarity heatmap (``similarity=`` or the probe's); ``"relative"``:
+            ``|R(X^k)|`` (the ``relative_energy`` column for the Laplacian energy, else
+            computed from ``metric``).
+        ax: where to draw; default a new pyplot figure (shown inline in Jupyter).
+        similarity: an ``L x L`` matrix (``probe.similarity_matrix()``).
+        step: which forward pass of a multi-pass frame (default the last).
+        hidden: width of the states, for the float floor when the frame has no
+            ``feature_norm``.
+        dtype: precision the states were computed in (``"float32"`` or ``"float64"``).
+    """
+    from oversmooth.report import plots
+
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: expected one of {', '.join(KINDS)}")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6.0, 4.2), layout="constrained")
+    assert ax is not None
+    if kind == "similarity":
+        found = _similarity_of(frame, similarity)
+        if found is None:
+            raise ValueError(
+                "kind='similarity': no similarity matrix; probe with similarity=True and pass "
+                "the Probe, or similarity=probe.similarity_matrix()"
+            )
+        return plots.similarity_heatmap(ax, found[0], found[1])
+    one = _one_pass(_frame_of(frame), step)
+    if kind == "relative":
+        if metric not in one:
+            raise ValueError(f"metric={metric!r}: not a column of the frame")
+        curves = [
+            {
+                "label": f"seed {s}" if "seed" in one else metric,
+                "layers": p["layer"],
+                "values": _relative(p, metric),
+            }
+            for s, p in (one.groupby("seed") if "seed" in one else [(0, one)])
+        ]
+        return plots.relative_energy_curves(ax, curves)
+    desc = _describe(one, metric, hidden, dtype, None)
+    mean = one.groupby("layer", sort=True)[metric].mean() if "seed" in one else None
+    layers = mean.index if mean is not None else one["layer"]
+    values = mean.to_numpy() if mean is not None else one[metric]
+    plots.energy_curves(
+        ax,
+        [{"label": metric, "layers": layers, "values": values, "fit": desc}],
+        metric_label=metric.replace("_", " "),
+    )
+    ax.set_title(f"verdict: {desc['classification']}", fontsize=9)
+    return ax
+
+
+def write_report(
+    frame: pd.DataFrame | Probe,
+    out: str | os.PathLike,
+    title: str = "your model",
+    similarity: Any = None,
+    *,
+    step: int | None = None,
+    hidden: int | None = None,
+    dtype: str = "float32",
+    overwrite: bool = False,
+) -> Path:
+    """Write the ``oversmooth analyze`` report of a probe's frame into the folder ``out``.
+
+    ``out`` gets ``report.md``, a self-contained ``report.html``, the figures, ``metrics.csv``
+    (the pass reported) and ``fits.json``, plus ``similarity.csv`` when a similarity matrix
+    is given (``similarity=`` or a Probe that kept one).  The folder is written atomically; an
+    existing one is replaced only with ``overwrite=True``.  Returns ``out``.
+
+    ``title`` names the model in the verdict line; ``step``, ``hidden`` and ``dtype`` are as in
+    :func:`plot`.
+    """
+    import pandas as pd
+
+    from oversmooth.analysis import fits_record
+    from oversmooth.outputs import atomic_folder, write_json
+    from oversmooth.report import plots
+    from oversmooth.report.document import Document
+    from oversmooth.report.prose import verdict_prose, verdict_record
+    from oversmooth.report.render import DELTA_BIC_NOTE, _evidence_table, fit_table
+
+    one = _one_pass(_frame_of(frame), step)
+    if "laplacian_energy" not in one:
+        raise ValueError(
+            "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
+            "default metrics or add 'laplacian_energy' to metrics="
+        )
+    found_sim = _similarity_of(frame, similarity)
+    record = fits_record(_describe(one, "laplacian_energy", hidden, dtype, title))
+    doc = Document(f"oversmooth report: {title}")
+    doc.heading("Verdict")
+    found = verdict_record(record) or {}
+    doc.verdict(
+        verdict_prose(record, title),
+        found.get("label") or record.get("classification"),
+        found.get("curse_of_depth"),
+    )
+    if found.get("reason") and found.get("label") != "inconclusive":
+        doc.text(f"Why: {found['reason']}.")
+    evidence = _evidence_table(verdict_record(record))
+    if evidence is not None:
+        doc.table(evidence)
+    passes = ""
+    if "step" in _frame_of(frame):
+        steps = sorted(int(s) for s in _frame_of(frame)["step"].unique())
+        passes = f" Forward pass (step) {steps[-1] if step is None else step} of {steps}."
+    doc.text(
+        "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
+        "with P = D⁻¹W on the probed graph, accumulated in float64." + passes
+    )
+    seeds = one.groupby("seed") if "seed" in one else [(0, one)]
+    fig = plots.figure()
+    plots.energy_curves(
+        fig.add_subplot(),
+        [
+            {
+                "label": f"seed {s}" if "seed" in one else title,
+                "layers": p["layer"],
+                "values": p["laplacian_energy"],
+                "fit": record if i == 0 else None,
+                "floor": p["float_floor"] if "float_floor" in p else None,
+            }
+            for i, (s, p) in enumerate(seeds)
+        ],
+    )
+    doc.heading("Laplacian energy per layer")
+    doc.figure(
+        fig, "Laplacian energy against layer, log-log, with the tail-window fits", "energy.png"
+    )
+    fits = fit_table(record)
+    if len(fits):
+        doc.table(fits)
+        doc.text(DELTA_BIC_NOTE)
+    else:
+        doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
+    if "relative_energy" in one:
+        fig = plots.figure()
+        plot(one, kind="relative", ax=fig.add_subplot())
+        doc.heading("Relative energy change")
+        doc.figure(fig, "|R(X^k)|, the curse-of-depth indicator, log-log", "relative_energy.png")
+    if found_sim is not None:
+        fig = plots.figure(5.6, 4.6)
+        plots.similarity_heatmap(fig.add_subplot(), found_sim[0], found_sim[1])
+        doc.heading("Inter-layer similarity")
+        doc.figure(fig, "sim(X^s, X^t) over all pairs of layers", "similarity.png")
+    doc.heading("Per-layer table")
+    doc.table(one)
+    with atomic_folder(out, overwrite) as tmp:
+        one.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
+        write_json(tmp / "fits.json", {"mean_over_seeds": record})
+        if found_sim is not None:
+            pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]).to_csv(
+                tmp / "similarity.csv", index_label="layer", float_format="%.8g"
+            )
+        doc.write(tmp)
+    return Path(out)

@@ -1,0 +1,80 @@
+"""oversmooth.plot and oversmooth.write_report on the probe frame of a PyG model."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+from torch_geometric.nn.models import GCN
+
+import oversmooth
+from oversmooth.data import load
+from oversmooth.report.plots import figure
+
+
+def new_ax():  # not pyplot: other tests check that nothing imported it
+    return figure().add_subplot()
+
+
+@pytest.fixture(scope="module")
+def probed():
+    data = load("cora")
+    torch.manual_seed(0)
+    model = GCN(data.num_features, 16, num_layers=12, out_channels=7).eval()
+    with oversmooth.Probe(model, data, similarity=True) as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+        model(data.x, data.edge_index)
+    return probe, probe.to_frame()
+
+
+def test_plot_kinds_return_axes(probed):
+    probe, frame = probed
+    ax = oversmooth.plot(frame, ax=new_ax())
+    assert ax.get_yscale() == "log" and ax.get_title().startswith("verdict: ")
+    assert oversmooth.verdict(frame[frame.step == 1]).label in ax.get_title()
+    assert len(ax.get_lines()) >= 2  # the curve and at least one fitted law
+    assert oversmooth.plot(probe, kind="similarity", ax=new_ax()).images
+    assert oversmooth.plot(
+        frame, kind="relative", metric="dirichlet_energy", ax=new_ax()
+    ).get_lines()
+
+
+def test_plot_refuses_bad_input(probed):
+    probe, frame = probed
+    with pytest.raises(ValueError, match="kind="):
+        oversmooth.plot(frame, kind="nope", ax=new_ax())
+    with pytest.raises(ValueError, match="similarity"):
+        oversmooth.plot(frame, kind="similarity", ax=new_ax())
+    with pytest.raises(ValueError, match="step=7"):
+        oversmooth.plot(frame, step=7, ax=new_ax())
+    with pytest.raises(ValueError, match="graph"):
+        oversmooth.plot(frame.assign(graph=0), ax=new_ax())
+
+
+def test_write_report_has_verdict_banner(probed, tmp_path):
+    probe, frame = probed
+    out = oversmooth.write_report(probe, tmp_path / "rep", title="PyG GCN, 12 layers")
+    names = {p.name for p in out.iterdir()}
+    assert {"report.md", "report.html", "energy.png", "similarity.png", "metrics.csv"} <= names
+    md = (out / "report.md").read_text(encoding="utf-8")
+    label = oversmooth.verdict(frame[frame.step == 1]).label
+    assert f"**Verdict: {label}.**" in md and "PyG GCN, 12 layers" in md
+    assert "verdict" in (out / "report.html").read_text(encoding="utf-8").lower()
+    with pytest.raises(FileExistsError):
+        oversmooth.write_report(frame, out)
+
+
+def test_write_report_picks_step(probed, tmp_path):
+    import pandas as pd
+
+    _, frame = probed
+    scaled = frame.copy()
+    scaled.loc[scaled.step == 0, "laplacian_energy"] *= 10.0
+    out = oversmooth.write_report(scaled, tmp_path / "s0", step=0)
+    written = pd.read_csv(out / "metrics.csv")
+    expected = scaled[scaled.step == 0]["laplacian_energy"].to_numpy()
+    assert written["laplacian_energy"].to_numpy() == pytest.approx(expected, rel=1e-8)
+    assert "step" not in written
