@@ -79,7 +79,7 @@ def train(
         ),
     ] = None,
     probe_every: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--probe-every",
             help="Record every layer's energies every N epochs into dynamics.csv, on the eval "

@@ -7,6 +7,7 @@ from oversmooth.graph import GraphOperator, as_graph
 from oversmooth.nn import DepthModel, ModelConfig, build_model
 from oversmooth.probe import Probe, available_metrics
 from oversmooth.prune import prune_sensitivity
+from oversmooth.spectral import SpectralGap, spectral_gap
 from oversmooth.verdict import Verdict, verdict
 from oversmooth.metrics import (
     dirichlet_energy,
@@ -48,6 +49,8 @@ __all__ = [
     "Probe",
     "available_metrics",
     "prune_sensitivity",
+    "SpectralGap",
+    "spectral_gap",
     "dirichlet_energy",
     "effective_rank",
     "energy",
