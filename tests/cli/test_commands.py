@@ -31,7 +31,8 @@ def _one_line_error(result, code=2, contains=""):
         # at initialisation the nonlocal curve decays slowly (about 2 decades over 256 layers)
         # but follows neither law alone, also with 8 seeds: the honest verdict is inconclusive
         ("nonlocal", "0", {"algebraic-smoothing", "inconclusive"}),
-        ("preln", "0,1,2", {"power-law-growth"}),
+        # three depth-256 seeds: 19 s, so with the large cases (pytest -m slow)
+        pytest.param("preln", "0,1,2", {"power-law-growth"}, marks=pytest.mark.slow),
     ],
 )
 def test_main_command_verdicts(tmp_path, model, seeds, labels):

@@ -337,6 +337,7 @@ def test_paper_phenomena_at_initialisation_on_cora(cora):
     ]  # ... by orders of magnitude less than Post-LN
 
 
+@pytest.mark.slow  # 15 models at depth 256 (15 s); depth 1024 and the paper's phenomena stay
 @pytest.mark.parametrize("conv", ["san", "gcn", "gat"])
 def test_every_model_runs_on_cora_at_depth_2_and_256(cora, conv):
     for name in ("preln", "postln", "nonlocal", "nonlocal-preln", "plain"):
