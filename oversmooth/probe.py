@@ -253,8 +253,9 @@ def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
         order = int(match.group(1))
         check_energy_order(order)
         return _energy(order)
-    raise ValueError(
-        f"metrics: unknown name {name!r}; expected any of {', '.join(available_metrics())}"
+    raise ValueError(  # the registries' wording (oversmooth.registry.Registry.resolve)
+        f"metrics: expected one of {', '.join(available_metrics())} (energy_<m> for any order "
+        f"m >= 1), received {name!r}"
     )
 
 

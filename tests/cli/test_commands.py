@@ -189,7 +189,7 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
             "layers: expected layer numbers in [1, 4]",
         ),
         (["analyze", "--dataset", "nope"], "unknown name 'nope'"),
-        (["analyze", "--metrics", "bogus"], "metrics: unknown name 'bogus'"),
+        (["analyze", "--metrics", "bogus"], "received 'bogus'"),
         (["analyze", "--pattern", "MQ"], "pattern: expected a non-empty string over {M, S}"),
         (["analyze", "--device", "tpu"], "device: expected auto, cpu, cuda"),
         (["analyze", "--out", "/proc/none/x"], "--out: cannot write into"),

@@ -63,7 +63,7 @@ def files(tmp_path_factory):
         (["analyze", *FAST, "--seeds", "a,b"], "--seeds: expected comma-separated integers"),
         (["analyze", "--model", "foo"], "'foo' is not one of"),
         (["analyze", "--conv", "foo"], "'foo' is not one of"),
-        (["analyze", *FAST, "--metrics", "bogus"], "metrics: unknown name 'bogus'"),
+        (["analyze", *FAST, "--metrics", "bogus"], "received 'bogus'"),
         (["analyze", "--dataset", "bogus", "--quiet"], "dataset: unknown name 'bogus'"),
         (["compare", "--datasets", "karate,bogus", "--depths", "2", "-q"], "unknown name 'bogus'"),
         # missing files, folders where files are expected
