@@ -229,7 +229,7 @@ def write_report(
     from oversmooth.report import plots
     from oversmooth.report.document import Document
     from oversmooth.report.prose import verdict_prose, verdict_record
-    from oversmooth.report.render import DELTA_BIC_NOTE, _evidence_table, fit_table
+    from oversmooth.report.render import DELTA_BIC_NOTE, evidence_table, fit_table, rayleigh_section
 
     one = _one_pass(_frame_of(frame), step)
     if "laplacian_energy" not in one:
@@ -249,7 +249,7 @@ def write_report(
     )
     if found.get("reason") and found.get("label") != "inconclusive":
         doc.text(f"Why: {found['reason']}.")
-    evidence = _evidence_table(verdict_record(record))
+    evidence = evidence_table(verdict_record(record))
     if evidence is not None:
         doc.table(evidence)
     passes = ""
@@ -285,6 +285,7 @@ def write_report(
         doc.text(DELTA_BIC_NOTE)
     else:
         doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
+    rayleigh_section(doc, one)
     if "relative_energy" in one:
         fig = plots.figure()
         plot(one, kind="relative", ax=fig.add_subplot())

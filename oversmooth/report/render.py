@@ -43,6 +43,8 @@ __all__ = [
     "write_comparison",
     "render_report",
     "fit_table",
+    "evidence_table",
+    "rayleigh_section",
     "energy_table",
     "atomic_folder",
     "check_out",
@@ -142,7 +144,7 @@ def fit_table(fits: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _evidence_table(record: dict | None) -> pd.DataFrame | None:
+def evidence_table(record: dict | None) -> pd.DataFrame | None:
     """What the verdict rests on (``Verdict.to_dict()``) as an item/value table; None for a
     fits.json written before the verdict existed."""
     import pandas as pd
@@ -255,6 +257,57 @@ def _environment_section(doc: Document, config: dict) -> None:
     )
 
 
+def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = None) -> bool:
+    """Add the scale-invariant (Rayleigh) energy ``E_2(X) / ((1/n)||X||_F^2)`` beside the raw
+    one when the raw energy mostly reports scale: for a model without LayerNorm (a ``plain``
+    placement in the model registry) or, for any other model, when the feature norm changes by
+    more than a factor of 10 across layers.  Computed from the ``laplacian_energy`` and
+    ``feature_norm`` columns (``feature_norm`` is the root-mean-square node norm), so old
+    folders get it too.  Returns whether the section was added."""
+    import numpy as np
+
+    from oversmooth.registry import MODELS
+
+    if "laplacian_energy" not in metrics or "feature_norm" not in metrics:
+        return False
+    norm = metrics["feature_norm"].to_numpy(dtype=float)
+    positive = norm[np.isfinite(norm) & (norm > 0)]
+    no_layernorm = model is not None and model in MODELS and MODELS[model].placement == "plain"
+    spread = positive.max() / positive.min() if len(positive) else 1.0
+    if not (no_layernorm or spread > 10.0):
+        return False
+    groups = metrics.groupby("seed") if "seed" in metrics else [("", metrics)]
+    curves = [
+        {
+            "label": f"seed {seed}" if seed != "" else "rayleigh energy",
+            "layers": part["layer"],
+            "values": part["laplacian_energy"] / part["feature_norm"] ** 2,
+        }
+        for seed, part in groups
+    ]
+    fig = plots.figure()
+    plots.energy_curves(
+        fig.add_subplot(), curves, metric_label=r"$E_2(X^k) / (\frac{1}{n}\|X^k\|_F^2)$"
+    )
+    doc.heading("Scale-invariant energy")
+    why = (
+        "this model has no LayerNorm"
+        if no_layernorm
+        else f"the feature norm changes {spread:.3g}-fold"
+    )
+    doc.text(
+        f"The raw energy mixes smoothing with the scale of the features ({why}), so the "
+        "Rayleigh energy E₂(X)/((1/n)‖X‖²_F) = ‖PX − X‖²_F/‖X‖²_F (`rayleigh_energy`, invariant "
+        "to X → cX) is shown beside it: it falls only when the states really become smooth."
+    )
+    doc.figure(
+        fig,
+        "Rayleigh (scale-invariant) Laplacian energy against layer, log-log",
+        "rayleigh_energy.png",
+    )
+    return True
+
+
 def _render_analysis(folder: Path, config: dict) -> Document:
     import pandas as pd
 
@@ -281,7 +334,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     reason = found.get("reason") or mean_fit.get("reason")
     if reason and (found.get("label") or mean_fit.get("classification")) != "inconclusive":
         doc.text(f"Why: {reason}.")
-    evidence = _evidence_table(verdict_record(mean_fit))
+    evidence = evidence_table(verdict_record(mean_fit))
     if evidence is not None:
         doc.table(evidence)
     state = (
@@ -321,6 +374,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     else:
         doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
 
+    rayleigh_section(doc, metrics, config.get("model"))
     if "relative_energy" in metrics:
         fig = plots.figure()
         plots.relative_energy_curves(
