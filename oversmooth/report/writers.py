@@ -80,8 +80,8 @@ def write_training_report(
     doc.figure(
         fig,
         "Cross-entropy (log scale when it spans more than a decade) and accuracy per epoch; "
-        "the dashed line marks the epoch with the best validation loss, whose weights are "
-        "`best.pt`",
+        "the dashed line marks the epoch with the best validation accuracy (ties: the lower "
+        "validation loss), whose weights are `best.pt`",
         "training.png",
     )
     if dynamics:
