@@ -479,7 +479,8 @@ def verdict(
     def decided(label: str, rate: Rate | None, reason: str, body: str) -> Verdict:
         curse: bool | None = False  # the curse of depth is a property of growing curves only
         if sign > 0:
-            curse, curse_text = _curse(frame, combined, layers, scale_k, z)
+            curse, curse_text, numbers = _curse(frame, combined, layers, scale_k, z)
+            evidence.update(numbers)  # so reports can rebuild this sentence from numbers
             body += f"; {curse_text}"
         return done(label, reason, rate=rate, curse=curse, body=body, **common)
 
@@ -600,12 +601,13 @@ def _power_rate(fit: _Fit, z: float) -> Rate:
 
 def _curse(
     frame: pd.DataFrame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float
-) -> tuple[bool | None, str]:
-    """Curse of depth from the fitted relative change over the last quarter (module docstring)."""
+) -> tuple[bool | None, str, dict[str, float | None]]:
+    """Curse of depth from the fitted relative change over the last quarter (module docstring):
+    the decision, its sentence, and the numbers the sentence is made of."""
     last = layers[layers >= layers.max() - (layers.max() - layers.min()) / 4]
     last = last[last > 1]
     if not len(last):
-        return None, "curse of depth undecided (no layers in the last quarter)"
+        return None, "curse of depth undecided (no layers in the last quarter)", {}
     # log E(k) - log E(k-1) from the combined law: alpha log(k/(k-1)) + beta
     d_log = np.log(last / (last - 1))
     rows = np.column_stack([np.zeros_like(last), d_log, np.full_like(last, 1.0 / scale_k)])
@@ -624,14 +626,26 @@ def _curse(
         c = frame[frame["layer"].isin(last)]["cosine_prev"].to_numpy(dtype=np.float64)
         c = c[np.isfinite(c)]
         cos = float(np.median(c)) if len(c) else None
-    text = f"fitted |R| in the last quarter {r_med:.2g} (interval up to {r_hi:.2g})"
-    if cos is not None:
-        text += f", adjacent cosine {cos:.3f}"
+    numbers = {"curse_r_median": r_med, "curse_r_high": r_hi, "curse_cosine": cos}
     if (cos is not None and cos <= CURSE_COSINE) or r_lo >= CURSE_R:
-        return False, text + ": not the curse of depth"
-    if r_hi < CURSE_R:
-        return True, text + ": curse of depth (vanishing relative change)"
-    return None, text + f": curse of depth undecided (threshold |R| < {CURSE_R:g})"
+        curse: bool | None = False
+    elif r_hi < CURSE_R:
+        curse = True
+    else:
+        curse = None
+    return curse, curse_sentence(curse, r_med, r_hi, cos), numbers
+
+
+def curse_sentence(curse: bool | None, r_median: float, r_high: float, cosine: float | None) -> str:
+    """The curse-of-depth clause of a verdict, from its numbers (also used by the reports)."""
+    text = f"fitted |R| in the last quarter {r_median:.2g} (interval up to {r_high:.2g})"
+    if cosine is not None:
+        text += f", adjacent cosine {cosine:.3f}"
+    if curse is False:
+        return text + ": not the curse of depth"
+    if curse is True:
+        return text + ": curse of depth (vanishing relative change)"
+    return text + f": curse of depth undecided (threshold |R| < {CURSE_R:g})"
 
 
 # ----------------------------------------------------------------------------- calibration

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
 from oversmooth.registry import DISPLAY
-from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL
+from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL, curse_sentence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -130,7 +130,13 @@ def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) ->
         return f"{title}: no verdict recorded" if title else "no verdict recorded"
     pieces = [body]
     if found["label"] in ("exponential-growth", "power-law-growth"):
-        pieces.append(_CURSE.get(found.get("curse_of_depth"), _CURSE[None]))
+        inner = found.get("evidence") or {}
+        r_med, r_high = _num(inner.get("curse_r_median")), _num(inner.get("curse_r_high"))
+        if r_med is not None and r_high is not None:
+            cosine = _num(inner.get("curse_cosine"))
+            pieces.append(curse_sentence(found.get("curse_of_depth"), r_med, r_high, cosine))
+        else:  # written before these numbers were stored
+            pieces.append(_CURSE.get(found.get("curse_of_depth"), _CURSE[None]))
     final = _num(found.get("final_energy"))
     dtype = record.get("dtype") or "float32"
     if found.get("final_at_floor") and final is not None:
