@@ -93,6 +93,7 @@ class _Baseline:
 
     logits: Tensor
     energy: Tensor
+    norm: Tensor  # ||logits||, the scale of logits_change (computed once)
     y: Tensor | None
     mask: Tensor | None
     acc: Tensor | None
@@ -101,16 +102,16 @@ class _Baseline:
     def of(
         cls, logits: Tensor, energy: Tensor, data: Data, mask: Tensor | None, device: Any
     ) -> _Baseline:
+        norm = logits.double().norm().clamp_min(1e-300)
         if mask is None:
-            return cls(logits, energy, None, None, None)
+            return cls(logits, energy, norm, None, None, None)
         y, mask = data.y.to(device), mask.to(device)
-        return cls(logits, energy, y, mask, _accuracy(logits, y, mask))
+        return cls(logits, energy, norm, y, mask, _accuracy(logits, y, mask))
 
     def row(self, layer: int, logits: Tensor, energy: Tensor) -> dict:
-        norm = self.logits.double().norm().clamp_min(1e-300)
         row = {
             "layer": layer,
-            "logits_change": (logits - self.logits).double().norm() / norm,
+            "logits_change": (logits - self.logits).double().norm() / self.norm,
             "final_energy": energy,
             "energy_change": (energy - self.energy) / self.energy,
         }
