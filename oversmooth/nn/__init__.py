@@ -1,7 +1,7 @@
 """The model zoo: LayerNorm modes, multi-head message passing, blocks, models."""
 
 from oversmooth.nn.block import FFN, Block
-from oversmooth.nn.conv import CONVS, GraphContext, MultiHeadMessagePassing
+from oversmooth.nn.conv import CONVS, KERNELS, GraphContext, MultiHeadMessagePassing, set_kernel
 from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, build_model, model_from_config
 from oversmooth.nn.norm import LayerNorm
 
@@ -12,9 +12,11 @@ __all__ = [
     "DepthModel",
     "FFN",
     "GraphContext",
+    "KERNELS",
     "LayerNorm",
     "ModelConfig",
     "MultiHeadMessagePassing",
     "build_model",
     "model_from_config",
+    "set_kernel",
 ]

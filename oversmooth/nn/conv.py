@@ -37,6 +37,24 @@ def resolve_conv(conv: str) -> str:
     return CONVS.resolve(conv)
 
 
+#: Message-passing kernels. ``"edge"`` is the edge-list implementation (gathers into
+#: ``[E, h, d]`` tensors and ``index_add_``); it is the reference every other kernel is
+#: tested against and the one benchmarks compare with (the implementation of commit 340f7a9).
+KERNELS = ("edge",)
+DEFAULT_KERNEL = "edge"
+
+
+def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
+    """Switch every :class:`MultiHeadMessagePassing` in ``model`` to ``kernel``; returns
+    ``model``. Outputs agree to float tolerance whichever kernel runs."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, received {kernel!r}")
+    for module in model.modules():
+        if isinstance(module, MultiHeadMessagePassing):
+            module.kernel = kernel
+    return model
+
+
 @dataclass
 class GraphContext:
     r"""Per-forward graph data shared by every block (built once per forward pass).
@@ -161,6 +179,7 @@ class MultiHeadMessagePassing(nn.Module):
         for lin in (self.value, self.out, getattr(self, "query", None), getattr(self, "key", None)):
             if lin is not None:
                 nn.init.xavier_uniform_(lin.weight)
+        self.kernel = DEFAULT_KERNEL
         self.keep_attention = False
         self.last_attention: Tensor | None = None  # [E, h]
         self.last_edges: tuple[Tensor, Tensor] | None = None  # (src, dst) of last_attention
