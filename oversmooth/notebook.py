@@ -7,9 +7,10 @@ draw through :mod:`oversmooth.report.plots` and build reports with
 :class:`~oversmooth.report.document.Document`, like the commands.
 
 A frame with a ``step`` column (several forward passes inside the probe) is cut to one pass:
-the last, unless ``step=`` is given.  A frame with a ``graph`` column (``reduce="none"``) is
-refused: averaging energies of graphs of different sizes is a choice of yours (the probe's
-``reduce="mean"`` makes the usual one); filter one graph or re-probe with ``reduce="mean"``.
+the last, unless ``step=`` is given.  A frame with a ``graph`` column (``reduce="none"``, one
+row per graph of a batch) is cut to the graph chosen with ``graph=``; without it the frame is
+refused rather than averaged, since averaging energies of graphs of different sizes is a
+choice of yours (the probe's ``reduce="mean"`` makes the usual one).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ __all__ = ["plot", "write_report"]
 KINDS = ("energy", "similarity", "relative")
 
 
-def _one_pass(frame: Any, step: int | None = None) -> pd.DataFrame:
-    """The rows of one forward pass of ``frame`` (a probe's ``to_frame()``), ``step`` dropped."""
+def _one_pass(frame: Any, step: int | None = None, graph: int | None = None) -> pd.DataFrame:
+    """The rows of one forward pass of ``frame`` (a probe's ``to_frame()``) and, for a
+    per-graph frame, of one graph; ``step`` and ``graph`` dropped."""
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -41,9 +43,22 @@ def _one_pass(frame: Any, step: int | None = None) -> pd.DataFrame:
             f"{type(frame).__name__}; call probe.to_frame() first"
         )
     if "graph" in frame:
+        graphs = sorted(int(g) for g in frame["graph"].unique())
+        if graph is None:
+            raise ValueError(
+                f"frame: has a 'graph' column (one row per graph of a batch, reduce='none'); "
+                f"pick one graph with graph=<one of {graphs[0]}..{graphs[-1]}> or probe with "
+                "reduce='mean' for the batch average"
+            )
+        if graph not in graphs:
+            raise ValueError(
+                f"graph={graph}: not in the frame; expected one of {graphs[0]}..{graphs[-1]}"
+            )
+        frame = frame[frame["graph"] == graph].drop(columns="graph")
+    elif graph is not None:
         raise ValueError(
-            "frame: has a 'graph' column (one row per graph, reduce='none'); expected one row "
-            "per layer: probe with reduce='mean' or pick one graph, frame[frame.graph == 0]"
+            f"graph={graph}: the frame has no 'graph' column (probed with reduce='mean' or one "
+            "graph); leave graph unset"
         )
     if "layer" not in frame:
         raise ValueError(
@@ -137,6 +152,7 @@ def plot(
     *,
     similarity: Any = None,
     step: int | None = None,
+    graph: int | None = None,
     hidden: int | None = None,
     dtype: str = "float32",
 ) -> Axes:
@@ -154,6 +170,7 @@ def plot(
         ax: where to draw; default a new pyplot figure (shown inline in Jupyter).
         similarity: an ``L x L`` matrix (``probe.similarity_matrix()``).
         step: which forward pass of a multi-pass frame (default the last).
+        graph: which graph of a per-graph frame (``reduce="none"``; required there).
         hidden: width of the states, for the float floor when the frame has no
             ``feature_norm``.
         dtype: precision the states were computed in (``"float32"`` or ``"float64"``).
@@ -175,7 +192,7 @@ def plot(
                 "the Probe, or similarity=probe.similarity_matrix()"
             )
         return plots.similarity_heatmap(ax, found[0], found[1])
-    one = _one_pass(_frame_of(frame), step)
+    one = _one_pass(_frame_of(frame), step, graph)
     if kind == "relative":
         if metric not in one:
             raise ValueError(f"metric={metric!r}: not a column of the frame")
@@ -208,6 +225,7 @@ def write_report(
     similarity: Any = None,
     *,
     step: int | None = None,
+    graph: int | None = None,
     hidden: int | None = None,
     dtype: str = "float32",
     overwrite: bool = False,
@@ -219,8 +237,8 @@ def write_report(
     is given (``similarity=`` or a Probe that kept one).  The folder is written atomically; an
     existing one is replaced only with ``overwrite=True``.  Returns ``out``.
 
-    ``title`` names the model in the verdict line; ``step``, ``hidden`` and ``dtype`` are as in
-    :func:`plot`.
+    ``title`` names the model in the verdict line; ``step``, ``graph``, ``hidden`` and ``dtype``
+    are as in :func:`plot`.
     """
     import pandas as pd
 
@@ -231,7 +249,7 @@ def write_report(
     from oversmooth.report.prose import verdict_prose, verdict_record
     from oversmooth.report.render import DELTA_BIC_NOTE, evidence_table, fit_table, rayleigh_section
 
-    one = _one_pass(_frame_of(frame), step)
+    one = _one_pass(_frame_of(frame), step, graph)
     if "laplacian_energy" not in one:
         raise ValueError(
             "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
@@ -256,6 +274,8 @@ def write_report(
     if "step" in _frame_of(frame):
         steps = sorted(int(s) for s in _frame_of(frame)["step"].unique())
         passes = f" Forward pass (step) {steps[-1] if step is None else step} of {steps}."
+    if graph is not None:
+        passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
     doc.text(
         "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
         "with P = D⁻¹W on the probed graph, accumulated in float64." + passes

@@ -377,11 +377,12 @@ class Probe:
 
     **Graphs**: ``graph`` is anything :func:`~oversmooth.graph.as_graph` accepts: an
     ``edge_index``, a PyG ``Data``/``Batch``, a ``SparseTensor``, a torch sparse or a dense
-    adjacency (``[B, N, N]`` dense batches: build ``as_graph(adj, mask=mask)`` and pass it),
-    or a :class:`GraphOperator`.  With a ``Batch`` (or ``batch=``) every metric is computed
-    per graph: ``reduce="mean"`` (default) gives the average over the graphs, one row per
-    layer; ``reduce="none"`` one row per graph, with a ``graph`` column.  ``HeteroData`` and
-    dicts are refused here, with what to pass instead.
+    adjacency (a dense batch ``[B, N, N]`` takes ``mask=`` ``[B, N]``, as PyG's dense layers
+    do; its states ``[B, N, F]`` are then read at the masked nodes), or a
+    :class:`GraphOperator`.  With a ``Batch`` (or ``batch=``) every metric is computed per
+    graph: ``reduce="mean"`` (default) gives the average over the graphs, one row per layer;
+    ``reduce="none"`` one row per graph, with a ``graph`` column.  ``HeteroData`` and dicts are
+    refused here, with what to pass instead.
 
     **Steps**: every forward pass of ``model`` inside the probe is a new ``step`` (0, 1, ...;
     a column of :meth:`to_frame`); ``every=N`` records only passes 0, N, 2N, ...
@@ -399,6 +400,8 @@ class Probe:
         capture: ``"output"`` or ``"residual"`` (see above).
         edge_weight: ``[num_edges]`` weights of an ``edge_index`` graph.
         batch: ``[num_nodes]`` graph id of each node (a ``Batch`` brings its own).
+        mask: ``[B, N]`` bool, the real nodes of a dense batch ``[B, N, N]`` (PyG's
+            ``to_dense_batch`` mask); only with a dense adjacency.
         reduce: ``"mean"`` or ``"none"`` over the graphs of a batch.
         every: record every ``every``-th forward pass only.
         similarity: keep every layer state (compactly) to return the ``L x L``
@@ -426,6 +429,7 @@ class Probe:
         capture: str = "output",
         edge_weight: Tensor | None = None,
         batch: Tensor | None = None,
+        mask: Tensor | None = None,
         reduce: str = "mean",
         every: int = 1,
         similarity: bool = False,
@@ -507,9 +511,13 @@ class Probe:
         # a plain edge_index takes its num_nodes from the first state (trailing isolated
         # nodes); everything else is normalised (and validated) now
         self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
+        if mask is not None and self._lazy:
+            raise ValueError(
+                "mask: only with a dense adjacency [B, N, N]; an edge_index graph takes batch="
+            )
         if not self._lazy:
             self._operator = as_graph(
-                graph, edge_weight=edge_weight, batch=batch, self_loops=self_loops
+                graph, edge_weight=edge_weight, batch=batch, mask=mask, self_loops=self_loops
             )
         if head_energies and (batch is not None or self._batched):
             raise ValueError(

@@ -224,9 +224,15 @@ def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
     if "seed" not in frame:
         frame = frame.assign(seed=0)
     if frame.duplicated(["seed", "layer"]).any():
+        extra = [c for c in ("step", "graph") if c in frame and frame[c].nunique() > 1]
+        hint = (
+            f"; it has several {' and '.join(repr(c) for c in extra)} values: pick one, e.g. "
+            + " & ".join(f"frame[frame.{c} == 0]" for c in extra)
+            if extra
+            else "; filter the table to one run first"
+        )
         raise ValueError(
-            "frame: expected one row per (seed, layer), received duplicated rows; "
-            "filter the table to one run first"
+            "frame: expected one row per (seed, layer), received duplicated rows" + hint
         )
     return frame.sort_values(["seed", "layer"]).reset_index(drop=True)
 

@@ -142,7 +142,8 @@ def _two_graph_batch():
 
 
 @pytest.mark.parametrize(
-    "kind", ["dense", "bool", "coo", "csr", "data_adj_t", "dense_batch", "operator"]
+    "kind",
+    ["dense", "bool", "coo", "csr", "data_adj_t", "dense_batch", "operator", "edge_index_cls"],
 )
 def test_sparse_and_dense_adjacency_equal_edge_index(kind):
     graphs = _graphs(5)
@@ -167,6 +168,13 @@ def test_sparse_and_dense_adjacency_equal_edge_index(kind):
     elif kind in ("coo", "csr"):
         graph = to_torch_coo_tensor(ei, weight, size=g.num_nodes).coalesce()
         graph = graph.to_sparse_csr() if kind == "csr" else graph
+    elif kind == "edge_index_cls":  # PyG's own sparse index class, sorted by target
+        from torch_geometric import EdgeIndex
+
+        graph, perm = EdgeIndex(ei, sparse_size=(g.num_nodes, g.num_nodes)).sort_by("col")
+        weight = weight[perm]
+        ei = ei[:, perm]
+        graph = Data(x=x, edge_index=graph, edge_weight=weight, num_nodes=g.num_nodes)
     elif kind == "data_adj_t":  # PyG's ToSparseTensor layout: adj_t[dst, src]
         adj_t = to_torch_coo_tensor(ei.flip(0), weight, size=g.num_nodes)
         graph = Data(x=x, adj_t=adj_t, num_nodes=g.num_nodes)
@@ -471,6 +479,25 @@ def test_dense_batch_states_with_a_mask_are_probed_per_graph():
         want = M.laplacian_energy(state[mask], batch, reduce="none")
         got = frame[frame["layer"] == k]["laplacian_energy"].to_numpy()
         assert np.allclose(got, want.numpy(), rtol=1e-12, atol=0)
+
+
+def test_probe_takes_the_dense_mask_itself():
+    torch.manual_seed(0)
+    batch = Batch.from_data_list(_graphs(11))
+    xd, mask = to_dense_batch(batch.x, batch.batch)
+    adj = to_dense_adj(batch.edge_index, batch.batch).double()
+    model = DenseStack(3, 2).double().eval()
+    frames = []
+    for graph, kwargs in ((as_graph(adj, mask=mask), {}), (adj, {"mask": mask})):
+        with Probe(model, graph, reduce="none", **kwargs) as probe, torch.no_grad():
+            model(xd, adj, mask)
+        frames.append(probe.to_frame())
+    assert len(frames[1]) == 3 * 4
+    assert np.array_equal(
+        frames[0]["laplacian_energy"].to_numpy(), frames[1]["laplacian_energy"].to_numpy()
+    )
+    with pytest.raises(ValueError, match="mask: only with a dense adjacency"):
+        Probe(model, batch.edge_index, mask=mask)
 
 
 def test_similarity_keeps_the_layer_states_of_the_last_step_only():

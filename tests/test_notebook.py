@@ -78,3 +78,33 @@ def test_write_report_picks_step(probed, tmp_path):
     expected = scaled[scaled.step == 0]["laplacian_energy"].to_numpy()
     assert written["laplacian_energy"].to_numpy() == pytest.approx(expected, rel=1e-8)
     assert "step" not in written
+
+
+def test_write_report_picks_one_graph_of_a_batch(tmp_path):
+    import pandas as pd
+    from torch_geometric.data import Batch, Data
+
+    torch.manual_seed(0)
+    graphs = []
+    for n in (12, 20, 16):
+        ring = torch.arange(n)
+        edges = torch.stack([ring, (ring + 1) % n])
+        graphs.append(Data(x=torch.randn(n, 4), edge_index=torch.cat([edges, edges.flip(0)], 1)))
+    batch = Batch.from_data_list(graphs)
+    model = GCN(4, 8, num_layers=6).double().eval()
+    with oversmooth.Probe(model, batch, reduce="none") as probe, torch.no_grad():
+        model(batch.x.double(), batch.edge_index)
+    frame = probe.to_frame()
+    with pytest.raises(ValueError, match=r"graph=<one of 0\.\.2>"):
+        oversmooth.write_report(frame, tmp_path / "all")
+    with pytest.raises(ValueError, match="graph=5"):
+        oversmooth.plot(frame, graph=5, ax=new_ax())
+    out = oversmooth.write_report(frame, tmp_path / "g1", graph=1, dtype="float64")
+    written = pd.read_csv(out / "metrics.csv")
+    with oversmooth.Probe(model, graphs[1]) as alone, torch.no_grad():
+        model(graphs[1].x.double(), graphs[1].edge_index)
+    want = alone.to_frame()["laplacian_energy"].to_numpy()
+    assert written["laplacian_energy"].to_numpy() == pytest.approx(want, rel=1e-9)
+    assert "Graph 1 of the batch" in (out / "report.md").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="no 'graph' column"):
+        oversmooth.plot(alone.to_frame(), graph=0, ax=new_ax())
