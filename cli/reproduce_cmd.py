@@ -36,6 +36,16 @@ def reproduce(
         help=f"{O.DEVICE_HELP} Changed: the default was cpu; pass --device cpu for that.",
         default=R.default("device"),
     ) = None,
+    trained: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--trained",
+            help=(
+                "An `oversmooth train` run folder (with best.pt) to prune at eight layers "
+                "spread over its depth, beside the paper's Table 8; repeat for several runs."
+            ),
+        ),
+    ] = None,
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
     dtype: R.dtype = None,
@@ -47,14 +57,19 @@ def reproduce(
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite
     """
-    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype, as_json)
+    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype, as_json, trained)
 
 
-def _run(quick, out, data_root, device, overwrite, quiet, dtype, as_json: bool = False) -> None:
+def _run(
+    quick, out, data_root, device, overwrite, quiet, dtype, as_json: bool = False, trained=None
+) -> None:
     from oversmooth.reproduce import run_reproduction
 
     root = str(data_root) if data_root else None
-    config = ReproduceConfig.preset(quick, root, **O.given(device=device, dtype=dtype))
+    runs = tuple(str(p) for p in trained or ())
+    config = ReproduceConfig.preset(
+        quick, root, trained=runs, **O.given(device=device, dtype=dtype)
+    )
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
     from oversmooth.outputs import claim_folder
 

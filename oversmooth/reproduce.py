@@ -10,6 +10,8 @@
    stack, which the paper does not show.
 3. After training at a CPU-feasible depth: inter-layer similarity heatmaps
    (Figure 2) and single-layer pruning accuracy (Table 8) for Pre-LN and nonlocal.
+   With ``trained=`` (``--trained RUN``), longer runs of ``oversmooth train`` are pruned at
+   eight layers spread over their depth, beside the paper's 256-layer Table 8.
 4. A discussion with the numbers filled in.
 """
 
@@ -56,6 +58,9 @@ class ReproduceConfig:
     train_epochs: int = 150
     device: str = "auto"
     dtype: str = "float64"  # precision of the models at initialisation and of the trained analyses
+    #: run folders of ``oversmooth train`` (with ``best.pt``) whose models are pruned one layer at
+    #: a time at eight layers spread over their depth: Table 8 in the paper's format
+    trained: tuple[str, ...] = ()
 
     @classmethod
     def preset(cls, quick: bool, data_root: str | None = None, **options: Any) -> ReproduceConfig:
@@ -101,6 +106,8 @@ def run_reproduction(
 
     say = progress or (lambda msg: None)
     out = check_out(Path(out), overwrite)
+    for run in config.trained:  # refused before minutes of work, not after
+        _trained_run(run)
     started = time.perf_counter()
     datasets = [
         d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)
@@ -183,10 +190,137 @@ def run_reproduction(
             )  # keep the repository small: history, curve and summary stay
             (run_dir / "last.pt").unlink(missing_ok=True)
             trained[arch] = {"train": result, "analysis": analysis}
+        results["table8"] = [_prune_trained_run(run, config, say) for run in config.trained]
         say("writing the report")
         results["seconds"] = time.perf_counter() - started
         _write(tmp, config, results, san, other, trained, pd)
     return out
+
+
+# ----------------------------------------------------------------------------- Table 8
+
+
+def table8_layers(depth: int) -> list[int]:
+    """The paper's Table 8 positions scaled to ``depth``: layer 2, then every eighth of the depth
+    (2, 32, ..., 224 at depth 256; 2, 8, ..., 56 at depth 64)."""
+    return sorted({2, *(depth * k // 8 for k in range(1, 8))} & set(range(1, depth + 1)))
+
+
+def _trained_run(run: str) -> tuple[Path, dict, dict]:
+    """``(best.pt, config.json, summary.json)`` of an ``oversmooth train`` run folder, or one
+    line saying what is missing."""
+    folder = Path(run)
+    files = [folder / "best.pt", folder / "config.json", folder / "summary.json"]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ValueError(
+            f"--trained {run}: expected an `oversmooth train` run folder with best.pt, "
+            f"config.json and summary.json, missing {', '.join(missing)}"
+        )
+    config = json.loads(files[1].read_text(encoding="utf-8"))
+    summary = json.loads(files[2].read_text(encoding="utf-8"))
+    if config.get("depth", 0) < 8:
+        raise ValueError(
+            f"--trained {run}: expected a model of depth 8 or more (eight pruned layers), "
+            f"received depth {config.get('depth')}"
+        )
+    return files[0], config, summary
+
+
+def _prune_trained_run(run: str, config: ReproduceConfig, say: Callable[[str], None]) -> dict:
+    """Single-layer pruning of a trained run at :func:`table8_layers` (test split of its
+    training), with what the report needs to say about the run."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+
+    best, train_config, summary = _trained_run(run)
+    depth = int(train_config["depth"])
+    say(f"Table 8: pruning {train_config['model']} SAN, depth {depth}, from {run}")
+    analysis = run_analysis(
+        AnalysisConfig.from_checkpoint(
+            str(best), similarity=False, prune=tuple(table8_layers(depth)), device=config.device
+        )
+    )
+    return {"run": str(run), "config": train_config, "summary": summary, "prune": analysis.prune}
+
+
+def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) -> list[str]:
+    """Table 8 in the paper's format for the ``--trained`` runs, beside the paper's 256-layer
+    numbers (same relative positions); returns the discussion sentences."""
+    from oversmooth.report import plots
+
+    paper = paper_tables()["pruning_cora"]
+    doc.heading("3b. Table 8 from longer training runs")
+    doc.text(
+        "Runs of `oversmooth train` given with `--trained`, each pruned one block at a time "
+        "(the block replaced by the identity) at layer 2 and every eighth of its depth, the "
+        "positions of the paper's Table 8 (layers 2, 32, ..., 224 of 256) scaled to the depth. "
+        "Test accuracy (%) with that layer pruned, on the test nodes of the run's own split; "
+        "the paper's row is its Table 8 (256 layers, 5000 epochs)."
+    )
+    rows, runs_rows, drops, sentences = [], [], {}, []
+    for item in runs:
+        cfg, summary, prune = item["config"], item["summary"], item["prune"]
+        name = f"{cfg['model']} SAN, depth {cfg['depth']}"
+        base = prune.attrs["baseline"]["accuracy"]
+        rows.append(
+            {
+                "model": name,
+                "unpruned": f"{100 * base:.2f}",
+                **{
+                    f"layer {int(k)}": f"{100 * a:.2f}"
+                    for k, a in zip(prune["layer"], prune["accuracy"], strict=True)
+                },
+            }
+        )
+        drops[name] = 100 * (base - prune["accuracy"].to_numpy())
+        runs_rows.append(
+            {
+                "model": name,
+                "epochs": summary.get("epochs_run"),
+                "best epoch": summary.get("best_epoch"),
+                "lr (warm-up)": f"{cfg.get('learning_rate')} ({cfg.get('warmup_epochs')})",
+                "test % (best val.)": f"{100 * summary.get('test_acc', math.nan):.2f}",
+                "folder": item["run"],
+            }
+        )
+        safe = f"{cfg['model']}-{cfg['depth']}"
+        prune.to_csv(folder / f"table8_{safe}.csv", index=False, float_format="%.6g")
+    doc.table(pd.DataFrame(runs_rows))
+    doc.table(pd.DataFrame(rows).fillna(""))
+    paper_rows = [
+        {
+            "model": f"{arch} SAN, depth 256 (paper)",
+            **{f"layer {k}": f"{v:.2f}" for k, v in zip(paper["layers"], paper[arch], strict=True)},
+        }
+        for arch in ("preln", "nonlocal")
+    ]
+    doc.table(pd.DataFrame(paper_rows))
+    doc.text(f"Paper: {paper['note']}.")
+    fig = plots.figure(6.4, 3.8)
+    curves = {
+        name: pd.DataFrame(
+            {
+                "fraction": [k / int(item["config"]["depth"]) for k in item["prune"]["layer"]],
+                "drop": drops[name],
+            }
+        )
+        for name, item in zip(drops, runs, strict=True)
+    }
+    ax = plots.accuracy_drop_curves(fig.add_subplot(), curves, "fraction", "drop")
+    ax.set_xlabel("pruned layer / depth")
+    doc.figure(
+        fig,
+        "Test-accuracy drop (points) against the pruned layer's position (layer / depth) of the "
+        "--trained runs",
+        "table8_trained.png",
+    )
+    for name, drop in drops.items():
+        late = drop[1:]  # every position after layer 2
+        sentences.append(
+            f"{name}: pruning layer 2 costs {drop[0]:.1f} points; the other seven positions cost "
+            f"{late.mean():.1f} on average (at most {late.max():.1f})."
+        )
+    return sentences
 
 
 # ----------------------------------------------------------------------------- writing
@@ -420,8 +554,17 @@ def _write(
         "table8_pruning.png",
     )
 
+    table8 = _table8_section(doc, folder, results["table8"], pd) if results.get("table8") else []
     doc.heading("4. Discussion")
     paragraphs = _discussion(table, verdict_rows, prune, trained, config, datasets)
+    if table8:
+        paragraphs.append(
+            "Table 8 from the longer runs (section 3b). "
+            + " ".join(table8)
+            + " The paper's 256-layer Table 8 reads the same way when Pre-LN's drops past the "
+            "first positions are about zero while nonlocal's stay positive; compare the rows "
+            "above, position by position."
+        )
     for paragraph in paragraphs + _floor_finding(results, table):
         doc.text(paragraph)
     env = san.environment
@@ -433,7 +576,11 @@ def _write(
     )
     doc.code(command_line(config))
     preset = ReproduceConfig.preset(
-        config.quick, config.data_root, device=config.device, dtype=config.dtype
+        config.quick,
+        config.data_root,
+        device=config.device,
+        dtype=config.dtype,
+        trained=config.trained,
     )
     if config != preset:  # a library call with settings the CLI does not expose
         doc.text(
@@ -450,6 +597,7 @@ def _write(
             "datasets": datasets,
             "train_depth": config.train_depth,
             "train_epochs": config.train_epochs,
+            "trained": list(config.trained),
             "seconds": results["seconds"],
             "environment": san.environment,
         },
@@ -469,6 +617,8 @@ def command_line(config: ReproduceConfig) -> str:
         parts += ["--device", config.device]
     if config.dtype != default.dtype:
         parts += ["--dtype", config.dtype]
+    for run in config.trained:
+        parts += ["--trained", run]
     return shlex.join(parts)
 
 

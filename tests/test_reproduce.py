@@ -55,14 +55,26 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     """The full command takes minutes; the same code on depths (2, 4), one seed and two epochs."""
     import oversmooth.reproduce as R
 
+    from oversmooth.train import TrainConfig, train
+
     monkeypatch.setattr(R, "DEPTHS", (2, 4))
+    run = tmp_path / "run8"
+    train(TrainConfig(model="preln", depth=8, epochs=2, device="cpu"), run)
     config = R.ReproduceConfig(
-        quick=True, seeds=(0,), datasets=("cora",), train_depth=2, train_epochs=2
+        quick=True,
+        seeds=(0,),
+        datasets=("cora",),
+        train_depth=2,
+        train_epochs=2,
+        trained=(str(run),),
     )
     out = R.run_reproduction(config, tmp_path / "repro")
     text = (out / "report.md").read_text()
     for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
         assert piece in text
+    assert "3b. Table 8 from longer training runs" in text and "preln SAN, depth 8" in text
+    table8 = pd.read_csv(out / "table8_preln-8.csv")
+    assert table8["layer"].tolist() == R.table8_layers(8) == [1, 2, 3, 4, 5, 6, 7]
     table = pd.read_csv(out / "energy_vs_paper.csv")
     row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
     assert (
@@ -74,6 +86,7 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
         "table8_pruning.png",
         "report.html",
         "pruning_preln.csv",
+        "table8_trained.png",
     ):
         assert (out / name).is_file(), name
     assert not list((out / "training").rglob("*.pt"))  # checkpoints are not kept
@@ -112,8 +125,26 @@ def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monk
     for config in (
         R.ReproduceConfig.preset(True),
         R.ReproduceConfig.preset(False, device="cpu", dtype="float32"),
+        R.ReproduceConfig.preset(True, trained=("runs/a b", "runs/c")),
     ):
         args = shlex.split(R.command_line(config))
         assert args[:2] == ["oversmooth", "reproduce"]
         CliRunner().invoke(app, [*args[1:], "--quiet", "--out", str(tmp_path / "r")])
         assert seen.pop("config") == config
+
+
+def test_table8_positions_and_bad_trained_runs(tmp_path):
+    import pytest
+
+    from oversmooth.reproduce import ReproduceConfig, run_reproduction, table8_layers
+
+    assert table8_layers(256) == [2, 32, 64, 96, 128, 160, 192, 224]  # the paper's
+    assert table8_layers(64) == [2, 8, 16, 24, 32, 40, 48, 56]
+    (tmp_path / "run").mkdir()
+    with pytest.raises(ValueError, match="missing best.pt, config.json, summary.json"):
+        run_reproduction(ReproduceConfig(trained=(str(tmp_path / "run"),)), tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # refused before any work
+    result = CliRunner().invoke(
+        app, ["reproduce", "--trained", str(tmp_path / "run"), "--out", str(tmp_path / "o2")]
+    )
+    assert result.exit_code != 0 and "expected an `oversmooth train` run folder" in result.output
