@@ -46,6 +46,17 @@ def reproduce(
             ),
         ),
     ] = None,
+    ablations: Annotated[
+        bool,
+        typer.Option(
+            "--ablations/--no-ablations",
+            help=(
+                "Section 5: change one unstated choice at a time (init, encoder, FFN, norm, "
+                "heads, score scaling, energy measure, ...) on Cora at depths 2, 32, 256 "
+                "(about 5 minutes on 2 cores)."
+            ),
+        ),
+    ] = True,
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
     dtype: R.dtype = None,
@@ -57,18 +68,29 @@ def reproduce(
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
     under --data-root.  Example: oversmooth reproduce --quick --overwrite
     """
-    handle_errors(_run)(quick, out, data_root, device, overwrite, quiet, dtype, as_json, trained)
+    handle_errors(_run)(
+        quick, out, data_root, device, overwrite, quiet, dtype, as_json, trained, ablations
+    )
 
 
 def _run(
-    quick, out, data_root, device, overwrite, quiet, dtype, as_json: bool = False, trained=None
+    quick,
+    out,
+    data_root,
+    device,
+    overwrite,
+    quiet,
+    dtype,
+    as_json: bool = False,
+    trained=None,
+    ablations: bool = True,
 ) -> None:
     from oversmooth.reproduce import run_reproduction
 
     root = str(data_root) if data_root else None
     runs = tuple(str(p) for p in trained or ())
     config = ReproduceConfig.preset(
-        quick, root, trained=runs, **O.given(device=device, dtype=dtype)
+        quick, root, trained=runs, ablations=ablations, **O.given(device=device, dtype=dtype)
     )
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
     from oversmooth.outputs import claim_folder

@@ -57,7 +57,15 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
 
     from oversmooth.train import TrainConfig, train
 
+    import oversmooth.ablation as A
+
     monkeypatch.setattr(R, "DEPTHS", (2, 4))
+    monkeypatch.setattr(A, "DEPTHS", (2, 32))
+    monkeypatch.setattr(
+        A,
+        "ABLATIONS",
+        (A.BASELINE, *(a for a in A.ABLATIONS if a.name in ("no-ffn", "energy-degree"))),
+    )
     run = tmp_path / "run8"
     train(TrainConfig(model="preln", depth=8, epochs=2, device="cpu"), run)
     config = R.ReproduceConfig(
@@ -73,6 +81,9 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
         assert piece in text
     assert "3b. Table 8 from longer training runs" in text and "preln SAN, depth 8" in text
+    assert "5. Ablations" in text and "the paper's Table 4:" in text
+    summary = pd.read_csv(out / "ablation_summary.csv")
+    assert set(summary["ablation"]) == {"baseline", "no-ffn", "energy-degree"}
     table8 = pd.read_csv(out / "table8_preln-8.csv")
     assert table8["layer"].tolist() == R.table8_layers(8) == [1, 2, 3, 4, 5, 6, 7]
     table = pd.read_csv(out / "energy_vs_paper.csv")
@@ -125,7 +136,7 @@ def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monk
     for config in (
         R.ReproduceConfig.preset(True),
         R.ReproduceConfig.preset(False, device="cpu", dtype="float32"),
-        R.ReproduceConfig.preset(True, trained=("runs/a b", "runs/c")),
+        R.ReproduceConfig.preset(True, trained=("runs/a b", "runs/c"), ablations=False),
     ):
         args = shlex.split(R.command_line(config))
         assert args[:2] == ["oversmooth", "reproduce"]

@@ -48,17 +48,18 @@ class Block(nn.Module):
         if placement != "plain":
             d = mp.channels
             self.norm1, self.norm2 = LayerNorm(d, norm), LayerNorm(d, norm)
-            self.ffn = FFN(d, ffn_channels, dropout)
+            # ffn_channels == 0: no FFN sublayer (an ablation; the block is attention only)
+            self.ffn = FFN(d, ffn_channels, dropout) if ffn_channels else None
         self.act = nn.ReLU()
 
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
         b, g = ctx.batch, ctx.num_graphs
         if self.placement == "preln":
             y = x + self.mp(self.norm1(x, b, g), ctx)
-            return y + self.ffn(self.norm2(y, b, g))
+            return y if self.ffn is None else y + self.ffn(self.norm2(y, b, g))
         if self.placement == "postln":
             y = self.norm1(x + self.mp(x, ctx), b, g)
-            return self.norm2(y + self.ffn(y), b, g)
+            return y if self.ffn is None else self.norm2(y + self.ffn(y), b, g)
         return self.act(self.mp(x, ctx))
 
     def extra_repr(self) -> str:

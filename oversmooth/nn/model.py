@@ -24,6 +24,10 @@ from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.precision import resolve_dtype
 from oversmooth.registry import MODELS  # re-exported: the one registry of model names
 
+ENCODERS = ("mlp", "linear")
+INITS = ("xavier", "torch", "xavier_all")
+NONLOCAL_NORMS = ("mean", "sum")
+
 PATTERN_LETTERS = {
     "M": "neighbourhood-masked attention",
     "S": "global self-attention over all nodes of the graph",
@@ -56,6 +60,21 @@ class ModelConfig:
         dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
             always drawn in float32 and then cast, so one seed gives the same initial
             weights in both precisions.
+
+    Choices the seed paper does not state (defaults are oversmooth's; the other values exist
+    for the reproduction's ablations, ``oversmooth.ablation``):
+
+    - ``ffn=0``: no FFN sublayer at all (the block is attention only).
+    - ``encoder``: ``"mlp"`` (default: dropout, Linear, ReLU, Linear) or ``"linear"``
+      (dropout, one Linear).
+    - ``init``: ``"xavier"`` (default: Xavier-uniform message-passing projections, PyTorch's
+      default elsewhere), ``"torch"`` (PyTorch's ``nn.Linear`` default everywhere) or
+      ``"xavier_all"`` (Xavier-uniform for every Linear weight, zero biases).
+    - ``self_loops``: attention over ``N(i) ∪ {i}`` (default ``True``) or ``N(i)`` only
+      (a node without in-neighbours then keeps itself, so no row of P is empty).
+    - ``score_scale``: divide SAN scores by ``sqrt(d_k)`` (default ``True``).
+    - ``nonlocal_norm``: the nonlocal factor ``(1/n)||P_h X - X||^2`` (``"mean"``, default,
+      the paper's) or ``||P_h X - X||^2`` (``"sum"``).
     """
 
     name: str
@@ -72,6 +91,11 @@ class ModelConfig:
     norm: str = "node"
     pattern: str = "M"
     dtype: str = "float32"
+    encoder: str = "mlp"
+    init: str = "xavier"
+    self_loops: bool = True
+    score_scale: bool = True
+    nonlocal_norm: str = "mean"
 
     def __post_init__(self) -> None:
         resolve_model_name(self.name)
@@ -87,8 +111,27 @@ class ModelConfig:
                 f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}; "
                 f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}"
             )
-        if self.ffn is not None and (not isinstance(self.ffn, int) or self.ffn < 1):
-            raise ValueError(f"ffn: expected an integer >= 1 or None, received {self.ffn!r}")
+        if self.ffn is not None and (
+            isinstance(self.ffn, bool) or not isinstance(self.ffn, int) or self.ffn < 0
+        ):
+            raise ValueError(
+                f"ffn: expected an integer >= 0 (0: no FFN) or None, received {self.ffn!r}"
+            )
+        for field, choices in (
+            ("encoder", ENCODERS),
+            ("init", INITS),
+            ("nonlocal_norm", NONLOCAL_NORMS),
+        ):
+            if getattr(self, field) not in choices:
+                raise ValueError(
+                    f"{field}: expected one of {', '.join(choices)}, "
+                    f"received {getattr(self, field)!r}"
+                )
+        for field in ("self_loops", "score_scale"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(
+                    f"{field}: expected True or False, received {getattr(self, field)!r}"
+                )
         for field in ("dropout", "block_dropout"):
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -156,9 +199,17 @@ class DepthModel(nn.Module):
         entry = MODELS[config.name]
         placement, nonlocal_ = entry.placement, entry.nonlocal_
         d = config.hidden
-        self.encoder = nn.Sequential(
-            nn.Dropout(config.dropout), nn.Linear(config.in_channels, d), nn.ReLU(), nn.Linear(d, d)
-        )
+        if config.encoder == "linear":
+            self.encoder = nn.Sequential(
+                nn.Dropout(config.dropout), nn.Linear(config.in_channels, d)
+            )
+        else:
+            self.encoder = nn.Sequential(
+                nn.Dropout(config.dropout),
+                nn.Linear(config.in_channels, d),
+                nn.ReLU(),
+                nn.Linear(d, d),
+            )
         self.blocks = nn.ModuleList(
             Block(
                 placement,
@@ -176,6 +227,7 @@ class DepthModel(nn.Module):
             for kind in config.block_kinds()
         )
         self.decoder = nn.Linear(d, config.out_channels)
+        _initialise(self, config.init)
 
     def context(
         self,
@@ -236,6 +288,22 @@ class DepthModel(nn.Module):
         return f"name={c.name!r}, conv={c.conv!r}, depth={c.depth}, pattern={c.pattern!r}"
 
 
+def _initialise(model: nn.Module, init: str) -> None:
+    """Re-draw the weights for ``init`` (after construction, so the default ``"xavier"`` draws
+    exactly what it always drew)."""
+    if init == "xavier":
+        return
+    for module in model.modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        if init == "torch":
+            module.reset_parameters()
+        else:  # xavier_all
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
 def _check_skip(skip: Iterable[int] | None, depth: int) -> frozenset[int]:
     if skip is None:
         return frozenset()
@@ -269,7 +337,8 @@ def build_model(
         hidden, heads, seed: see :class:`ModelConfig`.
         device: where to put the parameters.
         **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
-            ``block_dropout``, ``norm``, ``pattern``, ``dtype``).
+            ``block_dropout``, ``norm``, ``pattern``, ``dtype``, and the unstated choices
+            ``encoder``, ``init``, ``self_loops``, ``score_scale``, ``nonlocal_norm``).
 
     The same arguments give identical parameters, whatever the global RNG state
     (initialisation draws from a forked, seeded generator).
@@ -279,11 +348,20 @@ def build_model(
         >>> len(model.blocks)
         256
     """
-    unknown = set(options) - {"ffn", "dropout", "block_dropout", "norm", "pattern", "dtype"}
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - {
+        "name",
+        "conv",
+        "depth",
+        "in_channels",
+        "out_channels",
+        "hidden",
+        "heads",
+        "seed",
+    }
+    unknown = set(options) - known
     if unknown:
         raise ValueError(
-            f"options: unknown {', '.join(sorted(unknown))}; "
-            "expected ffn, dropout, block_dropout, norm, pattern, dtype"
+            f"options: unknown {', '.join(sorted(unknown))}; expected {', '.join(sorted(known))}"
         )
     config = ModelConfig(
         name=name,
