@@ -21,8 +21,8 @@ def reproduce(
         typer.Option(
             "--quick/--full",
             help=(
-                "--quick: 3 seeds, training at depth 16 for 150 epochs "
-                "(under 5 minutes on 2 cores); --full: 5 seeds, depth 32, 300 epochs."
+                "--quick: 3 seeds, training at depth 16 for 150 epochs; "
+                "--full: 5 seeds, depth 32, 300 epochs."
             ),
         ),
     ] = True,
@@ -40,6 +40,7 @@ def reproduce(
         list[Path] | None,
         typer.Option(
             "--trained",
+            metavar="<run>",
             help=(
                 "An `oversmooth train` run folder (with best.pt) to prune at eight layers "
                 "spread over its depth, beside the paper's Table 8; repeat for several runs."
