@@ -372,6 +372,24 @@ def test_per_graph_values_equal_each_graph_alone(name):
     assert single.shape == (1,)
 
 
+def test_non_finite_input_poisons_only_its_graph():
+    b = torch.tensor([0, 0, 0, 1, 1])
+    ei = torch.tensor([[0, 1, 3], [1, 0, 4]])
+    x = _features(5, 2)
+    for bad in (float("nan"), float("inf")):
+        y = x.clone()
+        y[1, 0] = bad
+        for fn in (
+            lambda v: M.normalized_dirichlet_energy(v, ei, batch=b, reduce="none"),
+            lambda v: M.rank_one_distance(v, batch=b, reduce="none"),
+            lambda v: M.stream_variance(v, batch=b, reduce="none"),
+            lambda v: M.relative_update(x, v, batch=b, reduce="none"),
+            lambda v: M.angular_distance(v, x, batch=b, reduce="none"),
+        ):
+            out = fn(y)
+            assert not torch.isfinite(out[0]) and torch.equal(out[1], fn(x)[1])
+
+
 def test_batch_object_carries_the_batch():
     batch = Batch.from_data_list(_graphs())
     assert torch.equal(
