@@ -5,8 +5,7 @@ block and removes them on exit, also when the forward raises.  Each hook
 measures the layer's output on the model's device, in float64, and keeps only
 0-d tensors: no host synchronisation per layer, and memory that does not grow
 with depth (one previous state is kept for ``cosine_prev``, ``angular_distance`` and
-``relative_update``).  Values reach the
-host once, in :meth:`Probe.to_frame`.
+``relative_update``).  Values reach the host once, in :meth:`Probe.to_frame`.
 
 Which state is layer ``k`` (one convention for every model): layer 0 is the
 *input* of the first recorded layer module, layer ``k`` the output of the
@@ -422,8 +421,8 @@ class Probe:
     **Steps**: every forward pass of ``model`` inside the probe is a new ``step`` (0, 1, ...;
     a column of :meth:`to_frame`); ``every=N`` records only passes 0, N, 2N, ...
     ``cosine_prev``, ``angular_distance`` and ``relative_update`` are NaN at each step's first
-    layer.  Per step only the 0-d rows are kept
-    (layer states only with ``similarity=True``, and then only for the last step).
+    layer.  Per step only the 0-d rows are kept (layer states only with ``similarity=True``,
+    and then only for the last step).
 
     Args:
         model: the model to observe (left unchanged).
@@ -563,6 +562,7 @@ class Probe:
         self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
         self._prev: Tensor | None = None  # unit rows of the previous state
         self._prev_state: Tensor | None = None  # float64 previous state (angular, update)
+        self._spare_state: Tensor | None = None  # the buffer the next state is copied into
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
         self._workspace = _Workspace()
@@ -617,7 +617,7 @@ class Probe:
         self._step = self._passes
         self._passes += 1
         self._active = self._step % self.every == 0
-        self._prev = self._prev_state = None
+        self._prev = self._prev_state = self._spare_state = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
 
@@ -625,7 +625,7 @@ class Probe:
         if self._active and self._stream_inputs and self.layers:
             self._record_stream_end(output)
         # nothing of size n x d outlives the pass: only the 0-d rows stay
-        self._prev = self._prev_state = None
+        self._prev = self._prev_state = self._spare_state = None
         self._workspace = _Workspace()
 
     def _record_stream_end(self, output: object) -> None:
@@ -711,14 +711,19 @@ class Probe:
             name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
             for name in self._measured
         }
-        nan = float("nan")
-        missing = (
-            cache.x.new_tensor(nan) if op.batch is None else cache.x.new_full((op.num_graphs,), nan)
-        )
+
+        def missing() -> Tensor:  # NaN: no previous layer (or another width)
+            nan = float("nan")
+            return (
+                cache.x.new_tensor(nan)
+                if op.batch is None
+                else cache.x.new_full((op.num_graphs,), nan)
+            )
+
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev.shape != x.shape:
-                row["cosine_prev"] = missing
+                row["cosine_prev"] = missing()
             else:  # (1/n) sum_i cos(a_i, b_i), zero rows give 0 (metrics.mean_cosine_similarity)
                 row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit, op)
             self._prev = cache.unit
@@ -727,8 +732,12 @@ class Probe:
             state = self._prev_state
             same = state is not None and state.shape == cache.x.shape
             for name in between:
-                row[name] = _BETWEEN_STATES[name](state, cache.x, op) if same else missing
-            self._prev_state = cache.x.clone()  # cache.x is a workspace buffer, reused
+                row[name] = _BETWEEN_STATES[name](state, cache.x, op) if same else missing()
+            # cache.x is a workspace buffer, reused: copy it into the spare of two buffers
+            spare = self._spare_state
+            if spare is None or spare.shape != cache.x.shape or spare.device != cache.x.device:
+                spare = torch.empty_like(cache.x)
+            self._spare_state, self._prev_state = state, spare.copy_(cache.x)
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
         self._values.setdefault(self._step, {})[k] = row

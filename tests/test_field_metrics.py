@@ -420,17 +420,18 @@ class _Stack(nn.Module):
 def test_probe_records_the_new_columns_with_nan_at_each_first_layer():
     ei = undirected([(0, 1), (1, 2), (2, 3), (3, 4), (0, 2)])
     model = _Stack()
-    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(1))
-    states = [x]
-    with torch.no_grad():
-        for layer in model.layers:
-            states.append(layer(states[-1]))
+    gen = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(5, 3, generator=gen) for _ in range(3)]  # three steps
     with Probe(model, ei, metrics=NEW) as probe, torch.no_grad():
-        model(x)
-        model(x)
+        for x in inputs:
+            model(x)
     frame = probe.to_frame()
     assert list(frame.columns) == ["layer", *NEW, "step"]
-    for step in (0, 1):
+    for step, x in enumerate(inputs):
+        states = [x]
+        with torch.no_grad():
+            for layer in model.layers:
+                states.append(layer(states[-1]))
         rows = frame[frame.step == step].set_index("layer")
         assert math.isnan(rows.loc[0, "angular_distance"])
         assert math.isnan(rows.loc[0, "relative_update"])
