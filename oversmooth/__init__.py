@@ -19,8 +19,13 @@ from oversmooth.metrics import (
     rayleigh_energy,
     mean_average_distance,
     mean_cosine_similarity,
+    normalized_dirichlet_energy,
+    rank_one_distance,
     relative_energy,
+    relative_update,
     rusch_dirichlet_energy,
+    stream_variance,
+    angular_distance,
 )
 
 __version__ = "0.1.0"
@@ -62,6 +67,11 @@ __all__ = [
     "mean_cosine_similarity",
     "relative_energy",
     "rusch_dirichlet_energy",
+    "normalized_dirichlet_energy",
+    "rank_one_distance",
+    "stream_variance",
+    "angular_distance",
+    "relative_update",
     "Verdict",
     "verdict",
     "plot",

@@ -62,6 +62,11 @@ __all__ = [
     "mean_cosine_similarity",
     "relative_energy",
     "layer_similarity",
+    "normalized_dirichlet_energy",
+    "rank_one_distance",
+    "stream_variance",
+    "angular_distance",
+    "relative_update",
 ]
 
 
@@ -423,6 +428,97 @@ def _feature_norm(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
     exponent = exponent.to(torch.int64).clamp(-1000, 1000)
     flat = (x64 * _pow2(-exponent)).reshape(-1)  # exact power-of-two scaling: no overflow
     return torch.dot(flat, flat).div(max(x64.size(0), 1)).sqrt() * _pow2(exponent)
+
+
+def _inv_sqrt_degree(op: GraphOperator) -> Tensor:
+    """``d_i^{-1/2}`` per node, 0 where ``d_i = 0`` (the pseudo-inverse convention): ``[n]``."""
+    has = op.degree > 0
+    return torch.where(has, op.degree.clamp_min(1e-300).rsqrt(), 0.0)
+
+
+def _normalized_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:
+    """``sum_e w_e ||x_src / sqrt(d_src) - x_dst / sqrt(d_dst)||^2`` (float64), with
+    ``1/sqrt(0) := 0``, poisoned like :func:`_half_edge_sum`.
+
+    The difference is formed as ``(x_s - x_t) s_s + x_t (s_s - s_t)`` with ``s = d^{-1/2}``
+    and ``s_s - s_t = (d_t - d_s) s_s s_t / (sqrt(d_s) + sqrt(d_t))``: a common offset of the
+    rows cancels in ``x_s - x_t`` before any rounding, and equal degrees give exactly 0 in the
+    second term, so near-constant states keep their spread."""
+    inv = _inv_sqrt_degree(op)
+    root = op.degree.sqrt()
+    src, dst = op.edge_index
+    inv_s, inv_t = inv[src], inv[dst]  # [E] per-edge scalars, O(|E|)
+    gap = torch.where(
+        (inv_s > 0) & (inv_t > 0),
+        (op.degree[dst] - op.degree[src])
+        * inv_s
+        * inv_t
+        / (root[src] + root[dst]).clamp_min(1e-300),
+        inv_s - inv_t,
+    )  # [E] s_src - s_dst without cancellation
+    total = x64.new_zeros(()) if op.edge_graph is None else x64.new_zeros(op.num_graphs)
+    for part in _edge_chunks(op.num_edges, x64.size(1)):
+        xs = torch.index_select(x64, 0, src[part])
+        xt = torch.index_select(x64, 0, dst[part])
+        diff = xs.sub_(xt).mul_(inv_s[part].unsqueeze(1)).addcmul_(xt, gap[part].unsqueeze(1))
+        sq = diff.mul_(diff).sum(dim=1)  # [chunk]
+        if op.edge_graph is None:
+            total = total + torch.dot(op.edge_weight[part], sq)
+        else:
+            total.index_add_(0, op.edge_graph[part], op.edge_weight[part] * sq)
+    return total + _poison(x64, op)
+
+
+def _centred(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """``X - 1 xbar^T`` (per graph with a batched ``op``) in two passes: one reference row of
+    the graph is subtracted first (exact for near-constant states, Sterbenz), then the mean of
+    what is left, so a common offset never enters a sum.  NaN/Inf stay in their graph."""
+    if x64.size(0) == 0:
+        return x64
+    if op is None or op.batch is None:
+        centred = x64 - x64[:1]
+        return centred - centred.mean(dim=0, keepdim=True)
+    first = _first_rows(op, torch.zeros_like(op.batch, dtype=torch.bool))
+    centred = x64 - x64[first.clamp_max(x64.size(0) - 1)[op.batch]]
+    mean = x64.new_zeros(op.num_graphs, x64.size(1)).index_add_(0, op.batch, centred)
+    sizes = _sizes(op, x64.size(0))
+    assert isinstance(sizes, Tensor)
+    return centred - (mean / sizes.unsqueeze(1))[op.batch]
+
+
+def _rank_one_distance(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """``||X - 1 xbar^T||_F / ||X||_F`` from two power-of-two-scaled norms (the ``1/n`` of
+    both cancels); 0/0 = NaN for a zero (or empty) state."""
+    return _feature_norm(_centred(x64, op), op) / _feature_norm(x64, op)
+
+
+def _stream_variance(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """``(1/(n d)) ||X - 1 xbar^T||_F^2``: the mean over channels of the (population)
+    variance over nodes; NaN without channels."""
+    rms = _feature_norm(_centred(x64, op), op)
+    return rms.pow(2) / x64.size(1) if x64.size(1) else rms * float("nan")
+
+
+def _relative_update(prev64: Tensor, x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """``||X - X_prev||_F / ||X_prev||_F`` (per graph); the difference is taken of the float64
+    states, so it is exact for float32 states however close they are."""
+    return _feature_norm(x64 - prev64, op) / _feature_norm(prev64, op)
+
+
+def _angular_distance(prev64: Tensor, x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """Mean over nodes of ``arccos(cos(prev_i, x_i)) / pi``, each angle as
+    ``2 atan2(||u_i - v_i||, ||u_i + v_i||)`` with both chords built from ``prev_i -+ x_i``
+    (:func:`_unit_gap`): exact for rows that nearly coincide and for nearly reversed ones, where
+    ``arccos`` of a rounded cosine loses half the digits; a zero row gives 1/2."""
+    ea, eb = _row_exponents(prev64), _row_exponents(x64)
+    minus, zero = _unit_gap(*_scaled_pair(prev64, ea, x64, eb))  # u - v
+    plus, _ = _unit_gap(*_scaled_pair(prev64, ea, -x64, eb))  # u + v
+    theta = 2.0 * torch.atan2(
+        torch.linalg.vector_norm(minus, dim=1), torch.linalg.vector_norm(plus, dim=1)
+    )
+    theta = torch.where(zero, 0.5 * torch.pi, theta)  # cosine 0 with a zero row
+    total = _segment(theta / torch.pi, op) / _sizes(op, x64.size(0))
+    return total + _poison(prev64, op) + _poison(x64, op)
 
 
 def _pad_graphs(values: Tensor, op: GraphOperator) -> Tensor:
@@ -810,3 +906,144 @@ def layer_similarity(
     sizes = _sizes(bop, n)
     assert isinstance(sizes, Tensor)
     return _finish(flat @ flat.transpose(1, 2) / sizes.view(-1, 1, 1), bop, reduce)
+
+
+def normalized_dirichlet_energy(
+    x: Tensor,
+    graph: object,
+    edge_weight: Tensor | None = None,
+    *,
+    self_loops: bool = False,
+    batch: Tensor | None = None,
+    reduce: Reduce = "mean",
+) -> Tensor:
+    """Symmetric-normalised Dirichlet energy (Cai & Wang 2020, "A note on over-smoothing for
+    graph neural networks").
+
+    .. math::
+
+        E_{\\mathrm{norm}}(X) = \\frac{1}{n} \\cdot \\frac12 \\sum_i \\sum_j \\omega_{ij}
+            \\Bigl\\| \\frac{X_i}{\\sqrt{d_i}} - \\frac{X_j}{\\sqrt{d_j}} \\Bigr\\|^2
+          = \\frac1n \\mathrm{tr}\\bigl(X^\\top (I - D^{-1/2} W D^{-1/2}) X\\bigr)
+
+    on the graph as given (edge weights honoured, ``d_i`` the weight entering ``i``); the trace
+    form holds for an undirected graph without isolated nodes.  ``self_loops=True`` measures on
+    ``A + I`` (Cai & Wang's augmented ``Ã``; an operator that has self loops already keeps
+    them once).  Isolated nodes (``d_i = 0``) contribute 0, not the ``||X_i||^2`` of the
+    ``I`` in the trace form: ``1/sqrt(0)`` is taken as 0, and on a directed graph an edge out
+    of a node without in-edges counts ``w ||X_j / sqrt(d_j)||^2``.  ``1/n`` counts every node.
+
+    Unlike :func:`dirichlet_energy` it does not vanish on constant features unless the degrees
+    are equal (a constant ``c`` gives ``(1/2n) sum w_ij (1/sqrt(d_i) - 1/sqrt(d_j))^2 ||c||^2``),
+    so it does not satisfy the node-similarity axioms of Rusch et al. (2023); see Bison &
+    Sperduti, arXiv:2512.09890.  On a ``d``-regular graph it is ``dirichlet_energy / d``.
+    Exact on near-constant states (the difference is formed before the degree scaling).
+    ``graph``, ``edge_weight``, ``batch`` and ``reduce`` as in :func:`dirichlet_energy`.
+
+    Example:
+        >>> ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2, degrees 1, 2, 1
+        >>> normalized_dirichlet_energy(torch.ones(3, 1), ei)  # 2 (1 - 1/sqrt 2)^2 / 3
+        tensor(0.0572, dtype=torch.float64)
+    """
+    x64, op = _prepare(x, graph, edge_weight, batch)
+    if not isinstance(self_loops, bool):
+        raise ValueError(f"self_loops: expected True or False, received {self_loops!r}")
+    if self_loops:
+        op = as_graph(op, self_loops=True)
+    return _finish(0.5 * _normalized_edge_sum(x64, op) / _sizes(op, op.num_nodes), op, reduce)
+
+
+def rank_one_distance(x: Tensor, *, batch: object = None, reduce: Reduce = "mean") -> Tensor:
+    """Relative distance of ``X`` to the constant-row matrices (rank collapse to ``1 u^T``).
+
+    .. math::
+
+        \\mathrm{rod}(X) = \\min_u \\frac{\\|X - \\mathbf 1 u^\\top\\|_F}{\\|X\\|_F}
+                        = \\frac{\\|X - \\mathbf 1 \\bar x^\\top\\|_F}{\\|X\\|_F}, \\qquad
+        \\bar x = \\frac1n \\sum_i X_i
+
+    (the minimiser is the column mean).  In ``[0, 1]``: 0 when every node has the same row
+    (the rank-one collapse of oversmoothing, Roth & Liebig 2023), 1 when the column means are
+    0.  This is the distance to the set ``{1 u^T}`` only, not to the nearest rank-one matrix
+    (the SVD's ``sigma_2..sigma_r`` energy), which also contains ``v u^T`` for any ``v``.
+    Scale-invariant.  A zero (or empty) ``X`` gives NaN (0/0).  The centred norm is computed
+    in two passes (one row subtracted, then the mean), so a common offset of ``1e8`` over a
+    spread of 1 keeps full precision, where ``||X||^2 - n ||xbar||^2`` would keep none.
+    Graph-free; ``batch`` (a ``[num_nodes]`` vector or a ``Batch``) gives one value per graph.
+    """
+    validate_features(x)
+    bop = _batch_operator(batch, x)
+    return _finish(_rank_one_distance(x.to(torch.float64), bop), bop, reduce)
+
+
+def stream_variance(x: Tensor, *, batch: object = None, reduce: Reduce = "mean") -> Tensor:
+    """Variance of the (residual) stream: the mean over channels of the population variance
+    over nodes.
+
+    .. math::
+
+        \\mathrm{var}(X) = \\frac{1}{n d} \\|X - \\mathbf 1 \\bar x^\\top\\|_F^2
+
+    Recorded per layer, its growth with depth is the variance growth of Sun et al. (2025), "The
+    Curse of Depth in Large Language Models" (Pre-LN streams grow with depth).  The column mean
+    is excluded: the mean squared entry is ``feature_norm(x) ** 2 / d``, recorded already, and
+    ``stream_variance = feature_norm ** 2 / d`` times ``rank_one_distance ** 2``.  Centred in
+    two passes (exact under a common offset); NaN without channels.  Graph-free; per graph
+    with ``batch``.
+    """
+    validate_features(x)
+    bop = _batch_operator(batch, x)
+    return _finish(_stream_variance(x.to(torch.float64), bop), bop, reduce)
+
+
+def _check_pair(x_prev: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    validate_features(x_prev, "x_prev")
+    validate_features(x)
+    if x.shape != x_prev.shape:
+        raise ValueError(
+            f"x: expected the shape of x_prev {list(x_prev.shape)}, received {list(x.shape)}"
+        )
+    return x_prev.to(torch.float64), x.to(torch.float64)
+
+
+def angular_distance(
+    x_prev: Tensor, x: Tensor, *, batch: object = None, reduce: Reduce = "mean"
+) -> Tensor:
+    """Angular distance between two states of the same nodes (Gromov et al. 2024, "The
+    Unreasonable Ineffectiveness of the Deeper Layers"), averaged over nodes.
+
+    .. math::
+
+        \\theta(X^{k-1}, X^k) = \\frac1n \\sum_i \\frac1\\pi
+            \\arccos \\cos(X^{k-1}_i, X^k_i)
+
+    As in Gromov et al., the distance is taken per token (here per node) and then averaged;
+    it is not ``arccos`` of the mean cosine (``cosine_prev``).  In ``[0, 1]``: 0 for rows that
+    keep their direction, 1/2 for orthogonal ones (and where either row is zero), 1 for
+    reversed ones.  Each angle is ``2 atan2(||u - v||, ||u + v||)`` (``u``, ``v`` the unit
+    rows) with ``u -+ v`` built from ``X^{k-1}_i -+ X^k_i``: no ``arccos`` of a rounded cosine,
+    which near 1 (and near -1) loses half the digits, and no argument outside ``[-1, 1]`` to
+    clamp.  Per graph with ``batch``.
+    """
+    prev64, x64 = _check_pair(x_prev, x)
+    bop = _batch_operator(batch, x)
+    return _finish(_angular_distance(prev64, x64, bop), bop, reduce)
+
+
+def relative_update(
+    x_prev: Tensor, x: Tensor, *, batch: object = None, reduce: Reduce = "mean"
+) -> Tensor:
+    """Relative size of a layer's update (Csordás et al. 2025, "Do Language Models Use Their
+    Depth Efficiently?").
+
+    .. math::
+
+        u(X^{k-1}, X^k) = \\frac{\\|X^k - X^{k-1}\\|_F}{\\|X^{k-1}\\|_F}
+
+    The difference is taken in float64 of the two states, so float32 states that differ by
+    ``1e-7`` of their size (one float32 ulp) still give the exact ratio.  A zero ``X^{k-1}``
+    gives Inf (NaN when both are zero), as IEEE division does.  Per graph with ``batch``.
+    """
+    prev64, x64 = _check_pair(x_prev, x)
+    bop = _batch_operator(batch, x)
+    return _finish(_relative_update(prev64, x64, bop), bop, reduce)

@@ -4,8 +4,8 @@
 block and removes them on exit, also when the forward raises.  Each hook
 measures the layer's output on the model's device, in float64, and keeps only
 0-d tensors: no host synchronisation per layer, and memory that does not grow
-with depth (one previous state is kept for ``cosine_prev``).  Values reach the
-host once, in :meth:`Probe.to_frame`.
+with depth (one previous state is kept for ``cosine_prev``, ``angular_distance`` and
+``relative_update``).  Values reach the host once, in :meth:`Probe.to_frame`.
 
 Which state is layer ``k`` (one convention for every model): layer 0 is the
 *input* of the first recorded layer module, layer ``k`` the output of the
@@ -228,6 +228,35 @@ METRICS: dict[str, Metric] = {
             "exp(entropy of normalised singular values of X - mean)",
             fn=lambda c: M._effective_rank(c.x, c.op),
         ),
+        Metric(
+            "normalized_dirichlet_energy",
+            "(1/n) * 1/2 sum_ij w_ij ||X_i/sqrt(d_i) - X_j/sqrt(d_j)||^2 = (1/n) tr(X^T (I - "
+            "D^-1/2 W D^-1/2) X) (Cai & Wang 2020); not 0 on constant X unless degrees are equal",
+            fn=lambda c: 0.5 * M._normalized_edge_sum(c.x, c.op) / M._sizes(c.op, c.op.num_nodes),
+        ),
+        Metric(
+            "rank_one_distance",
+            "||X - 1 mean(X)^T||_F / ||X||_F = min_u ||X - 1u^T||_F / ||X||_F: 0 is rank "
+            "collapse to one row (Roth & Liebig 2023); NaN for X = 0",
+            fn=lambda c: M._rank_one_distance(c.x, c.op),
+        ),
+        Metric(
+            "stream_variance",
+            "(1/(n d)) ||X - 1 mean(X)^T||_F^2, mean over channels of the variance over nodes; "
+            "its growth with depth (Sun et al. 2025)",
+            fn=lambda c: M._stream_variance(c.x, c.op),
+        ),
+        Metric(
+            "angular_distance",
+            "(1/n) sum_i arccos(cos(X^k-1_i, X^k_i)) / pi, per node then averaged (Gromov et "
+            "al. 2024)",
+            kind="derived",
+        ),
+        Metric(
+            "relative_update",
+            "||X^k - X^k-1||_F / ||X^k-1||_F (Csordas et al. 2025)",
+            kind="derived",
+        ),
     )
 }
 # Measures that are not per-layer columns (not accepted by --metrics), listed beside them.
@@ -236,6 +265,12 @@ NOT_PER_LAYER: dict[str, str] = {
     "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
 }
 DEFAULT_METRICS = tuple(name for name, m in METRICS.items() if m.default)
+# The derived measures computed from the previous layer's float64 state (NaN at a step's
+# first layer, like cosine_prev): name -> fn(prev64, x64, op).
+_BETWEEN_STATES: dict[str, Callable[..., Tensor]] = {
+    "angular_distance": M._angular_distance,
+    "relative_update": M._relative_update,
+}
 _ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
 
 
@@ -386,8 +421,9 @@ class Probe:
 
     **Steps**: every forward pass of ``model`` inside the probe is a new ``step`` (0, 1, ...;
     a column of :meth:`to_frame`); ``every=N`` records only passes 0, N, 2N, ...
-    ``cosine_prev`` is NaN at each step's first layer.  Per step only the 0-d rows are kept
-    (layer states only with ``similarity=True``, and then only for the last step).
+    ``cosine_prev``, ``angular_distance`` and ``relative_update`` are NaN at each step's first
+    layer.  Per step only the 0-d rows are kept (layer states only with ``similarity=True``,
+    and then only for the last step).
 
     Args:
         model: the model to observe (left unchanged).
@@ -533,6 +569,8 @@ class Probe:
         """Forget everything recorded (hooks stay attached)."""
         self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
         self._prev: Tensor | None = None  # unit rows of the previous state
+        self._prev_state: Tensor | None = None  # float64 previous state (angular, update)
+        self._spare_state: Tensor | None = None  # the buffer the next state is copied into
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
         self._workspace = _Workspace()
@@ -587,7 +625,7 @@ class Probe:
         self._step = self._passes
         self._passes += 1
         self._active = self._step % self.every == 0
-        self._prev = None
+        self._prev = self._prev_state = self._spare_state = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
 
@@ -595,7 +633,7 @@ class Probe:
         if self._active and self._stream_inputs and self.layers:
             self._record_stream_end(output)
         # nothing of size n x d outlives the pass: only the 0-d rows stay
-        self._prev = None
+        self._prev = self._prev_state = self._spare_state = None
         self._workspace = _Workspace()
 
     def _record_stream_end(self, output: object) -> None:
@@ -681,18 +719,33 @@ class Probe:
             name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
             for name in self._measured
         }
+
+        def missing() -> Tensor:  # NaN: no previous layer (or another width)
+            nan = float("nan")
+            return (
+                cache.x.new_tensor(nan)
+                if op.batch is None
+                else cache.x.new_full((op.num_graphs,), nan)
+            )
+
         if "cosine_prev" in self.metrics:
             prev = self._prev
             if prev is None or prev.shape != x.shape:
-                nan = float("nan")
-                row["cosine_prev"] = (
-                    cache.x.new_tensor(nan)
-                    if op.batch is None
-                    else cache.x.new_full((op.num_graphs,), nan)
-                )
+                row["cosine_prev"] = missing()
             else:  # (1/n) sum_i cos(a_i, b_i), zero rows give 0 (metrics.mean_cosine_similarity)
                 row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit, op)
             self._prev = cache.unit
+        between = [m for m in _BETWEEN_STATES if m in self.metrics]
+        if between:  # need the previous state itself (float64), not only its unit rows
+            state = self._prev_state
+            same = state is not None and state.shape == cache.x.shape
+            for name in between:
+                row[name] = _BETWEEN_STATES[name](state, cache.x, op) if same else missing()
+            # cache.x is a workspace buffer, reused: copy it into the spare of two buffers
+            spare = self._spare_state
+            if spare is None or spare.shape != cache.x.shape or spare.device != cache.x.device:
+                spare = torch.empty_like(cache.x)
+            self._spare_state, self._prev_state = state, spare.copy_(cache.x)
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
         self._values.setdefault(self._step, {})[k] = row
