@@ -506,19 +506,20 @@ def _relative_update(prev64: Tensor, x64: Tensor, op: GraphOperator | None = Non
 
 
 def _angular_distance(prev64: Tensor, x64: Tensor, op: GraphOperator | None = None) -> Tensor:
-    """Mean over nodes of ``arccos(cos(prev_i, x_i)) / pi``, each angle as
-    ``2 atan2(||u_i - v_i||, ||u_i + v_i||)`` with both chords built from ``prev_i -+ x_i``
-    (:func:`_unit_gap`): exact for rows that nearly coincide and for nearly reversed ones, where
-    ``arccos`` of a rounded cosine loses half the digits; a zero row gives 1/2."""
+    """``arccos(mean_i cos(prev_i, x_i)) / pi`` (per graph), as ``2 atan2(sqrt(mean ||u - v||^2),
+    sqrt(mean ||u + v||^2)) / pi`` over the unit rows ``u, v``: for unit rows
+    ``||u -+ v||^2 = 2 -+ 2 cos``, so the two means are ``2 (1 -+ mean cos)`` and the angle is
+    exact where the mean cosine is near 1 or -1 (``arccos`` of a rounded cosine loses half the
+    digits there).  Both chords are built from ``prev_i -+ x_i`` (:func:`_unit_gap`); a zero row
+    counts as cosine 0."""
     ea, eb = _row_exponents(prev64), _row_exponents(x64)
     minus, zero = _unit_gap(*_scaled_pair(prev64, ea, x64, eb))  # u - v
     plus, _ = _unit_gap(*_scaled_pair(prev64, ea, -x64, eb))  # u + v
-    theta = 2.0 * torch.atan2(
-        torch.linalg.vector_norm(minus, dim=1), torch.linalg.vector_norm(plus, dim=1)
-    )
-    theta = torch.where(zero, 0.5 * torch.pi, theta)  # cosine 0 with a zero row
-    total = _segment(theta / torch.pi, op) / _sizes(op, x64.size(0))
-    return total + _poison(prev64, op) + _poison(x64, op)
+    two = torch.full_like(minus[:, 0], 2.0)
+    gap = torch.where(zero, two, minus.pow(2).sum(dim=1))  # 2 - 2 cos (2 for a zero row)
+    span = torch.where(zero, two, plus.pow(2).sum(dim=1))  # 2 + 2 cos
+    theta = 2.0 * torch.atan2(_segment(gap, op).sqrt(), _segment(span, op).sqrt())
+    return theta / torch.pi + _poison(prev64, op) + _poison(x64, op)
 
 
 def _pad_graphs(values: Tensor, op: GraphOperator) -> Tensor:
@@ -1010,20 +1011,22 @@ def angular_distance(
     x_prev: Tensor, x: Tensor, *, batch: object = None, reduce: Reduce = "mean"
 ) -> Tensor:
     """Angular distance between two states of the same nodes (Gromov et al. 2024, "The
-    Unreasonable Ineffectiveness of the Deeper Layers"), averaged over nodes.
+    Unreasonable Ineffectiveness of the Deeper Layers"): the angle of the mean cosine.
 
     .. math::
 
-        \\theta(X^{k-1}, X^k) = \\frac1n \\sum_i \\frac1\\pi
-            \\arccos \\cos(X^{k-1}_i, X^k_i)
+        \\theta(X^{k-1}, X^k) = \\frac1\\pi \\arccos\\Big(\\frac1n \\sum_i
+            \\cos(X^{k-1}_i, X^k_i)\\Big)
 
-    As in Gromov et al., the distance is taken per token (here per node) and then averaged;
-    it is not ``arccos`` of the mean cosine (``cosine_prev``).  In ``[0, 1]``: 0 for rows that
-    keep their direction, 1/2 for orthogonal ones (and where either row is zero), 1 for
-    reversed ones.  Each angle is ``2 atan2(||u - v||, ||u + v||)`` (``u``, ``v`` the unit
-    rows) with ``u -+ v`` built from ``X^{k-1}_i -+ X^k_i``: no ``arccos`` of a rounded cosine,
-    which near 1 (and near -1) loses half the digits, and no argument outside ``[-1, 1]`` to
-    clamp.  Per graph with ``batch``.
+    i.e. ``arccos(cosine_prev) / pi``.  Gromov et al. average the per-token angle over their
+    samples instead; the two agree when the cosines are alike across nodes, and for positive
+    cosines the mean of per-node angles is smaller otherwise (arccos is concave on ``[0, 1]``).
+    In ``[0, 1]``: 0 when every
+    row keeps its direction, 1/2 for orthogonal rows (a zero row counts as orthogonal), 1 for
+    reversed ones.  Computed as ``2 atan2(sqrt(mean ||u - v||^2), sqrt(mean ||u + v||^2))``
+    over the unit rows, with ``u -+ v`` built from ``X^{k-1}_i -+ X^k_i``: exact where the mean
+    cosine is near 1 or -1, where ``arccos`` of a rounded cosine loses half the digits.  Per
+    graph with ``batch``.
     """
     prev64, x64 = _check_pair(x_prev, x)
     bop = _batch_operator(batch, x)

@@ -92,7 +92,7 @@ def _sqrt_ratio(a: Fraction, b: Fraction) -> float:
 
 
 def _ref_angular(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Mean over rows of arccos(cos)/pi in mpmath at 50 digits (zero rows: 1/2)."""
+    """arccos(mean over rows of cos)/pi in mpmath at 50 digits (zero rows: cosine 0)."""
     mpmath.mp.dps = 50
     out = []
     for ra, rb in zip(a.tolist(), b.tolist(), strict=True):
@@ -100,11 +100,11 @@ def _ref_angular(a: torch.Tensor, b: torch.Tensor) -> float:
         na = mpmath.sqrt(mpmath.fsum(v * v for v in ra))
         nb = mpmath.sqrt(mpmath.fsum(v * v for v in rb))
         if na == 0 or nb == 0:
-            out.append(mpmath.mpf(0.5))
+            out.append(mpmath.mpf(0))
             continue
-        cos = mpmath.fsum(u * v for u, v in zip(ra, rb, strict=True)) / (na * nb)
-        out.append(mpmath.acos(max(min(cos, 1), -1)) / mpmath.pi)
-    return float(mpmath.fsum(out) / len(out))
+        out.append(mpmath.fsum(u * v for u, v in zip(ra, rb, strict=True)) / (na * nb))
+    mean = mpmath.fsum(out) / len(out)
+    return float(mpmath.acos(max(min(mean, 1), -1)) / mpmath.pi)
 
 
 def _rel(a: float, b: float) -> float:
@@ -272,12 +272,12 @@ def test_angular_distance_against_mpmath_and_closed_forms():
     e = torch.eye(2, dtype=torch.float64)
     assert M.angular_distance(e, e.flip(0)).item() == pytest.approx(0.5, rel=1e-15)
     z = a.clone()
-    z[0] = 0.0  # a zero row: cosine 0, distance 1/2 for that node
-    expected = (0.5 + 7 * 0.0) / 8
-    assert M.angular_distance(z, z).item() == pytest.approx(expected, rel=1e-15)
-    # per node, then averaged: not arccos of the mean cosine
+    z[0] = 0.0  # a zero row: cosine 0, so the mean cosine is 7/8
+    expected = math.acos(7 / 8) / math.pi
+    assert M.angular_distance(z, z).item() == pytest.approx(expected, rel=1e-14)
+    # the angle of the mean cosine (cosine_prev), not the mean of per-node angles
     c = M.mean_cosine_similarity(a, b).item()
-    assert abs(M.angular_distance(a, b).item() - math.acos(c) / math.pi) > 1e-3
+    assert M.angular_distance(a, b).item() == pytest.approx(math.acos(c) / math.pi, rel=1e-12)
 
 
 def test_angular_distance_exact_for_nearly_coinciding_rows():
@@ -286,9 +286,9 @@ def test_angular_distance_exact_for_nearly_coinciding_rows():
     expected = _ref_angular(a, b)
     assert expected > 0
     assert _rel(M.angular_distance(a, b).item(), expected) < 1e-12
-    # arccos of the float64 cosine gets this wrong by orders of magnitude
+    # arccos of the float64 mean cosine gets this wrong by orders of magnitude
     cos = (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1))
-    naive = float(torch.arccos(cos.clamp(-1, 1)).mean() / math.pi)
+    naive = float(torch.arccos(cos.mean().clamp(-1, 1)) / math.pi)
     assert _rel(naive, expected) > 1e-2
 
 
