@@ -155,3 +155,58 @@ def test_nonlocal_reference_and_size_cut_off(monkeypatch):
     assert not skipped["computed"] and "more than the eigensolver budget of 10" in skipped["reason"]
     text = reference_prose({"reference": {"diffusion": skipped}}, "postln")[0]
     assert "was not computed" in text
+
+
+def test_reference_lines_go_through_the_curve_at_the_tail_start():
+    from oversmooth.report.render import reference_lines
+
+    record = {
+        "tail": {"span": [4, 10]},
+        "reference": {
+            "diffusion": {"computed": True, "energy_ratio": 0.5},
+            "algebraic": {"slope": -1.0},
+        },
+    }
+    layers = np.arange(11)
+    values = np.r_[np.nan, 3.0 ** -np.arange(1, 11)]
+    (d_label, dx, dy), (a_label, ax_, ay) = reference_lines(record, layers, values)
+    assert "×0.5/step" in d_label and "Thm 4.1" in a_label
+    assert dx[0] == 4 and dx[-1] == 10 and np.allclose(dy, 3.0**-4 * 0.5 ** (dx - 4))
+    assert np.allclose(ay, 3.0**-4 * 4 / ax_) and ax_[-1] == pytest.approx(10)
+    not_computed = {"reference": {"diffusion": {"computed": False, "reason": "too big"}}}
+    assert reference_lines(not_computed, layers, values) == []
+    assert reference_lines({"reference": {}}, layers, values, algebraic=False) == []
+
+
+@pytest.mark.slow  # end to end on Cora with figures: ~6 s on a busy machine
+def test_compare_report_shows_the_references(tmp_path):
+    import json
+
+    from oversmooth.analysis import ComparisonConfig, run_comparison
+    from oversmooth.report.render import write_comparison
+
+    cfg = ComparisonConfig(models=("nonlocal", "diffusion"), depths=(12,), seeds=(0,), device="cpu")
+    out = write_comparison(run_comparison(cfg), tmp_path / "compare")
+    fits = json.loads((out / "fits.json").read_text())
+    ref = fits["cora/nonlocal"]["reference"]
+    assert ref["diffusion"]["computed"] and ref["diffusion"]["slowest_nodes"] == 2485
+    assert ref["diffusion"]["energy_ratio"] == pytest.approx(0.99277182, rel=1e-6)
+    assert (
+        ref["algebraic"]["slope"] == -1.0 and "algebraic" not in fits["cora/diffusion"]["reference"]
+    )
+    text = (out / "report.md").read_text()
+    assert text.count("Linear diffusion on this graph") == 1  # the graph's prediction once
+    assert "halves the energy every 95.5 steps" in text
+    assert "The measured linear diffusion curve halves every" in text
+    assert "Theorem 4.1" in text and "the measured nonlocal Post-LN slope is" in text
+    assert "theory references" in text or "dashed grey" in text
+
+
+@pytest.mark.slow  # end to end on Cora with figures: ~13 s on a busy machine
+def test_analyze_report_shows_the_references(tmp_path):
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.report.render import write_analysis
+
+    cfg = AnalysisConfig(model="nonlocal", depth=16, similarity=False, device="cpu")
+    text = (write_analysis(run_analysis(cfg), tmp_path / "analyze") / "report.md").read_text()
+    assert "halves the energy every 95.5 steps" in text and "Theorem 4.1" in text
