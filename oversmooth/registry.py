@@ -150,8 +150,7 @@ MODELS: Registry[ModelEntry] = Registry(
             False,
             "linear diffusion",
             False,
-            "reference: X' = P X, P = GCN's mean with self loop, no parameter, no LN "
-            "(--conv ignored); decays at the graph's spectral rate",
+            "reference X' = P X, P = GCN mean (--conv ignored); no parameter, no LN",
         ),
     },
 )
