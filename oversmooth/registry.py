@@ -80,7 +80,8 @@ class ModelEntry:
     """One architecture of the zoo.
 
     ``placement``: ``preln``, ``postln`` or ``plain`` (where the LayerNorm sits, see
-    :class:`oversmooth.nn.block.Block`); ``nonlocal_``: nonlocal message passing;
+    :class:`oversmooth.nn.block.Block`), or ``diffusion`` (parameter-free ``X' = P X`` blocks,
+    :class:`oversmooth.nn.model.Diffusion`); ``nonlocal_``: nonlocal message passing;
     ``display``: the name reports print; ``post_ln``: trained with the Post-LN recipe
     (warm-up to a 1e-4 peak learning rate); ``help``: one line for listings.
     """
@@ -143,6 +144,13 @@ MODELS: Registry[ModelEntry] = Registry(
             "plain",
             False,
             "classic stack X' = ReLU(MP(X)), no residual, no LN; textbook oversmoothing",
+        ),
+        "diffusion": ModelEntry(
+            "diffusion",
+            False,
+            "linear diffusion",
+            False,
+            "reference X' = P X, P = GCN mean (--conv ignored); no parameter, no LN",
         ),
     },
 )

@@ -18,8 +18,22 @@ complex eigenvalues, and no single rate describes them.
 
 For a disconnected graph every component keeps its own constant vector; the headline numbers
 are those of the largest connected component (as the name says), and
-:attr:`SpectralGap.graph_energy_ratio` is the slowest rate over all components, the one
-that governs the whole graph's energy.
+:attr:`SpectralGap.graph_energy_ratio` is the slowest rate over all components (two or more
+nodes), the one that governs the whole graph's energy: the energy is a sum over components,
+each term falls like its own ``rho_c^(2k)``, and the largest ``rho_c`` wins as ``k`` grows.
+
+Which energy does not matter for the rate.  Any quadratic form ``q(X) = ||M X||_F^2`` that
+vanishes exactly on the vectors constant on each component (the project's Laplacian energy
+``(1/n)||P_0 X - X||^2`` with ``P_0 = D^{-1} W`` of the input graph, its degree-weighted form,
+the Dirichlet energy) falls asymptotically by ``rho^2`` per step under ``X <- P X`` -- provided
+the slowest mode is excited, i.e. ``X_0`` has a component along an eigenvector of modulus
+``rho`` (true for almost every ``X_0``, not for one built orthogonal to it).  Two slow modes of
+equal modulus and opposite sign (``lambda_2 = -lambda_min``) make the per-step ratio oscillate
+around ``rho^2`` instead of settling on it; with self loops (the lazy walk) that is rare.
+
+``self_loops=True`` gives exactly the ``P = D~^{-1} A~`` of the zoo's GCN mean and of the
+``diffusion`` model (:class:`oversmooth.nn.conv.GraphContext`): every node gets a self loop of
+weight 1 and a self loop already in the graph is replaced by it, not added to.
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from torch import Tensor
 
 from oversmooth.graph import check_edge_index, check_edge_weight
 
-__all__ = ["SpectralGap", "spectral_gap"]
+__all__ = ["SpectralGap", "spectral_gap", "halving_steps"]
 
 _DENSE_MAX = 256  # components up to this size are solved densely (size^2 floats, ~0.5 MB)
 
@@ -59,7 +73,11 @@ class SpectralGap:
         bipartite_components: components (two or more nodes) that are bipartite.
         graph_energy_ratio: the largest per-step ratio over all components: the asymptotic
             rate of the whole graph (1 when any component is bipartite).
-        self_loops: whether a unit self loop was added to every node (``W + I``).
+        graph_halving_steps: steps for the whole graph's energy to halve at that rate
+            (``inf`` when it does not decay).
+        slowest_nodes: size of the component that sets ``graph_energy_ratio`` (the largest
+            such component on a tie).
+        self_loops: whether every node has a unit self loop (``W`` off the diagonal, ``+ I``).
     """
 
     lambda2: float
@@ -74,6 +92,8 @@ class SpectralGap:
     bipartite: bool
     bipartite_components: int
     graph_energy_ratio: float
+    graph_halving_steps: float
+    slowest_nodes: int
     self_loops: bool
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +128,14 @@ class SpectralGap:
                 "step), which sets the whole graph's rate."
             )
         return text
+
+
+def halving_steps(ratio: float) -> float:
+    """Steps for a quantity that falls by ``ratio`` per step to halve: ``log 2 / -log ratio``
+    (``inf`` when ``ratio >= 1``, ``0`` when ``ratio == 0``)."""
+    if ratio <= 0.0:
+        return 0.0
+    return math.log(2.0) / -math.log(ratio) if ratio < 1.0 else math.inf
 
 
 def _weights(graph: Any, edge_weight: Tensor | None, num_nodes: int | None) -> Any:
@@ -190,8 +218,10 @@ def spectral_gap(
             undirected.
         edge_weight: optional non-negative weights ``[E]``.
         num_nodes: number of nodes (default: from the graph).
-        self_loops: add a unit self loop to every node (``W + I``, the augmented adjacency of
-            GCN and of Cai & Wang 2020): the walk becomes lazy, no component is periodic.
+        self_loops: give every node a self loop of weight 1, replacing any self loop the graph
+            has (the augmented adjacency of GCN and of Cai & Wang 2020, exactly the ``P`` of
+            the zoo's GCN mean and of the ``diffusion`` model): the walk becomes lazy, no
+            component is periodic.
 
     Returns:
         A :class:`SpectralGap`; ``summary()`` says it in one sentence.
@@ -207,8 +237,9 @@ def spectral_gap(
     _check_symmetric(w)
     n = w.shape[0]
     isolated = int(np.count_nonzero(np.diff(w.indptr) == 0))  # no edge, before any self loop
-    if self_loops:
-        w = (w + sp.identity(n, format="csr", dtype=np.float64)).tocsr()
+    if self_loops:  # the zoo's neighbourhood N(i) ∪ {i}: a unit self loop replaces any other
+        w = (w - sp.diags(w.diagonal()) + sp.identity(n, dtype=np.float64)).tocsr()
+        w.eliminate_zeros()
     degree = np.asarray(w.sum(axis=1)).ravel()
     count, labels = connected_components(w, directed=False)
     sizes = np.bincount(labels, minlength=count)
@@ -225,7 +256,7 @@ def spectral_gap(
     order = np.argsort(labels, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     largest = int(np.argmax(sizes))
-    ratios = []
+    ratios, comp_sizes = [], []
     lcc: tuple[float, float] = (math.nan, math.nan)
     for c in np.flatnonzero(sizes >= 2):
         nodes = order[bounds[c] : bounds[c + 1]]
@@ -233,26 +264,28 @@ def spectral_gap(
         if bipartite[c]:
             lam_min = -1.0  # exact: the spectrum of a bipartite graph is symmetric about 0
         ratios.append(max(abs(lam2), abs(lam_min)) ** 2)
+        comp_sizes.append(int(sizes[c]))
         if c == largest:
             lcc = (lam2, lam_min)
     lam2, lam_min = lcc
     slem = max(abs(lam2), abs(lam_min))
     ratio = min(slem**2, 1.0)
-    halving = math.log(2.0) / -math.log(ratio) if 0.0 < ratio < 1.0 else math.inf
-    if ratio == 0.0:
-        halving = 0.0
+    graph_ratio = min(max(ratios), 1.0)
+    slowest = max(zip(ratios, comp_sizes, strict=True))[1]  # the largest of the slowest ones
     return SpectralGap(
         lambda2=lam2,
         lambda_min=lam_min,
         slem=slem,
         energy_ratio=ratio,
-        halving_steps=halving,
+        halving_steps=halving_steps(ratio),
         nodes=int(sizes[largest]),
         num_nodes=int(n),
         num_components=int(np.count_nonzero(sizes >= 2)),
         isolated=isolated,
         bipartite=bool(bipartite[largest]),
         bipartite_components=int(np.count_nonzero(bipartite)),
-        graph_energy_ratio=min(max(ratios), 1.0),
+        graph_energy_ratio=graph_ratio,
+        graph_halving_steps=halving_steps(graph_ratio),
+        slowest_nodes=slowest,
         self_loops=self_loops,
     )

@@ -121,3 +121,40 @@ def test_accepts_pyg_data():
     edge_index = _undirected([(0, 1), (1, 2), (2, 0), (2, 3)])
     data = Data(edge_index=edge_index, num_nodes=5)
     assert spectral_gap(data).to_dict() == spectral_gap(edge_index, num_nodes=5).to_dict()
+
+
+@pytest.mark.parametrize("self_loops", [False, True])
+def test_disconnected_graph_rate_is_the_slowest_component_against_dense(self_loops):
+    # three components of different speeds (one above the dense-path size, so Lanczos runs)
+    # and two isolated nodes; the whole graph's rate is the largest per-component SLEM^2
+    parts, offset, edges, weights = [], 0, [], []
+    for n, p, seed in ((12, 0.5, 1), (300, 0.02, 2), (7, 0.0, 3)):
+        edge_index, weight = _random_graph(n, p, seed)  # p = 0: a weighted path
+        if n == 7:
+            edge_index = torch.cat([edge_index, torch.tensor([[0, 2], [2, 0]])], 1)  # odd cycle
+            weight = torch.cat([weight, torch.tensor([1.0, 1.0], dtype=weight.dtype)])
+        parts.append((n, edge_index, weight))
+        edges.append(edge_index + offset)
+        weights.append(weight)
+        offset += n
+    loops = torch.tensor([[3, 20], [3, 20]])  # the graph's own self loops
+    edge_index = torch.cat(edges + [loops], 1)
+    weight = torch.cat(weights + [torch.tensor([2.5, 0.5], dtype=torch.float64)])
+    gap = spectral_gap(edge_index, weight, num_nodes=offset + 2, self_loops=self_loops)
+    w = np.zeros((offset + 2, offset + 2))
+    np.add.at(w, (edge_index[1].numpy(), edge_index[0].numpy()), weight.numpy())
+    if self_loops:  # the zoo's neighbourhood: every self loop becomes weight 1
+        np.fill_diagonal(w, 1.0)
+    ratios = []
+    start = 0
+    for n, _, _ in parts:
+        block = w[start : start + n, start : start + n]
+        moduli = np.sort(np.abs(np.linalg.eigvals(block / block.sum(1, keepdims=True))))
+        ratios.append(moduli[-2] ** 2)
+        start += n
+    assert gap.num_components == 3 and gap.isolated == 2 and gap.nodes == 300
+    assert gap.energy_ratio == pytest.approx(ratios[1], abs=1e-8)
+    assert gap.graph_energy_ratio == pytest.approx(max(ratios), abs=1e-8)
+    assert gap.slowest_nodes == (12, 300, 7)[int(np.argmax(ratios))]
+    assert gap.graph_halving_steps == pytest.approx(math.log(2) / -math.log(max(ratios)), rel=1e-8)
+    assert gap.graph_energy_ratio > gap.energy_ratio  # here the slow component is not the LCC

@@ -3,7 +3,13 @@
 Encoder: dropout, then an MLP ``in_channels -> hidden -> hidden`` (ReLU between).
 Decoder: one linear map ``hidden -> out_channels`` (an MLP without activation).
 Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
-``nonlocal-preln`` and ``plain``; convolutions ``san``, ``gcn``, ``gat``.
+``nonlocal-preln``, ``plain`` and ``diffusion``; convolutions ``san``, ``gcn``, ``gat``.
+
+``diffusion`` is the parameter-free reference: the same encoder and decoder, and between them
+``depth`` :class:`Diffusion` blocks ``X' = P X`` with GCN's mean ``P = D~^{-1} A~`` (self loops
+of weight 1, edge weights honoured), no LayerNorm, no residual, whatever ``conv`` says.  Its
+energy falls at the rate :func:`oversmooth.spectral.spectral_gap` (``self_loops=True``)
+predicts.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from torch import Tensor, nn
 
 from oversmooth.graph import check_edge_index, check_edge_weight, validate_features
 from oversmooth.nn.block import Block
-from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
+from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.precision import resolve_dtype
 from oversmooth.registry import MODELS  # re-exported: the one registry of model names
@@ -147,6 +153,11 @@ class ModelConfig:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
+        if MODELS[self.name].placement == "diffusion" and set(self.pattern) != {"M"}:
+            raise ValueError(
+                "pattern: the diffusion model has no attention (every block is X' = P X over "
+                f"the neighbourhood); expected 'M', received {self.pattern!r}"
+            )
 
     @property
     def ffn_channels(self) -> int:
@@ -170,6 +181,51 @@ class ModelConfig:
         if hasattr(run, "model"):
             taken["name"] = run.model
         return cls(**{**taken, **fields})
+
+
+class MeanPropagation(nn.Module):
+    """``P X`` with GCN's mean ``P = D~^{-1} A~`` over ``N(i) ∪ {i}`` (edge weights honoured,
+    self loops of weight 1, as :class:`~oversmooth.nn.conv.GraphContext` builds it); no
+    parameter.
+
+    It exposes what probes read from a :class:`~oversmooth.nn.conv.MultiHeadMessagePassing`
+    (``heads``, ``keep_attention``, ``last_attention`` ``[E, heads]``, ``last_edges``,
+    ``last_energy``): every head is the same ``P``.
+    """
+
+    def __init__(self, heads: int = 1) -> None:
+        super().__init__()
+        self.heads = heads
+        self.keep_attention = False
+        self.last_attention: Tensor | None = None
+        self.last_edges: tuple[Tensor, Tensor] | None = None
+        self.last_energy: Tensor | None = None
+
+    def weights(self, ctx: GraphContext, dtype: torch.dtype) -> Tensor:
+        """``P_ij`` for every edge ``j -> i`` of ``ctx`` (self loops included): ``[E]``."""
+        mean = ctx.inv_count[ctx.dst] if ctx.gcn_weight is None else ctx.gcn_weight
+        return mean.to(dtype)
+
+    def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        alpha = self.weights(ctx, x.dtype)
+        if self.keep_attention:
+            self.last_attention = alpha.detach().unsqueeze(1).expand(-1, self.heads)
+            self.last_edges = (ctx.src, ctx.dst)
+        return aggregate(x[ctx.src] * alpha.unsqueeze(1), ctx.dst, x.size(0))
+
+    def extra_repr(self) -> str:
+        return "P = D~^-1 A~ (GCN mean with self loop), no parameter"
+
+
+class Diffusion(nn.Module):
+    """One step of linear diffusion ``X' = P X``: no LayerNorm, no residual, no parameter."""
+
+    def __init__(self, heads: int = 1) -> None:
+        super().__init__()
+        self.mp = MeanPropagation(heads)
+
+    def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        return self.mp(x, ctx)
 
 
 def model_default(name: str) -> Any:
@@ -210,22 +266,27 @@ class DepthModel(nn.Module):
                 nn.ReLU(),
                 nn.Linear(d, d),
             )
-        self.blocks = nn.ModuleList(
-            Block(
-                placement,
-                MultiHeadMessagePassing(
-                    d,
-                    config.heads,
-                    config.conv,
-                    nonlocal_=nonlocal_,
-                    global_attention=(kind == "S"),
-                ),
-                config.ffn_channels,
-                config.norm,
-                config.block_dropout,
-            )
-            for kind in config.block_kinds()
-        )
+        blocks: list[nn.Module]
+        if placement == "diffusion":  # parameter-free: nothing is drawn, the RNG is untouched
+            blocks = [Diffusion(config.heads) for _ in range(config.depth)]
+        else:
+            blocks = [
+                Block(
+                    placement,
+                    MultiHeadMessagePassing(
+                        d,
+                        config.heads,
+                        config.conv,
+                        nonlocal_=nonlocal_,
+                        global_attention=(kind == "S"),
+                    ),
+                    config.ffn_channels,
+                    config.norm,
+                    config.block_dropout,
+                )
+                for kind in config.block_kinds()
+            ]
+        self.blocks = nn.ModuleList(blocks)
         self.decoder = nn.Linear(d, config.out_channels)
         _initialise(self, config.init)
 

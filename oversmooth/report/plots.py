@@ -11,7 +11,7 @@ finite on it stays linear and says why, instead of failing the whole report.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -81,13 +81,18 @@ def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
 
 
 def energy_curves(
-    ax: Axes, curves: Iterable[Mapping], metric_label: str = "Laplacian energy $E(X^k)$"
+    ax: Axes,
+    curves: Iterable[Mapping],
+    metric_label: str = "Laplacian energy $E(X^k)$",
+    references: Sequence[tuple[str, ArrayLike, ArrayLike]] | None = None,
 ) -> Axes:
     """Log-log energy against layer (the seed paper's Figure 1), with fitted laws.
 
     Each curve: ``{"label", "layers", "values", "fit" (optional fits.json record), "floor"
     (optional: the estimated float floor, one value per layer, or one value for all)}``.
     Layer 0 cannot sit on a log axis and is left out; non-positive values too.
+    ``references``: theory lines ``(label, layers, values)``, drawn dashed in grey; they do
+    not set the axis range.
     """
     xs, ys, floors = [], [], []
     for _i, curve in enumerate(curves):
@@ -131,6 +136,11 @@ def energy_curves(
         if floor is not None:
             floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
             floors.append((layers, floor, line.get_color(), curve["label"]))
+    dashes = [(0, (5, 3)), (0, (1.5, 1.5)), (0, (6, 2, 1, 2))]
+    for i, (label, ref_x, ref_y) in enumerate(references or ()):
+        rx, ry = np.asarray(ref_x, dtype=float), np.asarray(ref_y, dtype=float)
+        ok = (rx > 0) & np.isfinite(ry) & (ry > 0)
+        ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
         # the y range follows the data alone; the float floor is drawn when part of it falls

@@ -19,7 +19,14 @@ from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL, curse_sentence
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PRETTY", "curve_title", "energy_table", "verdict_prose", "verdict_record"]
+__all__ = [
+    "PRETTY",
+    "curve_title",
+    "energy_table",
+    "reference_prose",
+    "verdict_prose",
+    "verdict_record",
+]
 
 PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
 
@@ -30,9 +37,19 @@ _CURSE = {
 }
 
 
+def conv_label(model: str, conv: str) -> str:
+    """What propagates in ``model``: ``SAN`` for the zoo, ``P = GCN mean`` for the
+    ``diffusion`` model (which ignores ``conv``)."""
+    from oversmooth.registry import MODELS
+
+    if model in MODELS and MODELS[model].placement == "diffusion":
+        return "(P = GCN mean)"
+    return conv.upper()
+
+
 def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool = False) -> str:
     """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
-    title = f"{PRETTY.get(model, model)} {conv.upper()}, {depth} layers on {dataset}"
+    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {depth} layers on {dataset}"
     return title + (" (trained)" if trained else "")
 
 
@@ -155,6 +172,116 @@ def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) ->
     elif final is not None:
         pieces.append(f"final energy {final:.2g}")
     return (f"{title}: " if title else "") + "; ".join(pieces)
+
+
+def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -> str | None:
+    operator = "X ← P̃X, P̃ = D̃⁻¹Ã the GCN mean with self loops"
+    if not ref.get("computed"):
+        reason = ref.get("reason")
+        if not reason or not graph:
+            return None
+        return (
+            f"The spectral prediction of linear diffusion ({operator}) was not computed: {reason}."
+        )
+    ratio, steps = _num(ref.get("energy_ratio")), _num(ref.get("halving_steps"))
+    if ratio is None:
+        return None
+    parts = int(ref.get("num_components") or 1)
+    where = (
+        f"the slowest of its {parts} components, {ref.get('slowest_nodes')} nodes"
+        if parts > 1
+        else "its one component"
+    )
+    decays = ratio < 1.0 and steps is not None
+    if not decays:
+        head = (
+            f"Linear diffusion on this graph ({operator}) does not drive the energy to zero "
+            f"(per-step ratio {ratio:.4g}, {where})"
+        )
+    else:
+        head = (
+            f"Linear diffusion on this graph ({operator}) halves the energy every {steps:.3g} "
+            f"steps (per-step ratio {ratio:.6g} = SLEM², {where})"
+        )
+    measured = ref.get("measured") or {}
+    halving = _num(measured.get("halving_layers"))
+    span = measured.get("span") or []
+    where_fit = (
+        f"tail-window exponential fit, layers {span[0]}-{span[1]}"
+        if len(span) == 2
+        else "tail-window exponential fit"
+    )
+    if measured.get("decays") is False:
+        tail = f"the measured {name} curve does not decay ({where_fit})"
+    elif halving is not None:
+        pair = measured.get("interval")
+        interval = _interval(sorted(pair) if isinstance(pair, list) else pair, ".3g")
+        tail = f"the measured {name} curve halves every {halving:.3g} layers ({where_fit}" + (
+            f", 95% interval {interval})" if interval else ")"
+        )
+        if decays and steps is not None:
+            tail += f", {halving / steps:.3g}× the diffusion length"
+            if name == PRETTY.get("diffusion") and halving < 0.9 * steps:
+                tail += (
+                    " -- not yet the asymptotic rate, which holds only once the slowest "
+                    "eigenvector dominates"
+                )
+    else:
+        tail = f"no exponential was fitted to the measured {name} curve"
+    if not graph:
+        return tail[0].upper() + tail[1:] + "."
+    return f"{head}; {tail}."
+
+
+def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
+    slope = _num(ref.get("slope"))
+    if slope is None:
+        return None
+    measured = ref.get("measured") or {}
+    alpha, diff = _num(measured.get("alpha")), _num(ref.get("difference"))
+    head = (
+        f"Algebraic reference ({ref.get('source')}): the energy of the continuous nonlocal flow "
+        f"falls no faster than k^{slope:g} -- a bound, slope {slope:g} on the log-log plot"
+    )
+    if alpha is None or diff is None:
+        return f"{head}; no power law was fitted to the measured {name} curve."
+    interval = _interval(measured.get("interval"), ".2f")
+    span = measured.get("span") or []
+    where = (
+        f"tail-window power-law fit, layers {span[0]}-{span[1]}"
+        if len(span) == 2
+        else "tail-window power-law fit"
+    )
+    how = "steeper than" if diff < 0 else "shallower than" if diff > 0 else "equal to"
+    return (
+        f"{head}; the measured {name} slope is {alpha:.3g} ({where}"
+        + (f", 95% interval {interval}" if interval else "")
+        + f"), {abs(diff):.3g} {how} the bound's."
+    )
+
+
+def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = True) -> list[str]:
+    """The theory sentences beside a curve's fits, built from its fits.json ``"reference"``
+    numbers (:func:`oversmooth.analysis.theory_reference`): the graph's linear-diffusion
+    halving length against the measured one, and for nonlocal models the algebraic reference
+    slope against the measured slope.  ``graph=False`` leaves out the graph's prediction (said
+    once for several curves on one graph) and keeps the measured part.  Empty for a record
+    written before these numbers were stored."""
+    ref = (record or {}).get("reference")
+    if not isinstance(ref, Mapping):
+        return []
+    name = PRETTY.get(model, model)
+    out = []
+    diffusion, algebraic = ref.get("diffusion"), ref.get("algebraic")
+    if isinstance(diffusion, Mapping):
+        sentence = _diffusion_sentence(diffusion, name, graph)
+        if sentence:
+            out.append(sentence)
+    if isinstance(algebraic, Mapping):
+        sentence = _algebraic_sentence(algebraic, name)
+        if sentence:
+            out.append(sentence)
+    return out
 
 
 def energy_table(summary: pd.DataFrame) -> pd.DataFrame:

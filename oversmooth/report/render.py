@@ -28,7 +28,14 @@ from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import Document, format_cell
-from oversmooth.report.prose import curve_title, energy_table, verdict_prose, verdict_record
+from oversmooth.report.prose import (
+    conv_label,
+    curve_title,
+    energy_table,
+    reference_prose,
+    verdict_prose,
+    verdict_record,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -194,6 +201,43 @@ def _log_mean(values: ArrayLike) -> float:
     return float(np.exp(np.mean(np.log(v)))) if np.all(np.isfinite(v) & (v > 0)) else float("nan")
 
 
+def reference_lines(
+    record: dict | None,
+    layers: ArrayLike,
+    values: ArrayLike,
+    diffusion: bool = True,
+    algebraic: bool = True,
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Theory lines for :func:`plots.energy_curves` from a fits.json record's ``"reference"``:
+    linear diffusion's ``ratio^(k - k0)`` and the nonlocal bound's ``(k / k0)^slope``, both
+    through the measured curve (``layers``, ``values``) at ``k0``, the start of the tail window
+    (the first positive layer when it has no value there)."""
+    ref = (record or {}).get("reference") or {}
+    k = np.asarray(layers, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    ok = (k > 0) & np.isfinite(v) & (v > 0)
+    if not ok.any():
+        return []
+    span = ((record or {}).get("tail") or {}).get("span") or []
+    at = np.flatnonzero(ok & (k == span[0])) if span else np.array([], dtype=int)
+    i = int(at[0]) if at.size else int(np.flatnonzero(ok)[0])
+    k0, v0, k1 = k[i], v[i], k[ok].max()
+    if k1 <= k0:
+        return []
+    lines = []
+    spec = ref.get("diffusion") or {}
+    ratio = spec.get("energy_ratio") if spec.get("computed") else None
+    if diffusion and isinstance(ratio, (int, float)) and 0.0 < ratio < 1.0:
+        grid = np.arange(k0, k1 + 1)
+        lines.append((f"linear diffusion, ×{ratio:.4g}/step", grid, v0 * ratio ** (grid - k0)))
+    bound = ref.get("algebraic") or {}
+    slope = bound.get("slope")
+    if algebraic and isinstance(slope, (int, float)):
+        grid = np.geomspace(k0, k1, 100)
+        lines.append((f"$k^{{{slope:g}}}$ bound (Thm 4.1)", grid, v0 * (grid / k0) ** slope))
+    return lines
+
+
 def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -272,7 +316,9 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
         return False
     norm = metrics["feature_norm"].to_numpy(dtype=float)
     positive = norm[np.isfinite(norm) & (norm > 0)]
-    no_layernorm = model is not None and model in MODELS and MODELS[model].placement == "plain"
+    no_layernorm = (
+        model is not None and model in MODELS and MODELS[model].placement in ("plain", "diffusion")
+    )
     spread = positive.max() / positive.min() if len(positive) else 1.0
     if not (no_layernorm or spread > 10.0):
         return False
@@ -320,7 +366,9 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         config["dataset"],
     )
     trained = bool(config.get("checkpoint"))
-    doc = Document(f"oversmooth analyze: {model} {conv.upper()}, depth {depth}, {dataset}")
+    doc = Document(
+        f"oversmooth analyze: {model} {conv_label(model, conv)}, depth {depth}, {dataset}"
+    )
     mean_fit = fits.get("mean_over_seeds", {})
     if "verdict" in fits and not verdict_record(mean_fit):
         mean_fit = {**mean_fit, "verdict": fits["verdict"]}  # an old folder: the frozen text
@@ -358,13 +406,21 @@ def _render_analysis(folder: Path, config: dict) -> Document:
                 "floor": part["float_floor"] if "float_floor" in part else None,
             }
         )
+    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
+    references = reference_lines(mean_fit, mean.index.to_numpy(), mean.to_numpy())
     fig = plots.figure()
-    plots.energy_curves(fig.add_subplot(), curves)
+    plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
     doc.figure(
         fig,
         "Laplacian energy against layer, log-log, with the tail-window fits of the first seed "
-        "(the float floor is drawn where it falls inside the range of the data)",
+        "(the float floor is drawn where it falls inside the range of the data)"
+        + (
+            "; dashed grey: theory references through the seed-mean curve at the start of the "
+            "tail window"
+            if references
+            else ""
+        ),
         "energy.png",
     )
     fit_rows = fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
@@ -373,6 +429,8 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         doc.text(DELTA_BIC_NOTE)
     else:
         doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
+    for sentence in reference_prose(mean_fit, model):
+        doc.text(sentence)
 
     rayleigh_section(doc, metrics, config.get("model"))
     if "relative_energy" in metrics:
@@ -450,6 +508,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     mode = config.get("sweep_mode")
     what = f"{', '.join(config['models'])} ({config['conv'].upper()}"
     doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
+    names = config["models"]
     seeds = config["seeds"]
     doc.heading(
         "Final-layer Laplacian energy after training"
@@ -488,13 +547,20 @@ def _render_comparison(folder: Path, config: dict) -> Document:
             f"final_energy_{dataset}.png",
         )
         part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
-        curves = []
+        curves, references = [], []
+        anchor = _diffusion_anchor(names, fits, dataset)
         for model in config["models"]:
             rows = part[part["model"] == model]
             if rows.empty:
                 continue
             mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
             floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
+            references += reference_lines(
+                fits.get(f"{dataset}/{model}"),
+                mean.index.to_numpy(),
+                mean.to_numpy(),
+                diffusion=model == anchor,
+            )
             curves.append(
                 {
                     "label": model,
@@ -505,11 +571,17 @@ def _render_comparison(folder: Path, config: dict) -> Document:
                 }
             )
         fig = plots.figure()
-        plots.energy_curves(fig.add_subplot(), curves)
+        plots.energy_curves(fig.add_subplot(), curves, references=references)
         doc.figure(
             fig,
             f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
-            "(geometric mean over seeds), log-log, with tail fits",
+            "(geometric mean over seeds), log-log, with tail fits"
+            + (
+                f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
+                "bound through each nonlocal curve, at the start of the tail window"
+                if references
+                else ""
+            ),
             f"energy_{dataset}.png",
         )
         rows = []
@@ -522,4 +594,25 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         if rows:
             table = pd.concat(rows, ignore_index=True)
             doc.table(table[["model"] + [c for c in table.columns if c != "model"]])
+        said = False  # the graph's prediction once, then each model's measured rate
+        for model in config["models"]:
+            record = fits.get(f"{dataset}/{model}")
+            for sentence in reference_prose(record, model, graph=not said):
+                doc.text(sentence)
+            said = said or bool(record and record.get("reference"))
     return doc
+
+
+def _diffusion_anchor(models: list[str], fits: dict, dataset: str) -> str | None:
+    """The compare curve the diffusion reference line goes through: the ``diffusion`` model's
+    own when it ran, else the first model whose measured energy decays."""
+    from oversmooth.registry import MODELS
+
+    for model in models:
+        if model in MODELS and MODELS[model].placement == "diffusion":
+            return model
+    for model in models:
+        ref = (fits.get(f"{dataset}/{model}") or {}).get("reference") or {}
+        if ((ref.get("diffusion") or {}).get("measured") or {}).get("decays"):
+            return model
+    return None

@@ -288,7 +288,8 @@ def test_bad_configs_list_choices():
     with pytest.raises(
         ValueError,
         match=(
-            "model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, received 'pre'"
+            "model: expected one of preln, postln, nonlocal, nonlocal-preln, plain, diffusion, "
+            "received 'pre'"
         ),
     ):
         build_model("pre", **base)
