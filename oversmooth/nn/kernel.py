@@ -32,9 +32,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-# torch warns once that sparse CSR support is "in beta"; the operations used here (CSR spmm,
-# sampled_addmm) are the stable core of it
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+# torch warns once per process that sparse CSR support is "in beta"; the operations used
+# here (CSR spmm, sampled_addmm) are the stable core of it, so the one warning is spent here
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.sparse_csr_tensor(
+        torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (0, 0)
+    )
 
 
 class SparseLayout:
