@@ -94,10 +94,10 @@ class GraphContext:
         by the first block that asks, then shared by every block of this forward."""
         if heads not in self._plans:
             plan = CsrPlan(self.src, self.dst, self.num_nodes, heads)
-            edge = plan.order[plan.edge]  # every value's position in src/dst
+            edge = plan.order.index_select(0, plan.edge)  # every value's position in src/dst
             mean = self.inv_count[self.dst] if self.gcn_weight is None else self.gcn_weight
-            log_weight = None if self.log_weight is None else self.log_weight[edge]
-            self._plans[heads] = (plan, mean[edge], log_weight)
+            log_weight = None if self.log_weight is None else self.log_weight.index_select(0, edge)
+            self._plans[heads] = (plan, mean.index_select(0, edge), log_weight)
         return self._plans[heads]
 
     @classmethod
@@ -313,7 +313,8 @@ class MultiHeadMessagePassing(nn.Module):
                 assert xv is not None
                 a_dst = (xv * self.att_dst).sum(-1).view(n * h)
                 a_src = (xv * self.att_src).sum(-1).view(n * h)
-                scores = F.leaky_relu(a_dst[plan.row] + a_src[plan.src_heads], 0.2)
+                scores = a_dst.index_select(0, plan.row) + a_src.index_select(0, plan.src_heads)
+                scores = F.leaky_relu(scores, 0.2)
             if log_weight is not None:
                 scores = scores + log_weight.to(scores.dtype)  # alpha ~ w exp(e)
             alpha = segment_softmax(scores, plan.row, plan.offsets)

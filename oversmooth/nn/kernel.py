@@ -72,7 +72,11 @@ class SparseLayout:
             self._t = self._transpose()
         crow_t, col_t, perm_t = self._t
         return torch.sparse_csr_tensor(
-            crow_t, col_t, values[perm_t], (self.shape[1], self.shape[0]), check_invariants=False
+            crow_t,
+            col_t,
+            values.index_select(0, perm_t),
+            (self.shape[1], self.shape[0]),
+            check_invariants=False,
         )
 
 
@@ -228,9 +232,9 @@ class _SegmentSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
         top = torch.segment_reduce(scores, "max", offsets=offsets)
-        out = (scores - top[row]).exp_()
+        out = (scores - top.index_select(0, row)).exp_()
         total = out.new_zeros(offsets.numel() - 1).index_add_(0, row, out)
-        out = out.div_(total[row])
+        out = out.div_(total.index_select(0, row))
         ctx.save_for_backward(out, row)
         ctx.rows = offsets.numel() - 1
         return out
@@ -240,7 +244,7 @@ class _SegmentSoftmax(torch.autograd.Function):
         alpha, row = ctx.saved_tensors
         weighted = alpha * grad
         inner = weighted.new_zeros(ctx.rows).index_add_(0, row, weighted)  # per-row sums
-        return weighted - alpha * inner[row], None, None
+        return weighted - alpha * inner.index_select(0, row), None, None
 
 
 def sparse_matmul(values: Tensor, dense: Tensor, layout: SparseLayout) -> Tensor:
