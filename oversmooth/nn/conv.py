@@ -24,12 +24,13 @@ attention matrix for neighbourhood attention.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from oversmooth.nn.kernel import CsrPlan, sampled_dot, segment_softmax, sparse_matmul
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
 
@@ -39,9 +40,12 @@ def resolve_conv(conv: str) -> str:
 
 #: Message-passing kernels. ``"edge"`` is the edge-list implementation (gathers into
 #: ``[E, h, d]`` tensors and ``index_add_``); it is the reference every other kernel is
-#: tested against and the one benchmarks compare with (the implementation of commit 340f7a9).
-KERNELS = ("edge",)
-DEFAULT_KERNEL = "edge"
+#: tested against and the one benchmarks compare with (the implementation of commit 340f7a9,
+#: its PyG softmax replaced by the same max-subtracted formula in torch, :func:`edge_softmax`).
+#: ``"csr"`` sorts the edges by target once per forward and runs sparse products with a
+#: sparse backward (:mod:`oversmooth.nn.kernel`).
+KERNELS = ("edge", "csr")
+DEFAULT_KERNEL = "csr"
 
 
 def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
@@ -78,6 +82,23 @@ class GraphContext:
     num_graphs: int | None = None
     log_weight: Tensor | None = None  # [num_edges + num_nodes] log w (weighted graphs only)
     gcn_weight: Tensor | None = None  # [num_edges + num_nodes] w_ij / sum_k w_ik
+    dense_index: Tensor | None = None  # [num_nodes] graph * max_nodes + position (batches)
+    max_nodes: int = 0  # the largest graph of the batch
+    _plans: dict[int, tuple[CsrPlan, Tensor, Tensor | None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def plan(self, heads: int) -> tuple[CsrPlan, Tensor, Tensor | None]:
+        """The ``"csr"`` kernel's sparse structures for ``heads`` heads, with GCN's constant
+        attention and the log edge weights laid out as their values (``[h E]`` each); built
+        by the first block that asks, then shared by every block of this forward."""
+        if heads not in self._plans:
+            plan = CsrPlan(self.src, self.dst, self.num_nodes, heads)
+            edge = plan.order.index_select(0, plan.edge)  # every value's position in src/dst
+            mean = self.inv_count[self.dst] if self.gcn_weight is None else self.gcn_weight
+            log_weight = None if self.log_weight is None else self.log_weight.index_select(0, edge)
+            self._plans[heads] = (plan, mean.index_select(0, edge), log_weight)
+        return self._plans[heads]
 
     @classmethod
     def build(
@@ -96,22 +117,62 @@ class GraphContext:
             0, dst, torch.ones_like(dst, dtype=dtype)
         )
         num_graphs = None
+        dense_index, max_nodes = None, 0
         if batch is not None:
             num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+            size = torch.zeros(num_graphs, dtype=torch.long, device=batch.device)
+            size.index_add_(0, batch, torch.ones_like(batch))
+            max_nodes = int(size.max()) if num_graphs else 0
+            start = torch.cumsum(size, 0) - size
+            position = torch.arange(num_nodes, device=batch.device) - start[batch]
+            dense_index = batch * max_nodes + position  # batch sorted, as PyG's loaders give
         log_weight = gcn_weight = None
         if edge_weight is not None:
             w = edge_weight.to(device=src.device, dtype=dtype)[keep]
             w = torch.cat([w, w.new_ones(num_nodes)])  # self loops: weight 1
             total = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, w)
             gcn_weight, log_weight = w / total[dst], w.log()  # total >= 1 (self loop)
-        return cls(src, dst, 1.0 / count, num_nodes, batch, num_graphs, log_weight, gcn_weight)
+        return cls(
+            src,
+            dst,
+            1.0 / count,
+            num_nodes,
+            batch,
+            num_graphs,
+            log_weight,
+            gcn_weight,
+            dense_index,
+            max_nodes,
+        )
 
 
 def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
-    """Softmax of ``scores`` ``[E, h]`` over the edges that share a target ``index``."""
-    from torch_geometric.utils import softmax
+    """Softmax of ``scores`` ``[E, h]`` over the edges that share a target ``index``.
 
-    return softmax(scores, index, num_nodes=num_nodes)
+    The operations of ``torch_geometric.utils.softmax`` on the CPU, in the same order (so the
+    same numbers, bit for bit): subtract each target's (detached) maximum, exponentiate,
+    divide by each target's sum plus ``1e-16``.
+    """
+    spread = index.view(-1, 1).expand_as(scores)
+    size = (num_nodes,) + scores.shape[1:]
+    top = scores.new_zeros(size).scatter_reduce_(
+        0, spread, scores.detach(), reduce="amax", include_self=False
+    )
+    out = (scores - top.index_select(0, index)).exp()
+    total = scores.new_zeros(size).scatter_add_(0, spread, out) + 1e-16
+    return out / total.index_select(0, index)
+
+
+def to_dense_batch(values: Tensor, ctx: GraphContext) -> tuple[Tensor, Tensor]:
+    """``values`` ``[n, c]`` of a batch of graphs as ``[B, m, c]`` (zero padded) and the mask
+    ``[B, m]`` of real nodes, ``m`` the largest graph (``torch_geometric.utils.to_dense_batch``
+    in torch)."""
+    assert ctx.dense_index is not None and ctx.num_graphs is not None
+    b, m = ctx.num_graphs, ctx.max_nodes
+    out = values.new_zeros(b * m, values.size(1)).index_copy_(0, ctx.dense_index, values)
+    mask = torch.zeros(b * m, dtype=torch.bool, device=values.device)
+    mask[ctx.dense_index] = True
+    return out.view(b, m, -1), mask.view(b, m)
 
 
 def aggregate(messages: Tensor, index: Tensor, num_nodes: int) -> Tensor:
@@ -215,6 +276,8 @@ class MultiHeadMessagePassing(nn.Module):
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.global_attention:
             heads_out = self._global(x, ctx)  # [n, h, hd]
+        elif self.kernel == "csr":
+            heads_out = self._csr(x, ctx)
         else:
             # V X is needed by the plain path and by GAT's scores: computed once
             xv = (
@@ -233,6 +296,36 @@ class MultiHeadMessagePassing(nn.Module):
                     xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
                 )  # [n, h, hd] = P_h X V_h
         return self.out(heads_out.reshape(n, h * hd))
+
+    def _csr(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        """``P_h X V_h`` (or the nonlocal values) by the ``"csr"`` kernel: ``[n, h, hd]``."""
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        plan, mean, log_weight = ctx.plan(h)
+        xv = self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+        if self.conv == "gcn":
+            alpha = mean.to(x.dtype)  # [h E], no parameter behind it
+        else:
+            if self.conv == "san":
+                q = self.query(x).view(n * h, hd)
+                k = self.key(x).view(n * h, hd)
+                scores = sampled_dot(q, k, plan.blocks, 1.0 / math.sqrt(hd))  # [h E]
+            else:  # gat
+                assert xv is not None
+                a_dst = (xv * self.att_dst).sum(-1).view(n * h)
+                a_src = (xv * self.att_src).sum(-1).view(n * h)
+                scores = a_dst.index_select(0, plan.row) + a_src.index_select(0, plan.src_heads)
+                scores = F.leaky_relu(scores, 0.2)
+            if log_weight is not None:
+                scores = scores + log_weight.to(scores.dtype)  # alpha ~ w exp(e)
+            alpha = segment_softmax(scores, plan.row, plan.offsets)
+        if self.keep_attention:
+            self.last_attention = alpha.detach()[plan.position].t()  # [E, h], sorted edges
+            self.last_edges = (plan.src, plan.dst)
+        if self.nonlocal_:
+            px = sparse_matmul(alpha, x.contiguous(), plan.rect).view(n, h, -1)  # P_h X
+            return self._nonlocal_values(px, x)
+        assert xv is not None
+        return sparse_matmul(alpha, xv.reshape(n * h, hd), plan.blocks).view(n, h, hd)
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
         """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
@@ -257,11 +350,9 @@ class MultiHeadMessagePassing(nn.Module):
             )
             out = out[0].transpose(0, 1)  # [n, h, c]
         else:
-            from torch_geometric.utils import to_dense_batch
-
-            qd, mask = to_dense_batch(q.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
-            kd, _ = to_dense_batch(k.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
-            vd, _ = to_dense_batch(vals.reshape(n, -1), ctx.batch, batch_size=ctx.num_graphs)
+            qd, mask = to_dense_batch(q.reshape(n, -1), ctx)
+            kd, _ = to_dense_batch(k.reshape(n, -1), ctx)
+            vd, _ = to_dense_batch(vals.reshape(n, -1), ctx)
             b, m = mask.shape
             split = lambda t: t.view(b, m, h, -1).transpose(1, 2)  # noqa: E731  [B, h, m, c]
             out = F.scaled_dot_product_attention(

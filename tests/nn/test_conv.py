@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import Tensor
 
+from oversmooth.nn.conv import KERNELS, set_kernel
 from oversmooth.nn.model import build_model
 
 
@@ -23,14 +24,16 @@ def random_graph(n: int, m: int, seed: int) -> tuple[Tensor, Tensor]:
     return ei, weight
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
 @pytest.mark.parametrize("name", ["postln", "nonlocal"])
-def test_no_host_sync_in_the_block_forward(monkeypatch, name, conv):
+def test_no_host_sync_in_the_block_forward(monkeypatch, name, conv, kernel):
     """No .item()/.tolist()/.cpu()/bool() of a tensor once the graph context exists: on a GPU
     each would stall the pipeline once per block."""
     n = 50
     ei, w = random_graph(n, 200, seed=6)
     model = build_model(name, conv=conv, depth=4, in_channels=6, out_channels=2, pattern="MMMS")
+    set_kernel(model, kernel)
     x = torch.randn(n, 6)
     ctx = model.context(ei, n, edge_weight=w.float())
     h = model.encoder(x)

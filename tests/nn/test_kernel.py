@@ -1,0 +1,204 @@
+"""The "csr" message-passing kernel against the "edge" reference (issue 16): same outputs and
+gradients for every convolution, plain and nonlocal, weighted or not, one graph or a batch;
+a backward pass that creates nothing n x n; the pure-torch replacements of PyG helpers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from oversmooth.nn.conv import (
+    GraphContext,
+    MultiHeadMessagePassing,
+    edge_softmax,
+    set_kernel,
+    to_dense_batch,
+)
+from oversmooth.nn.model import build_model
+
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+def random_graph(n: int, m: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Random directed edges among the first 4/5 of ``n`` nodes (the rest isolated), with a
+    user self loop, a repeated edge and an edge of weight 0."""
+    active = n - n // 5
+    ei = torch.randint(0, active, (2, m), generator=gen)
+    ei[:, 0] = 1  # a user self loop, replaced by ours
+    ei[:, 2] = ei[:, 3]  # a repeated edge
+    weight = torch.rand(m, generator=gen, dtype=torch.float64) * 3 + 0.05
+    weight[4] = 0.0
+    return ei, weight
+
+
+def graph_case(batched: bool, seed: int = 0) -> tuple[Tensor, Tensor, int, Tensor | None]:
+    """One graph on 30 nodes, or a batch of three graphs of 12, 7 and 15 nodes."""
+    gen = torch.Generator().manual_seed(seed)
+    if not batched:
+        ei, w = random_graph(30, 120, gen)
+        return ei, w, 30, None
+    parts, weights, batch, offset = [], [], [], 0
+    for g, size in enumerate((12, 7, 15)):
+        ei, w = random_graph(size, 4 * size, gen)
+        parts.append(ei + offset)
+        weights.append(w)
+        batch.append(torch.full((size,), g))
+        offset += size
+    return torch.cat(parts, 1), torch.cat(weights), offset, torch.cat(batch)
+
+
+def relative(a: Tensor, b: Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def run(mp: MultiHeadMessagePassing, kernel: str, x: Tensor, ctx: GraphContext) -> list[Tensor]:
+    """Output, then the gradients w.r.t. ``x`` and every parameter of a fixed loss."""
+    mp.kernel = kernel
+    mp.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_(True)
+    out = mp(x, ctx)
+    weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    (out * weight).sum().backward()
+    grads = [x.grad] + [p.grad for p in mp.parameters()]
+    assert all(g is not None for g in grads)
+    return [out.detach()] + [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batched", [False, True], ids=["graph", "batch"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_csr_equals_the_edge_kernel(conv, nonlocal_, weighted, batched, dtype):
+    ei, w, n, batch = graph_case(batched)
+    ctx = GraphContext.build(ei, n, batch, dtype=dtype, edge_weight=w if weighted else None)
+    torch.manual_seed(1)
+    mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_).to(dtype)
+    x = torch.randn(n, 16, dtype=dtype)
+    reference = run(mp, "edge", x, ctx)
+    fast = run(mp, "csr", x, ctx)
+    for name, a, b in zip(["out", "x", *dict(mp.named_parameters())], fast, reference, strict=True):
+        assert relative(a, b) <= TOLERANCE[dtype], name
+
+
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_csr_gradcheck(conv, nonlocal_):
+    """The hand-written backward against finite differences (float64, a tiny weighted graph)."""
+    gen = torch.Generator().manual_seed(3)
+    ei, w = random_graph(8, 20, gen)
+    ctx = GraphContext.build(ei, 8, dtype=torch.float64, edge_weight=w)
+    torch.manual_seed(4)
+    mp = MultiHeadMessagePassing(4, 2, conv, nonlocal_=nonlocal_).to(torch.float64)
+    mp.kernel = "csr"
+    names = [name for name, _ in mp.named_parameters()]
+
+    def f(x: Tensor, *params: Tensor) -> Tensor:
+        return torch.func.functional_call(mp, dict(zip(names, params, strict=True)), (x, ctx))
+
+    x = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+    params = [p.detach().clone().requires_grad_(True) for p in mp.parameters()]
+    assert torch.autograd.gradcheck(f, (x, *params))
+
+
+class LargestTensor(TorchDispatchMode):
+    """Records the largest dense tensor any aten op returns, and the ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.ops.add(str(func))
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, Tensor) and t.layout == torch.strided:
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+def test_csr_backward_creates_nothing_n_by_n(nonlocal_):
+    n = 3000
+    gen = torch.Generator().manual_seed(5)
+    ei, w = random_graph(n, 4 * n, gen)
+    ctx = GraphContext.build(ei, n, edge_weight=w.float())
+    torch.manual_seed(6)
+    mp = MultiHeadMessagePassing(16, 4, "san", nonlocal_=nonlocal_)
+    mp.kernel = "csr"
+    x = torch.randn(n, 16, requires_grad=True)
+    with LargestTensor() as forward:
+        loss = mp(x, ctx).square().sum()
+    with LargestTensor() as backward:
+        loss.backward()
+    assert x.grad is not None and mp.query.weight.grad is not None
+    assert forward.largest < n * n and backward.largest < n * n
+    assert "aten.sparse_sampled_addmm.default" in backward.ops  # the mode saw the backward
+    with LargestTensor() as dense:  # the check itself sees an n x n tensor
+        torch.ones(n, n).sum()
+    assert dense.largest >= n * n
+
+
+def test_keep_attention_holds_the_same_attention_over_its_edges():
+    """``last_attention`` is over ``last_edges`` in both kernels (the csr kernel's edges are
+    sorted by target): the same attention matrices, repeated edges summed."""
+    ei, w, n, _ = graph_case(False, seed=2)
+    ctx = GraphContext.build(ei, n, edge_weight=w.float())
+    mp = MultiHeadMessagePassing(16, 4, "gat")
+    mp.keep_attention = True
+    x = torch.randn(n, 16)
+    matrices = []
+    for kernel in ("edge", "csr"):
+        mp.kernel = kernel
+        mp(x, ctx)
+        assert mp.last_attention is not None and mp.last_edges is not None
+        src, dst = mp.last_edges
+        dense = torch.zeros(4, n, n).index_put_(
+            (torch.arange(4)[:, None], dst[None], src[None]),
+            mp.last_attention.t(),
+            accumulate=True,
+        )
+        matrices.append(dense)
+    torch.testing.assert_close(matrices[1], matrices[0])
+    torch.testing.assert_close(matrices[1].sum(-1), torch.ones(4, n))  # rows are softmaxes
+
+
+def test_model_outputs_agree_across_kernels_with_global_blocks_on_a_batch():
+    ei, w, n, batch = graph_case(True, seed=7)
+    model = build_model(
+        "nonlocal", conv="san", depth=4, in_channels=5, out_channels=3, pattern="MMMS"
+    ).double()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    out = {k: set_kernel(model, k)(x, ei, batch, edge_weight=w) for k in ("edge", "csr")}
+    assert relative(out["csr"], out["edge"]) <= 1e-12
+
+
+def test_set_kernel_refuses_an_unknown_name():
+    model = build_model("postln", depth=1, in_channels=3, out_channels=2)
+    with pytest.raises(ValueError, match="kernel: expected one of edge, csr"):
+        set_kernel(model, "dense")
+
+
+def test_edge_softmax_matches_pyg_bit_for_bit():
+    from torch_geometric.utils import softmax
+
+    gen = torch.Generator().manual_seed(8)
+    index = torch.randint(0, 20, (300,), generator=gen)
+    scores = torch.randn(300, 4, generator=gen) * 30
+    assert torch.equal(edge_softmax(scores, index, 25), softmax(scores, index, num_nodes=25))
+
+
+def test_to_dense_batch_matches_pyg():
+    from torch_geometric.utils import to_dense_batch as pyg_to_dense_batch
+
+    ei, _, n, batch = graph_case(True)
+    assert batch is not None
+    ctx = GraphContext.build(ei, n, batch)
+    values = torch.randn(n, 6)
+    dense, mask = to_dense_batch(values, ctx)
+    expected, expected_mask = pyg_to_dense_batch(values, batch, batch_size=3)
+    assert torch.equal(dense, expected) and torch.equal(mask, expected_mask)
