@@ -70,3 +70,31 @@ def test_combining_variants_merges_their_choices():
     combo = Ablation("a", "A", {"ffn": 0}) + Ablation("b", "B", measure={"measure": "degree"})
     assert combo.model == {"ffn": 0} and combo.measure == {"measure": "degree"}
     assert combo.keys() == {"model.ffn", "measure.measure"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"self_loops": False}, {"score_scale": False}, {"nonlocal_norm": "sum"}],
+    ids=lambda o: next(iter(o)),
+)
+def test_ablated_choices_agree_between_kernels(options):
+    from oversmooth.nn import set_kernel
+
+    torch.manual_seed(0)
+    # node 5 has no in-neighbour: without self loops it keeps itself
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 0, 0, 3]])
+    x = torch.randn(6, 5, dtype=torch.float64)
+    outs = []
+    for kernel in ("edge", "csr"):
+        model = build_model(
+            "nonlocal", depth=3, in_channels=5, out_channels=2, dtype="float64", **options
+        )
+        with torch.no_grad():
+            outs.append(set_kernel(model, kernel)(x, edge_index))
+    assert torch.allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
+    assert torch.isfinite(outs[0]).all()
+
+
+def test_diffusion_refuses_to_drop_its_self_loops():
+    with pytest.raises(ValueError, match="self_loops: the diffusion model"):
+        build_model("diffusion", depth=2, in_channels=3, out_channels=2, self_loops=False)

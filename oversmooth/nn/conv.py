@@ -108,9 +108,16 @@ class GraphContext:
         batch: Tensor | None = None,
         dtype: torch.dtype = torch.float32,
         edge_weight: Tensor | None = None,
+        self_loops: bool = True,
     ) -> GraphContext:
+        """``self_loops=False`` (an ablation) attends over ``N(i)`` only; a node without
+        in-neighbours then keeps its self loop, so that no row of ``P`` is empty."""
         keep = edge_index[0] != edge_index[1]
         loop = torch.arange(num_nodes, device=edge_index.device)
+        if not self_loops:
+            indegree = torch.zeros(num_nodes, dtype=torch.long, device=edge_index.device)
+            indegree.index_add_(0, edge_index[1][keep], torch.ones_like(edge_index[1][keep]))
+            loop = loop[indegree == 0]  # one host sync per forward, none per layer
         src = torch.cat([edge_index[0][keep], loop])
         dst = torch.cat([edge_index[1][keep], loop])
         count = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add_(
@@ -129,7 +136,7 @@ class GraphContext:
         log_weight = gcn_weight = None
         if edge_weight is not None:
             w = edge_weight.to(device=src.device, dtype=dtype)[keep]
-            w = torch.cat([w, w.new_ones(num_nodes)])  # self loops: weight 1
+            w = torch.cat([w, w.new_ones(loop.numel())])  # self loops: weight 1
             total = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, w)
             gcn_weight, log_weight = w / total[dst], w.log()  # total >= 1 (self loop)
         return cls(
@@ -201,6 +208,10 @@ class MultiHeadMessagePassing(nn.Module):
         conv: ``"san"``, ``"gcn"`` or ``"gat"``.
         nonlocal_: scale each head by :math:`\\frac1n\\|P_h X - X\\|^2`.
         global_attention: attend over all nodes of the graph (an ``S`` block).
+        score_scale: divide dot-product scores by :math:`\\sqrt{d_k}` (default ``True``;
+            ``False`` is an ablation of this unstated choice).
+        nonlocal_norm: ``"mean"`` (default, the paper's :math:`\\frac1n`) or ``"sum"``
+            (the nonlocal factor without the :math:`\\frac1n`, an ablation).
 
     Set ``keep_attention = True`` to keep the last attention weights
     (``last_attention``, ``[E, h]`` over ``last_edges``) for probes; neighbourhood
@@ -215,14 +226,21 @@ class MultiHeadMessagePassing(nn.Module):
         *,
         nonlocal_: bool = False,
         global_attention: bool = False,
+        score_scale: bool = True,
+        nonlocal_norm: str = "mean",
     ) -> None:
         super().__init__()
+        if nonlocal_norm not in ("mean", "sum"):
+            raise ValueError(
+                f"nonlocal_norm: expected one of mean, sum, received {nonlocal_norm!r}"
+            )
         if channels % heads:
             raise ValueError(f"hidden: expected a multiple of heads={heads}, received {channels}")
         self.channels, self.heads, self.head_dim = channels, heads, channels // heads
         self.conv = resolve_conv(conv)
         self.nonlocal_ = nonlocal_
         self.global_attention = global_attention
+        self.score_scale, self.nonlocal_norm = score_scale, nonlocal_norm
         self.value = nn.Linear(channels, channels, bias=False)  # V_1 .. V_h stacked
         self.out = nn.Linear(channels, channels, bias=False)  # W
         if global_attention or conv == "san":
@@ -259,7 +277,7 @@ class MultiHeadMessagePassing(nn.Module):
         if self.conv == "san":
             q = self.query(x).view(n, h, hd)
             k = self.key(x).view(n, h, hd)
-            scores = (q[ctx.dst] * k[ctx.src]).sum(-1) / math.sqrt(hd)  # [E, h]
+            scores = (q[ctx.dst] * k[ctx.src]).sum(-1) * self._scale()  # [E, h]
         else:  # gat
             v = self.value(x).view(n, h, hd) if values is None else values
             scores = F.leaky_relu(
@@ -268,6 +286,10 @@ class MultiHeadMessagePassing(nn.Module):
         if ctx.log_weight is not None:
             scores = scores + ctx.log_weight.to(scores.dtype).unsqueeze(1)  # alpha ~ w exp(e)
         return edge_softmax(scores, ctx.dst, n)
+
+    def _scale(self) -> float:
+        """The factor on dot-product scores: ``1 / sqrt(d_k)``, or 1 without score scaling."""
+        return 1.0 / math.sqrt(self.head_dim) if self.score_scale else 1.0
 
     def _value_weight(self) -> Tensor:
         return self.value.weight.view(self.heads, self.head_dim, self.channels)  # [h, hd, d]
@@ -308,7 +330,7 @@ class MultiHeadMessagePassing(nn.Module):
             if self.conv == "san":
                 q = self.query(x).view(n * h, hd)
                 k = self.key(x).view(n * h, hd)
-                scores = sampled_dot(q, k, plan.blocks, 1.0 / math.sqrt(hd))  # [h E]
+                scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
             else:  # gat
                 assert xv is not None
                 a_dst = (xv * self.att_dst).sum(-1).view(n * h)
@@ -330,6 +352,8 @@ class MultiHeadMessagePassing(nn.Module):
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
         """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
         factor = head_energy(px, x)  # [h]
+        if self.nonlocal_norm == "sum":  # ||P_h X - X||^2 without the 1/n
+            factor = factor * x.size(0)
         if self.keep_attention:
             self.last_energy = factor.detach()
         values = torch.einsum("nhd,hed->nhe", px, self._value_weight())  # [n, h, hd]
@@ -346,7 +370,10 @@ class MultiHeadMessagePassing(nn.Module):
             vals = self.value(x).view(n, h, hd)
         if ctx.batch is None:
             out = F.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], k.transpose(0, 1)[None], vals.transpose(0, 1)[None]
+                q.transpose(0, 1)[None],
+                k.transpose(0, 1)[None],
+                vals.transpose(0, 1)[None],
+                scale=self._scale(),
             )
             out = out[0].transpose(0, 1)  # [n, h, c]
         else:
@@ -356,7 +383,11 @@ class MultiHeadMessagePassing(nn.Module):
             b, m = mask.shape
             split = lambda t: t.view(b, m, h, -1).transpose(1, 2)  # noqa: E731  [B, h, m, c]
             out = F.scaled_dot_product_attention(
-                split(qd), split(kd), split(vd), attn_mask=mask[:, None, None, :]
+                split(qd),
+                split(kd),
+                split(vd),
+                attn_mask=mask[:, None, None, :],
+                scale=self._scale(),
             )
             out = out.transpose(1, 2)[mask]  # [n, h, c]
         if self.nonlocal_:

@@ -138,6 +138,11 @@ class ModelConfig:
                 raise ValueError(
                     f"{field}: expected True or False, received {getattr(self, field)!r}"
                 )
+        if not self.self_loops and MODELS[self.name].placement == "diffusion":
+            raise ValueError(
+                "self_loops: the diffusion model's P is the GCN mean with self loops (the one "
+                "its spectral reference is computed for); expected True"
+            )
         for field in ("dropout", "block_dropout"):
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -279,6 +284,8 @@ class DepthModel(nn.Module):
                         config.conv,
                         nonlocal_=nonlocal_,
                         global_attention=(kind == "S"),
+                        score_scale=config.score_scale,
+                        nonlocal_norm=config.nonlocal_norm,
                     ),
                     config.ffn_channels,
                     config.norm,
@@ -302,7 +309,12 @@ class DepthModel(nn.Module):
         check_edge_index(edge_index, num_nodes)
         check_edge_weight(edge_weight, edge_index.size(1))
         return GraphContext.build(
-            edge_index, num_nodes, batch, dtype=self.decoder.weight.dtype, edge_weight=edge_weight
+            edge_index,
+            num_nodes,
+            batch,
+            dtype=self.decoder.weight.dtype,
+            edge_weight=edge_weight,
+            self_loops=self.config.self_loops,
         )
 
     def forward(
