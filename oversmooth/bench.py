@@ -14,7 +14,8 @@ bound, met or missed, and for a missed one a reason built from the same run's
 numbers).  ``results.json`` records :data:`SCHEMA_VERSION`, the package version and
 the git commit, so a test can tell when the committed report is stale.
 
-Run ``oversmooth bench`` (full, about 7 minutes on 2 quiet cores) or
+Run ``oversmooth bench`` (full; sized for under 8 minutes on 2 quiet cores, and the
+report records the seconds of each section) or
 ``oversmooth bench --quick`` (tiny sizes: a smoke test of every measurement, whose
 numbers say nothing about speed); results go to ``reports/benchmarks/`` as
 ``report.md``, ``report.html``, ``results.json``, CSV files and plots.

@@ -139,17 +139,29 @@ def _bench_depth_table(rows: Sequence[Mapping]) -> Any:
     )
 
 
+def _num(value: Any, spec: str, unit: str = "") -> str:
+    """``value`` formatted with ``spec``; a dash for None (NaN read back from JSON) or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return f"{value:{spec}}{unit}"
+
+
+def _plain(text: str) -> str:
+    """A table cell: the HTML of a table shows text as is, so no Markdown code marks."""
+    return text.replace("`", "")
+
+
 def _bench_targets_table(rows: Sequence[Mapping]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(
         [
             {
-                "measure": t["measure"],
-                "measured": t["measured"],
+                "measure": _plain(t["measure"]),
+                "measured": _plain(t["measured"]),
                 "target": t["target"],
                 "status": t["status"],
-                "reason": t["reason"] or "",
+                "reason": _plain(t["reason"] or ""),
             }
             for t in rows
         ]
@@ -258,7 +270,7 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
                     {
                         "model": f"{k['model']} {k['conv'].upper()}, depth {k['depth']}",
                         "dtype": k["dtype"],
-                        f"default (`{k['default_kernel']}`)": f"{k['default_s']:.3f} s",
+                        f"default ({k['default_kernel']})": f"{k['default_s']:.3f} s",
                         "edge": f"{k['edge_s']:.3f} s",
                         "ratio": f"{k['ratio']:.2f}x",
                         "max rel. diff": f"{k['max_rel_diff']:.1e}",
@@ -283,7 +295,7 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
                     {
                         "graph": k["graph"],
                         "metric": k["metric"],
-                        "one-liner": f"`{k['one_liner']}`",
+                        "one-liner": k["one_liner"],
                         "oversmooth": f"{k['oversmooth_s'] * 1e3:.3f} ms",
                         "one-liner time": f"{k['one_liner_s'] * 1e3:.3f} ms",
                         "ratio": f"{k['ratio']:.2f}x",
@@ -297,9 +309,9 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
     doc.text(
         "Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of "
         "encoder and decoder no longer dominates): "
-        f"fitted exponent **{r['depth_exponent']:.2f}**. Extra peak memory of depths >= 32 "
-        "with the similarity matrix off "
-        f"varies by a factor {r['depth_memory_ratio']:.2f} between the smallest and the largest "
+        f"fitted exponent **{_num(r['depth_exponent'], '.2f')}**. Extra peak memory of depths "
+        ">= 32 with the similarity matrix off varies by a factor "
+        f"{_num(r['depth_memory_ratio'], '.2f')} between the smallest and the largest "
         "(1 means independent of depth)."
     )
     doc.table(_bench_depth_table(r["depth"]))
@@ -323,7 +335,7 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
     doc.text(
         "Time per probed forward (depth 4) against graph size "
         "(CSBM, average degree 10, every size measured): fitted exponent "
-        f"**{r['size_exponent']:.2f}**."
+        f"**{_num(r['size_exponent'], '.2f')}**."
     )
     doc.table(
         pd.DataFrame(
@@ -388,9 +400,9 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
                         "workers": w["workers"],
                         "cells": w["cells"],
                         "failed": w["failed"],
-                        "cell time": f"{w['cells_s']:.1f} s",
-                        "cells per second": f"{w['cells_per_s']:.2f}",
-                        "merge": f"{w['merge_s']:.1f} s",
+                        "cell time": _num(w["cells_s"], ".1f", " s"),
+                        "cells per second": _num(w["cells_per_s"], ".2f"),
+                        "merge": _num(w["merge_s"], ".1f", " s"),
                     }
                     for w in sw["runs"]
                 ]
