@@ -908,6 +908,9 @@ def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
         reason = f"float64 {p['float64_bare_s']:.3f} s against float32 {p['float32_bare_s']:.3f} s"
         return p["forward_ratio"], measured, reason, False
     size_rows = [s for s in r["size"] if "error" not in s]
+    failed = [s for s in r["size"] if "error" in s]
+    if key.startswith("size_") and failed:  # a fit or a peak without its sizes would mislead
+        return math.nan, MISSING_TEXT, f"{failed[0]['nodes']:,} nodes: {failed[0]['error']}", False
     if key == "size_exponent":
         first, last = size_rows[0], size_rows[-1]
         reason = (

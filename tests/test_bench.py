@@ -236,6 +236,11 @@ def test_an_absent_measurement_is_not_measured_and_the_report_shows_the_table(tm
     assert rows["sweep_workers"]["status"] == "not measured"
     assert rows["end_to_end"]["status"] == "not measured"
     assert "boom" in rows["end_to_end"]["reason"]
+    results["size"].append({"nodes": 2_000_000, "error": "MemoryError: out"})
+    rows = {t["key"]: t for t in bench.targets(results)}
+    for key in ("size_exponent", "size_memory"):  # never a fit or a peak without the big graph
+        assert rows[key]["status"] == "not measured" and "2,000,000 nodes" in rows[key]["reason"]
+    del results["size"][-1]
     from oversmooth.report.writers import write_bench_report
 
     write_bench_report(tmp_path, results)
