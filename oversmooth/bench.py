@@ -1066,7 +1066,7 @@ def run_bench(
         say,
         f"default kernel against the edge kernel (depth {8 if quick else 256}, 4 backbones)",
     )
-    results["kernel_ratios"] = kernel_ratios(dev, 8 if quick else 256, repeats=2 if quick else 5)
+    results["kernel_ratios"] = kernel_ratios(dev, 8 if quick else 256, repeats=2 if quick else 3)
     _lap(results, say, "metric kernels against loops, dense matrices and one-liners")
     graphs = [
         ("cora", load("cora")),
