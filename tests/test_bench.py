@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
+import pytest
 import torch
 
 from oversmooth import bench
 from oversmooth.data import karate
+from oversmooth.nn import conv as conv_module
 
 
 def test_timer_measures_positive_medians():
@@ -58,7 +63,7 @@ def _minimal_results() -> dict:
         "torch_geometric": "g",
         "oversmooth": "o",
     }
-    po = {"depth": 2, "repeats": 1, "bare_s": 1.0, "probed_s": 1.0, "ratio": 1.0, "met": True}
+    po = {"depth": 2, "repeats": 1, "bare_s": 1.0, "probed_s": 1.0, "ratio": 1.0}
     return {
         "quick": True,
         "seconds": 1.0,
@@ -71,3 +76,191 @@ def _minimal_results() -> dict:
         "depth_memory_ratio": 1.0,
         "size_exponent": 1.0,
     }
+
+
+def test_kernel_ratio_compares_the_default_with_the_edge_kernel():
+    (row,) = bench.kernel_ratios(
+        torch.device("cpu"), depth=2, repeats=1, backbones=(("postln", "gcn"),)
+    )
+    assert row["default_kernel"] == conv_module.DEFAULT_KERNEL
+    assert row["ratio"] == row["default_s"] / row["edge_s"] > 0
+    assert row["max_rel_diff"] <= row["tolerance"]
+
+
+def test_max_rel_diff_is_relative_to_the_reference():
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])
+    assert bench._max_rel_diff(a, b) == 0.5
+    assert bench._max_rel_diff(torch.zeros(2), torch.zeros(2)) == 0.0
+
+
+def test_one_liners_compute_the_same_metrics_as_oversmooth():
+    # a graph with an isolated node (5) and one-way edges: the Laplacian one-liner must skip
+    # isolated nodes as oversmooth does
+    ei = torch.tensor([[0, 1, 1, 2, 3, 4, 0], [1, 0, 2, 1, 4, 3, 4]])
+    from torch_geometric.data import Data
+
+    graphs = [("karate", karate()), ("odd", Data(edge_index=ei, num_nodes=6))]
+    rows = bench.metric_baselines(torch.device("cpu"), graphs, repeats=1, layers=8)
+    assert [r["metric"] for r in rows[:5]] == list(bench.ONE_LINERS)
+    for r in rows:
+        assert r["rel_diff"] < 1e-12, r
+        assert r["ratio"] == r["oversmooth_s"] / r["one_liner_s"] > 0
+
+
+def _fake_results(default_kernel: str = "fast", rel_diff: float = 0.0) -> dict:
+    """Hand-made measurements: every target's inputs, with known outcomes."""
+    kernel_rows = [
+        {
+            "model": model,
+            "conv": conv,
+            "depth": 256,
+            "dtype": "float64",
+            "default_kernel": default_kernel,
+            "default_s": 0.2,
+            "edge_s": 1.0,
+            "ratio": 0.2,
+            "max_rel_diff": rel_diff,
+            "tolerance": 1e-8,
+            "repeats": 1,
+        }
+        for model, conv in bench.BACKBONES
+    ]
+    metric_rows = [
+        {
+            "graph": graph,
+            "nodes": 10,
+            "edges": 20,
+            "metric": metric,
+            "one_liner": line,
+            "oversmooth_s": 2e-3 if metric == "feature_norm" else 1e-3,
+            "one_liner_s": 1e-3,
+            "ratio": 2.0 if metric == "feature_norm" else 1.0,
+            "rel_diff": 0.0,
+            "repeats": 1,
+        }
+        for graph in ("cora", "csbm-100k")
+        for metric, line in bench.ONE_LINERS.items()
+    ]
+    split = {"imports": 6.0, "forward + probe": 2.0, "figures and report": 1.0, "rest": 1.0}
+    return {
+        **_minimal_results(),
+        "quick": False,
+        "schema_version": bench.SCHEMA_VERSION,
+        "gpu": False,
+        "precision": {
+            "depth": 256,
+            "repeats": 1,
+            "float32_bare_s": 1.0,
+            "float64_bare_s": 3.0,
+            "float32_shadow_s": 1.0,
+            "float64_twin_s": 1.0,
+            "forward_ratio": 3.0,
+            "analysis_ratio": 1.0,
+        },
+        "kernel_ratios": kernel_rows,
+        "metric_baselines": metric_rows,
+        "size": [
+            {"nodes": 1000, "seconds": 0.01, "peak_mib": 10.0},
+            {"nodes": 1_000_000, "seconds": 10.0, "peak_mib": 1000.0},
+        ],
+        "sweep": {
+            "models": ["postln"],
+            "depths": [32],
+            "seeds": [0, 1],
+            "dataset": "cora",
+            "runs": [
+                {
+                    "workers": w,
+                    "cells": 8,
+                    "failed": 0,
+                    "cells_s": 8.0 / w,
+                    "merge_s": 1.0,
+                    "cells_per_s": float(w),
+                }
+                for w in (1, 2)
+            ],
+            "ratio": 2.0,
+        },
+        "end_to_end": {
+            "command": "oversmooth analyze --model postln --depth 256",
+            "depth": 256,
+            "seconds": 10.0,
+            "import_torch_s": 2.0,
+            "import_torch_all": [2.0],
+            "ratio": 5.0,
+            "split_s": split,
+            "verdict": "a verdict",
+        },
+    }
+
+
+def test_targets_mark_each_target_met_or_missed_with_a_reason():
+    rows = {t["key"]: t for t in bench.targets(_fake_results())}
+    assert list(rows) == [t.key for t in bench.TARGETS]
+    expected_missed = {
+        "end_to_end",
+        "precision",
+        "metric_feature_norm_cora",
+        "metric_feature_norm_csbm",
+    }
+    for key, row in rows.items():
+        assert row["status"] == ("missed" if key in expected_missed else "met"), row
+        assert bool(row["reason"]) == (row["status"] != "met")
+    # the end-to-end reason names where the time goes, largest part first
+    assert rows["end_to_end"]["reason"].startswith("imports 6.0 s (60%)")
+    assert rows["size_exponent"]["value"] == 1.0
+    assert rows["size_memory"]["value"] == pytest.approx(1000 * 2**20 / 1e9)
+    assert rows["sweep_workers"]["value"] == 2.0  # at least 1.7: met
+
+
+def test_a_default_kernel_that_is_the_reference_or_disagrees_is_missed():
+    rows = bench.targets(_fake_results(default_kernel="edge"))
+    kernels = [t for t in rows if t["key"].startswith("kernel_")]
+    assert len(kernels) == len(bench.BACKBONES)
+    for t in kernels:
+        assert t["status"] == "missed" and t["reason"] == "no faster kernel is the default"
+    rows = bench.targets(_fake_results(rel_diff=1e-3))
+    assert all(
+        t["status"] == "missed" and "outputs differ" in t["reason"]
+        for t in rows
+        if t["key"].startswith("kernel_")
+    )
+
+
+def test_an_absent_measurement_is_not_measured_and_the_report_shows_the_table(tmp_path):
+    results = _fake_results()
+    del results["sweep"]
+    results["end_to_end"] = {"command": "c", "error": "boom"}
+    results["targets"] = bench.targets(results)
+    rows = {t["key"]: t for t in results["targets"]}
+    assert rows["sweep_workers"]["status"] == "not measured"
+    assert rows["end_to_end"]["status"] == "not measured"
+    assert "boom" in rows["end_to_end"]["reason"]
+    results["size"].append({"nodes": 2_000_000, "error": "MemoryError: out"})
+    rows = {t["key"]: t for t in bench.targets(results)}
+    for key in ("size_exponent", "size_memory"):  # never a fit or a peak without the big graph
+        assert rows[key]["status"] == "not measured" and "2,000,000 nodes" in rows[key]["reason"]
+    del results["size"][-1]
+    from oversmooth.report.writers import write_bench_report
+
+    write_bench_report(tmp_path, results)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Targets" in text and "No GPU was lent to this run" in text
+    assert text.index("## Targets") < text.index("## 1. Probe overhead")
+    assert f"results schema {bench.SCHEMA_VERSION}" in text
+    assert "no faster kernel" not in text  # the fake default kernel is a fast one
+
+
+@pytest.mark.slow
+def test_quick_bench_runs_every_measurement(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "oversmooth.cli.main", "bench", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [t["key"] for t in results["targets"]] == [t.key for t in bench.TARGETS]
+    assert all(t["status"] in ("met", "missed") for t in results["targets"]), results["targets"]
+    assert "## Targets" in (out / "report.md").read_text()
