@@ -1,8 +1,12 @@
 """Datasets: embedded Cora/CiteSeer, PyG benchmarks, synthetic graphs, user files.
 
-One entry point, :func:`load`, returns a ``torch_geometric.data.Data`` with
-``x``, ``edge_index`` (both directions of every undirected edge, PyG style),
-``y`` where labels exist, and ``name``.
+One entry point, :func:`load`, returns a graph with ``x``, ``edge_index`` (both
+directions of every undirected edge, PyG style), ``y`` where labels exist, and
+``name``: a :class:`GraphData` (the PyG ``Data`` attributes and ``num_nodes`` /
+``num_edges`` / ``num_features`` / ``to`` / ``clone``, built without importing
+torch_geometric, whose import costs seconds; :meth:`GraphData.to_pyg` gives the
+``torch_geometric.data.Data``) for the shipped, synthetic and CSV graphs, and
+the ``torch_geometric.data.Data`` itself for PyG benchmarks and ``.pt`` files.
 
 - ``cora``, ``citeseer``: shipped inside the package (converted from the
   public Planetoid raw files by ``scripts/embed_planetoid.py``), so the default
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATASETS",
+    "GraphData",
     "DatasetUnavailableError",
     "load",
     "csbm",
@@ -128,14 +133,99 @@ def default_data_root() -> Path:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _data(x: Tensor, edge_index: Tensor, y: Tensor | None, name: str, **extra: Tensor) -> Data:
-    from torch_geometric.data import Data
+class GraphData:
+    """One homogeneous graph as attributes, shaped like a PyG ``Data`` but needing no
+    torch_geometric import (which takes seconds): ``x``, ``edge_index``, ``y`` and the split
+    masks where they exist, ``edge_weight`` for a weighted CSV, and ``name``.
 
-    data = Data(x=x, edge_index=edge_index, num_nodes=x.size(0), **extra)
+    An attribute that is absent raises ``AttributeError`` (``getattr(data, "y", None)`` is
+    ``None``), as on a ``Data``; every oversmooth function and a PyG model's
+    ``model(data.x, data.edge_index)`` take it as is.  :meth:`to_pyg` gives the
+    ``torch_geometric.data.Data`` with the same attributes, for PyG transforms, loaders or
+    ``torch.save``.
+
+    >>> data = load("cora")
+    >>> data.x.shape, data.num_edges, data.name
+    (torch.Size([2708, 1433]), 10556, 'cora')
+    >>> data.to_pyg().num_edges
+    10556
+    """
+
+    num_nodes: int
+    name: str
+    x: Tensor
+    edge_index: Tensor
+    # present only where the graph has them (annotated for the type checker, not defaulted)
+    y: Tensor
+    edge_weight: Tensor
+    train_mask: Tensor
+    val_mask: Tensor
+    test_mask: Tensor
+
+    def __init__(self, num_nodes: int, **attrs: object) -> None:
+        self.num_nodes = int(num_nodes)
+        for key, value in attrs.items():
+            setattr(self, key, value)
+
+    @property
+    def num_edges(self) -> int:
+        """Directed edges: columns of ``edge_index``."""
+        return int(self.edge_index.size(1))
+
+    @property
+    def num_features(self) -> int:
+        """Feature columns (0 without features)."""
+        x = getattr(self, "x", None)
+        return 0 if x is None else (1 if x.dim() == 1 else int(x.size(-1)))
+
+    num_node_features = num_features
+
+    def keys(self) -> list[str]:
+        """The attribute names, in the order they were set (``num_nodes`` left out)."""
+        return [k for k in vars(self) if k != "num_nodes"]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys() and getattr(self, key) is not None
+
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> GraphData:
+        attrs = {k: fn(v) if isinstance(v, Tensor) else v for k, v in vars(self).items()}
+        del attrs["num_nodes"]
+        return GraphData(self.num_nodes, **attrs)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> GraphData:
+        """A copy with every tensor on ``device`` (tensors already there are shared)."""
+        return self._apply(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def cpu(self) -> GraphData:
+        return self.to("cpu")
+
+    def clone(self) -> GraphData:
+        """A deep copy of the tensors."""
+        return self._apply(lambda t: t.clone())
+
+    def to_pyg(self) -> Data:
+        """The ``torch_geometric.data.Data`` with the same attributes (tensors shared)."""
+        from torch_geometric.data import Data
+
+        attrs = vars(self)
+        data = Data(**{k: v for k, v in attrs.items() if k != "name" and v is not None})
+        if "name" in attrs:
+            data.name = attrs["name"]
+        return data
+
+    def __repr__(self) -> str:
+        def shape(value: object) -> str:
+            return str(list(value.shape)) if isinstance(value, Tensor) else repr(value)
+
+        parts = [f"{k}={shape(v)}" for k, v in vars(self).items() if k != "num_nodes"]
+        return f"GraphData({', '.join(parts)}, num_nodes={self.num_nodes})"
+
+
+def _data(x: Tensor, edge_index: Tensor, y: Tensor | None, name: str, **extra: Tensor) -> GraphData:
+    attrs: dict[str, object] = {"x": x, "edge_index": edge_index, **extra}
     if y is not None:
-        data.y = y
-    data.name = name
-    return data
+        attrs["y"] = y
+    return GraphData(num_nodes=x.size(0), **attrs, name=name)
 
 
 def _symmetric(pairs: Tensor, num_nodes: int) -> Tensor:
@@ -146,6 +236,19 @@ def _symmetric(pairs: Tensor, num_nodes: int) -> Tensor:
     src, dst = src[keep], dst[keep]
     key = torch.unique(torch.cat([dst * num_nodes + src, src * num_nodes + dst]))  # sorted
     return torch.stack([key % num_nodes, key // num_nodes])
+
+
+def _undirected_max(pairs: Tensor, weight: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    """Both directions of each weighted pair, a pair given twice (either way) once with the
+    larger weight, self loops kept, sorted by source then target (what
+    ``torch_geometric.utils.to_undirected(..., reduce="max")`` returns)."""
+    src, dst = pairs
+    key = torch.cat([src * num_nodes + dst, dst * num_nodes + src])
+    unique, inverse = torch.unique(key, return_inverse=True)  # sorted
+    both = torch.cat([weight, weight])
+    out = torch.full((unique.numel(),), -math.inf, dtype=both.dtype)
+    out = out.scatter_reduce(0, inverse, both, reduce="amax", include_self=True)
+    return torch.stack([unique // num_nodes, unique % num_nodes]), out
 
 
 def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
@@ -181,7 +284,7 @@ def _check_float(name: str, value: object, low: float, high: float) -> float:
 # ----------------------------------------------------------------------------- embedded
 
 
-def _load_embedded(name: str) -> Data:
+def _load_embedded(name: str) -> GraphData:
     with resources.files("oversmooth._data").joinpath(f"{name}.npz").open("rb") as fh:
         arrays = dict(np.load(fh, allow_pickle=False))
     n = int(arrays["num_nodes"])
@@ -250,7 +353,7 @@ def csbm(
     signal: float = 1.0,
     features: int = 32,
     seed: int = 0,
-) -> Data:
+) -> GraphData:
     """Contextual stochastic block model, generated without any Python loop over nodes or edges.
 
     ``n`` nodes are split into ``classes`` balanced classes.  About
@@ -292,7 +395,7 @@ def csbm(
     return _data(x, edge_index, y, "csbm")
 
 
-def ring(n: int = 100, features: int = 16, seed: int = 0) -> Data:
+def ring(n: int = 100, features: int = 16, seed: int = 0) -> GraphData:
     """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
     n = _check_int("n", n, 3)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -302,7 +405,7 @@ def ring(n: int = 100, features: int = 16, seed: int = 0) -> Data:
     return _data(_features(n, _check_int("features", features, 1), gen), edge_index, None, "ring")
 
 
-def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> Data:
+def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> GraphData:
     """``rows x cols`` 4-neighbour lattice, node ``r * cols + c``."""
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -323,7 +426,7 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> D
     )
 
 
-def complete(n: int = 10, features: int = 16, seed: int = 0) -> Data:
+def complete(n: int = 10, features: int = 16, seed: int = 0) -> GraphData:
     """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
     n = _check_int("n", n, 2, 20000)
     gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
@@ -338,7 +441,7 @@ def complete(n: int = 10, features: int = 16, seed: int = 0) -> Data:
     )
 
 
-def karate() -> Data:
+def karate() -> GraphData:
     """Zachary's karate club (networkx): 34 nodes, 78 edges, label = club, one-hot features."""
     import networkx as nx
 
@@ -548,7 +651,7 @@ def _validate_user_graph(
         raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
 
 
-def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool) -> Data:
+def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool) -> GraphData:
     table = _read_numeric_csv(path, 2, "edges (source,target[,weight])")
     ids = table[:, :2]
     # inf == floor(inf), so finiteness is checked too (inf would become -2^63 as int64)
@@ -585,9 +688,7 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         edge_index, extra = pairs, ({"edge_weight": weight} if weight is not None else {})
     else:
         if weight is not None:
-            from torch_geometric.utils import to_undirected
-
-            edge_index, weight = to_undirected(pairs, weight, num_nodes=n, reduce="max")
+            edge_index, weight = _undirected_max(pairs, weight, n)
             extra = {"edge_weight": weight}
         else:
             edge_index, extra = _symmetric(pairs, n), {}
@@ -604,8 +705,10 @@ def load(
     features: str | os.PathLike | None = None,
     labels: str | os.PathLike | None = None,
     directed: bool = False,
-) -> Data:
-    """Load a dataset by name or path as a ``torch_geometric.data.Data``.
+) -> GraphData | Data:
+    """Load a dataset by name or path: a :class:`GraphData` for the shipped, synthetic and CSV
+    graphs (no torch_geometric import; ``.to_pyg()`` converts), the ``torch_geometric.data.Data``
+    for PyG benchmarks and ``.pt`` files.
 
     Args:
         name_or_path: a name from :data:`DATASETS` (synthetic ones take
@@ -712,7 +815,7 @@ def random_split(
     return masks
 
 
-def split_masks(data: Data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
+def split_masks(data: GraphData | Data, split: str = "random", seed: int = 0) -> dict[str, Tensor]:
     """``{"train_mask", "val_mask", "test_mask"}`` for ``split="random"`` (60/20/20, seeded)
     or ``"public"``."""
     if split == "random":
@@ -727,7 +830,7 @@ def split_masks(data: Data, split: str = "random", seed: int = 0) -> dict[str, T
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")
 
 
-def graph_stats(data: Data) -> dict[str, float | int]:
+def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
     """Nodes, undirected edges (unordered pairs, self loops excluded), features,
     classes, edge homophily (fraction of edges joining equal labels) and
     isolated nodes (no edge in either direction)."""

@@ -42,17 +42,23 @@ def _git_commit() -> str | None:
 
 def environment(device: torch.device) -> dict:
     """Versions, machine and device, for config.json."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import pandas
     import scipy
-    import torch_geometric
 
     from oversmooth import __version__
+
+    try:  # its version without importing it (seconds) when the run never needed it
+        pyg_version: str | None = version("torch_geometric")
+    except PackageNotFoundError:
+        pyg_version = None
 
     env = {
         "oversmooth": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torch_geometric": torch_geometric.__version__,
+        "torch_geometric": pyg_version,
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "pandas": pandas.__version__,

@@ -287,3 +287,42 @@ def test_check_spec_validates_without_loading(tmp_path):
         D.check_spec("csbm:n=10,n=3")
     with pytest.raises(FileNotFoundError):
         D.check_spec(tmp_path / "none.csv")
+
+
+def test_graph_data_behaves_like_pyg_data_and_converts_to_it():
+    from torch_geometric.data import Data
+
+    g = D.load("cora")
+    assert isinstance(g, D.GraphData)
+    assert (g.num_nodes, g.num_edges, g.num_features) == (2708, 10556, 1433)
+    assert getattr(g, "edge_weight", None) is None and "y" in g and "edge_weight" not in g
+    with pytest.raises(AttributeError):
+        g.edge_weight  # noqa: B018 - absent, as on a Data
+    pyg = g.to_pyg()
+    assert isinstance(pyg, Data) and pyg.name == "cora"
+    assert (pyg.num_nodes, pyg.num_edges, pyg.num_features) == (2708, 10556, 1433)
+    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(pyg, key), getattr(g, key)), key
+    assert set(pyg.keys()) - {"num_nodes"} == set(g.keys())
+    moved, copy = g.to("cpu"), g.clone()
+    assert moved.x is g.x  # already there: shared, like Tensor.to
+    assert torch.equal(copy.x, g.x) and copy.x.data_ptr() != g.x.data_ptr()
+    assert copy.name == "cora" and copy.num_nodes == 2708
+    assert "GraphData(x=[2708, 1433], edge_index=[2, 10556]" in repr(g)
+    ring = D.load("ring:n=4,features=2")
+    assert getattr(ring, "y", None) is None and ring.to_pyg().num_nodes == 4
+
+
+def test_weighted_csv_is_symmetrised_like_pyg_to_undirected(tmp_path):
+    from torch_geometric.utils import to_undirected
+
+    gen = torch.Generator().manual_seed(0)
+    pairs = torch.randint(0, 6, (2, 30), generator=gen)  # duplicates, both directions, loops
+    weight = torch.rand(30, generator=gen, dtype=torch.float64)
+    rows = [f"{s},{t},{w!r}" for (s, t), w in zip(pairs.t().tolist(), weight.tolist(), strict=True)]
+    (tmp_path / "w.csv").write_text("\n".join(rows) + "\n")
+    g = D.load(tmp_path / "w.csv")
+    n = int(pairs.max()) + 1
+    edge_index, edge_weight = to_undirected(pairs, weight, num_nodes=n, reduce="max")
+    assert torch.equal(g.edge_index, edge_index)
+    assert torch.equal(g.edge_weight, edge_weight) and g.edge_weight.dtype == torch.float64

@@ -8,7 +8,12 @@ import only postpones a cycle to run time, it does not remove it), except those 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import oversmooth
 
@@ -147,3 +152,96 @@ def test_moved_names_are_imported_from_their_new_modules():
                 used = {alias.name for alias in node.names} & MOVED[node.module]
                 stale += [f"{name}: from {node.module} import {n}" for n in sorted(used)]
     assert not stale
+
+
+# -- what a command imports ---------------------------------------------------------------------
+# Each probe runs in a fresh interpreter (this one has imported everything already) and prints
+# which of the heavy libraries are in sys.modules at each stage.
+
+HEAVY = ("torch_geometric", "matplotlib", "matplotlib.pyplot", "pandas", "scipy", "scipy.stats")
+
+_STAGES = r"""
+import json, sys
+HEAVY = %r
+stages = {}
+def mark(stage):
+    stages[stage] = sorted(m for m in HEAVY if m in sys.modules)
+"""
+
+
+def _probe(body: str, tmp_path: Path) -> dict[str, list[str]]:
+    code = _STAGES % (HEAVY,) + body + "\nprint(json.dumps(stages))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory) -> dict[str, list[str]]:
+    """``oversmooth --help``, then a tiny ``oversmooth analyze`` (load, forward passes, fits,
+    report with figures) in the same interpreter (one torch import for both)."""
+    tmp = tmp_path_factory.mktemp("analyze")
+    (tmp / "w.csv").write_text("0,1,2.5\n1,2,0.5\n2,0,1.0\n")
+    return _probe(
+        """
+import contextlib, io
+sys.argv = ["oversmooth", "--help"]
+from oversmooth.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    try:
+        main()
+    except SystemExit as exc:
+        assert exc.code in (0, None), exc.code
+assert "analyze" in text.getvalue()
+mark("help")
+from pathlib import Path
+from oversmooth.data import load
+for spec in ("cora", "ring:n=5", "w.csv"):
+    load(spec)
+mark("load")
+from oversmooth.analysis import AnalysisConfig, run_analysis
+result = run_analysis(AnalysisConfig(model="postln", depth=2, hidden=8, heads=1, seeds=(0,)))
+mark("analysis")
+from oversmooth.report.render import write_analysis
+write_analysis(result, Path("out"))
+assert Path("out/energy.png").stat().st_size > 0
+mark("report")
+""",
+        tmp,
+    )
+
+
+def test_help_imports_no_heavy_library(stages):
+    assert stages["help"] == []
+
+
+def test_loading_shipped_synthetic_and_csv_graphs_needs_no_pyg(stages):
+    assert "torch_geometric" not in stages["load"]
+
+
+def test_analysis_never_imports_pyplot_or_scipy_stats(stages):
+    for stage in ("load", "analysis", "report"):
+        assert "matplotlib.pyplot" not in stages[stage], stage
+        assert "scipy.stats" not in stages[stage], stage
+    assert "matplotlib" not in stages["analysis"]  # only once a figure is drawn
+    assert "matplotlib" in stages["report"]  # (the probe did draw them)
+
+
+def test_analysis_forward_path_needs_no_pyg(stages, request):
+    if "torch_geometric" in stages["analysis"]:
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="oversmooth/nn/conv.py still imports torch_geometric.utils (softmax) "
+                "inside edge_softmax at forward time; removed on the conv branch",
+                strict=False,
+            )
+        )
+    assert "torch_geometric" not in stages["analysis"]
+    assert "torch_geometric" not in stages["report"]

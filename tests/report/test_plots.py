@@ -124,3 +124,40 @@ def test_fit_table_names_the_delta_bic_sign():
     table = fit_table({"full": record, "tail": record})
     assert DELTA_BIC == "ΔBIC = BIC(pow) − BIC(exp)" and DELTA_BIC in table.columns
     assert (table[DELTA_BIC] > 0).all()  # an exponential: positive, as the label says
+
+
+def test_similarity_heatmap_draws_each_cell_in_its_own_colour():
+    """Every pair of layers is one flat cell, also at ~2.2 pixels a cell (a deep model's
+    report): the pixel at a cell's centre has the colormap's colour of an entry, not a blend
+    of neighbours (an antialiased resampling fails this)."""
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    rng = np.random.default_rng(0)
+    matrix = rng.uniform(-1, 1, (100, 100))
+    np.fill_diagonal(matrix, 1.0)
+    fig = Figure(figsize=(4, 4), dpi=100)
+    ax = fig.add_axes((0.1, 0.1, 0.6, 0.6))  # ~220 px for 100 cells (beside the colorbar)
+    plots.similarity_heatmap(ax, matrix, range(100))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+    norm = ax.images[0].norm
+    s, t = np.meshgrid(np.arange(100), np.arange(100), indexing="ij")
+    xy = ax.transData.transform(np.c_[t.ravel(), s.ravel()])  # cell centres, display pixels
+    rows = np.floor(pixels.shape[0] - xy[:, 1]).astype(int)
+    cols = np.floor(xy[:, 0]).astype(int)
+    got = pixels[rows, cols]
+    colours = np.round(colormaps["viridis"](norm(matrix))[..., :3] * 255)
+    # the image is placed on whole pixels, so a centre pixel may show the next cell: it must
+    # show the colour of its cell or of a neighbour, never a mix
+    padded = np.pad(colours, ((1, 1), (1, 1), (0, 0)), mode="edge")
+    best = np.full(len(got), np.inf)
+    for ds in (-1, 0, 1):
+        for dt in (-1, 0, 1):
+            near = padded[1 + ds : 101 + ds, 1 + dt : 101 + dt].reshape(-1, 3)
+            best = np.minimum(best, np.abs(got - near).max(axis=1))
+    inner = ((s > 0) & (s < 99) & (t > 0) & (t < 99)).ravel()  # the spines cover the edge cells
+    assert best[inner].max() <= 2
+    exact = np.abs(got - colours.reshape(-1, 3)).max(axis=1) <= 2
+    assert exact[inner].mean() > 0.9
