@@ -234,14 +234,6 @@ def test_analysis_never_imports_pyplot_or_scipy_stats(stages):
     assert "matplotlib" in stages["report"]  # (the probe did draw them)
 
 
-def test_analysis_forward_path_needs_no_pyg(stages, request):
-    if "torch_geometric" in stages["analysis"]:
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="oversmooth/nn/conv.py still imports torch_geometric.utils (softmax) "
-                "inside edge_softmax at forward time; removed on the conv branch",
-                strict=False,
-            )
-        )
+def test_analysis_forward_path_needs_no_pyg(stages):
     assert "torch_geometric" not in stages["analysis"]
     assert "torch_geometric" not in stages["report"]
