@@ -368,7 +368,8 @@ def probe_run(
     (``metrics``) and, unless ``floor`` is ``bound``, a :class:`FloorTracker` (``auto``:
     shadow for float32, twin for float64), then adds the float-floor columns.  ``data.x`` is
     cast to the model's parameter dtype and moved to its device.  ``graph`` (default: built
-    from ``data``) is the operator energies are measured on.
+    from ``data``) is the input graph; energies are measured on ``model.state_graph(graph)``
+    (the graph itself, or the line graph for an edge-set model).
 
     With ``similarity`` the ``L x L`` similarity matrix and its layer numbers are returned in
     ``frame.attrs["similarity"]`` (a NumPy array) and ``frame.attrs["similarity_layers"]``.
@@ -387,6 +388,8 @@ def probe_run(
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     if graph is None:
         graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+    if isinstance(model, DepthModel):  # edge-set models: their states live on the line graph
+        graph = model.state_graph(graph)
     handles = []
     if progress is not None:
         layers = _layer_modules(model)

@@ -3,7 +3,8 @@
 Encoder: dropout, then an MLP ``in_channels -> hidden -> hidden`` (ReLU between).
 Decoder: one linear map ``hidden -> out_channels`` (an MLP without activation).
 Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
-``nonlocal-preln`` and ``plain``; convolutions ``san``, ``gcn``, ``gat``.
+``nonlocal-preln`` and ``plain``; convolutions ``san``, ``gcn``, ``gat``, and ``esa``
+(edge-set attention: the blocks run over the edges, :mod:`oversmooth.nn.edgeset`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch import Tensor, nn
 
-from oversmooth.graph import check_edge_index, check_edge_weight, validate_features
+from oversmooth.graph import (
+    GraphOperator,
+    check_edge_index,
+    check_edge_weight,
+    validate_features,
+)
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.precision import resolve_dtype
-from oversmooth.registry import MODELS  # re-exported: the one registry of model names
+from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
 
 PATTERN_LETTERS = {
     "M": "neighbourhood-masked attention",
@@ -56,6 +62,7 @@ class ModelConfig:
         dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
             always drawn in float32 and then cast, so one seed gives the same initial
             weights in both precisions.
+        edge_channels: edge attribute size (``conv="esa"`` only; default 0, none).
     """
 
     name: str
@@ -72,6 +79,7 @@ class ModelConfig:
     norm: str = "node"
     pattern: str = "M"
     dtype: str = "float32"
+    edge_channels: int = 0
 
     def __post_init__(self) -> None:
         resolve_model_name(self.name)
@@ -104,6 +112,14 @@ class ModelConfig:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
+        edges = self.edge_channels
+        if isinstance(edges, bool) or not isinstance(edges, int) or edges < 0:
+            raise ValueError(f"edge_channels: expected an integer >= 0, received {edges!r}")
+        if edges and CONVS[self.conv].elements != "edges":
+            raise ValueError(
+                f"edge_channels: only conv='esa' reads edge attributes, received "
+                f"edge_channels={edges} with conv={self.conv!r}; set edge_channels=0"
+            )
 
     @property
     def ffn_channels(self) -> int:
@@ -156,6 +172,7 @@ class DepthModel(nn.Module):
         entry = MODELS[config.name]
         placement, nonlocal_ = entry.placement, entry.nonlocal_
         d = config.hidden
+        conv = CONVS[config.conv].scores or config.conv  # esa: san scores on the line graph
         self.encoder = nn.Sequential(
             nn.Dropout(config.dropout), nn.Linear(config.in_channels, d), nn.ReLU(), nn.Linear(d, d)
         )
@@ -165,7 +182,7 @@ class DepthModel(nn.Module):
                 MultiHeadMessagePassing(
                     d,
                     config.heads,
-                    config.conv,
+                    conv,
                     nonlocal_=nonlocal_,
                     global_attention=(kind == "S"),
                 ),
@@ -191,6 +208,11 @@ class DepthModel(nn.Module):
         return GraphContext.build(
             edge_index, num_nodes, batch, dtype=self.decoder.weight.dtype, edge_weight=edge_weight
         )
+
+    def state_graph(self, graph: GraphOperator) -> GraphOperator:
+        """The operator on which the block states are measured, given the input graph's:
+        ``graph`` itself (the states are node states; edge-set models override this)."""
+        return graph
 
     def forward(
         self,
@@ -269,7 +291,7 @@ def build_model(
         hidden, heads, seed: see :class:`ModelConfig`.
         device: where to put the parameters.
         **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
-            ``block_dropout``, ``norm``, ``pattern``, ``dtype``).
+            ``block_dropout``, ``norm``, ``pattern``, ``dtype``, ``edge_channels``).
 
     The same arguments give identical parameters, whatever the global RNG state
     (initialisation draws from a forked, seeded generator).
@@ -279,11 +301,11 @@ def build_model(
         >>> len(model.blocks)
         256
     """
-    unknown = set(options) - {"ffn", "dropout", "block_dropout", "norm", "pattern", "dtype"}
+    known = {"ffn", "dropout", "block_dropout", "norm", "pattern", "dtype", "edge_channels"}
+    unknown = set(options) - known
     if unknown:
         raise ValueError(
-            f"options: unknown {', '.join(sorted(unknown))}; "
-            "expected ffn, dropout, block_dropout, norm, pattern, dtype"
+            f"options: unknown {', '.join(sorted(unknown))}; expected {', '.join(sorted(known))}"
         )
     config = ModelConfig(
         name=name,
@@ -322,10 +344,19 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        with _default_float32():
-            model = DepthModel(config)  # drawn in float32 whatever the global default dtype
+        with _default_float32():  # drawn in float32 whatever the global default dtype
+            model = _model_class(config)(config)
     model.eval()
     return model.to(device=device, dtype=resolve_dtype(config.dtype))
+
+
+def _model_class(config: ModelConfig) -> type[DepthModel]:
+    """:class:`DepthModel`, or the edge-set model for a conv whose elements are edges."""
+    if CONVS[config.conv].elements == "edges":
+        from oversmooth.nn.edgeset import EdgeSetModel
+
+        return EdgeSetModel
+    return DepthModel
 
 
 @contextmanager
