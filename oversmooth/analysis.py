@@ -36,6 +36,7 @@ from oversmooth.precision import (
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
+from oversmooth.registry import CONVS
 from oversmooth.runtime import environment, resolve_device  # also re-exported
 from oversmooth.report.prose import (
     PRETTY as PRETTY,
@@ -110,6 +111,11 @@ class AnalysisConfig:
         object.__setattr__(
             self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ()
         )
+        if self.prune and CONVS[self.conv].elements == "edges":
+            raise ValueError(
+                f"prune: expected a node-level conv, received conv={self.conv!r} (its blocks "
+                "run over edges; pruning is not implemented for it); drop --prune-layers"
+            )
         metrics = tuple(check_metrics(self.metrics))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics

@@ -214,3 +214,42 @@ def test_refusals():
         model(x, ei[:, :0])
     with pytest.raises(ValueError, match="edge_channels: only conv='esa'"):
         ModelConfig(name="preln", conv="san", edge_channels=2)
+
+
+def test_probe_takes_the_input_graph_of_an_edge_set_model():
+    """Given the input graph (an edge_index or a Batch), the probe measures on its line
+    graph; per graph of a batch, each graph's own line-graph energy."""
+    ei, n = GRAPHS["two components"]
+    model = _model()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    frames = []
+    for graph in (ei, GraphOperator(line_graph(ei, n), num_nodes=ei.size(1))):
+        with torch.no_grad(), Probe(model, graph, metrics=["laplacian_energy"]) as probe:
+            model(x, ei)
+        frames.append(probe.to_frame()["laplacian_energy"].to_numpy())
+    assert (frames[0] == frames[1]).all()
+
+    graphs = [
+        Data(x=torch.randn(3, 5, dtype=torch.float64), edge_index=GRAPHS["path"][0]),
+        Data(x=torch.randn(6, 5, dtype=torch.float64), edge_index=ei),
+    ]
+    batch = Batch.from_data_list(graphs)
+    states = []
+    hook = model.blocks[-1].register_forward_hook(lambda m, a, o: states.append(o))
+    with torch.no_grad(), Probe(model, batch, ["laplacian_energy"], reduce="none") as probe:
+        model(batch.x, batch.edge_index, batch.batch)
+    hook.remove()
+    last = probe.to_frame().query("layer == 4")["laplacian_energy"].to_numpy()
+    split = GRAPHS["path"][0].size(1)
+    want = [
+        laplacian_energy(states[0][:split], line_graph(GRAPHS["path"][0])),
+        laplacian_energy(states[0][split:], line_graph(ei)),
+    ]
+    assert torch.allclose(torch.tensor(last), torch.stack(want), rtol=1e-12)
+
+
+def test_analysis_refuses_pruning_an_edge_set_model():
+    from oversmooth.analysis import AnalysisConfig
+
+    with pytest.raises(ValueError, match="prune: expected a node-level conv"):
+        AnalysisConfig(model="preln", conv="esa", depth=4, prune=(2,))
