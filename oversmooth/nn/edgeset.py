@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from oversmooth.graph import GraphOperator, check_edge_index, validate_features
 from oversmooth.nn.conv import GraphContext
-from oversmooth.nn.model import DepthModel, ModelConfig, _check_skip
+from oversmooth.nn.model import MODEL_CLASSES, DepthModel, ModelConfig, _check_skip
 
 __all__ = [
     "MAX_LINE_GRAPH_PAIRS",
@@ -45,8 +45,8 @@ __all__ = [
 ]
 
 #: Budget of :func:`line_graph`: at most this many ordered pairs :math:`\sum_v c_v^2`
-#: (about 24 bytes of index work per pair while building, 16 kept per pair, plus the
-#: ``[pairs, heads, head_dim]`` messages of every M block).
+#: (about 50 bytes of int64 index work per pair while building, 2.5 GB at the cap; 16 kept per
+#: pair; then the ``[pairs, heads, head_dim]`` messages of every M block).
 MAX_LINE_GRAPH_PAIRS = 50_000_000
 
 
@@ -228,3 +228,6 @@ class EdgeSetModel(DepthModel):
         h = self.encoder(x, edge_index, edge_attr)  # [num_edges, hidden]
         h = self.run_blocks(h, ctx, skip=skipped)
         return self.decoder(edge_to_node_mean(h, edge_index, x.size(0)))
+
+
+MODEL_CLASSES["edges"] = EdgeSetModel

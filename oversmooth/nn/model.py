@@ -258,6 +258,11 @@ class DepthModel(nn.Module):
         return f"name={c.name!r}, conv={c.conv!r}, depth={c.depth}, pattern={c.pattern!r}"
 
 
+#: The model class of each kind of set element (``ConvEntry.elements``):
+#: :mod:`oversmooth.nn.edgeset` (imported with :mod:`oversmooth.nn`) adds ``edges``.
+MODEL_CLASSES: dict[str, type[DepthModel]] = {"nodes": DepthModel}
+
+
 def _check_skip(skip: Iterable[int] | None, depth: int) -> frozenset[int]:
     if skip is None:
         return frozenset()
@@ -351,12 +356,8 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
 
 
 def _model_class(config: ModelConfig) -> type[DepthModel]:
-    """:class:`DepthModel`, or the edge-set model for a conv whose elements are edges."""
-    if CONVS[config.conv].elements == "edges":
-        from oversmooth.nn.edgeset import EdgeSetModel
-
-        return EdgeSetModel
-    return DepthModel
+    """The class of ``config``'s conv elements (see :data:`MODEL_CLASSES`)."""
+    return MODEL_CLASSES[CONVS[config.conv].elements]
 
 
 @contextmanager
