@@ -37,6 +37,7 @@ from oversmooth.precision import (
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
+from oversmooth.registry import CONVS
 from oversmooth.runtime import environment, resolve_device  # also re-exported
 from oversmooth.report.prose import (
     PRETTY as PRETTY,
@@ -235,6 +236,11 @@ class AnalysisConfig:
         object.__setattr__(
             self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ()
         )
+        if self.prune and CONVS[self.conv].elements == "edges":
+            raise ValueError(
+                f"prune: expected a node-level conv, received conv={self.conv!r} (its blocks "
+                "run over edges; pruning is not implemented for it); drop --prune-layers"
+            )
         metrics = tuple(check_metrics(self.metrics))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
@@ -493,7 +499,8 @@ def probe_run(
     (``metrics``) and, unless ``floor`` is ``bound``, a :class:`FloorTracker` (``auto``:
     shadow for float32, twin for float64), then adds the float-floor columns.  ``data.x`` is
     cast to the model's parameter dtype and moved to its device.  ``graph`` (default: built
-    from ``data``) is the operator energies are measured on.
+    from ``data``) is the input graph; energies are measured on ``model.state_graph(graph)``
+    (the graph itself, or the line graph for an edge-set model).
 
     With ``similarity`` the ``L x L`` similarity matrix and its layer numbers are returned in
     ``frame.attrs["similarity"]`` (a NumPy array) and ``frame.attrs["similarity_layers"]``.
@@ -512,6 +519,8 @@ def probe_run(
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     if graph is None:
         graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+    if isinstance(model, DepthModel):  # edge-set models: their states live on the line graph
+        graph = model.state_graph(graph)
     handles = []
     if progress is not None:
         layers = _layer_modules(model)

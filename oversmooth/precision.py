@@ -176,15 +176,20 @@ class FloorTracker:
             # the graph context rebuilt in float64 from the forward's own graph arguments, so
             # that counts and edge weights are not float32-rounded in the reference
             assert self._reference is not None and self._graph_args is not None
-            edge_index, batch, edge_weight = self._graph_args
-            reference = self._reference.context(edge_index, ctx.num_nodes, batch, edge_weight)
+            edge_index, batch, edge_weight, num_nodes = self._graph_args
+            reference = self._reference.context(edge_index, num_nodes, batch, edge_weight)
             self._ctx = (ctx, reference)
         return self._ctx[1]
 
     def _model_pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         names = ("x", "edge_index", "batch")
         bound = {**dict(zip(names, args, strict=False)), **kwargs}
-        self._graph_args = (bound["edge_index"], bound.get("batch"), bound.get("edge_weight"))
+        self._graph_args = (
+            bound["edge_index"],
+            bound.get("batch"),
+            bound.get("edge_weight"),
+            bound["x"].size(0),  # the input graph's nodes (edge-set blocks run on more rows)
+        )
 
     def _measure(self, k: int, output: Tensor) -> None:
         from oversmooth.metrics import laplacian_energy
@@ -199,7 +204,10 @@ class FloorTracker:
     def _encoder_hook(self, module: nn.Module, args: tuple, output: Tensor) -> None:
         assert self._reference is not None
         with torch.no_grad():
-            self._state = self._reference.encoder(self._reference_input(args[0].detach()))
+            # further arguments (an edge-set encoder's edge_index) are passed on unchanged
+            self._state = self._reference.encoder(
+                self._reference_input(args[0].detach()), *args[1:]
+            )
         self._measure(0, output)
 
     def _block_hook(self, k: int) -> Callable[[nn.Module, tuple, Tensor], None]:

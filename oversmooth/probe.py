@@ -357,6 +357,13 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     )
 
 
+def _edge_states(model: nn.Module) -> bool:
+    """An oversmooth model whose block states are edge states (``conv="esa"``)."""
+    from oversmooth.registry import CONVS
+
+    return isinstance(model, DepthModel) and CONVS[model.config.conv].elements == "edges"
+
+
 def _is_hetero_model(model: nn.Module) -> bool:
     """A model made by ``torch_geometric.nn.to_hetero`` (a ``GraphModule`` whose submodules
     are ``ModuleDict``s keyed by node or edge types)."""
@@ -428,7 +435,10 @@ class Probe:
     Args:
         model: the model to observe (left unchanged).
         graph: the graph on which energies are measured (the input graph, without self
-            loops unless you add them).
+            loops unless you add them).  For an edge-set model (``conv="esa"``, whose states
+            are edge states) any graph but a :class:`GraphOperator` is taken as the model's
+            input graph and energies are measured on its line graph
+            (``model.state_graph``); a :class:`GraphOperator` is used as given.
         metrics: names from :func:`available_metrics`; default
             ``laplacian_energy, dirichlet_energy, relative_energy, cosine_prev, feature_norm``.
         layers: modules to record (default: found automatically, see above); ``[]``
@@ -551,7 +561,16 @@ class Probe:
             raise ValueError(
                 "mask: only with a dense adjacency [B, N, N]; an edge_index graph takes batch="
             )
-        if not self._lazy:
+        if _edge_states(model) and not isinstance(graph, GraphOperator):
+            # an edge-set model's states are its edges: measure on the input's line graph
+            line = cast(DepthModel, model).state_graph(
+                as_graph(graph, edge_weight=edge_weight, batch=batch)
+            )
+            self._operator = GraphOperator(
+                line.edge_index, num_nodes=line.num_nodes, self_loops=self_loops, batch=line.batch
+            )
+            self._graph_arg, self._lazy = self._operator, False
+        elif not self._lazy:
             self._operator = as_graph(
                 graph, edge_weight=edge_weight, batch=batch, mask=mask, self_loops=self_loops
             )

@@ -95,9 +95,16 @@ class ModelEntry:
 
 @dataclass(frozen=True)
 class ConvEntry:
-    """One message-passing type: its one-line definition."""
+    """One message-passing type: its one-line definition.
+
+    ``elements``: what the blocks' states are, ``nodes`` or ``edges`` (edge-set attention,
+    :mod:`oversmooth.nn.edgeset`); ``scores``: the conv whose scores an ``edges`` entry
+    uses on the line graph.
+    """
 
     help: str
+    elements: str = "nodes"
+    scores: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,11 @@ CONVS: Registry[ConvEntry] = Registry(
         "san": ConvEntry("self-attention: e_ij = (Q X_i)·(K X_j)/sqrt(d_k) over N(i) and i"),
         "gcn": ConvEntry("e_ij = 1: the mean over the neighbourhood with self loop"),
         "gat": ConvEntry("e_ij = LeakyReLU(a^T [V X_i || V X_j]) over N(i) and i"),
+        "esa": ConvEntry(
+            "edge-set attention: edges are the elements, san scores over edges sharing a node",
+            elements="edges",
+            scores="san",
+        ),
     },
 )
 

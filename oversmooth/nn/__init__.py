@@ -2,6 +2,7 @@
 
 from oversmooth.nn.block import FFN, Block
 from oversmooth.nn.conv import CONVS, KERNELS, GraphContext, MultiHeadMessagePassing, set_kernel
+from oversmooth.nn.edgeset import EdgeSetModel, line_graph
 from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, build_model, model_from_config
 from oversmooth.nn.norm import LayerNorm
 
@@ -10,6 +11,7 @@ __all__ = [
     "MODELS",
     "Block",
     "DepthModel",
+    "EdgeSetModel",
     "FFN",
     "GraphContext",
     "KERNELS",
@@ -17,6 +19,7 @@ __all__ = [
     "ModelConfig",
     "MultiHeadMessagePassing",
     "build_model",
+    "line_graph",
     "model_from_config",
     "set_kernel",
 ]

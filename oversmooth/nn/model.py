@@ -3,7 +3,8 @@
 Encoder: dropout, then an MLP ``in_channels -> hidden -> hidden`` (ReLU between).
 Decoder: one linear map ``hidden -> out_channels`` (an MLP without activation).
 Model names: ``preln``, ``postln``, ``nonlocal`` (nonlocal Post-LN),
-``nonlocal-preln``, ``plain`` and ``diffusion``; convolutions ``san``, ``gcn``, ``gat``.
+``nonlocal-preln``, ``plain`` and ``diffusion``; convolutions ``san``, ``gcn``, ``gat``, and
+``esa`` (edge-set attention: the blocks run over the edges, :mod:`oversmooth.nn.edgeset`).
 
 ``diffusion`` is the parameter-free reference: the same encoder and decoder, and between them
 ``depth`` :class:`Diffusion` blocks ``X' = P X`` with GCN's mean ``P = D~^{-1} A~`` (self loops
@@ -23,12 +24,17 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch import Tensor, nn
 
-from oversmooth.graph import check_edge_index, check_edge_weight, validate_features
+from oversmooth.graph import (
+    GraphOperator,
+    check_edge_index,
+    check_edge_weight,
+    validate_features,
+)
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.precision import resolve_dtype
-from oversmooth.registry import MODELS  # re-exported: the one registry of model names
+from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
 
 ENCODERS = ("mlp", "linear")
 INITS = ("xavier", "torch", "xavier_all")
@@ -66,6 +72,7 @@ class ModelConfig:
         dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
             always drawn in float32 and then cast, so one seed gives the same initial
             weights in both precisions.
+        edge_channels: edge attribute size (``conv="esa"`` only; default 0, none).
 
     Choices the seed paper does not state (defaults are oversmooth's; the other values exist
     for the reproduction's ablations, ``oversmooth.ablation``):
@@ -102,6 +109,7 @@ class ModelConfig:
     self_loops: bool = True
     score_scale: bool = True
     nonlocal_norm: str = "mean"
+    edge_channels: int = 0
 
     def __post_init__(self) -> None:
         resolve_model_name(self.name)
@@ -162,6 +170,14 @@ class ModelConfig:
             raise ValueError(
                 "pattern: the diffusion model has no attention (every block is X' = P X over "
                 f"the neighbourhood); expected 'M', received {self.pattern!r}"
+            )
+        edges = self.edge_channels
+        if isinstance(edges, bool) or not isinstance(edges, int) or edges < 0:
+            raise ValueError(f"edge_channels: expected an integer >= 0, received {edges!r}")
+        if edges and CONVS[self.conv].elements != "edges":
+            raise ValueError(
+                f"edge_channels: only conv='esa' reads edge attributes, received "
+                f"edge_channels={edges} with conv={self.conv!r}; set edge_channels=0"
             )
 
     @property
@@ -260,6 +276,7 @@ class DepthModel(nn.Module):
         entry = MODELS[config.name]
         placement, nonlocal_ = entry.placement, entry.nonlocal_
         d = config.hidden
+        conv = CONVS[config.conv].scores or config.conv  # esa: san scores on the line graph
         if config.encoder == "linear":
             self.encoder = nn.Sequential(
                 nn.Dropout(config.dropout), nn.Linear(config.in_channels, d)
@@ -281,7 +298,7 @@ class DepthModel(nn.Module):
                     MultiHeadMessagePassing(
                         d,
                         config.heads,
-                        config.conv,
+                        conv,
                         nonlocal_=nonlocal_,
                         global_attention=(kind == "S"),
                         score_scale=config.score_scale,
@@ -316,6 +333,11 @@ class DepthModel(nn.Module):
             edge_weight=edge_weight,
             self_loops=self.config.self_loops,
         )
+
+    def state_graph(self, graph: GraphOperator) -> GraphOperator:
+        """The operator on which the block states are measured, given the input graph's:
+        ``graph`` itself (the states are node states; edge-set models override this)."""
+        return graph
 
     def forward(
         self,
@@ -377,6 +399,11 @@ def _initialise(model: nn.Module, init: str) -> None:
                 nn.init.zeros_(module.bias)
 
 
+#: The model class of each kind of set element (``ConvEntry.elements``):
+#: :mod:`oversmooth.nn.edgeset` (imported with :mod:`oversmooth.nn`) adds ``edges``.
+MODEL_CLASSES: dict[str, type[DepthModel]] = {"nodes": DepthModel}
+
+
 def _check_skip(skip: Iterable[int] | None, depth: int) -> frozenset[int]:
     if skip is None:
         return frozenset()
@@ -410,8 +437,9 @@ def build_model(
         hidden, heads, seed: see :class:`ModelConfig`.
         device: where to put the parameters.
         **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
-            ``block_dropout``, ``norm``, ``pattern``, ``dtype``, and the unstated choices
-            ``encoder``, ``init``, ``self_loops``, ``score_scale``, ``nonlocal_norm``).
+            ``block_dropout``, ``norm``, ``pattern``, ``dtype``, ``edge_channels``, and the
+            unstated choices ``encoder``, ``init``, ``self_loops``, ``score_scale``,
+            ``nonlocal_norm``).
 
     The same arguments give identical parameters, whatever the global RNG state
     (initialisation draws from a forked, seeded generator).
@@ -473,10 +501,15 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        with _default_float32():
-            model = DepthModel(config)  # drawn in float32 whatever the global default dtype
+        with _default_float32():  # drawn in float32 whatever the global default dtype
+            model = _model_class(config)(config)
     model.eval()
     return model.to(device=device, dtype=resolve_dtype(config.dtype))
+
+
+def _model_class(config: ModelConfig) -> type[DepthModel]:
+    """The class of ``config``'s conv elements (see :data:`MODEL_CLASSES`)."""
+    return MODEL_CLASSES[CONVS[config.conv].elements]
 
 
 @contextmanager

@@ -293,7 +293,9 @@ def test_bad_configs_list_choices():
         ),
     ):
         build_model("pre", **base)
-    with pytest.raises(ValueError, match="conv: expected one of san, gcn, gat, received 'gin'"):
+    with pytest.raises(
+        ValueError, match="conv: expected one of san, gcn, gat, esa, received 'gin'"
+    ):
         build_model("postln", conv="gin", **base)
     with pytest.raises(ValueError, match=r"pattern: expected a non-empty string over \{M, S\}"):
         build_model("postln", pattern="MX", **base)
