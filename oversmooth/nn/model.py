@@ -146,6 +146,11 @@ class ModelConfig:
                 raise ValueError(
                     f"{field}: expected True or False, received {getattr(self, field)!r}"
                 )
+        if not self.self_loops and CONVS[self.conv].elements == "edges":
+            raise ValueError(
+                "self_loops: edge-set attention always lets an edge attend to itself (ESA's "
+                "Algorithm 1); expected True"
+            )
         if not self.self_loops and MODELS[self.name].placement == "diffusion":
             raise ValueError(
                 "self_loops: the diffusion model's P is the GCN mean with self loops (the one "
