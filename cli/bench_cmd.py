@@ -35,7 +35,7 @@ def bench(
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
-    """Measure every target of the speed issue and mark each met or missed: the main command
+    """Measure every speed and memory target and mark each met or missed: the main command
     against `import torch`, the default kernel against the edge kernel, probe overhead,
     float64 cost, scaling in graph size and its memory, metric kernels against one-liners,
     sweep workers.  Writes report.md/html (the targets table first), results.json, CSVs and

@@ -8,7 +8,7 @@ on the CPU each measurement runs in a fresh process, resets the kernel's
 peak-RSS counter (``/proc/self/clear_refs``) after setup and reads ``VmHWM``,
 so the number is the extra resident memory of the measured work.
 
-Every target of the speed issue is one :class:`Target` in :data:`TARGETS`;
+Every speed and memory target is one :class:`Target` in :data:`TARGETS`;
 :func:`targets` turns the measurements into one row per target (measured value,
 bound, met or missed, and for a missed one a reason built from the same run's
 numbers).  ``results.json`` records :data:`SCHEMA_VERSION`, the package version and
@@ -784,7 +784,7 @@ def end_to_end(depth: int = 256, torch_repeats: int = 3) -> dict:
 
 @dataclass(frozen=True)
 class Target:
-    """One target of the speed issue: ``measure`` must be ``<= bound`` (``>=`` with
+    """One speed or memory target: ``measure`` must be ``<= bound`` (``>=`` with
     ``at_least``).  ``key`` names its row in ``results.json``."""
 
     key: str
@@ -811,7 +811,7 @@ _BACKBONE_NAMES = {
 }
 _GRAPHS = {"cora": "Cora", "csbm": "a 10^5-node CSBM"}
 
-#: Every target of the speed issue, in the order of the report's table.
+#: Every speed and memory target, in the order of the report's table.
 TARGETS: tuple[Target, ...] = (
     Target(
         "end_to_end",
