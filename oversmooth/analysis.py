@@ -479,6 +479,19 @@ def _layer_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return find_layers(model)[0]
 
 
+def input_graph(data: Data, device: torch.device) -> GraphOperator:
+    """The input graph of ``data`` on ``device``: its edges, edge weights and, for a mini-batch
+    of graphs, its ``batch`` vector (metrics are then per graph, averaged)."""
+    edge_weight = getattr(data, "edge_weight", None)
+    batch = getattr(data, "batch", None)
+    return GraphOperator(
+        data.edge_index.to(device),
+        None if edge_weight is None else edge_weight.to(device),
+        num_nodes=data.num_nodes,
+        batch=None if batch is None else batch.to(device),
+    )
+
+
 def probe_run(
     model: torch.nn.Module,
     data: Data,
@@ -495,7 +508,9 @@ def probe_run(
 ) -> pd.DataFrame:
     """One probed forward pass of ``model`` on ``data``: the per-layer table.
 
-    Runs ``model(x, edge_index, edge_weight=...)`` without gradients under a :class:`Probe`
+    Runs ``model(x, edge_index, batch, edge_weight=...)`` (``batch`` from ``data``, for a
+    mini-batch of graphs; every metric is then per graph, averaged) without gradients under a
+    :class:`Probe`
     (``metrics``) and, unless ``floor`` is ``bound``, a :class:`FloorTracker` (``auto``:
     shadow for float32, twin for float64), then adds the float-floor columns.  ``data.x`` is
     cast to the model's parameter dtype and moved to its device.  ``graph`` (default: built
@@ -517,8 +532,10 @@ def probe_run(
     edge_index = data.edge_index.to(device)
     edge_weight = getattr(data, "edge_weight", None)
     edge_weight = None if edge_weight is None else edge_weight.to(device)
+    batch = getattr(data, "batch", None)  # a mini-batch of graphs: metrics per graph, averaged
+    batch = None if batch is None else batch.to(device)
     if graph is None:
-        graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+        graph = input_graph(data, device)
     if isinstance(model, DepthModel):  # edge-set models: their states live on the line graph
         graph = model.state_graph(graph)
     handles = []
@@ -534,7 +551,7 @@ def probe_run(
     probe = Probe(model, graph, metrics=metrics, similarity=similarity)
     try:
         with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
-            model(x, edge_index, edge_weight=edge_weight)
+            model(x, edge_index, batch, edge_weight=edge_weight)
     finally:
         for handle in handles:
             handle.remove()
@@ -559,9 +576,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     floor_method = resolve_floor_method(config.floor, config.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
     data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
-    edge_weight = getattr(data, "edge_weight", None)
-    edge_weight = None if edge_weight is None else edge_weight.to(device)
-    graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
+    graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
     per_seed = config.depth
     total = per_seed * len(config.seeds) + len(config.prune)
@@ -740,9 +755,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     frames, rows, fits, verdicts = [], [], {}, []
     for dataset in config.datasets:
         data, out_channels = _load_data(dataset, config.data_root)
-        edge_weight = getattr(data, "edge_weight", None)
-        edge_weight = None if edge_weight is None else edge_weight.to(device)
-        graph = GraphOperator(data.edge_index.to(device), edge_weight, num_nodes=data.num_nodes)
+        graph = input_graph(data, device)
         diffusion = diffusion_reference(data)  # once per graph, shared by every model
         for model_name in config.models:
             for depth in config.depths:

@@ -47,6 +47,7 @@ __all__ = [
     "DatasetUnavailableError",
     "load",
     "csbm",
+    "csbm_batch",
     "ring",
     "grid",
     "complete",
@@ -95,6 +96,12 @@ DATASETS: dict[str, DatasetInfo] = {
             "csbm",
             "synthetic",
             "contextual SBM: n, classes, degree, homophily, signal, features, seed",
+        ),
+        DatasetInfo(
+            "csbm-batch",
+            "synthetic",
+            "a batch of contextual SBM graphs (metrics per graph, averaged): graphs, n, classes, "
+            "degree, homophily, signal, features, seed",
         ),
         DatasetInfo("ring", "synthetic", "cycle graph: n, features, seed"),
         DatasetInfo("grid", "synthetic", "2-D lattice: rows, cols, features, seed"),
@@ -395,6 +402,34 @@ def csbm(
     return _data(x, edge_index, y, "csbm")
 
 
+def csbm_batch(
+    graphs: int = 16,
+    n: int = 200,
+    classes: int = 2,
+    degree: float = 10.0,
+    homophily: float = 0.8,
+    signal: float = 1.0,
+    features: int = 32,
+    seed: int = 0,
+) -> GraphData:
+    """A batch of ``graphs`` independent :func:`csbm` graphs of ``n`` nodes each (graph ``g``
+    drawn with seed ``seed * 100_003 + g``), stacked as one disconnected graph with a ``batch``
+    vector, as PyG's ``Batch`` stores a mini-batch: every metric is then computed per graph and
+    averaged, and graph-mode LayerNorm and global attention stay within each graph."""
+    graphs = _check_int("graphs", graphs, 1)
+    parts = [
+        csbm(n, classes, degree, homophily, signal, features, seed * 100_003 + g)
+        for g in range(graphs)
+    ]
+    sizes = torch.tensor([p.num_nodes for p in parts])
+    offsets = torch.cumsum(sizes, 0) - sizes
+    x = torch.cat([p.x for p in parts])
+    edge_index = torch.cat([p.edge_index + int(o) for p, o in zip(parts, offsets, strict=True)], 1)
+    y = torch.cat([p.y for p in parts])
+    batch = torch.repeat_interleave(torch.arange(graphs), sizes)
+    return _data(x, edge_index, y, "csbm-batch", batch=batch)
+
+
 def ring(n: int = 100, features: int = 16, seed: int = 0) -> GraphData:
     """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
     n = _check_int("n", n, 3)
@@ -456,6 +491,7 @@ def karate() -> GraphData:
 
 _SYNTHETIC: dict[str, Callable] = {
     "csbm": csbm,
+    "csbm-batch": csbm_batch,
     "ring": ring,
     "grid": grid,
     "complete": complete,

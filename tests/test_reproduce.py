@@ -81,7 +81,7 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
         assert piece in text
     assert "3b. Table 8 from longer training runs" in text and "preln SAN, depth 8" in text
-    assert "5. Ablations" in text and "the paper's Table 4:" in text
+    assert "4. Ablations" in text and "5. Discussion" in text and "the paper's Table 4:" in text
     summary = pd.read_csv(out / "ablation_summary.csv")
     assert set(summary["ablation"]) == {"baseline", "no-ffn", "energy-degree"}
     table8 = pd.read_csv(out / "table8_preln-8.csv")
