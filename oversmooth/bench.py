@@ -1115,24 +1115,16 @@ def run_bench(
                 "probed_s": po["probed_all"],
             }
         ).to_csv(tmp / "probe_overhead.csv", index=False)
-        pd.DataFrame(results["kernels"]).to_csv(
-            tmp / "kernels.csv", index=False, float_format="%.6g"
-        )
-        pd.DataFrame(results["depth"]).to_csv(
-            tmp / "scaling_depth.csv", index=False, float_format="%.6g"
-        )
-        pd.DataFrame(results["size"]).to_csv(
-            tmp / "scaling_size.csv", index=False, float_format="%.6g"
-        )
-        pd.DataFrame(results["kernel_ratios"]).to_csv(
-            tmp / "kernel_ratios.csv", index=False, float_format="%.6g"
-        )
-        pd.DataFrame(results["metric_baselines"]).to_csv(
-            tmp / "metric_baselines.csv", index=False, float_format="%.6g"
-        )
-        pd.DataFrame(results["targets"]).to_csv(
-            tmp / "targets.csv", index=False, float_format="%.6g"
-        )
+        tables = {
+            "kernels": "kernels.csv",
+            "depth": "scaling_depth.csv",
+            "size": "scaling_size.csv",
+            "kernel_ratios": "kernel_ratios.csv",
+            "metric_baselines": "metric_baselines.csv",
+            "targets": "targets.csv",
+        }
+        for key, name in tables.items():
+            pd.DataFrame(results[key]).to_csv(tmp / name, index=False, float_format="%.6g")
         write_json(tmp / "results.json", results)
         write_bench_report(tmp, results)
     return results

@@ -31,9 +31,9 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from oversmooth.graph import GraphOperator, check_edge_index, validate_features
+from oversmooth.graph import GraphOperator, check_edge_index
 from oversmooth.nn.conv import GraphContext
-from oversmooth.nn.model import MODEL_CLASSES, DepthModel, ModelConfig, _check_skip
+from oversmooth.nn.model import MODEL_CLASSES, DepthModel, ModelConfig
 
 __all__ = [
     "MAX_LINE_GRAPH_PAIRS",
@@ -217,13 +217,7 @@ class EdgeSetModel(DepthModel):
         edge_attr: Tensor | None = None,
         skip: Iterable[int] | None = None,
     ) -> Tensor:
-        validate_features(x)
-        if x.size(1) != self.config.in_channels:
-            raise ValueError(
-                "x: expected shape [num_nodes, "
-                f"{self.config.in_channels}], received {list(x.shape)}"
-            )
-        skipped = _check_skip(skip, len(self.blocks))
+        skipped = self.check_input(x, skip)
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
         h = self.encoder(x, edge_index, edge_attr)  # [num_edges, hidden]
         h = self.run_blocks(h, ctx, skip=skipped)

@@ -353,16 +353,21 @@ class DepthModel(nn.Module):
         edge_weight: Tensor | None = None,
         skip: Iterable[int] | None = None,
     ) -> Tensor:
+        skipped = self.check_input(x, skip)
+        ctx = self.context(edge_index, x.size(0), batch, edge_weight)
+        h = self.encoder(x)  # [num_nodes, hidden]
+        return self.decoder(self.run_blocks(h, ctx, skip=skipped))
+
+    def check_input(self, x: Tensor, skip: Iterable[int] | None) -> frozenset[int]:
+        """Validate the features ``x`` ``[num_nodes, in_channels]`` and ``skip``; returns the
+        skipped block indices."""
         validate_features(x)
         if x.size(1) != self.config.in_channels:
             raise ValueError(
                 "x: expected shape [num_nodes, "
                 f"{self.config.in_channels}], received {list(x.shape)}"
             )
-        skipped = _check_skip(skip, len(self.blocks))
-        ctx = self.context(edge_index, x.size(0), batch, edge_weight)
-        h = self.encoder(x)  # [num_nodes, hidden]
-        return self.decoder(self.run_blocks(h, ctx, skip=skipped))
+        return _check_skip(skip, len(self.blocks))
 
     def run_blocks(
         self, h: Tensor, ctx: GraphContext, start: int = 0, skip: Iterable[int] = ()
