@@ -53,8 +53,7 @@ def reproduce(
             "--ablations/--no-ablations",
             help=(
                 "Section 5: change one unstated choice at a time (init, encoder, FFN, norm, "
-                "heads, score scaling, energy measure, ...) on Cora at depths 2, 32, 256 "
-                "(about 5 minutes on 2 cores)."
+                "heads, score scaling, energy measure, ...) on Cora at depths 2, 32, 256."
             ),
         ),
     ] = True,
