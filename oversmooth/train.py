@@ -646,6 +646,14 @@ def train(
             f"split: {config.split!r} leaves no training or validation node on "
             f"{config.dataset!r}; use --split random"
         )
+    if getattr(data, "batch", None) is not None and (
+        config.norm == "graph" or "S" in config.pattern
+    ):
+        raise ValueError(
+            f"dataset: {config.dataset!r} is a batch of graphs, and training does not pass the "
+            "batch to the model yet, so graph-mode LayerNorm and S blocks would mix the graphs; "
+            "train with --norm node and an M-only --pattern, or on one graph"
+        )
     x, edge_index, y = data.x.to(device), data.edge_index.to(device), data.y.to(device)
     edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
     edge_weight = None if edge_weight is None else edge_weight.to(device)

@@ -464,3 +464,13 @@ def test_resume_keeps_the_default_probe_interval_it_started_with(tmp_path):
     dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
     assert sorted(dyn["epoch"].unique()) == [0, 2, 4]
     assert not dyn.duplicated(["epoch", "layer"]).any()
+
+
+def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):
+    from oversmooth.train import TrainConfig, train
+
+    config = TrainConfig(
+        model="postln", depth=2, epochs=1, dataset="csbm-batch:graphs=2,n=30", norm="graph"
+    )
+    with pytest.raises(ValueError, match="is a batch of graphs"):
+        train(config, tmp_path / "run")
