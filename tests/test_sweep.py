@@ -212,6 +212,17 @@ def test_every_option_field_is_part_of_the_cell_identity():
     assert SweepSpec(**{**TINY, "device": "auto"}).options()["device"] in ("cpu", "cuda")
 
 
+def test_the_version_is_part_of_the_cell_identity(monkeypatch):
+    import oversmooth.sweep as S
+
+    base = SweepSpec(**TINY)
+    cell = base.cells()[0]
+    key = cell_key(cell, base.options())
+    monkeypatch.setattr(S, "__version__", "0.0.0-other")
+    assert cell_key(cell, base.options()) != key
+
+
+@pytest.mark.slow  # 5-7 s end to end; the key's version is tested above in milliseconds
 def test_cells_of_another_version_are_recomputed_and_never_merged(tmp_path):
     out = tmp_path / "v"
     spec = SweepSpec(**{**TINY, "depths": (2, 3)})

@@ -30,7 +30,10 @@ def _one_line_error(result, code=2, contains=""):
         ("postln", "0", {"exponential-smoothing"}),
         # at initialisation the nonlocal curve decays slowly (about 2 decades over 256 layers)
         # but follows neither law alone, also with 8 seeds: the honest verdict is inconclusive
-        ("nonlocal", "0", {"algebraic-smoothing", "inconclusive"}),
+        # the nonlocal verdict is also covered at small depth by the reproduction's tiny grid
+        pytest.param(
+            "nonlocal", "0", {"algebraic-smoothing", "inconclusive"}, marks=pytest.mark.slow
+        ),
         # three depth-256 seeds: 19 s, so with the large cases (pytest -m slow)
         pytest.param("preln", "0,1,2", {"power-law-growth"}, marks=pytest.mark.slow),
     ],
