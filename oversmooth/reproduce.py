@@ -270,18 +270,10 @@ def _ablation_section(doc: Any, folder: Path, found: dict, config: ReproduceConf
             )
         doc.text(f"{arch} SAN, the paper's Table {_TABLE_OF[arch]}:")
         doc.table(pd.DataFrame(rows))
-        base = float(part[part["ablation"] == "baseline"]["worst_factor"].iloc[0])
-        within = [
-            n
-            for n, w in part.groupby("ablation", sort=False)["worst_factor"].first().items()
-            if n != "baseline" and w <= A.WITHIN
-        ]
-        worsts = (
-            part[part["ablation"] != "baseline"]
-            .groupby("ablation", sort=False)["worst_factor"]
-            .first()
-            .dropna()
-        )
+        worst_of = part.groupby("ablation", sort=False)["worst_factor"].first()
+        base = float(worst_of["baseline"])
+        worsts = worst_of.drop("baseline").dropna()
+        within = [n for n, w in worsts.items() if w <= A.WITHIN]
         best_name = worsts.idxmin() if len(worsts) else "none"
         best_worst = float(worsts.min()) if len(worsts) else math.nan
         base_ratios = part[part["ablation"] == "baseline"]["ratio"].to_numpy()
@@ -300,7 +292,7 @@ def _ablation_section(doc: Any, folder: Path, found: dict, config: ReproduceConf
                 f"{', '.join(within)}. "
                 if within
                 else f"No single choice brings it within {A.WITHIN:g}× at every depth; the "
-                f"closest is {best_name} ({float(best_worst):.3g}×). "
+                f"closest is {best_name} ({best_worst:.3g}×). "
             )
         )
         if combo.get("combination") and " + " in combo["combination"]:
