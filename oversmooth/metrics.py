@@ -40,7 +40,6 @@ import torch
 from torch import Tensor
 
 from oversmooth.graph import (
-    _CHUNK_VALUES,
     GraphOperator,
     _edge_chunks,
     _edge_laplacian,
@@ -136,8 +135,34 @@ def _poison(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
         return _segment(rows, op)
     if x64.numel() == 0:
         return x64.new_zeros(())
-    # NaN propagates through amax/amin, +-Inf * 0 = NaN; no n x d temporary
-    return x64.amax() * 0.0 + x64.amin() * 0.0
+    # NaN propagates through the min and max, +-Inf * 0 = NaN; one pass, no n x d temporary
+    low, high = torch.aminmax(x64)
+    return low * 0.0 + high * 0.0
+
+
+# -- fast paths -------------------------------------------------------------------------------
+# A sum of squares in float64 is the same number with or without the power-of-two scaling
+# above (scaling by 2**k is exact) unless a square overflows or underflows.  Two cases rule
+# that out without the scaling pass: values that came from a narrower float (float32 and
+# below: squares lie in [1e-90, 1e77]), and, on the CPU, where reading a value to the host
+# costs nothing, a result checked to lie in [2**-800, 2**800].  Anything else (and every
+# float64 state on a GPU, where a host read would stall the pipeline) takes the scaled path.
+
+#: Dtypes whose squares, and sums of up to 2**60 of them, neither overflow nor underflow in
+#: float64.
+NARROW = (torch.float32, torch.float16, torch.bfloat16)
+_SQUARES_SAFE = (2.0**-800, 2.0**800)
+_NORMS_SAFE = (2.0**-400, 2.0**400)
+
+
+def _host_reads_free(x: Tensor) -> bool:
+    """Whether reading a value of ``x`` to the host costs nothing (a CPU tensor)."""
+    return x.device.type == "cpu"
+
+
+def _within(value: Tensor, bounds: tuple[float, float]) -> bool:
+    """``bounds[0] <= value <= bounds[1]`` (False for NaN); reads ``value`` to the host."""
+    return bounds[0] <= float(value) <= bounds[1]
 
 
 def _segment(values: Tensor, op: GraphOperator | None, edges: bool = False) -> Tensor:
@@ -215,30 +240,42 @@ def _cosine_distance(a: Tensor, ea: Tensor, b: Tensor, eb: Tensor) -> Tensor:
     return torch.where(zero, 1.0, 0.5 * diff.pow(2).sum(dim=1))
 
 
-def _unit_rows(x64: Tensor) -> Tensor:
-    """Rows scaled to unit norm without overflow; all-zero rows stay zero (cosine 0)."""
+def _unit_rows(x64: Tensor, narrow: bool = False) -> Tensor:
+    """Rows scaled to unit norm without overflow; all-zero rows stay zero (cosine 0).
+
+    ``narrow``: ``x64`` holds values of a :data:`NARROW` dtype.  Then, or when every row
+    norm is checked (on the CPU) to lie in ``[2**-400, 2**400]``, the rows are divided by
+    their norms directly: the same numbers as the scaled path, bit for bit, in two passes.
+    """
+    if narrow or _host_reads_free(x64):
+        norm = torch.linalg.vector_norm(x64, dim=1, keepdim=True)
+        if narrow:
+            return x64 / torch.where(norm == 0, 1.0, norm)
+        if norm.numel():
+            low, high = torch.aminmax(norm)
+            if _NORMS_SAFE[0] <= float(low) and float(high) <= _NORMS_SAFE[1]:
+                return x64 / norm
     scaled = _scale_rows(x64, _row_exponents(x64))
     norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
     return scaled / torch.where(norm == 0, 1.0, norm)
 
 
 def _half_edge_sum(x64: Tensor, op: GraphOperator, weighted: bool = True) -> Tensor:
-    """sum over edges of w_e * ||x_src - x_dst||^2 (float64; differences first)."""
+    """sum over edges of w_e * ||x_src - x_dst||^2 (float64; differences first); with
+    ``weighted=False`` every edge of the list counts 1 whatever its weight."""
+    if weighted:
+        _, total = op.runs.differences(x64, laplacian=False, num_graphs=op.num_graphs)
+        assert total is not None
+        return total + _poison(x64, op)
     total = x64.new_zeros(()) if op.batch is None else x64.new_zeros(op.num_graphs)
     src, dst = op.edge_index
     for part in _edge_chunks(op.num_edges, x64.size(1)):
         sq = (x64[src[part]] - x64[dst[part]]).pow(2).sum(dim=1)  # [chunk]
-        values = op.edge_weight[part] * sq if weighted else sq
         if op.edge_graph is None:
-            total = total + values.sum()
+            total = total + sq.sum()
         else:
-            total.index_add_(0, op.edge_graph[part], values)
+            total.index_add_(0, op.edge_graph[part], sq)
     return total + _poison(x64, op)
-
-
-def _edge_chunk_rows(channels: int) -> int:
-    """Edges per chunk of the edge kernels (the row count of their scratch buffers)."""
-    return max(1, _CHUNK_VALUES // max(channels, 1))
 
 
 def _laplacian_and_edge_sum(
@@ -249,34 +286,20 @@ def _laplacian_and_edge_sum(
     poison: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``Delta x`` into ``out`` and ``sum_e w_e ||x_src - x_dst||^2`` from one pass over the
-    edge differences (the Probe's per-layer work).  ``scratch``: two float64 buffers of
-    ``[_edge_chunk_rows(d), d]`` reused across calls (fresh buffers of that size cost page
-    faults on every call); the arithmetic is the same either way.  ``poison``: the
-    :func:`_poison` of ``x64`` when the caller has it already."""
-    out.zero_()
-    total = x64.new_zeros(()) if op.edge_graph is None else x64.new_zeros(op.num_graphs)
-    src, dst = op.edge_index
-    for part in _edge_chunks(op.num_edges, x64.size(1)):
-        s, t = src[part], dst[part]
-        if scratch is None:
-            diff, sq = x64[s] - x64[t], None
-        else:
-            diff = torch.index_select(x64, 0, s, out=scratch[0][: s.numel()])
-            other = torch.index_select(x64, 0, t, out=scratch[1][: s.numel()])
-            diff.sub_(other)  # [chunk, d] x_src - x_dst
-            sq = torch.mul(diff, diff, out=other)
-        sq = diff * diff if sq is None else sq
-        if op.edge_graph is None:
-            total = total + torch.dot(op.edge_weight[part], sq.sum(dim=1))
-        else:
-            total.index_add_(0, op.edge_graph[part], op.edge_weight[part] * sq.sum(dim=1))
-        out.index_add_(0, t, diff.mul_(op.edge_prob[part].unsqueeze(1)))
-    return out, total + (_poison(x64, op) if poison is None else poison)
+    edge differences (the Probe's per-layer work; :meth:`TargetRuns.differences`).
+    ``scratch``: two float64 buffers of ``[op.runs.scratch_rows(d), d]`` reused across calls
+    (fresh buffers of that size cost page faults on every call); the arithmetic is the same
+    either way.  ``poison``: the :func:`_poison` of ``x64`` when the caller has it already."""
+    lap, total = op.runs.differences(x64, True, True, op.num_graphs, out, scratch)
+    assert lap is not None and total is not None
+    return lap, total + (_poison(x64, op) if poison is None else poison)
 
 
 def _laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
-    """``Delta x`` on ``op``'s graph (exact kernel; see :func:`_edge_laplacian`)."""
-    return _edge_laplacian(x64, op.edge_index[0], op.edge_index[1], op.edge_prob, out)
+    """``Delta x`` on ``op``'s graph (exact kernel: :meth:`TargetRuns.differences`)."""
+    lap, _ = op.runs.differences(x64, edge_sum=False, out=out)
+    assert lap is not None
+    return lap
 
 
 def _squared_rows(y: Tensor) -> Tensor:
@@ -399,7 +422,7 @@ def _mean_unit_cosine(ux: Tensor, uy: Tensor, op: GraphOperator | None = None) -
     ``op``; cos near 1 is exact to ~1e-16 relative this way (only ``1 - cos`` needs
     :func:`_unit_gap`)."""
     if op is None or op.batch is None:
-        return (ux * uy).sum() / max(ux.size(0), 1)
+        return torch.dot(ux.reshape(-1), uy.reshape(-1)) / max(ux.size(0), 1)
     return _segment((ux * uy).sum(dim=1), op) / _sizes(op, ux.size(0))
 
 
@@ -410,7 +433,9 @@ def _head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tens
     return lap.pow(2).sum(dim=(0, 2)) / max(x64.size(0), 1) + _poison(x64)
 
 
-def _feature_norm(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+def _feature_norm(x64: Tensor, op: GraphOperator | None = None, narrow: bool = False) -> Tensor:
+    """``sqrt((1/n) ||x||^2)`` (Inf with an infinite entry, NaN with a NaN); ``narrow``: see
+    :func:`_unit_rows`."""
     if op is not None and op.batch is not None:
         # one power-of-two scale per graph (the graph's largest entry), as if measured alone
         rows = _row_exponents(x64) if x64.numel() else x64.new_zeros(0, dtype=torch.long)
@@ -424,10 +449,16 @@ def _feature_norm(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
         return (sq / _sizes(op, x64.size(0))).sqrt() * _pow2(exponent)
     if x64.numel() == 0:
         return x64.new_zeros(())
+    n = max(x64.size(0), 1)
+    if narrow or _host_reads_free(x64):
+        flat = x64.reshape(-1)
+        total = torch.dot(flat, flat)  # the scaled path's sum when nothing over/underflows
+        if narrow or _within(total, _SQUARES_SAFE):  # (False for Inf and NaN)
+            return total.div(n).sqrt()
     _, exponent = torch.frexp(torch.maximum(x64.amax().abs(), x64.amin().abs()))
     exponent = exponent.to(torch.int64).clamp(-1000, 1000)
     flat = (x64 * _pow2(-exponent)).reshape(-1)  # exact power-of-two scaling: no overflow
-    return torch.dot(flat, flat).div(max(x64.size(0), 1)).sqrt() * _pow2(exponent)
+    return torch.dot(flat, flat).div(n).sqrt() * _pow2(exponent)
 
 
 def _inv_sqrt_degree(op: GraphOperator) -> Tensor:
@@ -813,7 +844,7 @@ def feature_norm(x: Tensor, *, batch: object = None, reduce: Reduce = "mean") ->
     with ``batch`` (a ``[num_nodes]`` vector or a ``Batch``)."""
     validate_features(x)
     bop = _batch_operator(batch, x)
-    return _finish(_feature_norm(x.to(torch.float64), bop), bop, reduce)
+    return _finish(_feature_norm(x.to(torch.float64), bop, x.dtype in NARROW), bop, reduce)
 
 
 def mean_cosine_similarity(
@@ -830,7 +861,8 @@ def mean_cosine_similarity(
     if x.shape != y.shape:
         raise ValueError(f"y: expected the shape of x {list(x.shape)}, received {list(y.shape)}")
     bop = _batch_operator(batch, x)
-    value = _mean_unit_cosine(_unit_rows(x.to(torch.float64)), _unit_rows(y.to(torch.float64)), bop)
+    ux = _unit_rows(x.to(torch.float64), x.dtype in NARROW)
+    value = _mean_unit_cosine(ux, _unit_rows(y.to(torch.float64), y.dtype in NARROW), bop)
     return _finish(value, bop, reduce)
 
 
@@ -849,17 +881,34 @@ def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
         previous energy is 0 the ratio is Inf (or NaN when both are 0), as IEEE
         division gives; nothing is clipped.
     """
-    e = torch.as_tensor(
-        energies, dtype=torch.float64
-    )  # python floats must not pass through float32
+    e = energies
+    if not (isinstance(e, Tensor) and e.dtype == torch.float64):
+        e = torch.as_tensor(e, dtype=torch.float64)  # python floats must not pass float32
     if e.dim() not in (1, 2):
         raise ValueError(
             "energies: expected a 1-D sequence of per-layer energies (or [L, num_graphs]), "
             f"received shape {list(e.shape)}"
         )
-    out = torch.full_like(e, float("nan"))
-    out[1:] = (e[1:] - e[:-1]) / e[:-1]
-    return out
+    if e.size(0) == 0:
+        return e.clone()
+    # the previous layer's energy, NaN before layer 0: (E_k - E_k-1) / E_k-1, NaN at k = 0
+    prev = torch.cat([_nan_row(e), e[:-1]])
+    return (e - prev).div_(prev)
+
+
+_NAN_ROWS: dict[tuple[torch.device, tuple[int, ...]], Tensor] = {}
+
+
+def _nan_row(e: Tensor) -> Tensor:
+    """A ``[1, ...]`` float64 NaN row for ``e``'s trailing shape and device (kept: it is
+    read, never written)."""
+    key = (e.device, tuple(e.shape[1:]))
+    row = _NAN_ROWS.get(key)
+    if row is None:
+        row = _NAN_ROWS[key] = torch.full(
+            (1, *key[1]), float("nan"), dtype=e.dtype, device=e.device
+        )
+    return row
 
 
 def layer_similarity(

@@ -72,12 +72,12 @@ class _Workspace:
     def __init__(self) -> None:
         self.key: tuple | None = None
 
-    def buffers(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        key = (tuple(x.shape), x.device)
+    def buffers(self, x: Tensor, op: GraphOperator) -> tuple[Tensor, Tensor]:
+        rows = (op.runs.scratch_rows(x.size(1)), x.size(1))  # edge-chunk scratch
+        key = (tuple(x.shape), x.device, rows)
         if key != self.key:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
             self.state, self.lap = make(), make()
-            rows = (M._edge_chunk_rows(x.size(1)), x.size(1))  # edge-chunk scratch
             self.scratch = (
                 torch.empty(rows, dtype=torch.float64, device=x.device),
                 torch.empty(rows, dtype=torch.float64, device=x.device),
@@ -91,9 +91,10 @@ class _LayerCache:
     once).  Every value comes from the exact kernels of :mod:`oversmooth.metrics`."""
 
     def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
-        self.x, self._lap_buf = workspace.buffers(x)
+        self.x, self._lap_buf = workspace.buffers(x, op)
         self._scratch = workspace.scratch
         self.x.copy_(x)  # float64 copy of the state
+        self.narrow = x.dtype in M.NARROW  # its squares cannot overflow: no scaling pass
         self.op = op
         self._lap: Tensor | None = None
         self._edge_sum: Tensor | None = None
@@ -124,7 +125,7 @@ class _LayerCache:
     @property
     def unit(self) -> Tensor:  # [n, d] unit rows (zero rows stay zero)
         if self._unit is None:
-            self._unit = M._unit_rows(self.x)
+            self._unit = M._unit_rows(self.x, self.narrow)
         return self._unit
 
 
@@ -183,7 +184,7 @@ METRICS: dict[str, Metric] = {
         Metric(
             "feature_norm",
             "sqrt((1/n) ||X||_F^2)",
-            fn=lambda c: M._feature_norm(c.x, c.op),
+            fn=lambda c: M._feature_norm(c.x, c.op, c.narrow),
             default=True,
         ),
         Metric(
@@ -770,7 +771,7 @@ class Probe:
         self._values.setdefault(self._step, {})[k] = row
         self._stream_width = x.size(1)
         if self.similarity:
-            self._keep_state(k, x)
+            self._keep_state(k, x, cache)
 
     def _head_energies(
         self, k: int, x64: Tensor, op: GraphOperator, module: nn.Module | None
@@ -785,15 +786,17 @@ class Probe:
         mp.last_attention = None
         return {f"head_energy_{h}": energy[h] for h in range(heads)}
 
-    def _keep_state(self, k: int, x: Tensor) -> None:
+    def _keep_state(self, k: int, x: Tensor, cache: _LayerCache) -> None:
         if self.similarity_sample is not None and self.similarity_sample < x.size(0):
             if self._sample_index is None or self._sample_index.device != x.device:
                 gen = torch.Generator().manual_seed(self.seed)
                 self._sample_index = torch.randperm(x.size(0), generator=gen)[
                     : self.similarity_sample
                 ].to(x.device)
-            x = x[self._sample_index]
-        self._states[k] = M._unit_rows(x.to(torch.float64)).to(self.similarity_dtype)
+            unit = M._unit_rows(x[self._sample_index].to(torch.float64), cache.narrow)
+        else:
+            unit = cache.unit  # the rows cosine_prev uses, when it is measured
+        self._states[k] = unit.to(self.similarity_dtype, copy=True)
 
     # -- results --------------------------------------------------------------------------------
     @property

@@ -1,0 +1,212 @@
+"""The difference kernel (target-sorted runs, chunked, CSR products) and the fast paths of the
+sums of squares: the same numbers however the work is cut, and no host read where one would
+stall a GPU."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import pytest
+import torch
+from torch import nn
+
+import oversmooth.graph as G
+import oversmooth.metrics as M
+from oversmooth import Probe
+from oversmooth.graph import GraphOperator
+
+
+def hub_graph(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """30 nodes: random edges with repeats and self loops, a hub with 45 in-edges (more than
+    one block in the small chunking below), isolated nodes 26..29, weights in [0.05, 3)."""
+    gen = torch.Generator().manual_seed(seed)
+    n = 30
+    rand = torch.randint(0, 26, (2, 80), generator=gen)
+    hub = torch.stack([torch.randint(0, 26, (45,), generator=gen), torch.full((45,), 7)])
+    ei = torch.cat([rand, hub, torch.tensor([[3, 3, 5], [3, 3, 9]])], dim=1)  # repeats
+    weight = torch.rand(ei.size(1), generator=gen, dtype=torch.float64) * 3 + 0.05
+    return ei, weight, n
+
+
+def reference(x: torch.Tensor, ei: torch.Tensor, w: torch.Tensor, n: int):
+    """Delta x and sum_e w_e ||x_src - x_dst||^2 edge by edge, in Python floats."""
+    deg = [0.0] * n
+    for (_, t), we in zip(ei.t().tolist(), w.tolist(), strict=True):
+        deg[t] += we
+    rows = x.tolist()
+    lap = [[0.0] * x.size(1) for _ in range(n)]
+    total = 0.0
+    for (s, t), we in zip(ei.t().tolist(), w.tolist(), strict=True):
+        diff = [a - b for a, b in zip(rows[s], rows[t], strict=True)]
+        total += we * sum(v * v for v in diff)
+        for k, v in enumerate(diff):
+            lap[t][k] += we / deg[t] * v
+    return torch.tensor(lap, dtype=torch.float64), total
+
+
+CHUNKINGS = {
+    "whole": {},  # the defaults: one chunk
+    "chunks": {"_BLOCK": 4, "_CHUNK_VALUES": 24, "_WHOLE_VALUES": 0},  # 8-edge chunks
+    "blocks": {"_BLOCK": 4, "_CHUNK_VALUES": 1, "_WHOLE_VALUES": 0},  # one block per chunk
+}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_laplacian_and_edge_sum_agree_with_the_edge_list_however_chunked(
+    monkeypatch, chunking, weighted
+):
+    for name, value in CHUNKINGS[chunking].items():
+        monkeypatch.setattr(G, name, value)
+    ei, w, n = hub_graph()
+    w = w if weighted else torch.ones_like(w)
+    op = GraphOperator(ei, w if weighted else None, num_nodes=n)
+    assert op.runs.unit is False  # repeated edges merge: weight 2 on (3, 3)
+    x = torch.randn(n, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    lap, total = reference(x, ei, w, n)
+    assert torch.allclose(op.laplacian(x), lap, rtol=1e-13, atol=1e-14)
+    assert op.laplacian(x)[26:].eq(0).all()  # isolated nodes: 0, not -x
+    assert M.dirichlet_energy(x, op).item() == pytest.approx(0.5 * total / n, rel=1e-13)
+    assert M.laplacian_energy(x, op).item() == pytest.approx(float((lap**2).sum()) / n, rel=1e-13)
+    # the Probe's workspace path (its own scratch, Delta x accumulated in its buffer)
+    probe = Probe(nn.Identity(), op, metrics=["laplacian_energy", "dirichlet_energy"], layers=[])
+    probe.record(0, x)
+    row = probe.to_frame().iloc[0]
+    assert row["laplacian_energy"] == pytest.approx(float((lap**2).sum()) / n, rel=1e-13)
+    assert row["dirichlet_energy"] == pytest.approx(0.5 * total / n, rel=1e-13)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_a_batch_is_measured_graph_by_graph_however_chunked(monkeypatch, chunking):
+    for name, value in CHUNKINGS[chunking].items():
+        monkeypatch.setattr(G, name, value)
+    ei, w, n = hub_graph(2)
+    both = torch.cat([ei, ei + n], dim=1)
+    batch = torch.arange(2).repeat_interleave(n)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2 * n, 4, dtype=torch.float64, generator=gen)
+    op = GraphOperator(both, torch.cat([w, w]), num_nodes=2 * n, batch=batch)
+    per_graph = M.dirichlet_energy(x, op, reduce="none")
+    for g in range(2):
+        alone = M.dirichlet_energy(x[g * n : (g + 1) * n], GraphOperator(ei, w, num_nodes=n))
+        assert per_graph[g].item() == pytest.approx(alone.item(), rel=1e-13)
+
+
+def test_unit_weights_without_repeats_take_the_unweighted_sum():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    assert GraphOperator(ei).runs.unit
+    assert not GraphOperator(ei, torch.ones(4)).runs.unit  # given weights are always used
+    x = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)
+    assert M.dirichlet_energy(x, ei).item() == pytest.approx(5 / 3, rel=1e-15)
+
+
+def test_constant_states_give_exactly_zero_in_every_chunking(monkeypatch):
+    monkeypatch.setattr(G, "_BLOCK", 4)
+    monkeypatch.setattr(G, "_WHOLE_VALUES", 0)
+    monkeypatch.setattr(G, "_CHUNK_VALUES", 24)
+    ei, w, n = hub_graph()
+    x = torch.full((n, 3), 1e8 + 0.1, dtype=torch.float64)
+    assert M.laplacian_energy(x, ei, edge_weight=w).item() == 0.0
+    assert M.dirichlet_energy(x, ei, edge_weight=w).item() == 0.0
+
+
+# -- fast paths of the sums of squares ---------------------------------------------------------
+
+
+def scaled_only(monkeypatch) -> None:
+    """Take the paths a GPU takes: no value read to the host."""
+    monkeypatch.setattr(M, "_host_reads_free", lambda x: False)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-30, 1e30])
+def test_fast_paths_give_the_scaled_numbers_bit_for_bit(monkeypatch, scale):
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(300, 16, dtype=torch.float64, generator=gen) * scale
+    y = x + 1e-9 * scale * torch.randn(300, 16, dtype=torch.float64, generator=gen)
+    fast = (M.feature_norm(x), M.mean_cosine_similarity(x, y), M._unit_rows(x))
+    scaled_only(monkeypatch)
+    slow = (M.feature_norm(x), M.mean_cosine_similarity(x, y), M._unit_rows(x))
+    for a, b in zip(fast, slow, strict=True):
+        assert torch.equal(a, b)
+    # float32 values (narrow): no check needed, same numbers as the scaled path
+    x32 = x.float()
+    narrow = M._unit_rows(x32.double(), narrow=True)
+    assert torch.equal(narrow, M._unit_rows(x32.double()))
+
+
+def test_rows_far_outside_the_safe_range_fall_back_to_scaling():
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 4, dtype=torch.float64, generator=gen)
+    y = x.clone()
+    x[2] *= 1e-200  # its squares underflow: a direct norm would be 0 and its cosine lost
+    y[2] = x[2] * 3
+    x[5] *= 1e200  # its squares overflow
+    y[5] = -x[5]
+    cos = M.mean_cosine_similarity(x, y).item()
+    assert cos == pytest.approx((6 + 1 - 1) / 8, rel=1e-14)
+    with mpmath.workdps(40):  # the squares of row 5 exceed the float64 range
+        exact = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in x.flatten().tolist()) / 8)
+    assert M.feature_norm(x).item() == pytest.approx(float(exact), rel=1e-14)
+    x[0, 0] = float("inf")  # the norm is infinite, on every path
+    assert M.feature_norm(x).item() == math.inf == M.feature_norm(x.float()).item()
+    x[0, 0] = float("nan")
+    assert math.isnan(M.feature_norm(x).item()) and math.isnan(M.feature_norm(x.float()).item())
+
+
+def test_zero_rows_keep_cosine_zero_on_every_path(monkeypatch):
+    x = torch.randn(5, 3, dtype=torch.float64)
+    x[1] = 0.0
+    expected = (4 + 0) / 5
+    assert M.mean_cosine_similarity(x, 2 * x).item() == pytest.approx(expected, rel=1e-14)
+    assert M.mean_cosine_similarity(x.float(), 2 * x.float()).item() == pytest.approx(
+        expected, rel=1e-7
+    )
+    scaled_only(monkeypatch)
+    assert M.mean_cosine_similarity(x, 2 * x).item() == pytest.approx(expected, rel=1e-14)
+
+
+class Stack(nn.Module):
+    """Four residual layers on a fixed graph: a model the Probe hooks like any PyG model."""
+
+    def __init__(self, width: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width, dtype=dtype) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + torch.tanh(layer(x))
+        return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_no_host_read_while_the_probe_measures_a_layer(monkeypatch, dtype):
+    """Once the graph operator exists, measuring a layer reads nothing back to the host (on a
+    GPU each read would stall the pipeline once per layer).  float64 states are measured as a
+    GPU measures them (no free host reads); float32 states need no check at all."""
+    ei, w, n = hub_graph()
+    op = GraphOperator(ei, w, num_nodes=n)
+    model = Stack(8, dtype)
+    x = torch.randn(n, 8, dtype=dtype)
+    if dtype == torch.float64:
+        scaled_only(monkeypatch)
+    probe = Probe(model, op, similarity=True)
+    calls: list[str] = []
+    methods = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
+    originals = {name: getattr(torch.Tensor, name) for name in methods}
+    for name, original in originals.items():
+
+        def counting(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counting)
+    try:
+        with torch.no_grad(), probe:
+            model(x)
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+    assert calls == []
+    frame = probe.to_frame()
+    assert len(frame) == 5 and frame["laplacian_energy"].notna().all()
