@@ -211,6 +211,16 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
     assert rows["size_exponent"]["value"] == 1.0
     assert rows["size_memory"]["value"] == pytest.approx(1000 * 2**20 / 1e9)
     assert rows["sweep_workers"]["value"] == 2.0  # at least 1.7: met
+    # the float64 analysis runs the model twice: the reason says so, with the bare forward
+    assert "runs the 256-layer model twice" in rows["end_to_end"]["reason"]
+    # a missed probe overhead is set against what the one-liners of its metrics would cost
+    results = _fake_results()
+    results["probe_overhead"]["probed_s"] = 3 * results["probe_overhead"]["bare_s"]
+    results["probe_overhead"]["ratio"] = 3.0
+    probe = next(t for t in bench.targets(results) if t["key"] == "probe_overhead")
+    cora = [m for m in results["metric_baselines"] if m["graph"] == "cora"]
+    assert probe["status"] == "missed"
+    assert f"the float64 one-liners of the {len(cora)} default metrics alone" in probe["reason"]
 
 
 def test_a_default_kernel_that_is_the_reference_or_disagrees_is_missed():
