@@ -27,7 +27,7 @@ DEBUG = {"on": False}
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from oversmooth.data import DatasetUnavailableError
+    from oversmooth.errors import DatasetUnavailableError
 
     return (
         ValueError,

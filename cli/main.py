@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import os
 import sys
 import warnings
 
@@ -11,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from oversmooth import __version__
-from oversmooth.cli import _common
+from oversmooth.cli import _common, commands
 
 
 class OneLineErrors(TyperGroup):
@@ -53,23 +54,6 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-app = typer.Typer(
-    cls=OneLineErrors,
-    name="oversmooth",
-    help=(
-        "Diagnose oversmoothing and the curse of depth in deep graph neural networks "
-        "and graph transformers."
-    ),
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion, --show-completion
-    # Plain click help: it wraps every line to the terminal, where rich's tables cut option
-    # help with "…" at 80 columns and read "[...]" in help texts as markup and drop it.
-    rich_markup_mode=None,
-    context_settings={"max_content_width": 100},
-    pretty_exceptions_enable=False,
-)
-
-
 def _note(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (e.g. features converted to float32) as one ``note:`` line on stderr."""
     text = str(message).splitlines()[0] if str(message) else category.__name__
@@ -82,7 +66,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")
@@ -100,17 +83,55 @@ def root(
         warnings.showwarning = _note
 
 
-def _register() -> None:
-    from oversmooth.cli import commands  # noqa: F401  (each module adds its command)
+def _new_app() -> typer.Typer:
+    """The command group with its root options and no command yet."""
+    group = typer.Typer(
+        cls=OneLineErrors,
+        name="oversmooth",
+        help=(
+            "Diagnose oversmoothing and the curse of depth in deep graph neural networks "
+            "and graph transformers."
+        ),
+        no_args_is_help=True,
+        add_completion=True,  # --install-completion, --show-completion
+        # Plain click help: it wraps every line to the terminal, where rich's tables cut option
+        # help with "…" at 80 columns and read "[...]" in help texts as markup and drop it.
+        rich_markup_mode=None,
+        context_settings={"max_content_width": 100},
+        pretty_exceptions_enable=False,
+    )
+    group.callback()(root)
+    return group
 
-    commands.register(app)
+
+def _command_named(args: list[str]) -> str | None:
+    """The command the arguments name: the first that is not a root option (none of them
+    takes a value), or None."""
+    for arg in args:
+        if not arg.startswith("-"):
+            return arg if arg in commands.COMMANDS else None
+    return None
 
 
-_register()
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the group with every command loaded (for tests and ``typer`` tooling)."""
+    if name == "app":
+        group = _new_app()
+        commands.register(group)
+        globals()["app"] = group
+        return group
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
+    that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
+    group = _new_app()
+    if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
+        commands.register(group)
+    else:
+        commands.register(group, only=_command_named(sys.argv[1:]) or "")
+    group()
 
 
 if __name__ == "__main__":

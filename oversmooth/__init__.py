@@ -3,45 +3,95 @@
 Importing the package does no I/O and does not import matplotlib's pyplot.
 """
 
-from oversmooth.graph import GraphOperator, as_graph
-from oversmooth.nn import DepthModel, ModelConfig, build_model
-from oversmooth.probe import Probe, available_metrics
-from oversmooth.prune import prune_sensitivity
-from oversmooth.spectral import SpectralGap, spectral_gap
-from oversmooth.verdict import Verdict, verdict
-from oversmooth.metrics import (
-    dirichlet_energy,
-    effective_rank,
-    energy,
-    feature_norm,
-    laplacian_energy,
-    layer_similarity,
-    rayleigh_energy,
-    mean_average_distance,
-    mean_cosine_similarity,
-    normalized_dirichlet_energy,
-    rank_one_distance,
-    relative_energy,
-    relative_update,
-    rusch_dirichlet_energy,
-    stream_variance,
-    angular_distance,
-)
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-# oversmooth.plot / oversmooth.write_report load oversmooth.notebook on first use (PEP 562):
-# it reaches pandas, matplotlib and oversmooth.analysis, which reads __version__ from here, so
-# it is loaded by name only once the package is fully initialised (no import-time cycle).
-_LAZY = {"plot": "oversmooth.notebook", "write_report": "oversmooth.notebook"}
+if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
+    from oversmooth.graph import GraphOperator, as_graph
+    from oversmooth.metrics import (
+        angular_distance,
+        dirichlet_energy,
+        effective_rank,
+        energy,
+        feature_norm,
+        laplacian_energy,
+        layer_similarity,
+        mean_average_distance,
+        mean_cosine_similarity,
+        normalized_dirichlet_energy,
+        rank_one_distance,
+        rayleigh_energy,
+        relative_energy,
+        relative_update,
+        rusch_dirichlet_energy,
+        stream_variance,
+    )
+    from oversmooth.nn import DepthModel, ModelConfig, build_model
+    from oversmooth.notebook import plot, write_report
+    from oversmooth.probe import Probe, available_metrics
+    from oversmooth.prune import prune_sensitivity
+    from oversmooth.spectral import SpectralGap, spectral_gap
+    from oversmooth.verdict import Verdict, verdict
+
+_METRICS = (
+    "dirichlet_energy",
+    "effective_rank",
+    "energy",
+    "feature_norm",
+    "laplacian_energy",
+    "layer_similarity",
+    "rayleigh_energy",
+    "mean_average_distance",
+    "mean_cosine_similarity",
+    "normalized_dirichlet_energy",
+    "rank_one_distance",
+    "relative_energy",
+    "relative_update",
+    "rusch_dirichlet_energy",
+    "stream_variance",
+    "angular_distance",
+)
+# Every public name loads its module on first use (PEP 562), so that `import oversmooth` (and
+# with it `oversmooth --help`) does not import torch; `from oversmooth import Probe` works as
+# always.  oversmooth.notebook reaches oversmooth.analysis, which reads __version__ from here:
+# loading by name once the package is initialised also keeps the import graph free of cycles.
+_LAZY = {
+    "GraphOperator": "oversmooth.graph",
+    "as_graph": "oversmooth.graph",
+    "DepthModel": "oversmooth.nn",
+    "ModelConfig": "oversmooth.nn",
+    "build_model": "oversmooth.nn",
+    "Probe": "oversmooth.probe",
+    "available_metrics": "oversmooth.probe",
+    "prune_sensitivity": "oversmooth.prune",
+    "SpectralGap": "oversmooth.spectral",
+    "spectral_gap": "oversmooth.spectral",
+    "Verdict": "oversmooth.verdict",
+    "verdict": "oversmooth.verdict",
+    "plot": "oversmooth.notebook",
+    "write_report": "oversmooth.notebook",
+    **dict.fromkeys(_METRICS, "oversmooth.metrics"),
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
+    if not name.startswith("_"):  # a submodule not imported yet (oversmooth.metrics, ...)
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'oversmooth' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

@@ -38,6 +38,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from oversmooth.errors import DatasetUnavailableError
+
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
@@ -57,12 +59,6 @@ __all__ = [
     "graph_stats",
     "default_data_root",
 ]
-
-
-class DatasetUnavailableError(RuntimeError):
-    """A benchmark's files are absent and could not be downloaded."""
-
-    clean_message = True  # the CLI prints the message alone, without a type name
 
 
 @dataclass(frozen=True)

@@ -245,3 +245,41 @@ def test_analyze_line_only_when_bare(stopped_analysis, args):
     result = runner.invoke(app, ["analyze", *args])
     assert stopped_analysis["config"] is not None
     assert "analyze: " not in result.stderr
+
+
+def test_the_command_list_needs_no_command_module():
+    """`oversmooth --help` lists every command from the table in cli/commands.py, without
+    importing the commands (or torch): each summary there is its command's own first line."""
+    from oversmooth.cli import commands
+    from oversmooth.cli.main import _new_app
+
+    listed = _new_app()
+    commands.register(listed, only="")
+    stubs = typer.main.get_command(listed).commands
+    assert list(stubs) == list(commands.COMMANDS) == list(GROUP.commands)
+    for name, command in GROUP.commands.items():
+        real = command.get_short_help_str(limit=10_000)
+        assert stubs[name].get_short_help_str(limit=10_000) == real, name
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [(["--help"], False), (["--version"], False), (["--debug", "models", "--help"], True)],
+)
+def test_the_entry_point_loads_only_the_command_it_runs(args, loaded):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        f"sys.argv = ['oversmooth', *{args!r}]\n"
+        "from oversmooth.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "print('torch' in sys.modules, 'oversmooth.cli.models_cmd' in sys.modules, code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.split()[1] == str(loaded), done.stdout + done.stderr
+    assert last.split()[2] in ("0", "None"), done.stdout + done.stderr
+    if not loaded:
+        assert last.split()[0] == "False", "listing the commands imported torch"
