@@ -32,7 +32,10 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time they load o
     from oversmooth.probe import Probe, available_metrics
     from oversmooth.prune import prune_sensitivity
     from oversmooth.spectral import SpectralGap, spectral_gap
-    from oversmooth.verdict import Verdict, verdict
+
+# `verdict` is also the name of its module: imported here, so that importing the submodule
+# later (which sets the package attribute) finds the function already bound to the name.
+from oversmooth.verdict import Verdict, verdict  # noqa: E402  (numpy only, no torch)
 
 _METRICS = (
     "dirichlet_energy",
@@ -67,8 +70,6 @@ _LAZY = {
     "prune_sensitivity": "oversmooth.prune",
     "SpectralGap": "oversmooth.spectral",
     "spectral_gap": "oversmooth.spectral",
-    "Verdict": "oversmooth.verdict",
-    "verdict": "oversmooth.verdict",
     "plot": "oversmooth.notebook",
     "write_report": "oversmooth.notebook",
     **dict.fromkeys(_METRICS, "oversmooth.metrics"),

@@ -418,6 +418,8 @@ class TargetRuns:
         lap = None
         if laplacian:
             prob = self.prob if self.prob.dtype == x.dtype else self.prob.to(x.dtype)
+        if x.requires_grad and torch.is_grad_enabled():  # differentiable: fresh tensors
+            return self._differentiable(x, laplacian, total)
         if scratch is None:
             scratch = self._scratch(x)
         whole = self.nnz * x.size(1) <= _WHOLE_VALUES
@@ -451,6 +453,26 @@ class TargetRuns:
                     lap[first:stop].add_(torch.sparse.mm(block, diff))
         if laplacian and lap is None:  # no edge at all
             lap = x.new_zeros(x.shape)
+        return lap, total
+
+    def _differentiable(
+        self, x: Tensor, laplacian: bool, total: Tensor | None
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """:meth:`differences` for an ``x`` that autograd records (a metric used as a loss
+        term): the same sums, out of place, without scratch buffers."""
+        lap = x.new_zeros(x.shape) if laplacian else None
+        prob = self.prob.to(x.dtype)
+        for start, end, _, _ in self.chunks(x.size(1)):
+            s, t = self.col[start:end], self.row[start:end]
+            diff = x.index_select(0, s) - x.index_select(0, t)
+            if total is not None:
+                sq = (diff * diff).sum(dim=1) * self.weight[start:end].to(x.dtype)
+                if self.graph is None:
+                    total = total + sq.sum()
+                else:
+                    total = total.index_add(0, self.graph[start:end], sq)
+            if lap is not None:
+                lap = lap.index_add(0, t, diff * prob[start:end].unsqueeze(1))
         return lap, total
 
     def _scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:

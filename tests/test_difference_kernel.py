@@ -210,3 +210,60 @@ def test_no_host_read_while_the_probe_measures_a_layer(monkeypatch, dtype):
     assert calls == []
     frame = probe.to_frame()
     assert len(frame) == 5 and frame["laplacian_energy"].notna().all()
+
+
+@pytest.mark.parametrize(("dtype", "floor"), [(torch.float32, "shadow"), (torch.float64, "twin")])
+def test_host_reads_of_a_probed_analysis_do_not_grow_with_depth(monkeypatch, dtype, floor):
+    """The whole probed forward of `oversmooth analyze` (model, Probe, float-floor tracker)
+    reads to the host a fixed number of times per forward, whatever the depth: none per layer.
+    (Reads are counted as a GPU would make them: no free host reads.)"""
+    from oversmooth.analysis import probe_run
+    from oversmooth.data import csbm
+    from oversmooth.nn import build_model
+
+    scaled_only(monkeypatch)
+    data = csbm(n=60, degree=4, classes=2, features=6, seed=0)
+    graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
+    methods = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
+    counts = []
+    for depth in (2, 6):
+        name = str(dtype).removeprefix("torch.")
+        model = build_model("postln", depth=depth, in_channels=6, out_channels=2, dtype=name)
+        probe_run(model, data, graph=graph, floor=floor)  # warm: lazily built parts
+        calls: list[str] = []
+        originals = {name: getattr(torch.Tensor, name) for name in methods}
+        for name, original in originals.items():
+
+            def counting(self, *args, _name=name, _original=original, _calls=calls, **kwargs):
+                _calls.append(_name)
+                return _original(self, *args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, counting)
+        try:
+            with torch.no_grad():
+                model_only = model(data.x.to(dtype), data.edge_index)  # noqa: F841
+            base = len(calls)
+            probe_run(model, data, graph=graph, floor=floor)
+        finally:
+            for name, original in originals.items():
+                setattr(torch.Tensor, name, original)
+        counts.append(len(calls) - base)
+    assert counts[0] == counts[1], counts
+
+
+def test_energies_stay_differentiable_for_use_as_a_loss_term():
+    """A state that autograd records (a Dirichlet-energy regulariser, say) gets the gradient
+    of the plain edge-list expressions."""
+    ei, w, n = hub_graph()
+    op = GraphOperator(ei, w, num_nodes=n)
+    x = torch.randn(n, 3, dtype=torch.float64, requires_grad=True)
+    (M.dirichlet_energy(x, op) + M.laplacian_energy(x, op)).backward()
+    got = x.grad.clone()
+    x.grad = None
+    s, t = ei
+    deg = torch.zeros(n, dtype=torch.float64).index_add(0, t, w)
+    diff = x[s] - x[t]
+    dirichlet = 0.5 * (w * (diff**2).sum(1)).sum() / n
+    lap = torch.zeros(n, 3, dtype=torch.float64).index_add(0, t, diff * (w / deg[t])[:, None])
+    (dirichlet + (lap**2).sum() / n).backward()
+    assert torch.allclose(got, x.grad, rtol=1e-12, atol=1e-14)
