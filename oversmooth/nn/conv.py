@@ -332,7 +332,11 @@ class MultiHeadMessagePassing(nn.Module):
         """``P_h X V_h`` (or the nonlocal values) by the ``"csr"`` kernel: ``[n, h, hd]``."""
         n, h, hd = x.size(0), self.heads, self.head_dim
         plan = ctx.plan(h)
-        xv = self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+        # V X: first for GAT's scores, and whenever autograd records (x's gradient then sums
+        # its parts in the order of the edge kernel); otherwise after the softmax, so that it
+        # is not alive beside the scores (memory at 10^6 nodes, issue 16)
+        early = self.conv == "gat" or (torch.is_grad_enabled() and not self.nonlocal_)
+        xv = self.value(x).view(n, h, hd) if early else None
         if self.conv == "gcn":
             mean = ctx.plan_values("mean", h)
             assert mean is not None
@@ -342,6 +346,7 @@ class MultiHeadMessagePassing(nn.Module):
                 q = self.query(x).view(n * h, hd)
                 k = self.key(x).view(n * h, hd)
                 scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
+                del q, k  # freed here when autograd does not keep them
             else:  # gat
                 assert xv is not None
                 a_dst = (xv * self.att_dst).sum(-1).view(n * h)
@@ -353,12 +358,13 @@ class MultiHeadMessagePassing(nn.Module):
                 scores.add_(log_weight.to(scores.dtype))  # alpha ~ w exp(e)
             alpha = segment_softmax_(scores, plan.row, plan.offsets)
         if self.keep_attention:
-            self.last_attention = alpha.detach()[plan.position()].t()  # [E, h]
+            self.last_attention = plan.per_edge(alpha.detach())  # [E, h]
             self.last_edges = (ctx.src, ctx.dst)
         if self.nonlocal_:
             px = sparse_matmul(alpha, x.contiguous(), plan.rect).view(n, h, -1)  # P_h X
             return self._nonlocal_values(px, x)
-        assert xv is not None
+        if xv is None:
+            xv = self.value(x).view(n, h, hd)
         return sparse_matmul(alpha, xv.reshape(n * h, hd), plan.blocks).view(n, h, hd)
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:

@@ -128,8 +128,8 @@ class CsrPlan:
     ``offsets`` (``[n h + 1]``) is the row pointer, ``row`` (``[h E]``) the row ``i * h + t``
     of every value; ``blocks`` is the block-diagonal ``[n h, n h]`` structure, whose columns
     ``j * h + t`` are ``col`` (``[h E]``).  ``src``/``dst`` are kept as given (the caller's
-    tensors, not copies).  Built on first use: ``rect`` (the ``[n h, n]`` structure), both
-    transposes, :meth:`position` (not kept).
+    tensors, not copies).  Built on first use: ``rect`` (the ``[n h, n]`` structure) and
+    both transposes.
     """
 
     def __init__(self, src: Tensor, dst: Tensor, num_nodes: int, heads: int) -> None:
@@ -175,10 +175,13 @@ class CsrPlan:
         first = (crow[:-1] * h)[:, None] + degree[:, None] * head[None, :]  # [n, h]
         return torch.cat([first.flatten(), crow[-1:] * h])
 
-    def position(self) -> Tensor:
-        """``[h, E]``: the value position of (head ``t``, edge ``q``), edges as given."""
-        head = torch.arange(self.heads, dtype=self.index, device=self.base.device)
-        return self.base[None, :] + self.step[None, :] * head[:, None]
+    def per_edge(self, values: Tensor) -> Tensor:
+        """``[h E]`` values of this plan per edge (edges as given): ``[E, h]``, the transpose
+        of a contiguous ``[h, E]``."""
+        out = values.new_empty(self.heads, self.num_edges)
+        for t, position in enumerate(self._positions(self.base, self.step)):
+            torch.index_select(values, 0, position, out=out[t])
+        return out.t()
 
     def spread(self, edge_values: Tensor) -> Tensor:
         """``[E]`` per-edge values (edges as given) laid out as this plan's values
