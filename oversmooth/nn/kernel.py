@@ -128,8 +128,8 @@ class CsrPlan:
     ``offsets`` (``[n h + 1]``) is the row pointer, ``row`` (``[h E]``) the row ``i * h + t``
     of every value; ``blocks`` is the block-diagonal ``[n h, n h]`` structure, whose columns
     ``j * h + t`` are ``col`` (``[h E]``).  ``src``/``dst`` are kept as given (the caller's
-    tensors, not copies).  Built on first use: ``rect`` (the ``[n h, n]`` structure) and
-    both transposes.
+    tensors, not copies).  Built on first use: ``base``/``step`` (:attr:`placement`), ``rect``
+    (the ``[n h, n]`` structure) and both transposes.
     """
 
     def __init__(self, src: Tensor, dst: Tensor, num_nodes: int, heads: int) -> None:
@@ -137,26 +137,46 @@ class CsrPlan:
         self.num_nodes, self.heads, self.num_edges = n, h, e
         self.src, self.dst = src, dst
         self.index = index = index_dtype(h * max(e, n))
-        small, device = index == torch.int32, src.device
-        order = torch.argsort(dst, stable=True)
-        nodes = torch.arange(n + 1, device=device)
-        crow = torch.searchsorted(dst.index_select(0, order), nodes, out_int32=small)  # [n + 1]
+        crow, base, step = self._layout()
+        self.offsets = self._pointer(crow)
+        self.row = torch.repeat_interleave(self.offsets.diff(), output_size=h * e)
+        col = torch.empty(h * e, dtype=index, device=src.device)
+        src_heads = src.to(index) * h
+        for t, position in enumerate(self._positions(base, step)):
+            col[position] = src_heads + t
+        del src_heads, base, step
+        self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t)
+        self._placement: tuple[Tensor, Tensor] | None = None
+        self._rect: SparseLayout | None = None
+        self._by_source: tuple[Tensor, Tensor] | None = None
+
+    def _layout(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The node pointer ``[n + 1]`` of the edges sorted by target (stable), and every
+        edge's ``base`` and ``step`` (see the class docstring)."""
+        h, e, index = self.heads, self.num_edges, self.index
+        device = self.dst.device
+        order = torch.argsort(self.dst, stable=True)
+        nodes = torch.arange(self.num_nodes + 1, device=device)
+        crow = torch.searchsorted(
+            self.dst.index_select(0, order), nodes, out_int32=index == torch.int32
+        )
         rank = torch.empty(e, dtype=index, device=device)
         rank[order] = torch.arange(e, dtype=index, device=device)  # place in target order
         del order
         # node i's values start at crow[i] * h; head t's run at crow[i] * h + t * degree(i)
-        self.base = rank.add_(crow.index_select(0, dst) * (h - 1))  # [E]
-        self.step = (crow[1:] - crow[:-1]).index_select(0, dst)  # [E]
-        self.offsets = self._pointer(crow)
-        self.row = torch.repeat_interleave(self.offsets.diff(), output_size=h * e)
-        col = torch.empty(h * e, dtype=index, device=device)
-        src_heads = src.to(index) * h
-        for t, position in enumerate(self._positions(self.base, self.step)):
-            col[position] = src_heads + t
-        del src_heads
-        self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t)
-        self._rect: SparseLayout | None = None
-        self._by_source: tuple[Tensor, Tensor] | None = None
+        base = rank.add_(crow.index_select(0, self.dst) * (h - 1))
+        step = (crow[1:] - crow[:-1]).index_select(0, self.dst)
+        return crow, base, step
+
+    @property
+    def placement(self) -> tuple[Tensor, Tensor]:
+        """``base`` and ``step`` (``[E]`` each): not kept by construction, which needs only the
+        row and column of every value; rebuilt (one more sort) and kept by the first part
+        that needs them (:meth:`spread`, :meth:`per_edge`, the transposes)."""
+        if self._placement is None:
+            _, base, step = self._layout()
+            self._placement = (base, step)
+        return self._placement
 
     def _positions(self, base: Tensor, step: Tensor) -> Iterator[Tensor]:
         """Head by head, the value positions ``base + t * step`` (``[E]``): one buffer,
@@ -179,7 +199,7 @@ class CsrPlan:
         """``[h E]`` values of this plan per edge (edges as given): ``[E, h]``, the transpose
         of a contiguous ``[h, E]``."""
         out = values.new_empty(self.heads, self.num_edges)
-        for t, position in enumerate(self._positions(self.base, self.step)):
+        for t, position in enumerate(self._positions(*self.placement)):
             torch.index_select(values, 0, position, out=out[t])
         return out.t()
 
@@ -187,7 +207,7 @@ class CsrPlan:
         """``[E]`` per-edge values (edges as given) laid out as this plan's values
         (``[h E]``, the same value for every head)."""
         out = edge_values.new_empty(self.heads * self.num_edges)
-        for position in self._positions(self.base, self.step):
+        for position in self._positions(*self.placement):
             out[position] = edge_values
         return out
 
@@ -215,7 +235,7 @@ class CsrPlan:
         step_t = (crow_t[1:] - crow_t[:-1]).index_select(0, source)
         del source
         dst_heads = self.dst.index_select(0, edge).to(index) * h
-        base, step = self.base.index_select(0, edge), self.step.index_select(0, edge)
+        base, step = (part.index_select(0, edge) for part in self.placement)
         col_t = torch.empty(h * e, dtype=index, device=edge.device)
         perm_t = torch.empty_like(col_t)
         positions = zip(self._positions(base_t, step_t), self._positions(base, step), strict=True)
@@ -239,7 +259,7 @@ class CsrPlan:
         edge, crow_t = self._source_runs()
         head = torch.arange(h, dtype=self.index, device=edge.device)
         col_t = (self.dst.index_select(0, edge).to(self.index) * h)[:, None] + head[None, :]
-        base, step = self.base.index_select(0, edge), self.step.index_select(0, edge)
+        base, step = (part.index_select(0, edge) for part in self.placement)
         perm_t = base[:, None] + step[:, None] * head[None, :]  # [E, h]
         return crow_t * h, col_t.flatten(), perm_t.flatten()
 
