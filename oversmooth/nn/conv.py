@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -98,7 +99,7 @@ class GraphContext:
             self._plans[heads] = CsrPlan(self.src, self.dst, self.num_nodes, heads)
         return self._plans[heads]
 
-    def plan_values(self, name: str, heads: int) -> Tensor | None:
+    def plan_values(self, name: Literal["mean", "log_weight"], heads: int) -> Tensor | None:
         """``"mean"`` (:meth:`mean`) or ``"log_weight"`` laid out as the values of
         :meth:`plan` (``[h E]``; ``None`` for the log weights of an unweighted graph); built
         on first use, then shared like the plan."""

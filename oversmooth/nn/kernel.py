@@ -23,13 +23,15 @@ The structures (:class:`CsrPlan`) depend on the graph and the head count only; a
 them for the rest of the forward pass.  Building needs no host synchronisation.
 
 Memory (issue 16: a million nodes on one host): with ``E`` edges (self loops included) and
-``h`` heads there are ``h E`` values.  A plan keeps two index tensors of ``h E`` entries, the
-row and the column of every value, and ``O(E + n h)`` more; everything else (the transposes
-for the backward, the nonlocal block's rectangular columns, the map from values back to
-edges) is built when first asked for.  Indices are ``int32`` while every index fits
-(``h max(E, n) < 2**31``), ``int64`` beyond.  Building loops over the heads with ``[E]``
-pieces, so it never holds ``[h E]`` temporaries, and a block allocates no ``[h E]`` tensor
-beyond its scores (softmaxed in place) and one gathered operand of the softmax.
+``h`` heads there are ``h E`` values.  A plan keeps the row and the column of every value
+(two index tensors of ``h E`` entries) and the row pointer; everything else (where each
+edge's values sit, the transposes for the backward, the nonlocal block's rectangular
+columns) is built when first asked for.  The rows stay: the softmax and GAT's scores gather
+with them, and expanding per-row values without them (``repeat_interleave``) was slower on
+Cora.  Indices are ``int32`` while every index fits (``h max(E, n) < 2**31``), ``int64``
+beyond.  Building loops over the heads with ``[E]`` pieces, never holding an ``[h E]``
+temporary, and without autograd a block holds at most two ``[h E]`` value tensors at once:
+its scores (softmaxed in place) and one operand.
 """
 
 from __future__ import annotations
