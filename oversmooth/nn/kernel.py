@@ -121,15 +121,14 @@ class SparseLayout:
 
 class CsrPlan:
     """The sparse structures of one graph for ``heads`` heads (node-major, see the module
-    docstring), for the edge list ``src``/``dst`` (every node with at least one edge in,
-    e.g. its self loop).
+    docstring), for the edge list ``src``/``dst`` (a model's, with every node's self loop).
 
     The edges are ordered by target (stable), each node's run of values holding one run of
     its edges per head: (head ``t``, edge ``q``) sits at value position
     ``base[q] + t * step[q]`` (``[E]`` each; ``step`` is the in-degree of ``q``'s target).
     ``offsets`` (``[n h + 1]``) is the row pointer, ``row`` (``[h E]``) the row ``i * h + t``
     of every value; ``blocks`` is the block-diagonal ``[n h, n h]`` structure, whose columns
-    ``j * h + t`` are ``col`` (``[h E]``).  ``src``/``dst`` are kept as given (the caller's
+    ``j * h + t`` are ``blocks.col`` (``[h E]``).  ``src``/``dst`` are kept as given (the caller's
     tensors, not copies).  Built on first use: ``base``/``step`` (:attr:`placement`), ``rect``
     (the ``[n h, n]`` structure) and both transposes.
     """
