@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oversmooth.nn.kernel import CsrPlan, sampled_dot, segment_softmax, sparse_matmul
+from oversmooth.nn.kernel import CsrPlan, sampled_dot, segment_softmax_, sparse_matmul
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
 
@@ -84,21 +85,31 @@ class GraphContext:
     gcn_weight: Tensor | None = None  # [num_edges + num_nodes] w_ij / sum_k w_ik
     dense_index: Tensor | None = None  # [num_nodes] graph * max_nodes + position (batches)
     max_nodes: int = 0  # the largest graph of the batch
-    _plans: dict[int, tuple[CsrPlan, Tensor, Tensor | None]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
+    _plans: dict[int, CsrPlan] = field(default_factory=dict, repr=False, compare=False)
+    _spread: dict[tuple[str, int], Tensor] = field(default_factory=dict, repr=False, compare=False)
 
-    def plan(self, heads: int) -> tuple[CsrPlan, Tensor, Tensor | None]:
-        """The ``"csr"`` kernel's sparse structures for ``heads`` heads, with GCN's constant
-        attention and the log edge weights laid out as their values (``[h E]`` each); built
-        by the first block that asks, then shared by every block of this forward."""
+    def mean(self) -> Tensor:
+        """GCN's constant attention ``[num_edges + num_nodes]``: the (weighted) mean."""
+        return self.inv_count[self.dst] if self.gcn_weight is None else self.gcn_weight
+
+    def plan(self, heads: int) -> CsrPlan:
+        """The ``"csr"`` kernel's sparse structures for ``heads`` heads; built by the first
+        block that asks, then shared by every block of this forward."""
         if heads not in self._plans:
-            plan = CsrPlan(self.src, self.dst, self.num_nodes, heads)
-            edge = plan.order.index_select(0, plan.edge)  # every value's position in src/dst
-            mean = self.inv_count[self.dst] if self.gcn_weight is None else self.gcn_weight
-            log_weight = None if self.log_weight is None else self.log_weight.index_select(0, edge)
-            self._plans[heads] = (plan, mean.index_select(0, edge), log_weight)
+            self._plans[heads] = CsrPlan(self.src, self.dst, self.num_nodes, heads)
         return self._plans[heads]
+
+    def plan_values(self, name: Literal["mean", "log_weight"], heads: int) -> Tensor | None:
+        """``"mean"`` (:meth:`mean`) or ``"log_weight"`` laid out as the values of
+        :meth:`plan` (``[h E]``; ``None`` for the log weights of an unweighted graph); built
+        on first use, then shared like the plan."""
+        key = (name, heads)
+        if key not in self._spread:
+            values = self.mean() if name == "mean" else self.log_weight
+            if values is None:
+                return None
+            self._spread[key] = self.plan(heads).spread(values)
+        return self._spread[key]
 
     @classmethod
     def build(
@@ -272,8 +283,7 @@ class MultiHeadMessagePassing(nn.Module):
         """
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.conv == "gcn":
-            mean = ctx.inv_count[ctx.dst] if ctx.gcn_weight is None else ctx.gcn_weight
-            return mean.to(x.dtype).unsqueeze(1).expand(-1, h)
+            return ctx.mean().to(x.dtype).unsqueeze(1).expand(-1, h)
         if self.conv == "san":
             q = self.query(x).view(n, h, hd)
             k = self.key(x).view(n, h, hd)
@@ -322,31 +332,40 @@ class MultiHeadMessagePassing(nn.Module):
     def _csr(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """``P_h X V_h`` (or the nonlocal values) by the ``"csr"`` kernel: ``[n, h, hd]``."""
         n, h, hd = x.size(0), self.heads, self.head_dim
-        plan, mean, log_weight = ctx.plan(h)
-        xv = self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
+        plan = ctx.plan(h)
+        # V X: first for GAT's scores, and whenever autograd records (x's gradient then sums
+        # its parts in the order of the edge kernel); otherwise after the softmax, so that it
+        # is not alive beside the scores (memory at 10^6 nodes, issue 16)
+        early = self.conv == "gat" or (torch.is_grad_enabled() and not self.nonlocal_)
+        xv = self.value(x).view(n, h, hd) if early else None
         if self.conv == "gcn":
+            mean = ctx.plan_values("mean", h)
+            assert mean is not None
             alpha = mean.to(x.dtype)  # [h E], no parameter behind it
         else:
             if self.conv == "san":
                 q = self.query(x).view(n * h, hd)
                 k = self.key(x).view(n * h, hd)
                 scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
+                del q, k  # freed here when autograd does not keep them
             else:  # gat
                 assert xv is not None
                 a_dst = (xv * self.att_dst).sum(-1).view(n * h)
                 a_src = (xv * self.att_src).sum(-1).view(n * h)
-                scores = a_dst.index_select(0, plan.row) + a_src.index_select(0, plan.src_heads)
-                scores = F.leaky_relu(scores, 0.2)
+                scores = a_dst.index_select(0, plan.row)
+                scores = F.leaky_relu(scores.add_(a_src.index_select(0, plan.blocks.col)), 0.2)
+            log_weight = ctx.plan_values("log_weight", h)
             if log_weight is not None:
-                scores = scores + log_weight.to(scores.dtype)  # alpha ~ w exp(e)
-            alpha = segment_softmax(scores, plan.row, plan.offsets)
+                scores.add_(log_weight.to(scores.dtype))  # alpha ~ w exp(e)
+            alpha = segment_softmax_(scores, plan.row, plan.offsets)
         if self.keep_attention:
-            self.last_attention = alpha.detach()[plan.position].t()  # [E, h], sorted edges
-            self.last_edges = (plan.src, plan.dst)
+            self.last_attention = plan.per_edge(alpha.detach())  # [E, h]
+            self.last_edges = (ctx.src, ctx.dst)
         if self.nonlocal_:
             px = sparse_matmul(alpha, x.contiguous(), plan.rect).view(n, h, -1)  # P_h X
             return self._nonlocal_values(px, x)
-        assert xv is not None
+        if xv is None:
+            xv = self.value(x).view(n, h, hd)
         return sparse_matmul(alpha, xv.reshape(n * h, hd), plan.blocks).view(n, h, hd)
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ and the product is ``[n, h, hd]`` again, with no transpose.  The nonlocal varian
 ``P_h X`` uses the rectangular ``[n h, n]`` matrix with the same rows.  Per block:
 
 - scores ``<q_i, k_j>`` by :func:`torch.sparse.sampled_addmm` (no ``[E, h, hd]`` gather),
-- softmax over each row's contiguous run of values (max-subtracted),
+- softmax over each row's contiguous run of values (max-subtracted), in place,
 - aggregation by a CSR ``spmm`` (:func:`torch.sparse.mm`).
 
 The two sparse products are :class:`torch.autograd.Function` s whose backward is sparse too:
@@ -21,12 +21,23 @@ sparse matrix of score gradients.  Nothing ``n x n`` is formed, forward or backw
 The structures (:class:`CsrPlan`) depend on the graph and the head count only; a
 :class:`~oversmooth.nn.conv.GraphContext` builds them on the first block that asks and keeps
 them for the rest of the forward pass.  Building needs no host synchronisation.
+
+Memory (issue 16: a million nodes on one host): with ``E`` edges (self loops included) and
+``h`` heads there are ``h E`` values.  A plan keeps the row and the column of every value
+(two index tensors of ``h E`` entries) and the row pointer; everything else (where each
+edge's values sit, the transposes for the backward, the nonlocal block's rectangular
+columns) is built when first asked for.  The rows stay: the softmax and GAT's scores gather
+with them, and expanding per-row values without them (``repeat_interleave``) was slower on
+Cora.  Indices are ``int32`` while every index fits (``h max(E, n) < 2**31``), ``int64``
+beyond.  Building loops over the heads with ``[E]`` pieces, never holding an ``[h E]``
+temporary, and without autograd a block holds at most two ``[h E]`` value tensors at once:
+its scores (softmaxed in place) and one operand.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -39,6 +50,15 @@ with warnings.catch_warnings():
     torch.sparse_csr_tensor(
         torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (0, 0)
     )
+
+
+#: Plans whose indices all stay below this bound use int32 indices, larger ones int64.
+INT32_LIMIT = 2**31
+
+
+def index_dtype(bound: int) -> torch.dtype:
+    """The index type of a plan whose indices are all at most ``bound``."""
+    return torch.int32 if bound < INT32_LIMIT else torch.int64
 
 
 class SparseLayout:
@@ -60,6 +80,10 @@ class SparseLayout:
         self._transpose = transpose
         self._t: tuple[Tensor, Tensor, Tensor] | None = None
 
+    @property
+    def nnz(self) -> int:
+        return self.col.numel()
+
     def matrix(self, values: Tensor) -> Tensor:
         """The sparse CSR matrix with this structure and ``values``."""
         return torch.sparse_csr_tensor(
@@ -79,88 +103,153 @@ class SparseLayout:
             check_invariants=False,
         )
 
+    def sampled(self, left: Tensor, right: Tensor, scale: float = 1.0) -> Tensor:
+        """``scale * (left @ right.T)`` at this structure's entries: ``[nnz]``, in CSR order.
+
+        The only allocation is the result: the mask is a broadcast zero (``beta = 0`` still
+        reads it, so it must hold zeros) and the product is written through ``out``, which
+        spares the copy of ``crow``/``col`` that :func:`torch.sparse.sampled_addmm` makes
+        for a result of its own.
+        """
+        mask = self.matrix(left.new_zeros(()).expand(self.nnz))
+        values = left.new_empty(self.nnz)
+        torch.sparse.sampled_addmm(
+            mask, left, right.t(), beta=0.0, alpha=scale, out=self.matrix(values)
+        )
+        return values
+
 
 class CsrPlan:
     """The sparse structures of one graph for ``heads`` heads (node-major, see the module
-    docstring), for the edge list ``src``/``dst`` with every self loop.
+    docstring), for the edge list ``src``/``dst`` (a model's, with every node's self loop).
 
-    ``src``/``dst`` are the edges sorted by target (stable), ``order`` their positions in
-    the given list.  ``row`` (``[h E]``) is the row ``i * h + t`` of every value,
-    ``offsets`` (``[n h + 1]``) the row pointer, ``edge`` (``[h E]``) every value's position
-    in the sorted edges; ``row``/``src_heads`` index ``[n h]`` per-node, per-head tensors at
-    the target and source of every value; ``position`` (``[h, E]``) maps back from values to
-    sorted edges.  ``blocks`` is the block-diagonal ``[n h, n h]`` structure, ``rect`` the
-    ``[n h, n]`` one.  The parts only some blocks need are built on first use.
+    The edges are ordered by target (stable), each node's run of values holding one run of
+    its edges per head: (head ``t``, edge ``q``) sits at value position
+    ``base[q] + t * step[q]`` (``[E]`` each; ``step`` is the in-degree of ``q``'s target).
+    ``offsets`` (``[n h + 1]``) is the row pointer, ``row`` (``[h E]``) the row ``i * h + t``
+    of every value; ``blocks`` is the block-diagonal ``[n h, n h]`` structure, whose columns
+    ``j * h + t`` are ``blocks.col`` (``[h E]``).  ``src``/``dst`` are kept as given (the caller's
+    tensors, not copies).  Built on first use: ``base``/``step`` (:attr:`placement`), ``rect``
+    (the ``[n h, n]`` structure) and both transposes.
     """
 
     def __init__(self, src: Tensor, dst: Tensor, num_nodes: int, heads: int) -> None:
-        n, h, self.num_edges = num_nodes, heads, src.numel()
-        self.num_nodes, self.heads = n, h
-        self.order = torch.argsort(dst, stable=True)
-        self.src, self.dst = src.index_select(0, self.order), dst.index_select(0, self.order)
-        self._values = torch.arange(h * self.num_edges, device=src.device)
-        crow, node, self._head, self.edge = self._runs(self.dst)
-        self.row = node * h + self._head
-        self.src_heads = self.src.index_select(0, self.edge) * h + self._head
+        n, h, e = num_nodes, heads, src.numel()
+        self.num_nodes, self.heads, self.num_edges = n, h, e
+        self.src, self.dst = src, dst
+        self.index = index = index_dtype(h * max(e, n))
+        crow, base, step = self._layout()
         self.offsets = self._pointer(crow)
-        self.blocks = SparseLayout(self.offsets, self.src_heads, (n * h, n * h), self._blocks_t)
+        self.row = torch.repeat_interleave(self.offsets.diff(), output_size=h * e)
+        col = torch.empty(h * e, dtype=index, device=src.device)
+        src_heads = src.to(index) * h
+        for t, position in enumerate(self._positions(base, step)):
+            col[position] = src_heads + t
+        del src_heads, base, step
+        self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t)
+        self._placement: tuple[Tensor, Tensor] | None = None
         self._rect: SparseLayout | None = None
-        self._position: Tensor | None = None
-        self._by_source: tuple[Tensor, Tensor, Tensor] | None = None
+        self._by_source: tuple[Tensor, Tensor] | None = None
 
-    def _runs(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """For sorted row ids ``rows`` (``[E]``), each row holding one run of its edges per
-        head: the row pointer ``[n + 1]``, and for every value position the row's node, the
-        head and the edge (its position in ``rows``), each ``[h E]``."""
-        h = self.heads
-        nodes = torch.arange(self.num_nodes + 1, device=rows.device)
-        crow = torch.searchsorted(rows, nodes)
-        degree = crow[1:] - crow[:-1]  # >= 1: every node has its self loop
-        node = torch.repeat_interleave(degree * h, output_size=h * self.num_edges)
-        start = crow.index_select(0, node)
-        local = self._values - start * h
-        length = degree.index_select(0, node)
-        head = torch.div(local, length, rounding_mode="floor")
-        return crow, node, head, start + local - head * length
+    def _layout(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The node pointer ``[n + 1]`` of the edges sorted by target (stable), and every
+        edge's ``base`` and ``step`` (see the class docstring)."""
+        h, e, index = self.heads, self.num_edges, self.index
+        device = self.dst.device
+        order = torch.argsort(self.dst, stable=True)
+        nodes = torch.arange(self.num_nodes + 1, device=device)
+        crow = torch.searchsorted(
+            self.dst.index_select(0, order), nodes, out_int32=index == torch.int32
+        )
+        rank = torch.empty(e, dtype=index, device=device)
+        rank[order] = torch.arange(e, dtype=index, device=device)  # place in target order
+        del order
+        # node i's values start at crow[i] * h; head t's run at crow[i] * h + t * degree(i)
+        base = rank.add_(crow.index_select(0, self.dst) * (h - 1))
+        step = (crow[1:] - crow[:-1]).index_select(0, self.dst)
+        return crow, base, step
+
+    @property
+    def placement(self) -> tuple[Tensor, Tensor]:
+        """``base`` and ``step`` (``[E]`` each): not kept by construction, which needs only the
+        row and column of every value; rebuilt (one more sort) and kept by the first part
+        that needs them (:meth:`spread`, :meth:`per_edge`, the transposes)."""
+        if self._placement is None:
+            _, base, step = self._layout()
+            self._placement = (base, step)
+        return self._placement
+
+    def _positions(self, base: Tensor, step: Tensor) -> Iterator[Tensor]:
+        """Head by head, the value positions ``base + t * step`` (``[E]``): one buffer,
+        advanced in place, so each must be used before the next is asked for."""
+        position = base.clone()
+        for t in range(self.heads):
+            if t:
+                position += step
+            yield position
 
     def _pointer(self, crow: Tensor) -> Tensor:
         """The row pointer ``[n h + 1]`` of the rows ``(i, t)`` from the node pointer."""
         h = self.heads
         degree = crow[1:] - crow[:-1]
-        head = torch.arange(h, device=crow.device)
+        head = torch.arange(h, dtype=crow.dtype, device=crow.device)
         first = (crow[:-1] * h)[:, None] + degree[:, None] * head[None, :]  # [n, h]
         return torch.cat([first.flatten(), crow[-1:] * h])
 
-    @property
-    def position(self) -> Tensor:
-        """``[h, E]``: the value position of (head ``t``, sorted edge ``p``)."""
-        if self._position is None:
-            position = torch.empty_like(self._values)
-            index = self._head * self.num_edges + self.edge
-            self._position = position.index_copy_(0, index, self._values).view(self.heads, -1)
-        return self._position
+    def per_edge(self, values: Tensor) -> Tensor:
+        """``[h E]`` values of this plan per edge (edges as given): ``[E, h]``, the transpose
+        of a contiguous ``[h, E]``."""
+        out = values.new_empty(self.heads, self.num_edges)
+        for t, position in enumerate(self._positions(*self.placement)):
+            torch.index_select(values, 0, position, out=out[t])
+        return out.t()
 
-    def _source_runs(self) -> tuple[Tensor, Tensor, Tensor]:
-        """The edges sorted by source (stable, so by target within a source): node pointer,
-        and every transposed value's head and sorted edge."""
+    def spread(self, edge_values: Tensor) -> Tensor:
+        """``[E]`` per-edge values (edges as given) laid out as this plan's values
+        (``[h E]``, the same value for every head)."""
+        out = edge_values.new_empty(self.heads * self.num_edges)
+        for position in self._positions(*self.placement):
+            out[position] = edge_values
+        return out
+
+    def _source_runs(self) -> tuple[Tensor, Tensor]:
+        """The edges sorted by source (stable, so by target within a source): their ids in
+        the given list and the source pointer ``[n + 1]``."""
         if self._by_source is None:
-            order_t = torch.argsort(self.src, stable=True)
-            crow_t, _, head_t, edge_t = self._runs(self.src.index_select(0, order_t))
-            self._by_source = (crow_t, head_t, order_t.index_select(0, edge_t))
+            order = torch.argsort(self.dst, stable=True)
+            by_source = torch.argsort(self.src.index_select(0, order), stable=True)
+            edge = order.index_select(0, by_source)
+            del order, by_source
+            nodes = torch.arange(self.num_nodes + 1, device=edge.device)
+            crow_t = torch.searchsorted(
+                self.src.index_select(0, edge), nodes, out_int32=self.index == torch.int32
+            )
+            self._by_source = (edge.to(self.index), crow_t)
         return self._by_source
 
     def _blocks_t(self) -> tuple[Tensor, Tensor, Tensor]:
-        crow_t, head_t, edge_t = self._source_runs()
-        flat = self.position.view(-1)
-        col_t = self.dst.index_select(0, edge_t) * self.heads + head_t
-        perm_t = flat.index_select(0, head_t * self.num_edges + edge_t)
+        h, e, index = self.heads, self.num_edges, self.index
+        edge, crow_t = self._source_runs()
+        source = self.src.index_select(0, edge)
+        rank = torch.arange(e, dtype=index, device=edge.device)
+        base_t = rank.add_(crow_t.index_select(0, source) * (h - 1))
+        step_t = (crow_t[1:] - crow_t[:-1]).index_select(0, source)
+        del source
+        dst_heads = self.dst.index_select(0, edge).to(index) * h
+        base, step = (part.index_select(0, edge) for part in self.placement)
+        col_t = torch.empty(h * e, dtype=index, device=edge.device)
+        perm_t = torch.empty_like(col_t)
+        positions = zip(self._positions(base_t, step_t), self._positions(base, step), strict=True)
+        for t, (position_t, position) in enumerate(positions):
+            col_t[position_t] = dst_heads + t
+            perm_t[position_t] = position
         return self._pointer(crow_t), col_t, perm_t
 
     @property
     def rect(self) -> SparseLayout:
         """The ``[n h, n]`` structure (rows ``(i, t)``, columns ``j``)."""
         if self._rect is None:
-            col = self.src.index_select(0, self.edge)
+            col = torch.div(self.blocks.col, self.heads, rounding_mode="floor")
             shape = (self.num_nodes * self.heads, self.num_nodes)
             self._rect = SparseLayout(self.offsets, col, shape, self._rect_t)
         return self._rect
@@ -168,13 +257,12 @@ class CsrPlan:
     def _rect_t(self) -> tuple[Tensor, Tensor, Tensor]:
         # transpose row j holds (edge q, head t) at q * h + t: columns i * h + t increase
         h = self.heads
-        crow_t, _, _ = self._source_runs()
-        order_t = torch.argsort(self.src, stable=True)
-        head = self._values.remainder(h)
-        edge = order_t.repeat_interleave(h)
-        col_t = self.dst.index_select(0, edge) * h + head
-        perm_t = self.position.view(-1).index_select(0, head * self.num_edges + edge)
-        return crow_t * h, col_t, perm_t
+        edge, crow_t = self._source_runs()
+        head = torch.arange(h, dtype=self.index, device=edge.device)
+        col_t = (self.dst.index_select(0, edge).to(self.index) * h)[:, None] + head[None, :]
+        base, step = (part.index_select(0, edge) for part in self.placement)
+        perm_t = base[:, None] + step[:, None] * head[None, :]  # [E, h]
+        return crow_t * h, col_t.flatten(), perm_t.flatten()
 
 
 class _SparseMatmul(torch.autograd.Function):
@@ -193,8 +281,7 @@ class _SparseMatmul(torch.autograd.Function):
         grad = grad.contiguous()
         d_values = d_dense = None
         if ctx.needs_input_grad[0]:
-            mask = layout.matrix(values.new_zeros(values.shape))
-            d_values = torch.sparse.sampled_addmm(mask, grad, dense.t(), beta=0.0).values()
+            d_values = layout.sampled(grad, dense)
         if ctx.needs_input_grad[1]:
             d_dense = torch.sparse.mm(layout.matrix_t(values), grad)
         return d_values, d_dense, None
@@ -209,8 +296,7 @@ class _SampledDot(torch.autograd.Function):
     ) -> Tensor:
         ctx.save_for_backward(left, right)
         ctx.layout, ctx.scale = layout, scale
-        mask = layout.matrix(left.new_zeros(layout.col.shape))
-        return torch.sparse.sampled_addmm(mask, left, right.t(), beta=0.0, alpha=scale).values()
+        return layout.sampled(left, right, scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:
@@ -226,15 +312,18 @@ class _SampledDot(torch.autograd.Function):
 
 
 class _SegmentSoftmax(torch.autograd.Function):
-    """Softmax of ``scores`` over each contiguous run ``offsets[r]:offsets[r + 1]``; ``row``
-    names every value's run.  Max-subtracted, so no overflow whatever the scores."""
+    """Softmax of ``scores`` over each contiguous run ``offsets[r]:offsets[r + 1]``, in
+    place; ``row`` names every value's run.  Max-subtracted, so no overflow whatever the
+    scores."""
 
     @staticmethod
     def forward(ctx: Any, scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
         top = torch.segment_reduce(scores, "max", offsets=offsets)
-        out = (scores - top.index_select(0, row)).exp_()
+        out = scores.sub_(top.index_select(0, row)).exp_()
+        del top
         total = out.new_zeros(offsets.numel() - 1).index_add_(0, row, out)
         out = out.div_(total.index_select(0, row))
+        ctx.mark_dirty(scores)
         ctx.save_for_backward(out, row)
         ctx.rows = offsets.numel() - 1
         return out
@@ -259,7 +348,8 @@ def sampled_dot(left: Tensor, right: Tensor, layout: SparseLayout, scale: float)
     return out
 
 
-def segment_softmax(scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
-    """Softmax over contiguous runs of ``scores`` (see :class:`_SegmentSoftmax`)."""
+def segment_softmax_(scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
+    """Softmax over contiguous runs of ``scores``, overwriting ``scores`` (see
+    :class:`_SegmentSoftmax`); returns ``scores``."""
     out: Tensor = _SegmentSoftmax.apply(scores, row, offsets)
     return out

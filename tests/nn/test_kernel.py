@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from oversmooth.nn import kernel as kernel_module
 from oversmooth.nn.conv import (
     GraphContext,
     MultiHeadMessagePassing,
@@ -16,6 +17,7 @@ from oversmooth.nn.conv import (
     set_kernel,
     to_dense_batch,
 )
+from oversmooth.nn.kernel import CsrPlan, SparseLayout
 from oversmooth.nn.model import build_model
 
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
@@ -104,6 +106,68 @@ def test_csr_gradcheck(conv, nonlocal_):
     assert torch.autograd.gradcheck(f, (x, *params))
 
 
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_csr_with_int64_indices_equals_the_edge_kernel(monkeypatch, conv, nonlocal_):
+    """Plans too large for int32 indices fall back to int64 (forced here on a small graph)."""
+    monkeypatch.setattr(kernel_module, "INT32_LIMIT", 64)
+    ei, w, n, _ = graph_case(False, seed=9)
+    ctx = GraphContext.build(ei, n, dtype=torch.float64, edge_weight=w)
+    torch.manual_seed(10)
+    mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_).double()
+    x = torch.randn(n, 16, dtype=torch.float64)
+    reference = run(mp, "edge", x, ctx)
+    fast = run(mp, "csr", x, ctx)
+    assert ctx.plan(4).row.dtype == ctx.plan(4).blocks.col.dtype == torch.int64
+    for a, b in zip(fast, reference, strict=True):
+        assert relative(a, b) <= TOLERANCE[torch.float64]
+
+
+def held_bytes(plan: CsrPlan) -> int:
+    """Bytes of every tensor the plan (and its layouts) holds, each storage counted once, the
+    caller's ``src``/``dst`` (referenced, not copied) left out."""
+    seen = {plan.src.untyped_storage().data_ptr(), plan.dst.untyped_storage().data_ptr()}
+    total = 0
+
+    def visit(value: object) -> None:
+        nonlocal total
+        if isinstance(value, Tensor):
+            storage = value.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, SparseLayout):
+            visit(list(vars(value).values()))
+
+    visit(list(vars(plan).values()))
+    return total
+
+
+def test_a_plan_holds_two_int32_indices_per_value_after_a_forward():
+    """Issue 16 (10^6 nodes): after a forward, a plan holds the row and the column of every
+    one of its ``h E`` values as int32 and its row pointer (``n h + 1``); the lazily built
+    parts (value placement, transposes, the nonlocal rectangle) are not there.  The previous
+    plan held five int64 ``[h E]`` tensors (40 bytes per value) and fails the bound."""
+    n, h = 400, 4
+    gen = torch.Generator().manual_seed(11)
+    ei, _ = random_graph(n, 8 * n, gen)
+    ctx = GraphContext.build(ei, n)
+    mp = MultiHeadMessagePassing(16, h, "san")
+    mp.kernel = "csr"
+    with torch.no_grad():
+        mp(torch.randn(n, 16), ctx)
+    plan = ctx.plan(h)
+    values = h * plan.num_edges
+    assert values == h * ctx.src.numel() and plan.row.numel() == plan.blocks.col.numel() == values
+    assert plan.row.dtype == plan.blocks.col.dtype == torch.int32
+    bound = 4 * (2 * values + n * h + 1)  # row and column of every value, the row pointer
+    assert held_bytes(plan) <= bound
+    assert 5 * 8 * values > bound  # the previous plan's five int64 [h E] tensors fail it
+
+
 class LargestTensor(TorchDispatchMode):
     """Records the largest dense tensor any aten op returns, and the ops."""
 
@@ -137,7 +201,8 @@ def test_csr_backward_creates_nothing_n_by_n(nonlocal_):
         loss.backward()
     assert x.grad is not None and mp.query.weight.grad is not None
     assert forward.largest < n * n and backward.largest < n * n
-    assert "aten.sparse_sampled_addmm.default" in backward.ops  # the mode saw the backward
+    # the mode saw the backward (the sampled product writes through ``out``)
+    assert "aten.sparse_sampled_addmm.out" in backward.ops
     with LargestTensor() as dense:  # the check itself sees an n x n tensor
         torch.ones(n, n).sum()
     assert dense.largest >= n * n
