@@ -683,6 +683,10 @@ def sweep_scaling(
             )
             wall = time.perf_counter() - t0
             cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
+            from oversmooth.sweep import _records
+
+            records = _records(Path(tmp) / f"workers-{w}" / "cells")
+            each = [float(r["seconds"]) for r in records if r.get("seconds") is not None]
             run: dict[str, object] = {
                 "workers": w,
                 "cells": result.ran,
@@ -690,12 +694,23 @@ def sweep_scaling(
                 "cells_s": cells_s,
                 "merge_s": wall - (marks[-1] - t0) if marks else math.nan,
                 "cells_per_s": result.ran / cells_s if cells_s > 0 else math.nan,
+                # the cells' own times (in their workers): a worker's first cell includes its
+                # lazy imports, so the median is the steady-state cost of a cell
+                "cell_median_s": statistics.median(each) if each else math.nan,
+                "cell_sum_s": sum(each),
             }
             if result.failed:
                 run["error"] = str(result.failed[0].get("error", "a cell failed"))[:300]
             out["runs"].append(run)
     rates = {r["workers"]: r["cells_per_s"] for r in out["runs"]}
     out["ratio"] = rates[2] / rates[1] if 1 in rates and 2 in rates else math.nan
+    runs = {r["workers"]: r for r in out["runs"]}
+    if 1 in runs and 2 in runs:  # cells per second once started: 2 side by side vs 1 alone
+        out["steady_ratio"] = 2 * runs[1]["cell_median_s"] / runs[2]["cell_median_s"]
+        # what both runs pay whatever the worker count: the wall time not spent in cells
+        out["fixed_s"] = runs[1]["cells_s"] - runs[1]["cell_sum_s"]  # the worker's start
+        # and a first cell's extra time (its lazy imports), paid once per worker
+        out["warmup_s"] = runs[1]["cell_sum_s"] - runs[1]["cells"] * runs[1]["cell_median_s"]
     return out
 
 
@@ -968,6 +983,15 @@ def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
             f"{runs[1]['cells']} cells: {runs[1]['cells_s']:.1f} s with 1 worker, "
             f"{runs[2]['cells_s']:.1f} s with 2, on {r['machine'].get('cpu_count')} cores"
         )
+        if "steady_ratio" in sw:
+            reason += (
+                f"; a cell takes {runs[1]['cell_median_s']:.2f} s alone and "
+                f"{runs[2]['cell_median_s']:.2f} s beside another ({sw['steady_ratio']:.2f}x "
+                f"once started); each worker first spends {sw['fixed_s']:.1f} s starting "
+                f"(import torch) and {sw.get('warmup_s', math.nan):.1f} s more on its first "
+                f"cell (lazy imports), in both runs, which {runs[1]['cells']} cells do not "
+                "amortise"
+            )
         return sw["ratio"], measured, reason, False
     raise KeyError(key)
 

@@ -221,6 +221,13 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
     cora = [m for m in results["metric_baselines"] if m["graph"] == "cora"]
     assert probe["status"] == "missed"
     assert f"the float64 one-liners of the {len(cora)} default metrics alone" in probe["reason"]
+    # a missed sweep ratio separates the cells' own speed-up from the start-up both runs pay
+    results["sweep"].update(ratio=1.3, steady_ratio=1.8, fixed_s=2.0)
+    for run in results["sweep"]["runs"]:
+        run.update(cell_median_s=0.6 * run["workers"] ** 0.15, cell_sum_s=5.0)
+    sweep = next(t for t in bench.targets(results) if t["key"] == "sweep_workers")
+    assert sweep["status"] == "missed" and "(1.80x once started)" in sweep["reason"]
+    assert "each worker first spends 2.0 s starting" in sweep["reason"]
 
 
 def test_a_default_kernel_that_is_the_reference_or_disagrees_is_missed():

@@ -402,12 +402,21 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
                         "failed": w["failed"],
                         "cell time": _num(w["cells_s"], ".1f", " s"),
                         "cells per second": _num(w["cells_per_s"], ".2f"),
+                        "median cell": _num(w.get("cell_median_s", math.nan), ".2f", " s"),
                         "merge": _num(w["merge_s"], ".1f", " s"),
                     }
                     for w in sw["runs"]
                 ]
             )
         )
+        if "steady_ratio" in sw:
+            doc.text(
+                "Median cell: a cell's own time in its worker (a worker's first cell also "
+                "pays its lazy imports). Two cells side by side run "
+                f"{sw['steady_ratio']:.2f}x as many cells per second as one alone; each "
+                f"worker first spends {sw['fixed_s']:.1f} s starting and "
+                f"{sw.get('warmup_s', math.nan):.1f} s more on its first cell, in both runs."
+            )
     if "end_to_end" in r:
         e = r["end_to_end"]
         doc.heading("4. End to end")
