@@ -281,12 +281,13 @@ def _half_edge_sum(x64: Tensor, op: GraphOperator, weighted: bool = True) -> Ten
 def _laplacian_and_edge_sum(
     x64: Tensor,
     op: GraphOperator,
-    out: Tensor,
+    out: Tensor | None = None,
     scratch: tuple[Tensor, Tensor] | None = None,
     poison: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """``Delta x`` into ``out`` and ``sum_e w_e ||x_src - x_dst||^2`` from one pass over the
-    edge differences (the Probe's per-layer work; :meth:`TargetRuns.differences`).
+    """``Delta x`` (into ``out`` when given and needed) and ``sum_e w_e ||x_src - x_dst||^2``
+    from one pass over the edge differences (the Probe's per-layer work; see
+    :meth:`TargetRuns.differences`).
     ``scratch``: two float64 buffers of ``[op.runs.scratch_rows(d), d]`` reused across calls
     (fresh buffers of that size cost page faults on every call); the arithmetic is the same
     either way.  ``poison``: the :func:`_poison` of ``x64`` when the caller has it already."""

@@ -66,24 +66,36 @@ __all__ = [
 class _Workspace:
     """Float64 buffers reused from layer to layer (the state copy and its Laplacian), so
     that measuring a layer allocates less of size ``n x d`` (fresh allocations of that size
-    cost page faults on every layer).  ``cosine_prev`` keeps its own copy of the previous
-    layer's unit rows."""
+    cost page faults on every layer).  States above :data:`_KEEP_VALUES` values get fresh
+    buffers instead, freed after their layer: on a large graph they would sit beside the
+    model's own peak (at 10^6 nodes and 32 channels the two are 512 MiB), while a page fault
+    costs little next to that layer's work.  ``cosine_prev`` keeps its own copy of the
+    previous layer's unit rows."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
 
-    def buffers(self, x: Tensor, op: GraphOperator) -> tuple[Tensor, Tensor]:
+    def buffers(self, x: Tensor, op: GraphOperator) -> tuple[Tensor, Tensor | None]:
         rows = (op.runs.scratch_rows(x.size(1)), x.size(1))  # edge-chunk scratch
         key = (tuple(x.shape), x.device, rows)
+        keep = x.numel() <= _KEEP_VALUES
         if key != self.key:
             make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
-            self.state, self.lap = make(), make()
+            self.state: Tensor | None = make() if keep else None
+            self.lap: Tensor | None = make() if keep else None
             self.scratch = (
                 torch.empty(rows, dtype=torch.float64, device=x.device),
                 torch.empty(rows, dtype=torch.float64, device=x.device),
             )
             self.key = key
+        if not keep:
+            return torch.empty(x.shape, dtype=torch.float64, device=x.device), None
+        assert self.state is not None
         return self.state, self.lap
+
+
+#: The largest state (values) whose float64 buffers a Probe keeps between layers (64 MiB).
+_KEEP_VALUES = 1 << 23
 
 
 class _LayerCache:
@@ -114,6 +126,10 @@ class _LayerCache:
                 self.x, self.op, self._lap_buf, self._scratch, self.poison
             )
         return self._lap
+
+    def drop_laplacian(self) -> None:
+        """Let ``Delta x`` go (a fresh tensor on a large graph) once no column needs it."""
+        self._lap = None
 
     @property
     def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
@@ -739,6 +755,7 @@ class Probe:
             name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
             for name in self._measured
         }
+        cache.drop_laplacian()  # only the per-layer columns use it: free it before the rest
 
         def missing() -> Tensor:  # NaN: no previous layer (or another width)
             nan = float("nan")

@@ -267,3 +267,27 @@ def test_energies_stay_differentiable_for_use_as_a_loss_term():
     lap = torch.zeros(n, 3, dtype=torch.float64).index_add(0, t, diff * (w / deg[t])[:, None])
     (dirichlet + (lap**2).sum() / n).backward()
     assert torch.allclose(got, x.grad, rtol=1e-12, atol=1e-14)
+
+
+def test_a_large_state_is_measured_in_fresh_buffers_with_the_same_numbers(monkeypatch):
+    """Above the Probe's buffer limit (large graphs) each layer gets fresh float64 buffers,
+    freed after it; the columns are the same numbers."""
+    import oversmooth.probe as P
+
+    for name, value in CHUNKINGS["chunks"].items():
+        monkeypatch.setattr(G, name, value)
+    ei, w, n = hub_graph()
+    op = GraphOperator(ei, w, num_nodes=n)
+    gen = torch.Generator().manual_seed(7)
+    states = [torch.randn(n, 3, dtype=torch.float64, generator=gen) for _ in range(3)]
+
+    def frame():
+        probe = Probe(nn.Identity(), op, layers=[])
+        for k, x in enumerate(states):
+            probe.record(k, x)
+        return probe.to_frame()
+
+    kept = frame()
+    monkeypatch.setattr(P, "_KEEP_VALUES", 0)
+    fresh = frame()
+    assert kept.equals(fresh)
