@@ -862,9 +862,33 @@ def mean_cosine_similarity(
     if x.shape != y.shape:
         raise ValueError(f"y: expected the shape of x {list(x.shape)}, received {list(y.shape)}")
     bop = _batch_operator(batch, x)
-    ux = _unit_rows(x.to(torch.float64), x.dtype in NARROW)
-    value = _mean_unit_cosine(ux, _unit_rows(y.to(torch.float64), y.dtype in NARROW), bop)
+    x64, y64 = x.to(torch.float64), y.to(torch.float64)
+    if bop is None:
+        direct = _mean_cosine_direct(x64, y64, x.dtype in NARROW and y.dtype in NARROW)
+        if direct is not None:
+            return _finish(direct, bop, reduce)
+    ux = _unit_rows(x64, x.dtype in NARROW)
+    value = _mean_unit_cosine(ux, _unit_rows(y64, y.dtype in NARROW), bop)
     return _finish(value, bop, reduce)
+
+
+def _mean_cosine_direct(x64: Tensor, y64: Tensor, narrow: bool) -> Tensor | None:
+    """``(1/n) sum_i <x_i, y_i> / (|x_i| |y_i|)`` without forming unit rows, when no norm can
+    overflow or underflow (``narrow`` values, or every norm checked on the CPU to lie in
+    ``[2**-400, 2**400]``); None otherwise.  Zero rows have cosine 0."""
+    if not (narrow or _host_reads_free(x64)) or not x64.numel():
+        return None
+    nx = torch.linalg.vector_norm(x64, dim=1)
+    ny = torch.linalg.vector_norm(y64, dim=1)
+    if not narrow:
+        for norm in (nx, ny):
+            low, high = torch.aminmax(norm)
+            if not (_NORMS_SAFE[0] <= float(low) and float(high) <= _NORMS_SAFE[1]):
+                return None
+    both = nx.mul_(ny)
+    if narrow:  # checked norms are >= 2**-400: only here can a row be zero
+        both = torch.where(both == 0, 1.0, both)  # a zero row gives 0 / 1
+    return torch.linalg.vecdot(x64, y64).div_(both).sum() / x64.size(0)
 
 
 def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
@@ -883,8 +907,11 @@ def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
         division gives; nothing is clipped.
     """
     e = energies
-    if not (isinstance(e, Tensor) and e.dtype == torch.float64):
+    if type(e) is not Tensor or e.dtype is not torch.float64:
         e = torch.as_tensor(e, dtype=torch.float64)  # python floats must not pass float32
+    if e.is_cpu and e.dim() == 1 and e.size(0):  # the common case, with the fewest calls
+        prev = torch.cat((_NAN_CPU, e[:-1]))
+        return (e - prev).div_(prev)
     if e.dim() not in (1, 2):
         raise ValueError(
             "energies: expected a 1-D sequence of per-layer energies (or [L, num_graphs]), "
@@ -898,6 +925,7 @@ def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
 
 
 _NAN_ROWS: dict[tuple[torch.device, tuple[int, ...]], Tensor] = {}
+_NAN_CPU = torch.tensor([float("nan")], dtype=torch.float64)  # read, never written
 
 
 def _nan_row(e: Tensor) -> Tensor:

