@@ -505,11 +505,25 @@ def kernel_ratios(
             with torch.no_grad():
                 return model(xm, ei)
 
+        def projections_only(model: DepthModel = model, xm: torch.Tensor = xm) -> None:
+            # the forward with every message-passing operator reduced to its projections
+            # (W V X, no attention, no aggregation): what no kernel can make faster
+            mp = conv_module.MultiHeadMessagePassing
+            saved = mp.forward
+            mp.forward = lambda self, x, ctx: self.out(self.value(x))  # type: ignore[method-assign]
+            try:
+                with torch.no_grad():
+                    model(xm, ei)
+            finally:
+                mp.forward = saved  # type: ignore[method-assign]
+
         reference, fast = forward("edge"), forward(default)  # also the warm-up
-        times: dict[str, list[float]] = {"default": [], "edge": []}
+        projections_only()
+        times: dict[str, list[float]] = {"default": [], "edge": [], "none": []}
         for _ in range(repeats):  # interleaved, so drifts in machine load hit both
             times["default"].append(timer.once(partial(forward, default)))
             times["edge"].append(timer.once(partial(forward, "edge")))
+            times["none"].append(timer.once(projections_only))
         set_kernel(model, default)
         d, e = statistics.median(times["default"]), statistics.median(times["edge"])
         eps = torch.finfo(xm.dtype).eps
@@ -523,6 +537,7 @@ def kernel_ratios(
                 "default_s": d,
                 "edge_s": e,
                 "ratio": d / e,
+                "projections_s": statistics.median(times["none"]),
                 "max_rel_diff": _max_rel_diff(fast, reference),
                 "tolerance": math.sqrt(eps),
                 "repeats": repeats,
@@ -913,6 +928,12 @@ def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
             f"`{row['default_kernel']}` {row['default_s']:.3f} s against `edge` "
             f"{row['edge_s']:.3f} s per forward"
         )
+        if "projections_s" in row:  # what stays whatever the kernel
+            reason += (
+                f"; without message passing (projections, LayerNorm, FFN only) the forward "
+                f"takes {row['projections_s']:.3f} s, so a kernel that cost nothing would give "
+                f"{row['projections_s'] / row['edge_s']:.2f}x"
+            )
         return row["ratio"], measured, reason, False
     if key == "probe_overhead":
         po = r["probe_overhead"]
