@@ -37,64 +37,6 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time they load o
 # later (which sets the package attribute) finds the function already bound to the name.
 from oversmooth.verdict import Verdict, verdict  # noqa: E402  (numpy only, no torch)
 
-_METRICS = (
-    "dirichlet_energy",
-    "effective_rank",
-    "energy",
-    "feature_norm",
-    "laplacian_energy",
-    "layer_similarity",
-    "rayleigh_energy",
-    "mean_average_distance",
-    "mean_cosine_similarity",
-    "normalized_dirichlet_energy",
-    "rank_one_distance",
-    "relative_energy",
-    "relative_update",
-    "rusch_dirichlet_energy",
-    "stream_variance",
-    "angular_distance",
-)
-# Every public name loads its module on first use (PEP 562), so that `import oversmooth` (and
-# with it `oversmooth --help`) does not import torch; `from oversmooth import Probe` works as
-# always.  oversmooth.notebook reaches oversmooth.analysis, which reads __version__ from here:
-# loading by name once the package is initialised also keeps the import graph free of cycles.
-_LAZY = {
-    "GraphOperator": "oversmooth.graph",
-    "as_graph": "oversmooth.graph",
-    "DepthModel": "oversmooth.nn",
-    "ModelConfig": "oversmooth.nn",
-    "build_model": "oversmooth.nn",
-    "Probe": "oversmooth.probe",
-    "available_metrics": "oversmooth.probe",
-    "prune_sensitivity": "oversmooth.prune",
-    "SpectralGap": "oversmooth.spectral",
-    "spectral_gap": "oversmooth.spectral",
-    "plot": "oversmooth.notebook",
-    "write_report": "oversmooth.notebook",
-    **dict.fromkeys(_METRICS, "oversmooth.metrics"),
-}
-
-
-def __getattr__(name: str) -> object:
-    import importlib
-
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later lookups are plain attribute reads
-        return value
-    if not name.startswith("_"):  # a submodule not imported yet (oversmooth.metrics, ...)
-        import importlib.util
-
-        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
-            return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module 'oversmooth' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
 __all__ = [
     "__version__",
     "GraphOperator",
@@ -128,3 +70,45 @@ __all__ = [
     "plot",
     "write_report",
 ]
+
+# Every public name loads its module on first use (PEP 562), so that `import oversmooth` (and
+# with it `oversmooth --help`) does not import torch; `from oversmooth import Probe` works as
+# always.  oversmooth.notebook reaches oversmooth.analysis, which reads __version__ from here:
+# loading by name once the package is initialised also keeps the import graph free of cycles.
+_LAZY = {
+    "GraphOperator": "oversmooth.graph",
+    "as_graph": "oversmooth.graph",
+    "DepthModel": "oversmooth.nn",
+    "ModelConfig": "oversmooth.nn",
+    "build_model": "oversmooth.nn",
+    "Probe": "oversmooth.probe",
+    "available_metrics": "oversmooth.probe",
+    "prune_sensitivity": "oversmooth.prune",
+    "SpectralGap": "oversmooth.spectral",
+    "spectral_gap": "oversmooth.spectral",
+    "plot": "oversmooth.notebook",
+    "write_report": "oversmooth.notebook",
+}
+_EAGER = {"__version__", "Verdict", "verdict"}  # bound above
+_LAZY.update(  # the rest of __all__ are the metric functions
+    (name, "oversmooth.metrics") for name in __all__ if name not in _LAZY and name not in _EAGER
+)
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
+    if not name.startswith("_"):  # a submodule not imported yet (oversmooth.metrics, ...)
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'oversmooth' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

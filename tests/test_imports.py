@@ -237,3 +237,21 @@ def test_analysis_never_imports_pyplot_or_scipy_stats(stages):
 def test_analysis_forward_path_needs_no_pyg(stages):
     assert "torch_geometric" not in stages["analysis"]
     assert "torch_geometric" not in stages["report"]
+
+
+def test_the_package_loads_its_public_names_on_first_use():
+    """`import oversmooth` imports no torch; every name of __all__ then resolves (to the object
+    of its own module, so `from oversmooth import X` is what it always was)."""
+    code = (
+        "import sys, oversmooth\n"
+        "light = 'torch' not in sys.modules\n"
+        "import oversmooth.verdict\n"
+        "from oversmooth import *  # noqa: F403\n"
+        "import oversmooth.metrics as M\n"
+        "ok = all(getattr(oversmooth, n) is not None for n in oversmooth.__all__)\n"
+        "same = oversmooth.dirichlet_energy is M.dirichlet_energy\n"
+        "same = same and callable(oversmooth.verdict)\n"
+        "print(light, ok, same)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
