@@ -675,7 +675,7 @@ def sweep_scaling(
     workers, each into a fresh folder.  The clock runs from the sweep's first progress call
     (before any worker starts, so worker start-up counts) to its last cell; the final merge
     (tables and comparison reports) is timed apart."""
-    from oversmooth.sweep import SweepSpec, run_sweep
+    from oversmooth.sweep import SweepSpec, _records, run_sweep
 
     out: dict = {
         "models": list(models),
@@ -698,8 +698,6 @@ def sweep_scaling(
             )
             wall = time.perf_counter() - t0
             cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
-            from oversmooth.sweep import _records
-
             records = _records(Path(tmp) / f"workers-{w}" / "cells")
             each = [float(r["seconds"]) for r in records if r.get("seconds") is not None]
             run: dict[str, object] = {

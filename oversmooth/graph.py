@@ -415,11 +415,11 @@ class TargetRuns:
         total = None
         if edge_sum:
             total = x.new_zeros(()) if self.graph is None else x.new_zeros(num_graphs)
+        if x.requires_grad and torch.is_grad_enabled():  # differentiable: fresh tensors
+            return self._differentiable(x, laplacian, total)
         lap = None
         if laplacian:
             prob = self.prob if self.prob.dtype == x.dtype else self.prob.to(x.dtype)
-        if x.requires_grad and torch.is_grad_enabled():  # differentiable: fresh tensors
-            return self._differentiable(x, laplacian, total)
         if scratch is None:
             scratch = self._scratch(x)
         whole = self.nnz * x.size(1) <= _WHOLE_VALUES
@@ -431,14 +431,7 @@ class TargetRuns:
             diff = torch.index_select(x, 0, s, out=scratch[0][:size])
             diff.sub_(torch.index_select(x, 0, t, out=scratch[1][:size]))  # x_src - x_dst
             if total is not None:
-                if self.graph is not None:
-                    sq = (diff * diff).sum(dim=1) * self.weight[start:end]
-                    total.index_add_(0, self.graph[start:end], sq)
-                elif self.unit:
-                    flat = diff.view(-1)
-                    total = total + torch.dot(flat, flat)
-                else:
-                    total = total + torch.dot((diff * diff).sum(dim=1), self.weight[start:end])
+                total = self._add_squares(total, diff, start, end)
             if laplacian:
                 rows = self.crow[first : stop + 1]
                 rows = rows if whole else rows.clamp(start, end) - start
@@ -466,25 +459,32 @@ class TargetRuns:
             s, t = self.col[start:end], self.row[start:end]
             diff = x.index_select(0, s) - x.index_select(0, t)
             if total is not None:
-                sq = (diff * diff).sum(dim=1) * self.weight[start:end].to(x.dtype)
-                if self.graph is None:
-                    total = total + sq.sum()
-                else:
-                    total = total.index_add(0, self.graph[start:end], sq)
+                total = self._add_squares(total, diff, start, end)
             if lap is not None:
                 lap = lap.index_add(0, t, diff * prob[start:end].unsqueeze(1))
         return lap, total
+
+    def _add_squares(self, total: Tensor, diff: Tensor, start: int, end: int) -> Tensor:
+        """``total`` plus ``sum_e w_e ||diff_e||^2`` over the merged edges ``start:end`` (into
+        each edge's graph when batched; one dot product when every weight is 1)."""
+        if self.graph is not None:
+            sq = (diff * diff).sum(dim=1) * self.weight[start:end]
+            return total.index_add_(0, self.graph[start:end], sq)
+        if self.unit:
+            flat = diff.reshape(-1)
+            return total + torch.dot(flat, flat)
+        return total + torch.dot((diff * diff).sum(dim=1), self.weight[start:end])
 
     def _scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """This thread's two difference buffers for ``x``'s width, dtype and device (fresh
         buffers of a few MiB cost page faults on every call)."""
         shape = (self.scratch_rows(x.size(1)), x.size(1))
         held = getattr(self._local, "scratch", None)
-        if held is None or held[0].shape != shape or held[0].dtype != x.dtype:
-            held = None
-        elif held[0].device != x.device:
-            held = None
-        if held is None:
+        if held is None or (held[0].shape, held[0].dtype, held[0].device) != (
+            shape,
+            x.dtype,
+            x.device,
+        ):
             held = (x.new_empty(shape), x.new_empty(shape))
             self._local.scratch = held
         return held

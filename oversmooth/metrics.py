@@ -165,6 +165,12 @@ def _within(value: Tensor, bounds: tuple[float, float]) -> bool:
     return bounds[0] <= float(value) <= bounds[1]
 
 
+def _norms_safe(norm: Tensor) -> bool:
+    """Every row norm in ``[2**-400, 2**400]`` (no zero row): read to the host."""
+    low, high = torch.aminmax(norm)
+    return _within(low, _NORMS_SAFE) and _within(high, _NORMS_SAFE)
+
+
 def _segment(values: Tensor, op: GraphOperator | None, edges: bool = False) -> Tensor:
     """Sum of per-node (or per-edge) ``values`` ``[m]``: 0-d for one graph, ``[B]`` per graph
     for a batched ``op`` (one ``index_add_``, no loop over graphs)."""
@@ -251,10 +257,8 @@ def _unit_rows(x64: Tensor, narrow: bool = False) -> Tensor:
         norm = torch.linalg.vector_norm(x64, dim=1, keepdim=True)
         if narrow:
             return x64 / torch.where(norm == 0, 1.0, norm)
-        if norm.numel():
-            low, high = torch.aminmax(norm)
-            if _NORMS_SAFE[0] <= float(low) and float(high) <= _NORMS_SAFE[1]:
-                return x64 / norm
+        if norm.numel() and _norms_safe(norm):
+            return x64 / norm
     scaled = _scale_rows(x64, _row_exponents(x64))
     norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
     return scaled / torch.where(norm == 0, 1.0, norm)
@@ -880,11 +884,8 @@ def _mean_cosine_direct(x64: Tensor, y64: Tensor, narrow: bool) -> Tensor | None
         return None
     nx = torch.linalg.vector_norm(x64, dim=1)
     ny = torch.linalg.vector_norm(y64, dim=1)
-    if not narrow:
-        for norm in (nx, ny):
-            low, high = torch.aminmax(norm)
-            if not (_NORMS_SAFE[0] <= float(low) and float(high) <= _NORMS_SAFE[1]):
-                return None
+    if not (narrow or (_norms_safe(nx) and _norms_safe(ny))):
+        return None
     both = nx.mul_(ny)
     if narrow:  # checked norms are >= 2**-400: only here can a row be zero
         both = torch.where(both == 0, 1.0, both)  # a zero row gives 0 / 1
@@ -925,7 +926,6 @@ def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
 
 
 _NAN_ROWS: dict[tuple[torch.device, tuple[int, ...]], Tensor] = {}
-_NAN_CPU = torch.tensor([float("nan")], dtype=torch.float64)  # read, never written
 
 
 def _nan_row(e: Tensor) -> Tensor:
@@ -938,6 +938,9 @@ def _nan_row(e: Tensor) -> Tensor:
             (1, *key[1]), float("nan"), dtype=e.dtype, device=e.device
         )
     return row
+
+
+_NAN_CPU = _nan_row(torch.empty(0, dtype=torch.float64))  # the 1-D CPU row, looked up once
 
 
 def layer_similarity(
