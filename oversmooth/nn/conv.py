@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oversmooth.nn.kernel import CsrPlan, sampled_dot, segment_softmax_, sparse_matmul
+from oversmooth.nn.kernel import CsrPlan, sampled_dot, softmax_numerators_, sparse_matmul
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
 
@@ -207,7 +207,7 @@ def propagate_heads(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tenso
 def head_energy(px: Tensor, x: Tensor) -> Tensor:
     """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``:
     ``[h]``."""
-    return (px - x.unsqueeze(1)).pow(2).sum(dim=(0, 2)) / x.size(0)
+    return (px - x.unsqueeze(1)).square_().sum(dim=(0, 2)) / x.size(0)
 
 
 class MultiHeadMessagePassing(nn.Module):
@@ -309,7 +309,7 @@ class MultiHeadMessagePassing(nn.Module):
         if self.global_attention:
             heads_out = self._global(x, ctx)  # [n, h, hd]
         elif self.kernel == "csr":
-            heads_out = self._csr(x, ctx)
+            return self._csr_mean(x, ctx) if self.conv == "gcn" else self._csr(x, ctx)
         else:
             # V X is needed by the plain path and by GAT's scores: computed once
             xv = (
@@ -330,53 +330,116 @@ class MultiHeadMessagePassing(nn.Module):
         return self.out(heads_out.reshape(n, h * hd))
 
     def _csr(self, x: Tensor, ctx: GraphContext) -> Tensor:
-        """``P_h X V_h`` (or the nonlocal values) by the ``"csr"`` kernel: ``[n, h, hd]``."""
+        """The operator's output ``[n, d]`` by the ``"csr"`` kernel, for scored attention (SAN,
+        GAT).
+
+        The softmax is normalised after the aggregation: the product runs with the
+        unnormalised weights ``exp(e_ij - max_k e_ik)`` over an operand with one more column
+        of ones, whose product is each row's sum of weights; dividing by it gives ``P_h``'s
+        product.  That spares a pass over the ``h E`` values (a scatter of the sums and a
+        gather to divide), and the operand's column of ones costs nothing: it is the bias of
+        the value projection, or one padded column of ``X``.
+        """
         n, h, hd = x.size(0), self.heads, self.head_dim
         plan = ctx.plan(h)
-        # V X: first for GAT's scores, and whenever autograd records (x's gradient then sums
-        # its parts in the order of the edge kernel); otherwise after the softmax, so that it
-        # is not alive beside the scores (memory at 10^6 nodes, issue 16)
-        early = self.conv == "gat" or (torch.is_grad_enabled() and not self.nonlocal_)
-        xv = self.value(x).view(n, h, hd) if early else None
-        if self.conv == "gcn":
-            mean = ctx.plan_values("mean", h)
-            assert mean is not None
-            alpha = mean.to(x.dtype)  # [h E], no parameter behind it
-        else:
-            if self.conv == "san":
-                q = self.query(x).view(n * h, hd)
-                k = self.key(x).view(n * h, hd)
-                scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
-                del q, k  # freed here when autograd does not keep them
-            else:  # gat
-                assert xv is not None
-                a_dst = (xv * self.att_dst).sum(-1).view(n * h)
-                a_src = (xv * self.att_src).sum(-1).view(n * h)
-                scores = a_dst.index_select(0, plan.row)
-                scores = F.leaky_relu(scores.add_(a_src.index_select(0, plan.blocks.col)), 0.2)
-            log_weight = ctx.plan_values("log_weight", h)
-            if log_weight is not None:
-                scores.add_(log_weight.to(scores.dtype))  # alpha ~ w exp(e)
-            alpha = segment_softmax_(scores, plan.row, plan.offsets)
-        if self.keep_attention:
-            self.last_attention = plan.per_edge(alpha.detach())  # [E, h]
-            self.last_edges = (ctx.src, ctx.dst)
+        # V X (with its columns of ones): first whenever autograd records (x's gradient then
+        # sums its parts in the order of the edge kernel); otherwise after the softmax, so
+        # that it is not alive beside the scores (memory at 10^6 nodes, issue 16)
+        early = torch.is_grad_enabled() and not self.nonlocal_
+        xv = self._values_and_ones(x) if early else None  # [n, h, hd + 1]
+        if self.conv == "san":
+            q = self.query(x).view(n * h, hd)
+            k = self.key(x).view(n * h, hd)
+            scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
+            del q, k  # freed here when autograd does not keep them
+        else:  # gat: a_t . V_t x = (V_t^T a_t) . x, so each side is one [d, h] projection
+            value = self._value_weight()  # [h, hd, d]
+            a_dst = F.linear(x, (value * self.att_dst.unsqueeze(-1)).sum(1)).view(n * h)
+            a_src = F.linear(x, (value * self.att_src.unsqueeze(-1)).sum(1)).view(n * h)
+            scores = a_dst.index_select(0, plan.row)
+            scores = F.leaky_relu(scores.add_(a_src.index_select(0, plan.blocks.col)), 0.2)
+        log_weight = ctx.plan_values("log_weight", h)
+        if log_weight is not None:
+            scores.add_(log_weight.to(scores.dtype))  # alpha ~ w exp(e)
+        weights = softmax_numerators_(scores, plan.row, plan.offsets)
         if self.nonlocal_:
-            px = sparse_matmul(alpha, x.contiguous(), plan.rect).view(n, h, -1)  # P_h X
-            return self._nonlocal_values(px, x)
-        if xv is None:
-            xv = self.value(x).view(n, h, hd)
-        return sparse_matmul(alpha, xv.reshape(n * h, hd), plan.blocks).view(n, h, hd)
+            operand, layout = F.pad(x, (0, 1), value=1.0), plan.rect  # [X | 1]
+        else:
+            if xv is None:
+                xv = self._values_and_ones(x)
+            operand, layout = xv.view(n * h, hd + 1), plan.blocks
+        summed = sparse_matmul(weights, operand, layout)  # [n h, c + 1]
+        total = summed[:, -1:]  # every row's sum of weights (>= 1: the max's term is 1)
+        if self.keep_attention:
+            alpha = weights.detach() / total.detach().view(-1).index_select(0, plan.row)
+            self.last_attention = plan.per_edge(alpha)  # [E, h]
+            self.last_edges = (ctx.src, ctx.dst)
+        out = (summed[:, :-1] / total).view(n, h, -1)
+        if self.nonlocal_:
+            return self._nonlocal_output(out, x)
+        return self.out(out.view(n, h * hd))
 
-    def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
-        """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
+    def _values_and_ones(self, x: Tensor) -> Tensor:
+        """``V X`` with a column of ones after each head's values: ``[n, h, hd + 1]``, by one
+        projection whose weight has a zero row and whose bias a one per head."""
+        h, hd = self.heads, self.head_dim
+        weight = F.pad(self._value_weight(), (0, 0, 0, 1))  # [h, hd + 1, d]
+        bias = F.pad(x.new_zeros(h, hd), (0, 1), value=1.0)  # [h, hd + 1]
+        return F.linear(x, weight.view(h * (hd + 1), -1), bias.view(-1)).view(-1, h, hd + 1)
+
+    def _csr_mean(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        """GCN by the ``"csr"`` kernel: the operator's output ``[n, d]``.
+
+        Every head attends with the same ``P`` (the neighbourhood mean), so
+        ``(P X V_1 || ... || P X V_h) W = P X V W``: one product with the ``[n, n]``
+        structure (``E`` values, not ``h E``) and one projection by ``W V`` (``d x d``,
+        formed per forward; gradients reach ``V`` and ``W`` through it).  Nonlocal: every
+        head's factor is the one Laplacian energy of ``P X``.
+        """
+        h = self.heads
+        plan = ctx.plan(1)
+        mean = ctx.plan_values("mean", 1)
+        assert mean is not None
+        mean = mean.to(x.dtype)
+        if self.keep_attention:
+            self.last_attention = ctx.mean().to(x.dtype).unsqueeze(1).expand(-1, h)
+            self.last_edges = (ctx.src, ctx.dst)
+        weight = self.out.weight @ self.value.weight  # x -> x V^T W^T in one
+        if not self.nonlocal_:
+            return sparse_matmul(mean, F.linear(x, weight), plan.blocks)
+        px = sparse_matmul(mean, x.contiguous(), plan.blocks)  # P X, [n, d]
+        factor = self._nonlocal_factor(px.unsqueeze(1), x, heads=h)  # [1]
+        return F.linear(px, weight) * factor
+
+    def _nonlocal_factor(self, px: Tensor, x: Tensor, heads: int | None = None) -> Tensor:
+        """Every head's factor :math:`\\frac1n\\|P_h X - X\\|^2` (``"sum"``: without the
+        ``1/n``) from ``px = P_h X`` ``[n, h, d]``: ``[h]``; kept in ``last_energy`` when
+        attention is kept, repeated to ``heads`` entries when given (heads sharing one
+        ``P``)."""
         factor = head_energy(px, x)  # [h]
         if self.nonlocal_norm == "sum":  # ||P_h X - X||^2 without the 1/n
             factor = factor * x.size(0)
         if self.keep_attention:
-            self.last_energy = factor.detach()
+            kept = factor.detach()
+            self.last_energy = kept if heads is None else kept.expand(heads)
+        return factor
+
+    def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
+        """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
+        factor = self._nonlocal_factor(px, x)
         values = torch.einsum("nhd,hed->nhe", px, self._value_weight())  # [n, h, hd]
         return values * factor.view(1, -1, 1)
+
+    def _nonlocal_output(self, px: Tensor, x: Tensor) -> Tensor:
+        """The nonlocal operator's output ``[n, d]`` from ``px = P_h X`` ``[n, h, d]``, with
+        the value and output projections folded: :math:`\\sum_h f_h (P_h X) V_h^\\top
+        W_h^\\top` is one projection of ``[P_1 X | ... | P_h X]`` (``[n, h d]``, contiguous)
+        by the stacked ``f_h W_h V_h`` (``W_h`` the columns of ``W`` that read head ``h``)."""
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        factor = self._nonlocal_factor(px, x)
+        out_weight = self.out.weight.view(-1, h, hd).transpose(0, 1)  # [h, d, hd]
+        stacked = torch.bmm(out_weight, self._value_weight()) * factor.view(h, 1, 1)
+        return F.linear(px.reshape(n, -1), stacked.transpose(0, 1).reshape(stacked.size(1), -1))
 
     def _global(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """Scaled dot-product attention over all nodes of each graph: ``[n, h, hd]``."""

@@ -8,8 +8,10 @@ and the product is ``[n, h, hd]`` again, with no transpose.  The nonlocal varian
 ``P_h X`` uses the rectangular ``[n h, n]`` matrix with the same rows.  Per block:
 
 - scores ``<q_i, k_j>`` by :func:`torch.sparse.sampled_addmm` (no ``[E, h, hd]`` gather),
-- softmax over each row's contiguous run of values (max-subtracted), in place,
-- aggregation by a CSR ``spmm`` (:func:`torch.sparse.mm`).
+- the softmax's numerators ``exp(e - max)`` over each row's contiguous run of values, in
+  place,
+- aggregation by a CSR ``spmm`` (:func:`torch.sparse.mm`) over the operand with a column of
+  ones, which also sums each row's numerators; one division normalises the product.
 
 The two sparse products are :class:`torch.autograd.Function` s whose backward is sparse too:
 for ``Y = A B`` with ``A``'s values ``a``, ``dB = A^T dY`` (a CSR ``spmm`` over the transposed
@@ -31,7 +33,7 @@ with them, and expanding per-row values without them (``repeat_interleave``) was
 Cora.  Indices are ``int32`` while every index fits (``h max(E, n) < 2**31``), ``int64``
 beyond.  Building loops over the heads with ``[E]`` pieces, never holding an ``[h E]``
 temporary, and without autograd a block holds at most two ``[h E]`` value tensors at once:
-its scores (softmaxed in place) and one operand.
+its scores (exponentiated in place) and one operand.
 """
 
 from __future__ import annotations
@@ -311,31 +313,6 @@ class _SampledDot(torch.autograd.Function):
         return d_left, d_right, None, None
 
 
-class _SegmentSoftmax(torch.autograd.Function):
-    """Softmax of ``scores`` over each contiguous run ``offsets[r]:offsets[r + 1]``, in
-    place; ``row`` names every value's run.  Max-subtracted, so no overflow whatever the
-    scores."""
-
-    @staticmethod
-    def forward(ctx: Any, scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
-        top = torch.segment_reduce(scores, "max", offsets=offsets)
-        out = scores.sub_(top.index_select(0, row)).exp_()
-        del top
-        total = out.new_zeros(offsets.numel() - 1).index_add_(0, row, out)
-        out = out.div_(total.index_select(0, row))
-        ctx.mark_dirty(scores)
-        ctx.save_for_backward(out, row)
-        ctx.rows = offsets.numel() - 1
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-        alpha, row = ctx.saved_tensors
-        weighted = alpha * grad
-        inner = weighted.new_zeros(ctx.rows).index_add_(0, row, weighted)  # per-row sums
-        return weighted - alpha * inner.index_select(0, row), None, None
-
-
 def sparse_matmul(values: Tensor, dense: Tensor, layout: SparseLayout) -> Tensor:
     """``A @ dense`` for ``A`` = ``layout`` with ``values``, differentiable in both."""
     out: Tensor = _SparseMatmul.apply(values, dense, layout)
@@ -348,8 +325,13 @@ def sampled_dot(left: Tensor, right: Tensor, layout: SparseLayout, scale: float)
     return out
 
 
-def segment_softmax_(scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
-    """Softmax over contiguous runs of ``scores``, overwriting ``scores`` (see
-    :class:`_SegmentSoftmax`); returns ``scores``."""
-    out: Tensor = _SegmentSoftmax.apply(scores, row, offsets)
-    return out
+def softmax_numerators_(scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
+    """``exp(s - m)`` for every value ``s`` of ``scores``, ``m`` the maximum of its run
+    ``offsets[r]:offsets[r + 1]`` (``row`` names every value's run), overwriting ``scores``;
+    returns ``scores``.  The softmax is these divided by their run's sum, which the caller
+    forms after aggregating.  No overflow whatever the scores, and each run's largest term is
+    1, so no run's sum underflows.  Differentiable: to autograd the maxima are constants
+    (a softmax is the same whatever constant is subtracted from a run).
+    """
+    top = torch.segment_reduce(scores.detach(), "max", offsets=offsets)
+    return scores.sub_(top.index_select(0, row)).exp_()

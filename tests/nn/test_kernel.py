@@ -208,18 +208,22 @@ def test_csr_backward_creates_nothing_n_by_n(nonlocal_):
     assert dense.largest >= n * n
 
 
-def test_keep_attention_holds_the_same_attention_over_its_edges():
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_keep_attention_holds_the_same_attention_over_its_edges(conv, nonlocal_):
     """``last_attention`` is over ``last_edges`` in both kernels (the csr kernel's edges are
-    sorted by target): the same attention matrices, repeated edges summed."""
+    sorted by target): the same attention matrices, repeated edges summed; the same nonlocal
+    factors, one per head."""
     ei, w, n, _ = graph_case(False, seed=2)
     ctx = GraphContext.build(ei, n, edge_weight=w.float())
-    mp = MultiHeadMessagePassing(16, 4, "gat")
+    mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_)
     mp.keep_attention = True
     x = torch.randn(n, 16)
-    matrices = []
+    matrices, energies = [], []
     for kernel in ("edge", "csr"):
         mp.kernel = kernel
         mp(x, ctx)
+        energies.append(mp.last_energy)
         assert mp.last_attention is not None and mp.last_edges is not None
         src, dst = mp.last_edges
         dense = torch.zeros(4, n, n).index_put_(
@@ -230,6 +234,43 @@ def test_keep_attention_holds_the_same_attention_over_its_edges():
         matrices.append(dense)
     torch.testing.assert_close(matrices[1], matrices[0])
     torch.testing.assert_close(matrices[1].sum(-1), torch.ones(4, n))  # rows are softmaxes
+    if nonlocal_:
+        assert energies[0] is not None and energies[1] is not None
+        assert energies[1].shape == (4,)
+        torch.testing.assert_close(energies[1], energies[0])
+    else:
+        assert energies == [None, None]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat"])
+def test_csr_softmax_survives_scores_far_beyond_exp_range(conv, nonlocal_, dtype):
+    """Scores of order 1e4 (exp overflows float64 beyond 710): the csr kernel's numerators are
+    max-subtracted, so its output is finite and equals the edge kernel's."""
+    ei, w, n, _ = graph_case(False, seed=5)
+    ctx = GraphContext.build(ei, n, dtype=dtype, edge_weight=w)
+    torch.manual_seed(6)
+    mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_).to(dtype)
+    with torch.no_grad():
+        for name in ("query", "key"):
+            if hasattr(mp, name):
+                getattr(mp, name).weight.mul_(60.0)
+        if conv == "gat":
+            mp.att_dst.mul_(3000.0)
+            mp.att_src.mul_(3000.0)
+    x = torch.randn(n, 16, dtype=dtype)
+    outs = []
+    for kernel in ("edge", "csr"):
+        mp.kernel = kernel
+        mp.keep_attention = True
+        with torch.no_grad():
+            outs.append(mp(x, ctx))
+        assert mp.last_attention is not None
+        spread = float(mp.last_attention.max() - mp.last_attention.min())
+    assert spread > 0.99  # the scores are that far apart: some attention weights are 1
+    assert torch.isfinite(outs[1]).all()
+    assert relative(outs[1], outs[0]) <= TOLERANCE[dtype]
 
 
 def test_model_outputs_agree_across_kernels_with_global_blocks_on_a_batch():
