@@ -313,14 +313,25 @@ class _SampledDot(torch.autograd.Function):
         return d_left, d_right, None, None
 
 
+def _records(*tensors: Tensor) -> bool:
+    """Whether autograd would record an operation on ``tensors``.  When it would not, the
+    products below call their forward directly: the same numbers, without the ~25 us a
+    :class:`torch.autograd.Function` call costs (a tenth of GCN's product on Cora)."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def sparse_matmul(values: Tensor, dense: Tensor, layout: SparseLayout) -> Tensor:
     """``A @ dense`` for ``A`` = ``layout`` with ``values``, differentiable in both."""
+    if not _records(values, dense):
+        return torch.sparse.mm(layout.matrix(values), dense)
     out: Tensor = _SparseMatmul.apply(values, dense, layout)
     return out
 
 
 def sampled_dot(left: Tensor, right: Tensor, layout: SparseLayout, scale: float) -> Tensor:
     """``scale * (left @ right.T)`` at ``layout``'s entries (its values, in CSR order)."""
+    if not _records(left, right):
+        return layout.sampled(left, right, scale)
     out: Tensor = _SampledDot.apply(left, right, layout, scale)
     return out
 

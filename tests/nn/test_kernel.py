@@ -88,6 +88,20 @@ def test_csr_equals_the_edge_kernel(conv, nonlocal_, weighted, batched, dtype):
 
 @pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
 @pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_csr_without_autograd_gives_the_recorded_outputs_bit_for_bit(conv, nonlocal_):
+    """Without autograd the sparse products skip their autograd.Function: same numbers."""
+    ei, w, n, _ = graph_case(False, seed=7)
+    ctx = GraphContext.build(ei, n, edge_weight=w)
+    mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_)
+    x = torch.randn(n, 16)
+    recorded = mp(x, ctx)
+    assert recorded.requires_grad
+    with torch.no_grad():
+        assert torch.equal(mp(x, ctx), recorded)
+
+
+@pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
 def test_csr_gradcheck(conv, nonlocal_):
     """The hand-written backward against finite differences (float64, a tiny weighted graph)."""
     gen = torch.Generator().manual_seed(3)
