@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -173,6 +174,34 @@ def test_relative_energy():
     assert M.relative_energy([1.0, 1.0 + 1e-12])[1].item() == pytest.approx(1e-12, rel=1e-3)
     with pytest.raises(ValueError, match="energies"):
         M.relative_energy(torch.ones(2, 2, 2))
+
+
+def test_relative_energy_paths_agree_bit_for_bit_without_warnings():
+    """The 1-D CPU path (numpy ufuncs) against the general torch path (one column), on values
+    with zeros, infinities and NaNs; no numpy warning escapes, the input is not written, and
+    a tensor that requires grad keeps its graph."""
+    g = torch.Generator().manual_seed(11)
+    e = torch.rand(300, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-30, 30, (300,))
+    e[[5, 6, 40, 41, 42]] = 0.0
+    e[[70, 71]] = math.inf
+    e[100] = math.nan
+    e[120] = -2.0
+    before = e.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast = M.relative_energy(e)
+    general = M.relative_energy(e[:, None])[:, 0]
+    unchanged = dict(rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(e, before, **unchanged)
+    assert fast.dtype == torch.float64 and fast.shape == e.shape
+    same = (fast == general) | (fast.isnan() & general.isnan())
+    assert bool(same.all())
+    fast[1] = 123.0
+    torch.testing.assert_close(e, before, **unchanged)  # the result owns its memory
+    leaf = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64, requires_grad=True)
+    r = M.relative_energy(leaf)
+    r[1:].sum().backward()
+    assert leaf.grad is not None and r[1:].tolist() == [1.0, 1.0]
 
 
 def test_layer_similarity_and_cosine():
