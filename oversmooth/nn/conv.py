@@ -227,6 +227,12 @@ class MultiHeadMessagePassing(nn.Module):
     Set ``keep_attention = True`` to keep the last attention weights
     (``last_attention``, ``[E, h]`` over ``last_edges``) for probes; neighbourhood
     attention only.
+
+    The ``"csr"`` kernel reads the projections' weights to fold them (``W V`` for GCN, the
+    value projection with its columns of ones, GAT's scores).  When a projection is not a
+    bare :class:`torch.nn.Linear` (a wrapper or adapter put in its place, a hook on it), the
+    operator runs the ``"edge"`` kernel, which calls the projections as modules, so that what
+    was put there is not silently skipped.
     """
 
     def __init__(
@@ -308,7 +314,7 @@ class MultiHeadMessagePassing(nn.Module):
         n, h, hd = x.size(0), self.heads, self.head_dim
         if self.global_attention:
             heads_out = self._global(x, ctx)  # [n, h, hd]
-        elif self.kernel == "csr":
+        elif self.kernel == "csr" and self._bare_projections():
             return self._csr_mean(x, ctx) if self.conv == "gcn" else self._csr(x, ctx)
         else:
             # V X is needed by the plain path and by GAT's scores: computed once
@@ -328,6 +334,17 @@ class MultiHeadMessagePassing(nn.Module):
                     xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
                 )  # [n, h, hd] = P_h X V_h
         return self.out(heads_out.reshape(n, h * hd))
+
+    def _bare_projections(self) -> bool:
+        """Whether every projection is a bare ``nn.Linear`` without hooks (calling it is
+        ``F.linear`` with its weight), so the ``"csr"`` kernel may fold the weights."""
+        for name in ("value", "out", "query", "key"):
+            module = self._modules.get(name)
+            if module is not None and (
+                type(module) is not nn.Linear or module._forward_hooks or module._forward_pre_hooks
+            ):
+                return False
+        return True
 
     def _csr(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """The operator's output ``[n, d]`` by the ``"csr"`` kernel, for scored attention (SAN,

@@ -100,6 +100,29 @@ def test_csr_without_autograd_gives_the_recorded_outputs_bit_for_bit(conv, nonlo
         assert torch.equal(mp(x, ctx), recorded)
 
 
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_csr_does_not_skip_what_is_put_on_a_projection(conv):
+    """The csr kernel folds projection weights; a hook (or wrapper) on a projection makes the
+    operator run the edge kernel, which calls it: the hook acts in both kernels."""
+    ei, w, n, _ = graph_case(False, seed=8)
+    ctx = GraphContext.build(ei, n, edge_weight=w)
+    mp = MultiHeadMessagePassing(16, 4, conv)
+    x = torch.randn(n, 16)
+    with torch.no_grad():
+        mp.kernel = "edge"
+        plain = mp(x, ctx)
+        handle = mp.value.register_forward_hook(lambda module, args, out: 2.0 * out)
+        hooked = mp(x, ctx)
+        mp.kernel = "csr"
+        assert torch.equal(mp(x, ctx), hooked)
+        handle.remove()
+        assert relative(mp(x, ctx), plain) <= TOLERANCE[torch.float32]
+        mp.out = torch.nn.Sequential(mp.out)  # a wrapper in place of W
+        assert not mp._bare_projections()
+        assert relative(mp(x, ctx), plain) <= TOLERANCE[torch.float32]
+    assert relative(hooked, plain) > 0.1  # the hook does change the output
+
+
 @pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
 @pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
 def test_csr_gradcheck(conv, nonlocal_):
