@@ -178,7 +178,7 @@ class GraphOperator:
         merged = coo.values()
         crow = torch.searchsorted(rows, torch.arange(num_nodes + 1, device=device))
         prob = merged[:, 0].contiguous()
-        self._csr = {torch.float64: _csr_matrix(crow, cols, prob, (num_nodes, num_nodes))}
+        self._csr = {torch.float64: csr_matrix(crow, cols, prob, (num_nodes, num_nodes))}
         unit = edge_weight is None and cols.numel() == edge_index.size(1)  # no repeated edge
         self.runs: TargetRuns = TargetRuns(crow, cols, rows, prob, merged[:, 1].contiguous(), unit)
         self._set_batch(batch)
@@ -280,11 +280,10 @@ class GraphOperator:
         mat = self._csr.get(dtype)
         if mat is None:
             base = self._csr[torch.float64]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                mat = torch.sparse_csr_tensor(
-                    base.crow_indices(), base.col_indices(), base.values().to(dtype), base.shape
-                )
+            shape = (base.size(0), base.size(1))
+            mat = csr_matrix(
+                base.crow_indices(), base.col_indices(), base.values().to(dtype), shape
+            )
             self._csr[dtype] = mat
         return mat
 
@@ -324,10 +323,21 @@ def _edge_chunks(num_edges: int, channels: int) -> Iterator[slice]:
         yield slice(start, start + step)
 
 
-def _csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's one "sparse CSR is in beta" warning
-        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+# torch warns once per process that sparse CSR support is "in beta"; the operations used here
+# and by the message-passing kernel (CSR spmm, sampled_addmm) are the stable core of it, so
+# the one warning is spent here, at import, and building a matrix needs no warning filter
+# (a filter per call would cost time on every layer and is not thread-safe)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.sparse_csr_tensor(
+        torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (0, 0)
+    )
+
+
+def csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
+    """The sparse CSR matrix with row pointer ``crow``, columns ``col`` and ``values``
+    (invariants not checked: callers build them sorted)."""
+    return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 # The difference kernels run over blocks of this many merged edges (a chunk is one or more
@@ -438,7 +448,7 @@ class TargetRuns:
                 if size > self._positions.numel():
                     self._positions = torch.arange(size, device=x.device)
                 shape = (stop - first, size)
-                block = _csr_matrix(rows, self._positions[:size], prob[start:end], shape)
+                block = csr_matrix(rows, self._positions[:size], prob[start:end], shape)
                 if whole:
                     lap = torch.sparse.mm(block, diff)
                 else:

@@ -44,20 +44,13 @@ its scores (exponentiated in place) and one operand.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
-# torch warns once per process that sparse CSR support is "in beta"; the operations used
-# here (CSR spmm, sampled_addmm) are the stable core of it, so the one warning is spent here
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    torch.sparse_csr_tensor(
-        torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (0, 0)
-    )
+from oversmooth.graph import csr_matrix
 
 
 #: Plans whose indices all stay below this bound use int32 indices, larger ones int64.
@@ -94,22 +87,14 @@ class SparseLayout:
 
     def matrix(self, values: Tensor) -> Tensor:
         """The sparse CSR matrix with this structure and ``values``."""
-        return torch.sparse_csr_tensor(
-            self.crow, self.col, values, self.shape, check_invariants=False
-        )
+        return csr_matrix(self.crow, self.col, values, self.shape)
 
     def matrix_t(self, values: Tensor) -> Tensor:
         """The transpose of :meth:`matrix` (a CSR matrix of the transposed structure)."""
         if self._t is None:
             self._t = self._transpose()
         crow_t, col_t, perm_t = self._t
-        return torch.sparse_csr_tensor(
-            crow_t,
-            col_t,
-            values.index_select(0, perm_t),
-            (self.shape[1], self.shape[0]),
-            check_invariants=False,
-        )
+        return csr_matrix(crow_t, col_t, values.index_select(0, perm_t), self.shape[::-1])
 
     def sampled(self, left: Tensor, right: Tensor, scale: float = 1.0) -> Tensor:
         """``scale * (left @ right.T)`` at this structure's entries: ``[nnz]``, in CSR order.
