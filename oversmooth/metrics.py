@@ -926,26 +926,9 @@ def relative_energy(energies: Tensor | Sequence[float]) -> Tensor:
             "energies: expected a 1-D sequence of per-layer energies (or [L, num_graphs]), "
             f"received shape {list(e.shape)}"
         )
-    if e.size(0) == 0:
-        return e.clone()
-    # the previous layer's energy, NaN before layer 0: (E_k - E_k-1) / E_k-1, NaN at k = 0
-    prev = torch.cat([_nan_row(e), e[:-1]])
-    return (e - prev).div_(prev)
-
-
-_NAN_ROWS: dict[tuple[torch.device, tuple[int, ...]], Tensor] = {}
-
-
-def _nan_row(e: Tensor) -> Tensor:
-    """A ``[1, ...]`` float64 NaN row for ``e``'s trailing shape and device (kept: it is
-    read, never written)."""
-    key = (e.device, tuple(e.shape[1:]))
-    row = _NAN_ROWS.get(key)
-    if row is None:
-        row = _NAN_ROWS[key] = torch.full(
-            (1, *key[1]), float("nan"), dtype=e.dtype, device=e.device
-        )
-    return row
+    result = torch.full_like(e, float("nan"))  # NaN at layer 0: no previous layer
+    result[1:] = (e[1:] - e[:-1]) / e[:-1]
+    return result
 
 
 def layer_similarity(

@@ -419,7 +419,7 @@ class MultiHeadMessagePassing(nn.Module):
         assert mean is not None
         mean = mean.to(x.dtype)
         if self.keep_attention:
-            self.last_attention = ctx.mean().to(x.dtype).unsqueeze(1).expand(-1, h)
+            self.last_attention = self.attention(x, ctx)  # [E, h], no parameter behind it
             self.last_edges = (ctx.src, ctx.dst)
         weight = self.out.weight @ self.value.weight  # x -> x V^T W^T in one
         if not self.nonlocal_:

@@ -147,7 +147,7 @@ class CsrPlan:
     def _layout(self) -> tuple[Tensor, Tensor, Tensor]:
         """The node pointer ``[n + 1]`` of the edges sorted by target (stable), and every
         edge's ``base`` and ``step`` (see the class docstring)."""
-        h, e, index = self.heads, self.num_edges, self.index
+        e, index = self.num_edges, self.index
         device = self.dst.device
         order = torch.argsort(self.dst, stable=True)
         nodes = torch.arange(self.num_nodes + 1, device=device)
@@ -157,10 +157,16 @@ class CsrPlan:
         rank = torch.empty(e, dtype=index, device=device)
         rank[order] = torch.arange(e, dtype=index, device=device)  # place in target order
         del order
-        # node i's values start at crow[i] * h; head t's run at crow[i] * h + t * degree(i)
-        base = rank.add_(crow.index_select(0, self.dst) * (h - 1))
-        step = (crow[1:] - crow[:-1]).index_select(0, self.dst)
-        return crow, base, step
+        return (crow, *self._base_step(crow, self.dst, rank))
+
+    def _base_step(self, crow: Tensor, node: Tensor, rank: Tensor) -> tuple[Tensor, Tensor]:
+        """Every edge's ``base`` and ``step`` in a layout whose rows are the nodes ``node``
+        (``[E]``; ``crow`` their pointer, ``rank`` each edge's place in row order, overwritten):
+        node i's values start at ``crow[i] * h``, head t's run at ``crow[i] * h + t *
+        degree(i)``."""
+        base = rank.add_(crow.index_select(0, node) * (self.heads - 1))
+        step = (crow[1:] - crow[:-1]).index_select(0, node)
+        return base, step
 
     @property
     def placement(self) -> tuple[Tensor, Tensor]:
@@ -223,11 +229,8 @@ class CsrPlan:
     def _blocks_t(self) -> tuple[Tensor, Tensor, Tensor]:
         h, e, index = self.heads, self.num_edges, self.index
         edge, crow_t = self._source_runs()
-        source = self.src.index_select(0, edge)
         rank = torch.arange(e, dtype=index, device=edge.device)
-        base_t = rank.add_(crow_t.index_select(0, source) * (h - 1))
-        step_t = (crow_t[1:] - crow_t[:-1]).index_select(0, source)
-        del source
+        base_t, step_t = self._base_step(crow_t, self.src.index_select(0, edge), rank)
         dst_heads = self.dst.index_select(0, edge).to(index) * h
         base, step = (part.index_select(0, edge) for part in self.placement)
         col_t = torch.empty(h * e, dtype=index, device=edge.device)
