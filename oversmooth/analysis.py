@@ -19,7 +19,7 @@ import torch
 from numpy.typing import ArrayLike
 
 from oversmooth.checkpoint import CheckpointError, load_checkpoint
-from oversmooth.fit import CurveFit, fit_curve, geometric_mean, tail_window
+from oversmooth.fit import geometric_mean
 from oversmooth.graph import GraphOperator
 from oversmooth.nn.model import (
     MODELS,
@@ -136,42 +136,46 @@ def diffusion_reference(data: Any) -> dict:
     return out
 
 
-def _tail_law(desc: dict, law: str) -> tuple[dict | None, list]:
-    tail = desc.get("tail") or {}
-    return tail.get(law), list(tail.get("span") or tail.get("window") or [])
+def _verdict_numbers(desc: dict) -> dict:
+    """The verdict's own evidence numbers of a :func:`describe_frame` result (empty when the
+    verdict stopped before fitting)."""
+    return ((desc.get("evidence") or {}).get("evidence")) or {}
 
 
 def _measured_halving(desc: dict) -> dict:
-    """How fast the measured curve halves: the tail-window exponential fit.  Not the verdict's
-    rate: its ``k^alpha e^(beta k)`` fit over every layer lets a start-up transient bend
-    ``beta`` (on a graph where diffusion settles after four layers it reports a halving length
-    of 6.2 layers for a true 4.3; tests/test_diffusion.py)."""
-    law, span = _tail_law(desc, "exponential")
-    if not law:
-        return {"halving_layers": None, "decays": None, "source": None, "span": span}
-    beta = float(law["exponent"])
-    ci = [float(c) for c in law.get("ci") or []]
-    interval = [halving_steps(math.exp(c)) for c in ci] if len(ci) == 2 and ci[1] < 0 else None
+    """How fast the measured curve halves: the verdict's late rate (slope of log E over the
+    last quarter of its fitted layers, with its interval), the same number its summary prints,
+    and whether that rate has settled (``asymptotic``): the spectral prediction is an
+    asymptotic rate, and is set beside a late rate only once the late rate has stopped moving."""
+    ev = _verdict_numbers(desc)
+    if "late_slope_interval" not in ev:
+        return {"halving_layers": None, "decays": None, "source": None, "span": []}
+    slope = float(ev["late_slope"])
+    lo, hi = (float(c) for c in ev["late_slope_interval"])
+    ends = sorted(halving_steps(math.exp(c)) if c < 0 else math.inf for c in (lo, hi))
     return {
-        "halving_layers": halving_steps(math.exp(beta)) if beta < 0 else math.inf,
-        "interval": interval,
-        "decays": beta < 0,
-        "source": "tail",
-        "span": span,
-        "beta": beta,
+        "halving_layers": halving_steps(math.exp(slope)) if slope < 0 else math.inf,
+        "interval": ends,
+        "decays": slope < 0,
+        "asymptotic": bool(ev["late_asymptotic"]),
+        "source": "late",
+        "span": list(ev["late_window"]),
+        "beta": slope,
     }
 
 
 def _measured_slope(desc: dict) -> dict:
-    """The measured log-log slope: the tail-window power-law fit's ``alpha``."""
-    law, span = _tail_law(desc, "power")
-    if not law:
-        return {"alpha": None, "interval": None, "source": None, "span": span}
+    """The measured asymptotic log-log slope: the verdict's shifted power law
+    ``(k + k0)^alpha`` fitted over its window (the same kind of number as the theorem's)."""
+    ev = _verdict_numbers(desc)
+    if "alpha_asymptotic" not in ev:
+        return {"alpha": None, "interval": None, "source": None, "span": []}
     return {
-        "alpha": float(law["exponent"]),
-        "interval": [float(c) for c in law.get("ci") or []] or None,
-        "source": "tail",
-        "span": span,
+        "alpha": float(ev["alpha_asymptotic"]),
+        "interval": [float(c) for c in ev["alpha_asymptotic_interval"]],
+        "shift": float(ev["shift_k0"]),
+        "source": "verdict",
+        "span": list(ev["window"]),
     }
 
 
@@ -333,14 +337,6 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
     return data, out_channels
 
 
-def _fit_record(fit: CurveFit) -> dict:
-    out = fit.to_dict()
-    for law in ("power", "exponential"):
-        if out[law] is not None:
-            out[law]["ci"] = list(out[law]["ci"])
-    return out
-
-
 def describe_curve(
     layers: ArrayLike,
     energies: ArrayLike,
@@ -402,8 +398,10 @@ def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
 def describe_frame(
     frame: pd.DataFrame, hidden: int, title: str | None = None, dtype: str = "float32"
 ) -> dict:
-    """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) plus the
-    full- and tail-window law fits of the seed-mean curve that the report tables and plots show.
+    """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) and the
+    numbers a report shows beside it: the float floor at the last layer, how many layers sit at
+    it, the float64 final energy of a float32 run.  Every rate, fit and interval a report shows
+    comes from the verdict (``"evidence"``), so the banner, text, plots and fits.json agree.
 
     ``dtype`` is the precision the states were computed in; with ``hidden`` it sets the float
     floor (RMS node norm ``sqrt(hidden)``) when the table has neither ``at_floor``,
@@ -412,10 +410,8 @@ def describe_frame(
     """
     found = _decide(frame, hidden=hidden, title=title, dtype=dtype)
     mean = mean_curve(frame.assign(seed=0) if "seed" not in frame else frame)
-    layers, energies = mean["layer"].to_numpy(), mean["laplacian_energy"].to_numpy(dtype=np.float64)
+    energies = mean["laplacian_energy"].to_numpy(dtype=np.float64)
     floor = _floor(mean, hidden, dtype)
-    full = fit_curve(layers, energies, floor=floor)
-    tail = fit_curve(layers, energies, window=tail_window(int(layers.max())), floor=floor)
     if "float_floor" in mean:
         last_floor = float(mean["float_floor"].iloc[-1])
     else:
@@ -423,8 +419,6 @@ def describe_frame(
         last_floor = float(bound_floor(last_norm, dtype))
     f64 = float(mean["float64_energy"].iloc[-1]) if "float64_energy" in mean else None
     return {
-        "full": _fit_record(full),
-        "tail": _fit_record(tail),
         "classification": found.label,
         "reason": found.reason,
         "curse_of_depth": found.curse_of_depth,

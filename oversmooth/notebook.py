@@ -247,7 +247,12 @@ def write_report(
     from oversmooth.report import plots
     from oversmooth.report.document import Document
     from oversmooth.report.prose import verdict_prose, verdict_record
-    from oversmooth.report.render import DELTA_BIC_NOTE, evidence_table, fit_table, rayleigh_section
+    from oversmooth.report.render import (
+        evidence_table,
+        halving_profile_section,
+        law_table,
+        rayleigh_section,
+    )
 
     one = _one_pass(_frame_of(frame), step, graph)
     if "laplacian_energy" not in one:
@@ -280,31 +285,42 @@ def write_report(
         "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
         "with P = D⁻¹W on the probed graph, accumulated in float64." + passes
     )
-    seeds = one.groupby("seed") if "seed" in one else [(0, one)]
-    fig = plots.figure()
-    plots.energy_curves(
-        fig.add_subplot(),
-        [
+    seeds = list(one.groupby("seed")) if "seed" in one else [(0, one)]
+    several = len(seeds) > 1
+    curves = [
+        {
+            "label": f"seed {s}" if "seed" in one else title,
+            "layers": p["layer"],
+            "values": p["laplacian_energy"],
+            "fit": None if several else record,
+            "floor": p["float_floor"] if "float_floor" in p else None,
+        }
+        for s, p in seeds
+    ]
+    if several:
+        mean = one.groupby("layer")["laplacian_energy"].apply(
+            lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
+        )
+        curves.append(
             {
-                "label": f"seed {s}" if "seed" in one else title,
-                "layers": p["layer"],
-                "values": p["laplacian_energy"],
-                "fit": record if i == 0 else None,
-                "floor": p["float_floor"] if "float_floor" in p else None,
+                "label": f"geometric mean of {len(seeds)} seeds",
+                "layers": mean.index.to_numpy(),
+                "values": mean.to_numpy(),
+                "fit": record,
+                "color": "black",
             }
-            for i, (s, p) in enumerate(seeds)
-        ],
-    )
+        )
+    fig = plots.figure()
+    plots.energy_curves(fig.add_subplot(), curves)
+    pooled = f"all {len(seeds)} seeds pooled" if several else "one seed"
     doc.heading("Laplacian energy per layer")
     doc.figure(
-        fig, "Laplacian energy against layer, log-log, with the tail-window fits", "energy.png"
+        fig,
+        f"Laplacian energy against layer, log-log, with the verdict's fitted law ({pooled})",
+        "energy.png",
     )
-    fits = fit_table(record)
-    if len(fits):
-        doc.table(fits)
-        doc.text(DELTA_BIC_NOTE)
-    else:
-        doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
+    doc.table(law_table({f"{title}, {pooled}": record}))
+    halving_profile_section(doc, {title: record}, "halving.png")
     rayleigh_section(doc, one)
     if "relative_energy" in one:
         fig = plots.figure()

@@ -59,12 +59,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, cast
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from oversmooth.fit import float_floor, geometric_mean
+from oversmooth.lawfit import BOOTSTRAP_DRAWS, Estimate, Evidence, LawModel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,18 +73,17 @@ __all__ = [
     "Verdict",
     "Rate",
     "verdict",
+    "local_halving_length",
     "LABELS",
+    "COLLAPSES",
     "MIN_LAYERS",
     "LEVEL",
     "MIN_TERM_DECADES",
-    "ALGEBRAIC_MARGIN",
-    "BOOTSTRAP_DRAWS",
+    "EXP_TOLERANCE",
+    "ASYMPTOTIC_DRIFT",
     "STABLE_DECADES",
     "CURSE_R",
     "CURSE_COSINE",
-    "synthetic_frame",
-    "calibrate",
-    "CALIBRATION_CASES",
 ]
 
 LABELS = (
@@ -95,12 +94,16 @@ LABELS = (
     "stable",
     "inconclusive",
 )
+COLLAPSES = ("oversmoothing", "norm-collapse", "both")
 MIN_LAYERS = 12  # fewer usable layers: no law is claimed
+MIN_QUARTER = 8  # the late-rate window has at least this many layers
+PROFILE_POINTS = 48  # points of the local-rate profile
 LEVEL = 0.99  # two-sided level of the intervals the decisions use
-MIN_TERM_DECADES = 0.1  # a law term must move the fitted curve by this much over the window
-# power law claimed only if the exponential's upper bound moves the curve < this x the power term
-ALGEBRAIC_MARGIN = 0.5
-BOOTSTRAP_DRAWS = 400
+MIN_TERM_DECADES = 0.1  # an exponential factor must move the fitted curve by this much
+# algebraic: beta's interval inside +-ln2 / (EXP_TOLERANCE * last layer), i.e. no exponential
+# factor halving or doubling faster than every EXP_TOLERANCE times the window's depth
+EXP_TOLERANCE = 4.0
+ASYMPTOTIC_DRIFT = 0.05  # late rate still changing by more than this fraction: not asymptotic
 STABLE_DECADES = 0.3  # stable: the fitted energy changes by less than a factor of 2 over the window
 CURSE_R = 0.05  # curse of depth: fitted |R| in the last quarter below this ...
 CURSE_COSINE = 0.9  # ... and the adjacent cosine there above this
@@ -109,11 +112,14 @@ REPORT_LEVEL = 0.95  # level of the intervals in the summary
 
 @dataclass(frozen=True)
 class Rate:
-    """The fitted exponent of the chosen law and what it means in layers.
+    """The fitted rate of the chosen law and what it means in layers.
 
     ``name`` is ``halving_length`` / ``doubling_length`` (layers per factor 2,
     exponentials) or ``alpha`` (power laws); ``value`` and ``interval`` (95%)
-    are in those units; ``exponent`` / ``exponent_interval`` are ``beta`` or ``alpha``.
+    are in those units; ``exponent`` / ``exponent_interval`` are the per-layer slope of
+    ``log E`` (exponentials) or ``alpha`` (power laws).  ``kind`` is ``late`` (the local
+    rate over ``window``, the last quarter of the fitted layers) or ``asymptotic`` (the law's
+    limit as ``k`` grows); ``shift`` is the power law's ``k0`` (``E ~ (k + k0)^alpha``).
     """
 
     law: str
@@ -122,91 +128,49 @@ class Rate:
     interval: tuple[float, float]
     exponent: float
     exponent_interval: tuple[float, float]
+    kind: str = "late"
+    window: tuple[int, int] | None = None
+    shift: float = 0.0
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`verdict` concluded, with the evidence behind it."""
+    """What :func:`verdict` concluded, with the evidence behind it.
+
+    ``trend`` is ``decay``, ``growth``, ``flat`` or None (undecided); ``collapse`` says what
+    a decay is made of: ``oversmoothing`` (the nodes converge: the scale-free energy
+    ``E / feature_norm^2`` falls with it), ``norm-collapse`` (the features shrink, the
+    scale-free energy does not fall), ``both``, or None (no decay, or no ``feature_norm``).
+    ``asymptotic`` is False when the late rate is still changing (``asymptotic_rate`` then
+    holds the model's limit).  ``profile`` is the local rate along the window
+    (:func:`local_halving_length` turns it into halving lengths).
+    """
 
     label: str
-    curse_of_depth: bool | None
-    rate: Rate | None
     summary: str
     reason: str
-    usable_layers: int
     seeds: int
-    window: tuple[int, int] | None
+    curse_of_depth: bool | None = None
+    rate: Rate | None = None
+    usable_layers: int = 0
+    window: tuple[int, int] | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
     final_energy: float = float("nan")
     final_at_floor: bool = False
+    trend: str | None = None
+    collapse: str | None = None
+    asymptotic: bool | None = None
+    asymptotic_rate: Rate | None = None
+    profile: dict = field(default_factory=dict)
+
+    @property
+    def oversmoothing(self) -> bool:
+        """The nodes converge (``collapse`` is ``oversmoothing`` or ``both``)."""
+        return self.collapse in ("oversmoothing", "both")
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-# ----------------------------------------------------------------------------- fitting
-
-
-def _z(level: float) -> float:
-    """The two-sided normal quantile of ``level`` (the standard library's, not scipy.stats:
-    importing that costs about a second)."""
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-@dataclass
-class _Fit:
-    coef: np.ndarray
-    cov: np.ndarray  # coefficient covariance from the bootstrap
-    cov_ar1: np.ndarray  # AR(1)-inflated least-squares covariance
-    rss: float
-    n: int
-    fitted: np.ndarray
-
-    def se(self, w: np.ndarray) -> float:
-        w = np.asarray(w, dtype=np.float64)
-        return math.sqrt(max(float(w @ self.cov @ w), float(w @ self.cov_ar1 @ w), 0.0))
-
-
-def _fit(design: np.ndarray, logs: np.ndarray, idx: np.ndarray) -> _Fit:
-    """Shared coefficients, one intercept per seed (column 0 of ``design`` is the constant).
-
-    ``logs`` is ``[seeds, n]``; ``idx`` ``[draws, seeds, n]`` the layers of each bootstrap draw
-    (:func:`_block_indices`).  With a balanced table the shared coefficients are the
-    least-squares fit of the seed-mean curve.
-    """
-    seeds, n = logs.shape
-    mean = logs.mean(axis=0)
-    pinv = np.linalg.pinv(design)  # [p, n]
-    coef = pinv @ mean
-    fitted = design @ coef
-    resid = logs - fitted  # [seeds, n]
-    resid = resid - resid.mean(axis=1, keepdims=True)  # per-seed intercepts
-    mean_resid = mean - fitted
-    rss = float((mean_resid**2).sum())
-    draws = resid[np.arange(seeds)[None, :, None], idx].mean(axis=1)  # [draws, n]
-    boot = draws @ pinv.T  # [draws, p]
-    cov = np.atleast_2d(np.cov(boot, rowvar=False))
-    # AR(1)-inflated OLS covariance of the seed-mean curve
-    p = design.shape[1]
-    dof = max(n - p, 1)
-    r = mean_resid - mean_resid.mean()
-    denom = float((r**2).sum())
-    rho = float((r[1:] * r[:-1]).sum() / denom) if denom > 0 else 0.0
-    rho = min(max(rho, 0.0), 0.95)
-    xtx_inv = pinv @ pinv.T
-    cov_ar1 = xtx_inv * (rss / dof) * (1 + rho) / (1 - rho)
-    return _Fit(coef, cov, cov_ar1, rss, n, fitted)
-
-
-def _block_indices(seeds: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Moving-block bootstrap over layers: circular blocks of ``ceil(sqrt(n))`` layers,
-    drawn independently per seed."""
-    block = max(2, math.ceil(math.sqrt(n)))
-    starts = rng.integers(0, n, size=(BOOTSTRAP_DRAWS, seeds, math.ceil(n / block)))
-    return (starts[..., None] + np.arange(block)).reshape(BOOTSTRAP_DRAWS, seeds, -1)[..., :n] % n
 
 
 # ----------------------------------------------------------------------------- input
@@ -284,7 +248,7 @@ def verdict(
     energy: str = "laplacian_energy",
     *,
     title: str | None = None,
-    dtype: str = "float32",
+    dtype: str | None = None,
     hidden: int | None = None,
     start: int | None = None,
     seed: int = 0,
@@ -296,276 +260,529 @@ def verdict(
             ``feature_norm``, ``relative_energy``, ``cosine_prev``, ``at_floor``, ``float_floor``.
         energy: the column to classify.
         title: prefix of the one-line summary (e.g. the model and depth).
-        dtype: name of the stored states' precision, for the summary's floor note.
+        dtype: name of the stored states' precision, for the floor; default: the frame's
+            ``attrs["dtype"]`` (a probe's frame records it), else ``float32``.
         hidden: width of the states; without ``feature_norm`` the floor assumes an RMS row
             norm of ``sqrt(hidden)`` (no floor when both are absent).
-        start: first layer of the fitted window (default 1: the curvature that separates the laws
-            is largest over the most octaves).
+        start: first layer of the fitted window (default 1).
         seed: seed of the bootstrap (the result is deterministic).
     """
     frame = _prepare(frame, energy)
-    seeds = sorted(frame["seed"].unique())
-    layers_all = frame["layer"].to_numpy()
-    values_all = frame[energy].to_numpy(dtype=np.float64)
-    last = int(layers_all.max())
-    at_last = frame[frame["layer"] == last]
-    final = geometric_mean(at_last[energy])
-    if not np.all(np.isfinite(at_last[energy].to_numpy(dtype=np.float64))):
-        final = float(at_last[energy].iloc[0])
-
-    final64 = None  # the float64 shadow of a float32 run, when recorded
-    if "float64_energy" in frame and dtype != "float64":
-        final64 = geometric_mean(at_last["float64_energy"])
-
-    # which rows are usable
-    deep = layers_all > 0
-    dropped = {
-        "layer_0": int((~deep).sum()),
-        "nonfinite": int((deep & ~np.isfinite(values_all)).sum()),
-        "nonpositive": 0,
-        "at_floor": 0,
-    }
-    finite = np.isfinite(values_all)
-    nonpos = finite & (values_all <= 0) & (layers_all > 0)
-    dropped["nonpositive"] = int(nonpos.sum())
-    floor_col, eps = None, float(np.finfo(np.dtype(dtype)).eps)
-    if "at_floor" in frame:
-        at_floor = frame["at_floor"].fillna(False).astype(bool).to_numpy()
-    else:
-        if "float_floor" in frame:
-            floor_col = frame["float_floor"].to_numpy(dtype=np.float64)
-        elif "feature_norm" in frame:
-            floor_col = float_floor(frame["feature_norm"].to_numpy(dtype=np.float64), eps)
-        elif hidden is not None:
-            floor_col = float_floor(np.full(len(frame), math.sqrt(hidden)), eps)
-        at_floor = (
-            (finite & ~nonpos & (values_all < floor_col))
-            if floor_col is not None
-            else np.zeros(len(frame), bool)
-        )
-    dropped["at_floor"] = int((at_floor & finite & (layers_all > 0)).sum())
-    last_rows = layers_all == last
-    final_at_floor = bool(at_floor[last_rows].any())
-    usable = (layers_all > 0) & finite & ~nonpos & ~at_floor
-
+    if dtype is None:
+        dtype = str(frame.attrs.get("dtype") or "float32")
+    rows = _Rows(frame, energy, dtype, hidden)
     note, blocker = _extreme_note(frame, energy)
-    head = f"{title}: " if title else ""
-
-    def done(
-        label: str,
-        reason: str,
-        body: str,
-        *,
-        rate: Rate | None = None,
-        curse: bool | None = None,
-        usable_layers: int = 0,
-        window: tuple[int, int] | None = None,
-        evidence: dict | None = None,
-    ) -> Verdict:
-        pieces = [body]
-        if note and blocker is None:
-            pieces.append(note)
-        if final_at_floor:
-            pieces.append(
-                f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of "
-                "the fit); "
-                + (
-                    f"float64 gives {final64:.2g}"
-                    if final64 is not None
-                    else "rerun with --dtype float64"
-                    if dtype != "float64"
-                    else "the curve is below what float64 resolves"
-                )
-            )
-        elif blocker is None:
-            pieces.append(f"final energy {final:.2g}")
-        return Verdict(
-            label,
-            curse,
-            rate,
-            head + "; ".join(pieces),
-            reason,
-            usable_layers,
-            len(seeds),
-            window,
-            dropped,
-            evidence or {},
-            final,
-            final_at_floor,
-        )
-
+    out = _Outcome(title, rows, note, blocker, dtype, len(rows.seeds))
     if blocker is not None:
         reason = note or blocker  # a blocker always comes with its note
-        return done("inconclusive", reason, f"inconclusive: {reason}")
-
-    # layers usable in every seed
-    table = frame.assign(_ok=usable, _log=np.log(np.where(usable, values_all, 1.0)))
-    first = 1 if start is None else max(1, int(start))
-    dropped["before_window"] = int((table["_ok"] & (table["layer"] < first)).sum())
-    table = table.assign(_ok=table["_ok"] & (table["layer"] >= first))
-    ok_layers = table.groupby("layer")["_ok"].all()
-    layers = ok_layers.index[ok_layers.to_numpy()].to_numpy(dtype=np.float64)
+        return out.done("inconclusive", reason, f"inconclusive: {reason}")
+    layers, logs, window_dropped = rows.curves(start)
+    rows.dropped.update(window_dropped)
     n = len(layers)
-    dropped["not_usable_in_every_seed"] = int((table["_ok"] & ~table["layer"].isin(layers)).sum())
     if n < MIN_LAYERS:
         reason = (
             f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
-            "law; "
-            f"dropped: {_dropped_text(dropped)})"
+            f"law; dropped: {_dropped_text(rows.dropped)})"
         )
-        return done("inconclusive", reason, usable_layers=n, body=f"inconclusive: {reason}")
-    logs = np.stack(
-        [
-            table[(table["seed"] == s) & table["layer"].isin(layers)]["_log"].to_numpy()
-            for s in seeds
-        ]
-    )
-    k0, kl = float(layers.min()), float(layers.max())
-    window = (int(k0), int(kl))
-    idx = _block_indices(len(seeds), n, np.random.default_rng(seed))
-    one = np.ones(n)
-    logk = np.log(layers)
-    # scaled columns keep the design well conditioned; coefficients are rescaled below
-    scale_k = kl
-    combined = _fit(np.column_stack([one, logk, layers / scale_k]), logs, idx)
-    power = _fit(np.column_stack([one, logk]), logs, idx)
-    expo = _fit(np.column_stack([one, layers / scale_k]), logs, idx)
+        return out.done("inconclusive", reason, f"inconclusive: {reason}", usable_layers=n)
+    return _decide(out, frame, layers, logs, seed)
 
+
+class _Rows:
+    """Which rows of a per-layer table are usable, what was dropped and the final energy."""
+
+    def __init__(self, frame: pd.DataFrame, energy: str, dtype: str, hidden: int | None) -> None:
+        self.frame, self.energy = frame, energy
+        self.seeds = sorted(frame["seed"].unique())
+        layers = frame["layer"].to_numpy()
+        values = frame[energy].to_numpy(dtype=np.float64)
+        last = int(layers.max())
+        at_last = frame[frame["layer"] == last]
+        self.final = geometric_mean(at_last[energy])
+        if not np.all(np.isfinite(at_last[energy].to_numpy(dtype=np.float64))):
+            self.final = float(at_last[energy].iloc[0])
+        self.final64 = None  # the float64 shadow of a float32 run, when recorded
+        if "float64_energy" in frame and dtype != "float64":
+            self.final64 = geometric_mean(at_last["float64_energy"])
+        deep = layers > 0
+        finite = np.isfinite(values)
+        nonpos = finite & (values <= 0) & deep
+        at_floor = _at_floor(frame, values, dtype, hidden) & finite & ~nonpos
+        self.dropped = {
+            "layer_0": int((~deep).sum()),
+            "nonfinite": int((deep & ~finite).sum()),
+            "nonpositive": int(nonpos.sum()),
+            "at_floor": int((at_floor & deep).sum()),
+        }
+        self.final_at_floor = bool(at_floor[layers == last].any())
+        self.usable = deep & finite & ~nonpos & ~at_floor
+        self.values = values
+
+    def curves(self, start: int | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+        """Layers usable in every seed from ``start`` on, and ``[seeds, n]`` log energies."""
+        frame = self.frame
+        first = 1 if start is None else max(1, int(start))
+        ok = self.usable & (frame["layer"].to_numpy() >= first)
+        dropped = {"before_window": int((self.usable & ~ok).sum())}
+        table = frame.assign(_ok=ok, _log=np.log(np.where(self.usable, self.values, 1.0)))
+        every = table.groupby("layer")["_ok"].all()
+        layers = every.index[every.to_numpy()].to_numpy(dtype=np.float64)
+        dropped["not_usable_in_every_seed"] = int((ok & ~table["layer"].isin(layers)).sum())
+        logs = np.stack(
+            [
+                table[(table["seed"] == s) & table["layer"].isin(layers)]["_log"].to_numpy()
+                for s in self.seeds
+            ]
+        )
+        return layers, logs, dropped
+
+
+def _at_floor(
+    frame: pd.DataFrame, values: np.ndarray, dtype: str, hidden: int | None
+) -> np.ndarray:
+    """Rows at the float floor: the ``at_floor`` column, else energies below ``float_floor``
+    or below the single-step bound of ``dtype`` computed from ``feature_norm`` (or ``hidden``)."""
+    if "at_floor" in frame:
+        return frame["at_floor"].fillna(False).astype(bool).to_numpy()
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    if "float_floor" in frame:
+        floor = frame["float_floor"].to_numpy(dtype=np.float64)
+    elif "feature_norm" in frame:
+        floor = float_floor(frame["feature_norm"].to_numpy(dtype=np.float64), eps)
+    elif hidden is not None:
+        floor = float_floor(np.full(len(frame), math.sqrt(hidden)), eps)
+    else:
+        return np.zeros(len(frame), bool)
+    with np.errstate(invalid="ignore"):
+        return values < floor
+
+
+@dataclass
+class _Outcome:
+    """Builds the :class:`Verdict` (the summary's shared tail: notes, floor, final energy)."""
+
+    title: str | None
+    rows: _Rows
+    note: str | None
+    blocker: str | None
+    dtype: str
+    seeds: int
+
+    def done(self, label: str, reason: str, body: str, **fields: Any) -> Verdict:
+        rows = self.rows
+        pieces = [body]
+        if self.note and self.blocker is None:
+            pieces.append(self.note)
+        if rows.final_at_floor:
+            tail = (
+                f"float64 gives {rows.final64:.2g}"
+                if rows.final64 is not None
+                else "rerun with --dtype float64"
+                if self.dtype != "float64"
+                else "the curve is below what float64 resolves"
+            )
+            pieces.append(
+                f"final energy {rows.final:.2g} is at the {self.dtype} floor (those layers are "
+                f"left out of the fit); {tail}"
+            )
+        elif self.blocker is None:
+            pieces.append(f"final energy {rows.final:.2g}")
+        head = f"{self.title}: " if self.title else ""
+        fields.setdefault("usable_layers", 0)
+        return Verdict(
+            label=label,
+            summary=head + "; ".join(pieces),
+            reason=reason,
+            seeds=self.seeds,
+            dropped=rows.dropped,
+            final_energy=rows.final,
+            final_at_floor=rows.final_at_floor,
+            **fields,
+        )
+
+
+def _quarter(layers: np.ndarray, which: int) -> np.ndarray:
+    """Regression weights of the slope over quarter ``which`` (3 or 4) of the window: at least
+    ``MIN_QUARTER`` layers, ending at the window's last layer for the fourth."""
+    n = len(layers)
+    size = max(MIN_QUARTER, n // 4)
+    end = n if which == 4 else max(n - size, size)
+    sel = np.zeros(n, bool)
+    sel[max(end - size, 0) : end] = True
+    k = layers[sel]
+    w = np.zeros(n)
+    w[sel] = (k - k.mean()) / ((k - k.mean()) ** 2).sum()
+    return w
+
+
+def _local_weights(layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centres and ``[c, n]`` weights of sliding-window slopes (the local-rate profile)."""
+    n = len(layers)
+    half = max(MIN_QUARTER // 2, n // 16)
+    centres = np.unique(np.linspace(half, n - 1 - half, min(PROFILE_POINTS, n)).round().astype(int))
+    weights = np.zeros((len(centres), n))
+    for i, c in enumerate(centres):
+        lo, hi = max(c - half, 0), min(c + half + 1, n)
+        k = layers[lo:hi]
+        weights[i, lo:hi] = (k - k.mean()) / ((k - k.mean()) ** 2).sum()
+    return layers[centres], weights
+
+
+_STATS = (
+    "beta",
+    "change",
+    "exp_term",
+    "pow_term",
+    "slope_late",
+    "drift",
+    "alpha_shifted",
+    "step_late",
+)
+
+
+def _statistics(layers: np.ndarray) -> tuple[Any, LawModel, LawModel]:
+    """The statistics every decision rests on, as one function of ``[m, n]`` log curves."""
+    full, shifted = LawModel(layers), LawModel(layers, exponential=False)
+    k_lo, k_hi = float(layers[0]), float(layers[-1])
+    w3, w4 = _quarter(layers, 3), _quarter(layers, 4)
+    late = layers[w4 != 0]
+    late = late[late > 1]
+
+    def stat(curves: np.ndarray) -> np.ndarray:
+        p = full.fit(curves)
+        ends = full.curve(p, np.array([k_lo, k_hi]))
+        s3, s4 = curves @ w3, curves @ w4
+        steps = full.curve(p, late) - full.curve(p, late - 1)
+        cols = {
+            "beta": p["beta"],
+            "change": ends[:, 1] - ends[:, 0],
+            "exp_term": p["beta"] * (k_hi - k_lo),
+            "pow_term": p["alpha"] * (np.log(k_hi + p["k0"]) - np.log(k_lo + p["k0"])),
+            "slope_late": s4,
+            "drift": s4 - s3,
+            "alpha_shifted": shifted.fit(curves)["alpha"],
+            "step_late": np.median(steps, axis=1) if len(late) else np.zeros(len(curves)),
+        }
+        return np.column_stack([cols[name] for name in _STATS])
+
+    return stat, full, shifted
+
+
+def _decide(
+    out: _Outcome, frame: pd.DataFrame, layers: np.ndarray, logs: np.ndarray, seed: int
+) -> Verdict:
+    stat, full, shifted = _statistics(layers)
+    ev = Evidence(layers, logs, full, np.random.default_rng(seed))
+    est = dict(zip(_STATS, ev.estimate(stat), strict=True))
+    n, k_lo, k_hi = len(layers), int(layers[0]), int(layers[-1])
+    window = (k_lo, k_hi)
     ln10 = math.log(10)
-    z = _z(LEVEL)
-    span_log, span_k = math.log(kl / k0), (kl - k0) / scale_k
-    w_alpha = np.array([0.0, span_log / ln10, 0.0])  # decades moved by the power term
-    w_beta = np.array([0.0, 0.0, span_k / ln10])  # decades moved by the exponential term
-    t_alpha, t_beta = float(w_alpha @ combined.coef), float(w_beta @ combined.coef)
-    h_alpha, h_beta = z * combined.se(w_alpha), z * combined.se(w_beta)
-    change, h_change = t_alpha + t_beta, z * combined.se(w_alpha + w_beta)
-    alpha_c, beta_c = float(combined.coef[1]), float(combined.coef[2] / scale_k)
-    sig_alpha = abs(t_alpha) > h_alpha and abs(t_alpha) >= MIN_TERM_DECADES
-    sig_beta = abs(t_beta) > h_beta and abs(t_beta) >= MIN_TERM_DECADES
-    delta_bic = n * math.log(max(power.rss, 1e-300) / max(expo.rss, 1e-300))
-    evidence = {
+    point = {name: e.value for name, e in est.items()}
+    half = {name: e.halfwidth(LEVEL) for name, e in est.items()}
+    pooled = full.fit(logs.mean(axis=0)[None, :])
+    tol = math.log(2) / (EXP_TOLERANCE * k_hi)
+    evidence: dict[str, Any] = {
         "window": list(window),
         "level": LEVEL,
-        "model": "log E = a + alpha log k + beta k (shared by the seeds, one intercept per seed)",
-        "alpha": alpha_c,
-        "beta": beta_c,
-        "power_term_decades": t_alpha,
-        "power_term_halfwidth": h_alpha,
-        "exponential_term_decades": t_beta,
-        "exponential_term_halfwidth": h_beta,
-        "change_decades": change,
-        "change_halfwidth": h_change,
-        "delta_bic": delta_bic,
-        "delta_bic_definition": "BIC(power) - BIC(exponential); > 0 favours the exponential",
-        "uncertainty": f"max of moving-block bootstrap ({BOOTSTRAP_DRAWS} draws, blocks of "
-        f"{max(2, math.ceil(math.sqrt(n)))} layers) and AR(1)-inflated least squares",
+        "model": "log E = a_seed + alpha log(k + k0) + beta k (k0 profiled; seeds as replicates)",
+        "alpha": float(pooled["alpha"][0]),
+        "beta": point["beta"],
+        "beta_interval": list(est["beta"].interval(LEVEL)),
+        "k0": float(pooled["k0"][0]),
+        "beta_tolerance": tol,
+        "power_term_decades": point["pow_term"] / ln10,
+        "power_term_halfwidth": half["pow_term"] / ln10,
+        "exponential_term_decades": point["exp_term"] / ln10,
+        "exponential_term_halfwidth": half["exp_term"] / ln10,
+        "change_decades": point["change"] / ln10,
+        "change_halfwidth": half["change"] / ln10,
+        "late_slope": point["slope_late"],
+        "late_drift": point["drift"],
+        "late_drift_halfwidth": half["drift"],
+        "uncertainty": f"moving-block bootstrap ({BOOTSTRAP_DRAWS} draws, blocks of {ev.block} "
+        f"layers, k0 refitted) plus the between-seed excess over {out.seeds} "
+        f"seed{'s' if out.seeds != 1 else ''}",
     }
-    common: dict[str, Any] = dict(usable_layers=n, window=window, evidence=evidence)
-    where = f"layers {window[0]}-{window[1]}"
-    low, high = change - h_change, change + h_change
-    change_text = (
-        f"{change:+.2f} decades over {where} ({LEVEL:.0%} interval {low:+.2f} to {high:+.2f})"
+    evidence.update(_late_numbers(est, layers, shifted, logs))
+    evidence["fit_curve"] = _fit_curve(full, layers, logs)
+    profile = _profile(ev, layers)
+    trend, collapse = _trend(point, half), None
+    common: dict[str, Any] = dict(
+        usable_layers=n, window=window, evidence=evidence, profile=profile, trend=trend
     )
-
-    if abs(change) + h_change < STABLE_DECADES:
+    if trend == "decay":
+        collapse = _collapse(frame, out.rows, layers, evidence)
+        common["collapse"] = collapse
+    change, h_change = point["change"] / ln10, half["change"] / ln10
+    where = f"layers {k_lo}-{k_hi}"
+    change_text = (
+        f"{change:+.2f} decades over {where} ({LEVEL:.0%} interval {change - h_change:+.2f} to "
+        f"{change + h_change:+.2f})"
+    )
+    if trend == "flat":
         reason = f"the fitted energy changes by {change_text}, inside +-{STABLE_DECADES:g}"
-        return done("stable", reason, curse=False, body=f"stable energy: {change_text}", **common)
-    if abs(change) < STABLE_DECADES or abs(change) - h_change <= 0:
+        return out.done(
+            "stable", reason, f"stable energy: {change_text}", curse_of_depth=False, **common
+        )
+    if trend is None:
         reason = (
             f"the fitted energy changes by {change_text}: cannot tell a stable curve "
             f"(within +-{STABLE_DECADES:g} decades) from a trend"
         )
-        return done("inconclusive", reason, **common, body=f"inconclusive: {reason}")
+        return out.done("inconclusive", reason, f"inconclusive: {reason}", **common)
 
-    sign = -1 if change < 0 else 1
-    exp_same = sig_beta and np.sign(t_beta) == sign
-    pow_same = sig_alpha and np.sign(t_alpha) == sign
-    beta_bound = abs(t_beta) + h_beta
-    pow_clean = pow_same and not sig_beta and beta_bound < ALGEBRAIC_MARGIN * abs(t_alpha)
-    zq = _z(REPORT_LEVEL)
-
-    def decided(label: str, rate: Rate | None, reason: str, body: str) -> Verdict:
-        curse: bool | None = False  # the curse of depth is a property of growing curves only
-        if sign > 0:
-            curse, curse_text, numbers = _curse(frame, combined, layers, scale_k, z)
-            evidence.update(numbers)  # so reports can rebuild this sentence from numbers
-            body += f"; {curse_text}"
-        return done(label, reason, rate=rate, curse=curse, body=body, **common)
-
-    # both terms decay: the exponential decides the late layers when, over the second half of
-    # the window, even the low end of its share exceeds the high end of the power term's share
-    mid = max(k0, kl / 2)
-    share_exp, share_pow = (kl - mid) / (kl - k0), math.log(kl / mid) / math.log(kl / k0)
-    late_exp, late_pow = (abs(t_beta) - h_beta) * share_exp, (abs(t_alpha) + h_alpha) * share_pow
-    if exp_same and pow_same and sign < 0 and late_exp > late_pow:
-        rate = _exp_rate(combined, scale_k, zq, sign, index=2)
-        reason = (
-            f"{change_text}; both terms are significant (power {t_alpha:+.2f} +- {h_alpha:.2f}, "
-            f"exponential {t_beta:+.2f} +- {h_beta:.2f} decades), and over layers "
-            f"{mid:.0f}-{kl:.0f} the exponential term moves the curve by at least "
-            f"{late_exp:.2f} decades, the power term by at most {late_pow:.2f}: a power-law "
-            "start, then exponential decay"
-        )
-        body = (
-            f"exponential smoothing: energy halves every {rate.value:.3g} layers "
-            f"({REPORT_LEVEL:.0%} interval {_interval(rate.interval)}) after a power-law start "
-            f"(k^{alpha_c:.2f} e^({beta_c:.3g} k))"
-        )
-        return decided("exponential-smoothing", rate, reason, body)
-    if exp_same and pow_same:
-        trend = "decays" if sign < 0 else "grows"
-        reason = (
-            f"energy {trend} by {abs(change):.2f} decades over {where} but follows neither law "
-            "alone: both the "
-            f"power term ({t_alpha:+.2f} +- {h_alpha:.2f} decades) and the exponential term "
-            f"({t_beta:+.2f} +- "
-            f"{h_beta:.2f}) are significant (start-up transients, a float floor, or a changing "
-            "rate; more seeds "
-            "or a float-floor column may separate them)"
-        )
-        return done("inconclusive", reason, f"inconclusive: {reason}", **common)
-    if exp_same:
+    sign = -1 if trend == "decay" else 1
+    curse: bool | None = False
+    tail = ""
+    if sign > 0:
+        curse, curse_text, numbers = _curse(frame, est["step_late"], layers)
+        evidence.update(numbers)
+        tail = f"; {curse_text}"
+    common["curse_of_depth"] = curse
+    b_lo, b_hi = est["beta"].interval(LEVEL)
+    exp_sig = b_hi < 0 or b_lo > 0
+    exp_same = exp_sig and np.sign(point["beta"]) == sign
+    exp_big = abs(point["exp_term"]) / ln10 >= MIN_TERM_DECADES
+    bounded = -tol <= b_lo and b_hi <= tol
+    a_lo, a_hi = est["alpha_shifted"].interval(LEVEL)
+    pow_same = (a_hi < 0) if sign < 0 else (a_lo > 0)
+    terms = (
+        f"exponential factor e^(beta k) with beta {point['beta']:.3g} ({LEVEL:.0%} interval "
+        f"{b_lo:.3g} to {b_hi:.3g}), power term {evidence['power_term_decades']:+.2f} decades, "
+        f"shift k0 {evidence['k0']:.3g}"
+    )
+    if exp_same and exp_big:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
-        rate = _exp_rate(combined, scale_k, zq, sign, index=2)  # one rate definition: beta
-        reason = (
-            f"{change_text}; the exponential term moves the curve by {t_beta:+.2f} +- {h_beta:.2f} "
-            "decades "
-            f"(power term {t_alpha:+.2f} +- {h_alpha:.2f})"
-        )
+        rate, asym, asym_rate, note = _exp_rates(est, sign, layers, evidence)
+        reason = f"{change_text}; the {terms}: the local rate tends to a constant"
         verb = "halves" if sign < 0 else "doubles"
         body = (
             f"{'exponential smoothing' if sign < 0 else 'exponential growth'}: energy {verb} every "
-            f"{rate.value:.3g} layers ({REPORT_LEVEL:.0%} interval {_interval(rate.interval)})"
+            f"{rate.value:.3g} layers over layers {rate.window[0]}-{rate.window[1]} "
+            f"({REPORT_LEVEL:.0%} interval {_interval(rate.interval)}){note}"
         )
-        return decided(label, rate, reason, body)
-    if pow_clean:
+        return out.done(
+            label,
+            reason,
+            body + tail,
+            rate=rate,
+            asymptotic=asym,
+            asymptotic_rate=asym_rate,
+            **common,
+        )
+    if bounded and pow_same:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
-        rate = _power_rate(power, zq)
+        rate = _power_rate(est["alpha_shifted"], shifted, logs, window)
         reason = (
-            f"{change_text}; the power term moves the curve by {t_alpha:+.2f} +- {h_alpha:.2f} "
-            "decades, "
-            f"the exponential term at most {beta_bound:.2f}"
+            f"{change_text}; the {terms}: no exponential factor halving or doubling faster "
+            f"than every {EXP_TOLERANCE:g}x{k_hi} layers, the local rate falls like 1/k"
         )
         verb = "decays" if sign < 0 else "grows"
+        shift = f" (shift k0 {rate.shift:.3g})" if rate.shift else ""
         body = (
             f"{'algebraic smoothing' if sign < 0 else 'power-law growth'}: energy {verb} like "
-            f"k^{rate.exponent:.2f} ({REPORT_LEVEL:.0%} interval {_interval(rate.interval, '.2f')})"
+            f"k^{rate.exponent:.2f}{shift} ({REPORT_LEVEL:.0%} interval "
+            f"{_interval(rate.interval, '.2f')})"
         )
-        return decided(label, rate, reason, body)
-    trend = "decays" if sign < 0 else "grows"
-    if sig_beta and not exp_same:
-        why = "the exponential term has the opposite sign (not monotone in one law)"
-    elif pow_same:
-        why = f"an exponential term of up to {beta_bound:.2f} decades cannot be ruled out"
+        return out.done(label, reason, body + tail, rate=rate, asymptotic=True, **common)
+    verb = "decays" if sign < 0 else "grows"
+    if exp_sig and not exp_same:
+        why = "the exponential factor has the opposite sign: the curve turns"
+    elif exp_same:
+        why = (
+            "the exponential factor is significant but moves the curve by less than "
+            f"{MIN_TERM_DECADES:g} decades"
+        )
     else:
-        why = "neither the power-law nor the exponential curvature is significant"
+        longest = math.log(2) / max(abs(b_lo), abs(b_hi), 1e-300)
+        why = (
+            f"an exponential factor halving or doubling every {longest:.3g} layers cannot be "
+            "ruled out, nor a law whose local rate falls like 1/k"
+        )
     reason = (
-        f"energy {trend} by {abs(change):.2f} decades over {where} but the laws do not separate: "
-        f"{why} "
-        f"(power term {t_alpha:+.2f} +- {h_alpha:.2f}, exponential term {t_beta:+.2f} +- "
-        f"{h_beta:.2f} decades)"
+        f"energy {verb} by {abs(change):.2f} decades over {where} but the laws do not separate: "
+        f"{why} ({terms})"
     )
-    return done("inconclusive", reason, body=f"inconclusive: {reason}", **common)
+    return out.done("inconclusive", reason, f"inconclusive: {reason}{tail}", **common)
+
+
+def _late_numbers(
+    est: dict[str, Estimate], layers: np.ndarray, shifted: LawModel, logs: np.ndarray
+) -> dict[str, Any]:
+    """The late slope (per layer, ``REPORT_LEVEL`` interval), whether it still drifts, and the
+    shifted power law's asymptotic exponent: recorded for every decided trend, so theory can
+    be set beside the same kind of number whatever the label."""
+    late, drift = est["slope_late"], est["drift"]
+    size = max(MIN_QUARTER, len(layers) // 4)
+    excess = max(abs(drift.value) - drift.halfwidth(LEVEL), 0.0)
+    h = late.halfwidth(REPORT_LEVEL) + excess
+    alpha = est["alpha_shifted"]
+    return {
+        "late_window": [int(layers[-size]), int(layers[-1])],
+        "late_slope_interval": [late.value - h, late.value + h],
+        "late_asymptotic": not (
+            excess > 0 and abs(drift.value) > ASYMPTOTIC_DRIFT * abs(late.value)
+        ),
+        "alpha_asymptotic": alpha.value,
+        "alpha_asymptotic_interval": list(alpha.interval(REPORT_LEVEL)),
+        "shift_k0": float(shifted.fit(logs.mean(axis=0)[None, :])["k0"][0]),
+    }
+
+
+def _fit_curve(full: LawModel, layers: np.ndarray, logs: np.ndarray) -> dict[str, list]:
+    """The fitted law through the seed-mean log curve (what the report draws), at most
+    ``PROFILE_POINTS * 4`` layers, energies in natural units."""
+    mean = logs.mean(axis=0)
+    params = full.fit(mean[None, :])
+    shape = full.curve(params, layers)[0]
+    fitted = shape - shape.mean() + mean.mean()
+    pick = np.unique(np.linspace(0, len(layers) - 1, min(len(layers), PROFILE_POINTS * 4)).round())
+    idx = pick.astype(int)
+    return {"layer": [int(k) for k in layers[idx]], "energy": np.exp(fitted[idx]).tolist()}
+
+
+def _trend(point: dict[str, float], half: dict[str, float]) -> str | None:
+    """``flat`` (inside the stable band), ``decay`` / ``growth`` (significant), or None."""
+    change, h = point["change"] / math.log(10), half["change"] / math.log(10)
+    if abs(change) + h < STABLE_DECADES:
+        return "flat"
+    if abs(change) < STABLE_DECADES or abs(change) - h <= 0:
+        return None
+    return "decay" if change < 0 else "growth"
+
+
+def _exp_rates(
+    est: dict[str, Estimate], sign: int, layers: np.ndarray, evidence: dict[str, Any]
+) -> tuple[Rate, bool, Rate, str]:
+    """The late rate, whether the curve is asymptotic there, the asymptotic rate, and a note.
+
+    The late rate is the slope of ``log E`` over the last quarter; its interval adds the part
+    of the drift from the third quarter that the noise does not explain (a rate still moving
+    has not reached its limit; :func:`_late_numbers`).  The asymptotic rate is the law's limit
+    ``beta``; its interval spans both estimates, because each is biased where the other is
+    not: ``beta`` follows a power-law prefactor exactly but lags a transient of several
+    exponentials, the late slope has converged through such a transient but still carries a
+    prefactor's ``alpha / k``.
+    """
+    late_ci = tuple(evidence["late_slope_interval"])
+    window = tuple(evidence["late_window"])
+    rate = _length_rate(est["slope_late"].value, late_ci, sign, "late", window)  # type: ignore[arg-type]
+    beta = est["beta"]
+    b_ci = beta.interval(REPORT_LEVEL)
+    hull = (min(late_ci[0], b_ci[0]), max(late_ci[1], b_ci[1]))
+    whole = (int(layers[0]), int(layers[-1]))
+    asym = _length_rate(beta.value, hull, sign, "asymptotic", whole)
+    if evidence["late_asymptotic"]:
+        return rate, True, asym, ""
+    drift = est["drift"].value
+    longer = "rising" if (drift * sign) < 0 else "falling"
+    word = "halving" if sign < 0 else "doubling"
+    note = (
+        f"; not yet asymptotic: the local {word} length is still {longer} "
+        f"(asymptotic {word} length {asym.value:.3g}, interval {_interval(asym.interval)})"
+    )
+    return rate, False, asym, note
+
+
+def _length_rate(
+    slope: float, interval: tuple[float, float], sign: int, kind: str, window: tuple[int, int]
+) -> Rate:
+    ln2 = math.log(2)
+
+    def length(b: float) -> float:
+        return ln2 / abs(b) if b * sign > 0 else math.inf
+
+    ends = sorted((length(interval[0]), length(interval[1])))
+    return Rate(
+        "exponential",
+        "halving_length" if sign < 0 else "doubling_length",
+        length(slope),
+        (ends[0], ends[1]),
+        slope,
+        (interval[0], interval[1]),
+        kind=kind,
+        window=window,
+    )
+
+
+def _power_rate(
+    alpha: Estimate, shifted: LawModel, logs: np.ndarray, window: tuple[int, int]
+) -> Rate:
+    lo, hi = alpha.interval(REPORT_LEVEL)
+    shift = float(shifted.fit(logs.mean(axis=0)[None, :])["k0"][0])
+    return Rate(
+        "power",
+        "alpha",
+        alpha.value,
+        (lo, hi),
+        alpha.value,
+        (lo, hi),
+        kind="asymptotic",
+        window=window,
+        shift=shift,
+    )
+
+
+def _profile(ev: Evidence, layers: np.ndarray) -> dict[str, list]:
+    """The local rate ``-d log E / dk`` along the window with its band (``REPORT_LEVEL``):
+    sliding-window slopes, each with the same seed-and-bootstrap interval as the verdict."""
+    centres, weights = _local_weights(layers)
+    found = ev.estimate(lambda curves: curves @ weights.T)
+    low = [e.interval(REPORT_LEVEL)[0] for e in found]
+    high = [e.interval(REPORT_LEVEL)[1] for e in found]
+    return {
+        "layer": [int(c) for c in centres],
+        "slope": [e.value for e in found],
+        "slope_low": low,
+        "slope_high": high,
+    }
+
+
+def local_halving_length(profile: dict[str, list]) -> dict[str, list]:
+    """Local halving length (layers per factor 2 of decay; None where the curve does not
+    decay) and its band from a verdict's ``profile``."""
+    ln2 = math.log(2)
+
+    def length(s: float) -> float | None:
+        return ln2 / -s if s < 0 else None
+
+    return {
+        "layer": list(profile["layer"]),
+        "halving_length": [length(s) for s in profile["slope"]],
+        # a steeper slope is a shorter halving length: the band's ends swap
+        "low": [length(s) for s in profile["slope_low"]],
+        "high": [length(s) for s in profile["slope_high"]],
+    }
+
+
+def _collapse(
+    frame: pd.DataFrame, rows: _Rows, layers: np.ndarray, evidence: dict[str, Any]
+) -> str | None:
+    """Direction or norm: how much of the energy's fall the scale-free energy ``E / norm^2``
+    shares (module docstring).  Needs ``feature_norm``; adds its numbers to ``evidence``."""
+    if "feature_norm" not in frame or rows.energy not in ("laplacian_energy", "energy"):
+        return None
+    part = frame[frame["layer"].isin(layers)]
+    norm = part["feature_norm"].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(norm) & (norm > 0)):
+        return None
+    log_e = np.log10(part[rows.energy].to_numpy(dtype=np.float64))
+    table = part.assign(_e=log_e, _n=2 * np.log10(norm)).groupby("layer")[["_e", "_n"]].mean()
+    edge = max(1, len(table) // 16)
+    first, last = table.iloc[:edge].mean(), table.iloc[-edge:].mean()
+    energy_dec = float(last["_e"] - first["_e"])
+    norm_dec = float(last["_n"] - first["_n"])
+    scale_free = energy_dec - norm_dec
+    evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
+    if energy_dec >= -STABLE_DECADES:
+        return None
+    share = scale_free / energy_dec
+    evidence["direction_share"] = share
+    if share >= 2 / 3:
+        return "oversmoothing"
+    if share <= 1 / 3:
+        return "norm-collapse"
+    return "both"
 
 
 def _interval(pair: tuple[float, float], fmt: str = ".3g") -> str:
@@ -580,55 +797,17 @@ def _dropped_text(dropped: dict[str, int]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in dropped.items() if v) or "none"
 
 
-def _exp_rate(fit: _Fit, scale_k: float, z: float, sign: int, index: int = 1) -> Rate:
-    """The rate of the ``k / scale_k`` column ``index`` of ``fit`` (the exponential term)."""
-    beta = float(fit.coef[index] / scale_k)
-    h = z * fit.se(np.eye(len(fit.coef))[index]) / scale_k
-    lo, hi = beta - h, beta + h
-    ln2 = math.log(2)
-
-    def length(b: float) -> float:
-        return ln2 / abs(b) if b * sign > 0 else math.inf
-
-    ends = sorted((length(lo), length(hi)))
-    return Rate(
-        "exponential",
-        "halving_length" if sign < 0 else "doubling_length",
-        length(beta),
-        (ends[0], ends[1]),
-        beta,
-        (lo, hi),
-    )
-
-
-def _power_rate(fit: _Fit, z: float) -> Rate:
-    alpha = float(fit.coef[1])
-    h = z * fit.se(np.array([0.0, 1.0]))
-    return Rate("power", "alpha", alpha, (alpha - h, alpha + h), alpha, (alpha - h, alpha + h))
-
-
 def _curse(
-    frame: pd.DataFrame, combined: _Fit, layers: np.ndarray, scale_k: float, z: float
+    frame: pd.DataFrame, step: Estimate, layers: np.ndarray
 ) -> tuple[bool | None, str, dict[str, float | None]]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring):
     the decision, its sentence, and the numbers the sentence is made of."""
-    last = layers[layers >= layers.max() - (layers.max() - layers.min()) / 4]
-    last = last[last > 1]
-    if not len(last):
-        return None, "curse of depth undecided (no layers in the last quarter)", {}
-    # log E(k) - log E(k-1) from the combined law: alpha log(k/(k-1)) + beta
-    d_log = np.log(last / (last - 1))
-    rows = np.column_stack([np.zeros_like(last), d_log, np.full_like(last, 1.0 / scale_k)])
-    mid = len(last) // 2
-    order = np.argsort(rows @ combined.coef)
-    w = rows[order[mid]]
-    step, h = float(w @ combined.coef), z * combined.se(w)
-    r_med, r_hi = abs(math.expm1(step)), max(abs(math.expm1(step - h)), abs(math.expm1(step + h)))
-    r_lo = (
-        0.0
-        if (step - h) * (step + h) <= 0
-        else min(abs(math.expm1(step - h)), abs(math.expm1(step + h)))
-    )
+    size = max(MIN_QUARTER, len(layers) // 4)
+    last = layers[-size:]
+    lo, hi = step.interval(LEVEL)
+    r_med = abs(math.expm1(step.value))
+    r_hi = max(abs(math.expm1(lo)), abs(math.expm1(hi)))
+    r_lo = 0.0 if lo * hi <= 0 else min(abs(math.expm1(lo)), abs(math.expm1(hi)))
     cos = None
     if "cosine_prev" in frame:
         c = frame[frame["layer"].isin(last)]["cosine_prev"].to_numpy(dtype=np.float64)
@@ -654,203 +833,3 @@ def curse_sentence(curse: bool | None, r_median: float, r_high: float, cosine: f
     if curse is True:
         return text + ": curse of depth (vanishing relative change)"
     return text + f": curse of depth undecided (threshold |R| < {CURSE_R:g})"
-
-
-# ----------------------------------------------------------------------------- calibration
-
-#: Synthetic laws with known answers:
-#: (name, law, parameter, cosine_prev, expected label, expected curse).
-CALIBRATION_CASES = (
-    ("exp beta=-0.01", "exponential", -0.01, None, "exponential-smoothing", False),
-    ("exp beta=-0.05", "exponential", -0.05, None, "exponential-smoothing", False),
-    ("exp beta=-0.2", "exponential", -0.2, None, "exponential-smoothing", False),
-    ("pow alpha=-0.5", "power", -0.5, None, "algebraic-smoothing", False),
-    ("pow alpha=-1", "power", -1.0, None, "algebraic-smoothing", False),
-    ("pow alpha=-2", "power", -2.0, None, "algebraic-smoothing", False),
-    ("pow alpha=-5", "power", -5.0, None, "algebraic-smoothing", False),
-    ("pow alpha=-6", "power", -6.0, None, "algebraic-smoothing", False),
-    ("growth k^0.3, curse", "power", 0.3, 0.999, "power-law-growth", True),
-    ("growth k^0.3, turning layers", "power", 0.3, 0.5, "power-law-growth", False),
-    ("growth e^0.08k, flat R", "exponential", 0.08, 0.999, "exponential-growth", False),
-    ("stable", "power", 0.0, 0.999, "stable", False),
-    # a power-law start, then exponential decay
-    ("k^-2 e^-0.02k", "mixed", (-2.0, -0.02), None, "exponential-smoothing", False),
-)
-CALIBRATION_SIGMAS = (0.05, 0.1, 0.3, 0.5, 1.0)
-CALIBRATION_AR = (0.0, 0.7)  # AR(1) coefficient of the log-noise across layers
-
-
-def synthetic_frame(
-    law: str,
-    param: float | tuple[float, float],
-    sigma: float,
-    ar: float = 0.0,
-    seeds: int = 3,
-    depth: int = 256,
-    cosine: float | None = None,
-    rng: np.random.Generator | None = None,
-) -> pd.DataFrame:
-    """A per-layer table of ``E(k) = k^param`` (``law="power"``), ``e^{param k}``
-    (``law="exponential"``) or ``k^alpha e^{beta k}`` (``law="mixed"``, ``param = (alpha,
-    beta)``) over layers ``0..depth``, times log-normal noise of ``sigma``
-    (natural-log units) that is AR(1) across layers with coefficient ``ar``; one curve per seed.
-    ``relative_energy`` is computed from the noisy curve; ``cosine_prev`` is the constant
-    ``cosine`` when given.
-    """
-    import pandas as pd
-
-    if law not in ("power", "exponential", "mixed"):
-        raise ValueError(f"law: expected 'power', 'exponential' or 'mixed', received {law!r}")
-    rng = np.random.default_rng(0) if rng is None else rng
-    k = np.arange(depth + 1, dtype=np.float64)
-    alpha, beta = cast(
-        "tuple[float, float]", {"power": (param, 0.0), "exponential": (0.0, param)}.get(law, param)
-    )
-    log_e = alpha * np.log(np.maximum(k, 1.0)) + beta * k
-    frames = []
-    for s in range(seeds):
-        shocks = rng.standard_normal(depth + 1)
-        noise = np.empty_like(shocks)
-        noise[0] = shocks[0]
-        for i in range(1, depth + 1):
-            noise[i] = ar * noise[i - 1] + math.sqrt(1 - ar**2) * shocks[i]
-        e = np.exp(log_e + sigma * noise)
-        part = {
-            "seed": s,
-            "layer": k.astype(int),
-            "laplacian_energy": e,
-            "relative_energy": np.r_[np.nan, e[1:] / e[:-1] - 1],
-        }
-        if cosine is not None:
-            part["cosine_prev"] = np.r_[np.nan, np.full(depth, cosine)]
-        frames.append(pd.DataFrame(part))
-    return pd.concat(frames, ignore_index=True)
-
-
-def calibrate(
-    draws: int = 40,
-    seeds: int = 3,
-    sigmas: Sequence[float] = CALIBRATION_SIGMAS,
-    ars: Sequence[float] = CALIBRATION_AR,
-    cases: Sequence[tuple] = CALIBRATION_CASES,
-    rng_seed: int = 0,
-) -> pd.DataFrame:
-    """Confusion counts of :func:`verdict` on synthetic curves with known laws.
-
-    One row per (case, sigma, ar) with the count of each label, ``right``, ``inconclusive``,
-    ``wrong`` (a definite label that is not the expected one, or a definite curse flag
-    that is wrong) and ``draws``.
-    """
-    import pandas as pd
-
-    rng = np.random.default_rng(rng_seed)
-    rows = []
-    for name, law, param, cosine, want, want_curse in cases:
-        for ar in ars:
-            for sigma in sigmas:
-                counts = dict.fromkeys(LABELS, 0)
-                wrong_curse = 0
-                for _ in range(draws):
-                    found = verdict(
-                        synthetic_frame(law, param, sigma, ar, seeds, cosine=cosine, rng=rng)
-                    )
-                    counts[found.label] += 1
-                    if (
-                        found.label == want
-                        and found.curse_of_depth is not None
-                        and found.curse_of_depth != want_curse
-                    ):
-                        wrong_curse += 1
-                right = counts[want] - wrong_curse
-                wrong = draws - counts[want] - counts["inconclusive"] + wrong_curse
-                rows.append(
-                    {
-                        "case": name,
-                        "expected": want,
-                        "sigma": sigma,
-                        "ar": ar,
-                        "seeds": seeds,
-                        "draws": draws,
-                        "right": right,
-                        "inconclusive": counts["inconclusive"],
-                        "wrong": wrong,
-                        "wrong_curse": wrong_curse,
-                        **counts,
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def _write_calibration(out: str, draws: int) -> None:
-    import time
-    from pathlib import Path
-
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    tables = [calibrate(draws=draws, seeds=seeds) for seeds in (3, 1)]
-    table = __import__("pandas").concat(tables, ignore_index=True)
-    table.to_csv(folder / "confusion.csv", index=False)
-    seconds = time.perf_counter() - started
-    lines = [
-        "# Verdict calibration on synthetic curves",
-        "",
-        f"Generated by `python scripts/calibrate_verdict.py --calibrate {out} --draws {draws}` "
-        f"({seconds / 60:.1f} minutes wall-clock). Full counts per label: `confusion.csv`.",
-        "",
-        "Curves over layers 0..256 with known laws times log-normal noise of sigma (natural-log "
-        "units), i.i.d. "
-        "(ar 0) or AR(1)-correlated across layers (ar 0.7). *wrong* is a definite label other than "
-        "the expected "
-        "one, or a wrong definite curse-of-depth flag; *inconclusive* is the honest 'cannot tell'.",
-        "",
-    ]
-    for seeds, part in table.groupby("seeds", sort=False):
-        lines.append(
-            f"## {seeds} seed{'s' if seeds > 1 else ''} pooled: right / inconclusive / wrong out "
-            f"of {draws}"
-        )
-        lines.append("")
-        cols = [(a, s) for a in sorted(part["ar"].unique()) for s in sorted(part["sigma"].unique())]
-        lines.append("| case | " + " | ".join(f"ar {a:g}, σ {s:g}" for a, s in cols) + " |")
-        lines.append("|---|" + "---|" * len(cols))
-        for case in dict.fromkeys(part["case"]):
-            rows = part[part["case"] == case].set_index(["ar", "sigma"])
-            cells = [
-                f"{rows.loc[c, 'right']}/{rows.loc[c, 'inconclusive']}/{rows.loc[c, 'wrong']}"
-                for c in cols
-            ]
-            lines.append(f"| {case} | " + " | ".join(cells) + " |")
-        total = part["draws"].sum()
-        low = part[part["sigma"] <= 0.3]
-        lines += [
-            "",
-            f"Wrong overall: {part['wrong'].sum()} of {total} ({part['wrong'].sum() / total:.1%}); "
-            f"at sigma <= 0.3: {low['wrong'].sum()} of {low['draws'].sum()}; inconclusive overall "
-            f"{part['inconclusive'].sum() / total:.1%}.",
-            "",
-        ]
-    (folder / "README.md").write_text("\n".join(lines) + "\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python scripts/calibrate_verdict.py --calibrate OUT [--draws N]``: write the calibration "
-    "report."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="scripts/calibrate_verdict.py",
-        description="Calibrate the verdict "
-        "on synthetic curves with known laws (README.md and confusion.csv in OUT).",
-    )
-    parser.add_argument(
-        "--calibrate", metavar="OUT", required=True, help="folder for README.md and confusion.csv"
-    )
-    parser.add_argument(
-        "--draws", type=int, default=40, help="synthetic curves per cell (default 40)"
-    )
-    args = parser.parse_args(argv)
-    if args.draws < 1:
-        parser.error(f"--draws: expected an integer >= 1, received {args.draws}")
-    _write_calibration(args.calibrate, args.draws)
-    return 0

@@ -141,8 +141,9 @@ def test_no_flags_where_precisions_agree():
 def test_fits_leave_out_rows_at_the_floor(deep):
     f32 = deep[("float32", "shadow")]
     desc = describe_frame(f32, hidden=16, dtype="float32")
-    assert desc["full"]["dropped"]["float_floor"] == int(f32["at_floor"].sum()) > 0
-    assert desc["full"]["span"][1] < int(f32["layer"][f32["at_floor"]].min())
+    found = desc["evidence"]
+    assert found["dropped"]["at_floor"] == int(f32["at_floor"].sum()) > 0
+    assert found["window"][1] < int(f32["layer"][f32["at_floor"]].min())
     assert desc["final_at_floor"] and desc["float64_final_energy"] == pytest.approx(
         f32["float64_energy"].iloc[-1]
     )
@@ -153,7 +154,8 @@ def test_float64_fit_keeps_points_below_the_float32_bound(deep):
     f64 = deep[("float64", "twin")].drop(columns=["float_floor", "at_floor"])
     eps32_bound = (dtype_eps("float32") * f64["feature_norm"]) ** 2
     assert (f64["laplacian_energy"] < eps32_bound).sum() >= 5
-    assert describe_frame(f64, hidden=16, dtype="float64")["full"]["dropped"]["float_floor"] == 0
+    found = describe_frame(f64, hidden=16, dtype="float64")["evidence"]
+    assert found["dropped"]["at_floor"] == 0
 
 
 def test_bound_floor_uses_the_runs_epsilon():

@@ -75,9 +75,46 @@ def _log_scales(
     return True
 
 
-def _law_points(law: Mapping, layers: np.ndarray) -> np.ndarray:
-    x = np.log(layers) if law["law"] == "power" else layers
-    return np.exp(law["log_c"] + law["exponent"] * x)
+def verdict_fit(record: Mapping | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The verdict's fitted law (layers, energies) inside a fits.json record, or None."""
+    found = (record or {}).get("evidence") or {}
+    curve = (found.get("evidence") or {}).get("fit_curve") if isinstance(found, Mapping) else None
+    if not isinstance(curve, Mapping) or not curve.get("layer"):
+        return None
+    k = np.asarray(curve["layer"], dtype=float)
+    e = np.asarray(curve["energy"], dtype=float)
+    ok = (k > 0) & np.isfinite(e) & (e > 0)
+    return (k[ok], e[ok]) if ok.any() else None
+
+
+def local_halving(ax: Axes, curves: Iterable[Mapping]) -> Axes:
+    """Local halving length (layers per factor 2 of decay) along depth, with its 95 % band.
+
+    Each curve: ``{"label", "layer", "halving_length", "low", "high"}``
+    (:func:`oversmooth.verdict.local_halving_length`); ``None`` marks a layer where the curve
+    does not decay there (left out; an open band end is drawn to the top of the axes).
+    """
+    top = 0.0
+    for curve in curves:
+        k = np.asarray(curve["layer"], dtype=float)
+        mid = np.array([np.nan if v is None else v for v in curve["halving_length"]], dtype=float)
+        lo = np.array([np.nan if v is None else v for v in curve["low"]], dtype=float)
+        hi = np.array([np.inf if v is None else v for v in curve["high"]], dtype=float)
+        (line,) = ax.plot(
+            k, mid, lw=1.3, label=curve["label"], color=model_color(str(curve["label"]))
+        )
+        finite = hi[np.isfinite(hi)]
+        top = max(top, float(np.nanmax(mid)) if np.isfinite(mid).any() else 0.0)
+        if finite.size:
+            top = max(top, float(np.nanmax(finite)))
+        ax.fill_between(k, lo, np.minimum(hi, 1e300), color=line.get_color(), alpha=0.18, lw=0)
+    if top > 0:
+        ax.set_ylim(0, top * 1.05)
+    ax.set_xlabel("layer $k$")
+    ax.set_ylabel("local halving length (layers)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
 
 
 def energy_curves(
@@ -108,30 +145,17 @@ def energy_curves(
             label=curve["label"],
             color=curve.get("color") or model_color(str(curve["label"])),
         )
-        fit = curve.get("fit")
-        if fit and keep.any():
-            window = fit.get("tail") or {}
-            for key, style in (("power", "--"), ("exponential", ":")):
-                law = window.get(key)
-                if law and window.get("span"):
-                    lo, hi = window["span"]
-                    grid = np.linspace(lo, hi, 200)
-                    points = _law_points(law, grid)
-                    ok = np.isfinite(points) & (points > 0)
-                    name = (
-                        "k^{{{:.2f}}}".format(law["exponent"])
-                        if key == "power"
-                        else "e^{{{:.3g}k}}".format(law["exponent"])
-                    )
-                    ax.plot(
-                        grid[ok],
-                        points[ok],
-                        style,
-                        color=line.get_color(),
-                        lw=1,
-                        alpha=0.8,
-                        label=f"  fit ${name}$ (R²={law['r2']:.2f})",
-                    )
+        law = verdict_fit(curve.get("fit"))
+        if law is not None and keep.any():
+            ax.plot(
+                law[0],
+                law[1],
+                "--",
+                color=line.get_color(),
+                lw=1,
+                alpha=0.85,
+                label="  verdict's fitted law",
+            )
         floor = curve.get("floor")
         if floor is not None:
             floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)

@@ -206,11 +206,9 @@ def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -
     measured = ref.get("measured") or {}
     halving = _num(measured.get("halving_layers"))
     span = measured.get("span") or []
-    where_fit = (
-        f"tail-window exponential fit, layers {span[0]}-{span[1]}"
-        if len(span) == 2
-        else "tail-window exponential fit"
-    )
+    late = measured.get("source") == "late"
+    kind = "late rate, slope of log E" if late else "tail-window exponential fit"
+    where_fit = f"{kind}, layers {span[0]}-{span[1]}" if len(span) == 2 else kind
     if measured.get("decays") is False:
         tail = f"the measured {name} curve does not decay ({where_fit})"
     elif halving is not None:
@@ -221,10 +219,11 @@ def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -
         )
         if decays and steps is not None:
             tail += f", {halving / steps:.3g}× the diffusion length"
-            if name == PRETTY.get("diffusion") and halving < 0.9 * steps:
+            settled = measured.get("asymptotic")
+            if settled is False or (settled is None and halving < 0.9 * steps):
                 tail += (
-                    " -- not yet the asymptotic rate, which holds only once the slowest "
-                    "eigenvector dominates"
+                    " -- not yet asymptotic: the local halving length is still moving, and the "
+                    "spectral length holds only once the slowest eigenvector dominates"
                 )
     else:
         tail = f"no exponential was fitted to the measured {name} curve"
@@ -247,11 +246,12 @@ def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
         return f"{head}; no power law was fitted to the measured {name} curve."
     interval = _interval(measured.get("interval"), ".2f")
     span = measured.get("span") or []
-    where = (
-        f"tail-window power-law fit, layers {span[0]}-{span[1]}"
-        if len(span) == 2
+    kind = (
+        "asymptotic exponent of the fitted (k + k0)^alpha"
+        if measured.get("source") == "verdict"
         else "tail-window power-law fit"
     )
+    where = f"{kind}, layers {span[0]}-{span[1]}" if len(span) == 2 else kind
     how = "steeper than" if diff < 0 else "shallower than" if diff > 0 else "equal to"
     return (
         f"{head}; the measured {name} slope is {alpha:.3g} ({where}"
@@ -285,21 +285,27 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
 
 
 def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Final-layer energy per (model, dataset) and depth: ``mean ± std`` over seeds, the mean
-    alone when there is one seed (no ``± 0``), a dash where a cell has no value."""
+    """Final-layer energy per (model, dataset) and depth: ``mean ± std [geometric mean]`` over
+    seeds (the paper's arithmetic mean ± std, then the average that suits values spread over
+    decades), the value alone when there is one seed, a dash where a cell has no value."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
 
     grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
+    logs = grouped.apply(
+        lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
+    )
+    stats["geo"] = logs.to_numpy()
 
     def cell(row: pd.Series) -> str:
         if not np.isfinite(row["mean"]):
             return MISSING
         if row["count"] < 2 or not np.isfinite(row["std"]):
             return f"{row['mean']:.3g}"
-        return f"{row['mean']:.3g} ± {row['std']:.2g}"
+        geo = f" [{row['geo']:.3g}]" if np.isfinite(row["geo"]) else ""
+        return f"{row['mean']:.3g} ± {row['std']:.2g}{geo}"
 
     stats["cell"] = stats.apply(cell, axis=1)
     table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")

@@ -16,10 +16,12 @@ leaves the old folder untouched; a second run on the same folder is refused.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -27,7 +29,7 @@ from numpy.typing import ArrayLike
 from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
-from oversmooth.report.document import Document, format_cell
+from oversmooth.report.document import MISSING, Document, format_cell
 from oversmooth.report.prose import (
     conv_label,
     curve_title,
@@ -49,21 +51,14 @@ __all__ = [
     "write_analysis",
     "write_comparison",
     "render_report",
-    "fit_table",
+    "law_table",
+    "halving_profile_section",
     "evidence_table",
     "rayleigh_section",
     "energy_table",
     "atomic_folder",
     "check_out",
 ]
-
-DELTA_BIC = "ΔBIC = BIC(pow) − BIC(exp)"
-DELTA_BIC_NOTE = (
-    f"{DELTA_BIC}: positive favours the exponential, negative the power law "
-    "(least squares on log E; it ignores the correlation of residuals between "
-    "layers, so the verdict does not rest on it)."
-)
-
 
 # ----------------------------------------------------------------------------- folders
 
@@ -121,33 +116,50 @@ def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = Fals
 # ----------------------------------------------------------------------------- rendering
 
 
-def fit_table(fits: dict) -> pd.DataFrame:
-    """The full- and tail-window law fits of one fits.json record as a table."""
+def _rate_cell(rate: dict | None) -> str:
+    if not rate:
+        return MISSING
+    lo, hi = rate["interval"]
+    return f"{format_cell(rate['value'])} ({format_cell(lo)} to {format_cell(hi)})"
+
+
+def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
+    """One row per curve (``name -> fits.json record``): what was measured, decisive even where
+    the law is not -- decades lost or gained, the late halving (doubling) length, the late
+    relative change, the adjacent cosine, what the fall is made of -- then the law and its
+    asymptotic rate, all from the verdict (the same numbers as its sentence)."""
     import pandas as pd
 
     rows = []
-    for window in ("full", "tail"):
-        record = fits.get(window) or {}
-        for law in ("power", "exponential"):
-            fit = record.get(law)
-            if not fit:
-                continue
-            ci = fit.get("ci") or [None, None]
-            rows.append(
-                {
-                    "window": f"{window} (layers {record['span'][0]}-{record['span'][1]})",
-                    "law": "C·k^α" if law == "power" else "C·e^(βk)",
-                    "exponent": fit["exponent"],
-                    "95% CI": f"[{ci[0]:.3g}, {ci[1]:.3g}]" if ci[0] is not None else "",
-                    "R²": fit["r2"],
-                    DELTA_BIC: record.get("delta_bic"),
-                    "points": fit["n"],
-                    "dropped": ", ".join(
-                        f"{k} {v}" for k, v in record.get("dropped", {}).items() if v
-                    )
-                    or "none",
-                }
-            )
+    for name, record in records.items():
+        found = verdict_record(record) or {}
+        ev = found.get("evidence") or {}
+        change, half = ev.get("change_decades"), ev.get("change_halfwidth")
+        slope = ev.get("late_slope")
+        late = MISSING
+        if isinstance(slope, (int, float)) and slope != 0:
+            word = "halves" if slope < 0 else "doubles"
+            late = f"{word} every {format_cell(math.log(2) / abs(slope))}"
+            if ev.get("late_asymptotic") is False:
+                late += " (still moving)"
+        rate = found.get("rate")
+        asym = found.get("asymptotic_rate")
+        rows.append(
+            {
+                "curve": name,
+                "decades (fitted change ± 99%)": MISSING
+                if change is None
+                else f"{change:+.2f} ± {format_cell(half)}",
+                "late rate": late,
+                "late |R|": format_cell(ev.get("curse_r_median")),
+                "adjacent cosine": format_cell(ev.get("curse_cosine")),
+                "fall is": found.get("collapse") or MISSING,
+                "law": found.get("label") or MISSING,
+                "rate (95%)": _rate_cell(rate)
+                + (f" [{rate['name'].replace('_', ' ')}]" if rate else ""),
+                "asymptotic rate (95%)": _rate_cell(asym),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -165,19 +177,22 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     rows = [
         ("label", record.get("label")),
         ("curse of depth", curse),
-        ("seeds pooled", record.get("seeds")),
+        ("seeds pooled (replicates)", record.get("seeds")),
         ("usable layers", record.get("usable_layers")),
     ]
     counts = (record.get("dropped") or {}).items()
     dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts if v)
     rows.append(("dropped rows", dropped or "none"))
-    rate = record.get("rate")
-    if rate:
-        lo, hi = rate["interval"]
-        value = (
-            f"{format_cell(rate['value'])} (95% interval {format_cell(lo)} to {format_cell(hi)})"
-        )
-        rows.append((rate["name"].replace("_", " "), value))
+    for key in ("rate", "asymptotic_rate"):
+        rate = record.get(key)
+        if rate:
+            where = rate.get("window")
+            name = f"{rate['kind']} {rate['name'].replace('_', ' ')}"
+            if where:
+                name += f", layers {where[0]}-{where[1]}"
+            rows.append((name, _rate_cell(rate) + " (95% interval)"))
+    if record.get("collapse"):
+        rows.append(("the fall is", record["collapse"]))
     level = ev.get("level")
     for key, name in (
         ("change_decades", "fitted change, decades"),
@@ -188,11 +203,48 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
             half = ev.get(key.replace("_decades", "_halfwidth"))
             label = f"{name} (± {level:.0%} half-width)" if level else name
             rows.append((label, f"{ev[key]:+.3g} ± {format_cell(half)}"))
-    if ev.get("delta_bic") is not None:
-        rows.append((DELTA_BIC, f"{ev['delta_bic']:.4g}"))
+    for key, name in (
+        ("alpha", "fitted alpha"),
+        ("k0", "fitted shift k0"),
+        ("beta", "fitted beta (per layer)"),
+    ):
+        if ev.get(key) is not None:
+            rows.append((name, format_cell(ev[key])))
+    if ev.get("beta_interval"):
+        lo, hi = ev["beta_interval"]
+        rows.append(
+            (f"beta, {level:.0%} interval" if level else "beta interval", f"{lo:.3g} to {hi:.3g}")
+        )
+    for key in ("energy_decades", "norm_decades", "scale_free_decades"):
+        if ev.get(key) is not None:
+            rows.append((key.replace("_", " "), f"{ev[key]:+.3g}"))
     if ev.get("uncertainty"):
         rows.append(("intervals from", ev["uncertainty"]))
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
+
+
+def halving_profile_section(doc: Document, records: Mapping[str, dict | None], name: str) -> None:
+    """The local halving length along depth with its band, one line per curve that decays."""
+    from oversmooth.verdict import local_halving_length
+
+    curves = []
+    for label, record in records.items():
+        found = verdict_record(record) or {}
+        profile = found.get("profile") or {}
+        if found.get("trend") == "decay" and profile.get("layer"):
+            curves.append({"label": label, **local_halving_length(profile)})
+    if not curves:
+        return
+    fig = plots.figure()
+    plots.local_halving(fig.add_subplot(), curves)
+    doc.heading("Local halving length")
+    doc.figure(
+        fig,
+        "Local halving length −ln 2 / (d log E/dk) along depth (sliding-window slopes of the "
+        "seed-pooled curve), with the 95% band from the same seed-and-bootstrap intervals as "
+        "the verdict; a flat line is an exponential, a line rising in proportion to k a power law",
+        name,
+    )
 
 
 def _log_mean(values: ArrayLike) -> float:
@@ -210,7 +262,8 @@ def reference_lines(
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """Theory lines for :func:`plots.energy_curves` from a fits.json record's ``"reference"``:
     linear diffusion's ``ratio^(k - k0)`` and the nonlocal bound's ``(k / k0)^slope``, both
-    through the measured curve (``layers``, ``values``) at ``k0``, the start of the tail window
+    through the measured curve (``layers``, ``values``) at ``k0``, the start of the verdict's late
+    window
     (the first positive layer when it has no value there)."""
     ref = (record or {}).get("reference") or {}
     k = np.asarray(layers, dtype=np.float64)
@@ -218,7 +271,8 @@ def reference_lines(
     ok = (k > 0) & np.isfinite(v) & (v > 0)
     if not ok.any():
         return []
-    span = ((record or {}).get("tail") or {}).get("span") or []
+    found = verdict_record(record) or {}
+    span = (found.get("evidence") or {}).get("late_window") or []
     at = np.flatnonzero(ok & (k == span[0])) if span else np.array([], dtype=int)
     i = int(at[0]) if at.size else int(np.flatnonzero(ok)[0])
     k0, v0, k1 = k[i], v[i], k[ok].max()
@@ -395,40 +449,48 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
-    curves: list[dict] = []
-    for seed, part in metrics.groupby("seed"):
+    groups = list(metrics.groupby("seed"))
+    several = len(groups) > 1
+    curves: list[dict] = [
+        {
+            "label": f"seed {seed}",
+            "layers": part["layer"],
+            "values": part["laplacian_energy"],
+            "fit": None if several else mean_fit,
+            "floor": part["float_floor"] if "float_floor" in part else None,
+        }
+        for seed, part in groups
+    ]
+    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
+    if several:
         curves.append(
             {
-                "label": f"seed {seed}",
-                "layers": part["layer"],
-                "values": part["laplacian_energy"],
-                "fit": fits.get("per_seed", {}).get(str(seed)) if len(curves) == 0 else None,
-                "floor": part["float_floor"] if "float_floor" in part else None,
+                "label": f"geometric mean of {len(groups)} seeds",
+                "layers": mean.index.to_numpy(),
+                "values": mean.to_numpy(),
+                "fit": mean_fit,
+                "color": "black",
             }
         )
-    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
     references = reference_lines(mean_fit, mean.index.to_numpy(), mean.to_numpy())
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
+    pooled = f"all {len(groups)} seeds pooled" if several else "one seed"
     doc.figure(
         fig,
-        "Laplacian energy against layer, log-log, with the tail-window fits of the first seed "
-        "(the float floor is drawn where it falls inside the range of the data)"
+        f"Laplacian energy against layer, log-log, with the verdict's fitted law ({pooled}; "
+        "the float floor is drawn where it falls inside the range of the data)"
         + (
             "; dashed grey: theory references through the seed-mean curve at the start of the "
-            "tail window"
+            "late window"
             if references
             else ""
         ),
         "energy.png",
     )
-    fit_rows = fit_table(fits.get("per_seed", {}).get(str(config["seeds"][0]), {}))
-    if len(fit_rows):
-        doc.table(fit_rows)
-        doc.text(DELTA_BIC_NOTE)
-    else:
-        doc.text("No law was fitted: fewer than 3 layers have a positive, finite energy.")
+    doc.table(law_table({f"{model}, {pooled}": mean_fit}))
+    halving_profile_section(doc, {f"{model} ({pooled})": mean_fit}, "halving.png")
     for sentence in reference_prose(mean_fit, model):
         doc.text(sentence)
 
@@ -510,6 +572,14 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
     names = config["models"]
     seeds = config["seeds"]
+    doc.heading(f"What was measured at depth {max(config['depths'])}")
+    doc.text(
+        "Each curve's fitted change in decades, its late halving (or doubling) length, the late "
+        "relative change |R| and adjacent cosine, and whether the fall is the nodes converging "
+        "(oversmoothing) or the features shrinking (norm collapse): decisive even where the "
+        "law cannot be named. Then the law and its rates, all from the verdict."
+    )
+    doc.table(law_table(fits))
     doc.heading(
         "Final-layer Laplacian energy after training"
         if mode == "trained"
@@ -517,7 +587,9 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     )
     doc.text(
         (
-            f"Mean ± std over seeds {', '.join(str(s) for s in seeds)}"
+            f"Arithmetic mean ± std over seeds {', '.join(str(s) for s in seeds)} (as the "
+            "paper reports them), then in brackets the geometric mean, the average that suits a "
+            "quantity spread over decades"
             if len(seeds) > 1
             else f"One seed ({seeds[0]}): no spread is shown"
         )
@@ -536,7 +608,6 @@ def _render_comparison(folder: Path, config: dict) -> Document:
             found.get("label") or record.get("classification"),
             found.get("curse_of_depth"),
         )
-    doc.text(DELTA_BIC_NOTE)
     for dataset in config["datasets"]:
         fig = plots.figure()
         plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
@@ -575,25 +646,20 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         doc.figure(
             fig,
             f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
-            "(geometric mean over seeds), log-log, with tail fits"
+            "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
             + (
                 f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
-                "bound through each nonlocal curve, at the start of the tail window"
+                "bound through each nonlocal curve, at the start of the late window"
                 if references
                 else ""
             ),
             f"energy_{dataset}.png",
         )
-        rows = []
-        for model in config["models"]:
-            record = fits.get(f"{dataset}/{model}")
-            if record:
-                table = fit_table(record)
-                if len(table):
-                    rows.append(table.assign(model=model))
-        if rows:
-            table = pd.concat(rows, ignore_index=True)
-            doc.table(table[["model"] + [c for c in table.columns if c != "model"]])
+        halving_profile_section(
+            doc,
+            {m: fits.get(f"{dataset}/{m}") for m in config["models"]},
+            f"halving_{dataset}.png",
+        )
         said = False  # the graph's prediction once, then each model's measured rate
         for model in config["models"]:
             record = fits.get(f"{dataset}/{model}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -18,13 +19,8 @@ def _ax():
 def test_plot_functions_draw_and_return_their_axes():
     layers = np.arange(0, 65)
     values = np.exp(-0.1 * layers)
-    fit = {
-        "tail": {
-            "span": [16, 64],
-            "power": {"law": "power", "exponent": -2.0, "log_c": 0.0, "r2": 0.9},
-            "exponential": {"law": "exponential", "exponent": -0.1, "log_c": 0.0, "r2": 0.99},
-        }
-    }
+    law = {"layer": [1, 32, 64], "energy": [0.9, 0.04, 0.002]}
+    fit = {"evidence": {"label": "exponential-smoothing", "evidence": {"fit_curve": law}}}
     ax = _ax()
     assert (
         plots.energy_curves(
@@ -32,8 +28,8 @@ def test_plot_functions_draw_and_return_their_axes():
         )
         is ax
     )
-    # the curve and 2 fits; the float floor lies far below the data and is not drawn
-    assert len(ax.lines) == 3 and ax.get_xscale() == "log"
+    # the curve and the verdict's law; the float floor lies far below the data and is not drawn
+    assert len(ax.lines) == 2 and ax.get_xscale() == "log"
     ax = _ax()
     assert (
         plots.relative_energy_curves(
@@ -114,16 +110,21 @@ def test_energy_axis_follows_the_data():
     assert len(ax.lines) == 2  # the floor inside the range is drawn
 
 
-def test_fit_table_names_the_delta_bic_sign():
-    """Issue 13: the column said 'exp − pow'; fit.py stores BIC(power) − BIC(exponential)."""
-    from oversmooth.fit import fit_curve
-    from oversmooth.report.render import DELTA_BIC, fit_table
+def test_local_halving_draws_the_band_and_skips_non_decaying_layers():
+    from oversmooth.verdict import local_halving_length
 
-    k = np.arange(0, 65)
-    record = fit_curve(k, np.exp(-0.1 * k)).to_dict()
-    table = fit_table({"full": record, "tail": record})
-    assert DELTA_BIC == "ΔBIC = BIC(pow) − BIC(exp)" and DELTA_BIC in table.columns
-    assert (table[DELTA_BIC] > 0).all()  # an exponential: positive, as the label says
+    profile = {
+        "layer": [8, 16, 32],
+        "slope": [-0.1, -0.05, 0.01],
+        "slope_low": [-0.12, -0.07, -0.01],
+        "slope_high": [-0.08, -0.03, 0.02],
+    }
+    local = local_halving_length(profile)
+    assert local["halving_length"][2] is None and local["high"][2] is None
+    assert local["low"][0] == pytest.approx(np.log(2) / 0.12)
+    ax = _ax()
+    assert plots.local_halving(ax, [{"label": "a", **local}]) is ax
+    assert len(ax.lines) == 1 and ax.collections
 
 
 def test_similarity_heatmap_draws_each_cell_in_its_own_colour():
