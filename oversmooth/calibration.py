@@ -289,7 +289,7 @@ def calibrate(
     ``wrong_curse``, ``covered`` / ``scored`` (interval coverage of the true rate)."""
     import pandas as pd
 
-    rows = []
+    rows: list[dict] = []
     for n_seeds in seeds:
         for case in cases:
             for noise in noises:
@@ -379,8 +379,9 @@ def write_calibration(out: str, draws: int, seeds: Sequence[int] = (1, 3, 10)) -
         "",
     ]
     noises = list(dict.fromkeys(table["noise"]))
-    for seeds, part in table.groupby("seeds", sort=True):
-        lines += [f"## {seeds} seed{'s' if seeds > 1 else ''}", ""]
+    for count, part in table.groupby("seeds", sort=True):
+        n_seeds = int(count)
+        lines += [f"## {n_seeds} seed{'s' if n_seeds > 1 else ''}", ""]
         lines.append("| case | " + " | ".join(noises) + " | coverage |")
         lines.append("|---|" + "---|" * (len(noises) + 1))
         for case, rows in part.groupby("case", sort=False):

@@ -269,6 +269,7 @@ def write_report(
         verdict_prose(record, title),
         found.get("label") or record.get("classification"),
         found.get("curse_of_depth"),
+        found.get("collapse"),
     )
     if found.get("reason") and found.get("label") != "inconclusive":
         doc.text(f"Why: {found['reason']}.")

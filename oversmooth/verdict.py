@@ -58,8 +58,9 @@ used to decide (it ignores the correlation of residuals).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -275,7 +276,7 @@ def verdict(
     out = _Outcome(title, rows, note, blocker, dtype, len(rows.seeds))
     if blocker is not None:
         reason = note or blocker  # a blocker always comes with its note
-        return out.done("inconclusive", reason, f"inconclusive: {reason}")
+        return out.done("inconclusive", reason)
     layers, logs, window_dropped = rows.curves(start)
     rows.dropped.update(window_dropped)
     n = len(layers)
@@ -284,7 +285,7 @@ def verdict(
             f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
             f"law; dropped: {_dropped_text(rows.dropped)})"
         )
-        return out.done("inconclusive", reason, f"inconclusive: {reason}", usable_layers=n)
+        return out.done("inconclusive", reason, usable_layers=n)
     return _decide(out, frame, layers, logs, seed)
 
 
@@ -368,9 +369,20 @@ class _Outcome:
     dtype: str
     seeds: int
 
-    def done(self, label: str, reason: str, body: str, **fields: Any) -> Verdict:
+    def done(self, label: str, reason: str, **fields: Any) -> Verdict:
         rows = self.rows
-        pieces = [body]
+        fields.setdefault("usable_layers", 0)
+        found = Verdict(
+            label=label,
+            summary="",
+            reason=reason,
+            seeds=self.seeds,
+            dropped=rows.dropped,
+            final_energy=rows.final,
+            final_at_floor=rows.final_at_floor,
+            **fields,
+        )
+        pieces = [sentence(found.to_dict())]
         if self.note and self.blocker is None:
             pieces.append(self.note)
         if rows.final_at_floor:
@@ -388,17 +400,67 @@ class _Outcome:
         elif self.blocker is None:
             pieces.append(f"final energy {rows.final:.2g}")
         head = f"{self.title}: " if self.title else ""
-        fields.setdefault("usable_layers", 0)
-        return Verdict(
-            label=label,
-            summary=head + "; ".join(pieces),
-            reason=reason,
-            seeds=self.seeds,
-            dropped=rows.dropped,
-            final_energy=rows.final,
-            final_at_floor=rows.final_at_floor,
-            **fields,
+        return replace(found, summary=head + "; ".join(pieces))
+
+
+def sentence(found: Mapping[str, Any]) -> str:
+    """The verdict's sentence from its numbers (``Verdict.to_dict()``, as fits.json stores it),
+    without the title and the final-energy clause: :attr:`Verdict.summary` is built by it, and
+    a report re-rendered from fits.json calls it again, so the two cannot differ."""
+    label, ev = found["label"], found.get("evidence") or {}
+    rate, asym = found.get("rate") or {}, found.get("asymptotic_rate") or {}
+    level = f"{REPORT_LEVEL:.0%} interval"
+    if label == "stable":
+        change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
+        body = (
+            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
+            f"({ev['level']:.0%} interval {change - half:+.2f} to {change + half:+.2f})"
         )
+    elif label in ("exponential-smoothing", "exponential-growth"):
+        smoothing = label == "exponential-smoothing"
+        window = rate.get("window") or ev.get("late_window") or (0, 0)
+        body = (
+            f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
+            f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
+            f"{window[0]}-{window[1]} ({level} {_interval(tuple(rate['interval']))})"
+        )
+        if found.get("asymptotic") is False and asym:
+            word = "halving" if smoothing else "doubling"
+            sign = -1 if smoothing else 1
+            longer = "rising" if ev.get("late_drift", 0.0) * sign < 0 else "falling"
+            body += (
+                f"; not yet asymptotic: the local {word} length is still {longer} "
+                f"(asymptotic {word} length {asym['value']:.3g}, interval "
+                f"{_interval(tuple(asym['interval']))})"
+            )
+    elif label in ("algebraic-smoothing", "power-law-growth"):
+        smoothing = label == "algebraic-smoothing"
+        shift = f" (shift k0 {rate['shift']:.3g})" if rate.get("shift") else ""
+        body = (
+            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
+            f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
+            f"({level} {_interval(tuple(rate['interval']), '.2f')})"
+        )
+    else:
+        body = f"inconclusive: {found.get('reason')}"
+    collapse = found.get("collapse")
+    if collapse and ev.get("scale_free_decades") is not None:
+        sf, nd = ev["scale_free_decades"], ev["norm_decades"]
+        clauses = {
+            "oversmoothing": f"the nodes converge (scale-free energy {sf:+.2g} decades, "
+            f"squared norm {nd:+.2g})",
+            "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature "
+            f"norm falls {nd:+.2g} decades, the scale-free energy only {sf:+.2g}",
+            "both": f"the nodes converge and the features shrink (scale-free energy {sf:+.2g} "
+            f"decades, squared norm {nd:+.2g})",
+        }
+        body += "; " + clauses[collapse]
+    if found.get("trend") == "growth" and ev.get("curse_r_median") is not None:
+        cosine = ev.get("curse_cosine")
+        body += "; " + curse_sentence(
+            found.get("curse_of_depth"), ev["curse_r_median"], ev["curse_r_high"], cosine
+        )
+    return body
 
 
 def _quarter(layers: np.ndarray, which: int) -> np.ndarray:
@@ -521,23 +583,19 @@ def _decide(
     )
     if trend == "flat":
         reason = f"the fitted energy changes by {change_text}, inside +-{STABLE_DECADES:g}"
-        return out.done(
-            "stable", reason, f"stable energy: {change_text}", curse_of_depth=False, **common
-        )
+        return out.done("stable", reason, curse_of_depth=False, **common)
     if trend is None:
         reason = (
             f"the fitted energy changes by {change_text}: cannot tell a stable curve "
             f"(within +-{STABLE_DECADES:g} decades) from a trend"
         )
-        return out.done("inconclusive", reason, f"inconclusive: {reason}", **common)
+        return out.done("inconclusive", reason, **common)
 
     sign = -1 if trend == "decay" else 1
     curse: bool | None = False
-    tail = ""
     if sign > 0:
-        curse, curse_text, numbers = _curse(frame, est["step_late"], layers)
+        curse, numbers = _curse(frame, est["step_late"], layers)
         evidence.update(numbers)
-        tail = f"; {curse_text}"
     common["curse_of_depth"] = curse
     b_lo, b_hi = est["beta"].interval(LEVEL)
     exp_sig = b_hi < 0 or b_lo > 0
@@ -553,22 +611,11 @@ def _decide(
     )
     if exp_same and exp_big:
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
-        rate, asym, asym_rate, note = _exp_rates(est, sign, layers, evidence)
+        rate, asym_rate = _exp_rates(est, sign, layers, evidence)
         reason = f"{change_text}; the {terms}: the local rate tends to a constant"
-        verb = "halves" if sign < 0 else "doubles"
-        body = (
-            f"{'exponential smoothing' if sign < 0 else 'exponential growth'}: energy {verb} every "
-            f"{rate.value:.3g} layers over layers {rate.window[0]}-{rate.window[1]} "
-            f"({REPORT_LEVEL:.0%} interval {_interval(rate.interval)}){note}"
-        )
+        asym = bool(evidence["late_asymptotic"])
         return out.done(
-            label,
-            reason,
-            body + tail,
-            rate=rate,
-            asymptotic=asym,
-            asymptotic_rate=asym_rate,
-            **common,
+            label, reason, rate=rate, asymptotic=asym, asymptotic_rate=asym_rate, **common
         )
     if bounded and pow_same:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
@@ -577,14 +624,7 @@ def _decide(
             f"{change_text}; the {terms}: no exponential factor halving or doubling faster "
             f"than every {EXP_TOLERANCE:g}x{k_hi} layers, the local rate falls like 1/k"
         )
-        verb = "decays" if sign < 0 else "grows"
-        shift = f" (shift k0 {rate.shift:.3g})" if rate.shift else ""
-        body = (
-            f"{'algebraic smoothing' if sign < 0 else 'power-law growth'}: energy {verb} like "
-            f"k^{rate.exponent:.2f}{shift} ({REPORT_LEVEL:.0%} interval "
-            f"{_interval(rate.interval, '.2f')})"
-        )
-        return out.done(label, reason, body + tail, rate=rate, asymptotic=True, **common)
+        return out.done(label, reason, rate=rate, asymptotic=True, **common)
     verb = "decays" if sign < 0 else "grows"
     if exp_sig and not exp_same:
         why = "the exponential factor has the opposite sign: the curve turns"
@@ -603,7 +643,7 @@ def _decide(
         f"energy {verb} by {abs(change):.2f} decades over {where} but the laws do not separate: "
         f"{why} ({terms})"
     )
-    return out.done("inconclusive", reason, f"inconclusive: {reason}{tail}", **common)
+    return out.done("inconclusive", reason, **common)
 
 
 def _late_numbers(
@@ -653,8 +693,8 @@ def _trend(point: dict[str, float], half: dict[str, float]) -> str | None:
 
 def _exp_rates(
     est: dict[str, Estimate], sign: int, layers: np.ndarray, evidence: dict[str, Any]
-) -> tuple[Rate, bool, Rate, str]:
-    """The late rate, whether the curve is asymptotic there, the asymptotic rate, and a note.
+) -> tuple[Rate, Rate]:
+    """The late rate and the asymptotic rate of an exponential.
 
     The late rate is the slope of ``log E`` over the last quarter; its interval adds the part
     of the drift from the third quarter that the noise does not explain (a rate still moving
@@ -664,24 +704,15 @@ def _exp_rates(
     exponentials, the late slope has converged through such a transient but still carries a
     prefactor's ``alpha / k``.
     """
-    late_ci = tuple(evidence["late_slope_interval"])
-    window = tuple(evidence["late_window"])
-    rate = _length_rate(est["slope_late"].value, late_ci, sign, "late", window)  # type: ignore[arg-type]
+    lo, hi = evidence["late_slope_interval"]
+    start, end = evidence["late_window"]
+    late_ci = (float(lo), float(hi))
+    rate = _length_rate(est["slope_late"].value, late_ci, sign, "late", (int(start), int(end)))
     beta = est["beta"]
     b_ci = beta.interval(REPORT_LEVEL)
     hull = (min(late_ci[0], b_ci[0]), max(late_ci[1], b_ci[1]))
     whole = (int(layers[0]), int(layers[-1]))
-    asym = _length_rate(beta.value, hull, sign, "asymptotic", whole)
-    if evidence["late_asymptotic"]:
-        return rate, True, asym, ""
-    drift = est["drift"].value
-    longer = "rising" if (drift * sign) < 0 else "falling"
-    word = "halving" if sign < 0 else "doubling"
-    note = (
-        f"; not yet asymptotic: the local {word} length is still {longer} "
-        f"(asymptotic {word} length {asym.value:.3g}, interval {_interval(asym.interval)})"
-    )
-    return rate, False, asym, note
+    return rate, _length_rate(beta.value, hull, sign, "asymptotic", whole)
 
 
 def _length_rate(
@@ -799,9 +830,9 @@ def _dropped_text(dropped: dict[str, int]) -> str:
 
 def _curse(
     frame: pd.DataFrame, step: Estimate, layers: np.ndarray
-) -> tuple[bool | None, str, dict[str, float | None]]:
+) -> tuple[bool | None, dict[str, float | None]]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring):
-    the decision, its sentence, and the numbers the sentence is made of."""
+    the decision and the numbers its sentence is made of."""
     size = max(MIN_QUARTER, len(layers) // 4)
     last = layers[-size:]
     lo, hi = step.interval(LEVEL)
@@ -820,7 +851,7 @@ def _curse(
         curse = True
     else:
         curse = None
-    return curse, curse_sentence(curse, r_med, r_hi, cos), numbers
+    return curse, numbers
 
 
 def curse_sentence(curse: bool | None, r_median: float, r_high: float, cosine: float | None) -> str:

@@ -59,15 +59,23 @@ _BANNER = {
     "curse of depth": ("#fff4e0", "#e08a00"),
     "healthy": ("#e8f5e9", "#2e7d32"),
     "inconclusive": ("#eeeeee", "#616161"),
+    "norm collapse": ("#e8eaf6", "#3949ab"),
 }
 
 
-def verdict_kind(label: str | None, curse_of_depth: bool | None = None) -> str:
-    """Banner kind of a verdict label: ``oversmoothing``, ``curse of depth``, ``healthy`` or
-    ``inconclusive`` (a growing curve with the curse of depth is ``curse of depth``)."""
+def verdict_kind(
+    label: str | None, curse_of_depth: bool | None = None, collapse: str | None = None
+) -> str:
+    """Banner kind of a verdict label: ``oversmoothing``, ``norm collapse``, ``curse of depth``,
+    ``healthy`` or ``inconclusive``.  A growing curve with the curse of depth is ``curse of
+    depth``; a decay whose fall is the features shrinking, not the nodes converging
+    (``collapse == "norm-collapse"``, :attr:`oversmooth.verdict.Verdict.collapse`), is ``norm
+    collapse``, never ``oversmoothing``."""
     kind = _KINDS.get(label or "", "inconclusive")
     if kind == "healthy" and curse_of_depth:
         return "curse of depth"
+    if kind == "oversmoothing" and collapse == "norm-collapse":
+        return "norm collapse"
     return kind
 
 
@@ -190,10 +198,17 @@ class Document:
             raise ValueError(f"figure name {name!r}: expected a file name ending in .png")
         self.blocks.append(("figure", _Figure(name, caption, figure=figure, width=width)))
 
-    def verdict(self, text: str, label: str | None, curse_of_depth: bool | None = None) -> None:
+    def verdict(
+        self,
+        text: str,
+        label: str | None,
+        curse_of_depth: bool | None = None,
+        collapse: str | None = None,
+    ) -> None:
         """The verdict banner: ``text`` (inline Markdown) in a box coloured by the kind of
         ``label`` (:func:`verdict_kind`)."""
-        self.blocks.append(("verdict", (text, label, verdict_kind(label, curse_of_depth))))
+        kind = verdict_kind(label, curse_of_depth, collapse)
+        self.blocks.append(("verdict", (text, label, kind)))
 
     def code(self, command: str) -> None:
         """A copyable code block (a command line)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
 from oversmooth.registry import DISPLAY
-from oversmooth.verdict import MIN_TERM_DECADES, REPORT_LEVEL, curse_sentence
+from oversmooth.verdict import sentence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,12 +29,6 @@ __all__ = [
 ]
 
 PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
-
-_CURSE = {
-    True: "curse of depth (vanishing relative change)",
-    False: "not the curse of depth",
-    None: "curse of depth undecided",
-}
 
 
 def conv_label(model: str, conv: str) -> str:
@@ -81,53 +75,13 @@ def _interval(pair: Any, fmt: str) -> str | None:
 
 
 def _body(found: Mapping[str, Any]) -> str | None:
-    label = found["label"]
-    ev = found.get("evidence") or {}
-    rate = found.get("rate") or {}
-    level = f"{REPORT_LEVEL:.0%} interval"
-    window = found.get("window")
-    change, half = _num(ev.get("change_decades")), _num(ev.get("change_halfwidth"))
-    if label == "stable" and change is not None and half is not None and window:
-        return (
-            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
-            f"({_num(ev.get('level')) or 0:.0%} interval {change - half:+.2f} to "
-            f"{change + half:+.2f})"
-        )
-    value = _num(rate.get("value"))
-    if label in ("exponential-smoothing", "exponential-growth") and value is not None:
-        smoothing = label == "exponential-smoothing"
-        interval = _interval(rate.get("interval"), ".3g")
-        text = (
-            f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
-            f"{'halves' if smoothing else 'doubles'} every {value:.3g} layers"
-            + (f" ({level} {interval})" if interval else "")
-        )
-        t_alpha, h_alpha = _num(ev.get("power_term_decades")), _num(ev.get("power_term_halfwidth"))
-        alpha, beta = _num(ev.get("alpha")), _num(ev.get("beta"))
-        mixed = (
-            smoothing
-            and t_alpha is not None
-            and h_alpha is not None
-            and t_alpha < 0
-            and abs(t_alpha) > h_alpha
-            and abs(t_alpha) >= MIN_TERM_DECADES
-        )
-        if mixed and alpha is not None and beta is not None:
-            text += f" after a power-law start (k^{alpha:.2f} e^({beta:.3g} k))"
-        return text
-    exponent = _num(rate.get("exponent"))
-    if label in ("algebraic-smoothing", "power-law-growth") and exponent is not None:
-        smoothing = label == "algebraic-smoothing"
-        interval = _interval(rate.get("interval"), ".2f")
-        return (
-            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
-            f"{'decays' if smoothing else 'grows'} like k^{exponent:.2f}"
-            + (f" ({level} {interval})" if interval else "")
-        )
-    reason = found.get("reason")
-    if label == "inconclusive" and isinstance(reason, str) and reason:
-        return f"inconclusive: {reason}"
-    return None
+    """The verdict's sentence from its numbers (:func:`oversmooth.verdict.sentence`, the one
+    function the verdict's own summary comes from); None for a record whose numbers are not
+    those of this version (the frozen text is used instead)."""
+    try:
+        return sentence(found)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
 
 
 def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) -> str:
@@ -146,14 +100,6 @@ def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) ->
             return frozen
         return f"{title}: no verdict recorded" if title else "no verdict recorded"
     pieces = [body]
-    if found["label"] in ("exponential-growth", "power-law-growth"):
-        inner = found.get("evidence") or {}
-        r_med, r_high = _num(inner.get("curse_r_median")), _num(inner.get("curse_r_high"))
-        if r_med is not None and r_high is not None:
-            cosine = _num(inner.get("curse_cosine"))
-            pieces.append(curse_sentence(found.get("curse_of_depth"), r_med, r_high, cosine))
-        else:  # written before these numbers were stored
-            pieces.append(_CURSE.get(found.get("curse_of_depth"), _CURSE[None]))
     final = _num(found.get("final_energy"))
     dtype = record.get("dtype") or "float32"
     if found.get("final_at_floor") and final is not None:

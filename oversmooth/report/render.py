@@ -432,6 +432,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         verdict_prose(mean_fit, curve_title(model, conv, depth, dataset, trained)),
         found.get("label") or mean_fit.get("classification"),
         found.get("curse_of_depth"),
+        found.get("collapse"),
     )
     reason = found.get("reason") or mean_fit.get("reason")
     if reason and (found.get("label") or mean_fit.get("classification")) != "inconclusive":
@@ -607,6 +608,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
             verdict_prose(record, title),
             found.get("label") or record.get("classification"),
             found.get("curse_of_depth"),
+            found.get("collapse"),
         )
     for dataset in config["datasets"]:
         fig = plots.figure()
