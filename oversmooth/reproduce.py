@@ -652,7 +652,7 @@ def _write(
         doc.figure(
             fig,
             f"{conv.upper()} on Cora, {DEPTHS[-1]} layers, at initialisation: "
-            "per-layer Laplacian energy (geometric mean over seeds) with tail fits",
+            "per-layer Laplacian energy (geometric mean over seeds) with each verdict's fitted law",
             f"figure1_{conv}.png",
         )
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "classification"]])

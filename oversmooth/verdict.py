@@ -65,7 +65,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from oversmooth.fit import float_floor, geometric_mean
-from oversmooth.lawfit import BOOTSTRAP_DRAWS, Estimate, Evidence, LawModel
+from oversmooth.lawfit import BOOTSTRAP_DRAWS, K0_MAX_FACTOR, Estimate, Evidence, LawModel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -443,6 +443,8 @@ def sentence(found: Mapping[str, Any]) -> str:
         )
     else:
         body = f"inconclusive: {found.get('reason')}"
+        if found.get("trend") in ("decay", "growth") and ev.get("late_slope_interval"):
+            body += "; " + _late_clause(ev, found["trend"] == "decay")
     collapse = found.get("collapse")
     if collapse and ev.get("scale_free_decades") is not None:
         sf, nd = ev["scale_free_decades"], ev["norm_decades"]
@@ -497,6 +499,7 @@ _STATS = (
     "pow_term",
     "slope_late",
     "drift",
+    "power_gap",
     "alpha_shifted",
     "step_late",
 )
@@ -507,6 +510,13 @@ def _statistics(layers: np.ndarray) -> tuple[Any, LawModel, LawModel]:
     full, shifted = LawModel(layers), LawModel(layers, exponential=False)
     k_lo, k_hi = float(layers[0]), float(layers[-1])
     w3, w4 = _quarter(layers, 3), _quarter(layers, 4)
+    # a power law (k + k0)^alpha, 0 <= k0 <= K0_MAX_FACTOR k_max, has a local rate alpha/(k + k0):
+    # from the third quarter's centre to the fourth's it falls by at least the factor
+    # (m4 + k0max) / (m3 + k0max).  ``power_gap`` = s3 - factor * s4 is >= 0 for every such law
+    # (on the slope's sign); clearly below 0 rules them all out.
+    k0max = K0_MAX_FACTOR * float(layers[-1])
+    m3, m4 = (float(layers[w != 0].mean()) for w in (w3, w4))
+    factor = (m4 + k0max) / (m3 + k0max)
     late = layers[w4 != 0]
     late = late[late > 1]
 
@@ -522,6 +532,7 @@ def _statistics(layers: np.ndarray) -> tuple[Any, LawModel, LawModel]:
             "pow_term": p["alpha"] * (np.log(k_hi + p["k0"]) - np.log(k_lo + p["k0"])),
             "slope_late": s4,
             "drift": s4 - s3,
+            "power_gap": s3 - factor * s4,
             "alpha_shifted": shifted.fit(curves)["alpha"],
             "step_late": np.median(steps, axis=1) if len(late) else np.zeros(len(curves)),
         }
@@ -609,10 +620,21 @@ def _decide(
         f"{b_lo:.3g} to {b_hi:.3g}), power term {evidence['power_term_decades']:+.2f} decades, "
         f"shift k0 {evidence['k0']:.3g}"
     )
-    if exp_same and exp_big:
+    # the late local rate does not fall the way any power law's must (it holds or rises)
+    gap_lo, gap_hi = (sign * g for g in est["power_gap"].interval(LEVEL))
+    late_lo, late_hi = (sign * g for g in est["slope_late"].interval(LEVEL))
+    no_power = max(gap_lo, gap_hi) < 0 and min(late_lo, late_hi) > 0
+    evidence["power_gap"] = sign * point["power_gap"]
+    evidence["power_gap_interval"] = sorted([gap_lo, gap_hi])
+    if (exp_same and exp_big) or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
-        reason = f"{change_text}; the {terms}: the local rate tends to a constant"
+        why = (
+            "the local rate tends to a constant"
+            if exp_same and exp_big
+            else "the late local rate holds or rises, where every power law's falls like 1/k"
+        )
+        reason = f"{change_text}; the {terms}: {why}"
         asym = bool(evidence["late_asymptotic"])
         return out.done(
             label, reason, rate=rate, asymptotic=asym, asymptotic_rate=asym_rate, **common
@@ -679,6 +701,23 @@ def _fit_curve(full: LawModel, layers: np.ndarray, logs: np.ndarray) -> dict[str
     pick = np.unique(np.linspace(0, len(layers) - 1, min(len(layers), PROFILE_POINTS * 4)).round())
     idx = pick.astype(int)
     return {"layer": [int(k) for k in layers[idx]], "energy": np.exp(fitted[idx]).tolist()}
+
+
+def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
+    """What was measured even when the law is undecided: the late halving (doubling) length."""
+    ln2 = math.log(2)
+    sign = -1 if decay else 1
+
+    def length(slope: float | None) -> float:
+        return ln2 / abs(slope) if slope is not None and slope * sign > 0 else math.inf
+
+    lo, hi = sorted(length(s) for s in ev["late_slope_interval"])
+    window = ev["late_window"]
+    word = "halving" if decay else "doubling"
+    return (
+        f"late {word} length {length(ev['late_slope']):.3g} layers over layers "
+        f"{window[0]}-{window[1]} ({REPORT_LEVEL:.0%} interval {_interval((lo, hi))})"
+    )
 
 
 def _trend(point: dict[str, float], half: dict[str, float]) -> str | None:
@@ -816,12 +855,13 @@ def _collapse(
     return "both"
 
 
-def _interval(pair: tuple[float, float], fmt: str = ".3g") -> str:
-    return (
-        f"{format(pair[0], fmt)}-{format(pair[1], fmt)}"
-        if fmt != ".2f"
-        else f"{pair[0]:.2f} to {pair[1]:.2f}"
-    )
+def _interval(pair: tuple[float | None, float | None], fmt: str = ".3g") -> str:
+    """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
+    reads ``inf``."""
+    lo, hi = (math.inf if v is None else float(v) for v in pair)
+    if fmt == ".2f":
+        return f"{lo:.2f} to {hi:.2f}"
+    return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
 def _dropped_text(dropped: dict[str, int]) -> str:

@@ -16,8 +16,10 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 
 def main() -> int:
@@ -30,13 +32,21 @@ def main() -> int:
     record = {}
     for model in ("postln", "preln", "nonlocal"):
         started = time.perf_counter()
-        result = run_analysis(
-            AnalysisConfig(
-                model=model, depth=depth, seeds=tuple(range(n_seeds)), device="cpu",
-                similarity=False,
+        cache = Path(out).with_name(f"{Path(out).stem}-{model}-{depth}-{n_seeds}.csv")
+        if cache.is_file():  # the forwards are the slow part: reuse a previous run's table
+            frame = pd.read_csv(cache)
+        else:
+            result = run_analysis(
+                AnalysisConfig(
+                    model=model,
+                    depth=depth,
+                    seeds=tuple(range(n_seeds)),
+                    device="cpu",
+                    similarity=False,
+                )
             )
-        )
-        frame = result.metrics
+            frame = result.metrics
+            frame.to_csv(cache, index=False)
         seconds = time.perf_counter() - started
         full = verdict(frame, dtype="float64")
         row = {"seconds": seconds, "label": full.label, "summary": full.summary}
@@ -46,9 +56,11 @@ def main() -> int:
                 part = frame[frame["seed"].isin(subset)]
                 labels.append(verdict(part, dtype="float64").label)
             definite = [lab for lab in labels if lab != "inconclusive"]
-            contradict = sum(
-                lab != full.label for lab in definite
-            ) if full.label != "inconclusive" else len({*definite}) > 1 and len(definite)
+            contradict = (
+                sum(lab != full.label for lab in definite)
+                if full.label != "inconclusive"
+                else len({*definite}) > 1 and len(definite)
+            )
             row[f"subsets_{size}"] = {
                 "count": len(labels),
                 "contradicting": int(contradict),

@@ -262,3 +262,24 @@ def test_reports_survive_extreme_curves(tmp_path, case):
     fits = json.loads((out / "fits.json").read_text())
     assert fits["mean_over_seeds"]["classification"] == "inconclusive"
     render_report(out)  # re-render from the files alone
+
+
+def test_pyg_gat_at_initialisation_is_norm_collapse_not_oversmoothing():
+    """Issue 26: PyG GAT(num_layers=64) got a red OVERSMOOTHING banner while its feature norm
+    fell from 0.57 to 2.4e-12 and the scale-free energy only 4 decades."""
+    import torch
+    from torch_geometric.nn.models import GAT
+
+    from oversmooth.data import load
+    from oversmooth.report.document import verdict_kind
+
+    data = load("cora")
+    torch.manual_seed(0)
+    model = GAT(data.num_features, 32, num_layers=64, out_channels=7).double()
+    with oversmooth.Probe(model, data.edge_index) as probe, torch.no_grad():
+        model(data.x.double(), data.edge_index)
+    v = verdict(probe.to_frame(), dtype="float64")
+    assert v.trend == "decay" and v.collapse == "norm-collapse" and not v.oversmoothing
+    assert v.evidence["norm_decades"] < -15 and v.evidence["scale_free_decades"] > -6
+    assert "mostly norm collapse, not oversmoothing" in v.summary
+    assert verdict_kind(v.label, v.curse_of_depth, v.collapse) == "norm collapse"

@@ -159,7 +159,9 @@ def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -
         tail = f"the measured {name} curve does not decay ({where_fit})"
     elif halving is not None:
         pair = measured.get("interval")
-        interval = _interval(sorted(pair) if isinstance(pair, list) else pair, ".3g")
+        if isinstance(pair, list):  # JSON stores an open end (inf) as null
+            pair = sorted(math.inf if p is None else p for p in pair)
+        interval = _interval(pair, ".3g")
         tail = f"the measured {name} curve halves every {halving:.3g} layers ({where_fit}" + (
             f", 95% interval {interval})" if interval else ")"
         )
