@@ -503,30 +503,26 @@ def _stream_plan(
     outside = [m for m in model.modules() if _is_norm(m) and id(m) not in inside]
     nested = {id(c) for m in outside for c in list(m.modules())[1:]}
     outside = [m for m in outside if id(m) not in nested]
-    if not outside:
-        return _StreamPlan()
-    paired = [
+    lists = [  # lists of norms outside the layers: candidate pre-norms
         lst
         for lst in model.modules()
         if isinstance(lst, nn.ModuleList)
-        and len(lst) == len(layers)
+        and len(lst)
         and all(id(m) not in inside and _is_norm(m) for m in lst)
     ]
-    if len(paired) == 1:
-        ids = {id(m) for m in paired[0]}
+    if not lists:  # single norms (an input or a final norm) do not sit between stream and layer
+        return _StreamPlan()
+    if len(lists) == 1 and len(lists[0]) == len(layers):
+        ids = {id(m) for m in lists[0]}
         return _StreamPlan(
-            norms=tuple(paired[0]), finals=tuple(m for m in outside if id(m) not in ids)
+            norms=tuple(lists[0]), finals=tuple(m for m in outside if id(m) not in ids)
         )
     names = {id(m): n for n, m in model.named_modules()}
-    found = ", ".join(names[id(m)] for m in outside[:4]) + (" ..." if len(outside) > 4 else "")
-    why = (
-        f"{len(paired)} lists of norms pair with its {len(layers)} layers"
-        if paired
-        else f"its norms outside the layers ({found}) are not one list paired with them"
-    )
+    found = ", ".join(f"{names[id(lst)]} ({len(lst)})" for lst in lists)
+    why = f"its lists of norms outside them, {found}, are not one list paired with its layers"
     raise ValueError(
         f"capture='residual': cannot tell where the residual stream of {type(model).__name__} "
-        f"runs: its layers are not blocks and {why}; pass stream=[module, ...], the "
+        f"runs: its {len(layers)} layers are not blocks and {why}; pass stream=[module, ...], the "
         f"{len(layers)} modules whose input is the stream before each layer (the pre-norms of "
         "a Pre-LN stack, e.g. stream=list(model.norms); the layers themselves when each "
         "layer's input is the stream), plus optionally the module whose input is the stream "

@@ -479,7 +479,9 @@ def test_residual_capture_of_a_pre_ln_stack_with_a_head_skips_the_last_layer():
 def test_residual_capture_says_when_it_cannot_tell_the_stream():
     data = small_graph()
     model = TwoNormLists(5).double().eval()
-    with pytest.raises(ValueError, match=r"2 lists of norms.*pass stream=\[module, \.\.\.\]"):
+    with pytest.raises(
+        ValueError, match=r"norms \(3\), ffn_norms \(3\), are not one list.*stream="
+    ):
         Probe(model, data, capture="residual")
     with pytest.raises(ValueError, match=r"stream: expected 3 modules .* or 4"):
         Probe(model, data, capture="residual", stream=list(model.norms)[:2])
@@ -489,6 +491,42 @@ def test_residual_capture_says_when_it_cannot_tell_the_stream():
         with torch.no_grad():
             model(data.x, data.edge_index)
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2, 3]
+    short = PreLNTransformer(5).double().eval()
+    del short.norms[2]  # 2 norms for 3 layers: which blocks have one?
+    with pytest.raises(ValueError, match=r"norms \(2\), are not one list"):
+        Probe(short, data, capture="residual")
+
+
+class NormedInput(torch.nn.Module):
+    """A single norm outside the layers (on the input) and skips in forward: each conv's input
+    is the stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.norm_in = torch.nn.LayerNorm(5)
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+
+    def forward(self, x, edge_index):
+        x = self.norm_in(x)
+        for conv in self.convs:
+            x = x + torch.tanh(conv(x, edge_index))
+        return x
+
+
+def test_residual_capture_with_a_lone_norm_reads_each_layer_input():
+    data = small_graph()
+    model = NormedInput().double().eval()
+    with torch.no_grad():
+        states = [model.norm_in(data.x)]
+        for conv in model.convs:
+            states.append(states[-1] + torch.tanh(conv(states[-1], data.edge_index)))
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 
 @pytest.mark.parametrize("capture", ["output", "residual"])
