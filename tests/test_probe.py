@@ -368,6 +368,7 @@ def test_weighted_graph_changes_analysis_table(tmp_path):
     cols = ["laplacian_energy", "dirichlet_energy"]
     assert np.allclose(tables["plain"][cols], tables["ones"][cols], rtol=1e-10)
     assert not np.allclose(tables["plain"][cols], tables["weighted"][cols], rtol=1e-3)
+    assert tables["plain"].attrs["dtype"] == "float64"  # the analysis default, for the reports
 
 
 @pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf")])
