@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from torch_geometric.data import Data
 
+    from oversmooth.probe import _LayerCalls, _StreamPlan
+
 __all__ = ["prune_sensitivity", "check_layers"]
 
 
@@ -279,7 +281,7 @@ class _Pruner:
     def __init__(
         self,
         modules: Sequence[nn.Module],
-        plan: Any,
+        plan: _StreamPlan | None,
         run: Callable[[], Tensor],
     ) -> None:
         self.modules, self.plan, self.run = list(modules), plan, run
@@ -332,7 +334,7 @@ class _Pruner:
         return out, "input", None if unseen else False
 
 
-def _refuse_unreached(calls: Any, chosen: list[int], model: nn.Module) -> None:
+def _refuse_unreached(calls: _LayerCalls, chosen: list[int], model: nn.Module) -> None:
     """``ValueError`` for chosen layers whose module the forward never called."""
     idle = [k for k in chosen if calls.calls[k - 1] == 0]
     if idle:
