@@ -631,6 +631,10 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             )
             timings["prune_s"] = time.perf_counter() - t0
     metrics = pd.concat(frames, ignore_index=True)
+    # what was measured, as a Probe's frame says it (plot / write_report read the dtype)
+    metrics.attrs.update(
+        {"dtype": config.dtype, "model": type(model).__name__, "capture": "output"}
+    )
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
         fits["per_seed"][str(seed)] = fits_record(

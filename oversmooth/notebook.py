@@ -6,11 +6,17 @@ for the frame of any :class:`~oversmooth.probe.Probe` (a PyG ``GCN``, your own m
 draw through :mod:`oversmooth.report.plots` and build reports with
 :class:`~oversmooth.report.document.Document`, like the commands.
 
-A frame with a ``step`` column (several forward passes inside the probe) is cut to one pass:
-the last, unless ``step=`` is given.  A frame with a ``graph`` column (``reduce="none"``, one
-row per graph of a batch) is cut to the graph chosen with ``graph=``; without it the frame is
-refused rather than averaged, since averaging energies of graphs of different sizes is a
-choice of yours (the probe's ``reduce="mean"`` makes the usual one).
+One rule for several passes and several graphs, in :func:`plot` and :func:`write_report` alike
+(and in :func:`oversmooth.verdict`): a frame holding more than one forward pass (``step``
+column with several values) or more than one graph (``graph`` column, ``reduce="none"``) is
+refused, with the message naming ``step=`` / ``graph=`` and the values to choose from; it is
+never silently cut to one pass nor averaged.  A ``step`` column with a single value needs no
+``step=``.
+
+The precision of the states (which sets the float floor) is read from the frame:
+``frame.attrs["dtype"]``, which :meth:`Probe.to_frame <oversmooth.probe.Probe.to_frame>`
+writes.  ``dtype=`` is for frames that do not carry it (e.g. read back from a CSV); one that
+contradicts the frame is refused.  With neither, float32 is assumed and the report says so.
 """
 
 from __future__ import annotations
@@ -67,11 +73,17 @@ def _one_pass(frame: Any, step: int | None = None, graph: int | None = None) -> 
         )
     if "step" in frame:
         steps = sorted(int(s) for s in frame["step"].unique())
-        chosen = steps[-1] if step is None else step
+        if step is None and len(steps) > 1:
+            raise ValueError(
+                f"frame: holds {len(steps)} forward passes (a 'step' column: "
+                f"{_listed(steps)}); pick one with step=<one of them> (the last is "
+                f"step={steps[-1]}), e.g. frame[frame.step == {steps[-1]}]"
+            )
+        chosen = steps[0] if step is None else step
         if chosen not in steps:
             raise ValueError(
                 f"step={step}: not in the frame; expected one of the recorded steps "
-                f"{steps[:5]}{' ...' if len(steps) > 5 else ''}"
+                f"{_listed(steps)}"
             )
         frame = frame[frame["step"] == chosen].drop(columns="step")
     elif step is not None:
@@ -83,6 +95,28 @@ def _one_pass(frame: Any, step: int | None = None, graph: int | None = None) -> 
     return frame.sort_values(["seed", "layer"] if "seed" in frame else "layer").reset_index(
         drop=True
     )
+
+
+def _listed(values: list[int]) -> str:
+    return f"{values[:5]}{' ...' if len(values) > 5 else ''}"
+
+
+def _dtype_of(source: Any, dtype: str | None) -> tuple[str, str | None]:
+    """The precision the frame was measured in (``frame.attrs["dtype"]``, else ``dtype``, else
+    float32) and, when it had to be assumed, a sentence saying so."""
+    recorded = getattr(_frame_of(source), "attrs", {}).get("dtype")
+    if dtype is not None and recorded is not None and dtype != recorded:
+        raise ValueError(
+            f"dtype={dtype!r}: the frame was measured in {recorded} (frame.attrs['dtype']); "
+            "leave dtype unset"
+        )
+    chosen = dtype or recorded
+    if chosen is None:
+        return "float32", (
+            "The frame does not record its precision (frame.attrs['dtype']): the float floor "
+            "assumes float32 (pass dtype= to set it)."
+        )
+    return chosen, None
 
 
 def _describe(
@@ -154,7 +188,7 @@ def plot(
     step: int | None = None,
     graph: int | None = None,
     hidden: int | None = None,
-    dtype: str = "float32",
+    dtype: str | None = None,
 ) -> Axes:
     """Draw one figure of the ``analyze`` report for a probe's frame and return its ``Axes``.
 
@@ -169,11 +203,14 @@ def plot(
             computed from ``metric``).
         ax: where to draw; default a new pyplot figure (shown inline in Jupyter).
         similarity: an ``L x L`` matrix (``probe.similarity_matrix()``).
-        step: which forward pass of a multi-pass frame (default the last).
+        step: which forward pass of a frame holding several (required there: such a
+            frame is refused without it, see the module docstring).
         graph: which graph of a per-graph frame (``reduce="none"``; required there).
         hidden: width of the states, for the float floor when the frame has no
             ``feature_norm``.
-        dtype: precision the states were computed in (``"float32"`` or ``"float64"``).
+        dtype: precision the states were computed in (``"float32"`` or ``"float64"``), for
+            frames without ``frame.attrs["dtype"]`` (a Probe's frame has it); float32 when
+            neither says.
     """
     from oversmooth.report import plots
 
@@ -205,7 +242,7 @@ def plot(
             for s, p in (one.groupby("seed") if "seed" in one else [(0, one)])
         ]
         return plots.relative_energy_curves(ax, curves)
-    desc = _describe(one, metric, hidden, dtype, None)
+    desc = _describe(one, metric, hidden, _dtype_of(frame, dtype)[0], None)
     mean = one.groupby("layer", sort=True)[metric].mean() if "seed" in one else None
     layers = mean.index if mean is not None else one["layer"]
     values = mean.to_numpy() if mean is not None else one[metric]
@@ -227,7 +264,7 @@ def write_report(
     step: int | None = None,
     graph: int | None = None,
     hidden: int | None = None,
-    dtype: str = "float32",
+    dtype: str | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Write the ``oversmooth analyze`` report of a probe's frame into the folder ``out``.
@@ -238,7 +275,11 @@ def write_report(
     existing one is replaced only with ``overwrite=True``.  Returns ``out``.
 
     ``title`` names the model in the verdict line; ``step``, ``graph``, ``hidden`` and ``dtype``
-    are as in :func:`plot`.
+    are as in :func:`plot` (a frame of several passes or graphs is refused without ``step=`` /
+    ``graph=``).  ``config.json`` records what was measured: the frame's attributes (the
+    model's class and dtype, the capture, the seed when known, how the stream was read, the
+    layers that did not run like the others) and the pass, graph and precision reported; those
+    layer notes are also written into the report.
     """
     import pandas as pd
 
@@ -246,13 +287,7 @@ def write_report(
     from oversmooth.outputs import atomic_folder, write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
-    from oversmooth.report.prose import verdict_prose, verdict_record
-    from oversmooth.report.render import (
-        evidence_table,
-        halving_profile_section,
-        law_table,
-        rayleigh_section,
-    )
+    from oversmooth.report.render import halving_profile_section, law_table, rayleigh_section
 
     one = _one_pass(_frame_of(frame), step, graph)
     if "laplacian_energy" not in one:
@@ -261,31 +296,12 @@ def write_report(
             "default metrics or add 'laplacian_energy' to metrics="
         )
     found_sim = _similarity_of(frame, similarity)
+    dtype, assumed = _dtype_of(frame, dtype)
+    attrs = dict(getattr(_frame_of(frame), "attrs", {}))
     record = fits_record(_describe(one, "laplacian_energy", hidden, dtype, title))
     doc = Document(f"oversmooth report: {title}")
-    doc.heading("Verdict")
-    found = verdict_record(record) or {}
-    doc.verdict(
-        verdict_prose(record, title),
-        found.get("label") or record.get("classification"),
-        found.get("curse_of_depth"),
-        found.get("collapse"),
-    )
-    if found.get("reason") and found.get("label") != "inconclusive":
-        doc.text(f"Why: {found['reason']}.")
-    evidence = evidence_table(verdict_record(record))
-    if evidence is not None:
-        doc.table(evidence)
-    passes = ""
-    if "step" in _frame_of(frame):
-        steps = sorted(int(s) for s in _frame_of(frame)["step"].unique())
-        passes = f" Forward pass (step) {steps[-1] if step is None else step} of {steps}."
-    if graph is not None:
-        passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
-    doc.text(
-        "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
-        "with P = D⁻¹W on the probed graph, accumulated in float64." + passes
-    )
+    _verdict_section(doc, record, title)
+    _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
     seeds = list(one.groupby("seed")) if "seed" in one else [(0, one)]
     several = len(seeds) > 1
     curves = [
@@ -338,9 +354,82 @@ def write_report(
     with atomic_folder(out, overwrite) as tmp:
         one.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         write_json(tmp / "fits.json", {"mean_over_seeds": record})
+        write_json(tmp / "config.json", _config_record(attrs, title, step, graph, dtype))
         if found_sim is not None:
             pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]).to_csv(
                 tmp / "similarity.csv", index_label="layer", float_format="%.8g"
             )
         doc.write(tmp)
     return Path(out)
+
+
+def _layer_notes(doc: Any, attrs: dict) -> None:
+    """The probe's notes on layers that did not run like the others (``frame.attrs``)."""
+    gaps, missing = attrs.get("gaps") or [], attrs.get("missing_layers") or []
+    if not gaps and not missing:
+        return
+    doc.heading("Layers not measured as the others")
+    if missing:
+        doc.text(
+            f"No row for layer(s) {', '.join(map(str, missing))} of {attrs.get('layers')}: "
+            "the table and the fits are not the whole model."
+        )
+    for note in gaps:
+        doc.text(f"- {note}")
+
+
+def _config_record(
+    attrs: dict, title: str, step: int | None, graph: int | None, dtype: str
+) -> dict:
+    """``config.json`` of :func:`write_report`: what the frame says it measured, and what the
+    report shows of it."""
+    from oversmooth import __version__
+
+    probe = {k: v for k, v in attrs.items() if isinstance(v, (str, int, float, list, type(None)))}
+    return {
+        "title": title,
+        "probe": probe,
+        "step": step,
+        "graph": graph,
+        "dtype": dtype,
+        "versions": {"oversmooth": __version__},
+    }
+
+
+def _verdict_section(doc: Any, record: dict, title: str) -> None:
+    from oversmooth.report.prose import verdict_prose, verdict_record
+    from oversmooth.report.render import evidence_table
+
+    doc.heading("Verdict")
+    found = verdict_record(record) or {}
+    doc.verdict(
+        verdict_prose(record, title),
+        found.get("label") or record.get("classification"),
+        found.get("curse_of_depth"),
+        found.get("collapse"),
+    )
+    if found.get("reason") and found.get("label") != "inconclusive":
+        doc.text(f"Why: {found['reason']}.")
+    evidence = evidence_table(verdict_record(record))
+    if evidence is not None:
+        doc.table(evidence)
+
+
+def _measured_text(
+    doc: Any, frame: Any, step: int | None, graph: int | None, dtype: str, assumed: str | None
+) -> None:
+    """What was measured: the pass and graph reported, the precision, the layer notes."""
+    attrs = dict(getattr(frame, "attrs", {}))
+    passes = ""
+    if "step" in frame:
+        steps = sorted(int(s) for s in frame["step"].unique())
+        passes = f" Forward pass (step) {steps[-1] if step is None else step} of {steps}."
+    if graph is not None:
+        passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
+    doc.text(
+        "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
+        f"with P = D⁻¹W on the probed graph, accumulated in float64; the model ran in {dtype}."
+        + passes
+        + (f" {assumed}" if assumed else "")
+    )
+    _layer_notes(doc, attrs)

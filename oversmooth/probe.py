@@ -21,7 +21,17 @@ Which state is layer ``k`` (one convention for every model): layer 0 is the
   that BasicGNN applies between convolutions (``capture="residual"``: the state
   after them, i.e. the input of the next convolution).
 - ``layers=[m0, m1, ...]``: layer 0 is the input of ``m0``, layer ``k`` the output of ``m{k-1}``.
+- skips in ``forward`` (``h = h + conv(norm(h))`` over ``convs``/``norms`` ModuleLists, e.g.
+  a Pre-LN ``TransformerConv`` stack) with ``capture="residual"``: layer ``k`` is the stream
+  ``h`` after block ``k`` -- the input of block ``k + 1``'s pre-norm (the conv's input when no
+  norm runs before it), and after the last block the input of a final norm, else the model's
+  output (see :class:`Probe`).
 - models without one module per layer: call ``probe.record(k, x)`` yourself.
+
+A layer module that the forward does not call, or calls a different number of times than the
+others, is reported: a warning at the end of the forward naming it, and
+``frame.attrs["gaps"]``.  A layer whose forward calls only its ``conv`` (PyG's DeeperGCN
+example runs ``layers[0].conv``) is read from that conv.
 
 Every forward pass of the model is a ``step``; per-graph values on a PyG ``Batch``.
 See :class:`Probe`.
@@ -415,6 +425,267 @@ def _first_tensor(output: object) -> Tensor:
     )
 
 
+def _is_norm(module: nn.Module) -> bool:
+    """A normalisation layer: torch's LayerNorm, GroupNorm and batch/instance norms, PyG's norms
+    and any class whose name ends in ``Norm``."""
+    norms = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
+    return isinstance(module, norms) or type(module).__name__.endswith("Norm")
+
+
+def _is_basic_gnn(model: nn.Module) -> bool:
+    try:
+        from torch_geometric.nn.models.basic_gnn import BasicGNN
+    except ImportError:  # pragma: no cover - torch_geometric is a dependency
+        return False
+    return isinstance(model, BasicGNN)
+
+
+def _owned(model: nn.Module, modules: Sequence[object], argument: str) -> list[nn.Module]:
+    """``modules`` checked to be submodules of ``model`` (``ValueError`` naming ``argument``)."""
+    owned = {id(m) for m in model.modules()}
+    for k, module in enumerate(modules):
+        if not isinstance(module, nn.Module) or id(module) not in owned:
+            raise ValueError(
+                f"{argument}[{k}]: expected a submodule of the model, "
+                f"received {type(module).__name__}"
+            )
+    return cast(list[nn.Module], list(modules))
+
+
+@dataclass(frozen=True)
+class _StreamPlan:
+    """Where ``capture="residual"`` reads the stream of a model whose skips live in its
+    ``forward`` (its layers are not blocks).
+
+    ``taps`` (given as ``stream=``): the input of ``taps[k]`` is layer ``k``; a tap ``L`` reads
+    the stream after the last block.  ``norms``: norms paired one to one with the layers; at run
+    time, a layer whose paired norm ran in its block before it (Pre-LN,
+    ``h = h + layer(norm(h))``) has the norm's *input* as its stream, any other layer its own
+    input.  ``finals``: the other norms outside the layers; after a Pre-LN last block, the input
+    of the first of them to run is layer ``L``.  Nothing given: each layer's input is the
+    stream."""
+
+    taps: tuple[nn.Module, ...] = ()
+    norms: tuple[nn.Module, ...] = ()
+    finals: tuple[nn.Module, ...] = ()
+
+    def describe(self, names: dict[int, str]) -> str:
+        def span(modules: Sequence[nn.Module]) -> str:
+            return f"{names.get(id(modules[0]), '?')}..{names.get(id(modules[-1]), '?')}"
+
+        if self.taps:
+            return f"input of stream=[{span(self.taps)}] (layer k = input of stream[k])"
+        if self.norms:
+            return (
+                f"input of the paired norms [{span(self.norms)}] where a norm runs before its "
+                "layer (Pre-LN), else the layer's input; after the last block the input of a "
+                "final norm, else the model's output"
+            )
+        return "input of the next layer; after the last layer the model's output"
+
+
+def _stream_plan(
+    model: nn.Module, layers: Sequence[nn.Module], stream: Sequence[nn.Module] | None
+) -> _StreamPlan:
+    """The :class:`_StreamPlan` of plain ``layers`` (``ValueError`` when it cannot be told)."""
+    if stream is not None:
+        taps = _owned(model, stream, "stream")
+        if len(taps) not in (len(layers), len(layers) + 1):
+            raise ValueError(
+                f"stream: expected {len(layers)} modules (one per layer, whose input is the "
+                f"stream before it) or {len(layers) + 1} (plus the one whose input is the stream "
+                f"after the last block), received {len(taps)}"
+            )
+        return _StreamPlan(taps=tuple(taps))
+    if _is_basic_gnn(model):  # norm after conv, no skip: the input of the next conv
+        return _StreamPlan()
+    inside = {id(m) for layer in layers for m in layer.modules()}
+    outside = [m for m in model.modules() if _is_norm(m) and id(m) not in inside]
+    nested = {id(c) for m in outside for c in list(m.modules())[1:]}
+    outside = [m for m in outside if id(m) not in nested]
+    lists = [  # lists of norms outside the layers: candidate pre-norms
+        lst
+        for lst in model.modules()
+        if isinstance(lst, nn.ModuleList)
+        and len(lst)
+        and all(id(m) not in inside and _is_norm(m) for m in lst)
+    ]
+    if not lists:  # single norms (an input or a final norm) do not sit between stream and layer
+        return _StreamPlan()
+    if len(lists) == 1 and len(lists[0]) == len(layers):
+        ids = {id(m) for m in lists[0]}
+        return _StreamPlan(
+            norms=tuple(lists[0]), finals=tuple(m for m in outside if id(m) not in ids)
+        )
+    names = {id(m): n for n, m in model.named_modules()}
+    found = ", ".join(f"{names[id(lst)]} ({len(lst)})" for lst in lists)
+    why = f"its lists of norms outside them, {found}, are not one list paired with its layers"
+    raise ValueError(
+        f"capture='residual': cannot tell where the residual stream of {type(model).__name__} "
+        f"runs: its {len(layers)} layers are not blocks and {why}; pass stream=[module, ...], the "
+        f"{len(layers)} modules whose input is the stream before each layer (the pre-norms of "
+        "a Pre-LN stack, e.g. stream=list(model.norms); the layers themselves when each "
+        "layer's input is the stream), plus optionally the module whose input is the stream "
+        "after the last block (e.g. a final norm); or layers=[...] of whole blocks"
+    )
+
+
+class _StreamTap:
+    """Reads the stream of plain layers by a :class:`_StreamPlan` during each forward and hands
+    each state to ``emit(k, x)``.  :attr:`awaiting` is left set at the end of a forward when
+    the stream after the last block is still to be read (the caller then reads the model's
+    output)."""
+
+    def __init__(
+        self, plan: _StreamPlan, layers: Sequence[nn.Module], emit: Callable[[int, Tensor], None]
+    ) -> None:
+        self.plan, self.layers, self._emit = plan, list(layers), emit
+        self.reset()
+
+    def reset(self) -> None:
+        """A new forward pass."""
+        self.pending: dict[int, Tensor] = {}  # input of a paired norm that ran, by layer
+        self.prenorm = False  # the last layer read its stream at its paired norm
+        self.awaiting = False  # the stream after the last block is still to be read
+        self.width: int | None = None
+
+    def emit(self, k: int, x: Tensor) -> None:
+        self.width = x.shape[-1]
+        self._emit(k, x)
+
+    def attach(self) -> list:
+        handles = []
+        plan, last = self.plan, len(self.layers)
+        for k, tap in enumerate(plan.taps):
+            handles.append(tap.register_forward_pre_hook(self._tap_input(k)))
+        if not plan.taps:
+            for k, layer in enumerate(self.layers):
+                handles.append(layer.register_forward_pre_hook(self._layer_input(k)))
+        for k, norm in enumerate(plan.norms):
+            handles.append(norm.register_forward_pre_hook(self._norm_input(k)))
+        for norm in plan.finals:
+            handles.append(norm.register_forward_pre_hook(self._final_input))
+        if len(plan.taps) != last + 1:
+            handles.append(self.layers[-1].register_forward_hook(self._after_last))
+        return handles
+
+    def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        return lambda module, args: self.emit(k, _first_tensor(args))
+
+    def _norm_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            self.pending[k] = _first_tensor(args)
+
+        return hook
+
+    def _layer_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            stream = self.pending.pop(k, None)
+            self.prenorm = stream is not None
+            self.emit(k, _first_tensor(args) if stream is None else stream)
+
+        return hook
+
+    def _after_last(self, module: nn.Module, args: tuple, output: object) -> None:
+        self.awaiting = True
+
+    def _final_input(self, module: nn.Module, args: tuple) -> None:
+        x = _first_tensor(args)
+        if self.awaiting and self.prenorm and x.shape[-1] == self.width:
+            self.awaiting = False
+            self.emit(len(self.layers), x)
+
+
+class _LayerCalls:
+    """Counts, in each forward, the calls of every layer module, to report the layers that did
+    not run or ran a different number of times than the others.
+
+    A layer whose ``conv`` the forward calls directly, not through the layer (PyG's DeeperGCN
+    example runs ``layers[0].conv``), is read from that conv when ``direct`` is given:
+    ``direct(k, conv_input, conv_output)``."""
+
+    def __init__(
+        self,
+        layers: Sequence[nn.Module],
+        names: dict[int, str],
+        direct: Callable[[int, Tensor, Tensor], None] | None = None,
+    ) -> None:
+        self.layers, self._direct = list(layers), direct
+        self.names = [names.get(id(m), type(m).__name__) for m in self.layers]
+        self.reset()
+
+    def reset(self) -> None:
+        """A new forward pass."""
+        self.calls = [0] * len(self.layers)  # calls through the layer module
+        self.direct = [0] * len(self.layers)  # calls of its conv alone
+        self._running = [0] * len(self.layers)
+
+    def attach(self) -> list:
+        handles = []
+        for k, layer in enumerate(self.layers):
+            handles.append(layer.register_forward_pre_hook(self._enter(k)))
+            conv = getattr(layer, "conv", None)
+            if self._direct is not None and isinstance(conv, nn.Module):
+                handles.append(layer.register_forward_hook(self._leave(k)))
+                handles.append(conv.register_forward_hook(self._conv_alone(k)))
+        return handles
+
+    def _enter(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            self.calls[k] += 1
+            self._running[k] += 1
+
+        return hook
+
+    def _leave(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            self._running[k] -= 1
+
+        return hook
+
+    def _conv_alone(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            if not self._running[k] and self._direct is not None:
+                self.direct[k] += 1
+                self._direct(k, _first_tensor(args), _first_tensor(output))
+
+        return hook
+
+    def notes(self) -> list[str]:
+        """One line per layer that did not run like the others in the last forward (layer
+        ``k + 1`` is the output of layer module ``k``)."""
+        counts = [c for c in self.calls if c]
+        usual = max(set(counts), key=counts.count) if counts else 0
+        out = []
+        for k, (name, calls) in enumerate(zip(self.names, self.calls, strict=True)):
+            if calls == usual and calls:
+                continue
+            if not calls and self.direct[k]:
+                out.append(
+                    f"layer {k + 1} ({name}): the forward never calls the module but its .conv "
+                    f"directly; layer {k + 1} is read from that conv (the rest of the block does "
+                    "not run)"
+                )
+            elif not calls:
+                out.append(f"layer {k + 1} ({name}): never ran in the forward; no row for it")
+            else:
+                out.append(
+                    f"layer {k + 1} ({name}): ran {calls} times in one forward, the other layers "
+                    f"{usual}; its row holds the last call"
+                )
+        return out
+
+
+def _check_similarity(dtype: torch.dtype, sample: int | None) -> tuple[torch.dtype, int | None]:
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise ValueError(f"similarity_dtype: expected a floating dtype, received {dtype}")
+    if sample is not None and (isinstance(sample, bool) or sample < 1):
+        raise ValueError(
+            f"similarity_sample: expected a positive number of nodes, received {sample!r}"
+        )
+    return dtype, sample
+
+
 class Probe:
     """Record per-layer measures of ``model`` inside a ``with`` block.
 
@@ -428,10 +699,24 @@ class Probe:
     - ``capture="residual"``: the residual stream.  Blocks whose outputs are the stream are
       used directly (``DepthModel`` blocks, a ``model.blocks`` ModuleList, PyG
       ``DeepGCNLayer``).  Otherwise (convolutions inside a ``forward`` with skip
-      connections, or ``layers=`` given) layer ``k < L`` is the *input* of layer module
-      ``k + 1`` -- the state after the skip, activation and norm -- and layer ``L`` is the
-      model's output when it has the shape of that stream (not recorded otherwise, e.g. after
-      a classification head; a warning says so).
+      connections, or ``layers=`` given) layer ``k < L`` is the stream entering layer module
+      ``k + 1`` and layer ``L`` the stream after the last block:
+
+      * norms outside the layers, one ``ModuleList`` paired with them (``model.norms``): where
+        ``norms[k]`` runs before ``convs[k]`` in the same block (Pre-LN,
+        ``h = h + conv(norm(h))``) layer ``k`` is the *input of the norm* (``h``, not
+        ``norm(h)``), and layer ``L`` the input of the first other norm that runs after the
+        last block (a final norm); where the norm runs after the layer (Post-LN, PyG's
+        ``BasicGNN``) the layer's own input.
+      * no norms outside the layers: the layer's input (the state after the skip and
+        activation), as for a ``BasicGNN`` (conv -> norm -> activation).
+      * anything else (several norm lists, norms not paired with the layers): refused at
+        construction; pass ``stream=``.
+      * ``stream=[m0, ..., m{L-1}]`` (optionally ``m{L}``): layer ``k`` is the input of ``mk``.
+
+      When no module reads the stream after the last block, layer ``L`` is the model's output
+      when it has the width of the stream (not recorded otherwise, e.g. after a classification
+      head; a warning says so).
     - models without one module per layer: call ``probe.record(k, x)`` yourself.
 
     **Graphs**: ``graph`` is anything :func:`~oversmooth.graph.as_graph` accepts: an
@@ -480,6 +765,10 @@ class Probe:
             attention blocks and layer 0).
         self_loops: add self loops to ``graph`` before measuring.
         seed: seed of the similarity node sample.
+        stream: with ``capture="residual"`` on layers that are not blocks, the modules whose
+            *input* is the stream before each layer (``L`` of them, e.g.
+            ``list(model.norms)``), optionally one more whose input is the stream after the
+            last block (e.g. a final norm).
     """
 
     def __init__(
@@ -501,6 +790,7 @@ class Probe:
         head_energies: bool = False,
         self_loops: bool = False,
         seed: int = 0,
+        stream: Sequence[nn.Module] | None = None,
     ) -> None:
         hetero = _hetero_hint(graph)
         if hetero is not None:
@@ -526,24 +816,7 @@ class Probe:
             raise ValueError(f"every: expected a positive integer, received {every!r}")
         self.reduce, self.every, self.capture = reduce, every, capture
         self.model = model
-        if layers is None:
-            modules, are_blocks = find_layers(model, capture)
-        else:
-            if capture not in _CAPTURES:
-                raise ValueError(
-                    f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}"
-                )
-            modules, are_blocks = list(layers), False
-            owned = {id(m) for m in model.modules()}
-            for k, module in enumerate(modules):
-                if not isinstance(module, nn.Module) or id(module) not in owned:
-                    raise ValueError(
-                        f"layers[{k}]: expected a submodule of the model, "
-                        f"received {type(module).__name__}"
-                    )
-        self.layers = modules
-        # the stream between plain layer modules: the input of the next one, then the output
-        self._stream_inputs = capture == "residual" and not are_blocks
+        modules = self._init_layers(model, layers, capture, stream)
         self.num_layers = len(modules) + 1 if modules else None
         if head_energies and not isinstance(model, DepthModel):
             raise ValueError(
@@ -552,19 +825,9 @@ class Probe:
             )
         self.head_energies = head_energies
         self.similarity = similarity
-        if similarity_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            raise ValueError(
-                f"similarity_dtype: expected a floating dtype, received {similarity_dtype}"
-            )
-        self.similarity_dtype = similarity_dtype
-        if similarity_sample is not None and (
-            isinstance(similarity_sample, bool) or similarity_sample < 1
-        ):
-            raise ValueError(
-                "similarity_sample: expected a positive number of nodes, "
-                f"received {similarity_sample!r}"
-            )
-        self.similarity_sample = similarity_sample
+        self.similarity_dtype, self.similarity_sample = _check_similarity(
+            similarity_dtype, similarity_sample
+        )
         self.seed = seed
         self._graph_arg = graph
         self._batch = batch
@@ -598,7 +861,40 @@ class Probe:
             )
         self._handles: list = []
         self._warned = False
+        self._tap = (
+            None if self._plan is None else _StreamTap(self._plan, modules, self._stream_state)
+        )
+        direct = None if self._stream_inputs else self._conv_alone
+        self._calls = _LayerCalls(modules, self._names, direct)
         self.reset()
+
+    def _init_layers(
+        self,
+        model: nn.Module,
+        layers: Sequence[nn.Module] | None,
+        capture: str,
+        stream: Sequence[nn.Module] | None,
+    ) -> list[nn.Module]:
+        """The layer modules, and how the stream is read between them (see :class:`Probe`)."""
+        if layers is None:
+            modules, are_blocks = find_layers(model, capture)
+        else:
+            if capture not in _CAPTURES:
+                raise ValueError(
+                    f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}"
+                )
+            modules, are_blocks = _owned(model, layers, "layers"), False
+        self.layers = modules
+        # the stream between plain layer modules (skips in forward): see _StreamPlan
+        self._stream_inputs = capture == "residual" and not are_blocks and bool(modules)
+        if stream is not None and not self._stream_inputs:
+            raise ValueError(
+                "stream: only with capture='residual' on layers that are not blocks (whose "
+                "outputs are the stream already); leave stream unset"
+            )
+        self._plan = _stream_plan(model, modules, stream) if self._stream_inputs else None
+        self._names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
+        return modules
 
     # -- lifecycle ----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -614,6 +910,8 @@ class Probe:
         self._passes = 0  # forward passes of the model seen
         self._step = 0  # the step being recorded
         self._active = True
+        self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
+        self._state_dtype: torch.dtype | None = None
 
     def __enter__(self) -> Probe:
         self.attach()
@@ -629,14 +927,12 @@ class Probe:
         try:
             self._handles.append(self.model.register_forward_pre_hook(self._on_forward))
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
-            if self.layers:
+            self._handles.extend(self._calls.attach())
+            if self._tap is not None:
+                self._handles.extend(self._tap.attach())
+            elif self.layers:
                 self._handles.append(self.layers[0].register_forward_pre_hook(self._pre_hook(0)))
-            last = len(self.layers)
-            for k, module in enumerate(self.layers, start=1):
-                if self._stream_inputs and k < last:
-                    hook = self.layers[k].register_forward_pre_hook(self._pre_hook(k))
-                    self._handles.append(hook)
-                elif not self._stream_inputs:
+                for k, module in enumerate(self.layers, start=1):
                     self._handles.append(module.register_forward_hook(self._make_hook(k, module)))
             if self.head_energies:
                 for block in self.model.blocks:  # type: ignore[union-attr]
@@ -664,10 +960,21 @@ class Probe:
         self._prev = self._prev_state = self._spare_state = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
+        self._calls.reset()
+        if self._tap is not None:
+            self._tap.reset()
 
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
-        if self._active and self._stream_inputs and self.layers:
+        if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
+        new = [note for note in self._calls.notes() if note not in self._gaps]
+        if new:
+            self._gaps.update(dict.fromkeys(new))
+            warnings.warn(
+                f"Probe: {type(self.model).__name__}'s forward did not run every layer module "
+                f"once: {'; '.join(new)} (frame.attrs['gaps'])",
+                stacklevel=2,
+            )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
         self._prev = self._prev_state = self._spare_state = None
         self._workspace = _Workspace()
@@ -686,6 +993,18 @@ class Probe:
                 f"blocks to record it)",
                 stacklevel=2,
             )
+
+    def _stream_state(self, k: int, x: Tensor) -> None:
+        if self._active:
+            self.record(k, x)
+
+    def _conv_alone(self, k: int, inp: Tensor, out: Tensor) -> None:
+        """Layer module ``k`` skipped, its conv called directly: the conv reads the layer (and
+        layer 0 when it is the first)."""
+        if self._active:
+            if k == 0:
+                self.record(0, inp)
+            self.record(k + 1, out)
 
     def _pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
@@ -786,6 +1105,7 @@ class Probe:
         if self.head_energies:
             row.update(self._head_energies(k, cache.x, op, module))
         self._values.setdefault(self._step, {})[k] = row
+        self._state_dtype = x.dtype
         self._stream_width = x.size(1)
         if self.similarity:
             self._keep_state(k, x, cache)
@@ -833,7 +1153,15 @@ class Probe:
         ``layer``, one column per metric, then ``step`` [and ``graph``] (one host copy).
 
         On a batch, every metric is computed per graph; ``reduce="mean"`` averages those
-        per-graph values (``relative_energy`` too: each graph's own ratio, then the mean)."""
+        per-graph values (``relative_energy`` too: each graph's own ratio, then the mean).
+
+        ``frame.attrs`` says what was measured: ``dtype`` (of the model's parameters, e.g.
+        ``"float64"``; of the states for a model without any), ``model`` (class name),
+        ``capture``, ``seed`` (an oversmooth model's ``config.seed``; None when unknown),
+        ``stream`` (how the stream was read with ``capture="residual"`` between plain layers,
+        else None), ``layers`` (number of layer states, ``L + 1``), ``missing_layers`` (layers
+        without a row in some recorded step) and ``gaps`` (one line per layer module that did
+        not run like the others)."""
         import numpy as np
         import pandas as pd
 
@@ -841,7 +1169,7 @@ class Probe:
         rows = [(s, k) for s in sorted(self._values) for k in sorted(self._values[s])]
         if not rows:
             ids = ["step"] + (["graph"] if per_graph else [])
-            return pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]})
+            return self._described(pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]}))
         keys = list(self._values[rows[0][0]][rows[0][1]])  # every row holds the same keys
         # [rows, keys, graphs]; a single graph is one column
         table = (
@@ -883,7 +1211,34 @@ class Probe:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
                     out["relative_energy"] = np.nanmean(data["relative_energy"], axis=1)
-        return pd.DataFrame(out)
+        return self._described(pd.DataFrame(out))
+
+    def _described(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with what was measured in ``frame.attrs`` (see :meth:`to_frame`)."""
+        params = [p for p in self.model.parameters() if p.is_floating_point()]
+        dtype = params[0].dtype if params else self._state_dtype
+        config = getattr(self.model, "config", None)
+        seed = getattr(config, "seed", None) if isinstance(self.model, DepthModel) else None
+        layers = len(self.layers) + 1 if self.layers else None
+        missing = (
+            []
+            if layers is None
+            else sorted(k for k in range(layers) if any(k not in v for v in self._values.values()))
+        )
+        plan = self._plan.describe(self._names) if self._plan is not None else None
+        frame.attrs.update(
+            {
+                "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
+                "model": type(self.model).__name__,
+                "capture": self.capture,
+                "seed": seed,
+                "stream": plan,
+                "layers": layers,
+                "missing_layers": missing if self._values else [],
+                "gaps": list(self._gaps),
+            }
+        )
+        return frame
 
     @property
     def _batched(self) -> bool:

@@ -13,15 +13,25 @@ from its layer instead of recomputing the unchanged prefix:
 ``reuse_prefix=False`` nothing is held and every run starts from the input.
 
 Any other model (a PyG ``GCN``, a custom module): its layers are the ones
-:func:`~oversmooth.probe.find_layers` finds (a ``BasicGNN``'s ``convs``, else
-``model.convs``/``layers``/``blocks``), and pruning layer ``k`` replaces that module's
-output by its input through a forward hook -- possible only where the two have the same
-shape (a ``ValueError`` names the layer and both shapes otherwise).  For a block with a
-skip connection inside (``x + f(x)``) that is the identity; for a bare convolution
-inside a residual ``forward`` it removes the convolution's contribution only if the model adds
-it to its input (prune the blocks then).  Every pruned run is a full forward
-(``len(layers) * L`` layer evaluations), and the final energy is measured on the model's
-output.
+:func:`~oversmooth.probe.find_layers` finds with ``capture="residual"`` (blocks such as PyG's
+``DeepGCNLayer`` or a ``model.blocks`` list, else a ``BasicGNN``'s ``convs``, else
+``model.convs``/``layers``), and pruning layer ``k`` takes the whole block out of the residual
+stream, read as ``Probe(capture="residual")`` reads it:
+
+- a block (its output is the stream) is replaced by its input: the identity;
+- a layer whose skip lives in ``forward`` (``h = h + f(norm(h))``, Pre-LN) gets a zero
+  output, so that the step hands ``h`` on unchanged -- not ``h + norm(h)``;
+- a layer without a skip (``h = conv(h)``) has its output replaced by its input.
+
+The first of the last two that leaves the stream unchanged (to 1e-6) is used; where neither
+does (e.g. an activation after the conv that changes its input), the layer's output is
+replaced by its input and a warning says that this is not the identity on the stream.  Where
+the stream after the layer is not seen (the last block before a head), the layer is removed
+the way the layer before it was, and the warning says so.  ``frame.attrs["pruned_as"]``
+(``block``, ``zero`` or ``input`` per layer) and ``frame.attrs["identity_on_stream"]``
+(True, False, or None: not seen) record it.  A layer module the forward never calls (PyG's
+DeeperGCN calls ``layers[0].conv`` directly) is refused.  Every pruned run is a full forward
+(one or two per layer), and the final energy is measured on the model's output.
 """
 
 from __future__ import annotations
@@ -40,6 +50,8 @@ from oversmooth.nn.model import DepthModel
 if TYPE_CHECKING:
     import pandas as pd
     from torch_geometric.data import Data
+
+    from oversmooth.probe import _LayerCalls, _StreamPlan
 
 __all__ = ["prune_sensitivity", "check_layers"]
 
@@ -130,6 +142,7 @@ def prune_sensitivity(
     mask: str | Tensor | None = None,
     reuse_prefix: bool = True,
     callback: Callable[[int], None] | None = None,
+    stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
     """Prune each chosen layer alone and measure what changes.
 
@@ -143,18 +156,24 @@ def prune_sensitivity(
             tensor); no accuracy columns without it.
         reuse_prefix: restart each pruned run from its layer (see module docstring).
         callback: called with each layer number once its pruned run is done (progress).
+        stream: for a model whose skips live in ``forward`` and that the probe cannot read by
+            itself, the modules whose input is the stream before each layer (as
+            :class:`~oversmooth.probe.Probe`'s ``stream=``).
 
     Returns:
         pandas DataFrame, one row per pruned layer: ``layer``, ``logits_change``
         (:math:`\\|Z_k - Z\\|_F / \\|Z\\|_F`), ``final_energy``, ``energy_change``
         (relative to the unpruned final energy) and, with a mask, ``accuracy``
         and ``accuracy_drop`` (unpruned minus pruned).  ``frame.attrs["baseline"]``
-        holds the unpruned ``final_energy`` and ``accuracy``.
+        holds the unpruned ``final_energy`` and ``accuracy``; ``frame.attrs["pruned_as"]`` and
+        ``frame.attrs["identity_on_stream"]`` how each layer was taken out (module docstring).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, received {type(model).__name__}")
     if not isinstance(model, DepthModel):
-        return _prune_any(model, data, layers, mask, callback)
+        return _prune_any(model, data, layers, mask, callback, stream)
+    if stream is not None:
+        raise ValueError("stream: an oversmooth model's blocks are its stream; leave it unset")
     depth = len(model.blocks)
     chosen = check_layers(layers, depth)
     mask_t = _resolve_mask(data, mask)
@@ -186,7 +205,10 @@ def prune_sensitivity(
             rows.append(base.row(layer, logits, energy))
             if callback is not None:
                 callback(layer)
-        return _frame(rows, chosen, base.energy, base.acc)
+        frame = _frame(rows, chosen, base.energy, base.acc)
+        frame.attrs["pruned_as"] = dict.fromkeys(chosen, "block")
+        frame.attrs["identity_on_stream"] = dict.fromkeys(chosen, True)
+        return frame
     finally:
         model.train(was_training)
 
@@ -206,14 +228,17 @@ def _frame(
     return frame
 
 
-def _identity_hook(layer: int) -> Callable[[nn.Module, tuple, object], object]:
-    """Forward hook that hands on the module's input instead of its output."""
+def _replace_hook(layer: int, mode: str) -> Callable[[nn.Module, tuple, object], object]:
+    """Forward hook that hands on zeros (``mode="zero"``) or the module's input
+    (``mode="input"``) instead of its output."""
 
     def hook(module: nn.Module, args: tuple, output: object) -> object:
         from oversmooth.probe import _first_tensor
 
         inp, out = _first_tensor(args), _first_tensor(output)
-        if inp.shape != out.shape:
+        if mode == "zero":
+            inp = torch.zeros_like(out)
+        elif inp.shape != out.shape:
             raise ValueError(
                 f"layers: layer {layer} ({type(module).__name__}) cannot be pruned: its input "
                 f"{list(inp.shape)} and output {list(out.shape)} differ in shape; choose "
@@ -224,17 +249,144 @@ def _identity_hook(layer: int) -> Callable[[nn.Module, tuple, object], object]:
     return hook
 
 
+def _same(before: Tensor | None, after: Tensor | None) -> bool | None:
+    """Whether the stream passed a pruned step unchanged (to 1e-6 relative); None when the
+    stream after it was not seen."""
+    if before is None or after is None:
+        return None
+    if before.shape != after.shape:
+        return False
+    a, b = after.double(), before.double()
+    return bool((a - b).norm() <= 1e-6 * b.norm())
+
+
+#: How a layer was taken out (``frame.attrs["pruned_as"]``).
+PRUNED_AS = {
+    "block": "the block module replaced by its input (the identity on the stream)",
+    "zero": "the layer's output set to zero, so that the step h + f(h) hands on h",
+    "input": "the layer's output replaced by its input",
+}
+
+
+class _Pruner:
+    """Runs ``model`` with one layer taken out of its residual stream and checks, on the stream
+    read as ``Probe(capture="residual")`` reads it, that the pruned step is the identity.
+
+    Blocks (their outputs are the stream) are replaced by their input.  A plain layer whose
+    skip lives in the forward (``h = h + f(norm(h))``) is removed by setting its output to zero,
+    which hands ``h`` on unchanged; failing that (no skip) its output is replaced by its input.
+    The first of the two that leaves the stream unchanged is used; when neither does, the
+    second is, and the row says so."""
+
+    def __init__(
+        self,
+        modules: Sequence[nn.Module],
+        plan: _StreamPlan | None,
+        run: Callable[[], Tensor],
+    ) -> None:
+        self.modules, self.plan, self.run = list(modules), plan, run
+        self._checked: dict[int, str | None] = {}  # layer -> mode that checked out
+
+    def _run(self, layer: int, mode: str) -> tuple[Tensor, bool | None]:
+        from oversmooth.probe import _StreamTap
+
+        at = layer - 1  # the stream before the layer is state `at`, after it `at + 1`
+        states: dict[int, Tensor] = {}
+
+        def keep(k: int, x: Tensor) -> None:
+            if k in (at, at + 1):
+                states[k] = x.detach().clone()
+
+        tap = None if self.plan is None else _StreamTap(self.plan, self.modules, keep)
+        handles = [self.modules[at].register_forward_hook(_replace_hook(layer, mode))]
+        try:
+            handles += [] if tap is None else tap.attach()
+            out = self.run()
+        finally:
+            for handle in handles:
+                handle.remove()
+        if tap is not None and tap.awaiting and at + 1 == len(self.modules) and at in states:
+            if out.shape == states[at].shape:  # the model's output is the stream
+                states[at + 1] = out
+        return out, _same(states.get(at), states.get(at + 1))
+
+    def prune(self, layer: int) -> tuple[Tensor, str, bool | None]:
+        """The pruned output, how the layer was taken out, and whether the stream passed it
+        unchanged (None: the stream after it is not seen, e.g. the last layer before a head;
+        it is then removed the way the layer before it is, when that one checks out)."""
+        if self.plan is None:
+            return self._run(layer, "input")[0], "block", True
+        seen: list[bool | None] = []
+        for mode in ("zero", "input"):
+            out, same = self._run(layer, mode)
+            if same:
+                self._checked[layer] = mode
+                return out, mode, True
+            seen.append(same)
+        unseen = all(s is None for s in seen)
+        if unseen and layer > 1:
+            if layer - 1 not in self._checked:
+                self.prune(layer - 1)
+            earlier = self._checked.get(layer - 1)
+            if earlier is not None:
+                return self._run(layer, earlier)[0], earlier, None
+        self._checked[layer] = None
+        return out, "input", None if unseen else False
+
+
+def _refuse_unreached(calls: _LayerCalls, chosen: list[int], model: nn.Module) -> None:
+    """``ValueError`` for chosen layers whose module the forward never called."""
+    idle = [k for k in chosen if calls.calls[k - 1] == 0]
+    if idle:
+        names = ", ".join(f"layer {k} ({calls.names[k - 1]})" for k in idle)
+        raise ValueError(
+            f"layers: {names} cannot be pruned: {type(model).__name__}'s forward never calls "
+            "it through its module (it runs parts of it, e.g. its .conv, directly, or not at "
+            "all), so replacing the module changes nothing; choose other layers or prune it "
+            "by hand"
+        )
+
+
+def _say_how(frame: pd.DataFrame, how: dict[int, str], same: dict[int, bool | None]) -> None:
+    """Record how each layer was taken out; warn about the ones that were not the identity."""
+    import warnings
+
+    frame.attrs["pruned_as"] = how
+    frame.attrs["identity_on_stream"] = same
+    off = [k for k, v in same.items() if v is not True]
+    if off:
+        ways = "; ".join(
+            f"layer {k}: {PRUNED_AS[how[k]]} ("
+            + ("the stream after it is not seen" if same[k] is None else "not the identity")
+            + ")"
+            for k in off
+        )
+        warnings.warn(
+            f"prune_sensitivity: for {len(off)} layer(s) removing the block could not be "
+            f"checked or is not possible by replacing the layer's output; measured {ways} "
+            "(frame.attrs['pruned_as'], frame.attrs['identity_on_stream'])",
+            stacklevel=3,
+        )
+
+
 def _prune_any(
     model: nn.Module,
     data: Data,
     layers: Sequence[int] | None,
     mask: str | Tensor | None,
     callback: Callable[[int], None] | None,
+    stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
-    """:func:`prune_sensitivity` of any model through identity hooks on its layers."""
-    from oversmooth.probe import find_layers
+    """:func:`prune_sensitivity` of any model through hooks on its layers."""
+    from oversmooth.probe import _LayerCalls, _stream_plan, find_layers
 
-    modules, _ = find_layers(model)
+    modules, are_blocks = find_layers(model, "residual")
+    if stream is not None and are_blocks:
+        raise ValueError(
+            "stream: the layers of this model are blocks (their outputs are the stream); "
+            "leave stream unset"
+        )
+    plan = None if are_blocks else _stream_plan(model, modules, stream)
     chosen = check_layers(layers, len(modules))
     mask_t = _resolve_mask(data, mask)
     was_training = model.training
@@ -255,19 +407,26 @@ def _prune_any(
                 )
             return out
 
-        logits = run()
-        base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
-        rows = []
-        for layer in chosen:
-            handle = modules[layer - 1].register_forward_hook(_identity_hook(layer))
-            try:
-                logits = run()
-            finally:
+        names = {id(m): name for name, m in model.named_modules()}
+        calls = _LayerCalls(modules, names)
+        handles = calls.attach()
+        try:
+            logits = run()
+        finally:
+            for handle in handles:
                 handle.remove()
+        _refuse_unreached(calls, chosen, model)
+        base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
+        pruner = _Pruner(modules, plan, run)
+        rows, how, same = [], {}, {}
+        for layer in chosen:
+            logits, how[layer], same[layer] = pruner.prune(layer)
             energy = laplacian_energy(logits, graph)
             rows.append(base.row(layer, logits, energy))
             if callback is not None:
                 callback(layer)
-        return _frame(rows, chosen, base.energy, base.acc)
+        frame = _frame(rows, chosen, base.energy, base.acc)
+        _say_how(frame, how, same)
+        return frame
     finally:
         model.train(was_training)

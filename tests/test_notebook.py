@@ -32,13 +32,13 @@ def probed():
 
 def test_plot_kinds_return_axes(probed):
     probe, frame = probed
-    ax = oversmooth.plot(frame, ax=new_ax())
+    ax = oversmooth.plot(frame, step=1, ax=new_ax())
     assert ax.get_yscale() == "log" and ax.get_title().startswith("verdict: ")
     assert oversmooth.verdict(frame[frame.step == 1]).label in ax.get_title()
     assert len(ax.get_lines()) >= 2  # the curve and at least one fitted law
     assert oversmooth.plot(probe, kind="similarity", ax=new_ax()).images
     assert oversmooth.plot(
-        frame, kind="relative", metric="dirichlet_energy", ax=new_ax()
+        frame, kind="relative", metric="dirichlet_energy", step=0, ax=new_ax()
     ).get_lines()
 
 
@@ -54,9 +54,53 @@ def test_plot_refuses_bad_input(probed):
         oversmooth.plot(frame.assign(graph=0), ax=new_ax())
 
 
+def test_several_passes_are_refused_like_several_graphs(probed, tmp_path):
+    probe, frame = probed  # two forward passes: plot and write_report name step=, as verdict
+    for call in (
+        lambda: oversmooth.plot(frame, ax=new_ax()),
+        lambda: oversmooth.plot(probe, kind="relative", ax=new_ax()),
+        lambda: oversmooth.write_report(frame, tmp_path / "both"),
+    ):
+        with pytest.raises(ValueError, match=r"2 forward passes.*step=<one of them>.*step=1"):
+            call()
+    assert not (tmp_path / "both").exists()
+    one = frame[frame.step == 0]  # a single pass needs no step=
+    assert oversmooth.plot(one, ax=new_ax()).get_title().startswith("verdict: ")
+
+
+def test_reports_read_the_dtype_from_the_frame(tmp_path):
+    import json
+
+    from torch_geometric.data import Data
+
+    ring = torch.arange(10)
+    edges = torch.stack([ring, (ring + 1) % 10])
+    data = Data(
+        x=torch.randn(10, 4, dtype=torch.float64), edge_index=torch.cat([edges, edges.flip(0)], 1)
+    )
+    model = GCN(4, 8, num_layers=5).double().eval()
+    with oversmooth.Probe(model, data) as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame.attrs["dtype"] == "float64" and frame.attrs["model"] == "GCN"
+    out = oversmooth.write_report(frame, tmp_path / "f64")
+    assert json.loads((out / "fits.json").read_text())["mean_over_seeds"]["dtype"] == "float64"
+    config = json.loads((out / "config.json").read_text())
+    assert config["dtype"] == "float64" and config["probe"]["model"] == "GCN"
+    assert config["probe"]["capture"] == "output" and config["probe"]["gaps"] == []
+    assert "the model ran in float64" in (out / "report.md").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match=r"dtype='float32'.*measured in float64"):
+        oversmooth.plot(frame, dtype="float32", ax=new_ax())
+    bare = frame.copy()
+    bare.attrs.clear()  # e.g. read back from a CSV: float32 assumed, and said
+    out = oversmooth.write_report(bare, tmp_path / "bare")
+    assert "assumes float32" in (out / "report.md").read_text(encoding="utf-8")
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+
+
 def test_write_report_has_verdict_banner(probed, tmp_path):
     probe, frame = probed
-    out = oversmooth.write_report(probe, tmp_path / "rep", title="PyG GCN, 12 layers")
+    out = oversmooth.write_report(probe, tmp_path / "rep", title="PyG GCN, 12 layers", step=1)
     names = {p.name for p in out.iterdir()}
     assert {"report.md", "report.html", "energy.png", "similarity.png", "metrics.csv"} <= names
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -64,7 +108,7 @@ def test_write_report_has_verdict_banner(probed, tmp_path):
     assert f"**Verdict: {label}.**" in md and "PyG GCN, 12 layers" in md
     assert "verdict" in (out / "report.html").read_text(encoding="utf-8").lower()
     with pytest.raises(FileExistsError):
-        oversmooth.write_report(frame, out)
+        oversmooth.write_report(frame, out, step=1)
 
 
 def test_write_report_picks_step(probed, tmp_path):
@@ -108,3 +152,22 @@ def test_write_report_picks_one_graph_of_a_batch(tmp_path):
     assert "Graph 1 of the batch" in (out / "report.md").read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="no 'graph' column"):
         oversmooth.plot(alone.to_frame(), graph=0, ax=new_ax())
+
+
+def test_write_report_names_the_layers_that_did_not_run(tmp_path):
+    import json
+
+    from .pyg_models import small_graph
+    from .test_probe import Unused
+
+    data = small_graph()
+    model = Unused().double().eval()  # skips convs[0], runs convs[2] twice
+    with pytest.warns(UserWarning, match="never ran"):
+        with oversmooth.Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    out = oversmooth.write_report(probe.to_frame(), tmp_path / "gaps")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "No row for layer(s) 0, 1 of 5" in md and "convs.0): never ran" in md
+    assert "convs.2): ran 2 times" in md
+    config = json.loads((out / "config.json").read_text())
+    assert config["probe"]["missing_layers"] == [0, 1] and len(config["probe"]["gaps"]) == 2

@@ -14,6 +14,8 @@ from oversmooth import GraphOperator, Probe, build_model, prune_sensitivity
 from oversmooth.data import load
 from oversmooth.nn.conv import aggregate
 
+from .pyg_models import DeeperGCN, PreLNTransformer, TwoNormLists, small_graph
+
 
 @pytest.fixture(scope="module")
 def cora():
@@ -154,7 +156,7 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
-        assert count_hooks() == 6  # 3 blocks, layer 0, the two step hooks
+        assert count_hooks() == 9  # 3 blocks, their 3 call counters, layer 0, the two step hooks
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
@@ -366,6 +368,7 @@ def test_weighted_graph_changes_analysis_table(tmp_path):
     cols = ["laplacian_energy", "dirichlet_energy"]
     assert np.allclose(tables["plain"][cols], tables["ones"][cols], rtol=1e-10)
     assert not np.allclose(tables["plain"][cols], tables["weighted"][cols], rtol=1e-3)
+    assert tables["plain"].attrs["dtype"] == "float64"  # the analysis default, for the reports
 
 
 @pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf")])
@@ -436,3 +439,141 @@ def test_probe_records_nan_instead_of_aborting():
     frame = probe.to_frame()
     assert frame[names].iloc[0].isna().all()
     assert np.isfinite(frame[names].iloc[1]).all()
+
+
+# -- the residual stream of models whose skips live in forward (PyG layouts) -------------------
+@pytest.mark.parametrize("final_norm", [False, True])
+def test_residual_capture_reads_the_pre_ln_stream(final_norm):
+    torch.manual_seed(0)
+    data = small_graph()
+    model = PreLNTransformer(5, final_norm=final_norm, out=4 if final_norm else None)
+    model = model.double().eval()
+    with torch.no_grad():
+        states = model.stream(data.x, data.edge_index)
+    for stream in (None, [*model.norms, *([model.norm_out] if final_norm else [])]):
+        with Probe(model, data, capture="residual", stream=stream) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+        frame = probe.to_frame()
+        assert frame["layer"].tolist() == [0, 1, 2, 3]
+        for k, state in enumerate(states):  # not norm(h), whose feature norm is ~sqrt(8)
+            assert frame["feature_norm"][k] == pytest.approx(
+                M.feature_norm(state).item(), rel=1e-12
+            )
+            assert frame["laplacian_energy"][k] == pytest.approx(
+                M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+            )
+        assert frame.attrs["capture"] == "residual" and frame.attrs["gaps"] == []
+        assert ("norms" if stream is None else "stream=") in frame.attrs["stream"]
+    norms = [M.feature_norm(s).item() for s in states]
+    assert norms[-1] > 1.5 * norms[1] > 2.5 * norms[0]  # the stream grows, LayerNorm's is ~sqrt(8)
+
+
+def test_residual_capture_of_a_pre_ln_stack_with_a_head_skips_the_last_layer():
+    data = small_graph()
+    model = PreLNTransformer(5, out=4).double().eval()
+    with pytest.warns(UserWarning, match="not the stream"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+
+
+def test_residual_capture_says_when_it_cannot_tell_the_stream():
+    data = small_graph()
+    model = TwoNormLists(5).double().eval()
+    with pytest.raises(
+        ValueError, match=r"norms \(3\), ffn_norms \(3\), are not one list.*stream="
+    ):
+        Probe(model, data, capture="residual")
+    with pytest.raises(ValueError, match=r"stream: expected 3 modules .* or 4"):
+        Probe(model, data, capture="residual", stream=list(model.norms)[:2])
+    with pytest.raises(ValueError, match="stream: only with capture='residual'"):
+        Probe(model, data, stream=list(model.norms))
+    with Probe(model, data, capture="residual", stream=list(model.norms)) as probe:
+        with torch.no_grad():
+            model(data.x, data.edge_index)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2, 3]
+    short = PreLNTransformer(5).double().eval()
+    del short.norms[2]  # 2 norms for 3 layers: which blocks have one?
+    with pytest.raises(ValueError, match=r"norms \(2\), are not one list"):
+        Probe(short, data, capture="residual")
+
+
+class NormedInput(torch.nn.Module):
+    """A single norm outside the layers (on the input) and skips in forward: each conv's input
+    is the stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.norm_in = torch.nn.LayerNorm(5)
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+
+    def forward(self, x, edge_index):
+        x = self.norm_in(x)
+        for conv in self.convs:
+            x = x + torch.tanh(conv(x, edge_index))
+        return x
+
+
+def test_residual_capture_with_a_lone_norm_reads_each_layer_input():
+    data = small_graph()
+    model = NormedInput().double().eval()
+    with torch.no_grad():
+        states = [model.norm_in(data.x)]
+        for conv in model.convs:
+            states.append(states[-1] + torch.tanh(conv(states[-1], data.edge_index)))
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("capture", ["output", "residual"])
+def test_deeper_gcn_first_block_is_read_from_its_conv_and_reported(capture, tmp_path):
+    torch.manual_seed(0)
+    data = small_graph()
+    model = DeeperGCN(5).double().eval()
+    with torch.no_grad():
+        states = model.stream(data.x, data.edge_index)
+    with pytest.warns(UserWarning, match=r"layer 1 \(layers\.0\): the forward never calls"):
+        with Probe(model, data, capture=capture) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+            model(data.x, data.edge_index)  # warned once, not per pass
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3] * 2
+    for k, state in enumerate(states):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+    assert len(frame.attrs["gaps"]) == 1 and "layers.0" in frame.attrs["gaps"][0]
+    assert frame.attrs["missing_layers"] == []
+
+
+class Unused(torch.nn.Module):
+    """Its forward skips convs[0] and runs convs[2] twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(4))
+
+    def forward(self, x, edge_index):
+        for conv in [*self.convs[1:], self.convs[2]]:
+            x = torch.tanh(conv(x, edge_index))
+        return x
+
+
+def test_layers_that_did_not_run_like_the_others_are_reported():
+    data = small_graph()
+    model = Unused().double().eval()
+    with pytest.warns(UserWarning) as caught:
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    message = str(caught[0].message)
+    assert "layer 1 (convs.0): never ran" in message and "layer 3 (convs.2): ran 2 times" in message
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [2, 3, 4]  # layer 0 is the input of convs[0]: not seen
+    assert frame.attrs["missing_layers"] == [0, 1] and frame.attrs["layers"] == 5

@@ -1,0 +1,89 @@
+"""Pruning models whose skips live in forward: the pruned block is removed from the stream,
+checked against a hand-pruned copy of the model."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch_geometric.nn import GCN
+
+import oversmooth.metrics as M
+from oversmooth import prune_sensitivity
+
+from .pyg_models import DeeperGCN, PreLNTransformer, small_graph
+
+
+def _change(model, data, pruned) -> tuple[float, float]:
+    """logits_change and final_energy of a hand-pruned copy against the model."""
+    with torch.no_grad():
+        base = model(data.x, data.edge_index)
+        out = pruned(data.x, data.edge_index)
+    return (
+        ((out - base).norm() / base.norm()).item(),
+        M.laplacian_energy(out, data.edge_index).item(),
+    )
+
+
+def _without_block(model: PreLNTransformer, k: int) -> PreLNTransformer:
+    pruned = copy.deepcopy(model)
+    del pruned.convs[k - 1], pruned.norms[k - 1]  # h passes block k unchanged
+    return pruned
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_pruning_a_pre_ln_layer_removes_its_whole_block(head):
+    torch.manual_seed(0)
+    data = small_graph()
+    model = PreLNTransformer(5, final_norm=head, out=4 if head else None).double().eval()
+    frame = prune_sensitivity(model, data)
+    for k in (1, 2, 3):
+        change, energy = _change(model, data, _without_block(model, k))
+        row = frame[frame.layer == k].iloc[0]
+        assert row["logits_change"] == pytest.approx(change, rel=1e-6)
+        assert row["final_energy"] == pytest.approx(energy, rel=1e-6)
+    assert frame.attrs["pruned_as"] == {1: "zero", 2: "zero", 3: "zero"}
+    assert frame.attrs["identity_on_stream"] == {1: True, 2: True, 3: True}
+
+
+def test_the_last_block_before_a_bare_head_is_removed_like_the_others_and_said_so():
+    torch.manual_seed(0)
+    data = small_graph()
+    model = PreLNTransformer(5, out=4).double().eval()  # the stream after block 3 is not seen
+    with pytest.warns(UserWarning, match=r"layer 3: .*set to zero.*not seen"):
+        frame = prune_sensitivity(model, data, layers=[3])
+    change, _ = _change(model, data, _without_block(model, 3))
+    assert frame["logits_change"][0] == pytest.approx(change, rel=1e-6)
+    assert frame.attrs["identity_on_stream"] == {3: None}
+
+
+class _Skip(nn.Module):
+    def forward(self, x, *args):
+        return x
+
+
+def test_prune_refuses_a_layer_the_forward_calls_only_through_its_conv():
+    torch.manual_seed(0)
+    data = small_graph()
+    model = DeeperGCN(5).double().eval()
+    with pytest.raises(ValueError, match=r"layer 1 \(layers\.0\) cannot be pruned.*never calls"):
+        prune_sensitivity(model, data)
+    frame = prune_sensitivity(model, data, layers=[2, 3])
+    for k in (2, 3):
+        pruned = copy.deepcopy(model)
+        pruned.layers[k - 1] = _Skip()
+        change, _ = _change(model, data, pruned)
+        assert frame[frame.layer == k]["logits_change"].item() == pytest.approx(change, rel=1e-6)
+    assert frame.attrs["pruned_as"] == {2: "block", 3: "block"}
+
+
+def test_a_layer_that_cannot_be_made_the_identity_is_measured_and_said_so():
+    torch.manual_seed(0)
+    data = small_graph()
+    gcn = GCN(5, 5, num_layers=3).double()  # relu after conv 1: its input x < 0 is not kept
+    with pytest.warns(UserWarning, match=r"layer 1: the layer's output replaced by its input"):
+        frame = prune_sensitivity(gcn, data, layers=[1, 2])
+    assert frame.attrs["identity_on_stream"] == {1: False, 2: True}
+    assert frame.attrs["pruned_as"] == {1: "input", 2: "input"}
