@@ -29,9 +29,9 @@ Run = O.ConfigOptions(AnalysisConfig)  # options a checkpoint does not fix
 Seed = O.option(
     int,
     "--seed",
-    help="Initialisation seed (ignored when --seeds is given).",
-    default=O.default_of(AnalysisConfig, "seeds")[0],
-    also="or the checkpoint's",
+    help="One initialisation seed instead of the default seeds (ignored when --seeds is "
+    "given).",
+    has_default=False,
 )
 Metrics = Annotated[str | None, typer.Option("--metrics", help=O.METRICS_HELP)]
 

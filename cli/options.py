@@ -164,7 +164,11 @@ class ConfigOptions:
 # -- options without a run-config default -------------------------------------------------------
 Seeds = Annotated[
     str | None,
-    typer.Option("--seeds", help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed)."),
+    typer.Option(
+        "--seeds",
+        help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed); each seed is a draw of "
+        "the architecture's weights, pooled as replicates.",
+    ),
 ]
 Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]  # commands without a config
 Out = Annotated[

@@ -88,31 +88,40 @@ def verdict_fit(record: Mapping | None) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def local_halving(ax: Axes, curves: Iterable[Mapping]) -> Axes:
-    """Local halving length (layers per factor 2 of decay) along depth, with its 95 % band.
+    """Local halving length (layers per factor 2 of decay) along depth, with its 95 % band, on
+    a log axis.
 
     Each curve: ``{"label", "layer", "halving_length", "low", "high"}``
     (:func:`oversmooth.verdict.local_halving_length`); ``None`` marks a layer where the curve
-    does not decay there (left out; an open band end is drawn to the top of the axes).
+    (or the band's end) does not decay.  Lengths beyond ``4 x`` the deepest layer -- a curve
+    that has stopped decaying there -- are drawn at that cap, the top of the axes.
     """
-    top = 0.0
+    cap = 4.0 * max((max(c["layer"]) for c in curves if len(c["layer"])), default=1)
     for curve in curves:
         k = np.asarray(curve["layer"], dtype=float)
-        mid = np.array([np.nan if v is None else v for v in curve["halving_length"]], dtype=float)
-        lo = np.array([np.nan if v is None else v for v in curve["low"]], dtype=float)
-        hi = np.array([np.inf if v is None else v for v in curve["high"]], dtype=float)
+
+        def arr(values: Sequence, missing: float) -> np.ndarray:
+            out = np.array([missing if v is None else v for v in values], dtype=float)
+            return np.minimum(out, cap)
+
+        mid = arr(curve["halving_length"], np.nan)
         (line,) = ax.plot(
             k, mid, lw=1.3, label=curve["label"], color=model_color(str(curve["label"]))
         )
-        finite = hi[np.isfinite(hi)]
-        top = max(top, float(np.nanmax(mid)) if np.isfinite(mid).any() else 0.0)
-        if finite.size:
-            top = max(top, float(np.nanmax(finite)))
-        ax.fill_between(k, lo, np.minimum(hi, 1e300), color=line.get_color(), alpha=0.18, lw=0)
-    if top > 0:
-        ax.set_ylim(0, top * 1.05)
+        ax.fill_between(
+            k,
+            arr(curve["low"], cap),
+            arr(curve["high"], cap),
+            color=line.get_color(),
+            alpha=0.18,
+            lw=0,
+        )
+    ax.set_yscale("log")
+    low, _ = ax.get_ylim()
+    ax.set_ylim(max(low, 0.1), cap)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel("local halving length (layers)")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return ax
 
