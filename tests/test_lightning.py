@@ -215,3 +215,48 @@ def test_arguments_are_checked(pl, cora):
         EnergyMonitor(cora, metrics=("dirichlet_energy",))
     with pytest.raises(ValueError, match="pass model="):
         EnergyMonitor(cora).target(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+@QUIET
+def test_tensorboard_logger_gets_the_scalars_and_the_verdict_text(pl, tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from oversmooth.data import load
+    from oversmooth.lightning import EnergyMonitor
+
+    data = load("ring:n=12")  # a tiny graph: x [12, 1]
+    data.x = torch.randn(12, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data.y = torch.arange(12) % 2
+    data.train_mask = torch.ones(12, dtype=torch.bool)
+
+    torch.manual_seed(0)
+    net = _net(pl, data)
+    monitor = EnergyMonitor(data, every_n_epochs=2, per_layer=False)
+    logger = TensorBoardLogger(tmp_path, name="tb")
+    _fit(pl, net, data, [monitor], logger, epochs=3)
+    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    final = "energy/laplacian_energy/final"
+    assert {final, "energy/feature_norm/final", "energy/verdict_code"} <= set(tags["scalars"])
+    assert not [t for t in tags["scalars"] if "/layer_" in t]  # per_layer=False
+    # fit start, epoch 2 (the 2nd), and train end (epoch 3 was not probed)
+    assert [e.step for e in events.Scalars(final)] == [0, 2, 3]
+    assert "energy/verdict/text_summary" in tags["tensors"]
+    assert sorted(monitor.verdicts) == [0, 3]
+
+
+def test_falls_back_to_pytorch_lightning():
+    # a stand-in package (importing the real one takes ~10 s on a loaded machine)
+    done = _run(
+        "import sys, types\n"
+        "sys.modules['lightning'] = sys.modules['lightning.pytorch'] = None\n"
+        "stand_in = types.ModuleType('pytorch_lightning')\n"
+        "stand_in.Callback = type('Callback', (), {})\n"
+        "sys.modules['pytorch_lightning'] = stand_in\n"
+        "from oversmooth.lightning import EnergyMonitor\n"
+        "print(issubclass(EnergyMonitor, stand_in.Callback))\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
