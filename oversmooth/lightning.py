@@ -68,7 +68,8 @@ def _moved(data: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
 class EnergyMonitor(pl.Callback):
     """Probe the model's per-layer energies during training and log them.
 
-    When: at fit start (``at_fit_start``: the initialisation, ``global_step`` 0), at the end of
+    When: when training starts (``at_fit_start``: the initialisation, ``global_step`` 0, after
+    the sanity check; not in a run resumed from a checkpoint), at the end of
     training epochs ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the
     epoch's last optimiser step), and at train end when the last epoch was not probed.  Each
     probe is one forward pass, ``forward_fn(pl_module, data)``, in eval mode (every submodule's
@@ -102,7 +103,7 @@ class EnergyMonitor(pl.Callback):
             LightningModule itself when the probe finds its layers (``convs``/``layers``/
             ``blocks``, a PyG ``BasicGNN``), else its first direct child where it does.
         graph: the graph energies are measured on, anything ``Probe`` accepts (default ``data``).
-        at_fit_start: probe (and judge) the initialisation at fit start.
+        at_fit_start: probe (and judge) the initialisation when training starts.
         per_layer: log every layer (else only the ``final`` values).
         judge: judge the last probe at train end with :func:`oversmooth.verdict` (needs
             ``laplacian_energy`` in ``metrics``); a model of fewer than 12 layers is
@@ -242,8 +243,11 @@ class EnergyMonitor(pl.Callback):
             log_verdict(found, logger, step, prefix=self.prefix)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._last_step = None
-        if self.at_fit_start and trainer.is_global_zero:
+        self._last_step, self._frame = None, None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # after a resumed run's restore (global_step > 0): its weights are no initialisation
+        if self.at_fit_start and trainer.global_step == 0 and trainer.is_global_zero:
             frame = self._record(trainer, pl_module)
             if self.judge:
                 self._judge(trainer, frame, f"{type(pl_module).__name__} at initialisation")

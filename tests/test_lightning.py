@@ -205,6 +205,22 @@ def test_probe_restores_every_mode_and_finds_the_gnn(pl, cora):
     assert EnergyMonitor(cora, model=lambda m: m.gnn).target(net) is net.gnn
 
 
+def test_a_resumed_run_does_not_log_its_weights_as_the_initialisation(pl, cora):
+    from types import SimpleNamespace
+
+    from oversmooth.lightning import EnergyMonitor
+
+    net, monitor = _net(pl, cora), EnergyMonitor(cora)
+    for step in (7, 0):  # restored from a checkpoint at step 7; a fresh run
+        trainer = SimpleNamespace(
+            global_step=step, current_epoch=0, is_global_zero=True, loggers=[]
+        )
+        monitor.on_fit_start(trainer, net)
+        monitor.on_train_start(trainer, net)
+    assert sorted(monitor.frames) == [0] and sorted(monitor.verdicts) == [0]
+    assert "initialisation" in monitor.verdicts[0].summary
+
+
 def test_arguments_are_checked(pl, cora):
     from oversmooth.lightning import EnergyMonitor
 
