@@ -10,6 +10,7 @@ from pathlib import Path
 import oversmooth
 
 PKG_DIR = Path(oversmooth.__file__).resolve().parent
+OPTIONAL = {"oversmooth.lightning"}  # modules of an optional extra (pip install "oversmooth[x]")
 
 
 def _modules():
@@ -18,7 +19,12 @@ def _modules():
         names.append(info.name)
     mods = []
     for name in sorted(set(names)):
-        mod = importlib.import_module(name)
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            if name in OPTIONAL:  # its extra is not installed here
+                continue
+            raise
         # only modules whose source lives under oversmooth/
         src = getattr(mod, "__file__", None)
         if src and PKG_DIR in Path(src).resolve().parents:

@@ -1,0 +1,269 @@
+"""A PyTorch Lightning callback that probes the per-layer energies of the model being trained.
+
+:class:`EnergyMonitor` runs the LightningModule's forward on a fixed graph every ``n``-th
+training epoch (and once at fit start, for the initialisation), in eval mode under
+``torch.no_grad()`` inside a forked RNG, records it with an :class:`oversmooth.Probe` and
+logs the per-layer values through every logger of the trainer (CSV, TensorBoard, Weights &
+Biases, ... unchanged), with the names of :mod:`oversmooth.tracking`.  At the end of training
+it judges the last curve with :func:`oversmooth.verdict`.  Details: ``docs/lightning.md``.
+
+Lightning is an optional dependency (``pip install "oversmooth[lightning]"``); ``import
+oversmooth`` never imports it.  ``lightning.pytorch`` is used when installed, else the older
+``pytorch_lightning`` package.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from oversmooth.data import GraphData
+from oversmooth.probe import Probe, check_metrics, find_layers
+from oversmooth.tracking import frame_scalars, log_frame, log_verdict
+from oversmooth.verdict import Verdict, verdict
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+    import pandas as pd
+else:
+    try:
+        import lightning.pytorch as pl
+    except ImportError:
+        try:
+            import pytorch_lightning as pl
+        except ImportError:
+            raise ImportError(
+                "oversmooth.lightning needs PyTorch Lightning, which is not installed: "
+                'pip install "oversmooth[lightning]"'
+            ) from None
+
+__all__ = ["EnergyMonitor", "default_forward", "log_frame", "frame_scalars", "log_verdict"]
+
+DEFAULT_METRICS = ("laplacian_energy", "feature_norm")
+
+
+def default_forward(module: nn.Module, data: Any) -> object:
+    """The forward the monitor probes by default: ``module(data.x, data.edge_index)``."""
+    return module(data.x, data.edge_index)
+
+
+def _moved(data: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """A shallow copy of a PyG ``Data``/``Batch`` (or a ``GraphData``) on ``device``, its
+    floating tensors in ``dtype`` (the user's object is left as it is)."""
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        if dtype is not None and t.is_floating_point():
+            return t.to(device=device, dtype=dtype)
+        return t.to(device=device)
+
+    if isinstance(data, GraphData):
+        return data._apply(move)
+    return copy.copy(data).apply(move)
+
+
+class EnergyMonitor(pl.Callback):
+    """Probe the model's per-layer energies during training and log them.
+
+    When: when training starts (``at_fit_start``: the initialisation, ``global_step`` 0, after
+    the sanity check; not in a run resumed from a checkpoint), at the end of
+    training epochs ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the
+    epoch's last optimiser step), and at train end when the last epoch was not probed.  Each
+    probe is one forward pass, ``forward_fn(pl_module, data)``, in eval mode (every submodule's
+    own ``training`` flag is restored after), under ``torch.no_grad()`` and a forked RNG, so
+    training is bit-identical with and without the monitor.  Only the global-zero process
+    probes.
+
+    What: through every logger of the trainer (``logger.log_metrics(..., step=global_step)``),
+    ``{prefix}/{metric}/layer_{k}`` for each metric and layer, ``{prefix}/{metric}/final``
+    and ``epoch``; at train end (and after the fit-start probe) the verdict on
+    ``laplacian_energy`` as ``{prefix}/verdict_code`` (index in
+    :data:`oversmooth.verdict.LABELS`) and, for TensorBoard and W&B, as text
+    ``{prefix}/verdict``.  Kept on the callback: ``frames`` (``global_step`` -> the probe's
+    per-layer table, with ``epoch`` and ``global_step`` columns) and ``verdicts``
+    (``global_step`` -> :class:`~oversmooth.verdict.Verdict`).
+
+    Args:
+        data: the fixed graph, a PyG ``Data`` or ``Batch`` (or the ``GraphData`` of
+            :func:`oversmooth.data.load`); copied to the module's device,
+            its floating tensors cast to the dtype of the module's parameters (so a
+            ``precision="64-true"`` run is probed in float64).  Energies are measured on it
+            (its ``edge_index``/``edge_weight``, no self loops) unless ``graph`` is given.
+        every_n_epochs: probe every ``n``-th training epoch; 0 probes only at fit start and
+            train end.
+        metrics: names from :func:`oversmooth.available_metrics`.
+        forward_fn: how the module is called on ``data``; default
+            :func:`default_forward`, ``module(data.x, data.edge_index)``.  E.g.
+            ``lambda m, d: m(d.x, d.edge_index, d.edge_attr)`` or ``lambda m, d: m(d)``.
+        model: the module whose layers are probed: the name of a submodule
+            (``"gnn"``, ``"encoder.gnn"``), a function of the LightningModule, or None: the
+            LightningModule itself when the probe finds its layers (``convs``/``layers``/
+            ``blocks``, a PyG ``BasicGNN``), else its first direct child where it does.
+        graph: the graph energies are measured on, anything ``Probe`` accepts (default ``data``).
+        at_fit_start: probe (and judge) the initialisation when training starts.
+        per_layer: log every layer (else only the ``final`` values).
+        judge: judge the last probe at train end with :func:`oversmooth.verdict` (needs
+            ``laplacian_energy`` in ``metrics``); a model of fewer than 12 layers is
+            judged ``inconclusive`` by design.
+        prefix: first part of every logged name.
+        probe_options: more keyword arguments of :class:`oversmooth.Probe` (``capture``,
+            ``layers``, ``self_loops``, ``stream``, ...).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        every_n_epochs: int = 1,
+        metrics: Sequence[str] = DEFAULT_METRICS,
+        *,
+        forward_fn: Callable[[nn.Module, Any], object] = default_forward,
+        model: str | Callable[[nn.Module], nn.Module] | None = None,
+        graph: object | None = None,
+        at_fit_start: bool = True,
+        per_layer: bool = True,
+        judge: bool = True,
+        prefix: str = "energy",
+        probe_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not (isinstance(data, GraphData) or callable(getattr(data, "apply", None))):
+            raise TypeError(
+                "data: expected a torch_geometric Data or Batch (or oversmooth.data.load's "
+                f"GraphData), received {type(data).__name__}"
+            )
+        if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, int):
+            raise TypeError(f"every_n_epochs: expected an int, received {every_n_epochs!r}")
+        if every_n_epochs < 0:
+            raise ValueError(f"every_n_epochs: expected >= 0, received {every_n_epochs}")
+        if isinstance(metrics, str):
+            metrics = [m.strip() for m in metrics.split(",") if m.strip()]
+        self.metrics = check_metrics(metrics)
+        if judge and "laplacian_energy" not in self.metrics:
+            raise ValueError(
+                "judge: the verdict reads laplacian_energy; add it to metrics or set judge=False"
+            )
+        if not callable(forward_fn):
+            raise TypeError(f"forward_fn: expected a function, received {forward_fn!r}")
+        self.data = data
+        self.every_n_epochs = every_n_epochs
+        self.forward_fn = forward_fn
+        self.model = model
+        self.graph = data if graph is None else graph
+        self.at_fit_start = at_fit_start
+        self.per_layer = per_layer
+        self.judge = judge
+        self.prefix = prefix
+        self.probe_options = dict(probe_options or {})
+        self.frames: dict[int, pd.DataFrame] = {}
+        self.verdicts: dict[int, Verdict] = {}
+        self._probe: Probe | None = None
+        self._data_key: tuple[torch.device, torch.dtype | None] | None = None
+        self._data_moved: Any = None
+        self._last_step: int | None = None
+        self._frame: pd.DataFrame | None = None
+
+    # -- the probe --------------------------------------------------------------------------
+    def target(self, pl_module: nn.Module) -> nn.Module:
+        """The module whose layers are probed (see ``model``)."""
+        if isinstance(self.model, str):
+            return pl_module.get_submodule(self.model)
+        if self.model is not None:
+            return self.model(pl_module)
+        if "layers" in self.probe_options:
+            return pl_module
+        capture = self.probe_options.get("capture", "output")
+        for candidate in (pl_module, *pl_module.children()):
+            try:
+                find_layers(candidate, capture)
+            except ValueError:
+                continue
+            return candidate
+        raise ValueError(
+            f"model: cannot find the layers of {type(pl_module).__name__} or of its direct "
+            "children; pass model='name_of_the_gnn_submodule' or "
+            "probe_options={'layers': [...]}"
+        )
+
+    def _data_for(self, module: nn.Module) -> Any:
+        params = [p for p in module.parameters() if p.is_floating_point()]
+        device = params[0].device if params else torch.device("cpu")
+        key = (device, params[0].dtype if params else None)
+        if key != self._data_key:
+            self._data_moved, self._data_key = _moved(self.data, *key), key
+        return self._data_moved
+
+    def probe(self, pl_module: nn.Module) -> pd.DataFrame:
+        """One probed forward of ``pl_module`` on ``data``; the per-layer table (nothing is
+        logged).  The module's modes, its weights and buffers, the RNG and autograd are left
+        as they were."""
+        target = self.target(pl_module)
+        if self._probe is None or self._probe.model is not target:
+            self._probe = Probe(target, self.graph, self.metrics, **self.probe_options)
+        data = self._data_for(pl_module)
+        device = self._data_key[0] if self._data_key is not None else torch.device("cpu")
+        modes = [(m, m.training) for m in pl_module.modules()]
+        probe = self._probe
+        probe.reset()
+        try:
+            with (
+                torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+                torch.no_grad(),
+                probe,
+            ):
+                pl_module.eval()
+                self.forward_fn(pl_module, data)
+        finally:
+            for module, mode in modes:
+                module.training = mode
+        return probe.to_frame()
+
+    # -- Lightning hooks ----------------------------------------------------------------------
+    def _record(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> pd.DataFrame:
+        step, epoch = trainer.global_step, trainer.current_epoch
+        frame = self.probe(pl_module)
+        self._last_step = step
+        kept = frame.assign(epoch=epoch, global_step=step)
+        kept.attrs = dict(frame.attrs, epoch=epoch, global_step=step)
+        self.frames[step] = kept
+        self._frame = frame
+        scalars = frame_scalars(frame, self.metrics, prefix=self.prefix, per_layer=self.per_layer)
+        if scalars:
+            scalars["epoch"] = float(epoch)  # as Lightning's own self.log adds it
+            for logger in trainer.loggers:
+                logger.log_metrics(scalars, step=step)
+        return frame
+
+    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
+        step = trainer.global_step
+        found = verdict(frame, title=title)
+        self.verdicts[step] = found
+        for logger in trainer.loggers:
+            log_verdict(found, logger, step, prefix=self.prefix)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._last_step, self._frame = None, None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # after a resumed run's restore (global_step > 0): its weights are no initialisation
+        if self.at_fit_start and trainer.global_step == 0 and trainer.is_global_zero:
+            frame = self._record(trainer, pl_module)
+            if self.judge:
+                self._judge(trainer, frame, f"{type(pl_module).__name__} at initialisation")
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        n = self.every_n_epochs
+        if n and (trainer.current_epoch + 1) % n == 0 and trainer.is_global_zero:
+            self._record(trainer, pl_module)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        if self._last_step == trainer.global_step and self._frame is not None:
+            frame = self._frame  # the last epoch was probed already
+        else:
+            frame = self._record(trainer, pl_module)
+        if self.judge:
+            title = f"{type(pl_module).__name__} after {trainer.global_step} steps"
+            self._judge(trainer, frame, title)

@@ -1,0 +1,280 @@
+"""oversmooth.lightning: the EnergyMonitor callback, and Lightning staying an optional extra."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from oversmooth import Probe
+
+# -- without Lightning: these run whether it is installed or not ---------------------------------
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_import_oversmooth_does_not_import_lightning():
+    done = _run(
+        "import sys, oversmooth\n"
+        "from oversmooth import *  # noqa: F403\n"
+        "import oversmooth.tracking\n"
+        "print(sorted(m for m in ('lightning', 'pytorch_lightning') if m in sys.modules))\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_without_lightning_the_import_error_says_what_to_install():
+    done = _run(
+        "import sys\n"
+        "for name in ('lightning', 'lightning.pytorch', 'pytorch_lightning'):\n"
+        "    sys.modules[name] = None  # as if not installed\n"
+        "try:\n"
+        "    import oversmooth.lightning\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'pip install "oversmooth[lightning]"' in done.stdout
+
+
+# -- with Lightning -----------------------------------------------------------------------------
+
+# Lightning's own notes (no GPU, few dataloader workers, its pytree use under newer torch)
+QUIET = pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec")
+
+
+@pytest.fixture(scope="module")
+def pl():
+    return pytest.importorskip("lightning.pytorch")
+
+
+@pytest.fixture(scope="module")
+def cora():
+    from oversmooth.data import load
+
+    data = load("cora")
+    data.x = data.x.double()  # float64: the logged values must equal a Probe's to 1e-12
+    return data
+
+
+def _net(pl, data, dropout: float = 0.0, norm: str | None = None):
+    from torch_geometric.nn.models import GCN
+
+    class Net(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gnn = GCN(data.num_features, 8, 3, 7, dropout=dropout, norm=norm)
+
+        def forward(self, x, edge_index):
+            return self.gnn(x, edge_index)
+
+        def training_step(self, batch, index):
+            out = self(batch.x, batch.edge_index)
+            mask = batch.train_mask
+            return torch.nn.functional.cross_entropy(out[mask], batch.y[mask])
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=0.05)
+
+    return Net().double()
+
+
+def _fit(pl, net, data, callbacks, logger=False, epochs: int = 3) -> None:
+    loader = torch.utils.data.DataLoader([data], batch_size=None, collate_fn=lambda b: b)
+    trainer = pl.Trainer(
+        max_epochs=epochs,
+        logger=logger,
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        log_every_n_steps=1,
+        accelerator="cpu",
+    )
+    trainer.fit(net, loader)
+
+
+@pytest.fixture
+def deterministic():
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # the scatter-add backward, on several threads
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+@QUIET
+def test_csv_logger_gets_the_probe_values_of_each_epoch(pl, cora, tmp_path):
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    class Snapshot(pl.Callback):  # the weights each logged row was measured on
+        def __init__(self) -> None:
+            self.states: dict[int, dict] = {}
+
+        def on_fit_start(self, trainer, module) -> None:
+            self.states[trainer.global_step] = copy.deepcopy(module.state_dict())
+
+        def on_train_epoch_end(self, trainer, module) -> None:
+            self.states[trainer.global_step] = copy.deepcopy(module.state_dict())
+
+    torch.manual_seed(0)
+    net = _net(pl, cora)
+    metrics = ("laplacian_energy", "dirichlet_energy", "feature_norm")
+    monitor, snapshot = EnergyMonitor(cora, metrics=metrics), Snapshot()
+    logger = CSVLogger(tmp_path, name="run")
+    _fit(pl, net, cora, [monitor, snapshot], logger)
+
+    table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
+    names = [f"energy/{m}/layer_{k:02d}" for m in metrics for k in range(4)]
+    names += [f"energy/{m}/final" for m in metrics]
+    assert set(names + ["energy/verdict_code", "epoch", "step"]) == set(table.columns)
+    rows = table.dropna(subset=["energy/laplacian_energy/final"])
+    assert rows["step"].tolist() == [0, 1, 2, 3]  # initialisation, then each epoch
+    assert rows["epoch"].tolist() == [0, 0, 1, 2]
+    assert sorted(monitor.frames) == [0, 1, 2, 3]
+    codes = table.dropna(subset=["energy/verdict_code"])
+    assert codes["step"].tolist() == [0, 3]  # the verdict on the initialisation and at the end
+    assert sorted(monitor.verdicts) == [0, 3]
+    assert monitor.verdicts[3].label == "inconclusive"  # 3 layers: too few for a law
+
+    fresh = _net(pl, cora)
+    for step, state in snapshot.states.items():
+        fresh.load_state_dict(state)
+        fresh.eval()
+        with Probe(fresh.gnn, cora, list(metrics)) as probe, torch.no_grad():
+            fresh(cora.x, cora.edge_index)
+        expected = probe.to_frame()
+        row = rows[rows["step"] == step].iloc[0]
+        for m in metrics:
+            for k in range(4):
+                got = row[f"energy/{m}/layer_{k:02d}"]
+                assert got == pytest.approx(expected[m].iloc[k], rel=1e-12, abs=0), (step, m, k)
+            assert row[f"energy/{m}/final"] == row[f"energy/{m}/layer_03"]
+
+
+@QUIET
+def test_weights_are_bit_identical_with_and_without_the_monitor(pl, cora, deterministic):
+    from oversmooth.lightning import EnergyMonitor
+
+    def noisy_forward(module, data):  # a forward that draws randomness: the RNG is forked
+        torch.rand(3)
+        return module(data.x, data.edge_index)
+
+    states = []
+    for callbacks in ([], [EnergyMonitor(cora, forward_fn=noisy_forward)]):
+        torch.manual_seed(0)
+        net = _net(pl, cora, dropout=0.5, norm="batch_norm")  # dropout draws, batch norm counts
+        _fit(pl, net, cora, callbacks)
+        states.append(net.state_dict())
+    with_monitor = callbacks[0]
+    assert sorted(with_monitor.frames) == [0, 1, 2, 3]
+    plain, monitored = states
+    assert plain.keys() == monitored.keys()
+    for name in plain:
+        assert torch.equal(plain[name], monitored[name]), name
+
+
+def test_probe_restores_every_mode_and_finds_the_gnn(pl, cora):
+    from oversmooth.lightning import EnergyMonitor
+
+    net = _net(pl, cora, norm="batch_norm").train()
+    net.gnn.norms[0].eval()  # a frozen norm stays frozen
+    modes = {name: m.training for name, m in net.named_modules()}
+    monitor = EnergyMonitor(cora, every_n_epochs=2)
+    assert monitor.target(net) is net.gnn  # the first child whose layers the probe finds
+    frame = monitor.probe(net)
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    assert {name: m.training for name, m in net.named_modules()} == modes
+    assert torch.is_grad_enabled()
+    assert not net.gnn._forward_hooks and not net.gnn.convs[0]._forward_hooks  # hooks removed
+    assert EnergyMonitor(cora, model="gnn").target(net) is net.gnn
+    assert EnergyMonitor(cora, model=lambda m: m.gnn).target(net) is net.gnn
+
+
+def test_a_resumed_run_does_not_log_its_weights_as_the_initialisation(pl, cora):
+    from types import SimpleNamespace
+
+    from oversmooth.lightning import EnergyMonitor
+
+    net, monitor = _net(pl, cora), EnergyMonitor(cora)
+    for step in (7, 0):  # restored from a checkpoint at step 7; a fresh run
+        trainer = SimpleNamespace(
+            global_step=step, current_epoch=0, is_global_zero=True, loggers=[]
+        )
+        monitor.on_fit_start(trainer, net)
+        monitor.on_train_start(trainer, net)
+    assert sorted(monitor.frames) == [0] and sorted(monitor.verdicts) == [0]
+    assert "initialisation" in monitor.verdicts[0].summary
+
+
+def test_arguments_are_checked(pl, cora):
+    from oversmooth.lightning import EnergyMonitor
+
+    with pytest.raises(TypeError, match="data: expected a torch_geometric Data"):
+        EnergyMonitor(cora.x)
+    with pytest.raises(ValueError, match="every_n_epochs"):
+        EnergyMonitor(cora, every_n_epochs=-1)
+    with pytest.raises(ValueError, match="judge"):
+        EnergyMonitor(cora, metrics=("dirichlet_energy",))
+    with pytest.raises(ValueError, match="pass model="):
+        EnergyMonitor(cora).target(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+@QUIET
+def test_tensorboard_logger_gets_the_scalars_and_the_verdict_text(pl, tmp_path):
+    pytest.importorskip("tensorboard")
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from oversmooth.data import load
+    from oversmooth.lightning import EnergyMonitor
+
+    data = load("ring:n=12")  # a tiny graph: x [12, 1]
+    data.x = torch.randn(12, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data.y = torch.arange(12) % 2
+    data.train_mask = torch.ones(12, dtype=torch.bool)
+
+    torch.manual_seed(0)
+    net = _net(pl, data)
+    monitor = EnergyMonitor(data, every_n_epochs=2, per_layer=False)
+    logger = TensorBoardLogger(tmp_path, name="tb")
+    _fit(pl, net, data, [monitor], logger, epochs=3)
+    events = EventAccumulator(logger.log_dir, size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    final = "energy/laplacian_energy/final"
+    assert {final, "energy/feature_norm/final", "energy/verdict_code"} <= set(tags["scalars"])
+    assert not [t for t in tags["scalars"] if "/layer_" in t]  # per_layer=False
+    # fit start, epoch 2 (the 2nd), and train end (epoch 3 was not probed)
+    assert [e.step for e in events.Scalars(final)] == [0, 2, 3]
+    assert "energy/verdict/text_summary" in tags["tensors"]
+    assert sorted(monitor.verdicts) == [0, 3]
+
+
+def test_falls_back_to_pytorch_lightning():
+    # a stand-in package (importing the real one takes ~10 s on a loaded machine)
+    done = _run(
+        "import sys, types\n"
+        "sys.modules['lightning'] = sys.modules['lightning.pytorch'] = None\n"
+        "stand_in = types.ModuleType('pytorch_lightning')\n"
+        "stand_in.Callback = type('Callback', (), {})\n"
+        "sys.modules['pytorch_lightning'] = stand_in\n"
+        "from oversmooth.lightning import EnergyMonitor\n"
+        "print(issubclass(EnergyMonitor, stand_in.Callback))\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
