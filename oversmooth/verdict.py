@@ -65,7 +65,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from oversmooth.fit import float_floor, geometric_mean
-from oversmooth.lawfit import BOOTSTRAP_DRAWS, K0_MAX_FACTOR, Estimate, Evidence, LawModel
+from oversmooth.lawfit import (
+    BOOTSTRAP_DRAWS,
+    K0_MAX_FACTOR,
+    Estimate,
+    Evidence,
+    LawModel,
+    profile_interval,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -609,6 +616,10 @@ def _decide(
         evidence.update(numbers)
     common["curse_of_depth"] = curse
     b_lo, b_hi = est["beta"].interval(LEVEL)
+    # and whatever k0 is: the union with every non-rejected k0's own interval (lawfit)
+    p_lo, p_hi, _ = profile_interval(full, logs.mean(axis=0), LEVEL)
+    b_lo, b_hi = min(b_lo, p_lo), max(b_hi, p_hi)
+    evidence["beta_interval"] = [b_lo, b_hi]
     exp_sig = b_hi < 0 or b_lo > 0
     exp_same = exp_sig and np.sign(point["beta"]) == sign
     exp_big = abs(point["exp_term"]) / ln10 >= MIN_TERM_DECADES
