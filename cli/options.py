@@ -167,8 +167,9 @@ Seeds = Annotated[
     typer.Option("--seeds", help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed)."),
 ]
 Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]  # commands without a config
+# a string, not a Path: typer turns --out "" into Path("."), the current folder
 Out = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>)."
     ),

@@ -65,7 +65,7 @@ def sweep(
     ) = None,
     dtype: S.dtype = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--out", "-o", help="Sweep folder; rerunning into it skips finished cells."),
     ] = None,
     as_json: O.Json = False,
@@ -116,7 +116,7 @@ def _run(
         "ray_address": ray_address,
         "device": device,
         "dtype": dtype.value if dtype else None,
-        "out": str(out) if out else None,
+        "out": out,
     }
     if spec is not None:
         config = load_spec(spec, **overrides)

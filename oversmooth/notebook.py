@@ -318,7 +318,7 @@ def write_report(
         doc.figure(fig, "sim(X^s, X^t) over all pairs of layers", "similarity.png")
     doc.heading("Per-layer table")
     doc.table(one)
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="notebook") as tmp:
         one.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         write_json(tmp / "fits.json", {"mean_over_seeds": record})
         if found_sim is not None:

@@ -159,7 +159,7 @@ def run_reproduction(
     if config.ablations:
         results["ablations"] = _run_ablations(config, say)
     trained = {}
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="reproduce") as tmp:
         for arch in ("preln", "nonlocal"):
             say(f"training {arch} SAN, depth {config.train_depth}, {config.train_epochs} epochs")
             run_dir = tmp / "training" / arch

@@ -67,7 +67,15 @@ from collections.abc import Callable
 
 from oversmooth import __version__
 from oversmooth.nn.model import ModelConfig, model_default
-from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
+from oversmooth.outputs import (
+    MARKER,
+    atomic_text,
+    check_out,
+    claim_folder,
+    json_text,
+    write_json,
+    write_marker,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -400,17 +408,17 @@ _LOCK_NAME = re.compile(r"^\..+\.lock$")
 def _clean_litter(out: Path) -> None:
     """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
     (``.NAME.lock``) that dead processes left inside the sweep folder."""
-    from oversmooth.outputs import _pid_alive, _read_pid
+    from oversmooth.outputs import _pid_alive, remove_unheld_lock
 
     for folder in (out, out / "cells", out / "runs"):
         if not folder.is_dir():
             continue
         for entry in folder.iterdir():
-            match = _TEMP_NAME.match(entry.name)
-            pid = int(match.group(2)) if match else None
             if _LOCK_NAME.match(entry.name) and entry.is_file():
-                pid = _read_pid(entry)
-            if pid is not None and not _pid_alive(pid):
+                remove_unheld_lock(entry)  # only a lock no live process holds
+                continue
+            match = _TEMP_NAME.match(entry.name)
+            if match and not _pid_alive(int(match.group(2))):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
@@ -668,18 +676,20 @@ def run_sweep(
             computed with other options; nothing is written then.
         FileExistsError: ``out`` is a file, or another live sweep holds it.
     """
-    out = Path(out if out is not None else spec.out)
+    out = check_out(out if out is not None else spec.out, False, reuse="sweep")
     _check_datasets(spec)
     options = spec.options()
     cells = spec.cells()
     keys = {cell_id(c): cell_key(c, options) for c in cells}
-    with claim_folder(out, overwrite=True):
+    with claim_folder(out, False, reuse="sweep"):
         created = not out.exists()
         cells_dir = out / "cells"
         records = _records(cells_dir) if cells_dir.is_dir() else []
         _check_same_options(out, records, options)
         try:
             cells_dir.mkdir(parents=True, exist_ok=True)
+            if not (out / MARKER).is_file():  # new, or begun by a version before the marker
+                write_marker(out, "sweep")
             _clean_litter(out)
             write_json(out / "spec.json", spec.to_dict())
             finished = _finished(records, keys)

@@ -59,10 +59,14 @@ from oversmooth.nn.model import (
     model_from_config,
 )
 from oversmooth.outputs import (
+    MARKER,
     atomic_text,
+    check_ours,
+    check_out_name,
     claim_folder,
     move_into_place,
     write_json,
+    write_marker,
 )
 from oversmooth.probe import Probe
 from oversmooth.runtime import resolve_device
@@ -285,11 +289,13 @@ def _clean_stale_temporaries(folder: Path) -> None:
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    check_out_name(out)
     if resume:
         if not (out / "last.pt").is_file():
             raise FileNotFoundError(
                 f"--resume: {out / 'last.pt'} not found; start a new run without --resume"
             )
+        check_ours(out, kind="train", action="resume in")
     elif out.exists() and not out.is_dir():
         raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
     elif out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -297,6 +303,8 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
             f"--out: {out} already exists; pass --resume to continue it or --overwrite "
             "to start over"
         )
+    elif overwrite:
+        check_ours(out)
 
 
 class _Run:
@@ -420,6 +428,8 @@ class _Run:
         if self.resumed:  # a finished run continued: its summary and curve are stale until it ends
             for name in ("summary.json", "training.png"):
                 (out / name).unlink(missing_ok=True)
+            if not (out / MARKER).is_file():  # begun by a version before the marker
+                write_marker(out, "train")
             self._write_config(out)
             write(out)
             self.folder_ready = True
@@ -428,6 +438,7 @@ class _Run:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
+            write_marker(tmp, "train")
             self._write_config(tmp)
             write(tmp)
             move_into_place(tmp, out)  # replaces out: --overwrite, or an empty folder as --out
@@ -696,6 +707,7 @@ def train(
                     progress,
                     checkpoint_every,
                 )
+
         except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
             _clean_stale_temporaries(out)
             raise

@@ -7,13 +7,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
+from tests.conftest import held_folder
 from oversmooth.sweep import SweepSpec, cell_id, cell_key, load_spec, run_cell, run_sweep
 
 GRID = dict(models=("preln", "postln"), depths=(2, 4), seeds=(0,), hidden=16, heads=2, workers=2)
@@ -258,17 +258,12 @@ def test_dead_worker_costs_only_its_own_cell(tmp_path):
 
 def test_second_sweep_into_a_claimed_folder_exits_2(tmp_path):
     out = tmp_path / "busy"
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        (tmp_path / ".busy.lock").write_text(f"{owner.pid}\n")
+    with held_folder(out) as owner:
         argv = ["sweep", "--datasets", "karate", "--depths", "2", "--out", str(out)]
         result = CliRunner().invoke(app, argv)
         assert result.exit_code == 2 and f"pid {owner.pid}" in result.output
         assert str(out) in result.output
         assert not out.exists()
-    finally:
-        owner.kill()
-        owner.wait()
 
 
 def test_interrupted_before_any_cell_leaves_nothing(tmp_path):

@@ -85,7 +85,7 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
     """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report."""
     import pandas as pd
 
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind=str(result.config.get("command", "analyze"))) as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         if result.similarity is not None:
             layers = result.similarity_layers or list(range(len(result.similarity)))
@@ -105,7 +105,7 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
 
 def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = False) -> Path:
     """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report."""
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="compare") as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
         result.table.to_csv(tmp / "table.csv")
