@@ -42,6 +42,7 @@ early and writes it later through :func:`atomic_folder` holds one lock.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -75,6 +76,7 @@ __all__ = [
     "write_json",
     "write_marker",
     "folder_kind",
+    "file_stem",
     "move_into_place",
     "clean_stale_siblings",
     "remove_unheld_lock",
@@ -208,6 +210,22 @@ def check_out_name(out: str | os.PathLike) -> Path:
             f"expected a folder or a new name; {_TRY}"
         )
     return path
+
+
+_PLAIN_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=,+-]{0,59}$")
+
+
+def file_stem(text: str) -> str:
+    """``text`` (a dataset name, which may be a path such as ``data/plain.pt``) as one safe
+    file-name component: kept when it is already plain, else its characters outside
+    ``[A-Za-z0-9_.=,+-]`` as ``_`` plus a short hash of the whole, so two names never share
+    a file (``a/g.pt`` and ``b/g.pt``)."""
+    text = str(text)
+    if _PLAIN_STEM.match(text) and ".." not in text:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    slug = re.sub(r"[^A-Za-z0-9_.=,+-]+", "_", text).strip("._")[-40:]
+    return f"{slug or 'dataset'}-{digest}"
 
 
 # ----------------------------------------------------------------------------- ours or refused

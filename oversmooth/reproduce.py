@@ -548,7 +548,7 @@ def _write(
     pd: ModuleType,
 ) -> None:
     from oversmooth.fit import geometric_mean
-    from oversmooth.outputs import write_json
+    from oversmooth.outputs import file_stem, write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
     from oversmooth.report.prose import curve_title, verdict_prose
@@ -606,7 +606,7 @@ def _write(
             fig,
             f"Final-layer energy against depth on {dataset}: "
             "ours (mean over seeds) and the paper's",
-            f"tables_2_4_6_{dataset}.png",
+            f"tables_2_4_6_{file_stem(dataset)}.png",
         )
 
     doc.heading(

@@ -14,7 +14,16 @@ from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
 from tests.conftest import held_folder
-from oversmooth.sweep import SweepSpec, cell_id, cell_key, load_spec, run_cell, run_sweep
+from oversmooth.sweep import (
+    SweepSpec,
+    _write_cell,
+    cell_id,
+    cell_key,
+    load_spec,
+    merge,
+    run_cell,
+    run_sweep,
+)
 
 GRID = dict(models=("preln", "postln"), depths=(2, 4), seeds=(0,), hidden=16, heads=2, workers=2)
 TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), hidden=16, heads=2, workers=1)
@@ -340,3 +349,31 @@ def test_nan_results_are_written_as_strict_json_and_read_back_as_nan(tmp_path):
     again = run_sweep(spec, out)  # resume reads the cell back: nothing recomputed
     assert again.ran == 0 and again.skipped == 1
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
+
+
+def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
+    # a dataset path with a folder in it used to crash the merge: its "/" went into a figure name
+    import torch
+
+    (tmp_path / "data").mkdir()
+    ring = torch.tensor([[i, (i + 1) % 6] for i in range(6)]).T
+    graph = {"x": torch.eye(6)[:, :4], "edge_index": torch.cat([ring, ring.flip(0)], 1)}
+    torch.save(graph, tmp_path / "data" / "plain.pt")
+    monkeypatch.chdir(tmp_path)
+    absolute = str(tmp_path / "data" / "plain.pt")
+    spec = SweepSpec(**{**TINY, "datasets": ("data/plain.pt", absolute)})
+    # the cells in this process (a worker pool costs seconds), then the sweep's own merge
+    (tmp_path / "s" / "cells").mkdir(parents=True)
+    for cell in spec.cells():
+        record = run_cell(cell, spec.options(), str(tmp_path / "s"))
+        assert record["status"] == "ok", record.get("error")
+        _write_cell(tmp_path / "s" / "cells", record)
+    merge(tmp_path / "s", spec)
+    report = tmp_path / "s" / "report-san-init"
+    figures = sorted(p.name for p in report.glob("*.png"))
+    assert len([f for f in figures if f.startswith("energy_")]) == 2, figures
+    assert not [p for p in report.rglob("*") if p.is_dir()]  # no folder made from a "/"
+    fits = json.loads((report / "fits.json").read_text())
+    assert sorted(fits) == sorted(f"{d}/preln" for d in spec.datasets)
+    text = (report / "report.md").read_text()
+    assert "data/plain.pt" in text and absolute in text

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
+from oversmooth.outputs import atomic_folder, check_out, file_stem, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import Document, format_cell
@@ -528,7 +528,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc.heading("Verdicts at the deepest depth")
     trained = config.get("sweep_mode") == "trained"
     for key, record in fits.items():
-        dataset, _, model = key.partition("/")
+        dataset, _, model = key.rpartition("/")  # a dataset may be a path; a model never is
         found = verdict_record(record) or {}
         title = curve_title(model, config["conv"], record.get("depth", deepest), dataset, trained)
         doc.verdict(
@@ -544,7 +544,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         doc.figure(
             fig,
             f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
-            f"final_energy_{dataset}.png",
+            f"final_energy_{file_stem(dataset)}.png",
         )
         part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
         curves, references = [], []
@@ -582,7 +582,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
                 if references
                 else ""
             ),
-            f"energy_{dataset}.png",
+            f"energy_{file_stem(dataset)}.png",
         )
         rows = []
         for model in config["models"]:
