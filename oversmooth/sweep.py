@@ -202,11 +202,20 @@ def _check_device(device: str) -> None:
             )
 
 
+def _toml() -> Any:
+    """The TOML reader: ``tomllib`` (Python 3.11+) or its backport ``tomli`` (Python 3.10, a
+    dependency there), which has the same ``loads`` and ``TOMLDecodeError``."""
+    try:
+        import tomllib
+    except ImportError:
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib
+
+
 def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
     """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError``
     naming them."""
-    import tomllib
-
+    tomllib = _toml()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")

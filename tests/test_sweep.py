@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -377,3 +378,38 @@ def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
     assert sorted(fits) == sorted(f"{d}/preln" for d in spec.datasets)
     text = (report / "report.md").read_text()
     assert "data/plain.pt" in text and absolute in text
+
+
+def test_spec_is_read_without_tomllib_through_tomli(tmp_path, monkeypatch):
+    # Python 3.10 has no tomllib; requires-python says >=3.10, so the tomli backport is used
+    import tomllib
+    import types
+
+    calls = []
+    backport = types.ModuleType("tomli")
+    backport.loads = lambda text: calls.append(text) or tomllib.loads(text)
+    backport.TOMLDecodeError = tomllib.TOMLDecodeError
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` now fails, as on 3.10
+    monkeypatch.setitem(sys.modules, "tomli", backport)
+    path = tmp_path / "spec.toml"
+    path.write_text('[grid]\ndepths = [2, 3]\ndatasets = ["karate"]\n')
+    assert load_spec(path).depths == (2, 3) and len(calls) == 1
+    path.write_text("[grid\n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        load_spec(path)
+
+
+def test_no_bare_tomllib_import_in_the_package():
+    from pathlib import Path
+
+    import oversmooth
+
+    root = Path(oversmooth.__file__).parent
+    bare = []
+    for path in [*root.rglob("*.py"), *(root.parent / "cli").rglob("*.py")]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().split(" ")[:2] in (["import", "tomllib"], ["from", "tomllib"]):
+                if lines[i - 1].strip() != "try:":  # only inside the tomli fallback
+                    bare.append(f"{path.name}:{i + 1}")
+    assert bare == [], bare
