@@ -63,7 +63,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from oversmooth import __version__
 from oversmooth.nn.model import ModelConfig, model_default
@@ -320,6 +321,8 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
                 run_dir,
                 overwrite=True,
             )
+            if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
+                raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")
             record["training"] = {"best_epoch": result.best_epoch, **result.best}
             config = AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), **common)
         else:
@@ -494,6 +497,22 @@ def _worker_main(conn: Any, parent_pid: int) -> None:
         conn.send(fn(cell, options, out))
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread for the block: a process started inside inherits the mask,
+    so a Ctrl-C sent to the whole process group during its start-up (its imports, before it
+    can ignore SIGINT) neither kills it nor prints its traceback.  A Ctrl-C that arrives here
+    meanwhile stays pending and is raised as soon as the block ends; it is never lost."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _exit_reason(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -547,7 +566,8 @@ def _run_local(
             daemon=True,
             name="oversmooth-sweep-worker",
         )
-        proc.start()
+        with _sigint_blocked():  # the worker starts with Ctrl-C blocked: no traceback from it
+            proc.start()
         child_conn.close()
         return {"proc": proc, "conn": parent_conn, "cell": None}
 

@@ -268,7 +268,13 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
             requested["sigint"] = True
         requested.setdefault("signal", signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    # a signal the process was told to ignore stays ignored (a sweep's worker: Ctrl-C is its
+    # parent's to handle; otherwise a trained cell would stop early and be recorded as done)
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -697,7 +703,7 @@ def train(
         requested: dict = {}
         try:
             with _deterministic(config.deterministic, device), _stop_on_signals(requested):
-                return _loop(
+                result = _loop(
                     run,
                     x,
                     (edge_index, edge_weight),
@@ -707,7 +713,12 @@ def train(
                     progress,
                     checkpoint_every,
                 )
-
+            if requested.get("signal") and result.stopped not in STOP_SIGNALS.values():
+                # it came after the last epoch (while the report was written): still obeyed
+                if requested["signal"] == signal.SIGINT:
+                    raise KeyboardInterrupt
+                result = replace(result, stopped=STOP_SIGNALS[requested["signal"]])
+            return result
         except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
             _clean_stale_temporaries(out)
             raise
