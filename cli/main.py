@@ -12,7 +12,6 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-import oversmooth
 from oversmooth import __version__
 from oversmooth.cli import _common, commands
 
@@ -140,8 +139,10 @@ def main() -> None:
     """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
-        if signal.getsignal(signal.SIGINT) is oversmooth._interrupted_at_start_up:
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # cleanups may run now
+        # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
+        # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
+        # then ran to the end and exited 0 after `kill -INT`
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         group = _new_app()
         if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
             commands.register(group)

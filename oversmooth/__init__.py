@@ -21,8 +21,7 @@ def _interrupted_at_start_up(signum: int, frame: object) -> None:
 if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "oversmooth.exe"):
     import signal as _signal
 
-    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-        _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
+    _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
     from oversmooth.graph import GraphOperator, as_graph

@@ -17,15 +17,21 @@ CLI = [os.path.join(os.path.dirname(sys.executable), "oversmooth")]  # the insta
 SWEEP = ["sweep", "--models", "preln,postln,nonlocal", "--depths", "16,24", "--seeds", "0,1"]
 
 
-def interrupt(args: list[str], after: float, *, ready: str | None = None):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupt(args: list[str], after: float, *, ready: str | None = None, ignored: bool = False):
     """Run the CLI with ``args``, SIGINT its process group ``after`` seconds after start (or
-    after a file ``ready`` appears); returns (exit code, stderr lines, seconds to exit)."""
+    after a file ``ready`` appears); returns (exit code, stderr lines, seconds to exit).
+    ``ignored``: start it with SIGINT ignored, as a shell starts `oversmooth ... &`."""
     proc = subprocess.Popen(
         [*CLI, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_ignore_sigint if ignored else None,
     )
     start = time.perf_counter()
     while ready is not None and not os.path.exists(ready) and time.perf_counter() - start < 60:
@@ -50,11 +56,16 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, after):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_during_a_sweep_stops_it_with_130(tmp_path):
+@pytest.mark.parametrize("ignored", [False, True])
+def test_ctrl_c_during_a_sweep_stops_it_with_130(tmp_path, ignored):
+    # ignored: started with SIGINT ignored, the sweep used to run all 12 cells and exit 0
     out = tmp_path / "s"
     # sent when the sweep has claimed its folder: its workers are starting or computing
     code, lines, seconds = interrupt(
-        [*SWEEP, "--workers", "2", "--out", str(out)], 1.0, ready=str(tmp_path / ".s.lock")
+        [*SWEEP, "--workers", "2", "--out", str(out)],
+        1.0,
+        ready=str(tmp_path / ".s.lock"),
+        ignored=ignored,
     )
     assert (code, lines) == (130, ["interrupted"]), lines
     assert seconds < 15
