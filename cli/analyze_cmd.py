@@ -107,13 +107,19 @@ def _analyze(
     extra = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else ()
     fields = O.given(
         **model_fields,
-        prune=parse_ints("--prune-layers", layers, minimum=1) if layers else None,
+        prune=parse_ints("--prune-layers", layers, minimum=1) if layers is not None else None,
         metrics=tuple(dict.fromkeys(O.default_of(AnalysisConfig, "metrics") + extra))
         if extra
         else None,
         data_root=str(data_root) if data_root else None,
     )
-    chosen = parse_ints("--seeds", seeds) if seeds else (seed,) if seed is not None else None
+    chosen = (
+        parse_ints("--seeds", seeds)
+        if seeds is not None  # --seeds "" is refused, not read as "not given"
+        else (seed,)
+        if seed is not None
+        else None
+    )
     analyze_and_report(
         fields,
         seeds=chosen,

@@ -104,12 +104,12 @@ def _run(
     from oversmooth.sweep import load_spec, run_sweep
 
     overrides = {
-        "models": parse_names("--models", models) if models else None,
-        "convs": parse_names("--convs", convs) if convs else None,
-        "depths": parse_ints("--depths", depths, minimum=1) if depths else None,
-        "datasets": parse_names("--datasets", datasets) if datasets else None,
-        "seeds": parse_ints("--seeds", seeds) if seeds else None,
-        "modes": parse_names("--modes", modes) if modes else None,
+        "models": parse_names("--models", models) if models is not None else None,
+        "convs": parse_names("--convs", convs) if convs is not None else None,
+        "depths": parse_ints("--depths", depths, minimum=1) if depths is not None else None,
+        "datasets": parse_names("--datasets", datasets) if datasets is not None else None,
+        "seeds": parse_ints("--seeds", seeds) if seeds is not None else None,
+        "modes": parse_names("--modes", modes) if modes is not None else None,
         "epochs": epochs,
         "backend": backend,
         "workers": workers,

@@ -198,6 +198,11 @@ def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     seeds = tuple(seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"seeds: expected one or more integers >= 0, received {list(seeds)}")
+    repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
+    if repeated:
+        raise ValueError(
+            f"seeds: {repeated[0]} appears twice in {list(seeds)}; list each seed once"
+        )
     return seeds
 
 

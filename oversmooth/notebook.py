@@ -255,6 +255,15 @@ def write_report(
             "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
             "default metrics or add 'laplacian_energy' to metrics="
         )
+    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
+    for column in energy_columns:  # energies are sums of squares: a negative one is a wrong input
+        values = pd.to_numeric(one[column], errors="coerce")
+        if bool((values < 0).any()):
+            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
+            raise ValueError(
+                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
+                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
+            )
     found_sim = _similarity_of(frame, similarity)
     record = fits_record(_describe(one, "laplacian_energy", hidden, dtype, title))
     doc = Document(f"oversmooth report: {title}")

@@ -228,6 +228,11 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    if not raw:  # an empty file used to run the default grid
+        raise ValueError(
+            f"{path}: the spec is empty; expected a [grid] table (models, depths, datasets, "
+            "...) and optionally [options]; see `oversmooth sweep --help`"
+        )
     unknown = set(raw) - {"grid", "options"}
     if unknown:
         raise ValueError(

@@ -636,7 +636,7 @@ def train(
     """
     from oversmooth.data import load, split_masks
 
-    out = Path(out)
+    out = check_out_name(out)  # before Path(): Path("") is "."
     if resume and overwrite:
         raise ValueError(
             "--resume and --overwrite: pass one (--resume continues the run, "
@@ -795,12 +795,14 @@ def _loop(
             "stopped": stopped,
             "seconds_this_run": seconds,
         }
-        write_json(out / "summary.json", summary)
         from oversmooth.report.writers import write_training_report
 
+        # the report first, summary.json (which says "finished") last: a run that fails in
+        # between (a full disk) is not marked finished
         write_training_report(
             out, run.history, run.best_epoch, summary, dynamics=run.dynamics or None
         )
+        write_json(out / "summary.json", summary)
     return result
 
 

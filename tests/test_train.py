@@ -472,3 +472,19 @@ def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="is a batch of graphs"):
         train(config, tmp_path / "run")
+
+
+def test_a_run_whose_report_fails_is_not_marked_finished(tmp_path, monkeypatch):
+    # a full disk while the report was written left summary.json saying "finished"
+    import errno
+
+    import oversmooth.report.writers as writers
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writers, "write_training_report", full)
+    with pytest.raises(OSError, match="No space left"):
+        T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+    assert (tmp_path / "run" / "last.pt").is_file()  # resumable
+    assert not (tmp_path / "run" / "summary.json").exists()
