@@ -174,7 +174,13 @@ Out = Annotated[
         "--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>)."
     ),
 ]
-Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace --out if it exists: only a folder oversmooth wrote, or an empty one.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")]
 Quiet = Annotated[
     bool,

@@ -413,6 +413,18 @@ def csbm_batch(
     vector, as PyG's ``Batch`` stores a mini-batch: every metric is then computed per graph and
     averaged, and graph-mode LayerNorm and global attention stay within each graph."""
     graphs = _check_int("graphs", graphs, 1)
+    n = _check_int("n", n, 2)
+    degree = _check_float("degree", degree, 0.0, float(n - 1))
+    features = _check_int("features", features, 1)
+    # the whole batch, before the first graph is drawn (each csbm() checks only its own size);
+    # the parts and their concatenation are alive together: twice the batch
+    edges = 2 * int(round(n * degree / 2))
+    _check_size(
+        f"csbm-batch:graphs={graphs},n={n},degree={degree:g},features={features}",
+        2 * graphs * n,
+        2 * graphs * edges,
+        features,
+    )
     parts = [
         csbm(n, classes, degree, homophily, signal, features, seed * 100_003 + g)
         for g in range(graphs)

@@ -126,6 +126,13 @@ class SweepSpec:
             repeated = [v for i, v in enumerate(values) if v in values[:i]]
             if repeated:
                 raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
+        from oversmooth.analysis import MAX_DEPTH
+
+        too_deep = [d for d in self.depths if isinstance(d, int) and d > MAX_DEPTH]
+        if too_deep:  # refused up front, as analyze does, not by each cell after the start-up
+            raise ValueError(
+                f"depths: expected integers in [1, {MAX_DEPTH}], received {too_deep[0]}"
+            )
         for key in ("depths", "seeds"):
             values = getattr(self, key)
             if not values or any(

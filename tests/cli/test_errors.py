@@ -96,6 +96,8 @@ def files(tmp_path_factory):
         (["analyze", "--dataset", "", "-q"], "dataset: empty name"),
         (["sweep", "{root}/empty.toml", "-q"], "the spec is empty"),
         (["sweep", "--datasets", "karate", "--seeds", "", "-q"], "--seeds: expected at least"),
+        (["datasets", "--stats", "csbm-batch:graphs=100000000,n=200"], "would need about"),
+        (["sweep", "--datasets", "karate", "--depths", "1000000000", "-q"], "[1, 65536]"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(files, tmp_path, args, contains):
