@@ -29,8 +29,7 @@ Run = O.ConfigOptions(AnalysisConfig)  # options a checkpoint does not fix
 Seed = O.option(
     int,
     "--seed",
-    help="One initialisation seed instead of the default seeds (ignored when --seeds is "
-    "given).",
+    help="One initialisation seed instead of the default seeds (ignored when --seeds is given).",
     has_default=False,
 )
 Metrics = Annotated[str | None, typer.Option("--metrics", help=O.METRICS_HELP)]
@@ -107,13 +106,19 @@ def _analyze(
     extra = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else ()
     fields = O.given(
         **model_fields,
-        prune=parse_ints("--prune-layers", layers, minimum=1) if layers else None,
+        prune=parse_ints("--prune-layers", layers, minimum=1) if layers is not None else None,
         metrics=tuple(dict.fromkeys(O.default_of(AnalysisConfig, "metrics") + extra))
         if extra
         else None,
         data_root=str(data_root) if data_root else None,
     )
-    chosen = parse_ints("--seeds", seeds) if seeds else (seed,) if seed is not None else None
+    chosen = (
+        parse_ints("--seeds", seeds)
+        if seeds is not None  # --seeds "" is refused, not read as "not given"
+        else (seed,)
+        if seed is not None
+        else None
+    )
     analyze_and_report(
         fields,
         seeds=chosen,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,8 +26,8 @@ def bench(
             "--quick", help="Tiny sizes and few repeats: a smoke test of every measurement."
         ),
     ] = False,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (see --overwrite).")] = (
-        Path("reports/benchmarks")
+    out: Annotated[str, typer.Option("--out", "-o", help="Output folder (see --overwrite).")] = (
+        "reports/benchmarks"
     ),
     overwrite: O.Overwrite = False,
     device: O.option(str, "--device", help=O.DEVICE_HELP, default=_default("device")) = None,
@@ -44,7 +43,7 @@ def bench(
     handle_errors(_run)(quick, out, overwrite, device, as_json, quiet)
 
 
-def _run(quick: bool, out: Path, overwrite: bool, device: str, as_json: bool, quiet: bool) -> None:
+def _run(quick: bool, out: str, overwrite: bool, device: str, as_json: bool, quiet: bool) -> None:
     from oversmooth.bench import run_bench
     from oversmooth.outputs import claim_folder
 

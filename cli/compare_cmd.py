@@ -72,11 +72,11 @@ def _run(
 
     config = ComparisonConfig(
         **O.given(
-            models=parse_names("--models", models) if models else None,
-            depths=parse_ints("--depths", depths, minimum=1) if depths else None,
+            models=parse_names("--models", models) if models is not None else None,
+            depths=parse_ints("--depths", depths, minimum=1) if depths is not None else None,
             conv=conv,
-            datasets=parse_names("--datasets", datasets) if datasets else None,
-            seeds=parse_ints("--seeds", seeds) if seeds else None,
+            datasets=parse_names("--datasets", datasets) if datasets is not None else None,
+            seeds=parse_ints("--seeds", seeds) if seeds is not None else None,
             hidden=hidden,
             heads=heads,
             device=device,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import os
+import signal
 import sys
 import warnings
 
@@ -38,7 +39,10 @@ class OneLineErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except typer.Abort:
+        except typer.Abort as exc:
+            # click turns a Ctrl-C outside a command body (while parsing) into Abort
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                interrupted()
             typer.echo("aborted", err=True)
             sys.exit(1)
         except Exception as exc:  # noqa: BLE001 - click's usage errors, by interface
@@ -52,6 +56,14 @@ class OneLineErrors(TyperGroup):
             typer.echo(f"error: {exc.format_message()}{hint}", err=True)
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def interrupted() -> NoReturn:
+    """Ctrl-C, whenever it comes: one line on stderr and exit code 130 (128 + SIGINT); a
+    second Ctrl-C while this runs is ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    typer.echo("interrupted", err=True)
+    sys.exit(130)
 
 
 def _note(message, category, filename, lineno, file=None, line=None) -> None:
@@ -126,12 +138,19 @@ def __getattr__(name: str) -> typer.Typer:
 def main() -> None:
     """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
-    group = _new_app()
-    if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
-        commands.register(group)
-    else:
-        commands.register(group, only=_command_named(sys.argv[1:]) or "")
-    group()
+    try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
+        # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
+        # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
+        # then ran to the end and exited 0 after `kill -INT`
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        group = _new_app()
+        if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
+            commands.register(group)
+        else:
+            commands.register(group, only=_command_named(sys.argv[1:]) or "")
+        group()
+    except KeyboardInterrupt:
+        interrupted()
 
 
 if __name__ == "__main__":

@@ -171,13 +171,20 @@ Seeds = Annotated[
     ),
 ]
 Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]  # commands without a config
+# a string, not a Path: typer turns --out "" into Path("."), the current folder
 Out = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>)."
     ),
 ]
-Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace --out if it exists: only a folder oversmooth wrote, or an empty one.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")]
 Quiet = Annotated[
     bool,

@@ -74,6 +74,26 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
         raise ValueError(f"{path}: {what}; {_RERUN}")
 
 
+def _check_fits(path: Path, command: str) -> None:
+    """fits.json must hold objects where the renderer reads objects: one per curve for compare,
+    ``mean_over_seeds`` (and each ``per_seed`` entry) for analyze/prune; a NaN or a number in
+    their place is a corrupt file, not a crash inside the renderer."""
+    fits = _read_json(path)
+    if not isinstance(fits, dict):
+        raise ValueError(f"{path}: expected a JSON object; {_RERUN}")
+    if command == "compare":
+        records = dict(fits)
+    else:
+        per_seed = fits.get("per_seed", {})
+        if not isinstance(per_seed, dict):
+            raise ValueError(f"{path}: per_seed must be an object, received {per_seed!r}; {_RERUN}")
+        records = {"mean_over_seeds": fits.get("mean_over_seeds", {})}
+        records.update({f"per_seed.{k}": v for k, v in per_seed.items()})
+    for key, record in records.items():
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}: {key} must be an object, received {record!r}; {_RERUN}")
+
+
 def check_report_folder(folder: Path) -> None:
     """Fail with one line naming the file when a data file the renderer needs is missing or
     corrupt, instead of a raw parse error from inside the renderer."""
@@ -95,8 +115,7 @@ def check_report_folder(folder: Path) -> None:
         raise ValueError(f"{config_path}: missing {', '.join(missing)}; {_RERUN}")
     for name, columns in _NEEDS[command].items():
         if name.endswith(".json"):
-            if not isinstance(_read_json(folder / name), dict):
-                raise ValueError(f"{folder / name}: expected a JSON object; {_RERUN}")
+            _check_fits(folder / name, command)
         else:
             _check_csv(folder / name, columns, required=True)
     if command != "compare":

@@ -26,7 +26,7 @@ def reproduce(
             ),
         ),
     ] = True,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path(
+    out: Annotated[str, typer.Option("--out", "-o", help="Report folder.")] = (
         "reports/paper-reproduction"
     ),
     data_root: O.DataRoot = None,

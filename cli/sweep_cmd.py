@@ -65,7 +65,7 @@ def sweep(
     ) = None,
     dtype: S.dtype = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--out", "-o", help="Sweep folder; rerunning into it skips finished cells."),
     ] = None,
     as_json: O.Json = False,
@@ -104,19 +104,19 @@ def _run(
     from oversmooth.sweep import load_spec, run_sweep
 
     overrides = {
-        "models": parse_names("--models", models) if models else None,
-        "convs": parse_names("--convs", convs) if convs else None,
-        "depths": parse_ints("--depths", depths, minimum=1) if depths else None,
-        "datasets": parse_names("--datasets", datasets) if datasets else None,
-        "seeds": parse_ints("--seeds", seeds) if seeds else None,
-        "modes": parse_names("--modes", modes) if modes else None,
+        "models": parse_names("--models", models) if models is not None else None,
+        "convs": parse_names("--convs", convs) if convs is not None else None,
+        "depths": parse_ints("--depths", depths, minimum=1) if depths is not None else None,
+        "datasets": parse_names("--datasets", datasets) if datasets is not None else None,
+        "seeds": parse_ints("--seeds", seeds) if seeds is not None else None,
+        "modes": parse_names("--modes", modes) if modes is not None else None,
         "epochs": epochs,
         "backend": backend,
         "workers": workers,
         "ray_address": ray_address,
         "device": device,
         "dtype": dtype.value if dtype else None,
-        "out": str(out) if out else None,
+        "out": out,
     }
     if spec is not None:
         config = load_spec(spec, **overrides)

@@ -3,9 +3,25 @@
 Importing the package does no I/O and does not import matplotlib's pyplot.
 """
 
+import os as _os
+import sys as _sys
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+
+def _interrupted_at_start_up(signum: int, frame: object) -> None:
+    _os.write(2, b"interrupted\n")
+    _os._exit(130)
+
+
+# Run as the `oversmooth` command, a Ctrl-C while this package and the CLI are still being
+# imported (before the command's own handling starts, in oversmooth.cli.main.main) is one line
+# and exit 130, not a traceback: nothing has been written yet, so there is nothing to clean up.
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "oversmooth.exe"):
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
     from oversmooth.graph import GraphOperator, as_graph

@@ -202,6 +202,11 @@ def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     seeds = tuple(seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"seeds: expected one or more integers >= 0, received {list(seeds)}")
+    repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
+    if repeated:
+        raise ValueError(
+            f"seeds: {repeated[0]} appears twice in {list(seeds)}; list each seed once"
+        )
     return seeds
 
 
@@ -574,6 +579,23 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     device = resolve_device(config.device)
     floor_method = resolve_floor_method(config.floor, config.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
+    if device.type == "cpu":  # the whole run's peak, before the operator and the forward
+        from oversmooth.resources import analysis_bytes, check_allocation
+
+        need = analysis_bytes(
+            data.num_nodes,
+            data.edge_index.size(1),
+            data.num_features,
+            config.heads,
+            resolve_dtype(config.dtype).itemsize,
+        )
+        check_allocation(
+            f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} "
+            "edges)",
+            need,
+            device,
+            hint="use a smaller graph, fewer --heads or --dtype float32",
+        )
     data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
     graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None

@@ -1172,7 +1172,7 @@ def run_bench(
     results["gpu"] = torch.cuda.is_available()
     results["targets"] = targets(results)
     results["seconds"] = time.perf_counter() - started
-    with atomic_folder(Path(out), overwrite=overwrite) as tmp:
+    with atomic_folder(Path(out), overwrite=overwrite, kind="bench") as tmp:
         po = results["probe_overhead"]
         pd.DataFrame(
             {

@@ -413,6 +413,18 @@ def csbm_batch(
     vector, as PyG's ``Batch`` stores a mini-batch: every metric is then computed per graph and
     averaged, and graph-mode LayerNorm and global attention stay within each graph."""
     graphs = _check_int("graphs", graphs, 1)
+    n = _check_int("n", n, 2)
+    degree = _check_float("degree", degree, 0.0, float(n - 1))
+    features = _check_int("features", features, 1)
+    # the whole batch, before the first graph is drawn (each csbm() checks only its own size);
+    # the parts and their concatenation are alive together: twice the batch
+    edges = 2 * int(round(n * degree / 2))
+    _check_size(
+        f"csbm-batch:graphs={graphs},n={n},degree={degree:g},features={features}",
+        2 * graphs * n,
+        2 * graphs * edges,
+        features,
+    )
     parts = [
         csbm(n, classes, degree, homophily, signal, features, seed * 100_003 + g)
         for g in range(graphs)
@@ -677,10 +689,21 @@ def _validate_user_graph(
             f"{path}: edge index out of range: node ids must lie in [0, {n - 1}] for {n} nodes, "
             f"received [{int(edge_index.min())}, {int(edge_index.max())}]"
         )
+    if n == 0:
+        raise ValueError(f"{path}: the graph has 0 nodes; expected at least one node")
     if x is not None and x.size(0) != n:
         raise ValueError(f"{path}: features have {x.size(0)} rows, expected one per node ({n})")
     if y is not None and y.size(0) != n:
         raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
+    if y is not None and (y.dtype.is_floating_point or y.dtype.is_complex or y.dim() != 1):
+        raise ValueError(
+            f"{path}: labels y have dtype {y.dtype} and shape {list(y.shape)}; expected one "
+            "integer class id per node (0, 1, ...): save y.long()"
+        )
+    if y is not None and y.numel() and int(y.min()) < 0:
+        raise ValueError(
+            f"{path}: labels y hold {int(y.min())}; expected class ids >= 0 (0, 1, ...)"
+        )
 
 
 def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: bool) -> GraphData:
@@ -790,6 +813,11 @@ def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
     """An existing ``.pt``/``.csv`` path, or a known dataset key with its parsed parameters;
     every name, parameter and path error of :func:`load` is raised here."""
     text = os.fspath(name_or_path)
+    if not str(text).strip():  # Path("") is ".", the current folder
+        raise ValueError(
+            f"dataset: empty name {text!r}; expected a dataset name "
+            f"({', '.join(DATASETS)}) or a .pt/.csv path"
+        )
     if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
         path = Path(text)
         if path.is_dir():

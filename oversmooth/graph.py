@@ -28,6 +28,8 @@ every metric computed on it is computed *per graph* (segment sums over
 
 from __future__ import annotations
 
+import math
+
 import threading
 import warnings
 from collections.abc import Iterator
@@ -100,6 +102,13 @@ def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
         raise ValueError(
             f"edge_weight: expected non-negative weights, received a minimum of "
             f"{float(edge_weight.min()):g}"
+        )
+    if num_edges and not math.isfinite(float(edge_weight.to(torch.float64).sum())):
+        # a degree (a sum of weights) would overflow to inf, and P = D^-1 W to 0 ("no edges")
+        raise ValueError(
+            f"edge_weight: the weights (largest {float(edge_weight.max()):g}) sum past the "
+            "float64 range, so degrees would be infinite; expected weights whose sum is finite: "
+            "rescale them (P = D^-1 W depends only on their ratios)"
         )
 
 

@@ -295,6 +295,15 @@ def write_report(
             "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
             "default metrics or add 'laplacian_energy' to metrics="
         )
+    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
+    for column in energy_columns:  # energies are sums of squares: a negative one is a wrong input
+        values = pd.to_numeric(one[column], errors="coerce")
+        if bool((values < 0).any()):
+            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
+            raise ValueError(
+                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
+                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
+            )
     found_sim = _similarity_of(frame, similarity)
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
@@ -351,7 +360,7 @@ def write_report(
         doc.figure(fig, "sim(X^s, X^t) over all pairs of layers", "similarity.png")
     doc.heading("Per-layer table")
     doc.table(one)
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="notebook") as tmp:
         one.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         write_json(tmp / "fits.json", {"mean_over_seeds": record})
         write_json(tmp / "config.json", _config_record(attrs, title, step, graph, dtype))

@@ -1,17 +1,24 @@
-"""Output folders that are claimed exclusively and written atomically.
+"""Output folders that are ours, claimed exclusively and written atomically.
 
 Every command that writes a folder goes through this module:
 
+- :func:`check_out_name` refuses, before anything else, an ``--out`` that is empty, the
+  current folder or one of its parents, a dangling symbolic link, or a name the file
+  system cannot hold (a component too long for it and its hidden siblings, a path too
+  long, not UTF-8, control characters).
 - :func:`check_out` fails early (before any work) when the folder exists
-  without ``overwrite``, is a file, or its parent cannot be written.  It
-  creates nothing: missing parents are made by :func:`claim_folder` and
-  removed again when the run ends without writing into them.
+  without ``overwrite``, is a file, or its parent cannot be written, and refuses to
+  replace a folder that oversmooth did not write (see *ours* below).  It creates
+  nothing: missing parents are made by :func:`claim_folder` and removed again when the
+  run ends without writing into them.
 - :func:`claim_folder` holds an exclusive claim on the folder for the whole
-  run: a lock file ``.NAME.lock`` beside it, created with ``O_CREAT | O_EXCL``
-  (one atomic step in the file system), holding the owner's PID.  A second run
-  that wants the same folder fails at once with a line naming the folder and
-  the owner.  A lock left by a process that no longer exists (killed with
-  SIGKILL) is taken over.
+  run: an OS-level lock (``flock``) on a file ``.NAME.lock`` beside it, which
+  also holds the owner's PID for the message of a second run.  The kernel
+  releases the lock when its owner exits, however it dies, so there is no
+  "stale lock" to guess at: a lock file nobody holds is simply taken.  The
+  holder removes the file on release; an acquirer that finds the path no
+  longer names the file it locked tries again, so at most one process holds a
+  folder whatever the timing.
 - :func:`write_json` is the one JSON writer: strict JSON (``NaN``/``Infinity`` become
   ``null``), written atomically.
 - :func:`atomic_folder` writes into a hidden temporary sibling
@@ -20,6 +27,14 @@ Every command that writes a folder goes through this module:
   temporary sibling behind.  Temporary siblings of dead processes are removed
   the next time anything writes beside them.
 
+*Ours*: every folder oversmooth writes holds a marker file ``.oversmooth.json``
+(:data:`MARKER`: kind, version, the command line, the time).  ``overwrite``
+replaces only a folder with that marker, or an empty one; a folder written by an
+earlier version (no marker) counts as ours when its ``config.json`` /
+``spec.json`` / ``results.json`` says which command wrote it and every other
+entry is a file or folder kind oversmooth writes (:func:`folder_kind`).  Anything
+else is refused, naming what is in it.
+
 Claims are re-entrant within one process: a command that claims its folder
 early and writes it later through :func:`atomic_folder` holds one lock.
 """
@@ -27,12 +42,16 @@ early and writes it later through :func:`atomic_folder` holds one lock.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
 import re
+import shlex
 import shutil
+import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,25 +59,38 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
+    "MARKER",
     "check_out",
+    "check_out_name",
     "claim_folder",
     "atomic_folder",
     "atomic_file",
     "atomic_text",
     "json_text",
     "write_json",
+    "write_marker",
+    "folder_kind",
+    "file_stem",
     "move_into_place",
     "clean_stale_siblings",
+    "remove_unheld_lock",
     "FolderBusyError",
 ]
+
+MARKER = ".oversmooth.json"
 
 
 class FolderBusyError(FileExistsError):
     """Another live process holds the claim on an output folder."""
 
 
-_HELD: dict[Path, int] = {}  # absolute folder -> re-entrance count, for this process
+_HELD: dict[Path, list[int]] = {}  # absolute folder -> [re-entrance count, lock fd]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -103,16 +135,230 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     return removed
 
 
-def check_out(out: str | os.PathLike, overwrite: bool) -> Path:
-    """Fail early (before any work) when ``out`` exists without ``overwrite``, is not a
-    folder, or cannot be written; returns ``out`` as a :class:`Path`."""
-    out = Path(out)
+# ----------------------------------------------------------------------------- the --out name
+
+_SIBLING_ROOM = 24  # ".NAME.tmp-PID" / ".NAME.lock" / ".NAME.old-PID" must fit too
+_TRY = "choose another --out, e.g. reports/run-1"
+
+
+def _name_max(path: Path) -> int:
+    ancestor = Path(os.path.abspath(path)).parent
+    while not os.path.isdir(ancestor) and ancestor != ancestor.parent:  # isdir: no OSError
+        ancestor = ancestor.parent
+    try:
+        return int(os.pathconf(ancestor, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def check_out_name(out: str | os.PathLike) -> Path:
+    """Refuse an ``--out`` no run should write to, before anything else; returns it as a Path.
+
+    Refused (``ValueError``, one line: what was wrong, what was expected, what to try): an
+    empty name; the current folder or any folder above it (``.``, ``..``, ``a/..``, or
+    their absolute spelling: replacing it would replace the user's work); a symbolic link
+    whose target does not exist; a name that is not UTF-8 or holds control characters;
+    a component longer than the file system allows (less the room the hidden siblings
+    ``.NAME.tmp-PID`` need) or a path longer than ``PATH_MAX``.
+    """
+    text = os.fspath(out)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"--out: {text!r} is not UTF-8; expected a UTF-8 folder name; {_TRY}"
+            ) from None
+    if not text.strip():
+        raise ValueError(f"--out: empty ({text!r}); expected a folder path; {_TRY}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape")
+        raise ValueError(
+            f"--out: {shown!r} is not UTF-8; expected a UTF-8 folder name; {_TRY}"
+        ) from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ValueError(
+            f"--out: {text!r} holds a control character; expected a printable folder name; {_TRY}"
+        )
+    path = Path(text)
+    if len(os.fsencode(os.path.abspath(text))) >= 4096:
+        raise ValueError(
+            f"--out: the path is {len(os.fsencode(os.path.abspath(text)))} bytes long; expected "
+            f"under 4096 (PATH_MAX); choose a shorter --out"
+        )
+    limit = _name_max(path) - _SIBLING_ROOM
+    for part in path.parts:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(
+                f"--out: the name {part[:40]}... is {len(os.fsencode(part))} bytes long; expected "
+                f"at most {limit} (the file system's {limit + _SIBLING_ROOM}, less room for "
+                "hidden sibling files); choose a shorter --out"
+            )
+    cwd = Path.cwd()
+    for mine, here in ((Path(os.path.abspath(text)), cwd), (path.resolve(), cwd.resolve())):
+        if mine == here or mine in here.parents:
+            what = "the current folder" if mine == here else "a parent of the current folder"
+            raise ValueError(
+                f"--out: {text} is {what} ({mine}); expected a folder of its own for the "
+                f"output; {_TRY}"
+            )
+    if path.is_symlink() and not path.exists():
+        raise ValueError(
+            f"--out: {text} is a symbolic link to {os.readlink(path)}, which does not exist; "
+            f"expected a folder or a new name; {_TRY}"
+        )
+    return path
+
+
+_PLAIN_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=,+-]{0,59}$")
+
+
+def file_stem(text: str) -> str:
+    """``text`` (a dataset name, which may be a path such as ``data/plain.pt``) as one safe
+    file-name component: kept when it is already plain, else its characters outside
+    ``[A-Za-z0-9_.=,+-]`` as ``_`` plus a short hash of the whole, so two names never share
+    a file (``a/g.pt`` and ``b/g.pt``)."""
+    text = str(text)
+    if _PLAIN_STEM.match(text) and ".." not in text:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    slug = re.sub(r"[^A-Za-z0-9_.=,+-]+", "_", text).strip("._")[-40:]
+    return f"{slug or 'dataset'}-{digest}"
+
+
+# ----------------------------------------------------------------------------- ours or refused
+
+# what the earlier versions (before the marker) wrote into their folders
+_OUTPUT_SUFFIXES = frozenset({".csv", ".json", ".png", ".md", ".html", ".pt"})
+_OUTPUT_FOLDERS = re.compile(r"^(cells|runs|training|report-.+)$")
+_LITTER = re.compile(r"^\..+\.(tmp|old)-\d+$|^\..+\.lock$")
+
+
+def _command_line() -> str:
+    argv = list(sys.argv) or ["python"]
+    argv[0] = Path(argv[0]).name or argv[0]
+    return shlex.join(argv)
+
+
+def write_marker(folder: str | os.PathLike, kind: str) -> None:
+    """Mark ``folder`` as written by oversmooth (:data:`MARKER`): what wrote it (``kind``,
+    e.g. ``analyze``), the package version, the command line and the time."""
+    from oversmooth import __version__
+
+    write_json(
+        Path(folder) / MARKER,
+        {
+            "written_by": "oversmooth",
+            "kind": kind,
+            "version": __version__,
+            "command": _command_line(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _ours_by_name(entry: Path) -> bool:
+    if _LITTER.match(entry.name) or entry.name == MARKER:
+        return True
+    if entry.is_symlink():
+        return False
+    if entry.is_dir():
+        return bool(_OUTPUT_FOLDERS.match(entry.name))
+    return entry.is_file() and entry.suffix in _OUTPUT_SUFFIXES
+
+
+def _legacy_kind(folder: Path) -> str | None:
+    """The command an earlier version that wrote ``folder`` ran, from the file it left."""
+    if (folder / "spec.json").is_file() and (folder / "cells").is_dir():
+        return "sweep" if isinstance(_read_json(folder / "spec.json"), dict) else None
+    config = _read_json(folder / "config.json")
+    if isinstance(config, dict) and isinstance(config.get("command"), str):
+        return config["command"]
+    results = _read_json(folder / "results.json")
+    if isinstance(results, dict) and "schema_version" in results:
+        return "bench"
+    return None
+
+
+def folder_kind(folder: str | os.PathLike) -> str | None:
+    """The kind of oversmooth output ``folder`` is (``analyze``, ``train``, ``sweep``, ...), or
+    None when oversmooth did not write it (or something else has been put into it since an
+    earlier version wrote it).  ``""`` for an empty folder."""
+    folder = Path(folder)
+    entries = list(folder.iterdir())
+    if not entries:
+        return ""
+    marker = _read_json(folder / MARKER)
+    if isinstance(marker, dict) and marker.get("written_by") == "oversmooth":
+        return str(marker.get("kind") or "unknown")
+    kind = _legacy_kind(folder)
+    if kind is not None and all(_ours_by_name(e) for e in entries):
+        return kind
+    return None
+
+
+def _foreign(folder: Path) -> str:
+    """What is in ``folder`` that oversmooth would not have written, for a message."""
+    entries = sorted(folder.iterdir(), key=lambda p: p.name)
+    if _legacy_kind(folder) is not None:
+        entries = [e for e in entries if not _ours_by_name(e)] or entries
+    shown = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in entries[:3]]
+    more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {', '.join(shown)}{more}"
+
+
+def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -> None:
+    """Refuse (``FileExistsError``) an existing, non-empty ``out`` that oversmooth did not write
+    (or, with ``kind``, that is not that kind of output), naming what is in it."""
+    if not out.is_dir():
+        return
+    found = folder_kind(out)
+    if found == "":
+        return
+    if found is None:
+        raise FileExistsError(
+            f"--out: {out} was not written by oversmooth (no {MARKER}; it holds "
+            f"{_foreign(out)}), so this run will not {action} it; oversmooth replaces only its "
+            "own folders or empty ones: choose another --out"
+        )
+    if kind is not None and found != kind:
+        raise FileExistsError(
+            f"--out: {out} holds the output of oversmooth {found}, not of a {kind}, so this run "
+            f"will not {action} it: choose another --out"
+        )
+
+
+def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None) -> Path:
+    """Fail early (before any work) when ``out`` is a bad name (:func:`check_out_name`),
+    exists without ``overwrite``, is not a folder, is not ours, or cannot be written;
+    returns ``out`` as a :class:`Path`.
+
+    ``reuse``: the kind of output a run continues in place (``"sweep"``, ``"train"``): an
+    existing folder is then accepted, without ``overwrite``, when it is empty or that kind
+    of oversmooth output.
+    """
+    out = check_out_name(out)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
-    if out.exists() and not overwrite:
-        raise FileExistsError(
-            f"--out: {out} already exists; pass --overwrite to replace it or choose another folder"
-        )
+    if out.exists():
+        if reuse is not None:
+            check_ours(out, kind=reuse, action="write into")
+        elif not overwrite:
+            raise FileExistsError(
+                f"--out: {out} already exists; pass --overwrite to replace it or choose "
+                "another folder"
+            )
+        else:
+            check_ours(out)
     parent = out.parent if str(out.parent) else Path(".")
     # prove the nearest existing ancestor is a writable folder, before any work is done, without
     # creating anything: missing parents are made by claim_folder and removed again if left empty
@@ -166,23 +412,60 @@ def _drop_empty(folders: list[Path]) -> None:
             break
 
 
-def _acquire(lock: Path, out: Path) -> None:
-    for _ in range(3):
+def _try_lock(fd: int) -> bool:
+    """Take the OS-level exclusive lock on ``fd`` without waiting; False when another open file
+    description (another process) holds it."""
+    if fcntl is not None:
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            owner = _read_pid(lock)
-            if owner == os.getpid() or not _pid_alive(owner):
-                # stale: its owner died without releasing it (or a PID file we wrote ourselves)
-                try:
-                    lock.unlink()
-                except FileNotFoundError:
-                    pass
-                continue
-            raise FolderBusyError(
-                f"--out: {out} is being written by another oversmooth run (pid {owner}); "
-                "wait for it to finish or choose another folder"
-            ) from None
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        return True
+    import msvcrt  # pragma: no cover - Windows, not exercised by the tests here
+
+    os.lseek(fd, 1 << 20, os.SEEK_SET)  # lock a byte past the PID, which others still read
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed and made anew)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _write_pid(fd: int) -> None:
+    """The owner's PID into the locked file, in one write: a reader sees the old text or the
+    new PID (then possibly old digits after a newline, which it ignores), never a mix."""
+    data = f"{os.getpid()}\n".encode()
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, data)
+    os.ftruncate(fd, len(data))
+
+
+def _owner(lock: Path) -> str:
+    """The PID written in a held lock, for the message (its holder may not have written it yet:
+    a few short waits, then "unknown")."""
+    for _ in range(20):
+        pid = _read_pid(lock)
+        if _pid_alive(pid):
+            return str(pid)
+        time.sleep(0.01)
+    return "unknown"
+
+
+def _acquire(lock: Path, out: Path) -> int:
+    """Hold the OS-level lock on ``lock``; returns its file descriptor (closing it releases)."""
+    for _ in range(100):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
                 raise PermissionError(
@@ -190,62 +473,99 @@ def _acquire(lock: Path, out: Path) -> None:
                     f"({exc.strerror}); choose another folder"
                 ) from None
             raise
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
-        return
+        try:
+            locked = _try_lock(fd)
+            if locked and _same_file(fd, lock):
+                _write_pid(fd)
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        if not locked:
+            raise FolderBusyError(
+                f"--out: {out} is being written by another oversmooth run (pid {_owner(lock)}); "
+                "wait for it to finish or choose another folder"
+            )
+        # we locked a file its holder had just released and removed: lock the one there now
     raise FolderBusyError(f"--out: could not claim {out} (its lock kept changing); try again")
 
 
+def _release(lock: Path, fd: int) -> None:
+    """Remove the lock file while still holding it, then let go (see :func:`_acquire`)."""
+    try:
+        if _same_file(fd, lock):
+            lock.unlink()
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_unheld_lock(lock: str | os.PathLike) -> bool:
+    """Remove the lock file ``lock`` if no process holds it (one its owner left when killed);
+    True when removed.  Safe against a concurrent claim: it takes the lock first."""
+    lock = Path(lock)
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        if not (_try_lock(fd) and _same_file(fd, lock)):
+            os.close(fd)
+            return False
+    except BaseException:
+        os.close(fd)
+        raise
+    _release(lock, fd)
+    return True
+
+
 @contextmanager
-def claim_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+def claim_folder(
+    out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None
+) -> Iterator[Path]:
     """Hold an exclusive claim on ``out`` for the duration of the block.
 
-    Checks ``out`` like :func:`check_out`, then creates the lock atomically;
-    raises :class:`FolderBusyError` (a ``FileExistsError``) when a live process
-    holds it.  Re-entrant within one process.
+    Checks ``out`` like :func:`check_out`, then takes the lock; raises
+    :class:`FolderBusyError` (a ``FileExistsError``) when another process holds it, and
+    checks ``out`` again once it is ours.  Re-entrant within one process.
     """
-    out = check_out(out, overwrite)
-    key = out.resolve()
+    out = check_out(out, overwrite, reuse=reuse)
+    key = Path(os.path.abspath(out))
     if key in _HELD:
-        _HELD[key] += 1
+        _HELD[key][0] += 1
         try:
             yield out
         finally:
-            _HELD[key] -= 1
+            _HELD[key][0] -= 1
         return
     lock = _lock_path(out)
     created = _make_parents(out)
     try:
-        _acquire(lock, out)
+        fd = _acquire(lock, out)
     except BaseException:
         _drop_empty(created)
         raise
-    _HELD[key] = 1
+    _HELD[key] = [1, fd]
     try:
         clean_stale_siblings(out)
-        if out.exists() and not overwrite:  # appeared between the check and the claim
-            raise FileExistsError(
-                f"--out: {out} already exists; pass --overwrite "
-                "to replace it or choose another folder"
-            )
+        check_out(out, overwrite, reuse=reuse)  # what appeared between the check and the claim
         yield out
     finally:
         _HELD.pop(key, None)
-        try:
-            if _read_pid(lock) == os.getpid():
-                lock.unlink()
-        except FileNotFoundError:
-            pass
+        _release(lock, fd)
         _drop_empty(created)  # a failed run leaves no empty parents behind
 
 
 @contextmanager
-def atomic_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+def atomic_folder(out: str | os.PathLike, overwrite: bool, kind: str = "report") -> Iterator[Path]:
     """Yield a temporary folder that becomes ``out`` only when the block succeeds.
 
-    Runs under :func:`claim_folder` (taken here unless this process already
-    holds it), so two runs can never replace each other's output: the second
-    one fails with :class:`FolderBusyError` naming the folder.
+    The folder gets the marker (:func:`write_marker`, with ``kind``) first.  Runs under
+    :func:`claim_folder` (taken here unless this process already holds it), so two runs can
+    never replace each other's output: the second one fails with :class:`FolderBusyError`
+    naming the folder.
     """
     with claim_folder(out, overwrite) as out:
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
@@ -253,6 +573,7 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
             shutil.rmtree(tmp)
         tmp.mkdir()
         try:
+            write_marker(tmp, kind)
             yield tmp
             if out.exists() and not overwrite:
                 raise FileExistsError(
@@ -267,8 +588,11 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
 
 def move_into_place(tmp: Path, out: Path) -> None:
     """Rename the finished folder ``tmp`` to ``out``; an existing ``out`` is first renamed
-    aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written."""
+    aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written.  An
+    existing ``out`` that is not ours (:func:`check_ours`: something put there while this run
+    worked) is refused, never removed."""
     if out.exists():
+        check_ours(out)
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         out.rename(old)
         tmp.rename(out)

@@ -159,7 +159,7 @@ def run_reproduction(
     if config.ablations:
         results["ablations"] = _run_ablations(config, say)
     trained = {}
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="reproduce") as tmp:
         for arch in ("preln", "nonlocal"):
             say(f"training {arch} SAN, depth {config.train_depth}, {config.train_epochs} epochs")
             run_dir = tmp / "training" / arch
@@ -548,7 +548,7 @@ def _write(
     pd: ModuleType,
 ) -> None:
     from oversmooth.fit import geometric_mean
-    from oversmooth.outputs import write_json
+    from oversmooth.outputs import file_stem, write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
     from oversmooth.report.prose import curve_title, verdict_prose
@@ -606,7 +606,7 @@ def _write(
             fig,
             f"Final-layer energy against depth on {dataset}: "
             "ours (mean over seeds) and the paper's",
-            f"tables_2_4_6_{dataset}.png",
+            f"tables_2_4_6_{file_stem(dataset)}.png",
         )
 
     doc.heading(

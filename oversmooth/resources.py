@@ -33,6 +33,7 @@ __all__ = [
     "graph_bytes",
     "operator_bytes",
     "model_bytes",
+    "analysis_bytes",
     "check_energy_order",
 ]
 
@@ -155,6 +156,34 @@ def model_bytes(
     per_block += _BLOCK_OVERHEAD if python_objects else 0
     ends = element_size * (in_channels * hidden + hidden * out_channels + 2 * hidden)
     return int(depth * per_block + ends)
+
+
+# Whole-process peak of `oversmooth analyze` (max RSS, /usr/bin/time -v), measured on
+# csbm:n=N,degree=10 (E = 10 N directed edges, 32 features), depth 4, hidden 32, heads 4,
+# float64, CPU, torch 2.13: N = 1e4: 400 MB, 1e5: 887 MB, 1e6: 5.26 GB (MB = 1e6 bytes;
+# reports/reliability.md).  Beyond the graph and the operator, one layer's forward keeps about
+# a dozen float64 [num_edges, heads] arrays alive at its peak (scores, their softmax, the
+# gathered products and the sort/scatter temporaries): ~330 B an edge at heads 4, which the
+# graph and operator estimates alone (944 MB at 1e6) left out.
+_PROCESS_BASE = 350 * 2**20  # the interpreter with torch, numpy, pandas imported
+_EDGE_ARRAYS_AT_PEAK = 12
+
+
+def analysis_bytes(
+    num_nodes: int, num_edges: int, num_features: int, heads: int, element_size: int = 8
+) -> int:
+    """Estimated whole-process peak (bytes) of one analysis of a graph with ``num_nodes``
+    nodes and ``num_edges`` directed edges: the process, the graph, its operator, and one
+    layer's per-edge attention temporaries.  Calibrated against the measured peaks above
+    (estimate / measured: 1.06, 1.05, 1.14 at 1e4, 1e5, 1e6 nodes; settings other than the
+    measured ones are not calibrated)."""
+    forward = _EDGE_ARRAYS_AT_PEAK * element_size * max(heads, 1) * num_edges
+    return int(
+        _PROCESS_BASE
+        + graph_bytes(num_nodes, num_edges, num_features)
+        + operator_bytes(num_nodes, num_edges)
+        + forward
+    )
 
 
 def check_energy_order(order: int) -> None:

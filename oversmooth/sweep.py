@@ -63,11 +63,20 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from oversmooth import __version__
 from oversmooth.nn.model import ModelConfig, model_default
-from oversmooth.outputs import atomic_text, claim_folder, json_text, write_json
+from oversmooth.outputs import (
+    MARKER,
+    atomic_text,
+    check_out,
+    claim_folder,
+    json_text,
+    write_json,
+    write_marker,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,6 +126,13 @@ class SweepSpec:
             repeated = [v for i, v in enumerate(values) if v in values[:i]]
             if repeated:
                 raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
+        from oversmooth.analysis import MAX_DEPTH
+
+        too_deep = [d for d in self.depths if isinstance(d, int) and d > MAX_DEPTH]
+        if too_deep:  # refused up front, as analyze does, not by each cell after the start-up
+            raise ValueError(
+                f"depths: expected integers in [1, {MAX_DEPTH}], received {too_deep[0]}"
+            )
         for key in ("depths", "seeds"):
             values = getattr(self, key)
             if not values or any(
@@ -194,11 +210,20 @@ def _check_device(device: str) -> None:
             )
 
 
+def _toml() -> Any:
+    """The TOML reader: ``tomllib`` (Python 3.11+) or its backport ``tomli`` (Python 3.10, a
+    dependency there), which has the same ``loads`` and ``TOMLDecodeError``."""
+    try:
+        import tomllib
+    except ImportError:
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib
+
+
 def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
     """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError``
     naming them."""
-    import tomllib
-
+    tomllib = _toml()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")
@@ -210,6 +235,11 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    if not raw:  # an empty file used to run the default grid
+        raise ValueError(
+            f"{path}: the spec is empty; expected a [grid] table (models, depths, datasets, "
+            "...) and optionally [options]; see `oversmooth sweep --help`"
+        )
     unknown = set(raw) - {"grid", "options"}
     if unknown:
         raise ValueError(
@@ -303,6 +333,8 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
                 run_dir,
                 overwrite=True,
             )
+            if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
+                raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")
             record["training"] = {"best_epoch": result.best_epoch, **result.best}
             config = AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), **common)
         else:
@@ -400,17 +432,17 @@ _LOCK_NAME = re.compile(r"^\..+\.lock$")
 def _clean_litter(out: Path) -> None:
     """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
     (``.NAME.lock``) that dead processes left inside the sweep folder."""
-    from oversmooth.outputs import _pid_alive, _read_pid
+    from oversmooth.outputs import _pid_alive, remove_unheld_lock
 
     for folder in (out, out / "cells", out / "runs"):
         if not folder.is_dir():
             continue
         for entry in folder.iterdir():
-            match = _TEMP_NAME.match(entry.name)
-            pid = int(match.group(2)) if match else None
             if _LOCK_NAME.match(entry.name) and entry.is_file():
-                pid = _read_pid(entry)
-            if pid is not None and not _pid_alive(pid):
+                remove_unheld_lock(entry)  # only a lock no live process holds
+                continue
+            match = _TEMP_NAME.match(entry.name)
+            if match and not _pid_alive(int(match.group(2))):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
@@ -477,6 +509,22 @@ def _worker_main(conn: Any, parent_pid: int) -> None:
         conn.send(fn(cell, options, out))
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread for the block: a process started inside inherits the mask,
+    so a Ctrl-C sent to the whole process group during its start-up (its imports, before it
+    can ignore SIGINT) neither kills it nor prints its traceback.  A Ctrl-C that arrives here
+    meanwhile stays pending and is raised as soon as the block ends; it is never lost."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _exit_reason(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -530,7 +578,8 @@ def _run_local(
             daemon=True,
             name="oversmooth-sweep-worker",
         )
-        proc.start()
+        with _sigint_blocked():  # the worker starts with Ctrl-C blocked: no traceback from it
+            proc.start()
         child_conn.close()
         return {"proc": proc, "conn": parent_conn, "cell": None}
 
@@ -668,18 +717,20 @@ def run_sweep(
             computed with other options; nothing is written then.
         FileExistsError: ``out`` is a file, or another live sweep holds it.
     """
-    out = Path(out if out is not None else spec.out)
+    out = check_out(out if out is not None else spec.out, False, reuse="sweep")
     _check_datasets(spec)
     options = spec.options()
     cells = spec.cells()
     keys = {cell_id(c): cell_key(c, options) for c in cells}
-    with claim_folder(out, overwrite=True):
+    with claim_folder(out, False, reuse="sweep"):
         created = not out.exists()
         cells_dir = out / "cells"
         records = _records(cells_dir) if cells_dir.is_dir() else []
         _check_same_options(out, records, options)
         try:
             cells_dir.mkdir(parents=True, exist_ok=True)
+            if not (out / MARKER).is_file():  # new, or begun by a version before the marker
+                write_marker(out, "sweep")
             _clean_litter(out)
             write_json(out / "spec.json", spec.to_dict())
             finished = _finished(records, keys)

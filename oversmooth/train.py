@@ -59,10 +59,14 @@ from oversmooth.nn.model import (
     model_from_config,
 )
 from oversmooth.outputs import (
+    MARKER,
     atomic_text,
+    check_ours,
+    check_out_name,
     claim_folder,
     move_into_place,
     write_json,
+    write_marker,
 )
 from oversmooth.probe import Probe
 from oversmooth.runtime import resolve_device
@@ -264,7 +268,13 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
             requested["sigint"] = True
         requested.setdefault("signal", signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    # a signal the process was told to ignore stays ignored (a sweep's worker: Ctrl-C is its
+    # parent's to handle; otherwise a trained cell would stop early and be recorded as done)
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -285,11 +295,13 @@ def _clean_stale_temporaries(folder: Path) -> None:
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    check_out_name(out)
     if resume:
         if not (out / "last.pt").is_file():
             raise FileNotFoundError(
                 f"--resume: {out / 'last.pt'} not found; start a new run without --resume"
             )
+        check_ours(out, kind="train", action="resume in")
     elif out.exists() and not out.is_dir():
         raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
     elif out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -297,6 +309,8 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
             f"--out: {out} already exists; pass --resume to continue it or --overwrite "
             "to start over"
         )
+    elif overwrite:
+        check_ours(out)
 
 
 class _Run:
@@ -420,6 +434,8 @@ class _Run:
         if self.resumed:  # a finished run continued: its summary and curve are stale until it ends
             for name in ("summary.json", "training.png"):
                 (out / name).unlink(missing_ok=True)
+            if not (out / MARKER).is_file():  # begun by a version before the marker
+                write_marker(out, "train")
             self._write_config(out)
             write(out)
             self.folder_ready = True
@@ -428,6 +444,7 @@ class _Run:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
+            write_marker(tmp, "train")
             self._write_config(tmp)
             write(tmp)
             move_into_place(tmp, out)  # replaces out: --overwrite, or an empty folder as --out
@@ -619,7 +636,7 @@ def train(
     """
     from oversmooth.data import load, split_masks
 
-    out = Path(out)
+    out = check_out_name(out)  # before Path(): Path("") is "."
     if resume and overwrite:
         raise ValueError(
             "--resume and --overwrite: pass one (--resume continues the run, "
@@ -686,7 +703,7 @@ def train(
         requested: dict = {}
         try:
             with _deterministic(config.deterministic, device), _stop_on_signals(requested):
-                return _loop(
+                result = _loop(
                     run,
                     x,
                     (edge_index, edge_weight),
@@ -696,6 +713,12 @@ def train(
                     progress,
                     checkpoint_every,
                 )
+            if requested.get("signal") and result.stopped not in STOP_SIGNALS.values():
+                # it came after the last epoch (while the report was written): still obeyed
+                if requested["signal"] == signal.SIGINT:
+                    raise KeyboardInterrupt
+                result = replace(result, stopped=STOP_SIGNALS[requested["signal"]])
+            return result
         except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
             _clean_stale_temporaries(out)
             raise
@@ -772,12 +795,14 @@ def _loop(
             "stopped": stopped,
             "seconds_this_run": seconds,
         }
-        write_json(out / "summary.json", summary)
         from oversmooth.report.writers import write_training_report
 
+        # the report first, summary.json (which says "finished") last: a run that fails in
+        # between (a full disk) is not marked finished
         write_training_report(
             out, run.history, run.best_epoch, summary, dynamics=run.dynamics or None
         )
+        write_json(out / "summary.json", summary)
     return result
 
 

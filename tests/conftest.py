@@ -61,3 +61,31 @@ def cora_planetoid(planetoid_root):
     from torch_geometric.datasets import Planetoid
 
     return Planetoid(root=str(planetoid_root), name="Cora")[0]
+
+
+class held_folder:
+    """A process that holds the claim on ``out`` (``oversmooth.outputs.claim_folder``) until the
+    block ends; ``.pid`` is its PID."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = str(out)
+
+    def __enter__(self) -> held_folder:
+        import subprocess
+        import sys
+
+        code = (
+            "import time\nfrom oversmooth.outputs import claim_folder\n"
+            f"with claim_folder({self.out!r}, False):\n"
+            "    print('held', flush=True)\n    time.sleep(120)\n"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "held"
+        self.pid = self.proc.pid
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()

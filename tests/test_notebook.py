@@ -171,3 +171,18 @@ def test_write_report_names_the_layers_that_did_not_run(tmp_path):
     assert "convs.2): ran 2 times" in md
     config = json.loads((out / "config.json").read_text())
     assert config["probe"]["missing_layers"] == [0, 1] and len(config["probe"]["gaps"]) == 2
+
+
+def test_write_report_refuses_negative_energies_and_escapes_the_title(probed, tmp_path):
+    _, frame = probed
+    bad = frame[frame.step == 1].copy()
+    bad.loc[bad.index[2], "laplacian_energy"] = -1e-3  # was accepted and fitted
+    with pytest.raises(ValueError, match="laplacian_energy is negative at layer"):
+        oversmooth.write_report(bad, tmp_path / "bad")
+    assert list(tmp_path.iterdir()) == []
+    title = "<img src=x onerror=alert(1)> [x](javascript:alert(1))"
+    out = oversmooth.write_report(frame[frame.step == 1], tmp_path / "t", title=title)
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "<img" not in md and "&lt;img src=x" in md  # shown as text in a Markdown viewer
+    assert "](javascript:" not in md and "[x]\\(javascript:" in md
+    assert "<img src=x" not in (out / "report.html").read_text(encoding="utf-8")

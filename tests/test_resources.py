@@ -112,3 +112,28 @@ def test_operator_model_and_energy_order_are_refused(machine):
     with pytest.raises(R.ResourceError, match="orders above 1000"):
         M.energy(x, edge_index, order=10**8)
     assert torch.isfinite(M.energy(x, edge_index, order=R.MAX_ENERGY_ORDER))
+
+
+# whole-process peaks of `analyze --dataset csbm:n=N,degree=10 --depth 4` (max RSS, bytes)
+MEASURED_PEAKS = {10**4: 391096 * 1024, 10**5: 866328 * 1024, 10**6: 5135460 * 1024}
+
+
+@pytest.mark.parametrize("nodes", sorted(MEASURED_PEAKS))
+def test_analysis_estimate_is_within_1_and_1_5_of_the_measured_peak(nodes):
+    from oversmooth.resources import analysis_bytes, graph_bytes
+
+    estimate = analysis_bytes(nodes, 10 * nodes, 32, heads=4)
+    assert 1.0 <= estimate / MEASURED_PEAKS[nodes] <= 1.5
+    if nodes == 10**6:  # the graph estimate alone was the only check: 5.6x under
+        assert MEASURED_PEAKS[nodes] / graph_bytes(nodes, 10 * nodes, 32) > 5
+
+
+def test_analyze_is_refused_before_the_forward_when_the_run_would_not_fit(monkeypatch):
+    import oversmooth.analysis as analysis
+    from oversmooth.resources import ResourceError
+
+    monkeypatch.setenv("OVERSMOOTH_MEMORY_LIMIT", "700M")  # the graph alone fits
+    monkeypatch.setattr(analysis, "input_graph", lambda *a, **k: pytest.fail("work started"))
+    config = analysis.AnalysisConfig(dataset="csbm:n=100000,degree=10", depth=4)
+    with pytest.raises(ResourceError, match="analyze on csbm:n=100000,degree=10"):
+        analysis.run_analysis(config)

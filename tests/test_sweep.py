@@ -14,7 +14,17 @@ import pytest
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
-from oversmooth.sweep import SweepSpec, cell_id, cell_key, load_spec, run_cell, run_sweep
+from tests.conftest import held_folder
+from oversmooth.sweep import (
+    SweepSpec,
+    _write_cell,
+    cell_id,
+    cell_key,
+    load_spec,
+    merge,
+    run_cell,
+    run_sweep,
+)
 
 GRID = dict(models=("preln", "postln"), depths=(2, 4), seeds=(0,), hidden=16, heads=2, workers=2)
 TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), hidden=16, heads=2, workers=1)
@@ -258,17 +268,12 @@ def test_dead_worker_costs_only_its_own_cell(tmp_path):
 
 def test_second_sweep_into_a_claimed_folder_exits_2(tmp_path):
     out = tmp_path / "busy"
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        (tmp_path / ".busy.lock").write_text(f"{owner.pid}\n")
+    with held_folder(out) as owner:
         argv = ["sweep", "--datasets", "karate", "--depths", "2", "--out", str(out)]
         result = CliRunner().invoke(app, argv)
         assert result.exit_code == 2 and f"pid {owner.pid}" in result.output
         assert str(out) in result.output
         assert not out.exists()
-    finally:
-        owner.kill()
-        owner.wait()
 
 
 def test_interrupted_before_any_cell_leaves_nothing(tmp_path):
@@ -345,3 +350,66 @@ def test_nan_results_are_written_as_strict_json_and_read_back_as_nan(tmp_path):
     again = run_sweep(spec, out)  # resume reads the cell back: nothing recomputed
     assert again.ran == 0 and again.skipped == 1
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
+
+
+def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
+    # a dataset path with a folder in it used to crash the merge: its "/" went into a figure name
+    import torch
+
+    (tmp_path / "data").mkdir()
+    ring = torch.tensor([[i, (i + 1) % 6] for i in range(6)]).T
+    graph = {"x": torch.eye(6)[:, :4], "edge_index": torch.cat([ring, ring.flip(0)], 1)}
+    torch.save(graph, tmp_path / "data" / "plain.pt")
+    monkeypatch.chdir(tmp_path)
+    absolute = str(tmp_path / "data" / "plain.pt")
+    spec = SweepSpec(**{**TINY, "datasets": ("data/plain.pt", absolute)})
+    # the cells in this process (a worker pool costs seconds), then the sweep's own merge
+    (tmp_path / "s" / "cells").mkdir(parents=True)
+    for cell in spec.cells():
+        record = run_cell(cell, spec.options(), str(tmp_path / "s"))
+        assert record["status"] == "ok", record.get("error")
+        _write_cell(tmp_path / "s" / "cells", record)
+    merge(tmp_path / "s", spec)
+    report = tmp_path / "s" / "report-san-init"
+    figures = sorted(p.name for p in report.glob("*.png"))
+    assert len([f for f in figures if f.startswith("energy_")]) == 2, figures
+    assert not [p for p in report.rglob("*") if p.is_dir()]  # no folder made from a "/"
+    fits = json.loads((report / "fits.json").read_text())
+    assert sorted(fits) == sorted(f"{d}/preln" for d in spec.datasets)
+    text = (report / "report.md").read_text()
+    assert "data/plain.pt" in text and absolute in text
+
+
+def test_spec_is_read_without_tomllib_through_tomli(tmp_path, monkeypatch):
+    # Python 3.10 has no tomllib; requires-python says >=3.10, so the tomli backport is used
+    import tomllib
+    import types
+
+    calls = []
+    backport = types.ModuleType("tomli")
+    backport.loads = lambda text: calls.append(text) or tomllib.loads(text)
+    backport.TOMLDecodeError = tomllib.TOMLDecodeError
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` now fails, as on 3.10
+    monkeypatch.setitem(sys.modules, "tomli", backport)
+    path = tmp_path / "spec.toml"
+    path.write_text('[grid]\ndepths = [2, 3]\ndatasets = ["karate"]\n')
+    assert load_spec(path).depths == (2, 3) and len(calls) == 1
+    path.write_text("[grid\n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        load_spec(path)
+
+
+def test_no_bare_tomllib_import_in_the_package():
+    from pathlib import Path
+
+    import oversmooth
+
+    root = Path(oversmooth.__file__).parent
+    bare = []
+    for path in [*root.rglob("*.py"), *(root.parent / "cli").rglob("*.py")]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().split(" ")[:2] in (["import", "tomllib"], ["from", "tomllib"]):
+                if lines[i - 1].strip() != "try:":  # only inside the tomli fallback
+                    bare.append(f"{path.name}:{i + 1}")
+    assert bare == [], bare

@@ -14,6 +14,8 @@ import oversmooth.train as T
 from oversmooth import build_model
 from oversmooth.cli.main import app
 from oversmooth.data import load
+from oversmooth.outputs import MARKER
+from tests.conftest import held_folder
 
 FAST = dict(model="preln", depth=4, hidden=16, heads=2)
 TINY = dict(model="preln", depth=2, hidden=8, heads=2)
@@ -251,15 +253,10 @@ def test_failures_leave_no_folder_and_a_busy_folder_is_refused(tmp_path, monkeyp
         with pytest.raises(RuntimeError, match="boom"):
             T.train(T.TrainConfig(epochs=2, **TINY), out)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
-    holder = __import__("subprocess").Popen(["sleep", "60"])
-    try:
-        (tmp_path / ".run.lock").write_text(f"{holder.pid}\n")
+    with held_folder(out) as holder:  # another live run holds it
         result = runner.invoke(app, ["train", "--depth", "2", "--epochs", "1", "--out", str(out)])
         busy = f"{out} is being written by another oversmooth run (pid {holder.pid})"
         assert result.exit_code == 2 and busy in result.output, result.output
-    finally:
-        holder.kill()
-        holder.wait()
     assert not out.exists()
 
 
@@ -271,7 +268,8 @@ def test_resume_cleans_temporaries_of_dead_processes(tmp_path):
     (tmp_path / ".run.lock").write_text(f"{dead}\n")
     T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
-    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+    hidden = [p.name for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+    assert hidden == [MARKER]
 
 
 def test_checkpoint_mismatch_and_corruption(tmp_path):
@@ -474,3 +472,19 @@ def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="is a batch of graphs"):
         train(config, tmp_path / "run")
+
+
+def test_a_run_whose_report_fails_is_not_marked_finished(tmp_path, monkeypatch):
+    # a full disk while the report was written left summary.json saying "finished"
+    import errno
+
+    import oversmooth.report.writers as writers
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writers, "write_training_report", full)
+    with pytest.raises(OSError, match="No space left"):
+        T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+    assert (tmp_path / "run" / "last.pt").is_file()  # resumable
+    assert not (tmp_path / "run" / "summary.json").exists()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from oversmooth.outputs import atomic_file, atomic_text
 
@@ -122,6 +123,40 @@ def inline_html(text: str) -> str:
         out.append(f"<code>{html.escape(m.group(2).strip(), quote=False)}</code>")
         pos = m.end()
     out.append(_inline_plain(text[pos:]))
+    return "".join(out)
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # what CommonMark reads as raw HTML or autolink
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+_MD_DEST = re.compile(r"\]\((\S*)")  # a Markdown link's destination, parentheses and all
+_SCHEME = re.compile(r"[A-Za-z][\w+.-]*:")
+
+
+def _markdown_plain(text: str) -> str:
+    text = _TAG_START.sub("&lt;", _ENTITY.sub("&amp;", text))
+
+    def link(m: re.Match) -> str:  # a link to another scheme (javascript:...) stays text
+        dest = m.group(1)
+        if _SCHEME.match(dest) and not re.match(r"(https?://|mailto:)", dest, re.I):
+            return "]\\(" + dest
+        return m.group(0)
+
+    return _MD_DEST.sub(link, text)
+
+
+def markdown_safe(text: str) -> str:
+    """``text`` for report.md with no raw HTML: outside code spans, ``<tag``, ``</``, ``<!``,
+    ``<?`` and ``&entity;`` are escaped and a link to anything but http(s), mailto, an anchor
+    or a relative path is shown as text; as :func:`inline_html` does for report.html, so a
+    title, dataset or file name such as ``<img src=x onerror=...>`` reads as itself in a
+    Markdown viewer."""
+    out = []
+    pos = 0
+    for m in _CODE.finditer(text):
+        out.append(_markdown_plain(text[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_markdown_plain(text[pos:]))
     return "".join(out)
 
 
@@ -233,27 +268,30 @@ class Document:
 
     def markdown(self) -> str:
         anchors = self._anchors()
-        out = [f"# {self.title}"]
+        safe = markdown_safe
+        out = [f"# {safe(self.title)}"]
         if len(self.sections()) >= self.toc_min:
             out.append(
                 "\n".join(
-                    f"- [{p[1]}](#{anchors[i]})"
+                    f"- [{safe(p[1])}](#{anchors[i]})"
                     for i, (kind, p) in enumerate(self.blocks)
                     if kind == "heading" and p[0] == 2
                 )
             )
         for kind, payload in self.blocks:
             if kind == "heading":
-                out.append("#" * payload[0] + " " + payload[1])
+                out.append("#" * payload[0] + " " + safe(payload[1]))
             elif kind == "text":
-                out.append(payload)
+                out.append(safe(payload))
             elif kind == "table":
                 out.append(_md_table(payload.frame, payload.index))
             elif kind == "figure":
-                out.append(f"![{payload.caption}]({payload.name})\n\n*{payload.caption}*")
+                caption = safe(payload.caption)
+                alt = caption.replace("[", "\\[").replace("]", "\\]")
+                out.append(f"![{alt}]({quote(payload.name)})\n\n*{caption}*")
             elif kind == "verdict":
                 text, label, banner = payload
-                out.append(f"> **Verdict: {label or banner}.** {text}")
+                out.append(f"> **Verdict: {safe(str(label or banner))}.** {safe(text)}")
             else:
                 fence = "```"
                 while fence in payload:
@@ -420,7 +458,7 @@ def _rows(frame: pd.DataFrame, index: bool) -> tuple[list[str], list[list[str]],
 
 def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
     cols, rows, _ = _rows(frame, index)
-    esc = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    esc = lambda s: markdown_safe(s.replace("|", "\\|").replace("\n", " "))  # noqa: E731
     lines = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from oversmooth.outputs import atomic_folder, check_out, json_text, write_json
+from oversmooth.outputs import atomic_folder, check_out, file_stem, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell
@@ -80,7 +80,7 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
     """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report."""
     import pandas as pd
 
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind=str(result.config.get("command", "analyze"))) as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         if result.similarity is not None:
             layers = result.similarity_layers or list(range(len(result.similarity)))
@@ -100,7 +100,7 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
 
 def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = False) -> Path:
     """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report."""
-    with atomic_folder(out, overwrite) as tmp:
+    with atomic_folder(out, overwrite, kind="compare") as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
         result.table.to_csv(tmp / "table.csv")
@@ -601,7 +601,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc.heading("Verdicts at the deepest depth")
     trained = config.get("sweep_mode") == "trained"
     for key, record in fits.items():
-        dataset, _, model = key.partition("/")
+        dataset, _, model = key.rpartition("/")  # a dataset may be a path; a model never is
         found = verdict_record(record) or {}
         title = curve_title(model, config["conv"], record.get("depth", deepest), dataset, trained)
         doc.verdict(
@@ -617,7 +617,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         doc.figure(
             fig,
             f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
-            f"final_energy_{dataset}.png",
+            f"final_energy_{file_stem(dataset)}.png",
         )
         part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
         curves, references = [], []
@@ -655,7 +655,7 @@ def _render_comparison(folder: Path, config: dict) -> Document:
                 if references
                 else ""
             ),
-            f"energy_{dataset}.png",
+            f"energy_{file_stem(dataset)}.png",
         )
         halving_profile_section(
             doc,

@@ -165,6 +165,9 @@ def test_models_metrics_and_report_rebuild(tmp_path):
     _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
 
 
+KARATE = ("--dataset", "karate", "--depth", 2, "--hidden", 8, "--heads", 2)
+
+
 def test_existing_out_is_never_overwritten_without_flag(tmp_path):
     out = tmp_path / "keep"
     out.mkdir()
@@ -173,8 +176,15 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
         run("analyze", "--depth", 2, "--out", out), 2, "already exists; pass --overwrite"
     )
     assert (out / "precious.txt").read_text() == "data"
-    assert run("analyze", "--depth", 2, "--out", out, "--overwrite").exit_code == 0
-    assert not (out / "precious.txt").exists() and (out / "metrics.csv").is_file()
+    # --overwrite replaces only what oversmooth wrote: the user's folder is refused, kept
+    _one_line_error(
+        run("analyze", *KARATE, "--out", out, "--overwrite"), 2, "not written by oversmooth"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
+    (out / "precious.txt").unlink()  # an empty folder, or one of ours, is replaced
+    assert run("analyze", *KARATE, "--out", out, "--overwrite").exit_code == 0
+    assert run("analyze", *KARATE, "--out", out, "--overwrite").exit_code == 0
+    assert (out / "metrics.csv").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 

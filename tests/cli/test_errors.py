@@ -3,6 +3,7 @@ and before any work; internal failures exit 1 with the --debug hint; outputs are
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,18 @@ def files(tmp_path_factory):
     (root / "latin1.csv").write_bytes("source,target\n0,1\n# caf\xe9\n".encode("latin-1"))
     (root / "folder.csv").mkdir()
     (root / "edges.csv").write_text("0,1\n1,2\n")
+    ring = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    torch.save(
+        {"x": torch.zeros(0, 3), "edge_index": torch.zeros(2, 0, dtype=torch.long)},
+        root / "empty.pt",
+    )
+    torch.save(
+        {"x": torch.eye(4), "edge_index": ring, "y": torch.tensor([0.5, 1, 0, 1])},
+        root / "floaty.pt",
+    )
+    huge = torch.full((6,), 1e308, dtype=torch.float64)
+    torch.save({"x": torch.eye(4), "edge_index": ring, "edge_weight": huge}, root / "huge.pt")
+    (root / "empty.toml").write_text("# nothing yet\n")
     return root
 
 
@@ -73,11 +86,23 @@ def files(tmp_path_factory):
         (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list"),
         (["report", "{root}/nothing-here"], "no such folder"),
         (["report", "{root}/big_id.csv"], "not a folder"),
+        # issue #28: were exit 1, ran the wrong thing, or said the wrong thing
+        (["analyze", "--dataset", "{root}/empty.pt", "-q"], "the graph has 0 nodes"),
+        (["train", "--dataset", "{root}/floaty.pt", "--epochs", "1"], "expected one integer class"),
+        (["analyze", "--dataset", "{root}/huge.pt", "-q"], "sum past the float64 range"),
+        (["analyze", *FAST, "--seeds", ""], "--seeds: expected at least one integer"),
+        (["analyze", *FAST, "--seeds", "0,0"], "seeds: 0 appears twice"),
+        (["compare", "--datasets", "karate", "--depths", "2", "--seeds", "", "-q"], "--seeds"),
+        (["analyze", "--dataset", "", "-q"], "dataset: empty name"),
+        (["sweep", "{root}/empty.toml", "-q"], "the spec is empty"),
+        (["sweep", "--datasets", "karate", "--seeds", "", "-q"], "--seeds: expected at least"),
+        (["datasets", "--stats", "csbm-batch:graphs=100000000,n=200"], "would need about"),
+        (["sweep", "--datasets", "karate", "--depths", "1000000000", "-q"], "[1, 65536]"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(files, tmp_path, args, contains):
     args = [a.replace("{root}", str(files)) for a in args]
-    if args[0] in ("analyze", "compare"):
+    if args[0] in ("analyze", "compare", "train", "sweep"):
         args += ["--out", str(tmp_path / "out")]
     one_line_error(run(*args), 2, contains)
     assert not (tmp_path / "out").exists()  # no folder for a run that did nothing
@@ -121,6 +146,11 @@ def test_report_names_the_missing_or_corrupt_file(tmp_path):
     assert run("analyze", *FAST, "--out", out).exit_code == 0
     (out / "fits.json").write_text("{not json")
     one_line_error(run("report", out), 2, f"{out / 'fits.json'}: not valid JSON")
+    fits = {"per_seed": {}, "mean_over_seeds": float("nan")}  # was an AttributeError, exit 1
+    (out / "fits.json").write_text(json.dumps(fits))
+    one_line_error(run("report", out), 2, "fits.json: mean_over_seeds must be an object")
+    (out / "fits.json").write_text("NaN")
+    one_line_error(run("report", out), 2, "fits.json: expected a JSON object")
     (out / "fits.json").write_text("{}")
     (out / "metrics.csv").unlink()
     one_line_error(run("report", out), 2, f"{out / 'metrics.csv'}: missing")
@@ -290,3 +320,41 @@ def test_failed_run_leaves_no_empty_parent_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(analysis, "run_analysis", real)
     assert run("analyze", *FAST, "--out", out).exit_code == 0
     assert (out / "report.md").is_file()
+
+
+_COMMANDS = {
+    "analyze": ["analyze", *FAST],
+    "compare": ["compare", "--datasets", "karate", "--depths", "2", "-q"],
+    "train": ["train", "--dataset", "karate", "--depth", "2", "--epochs", "1", "-q"],
+    "sweep": ["sweep", "--datasets", "karate", "--depths", "2", "-q"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_COMMANDS))
+@pytest.mark.parametrize(
+    "out, says",
+    [
+        ("", "empty"),
+        (".", "the current folder"),
+        ("..", "a parent of the current folder"),
+        ("x" * 300, "300 bytes long"),  # was exit 1 (ENAMETOOLONG after the work)
+        ("{dangling}", "does not exist"),
+    ],
+)
+def test_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, command, out, says):
+    import oversmooth.analysis as analysis
+    import oversmooth.data as data
+
+    calls = []
+    for module, name in ((analysis, "run_analysis"), (analysis, "run_comparison"), (data, "load")):
+        monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1))
+    (tmp_path / "sub").mkdir()
+    os.symlink(tmp_path / "gone", tmp_path / "link")
+    monkeypatch.chdir(tmp_path / "sub")
+    out = out.replace("{dangling}", str(tmp_path / "link"))
+    overwrite = [] if command == "sweep" else ["--overwrite"]  # a sweep resumes instead
+    line = one_line_error(run(*_COMMANDS[command], "--out", out, *overwrite), 2)
+    assert "out" in line and (says in line or (command == "sweep" and out == "")), line
+    assert calls == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "sub"]
+    assert list((tmp_path / "sub").iterdir()) == []
