@@ -248,7 +248,8 @@ def _announcement(config) -> str:
     seeds = ",".join(map(str, config.seeds))
     return (
         f"analyze: {display_name(config.model)} {config.conv.upper()}, "
-        f"{config.depth} layers on {config.dataset}, seed {seeds}, {config.dtype} "
+        f"{config.depth} layers on {config.dataset}, "
+        f"seed{'s' if len(config.seeds) > 1 else ''} {seeds}, {config.dtype} "
         f"(about {_BARE_SECONDS} s on 2 idle CPU cores); --help for options"
     )
 

@@ -17,6 +17,20 @@ from oversmooth.data import load
 from oversmooth.outputs import MARKER
 from tests.conftest import held_folder
 
+
+@pytest.fixture(autouse=True)
+def _sigint_is_deliverable():
+    """The Ctrl-C tests send SIGINT to this process: a pytest started in the background (a
+    shell's ``&``) inherits SIGINT ignored, and training keeps an ignored signal ignored (as a
+    sweep worker must), so restore Python's handler for the test."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        yield
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        yield
+
+
 FAST = dict(model="preln", depth=4, hidden=16, heads=2)
 TINY = dict(model="preln", depth=2, hidden=8, heads=2)
 

@@ -27,19 +27,26 @@ def _one_line_error(result, code=2, contains=""):
 @pytest.mark.parametrize(
     "model,seeds,labels",
     [
-        ("postln", "0", {"exponential-smoothing"}),
-        # at initialisation the nonlocal curve decays slowly (about 2 decades over 256 layers)
-        # but follows neither law alone, also with 8 seeds: the honest verdict is inconclusive
-        # the nonlocal verdict is also covered at small depth by the reproduction's tiny grid
+        # one seed of Post-LN at depth 256 falls 13 decades with a rate that wanders (its
+        # quarter slopes -0.18, -0.16, -0.04, -0.12 per layer): the law is not separable from a
+        # shifted power law, but the fall, its late rate and that the nodes converge are
+        ("postln", "0", {"exponential-smoothing", "inconclusive"}),
         pytest.param(
             "nonlocal", "0", {"algebraic-smoothing", "inconclusive"}, marks=pytest.mark.slow
         ),
-        # three depth-256 seeds: 19 s, so with the large cases (pytest -m slow)
-        pytest.param("preln", "0,1,2", {"power-law-growth"}, marks=pytest.mark.slow),
+        # the default five seeds: growth with the curse of depth, the law left open
+        pytest.param(
+            "preln", "0,1,2,3,4", {"power-law-growth", "inconclusive"}, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_main_command_verdicts(tmp_path, model, seeds, labels):
     """The README's main command: the paper's three behaviours at depth 256 on embedded Cora."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
     out = tmp_path / model
     result = run(
         "analyze",
@@ -57,12 +64,21 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["classification"] in labels, summary["verdict"]
+    found = json.loads((out / "fits.json").read_text())["mean_over_seeds"]["evidence"]
     if model == "preln":
-        assert summary["curse_of_depth"] is True
+        assert found["trend"] == "growth" and summary["curse_of_depth"] is True
         assert "curse of depth" in summary["verdict"]
     if model == "postln":  # float64 by default: far below the float32 floor (about 1e-12)
-        assert "halves every" in summary["verdict"] and summary["final_energy"] < 1e-13
-        assert not summary["final_at_floor"]
+        assert found["trend"] == "decay" and found["collapse"] == "oversmoothing"
+        assert summary["final_energy"] < 1e-13 and not summary["final_at_floor"]
+        # the printed late rate is the slope of its own float64 curve over the last quarter,
+        # inside the printed interval
+        metrics = pd.read_csv(out / "metrics.csv")
+        late = metrics[metrics["layer"] >= found["evidence"]["late_window"][0]]
+        slope = np.polyfit(late["layer"], np.log(late["laplacian_energy"]), 1)[0]
+        lo, hi = found["evidence"]["late_slope_interval"]
+        assert lo <= slope <= hi and slope == pytest.approx(found["evidence"]["late_slope"])
+        assert f"{math.log(2) / -slope:.3g} layers over layers" in summary["verdict"]
     if model == "nonlocal":  # no collapse: slow decay
         assert summary["final_energy"] > 1e-3
     for name in (

@@ -147,7 +147,7 @@ def test_energy_table_has_no_spread_for_one_seed_and_no_index_row():
             "floor": "shadow",
             "metrics": [*DEFAULT_METRICS, "mad"],  # the CLI's --metrics adds to the defaults
         },
-        {"command": "analyze", "model": "postln", "depth": 256, "seeds": [0]},
+        {"command": "analyze", "model": "postln", "depth": 256, "seeds": [0, 1, 2, 3, 4]},
     ],
 )
 def test_reproduce_command_parses_back_to_the_same_config(monkeypatch, config):
