@@ -236,9 +236,9 @@ def analyze_and_report(
     typer.echo(f"report: {folder / 'report.html'}")
 
 
-# measured (torch 2.13, float64): a bare `oversmooth analyze` took 13 s wall on 2 idle CPU
-# cores (forward 4.9 s); 42-75 s while another test suite shared the two cores
-_BARE_SECONDS = 15
+# measured (torch 2.13, float64, five seeds): a bare `oversmooth analyze` took 20.8 s wall on
+# 2 idle CPU cores (one seed took 13 s before the default became five seeds)
+_BARE_SECONDS = 21
 
 
 def _announcement(config) -> str:
