@@ -609,7 +609,34 @@ def _decide(
         )
         return out.done("inconclusive", reason, **common)
 
-    sign = -1 if trend == "decay" else 1
+    fit = _Fitted(est, full, shifted, layers, logs, evidence, change_text)
+    return _named_law(out, frame, fit, -1 if trend == "decay" else 1, common)
+
+
+@dataclass
+class _Fitted:
+    """What the law decision reads: the estimates, the two models, the curves, the evidence
+    being filled, and the fitted change in words."""
+
+    est: dict[str, Estimate]
+    full: LawModel
+    shifted: LawModel
+    layers: np.ndarray
+    logs: np.ndarray
+    evidence: dict[str, Any]
+    change_text: str
+
+
+def _named_law(
+    out: _Outcome, frame: pd.DataFrame, fit: _Fitted, sign: int, common: dict[str, Any]
+) -> Verdict:
+    """The law of a curve with a decided trend (``sign`` -1 decay, +1 growth): exponential,
+    algebraic or inconclusive (module docstring and docs/verdict.md)."""
+    est, evidence, layers, logs = fit.est, fit.evidence, fit.layers, fit.logs
+    point = {name: e.value for name, e in est.items()}
+    ln10, k_lo, k_hi = math.log(10), int(layers[0]), int(layers[-1])
+    change, change_text, where = point["change"] / ln10, fit.change_text, f"layers {k_lo}-{k_hi}"
+    tol = evidence["beta_tolerance"]
     curse: bool | None = False
     if sign > 0:
         curse, numbers = _curse(frame, est["step_late"], layers)
@@ -617,7 +644,7 @@ def _decide(
     common["curse_of_depth"] = curse
     b_lo, b_hi = est["beta"].interval(LEVEL)
     # and whatever k0 is: the union with every non-rejected k0's own interval (lawfit)
-    p_lo, p_hi, _ = profile_interval(full, logs.mean(axis=0), LEVEL)
+    p_lo, p_hi, _ = profile_interval(fit.full, logs.mean(axis=0), LEVEL)
     b_lo, b_hi = min(b_lo, p_lo), max(b_hi, p_hi)
     evidence["beta_interval"] = [b_lo, b_hi]
     exp_sig = b_hi < 0 or b_lo > 0
@@ -652,7 +679,7 @@ def _decide(
         )
     if bounded and pow_same:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
-        rate = _power_rate(est["alpha_shifted"], shifted, logs, window)
+        rate = _power_rate(est["alpha_shifted"], fit.shifted, logs, (k_lo, k_hi))
         reason = (
             f"{change_text}; the {terms}: no exponential factor halving or doubling faster "
             f"than every {EXP_TOLERANCE:g}x{k_hi} layers, the local rate falls like 1/k"
