@@ -29,6 +29,7 @@ from oversmooth.nn.model import (
     model_from_config,
 )
 from oversmooth.precision import (
+    twin_needed,
     FloorTracker,
     add_floor_columns,
     bound_floor,
@@ -552,14 +553,25 @@ def probe_run(
                 progress(_step, end, what)
 
             handles.append(module.register_forward_hook(hook))
+    # float64 with the automatic method: the twin (a second forward) runs only when a layer
+    # comes near the single-step bound (precision.TWIN_MARGIN); otherwise the bound is the floor
+    lazy = floor == "auto" and method == "twin" and "feature_norm" in metrics
     probe = Probe(model, graph, metrics=metrics, similarity=similarity)
     try:
-        with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
+        tracker_method = "bound" if lazy else method
+        with torch.no_grad(), probe, _floor_tracker(model, graph, tracker_method, seed) as tracker:  # type: ignore[arg-type]
             model(x, edge_index, batch, edge_weight=edge_weight)
     finally:
         for handle in handles:
             handle.remove()
-    frame = add_floor_columns(probe.to_frame(), tracker.to_frame() if tracker else None, dtype_name)
+    frame = probe.to_frame()
+    if lazy and twin_needed(frame, dtype_name):
+        probe = Probe(model, graph, metrics=metrics, similarity=similarity)
+        with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
+            model(x, edge_index, batch, edge_weight=edge_weight)
+        frame = probe.to_frame()
+    frame = add_floor_columns(frame, tracker.to_frame() if tracker else None, dtype_name)
+    frame.attrs["floor_method"] = method if not lazy else ("twin" if tracker else "bound")
     if similarity:
         frame.attrs["similarity"] = probe.similarity_matrix().cpu().numpy()
         frame.attrs["similarity_layers"] = probe.similarity_layers()
@@ -599,6 +611,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
     graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
+    methods: set[str] = set()
     per_seed = config.depth
     total = per_seed * len(config.seeds) + len(config.prune)
     timings = {"forward_s": 0.0, "prune_s": 0.0}
@@ -619,7 +632,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             graph=graph,
             progress=progress,
             similarity=keep_sim,
-            floor=floor_method,
+            floor=config.floor,
             seed=seed,
             done=i * per_seed,
             total=total,
@@ -632,6 +645,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         if keep_sim:
             similarity = frame.attrs["similarity"]
             sim_layers = frame.attrs["similarity_layers"]
+        methods.add(str(frame.attrs.get("floor_method", floor_method)))
         frame.attrs.clear()
         frames.append(frame)
         if config.prune and i == 0:
@@ -657,6 +671,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
                 model, data, list(config.prune), mask=mask, callback=tick
             )
             timings["prune_s"] = time.perf_counter() - t0
+    used = sorted(methods)
     metrics = pd.concat(frames, ignore_index=True)
     # what was measured, as a Probe's frame says it (plot / write_report read the dtype)
     metrics.attrs.update(
@@ -685,6 +700,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
             **config.to_dict(),
             "device_resolved": str(device),
             "floor_method": floor_method,
+            "floor_methods_used": used,  # auto float64: twin only where a layer nears the bound
         },
         metrics=metrics,
         fits=fits,
@@ -795,7 +811,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                         acfg.metrics,
                         graph=graph,
                         progress=progress,
-                        floor=floor_method,
+                        floor=config.floor,
                         seed=seed,
                         done=done,
                         total=total,
@@ -835,6 +851,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
             verdict = desc["verdict"]
             fits[f"{dataset}/{model_name}"] = {**fits_record(desc), "depth": config.depths[-1]}
             verdicts.append(verdict)
+    used = sorted({str(f.attrs.get("floor_method", floor_method)) for f in frames})
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame(rows)
     return ComparisonResult(
@@ -843,6 +860,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
             **config.to_dict(),
             "device_resolved": str(device),
             "floor_method": floor_method,
+            "floor_methods_used": used,  # auto float64: twin only where a layer nears the bound
         },
         metrics=metrics,
         summary=summary,

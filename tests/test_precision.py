@@ -322,3 +322,25 @@ def test_verdict_names_the_floor_and_the_float64_value(deep):
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
     assert no_shadow["verdict"].endswith("; rerun with --dtype float64")
     assert "floor" not in describe_frame(deep[("float64", "twin")], 16, dtype="float64")["verdict"]
+
+
+def test_auto_float64_runs_the_twin_only_near_the_floor():
+    """Issue 30 item 1: a float64 curve twelve decades above its floor pays one forward, not
+    two; a linear stack that reaches the floor still gets the twin (and every frozen layer)."""
+    from torch_geometric.data import Data
+
+    from oversmooth import build_model
+    from oversmooth.analysis import probe_run
+    from oversmooth.precision import TWIN_MARGIN, bound_floor, twin_needed
+
+    n = 30
+    ei = _dense_graph(n)
+    data = Data(x=torch.randn(n, 8, generator=torch.Generator().manual_seed(1)), edge_index=ei)
+    far = build_model("postln", depth=12, in_channels=8, out_channels=2, hidden=16, heads=2)
+    frame = probe_run(far.double(), data)
+    assert frame.attrs["floor_method"] == "bound" and not twin_needed(frame, "float64")
+    assert np.array_equal(frame["float_floor"], bound_floor(frame["feature_norm"], "float64"))
+    near = build_model("diffusion", depth=200, in_channels=8, out_channels=2, dtype="float64")
+    frame = probe_run(near, data)
+    assert frame.attrs["floor_method"] == "twin" and frame["at_floor"].any()
+    assert TWIN_MARGIN >= 1e6  # the twin's floor was at most 201x the bound on the zoo
