@@ -1,58 +1,40 @@
-"""The verdict on a per-layer energy table: which law, how sure, and what could not be decided.
+"""The verdict on a per-layer energy table: which law, how fast, how sure, and what was measured.
 
-:func:`verdict` reads the tidy per-layer table (one row per layer and seed) and
-returns a :class:`Verdict` with one of six labels (SPEC §4):
+:func:`verdict` reads the tidy per-layer table (one row per layer and seed) and returns a
+:class:`Verdict` with one of six labels (SPEC §4):
 
-- ``exponential-smoothing``: ``E(k)`` falls with a significant exponential term;
-- ``algebraic-smoothing``: ``E(k)`` falls like a power law and an exponential
-  term is ruled out;
-- ``power-law-growth`` / ``exponential-growth``: the increasing counterparts;
-- ``stable``: the fitted energy changes by less than ``STABLE_DECADES`` decades,
-  with the whole interval inside that band;
-- ``inconclusive``: anything the evidence does not separate -- too few usable
-  layers, a change whose interval straddles the stable band, or a decay whose
-  curvature does not tell the laws apart.  The summary says which.
+- ``exponential-smoothing`` / ``exponential-growth``: the local rate ``-d log E/dk`` tends to
+  a constant;
+- ``algebraic-smoothing`` / ``power-law-growth``: it falls like ``1/k`` (a power law, shifted or
+  not) and no exponential factor faster than :data:`EXP_TOLERANCE` window depths fits;
+- ``stable``: the fitted energy changes by less than :data:`STABLE_DECADES` decades, interval
+  included;
+- ``inconclusive``: the evidence does not separate them; the summary says why and still gives
+  what was measured (decades, late rate, relative change, cosine).
 
-How the laws are told apart.  Over layers ``k0..L`` the pooled curve
-``y(k) = mean over seeds of log E`` (shared law, one intercept per seed) is
-fitted by the *combined* model ``y = a + alpha log k + beta k``.  A power law
-has ``beta = 0``, an exponential ``alpha = 0``: the two laws differ in their
-curvature on log-linear against log-log axes, which the two terms measure
-directly, instead of a fixed slope threshold (``k^-6`` and ``e^{-0.05k}`` can
-have the same mean slope over 256 layers, never the same curvature).  A term
-counts when its ``LEVEL`` interval excludes 0 and it moves the fitted curve by
-at least ``MIN_TERM_DECADES`` over the window; a power law is claimed only when
-the exponential term is also bounded: the upper end of its interval moves the
-curve by less than ``ALGEBRAIC_MARGIN`` times the power term.  When both terms
-count and the curve decays (a power-law start, then an exponential), the verdict
-is exponential only if over the second half of the window the low end of the
-exponential term's share exceeds the high end of the power term's share.  An
-exponential's rate is always the combined fit's ``beta`` (the asymptotic halving
-or doubling length), never a single-exponential fit that a power-law start would
-bias; a power law's rate is the single power-law fit's ``alpha``.
+How.  The seeds' log curves are fitted by ``a_seed + alpha log(k + k0) + beta k``
+(:class:`oversmooth.lawfit.LawModel`, ``k0`` profiled), a family holding pure and shifted power
+laws, exponentials with a power-law start and the transient of a sum of exponentials.
+Exponential when ``beta``'s interval excludes 0 (or the late local rate holds where every power
+law's must fall), algebraic when ``beta``'s interval lies inside ``+-ln 2 / (EXP_TOLERANCE
+k_max)``.  Every interval treats seeds as replicates (:class:`oversmooth.lawfit.Evidence`: a
+block bootstrap along the curve plus a bootstrap over seeds, Student t) at :data:`LEVEL` for
+decisions and :data:`REPORT_LEVEL` in the summary; ``beta``'s also holds whatever ``k0`` is
+(:func:`oversmooth.lawfit.profile_interval`).
 
-Uncertainty respects the correlation of residuals from layer to layer: the
-covariance of the coefficients is the larger (per linear combination) of a
-moving-block bootstrap over layers (blocks of ``ceil(sqrt(n))`` layers, drawn
-independently per seed, seeds averaged) and the AR(1)-inflated least-squares
-covariance ``sigma^2 (X'X)^-1 (1 + rho) / (1 - rho)`` with ``rho`` the lag-1
-autocorrelation of the residuals.  Seeds are not used as replicates: with the
-usual three seeds a t interval has two degrees of freedom, too wide to decide.
+What it reports.  An exponential's rate is the *late* rate (slope of ``log E`` over the last
+quarter of the fitted layers) with the part of its drift the noise cannot explain; a rate still
+moving is "not yet asymptotic" and comes with the asymptotic rate.  A power law's rate is the
+asymptotic exponent of ``(k + k0)^alpha``.  ``trend``, ``collapse`` (the nodes converging or the
+features shrinking), the curse of depth (from the fitted relative change over the last quarter
+and the adjacent cosine), the local-rate ``profile`` and the fitted law through the seed-mean
+curve are part of every verdict.  :func:`sentence` writes the summary from these numbers, for
+:attr:`Verdict.summary` and for every report re-rendered from ``fits.json``.
 
-Curse of depth (growth only): the relative change ``R(k) = E(k)/E(k-1) - 1``
-is taken from the *fitted* curve, not the noisy measured one.  It is the curse
-of depth when the upper end of the interval of the median fitted ``|R|`` over
-the last quarter of layers is below ``CURSE_R`` and (when the table has
-``cosine_prev``) the median adjacent cosine there is above ``CURSE_COSINE``;
-not the curse when the lower end is above ``CURSE_R`` or the cosine is below
-``CURSE_COSINE``; undecided (``None``) otherwise.
-
-Dropped rows, all counted: layer 0 (not on a log axis), non-finite and
-non-positive energies, rows with ``at_floor`` True (or, without that column,
-energies below ``float_floor`` or below the single-step floor of ``dtype`` computed
-from ``feature_norm``).  ``delta_bic`` is ``BIC(power) - BIC(exponential)`` of the
-two single-law fits: positive favours the exponential.  It is reported, not
-used to decide (it ignores the correlation of residuals).
+Dropped rows, all counted: layer 0, non-finite and non-positive energies, rows ``at_floor``
+(or, without that column, below ``float_floor`` or the single-step bound of ``dtype`` from
+``feature_norm``).  Rules, thresholds, calibration and the measurements behind them:
+docs/verdict.md.
 """
 
 from __future__ import annotations
