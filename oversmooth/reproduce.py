@@ -872,6 +872,9 @@ def _plain_fastest(verdict_rows: list[dict]) -> str:
     return text + " layers."
 
 
+CONVS3 = ("san", "gcn", "gat")
+
+
 def _discussion(
     table: pd.DataFrame,
     verdict_rows: list[dict],
@@ -916,7 +919,8 @@ def _discussion(
         f"against the paper's {post['paper']:.2g} (ratio {post['ratio']:.2g}) with the models run "
         f"in {config.dtype}; the float32-floor paragraph below says what the paper's number most "
         f"likely is. Pre-LN energies are {np.nanmedian(pre['ratio']):.2g} times the paper's "
-        "(median over depths): the growth law agrees (power law, vanishing relative change), its "
+        "(median over depths): the growth agrees (the energy grows with depth, its relative "
+        "change vanishes), its "
         f"scale does not. Nonlocal energies at depth {DEPTHS[-1]} "
         f"are {nonloc['ratio']:.2g} times the paper's."
     )
@@ -940,9 +944,14 @@ def _discussion(
         "Beyond the paper. With GCN and GAT backbones, at initialisation, Post-LN is classified "
         f"{labels.get(('gcn', 'postln'))} (GCN) and {labels.get(('gat', 'postln'))} (GAT), "
         f"nonlocal {labels.get(('gcn', 'nonlocal'))} and {labels.get(('gat', 'nonlocal'))}, Pre-LN "
-        f"{labels.get(('gcn', 'preln'))} and {labels.get(('gat', 'preln'))} (a nonlocal curve "
-        "classified exponential still decays by far fewer decades than Post-LN; see its verdict "
-        "above). The plain stack (no residual, no LayerNorm), the textbook oversmoothing case, is "
+        f"{labels.get(('gcn', 'preln'))} and {labels.get(('gat', 'preln'))}"
+        + (
+            " (a nonlocal curve classified exponential still decays by far fewer decades than "
+            "Post-LN; see its verdict above)"
+            if any(str(labels.get((c, "nonlocal"))).startswith("exponential") for c in CONVS3)
+            else ""
+        )
+        + ". The plain stack (no residual, no LayerNorm), the textbook oversmoothing case, is "
         f"classified {labels.get(('san', 'plain'))} "
         f"(SAN), {labels.get(('gcn', 'plain'))} (GCN) and "
         f"{labels.get(('gat', 'plain'))} (GAT)." + _plain_fastest(verdict_rows)
