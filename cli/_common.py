@@ -236,9 +236,9 @@ def analyze_and_report(
     typer.echo(f"report: {folder / 'report.html'}")
 
 
-# measured (torch 2.13, float64, five seeds): a bare `oversmooth analyze` took 20.8 s wall on
-# 2 idle CPU cores (one seed took 13 s before the default became five seeds)
-_BARE_SECONDS = 21
+# measured (torch 2.13, float64, five seeds, the twin only where needed): a bare
+# `oversmooth analyze` took 13.4 s wall on 2 CPU cores (reports/benchmarks)
+_BARE_SECONDS = 14
 
 
 def _announcement(config) -> str:

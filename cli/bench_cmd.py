@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -69,4 +70,4 @@ def _run(quick: bool, out: str, overwrite: bool, device: str, as_json: bool, qui
         if t["status"] != "met":
             typer.echo(f"{t['status']}: {t['key']}: {t['measured']} (target {t['target']})")
     note = " (quick: tiny sizes, statuses say nothing about speed)" if quick else ""
-    typer.echo(f"{len(met)} of {len(rows)} targets met{note}; report: {out / 'report.md'}")
+    typer.echo(f"{len(met)} of {len(rows)} targets met{note}; report: {Path(out) / 'report.md'}")
