@@ -44,7 +44,25 @@ def compare(
 
     Example: oversmooth compare --models preln,postln,nonlocal --depths 2,32,64,128,256
     """
-    handle_errors(_run)(**locals())
+    handle_errors(_run)(
+        models=models,
+        depths=depths,
+        conv=conv,
+        datasets=datasets,
+        seeds=seeds,
+        hidden=hidden,
+        heads=heads,
+        device=device,
+        norm=norm,
+        pattern=pattern,
+        data_root=data_root,
+        dtype=dtype,
+        floor=floor,
+        out=out,
+        overwrite=overwrite,
+        as_json=as_json,
+        quiet=quiet,
+    )
 
 
 def _run(

@@ -65,7 +65,28 @@ def prune(
 
     Example: oversmooth prune --model preln --depth 256 --prune-layers 2,32,64,96,128,160,192,224
     """
-    handle_errors(_prune)(**locals())
+    handle_errors(_prune)(
+        prune_layers=prune_layers,
+        model=model,
+        depth=depth,
+        conv=conv,
+        dataset=dataset,
+        hidden=hidden,
+        heads=heads,
+        seed=seed,
+        device=device,
+        norm=norm,
+        pattern=pattern,
+        data_root=data_root,
+        checkpoint=checkpoint,
+        dtype=dtype,
+        floor=floor,
+        out=out,
+        overwrite=overwrite,
+        as_json=as_json,
+        quiet=quiet,
+        layers=layers,
+    )
 
 
 def _prune(

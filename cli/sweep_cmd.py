@@ -80,7 +80,24 @@ def sweep(
     oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2
     --out reports/sweep
     """
-    handle_errors(_run)(**locals())
+    handle_errors(_run)(
+        spec=spec,
+        models=models,
+        convs=convs,
+        depths=depths,
+        datasets=datasets,
+        seeds=seeds,
+        modes=modes,
+        epochs=epochs,
+        backend=backend,
+        workers=workers,
+        ray_address=ray_address,
+        device=device,
+        dtype=dtype,
+        out=out,
+        as_json=as_json,
+        quiet=quiet,
+    )
 
 
 def _run(

@@ -102,7 +102,34 @@ def train(
 
     Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
     """
-    handle_errors(_run)(**locals())
+    handle_errors(_run)(
+        model=model,
+        depth=depth,
+        conv=conv,
+        dataset=dataset,
+        hidden=hidden,
+        heads=heads,
+        seed=seed,
+        epochs=epochs,
+        lr=lr,
+        warmup=warmup,
+        weight_decay=weight_decay,
+        split=split,
+        patience=patience,
+        dropout=dropout,
+        norm=norm,
+        pattern=pattern,
+        device=device,
+        data_root=data_root,
+        out=out,
+        resume=resume,
+        checkpoint_every=checkpoint_every,
+        deterministic=deterministic,
+        probe_every=probe_every,
+        overwrite=overwrite,
+        as_json=as_json,
+        quiet=quiet,
+    )
 
 
 def _run(
