@@ -287,7 +287,12 @@ def write_report(
     from oversmooth.outputs import atomic_folder, write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
-    from oversmooth.report.render import halving_profile_section, law_table, rayleigh_section
+    from oversmooth.report.render import (
+        halving_profile_section,
+        law_table,
+        rayleigh_section,
+        seed_curves,
+    )
 
     one = _one_pass(_frame_of(frame), step, graph)
     if "laplacian_energy" not in one:
@@ -311,34 +316,11 @@ def write_report(
     doc = Document(f"oversmooth report: {title}")
     _verdict_section(doc, record, title)
     _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
-    seeds = list(one.groupby("seed")) if "seed" in one else [(0, one)]
-    several = len(seeds) > 1
-    curves = [
-        {
-            "label": f"seed {s}" if "seed" in one else title,
-            "layers": p["layer"],
-            "values": p["laplacian_energy"],
-            "fit": None if several else record,
-            "floor": p["float_floor"] if "float_floor" in p else None,
-        }
-        for s, p in seeds
-    ]
-    if several:
-        mean = one.groupby("layer")["laplacian_energy"].apply(
-            lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
-        )
-        curves.append(
-            {
-                "label": f"geometric mean of {len(seeds)} seeds",
-                "layers": mean.index.to_numpy(),
-                "values": mean.to_numpy(),
-                "fit": record,
-                "color": "black",
-            }
-        )
+    curves, _, pooled = seed_curves(one, record)
+    if "seed" not in one:
+        curves[0]["label"] = title
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves)
-    pooled = f"all {len(seeds)} seeds pooled" if several else "one seed"
     doc.heading("Laplacian energy per layer")
     doc.figure(
         fig,

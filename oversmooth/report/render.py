@@ -223,6 +223,37 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
+def seed_curves(metrics: pd.DataFrame, record: dict | None) -> tuple[list[dict], Any, str]:
+    """The energy curves of a per-layer table for :func:`plots.energy_curves`: one per seed,
+    and with several seeds their geometric mean, which carries the verdict's fitted law (a
+    single seed carries it itself, so no seed's own fit is ever drawn for several).  Returns
+    the curves, the geometric-mean series and the words for how the seeds were pooled."""
+    groups = list(metrics.groupby("seed")) if "seed" in metrics else [(0, metrics)]
+    several = len(groups) > 1
+    curves: list[dict] = [
+        {
+            "label": f"seed {seed}",
+            "layers": part["layer"],
+            "values": part["laplacian_energy"],
+            "fit": None if several else record,
+            "floor": part["float_floor"] if "float_floor" in part else None,
+        }
+        for seed, part in groups
+    ]
+    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
+    if several:
+        curves.append(
+            {
+                "label": f"geometric mean of {len(groups)} seeds",
+                "layers": mean.index.to_numpy(),
+                "values": mean.to_numpy(),
+                "fit": record,
+                "color": "black",
+            }
+        )
+    return curves, mean, f"all {len(groups)} seeds pooled" if several else "one seed"
+
+
 def halving_profile_section(doc: Document, records: Mapping[str, dict | None], name: str) -> None:
     """The local halving length along depth with its band, one line per curve that decays."""
     from oversmooth.verdict import local_halving_length
@@ -450,34 +481,11 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
 
-    groups = list(metrics.groupby("seed"))
-    several = len(groups) > 1
-    curves: list[dict] = [
-        {
-            "label": f"seed {seed}",
-            "layers": part["layer"],
-            "values": part["laplacian_energy"],
-            "fit": None if several else mean_fit,
-            "floor": part["float_floor"] if "float_floor" in part else None,
-        }
-        for seed, part in groups
-    ]
-    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
-    if several:
-        curves.append(
-            {
-                "label": f"geometric mean of {len(groups)} seeds",
-                "layers": mean.index.to_numpy(),
-                "values": mean.to_numpy(),
-                "fit": mean_fit,
-                "color": "black",
-            }
-        )
+    curves, mean, pooled = seed_curves(metrics, mean_fit)
     references = reference_lines(mean_fit, mean.index.to_numpy(), mean.to_numpy())
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
-    pooled = f"all {len(groups)} seeds pooled" if several else "one seed"
     doc.figure(
         fig,
         f"Laplacian energy against layer, log-log, with the verdict's fitted law ({pooled}; "
