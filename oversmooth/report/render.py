@@ -503,6 +503,15 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     for sentence in reference_prose(mean_fit, model):
         doc.text(sentence)
 
+    _measure_sections(doc, folder, metrics, config)
+    return doc
+
+
+def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config: dict) -> None:
+    """The analyze report's sections after the energy: the Rayleigh energy, relative change,
+    adjacent cosine, the similarity heatmap, pruning and the per-layer excerpt."""
+    import pandas as pd
+
     rayleigh_section(doc, metrics, config.get("model"))
     if "relative_energy" in metrics:
         fig = plots.figure()
@@ -567,7 +576,6 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     )
     doc.table(first[first["layer"].isin(picks)])
     doc.text("The full table is `metrics.csv` (one row per layer and seed).")
-    return doc
 
 
 def _render_comparison(folder: Path, config: dict) -> Document:
