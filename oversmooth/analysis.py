@@ -578,6 +578,52 @@ def probe_run(
     return frame
 
 
+def _check_memory(config: AnalysisConfig, data: Data, device: torch.device) -> None:
+    """Refuse a CPU analysis whose whole-run peak would exceed the memory limit, before the
+    operator and the forward are built."""
+    if device.type != "cpu":
+        return
+    from oversmooth.resources import analysis_bytes, check_allocation
+
+    need = analysis_bytes(
+        data.num_nodes,
+        data.edge_index.size(1),
+        data.num_features,
+        config.heads,
+        resolve_dtype(config.dtype).itemsize,
+    )
+    check_allocation(
+        f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges)",
+        need,
+        device,
+        hint="use a smaller graph, fewer --heads or --dtype float32",
+    )
+
+
+def _fits_and_verdict(
+    config: AnalysisConfig, metrics: pd.DataFrame, data: Data, timings: dict
+) -> tuple[dict, dict]:
+    """fits.json's records (each seed's own verdict and the pooled one, with the theory
+    references) and the pooled :func:`describe_frame` result; adds the spectral step's time."""
+    fits: dict = {"per_seed": {}}
+    for seed, frame in metrics.groupby("seed", sort=True):
+        fits["per_seed"][str(seed)] = fits_record(
+            describe_frame(frame, config.hidden, dtype=config.dtype)
+        )
+    # the verdict pools the seeds (shared law, one intercept per seed)
+    title = curve_title(
+        config.model, config.conv, config.depth, config.dataset, trained=bool(config.checkpoint)
+    )
+    desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
+    verdict = desc["verdict"]
+    t0 = time.perf_counter()
+    desc["reference"] = theory_reference(config.model, desc, diffusion_reference(data))
+    timings["spectral_s"] = time.perf_counter() - t0
+    fits["mean_over_seeds"] = fits_record(desc)
+    fits["verdict"] = verdict
+    return fits, desc
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -591,23 +637,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     device = resolve_device(config.device)
     floor_method = resolve_floor_method(config.floor, config.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
-    if device.type == "cpu":  # the whole run's peak, before the operator and the forward
-        from oversmooth.resources import analysis_bytes, check_allocation
-
-        need = analysis_bytes(
-            data.num_nodes,
-            data.edge_index.size(1),
-            data.num_features,
-            config.heads,
-            resolve_dtype(config.dtype).itemsize,
-        )
-        check_allocation(
-            f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} "
-            "edges)",
-            need,
-            device,
-            hint="use a smaller graph, fewer --heads or --dtype float32",
-        )
+    _check_memory(config, data, device)
     data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
     graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
@@ -677,22 +707,8 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics.attrs.update(
         {"dtype": config.dtype, "model": type(model).__name__, "capture": "output"}
     )
-    fits: dict = {"per_seed": {}}
-    for seed, frame in metrics.groupby("seed", sort=True):
-        fits["per_seed"][str(seed)] = fits_record(
-            describe_frame(frame, config.hidden, dtype=config.dtype)
-        )
-    # the verdict pools the seeds (shared law, one intercept per seed)
-    title = curve_title(
-        config.model, config.conv, config.depth, config.dataset, trained=bool(config.checkpoint)
-    )
-    desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
+    fits, desc = _fits_and_verdict(config, metrics, data, timings)
     verdict = desc["verdict"]
-    t0 = time.perf_counter()
-    desc["reference"] = theory_reference(config.model, desc, diffusion_reference(data))
-    timings["spectral_s"] = time.perf_counter() - t0
-    fits["mean_over_seeds"] = fits_record(desc)
-    fits["verdict"] = verdict
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
         config={
