@@ -624,6 +624,35 @@ def _fits_and_verdict(
     return fits, desc
 
 
+def _prune(
+    config: AnalysisConfig,
+    model: torch.nn.Module,
+    data: Data,
+    meta: dict,
+    progress: Progress | None,
+    done: int,
+    total: int,
+) -> pd.DataFrame:
+    """The pruning table of the first seed; a trained model's on the test nodes of its own
+    training split (the accuracy drop), an initialised one's as the change of the logits."""
+    pruned = [done]
+
+    def tick(layer: int, _done: list[int] = pruned) -> None:
+        _done[0] += 1
+        if progress:
+            progress(_done[0], total, f"pruning layer {layer}")
+
+    mask = None
+    if config.checkpoint:
+        from oversmooth.data import split_masks
+
+        data.test_mask = split_masks(
+            data, meta.get("split", "random"), seed=meta.get("split_seed", 0)
+        )["test_mask"]
+        mask = "test_mask"
+    return prune_sensitivity(model, data, list(config.prune), mask=mask, callback=tick)
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -642,6 +671,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
     methods: set[str] = set()
+    meta: dict = {}  # a checkpoint's metadata (its training split)
     per_seed = config.depth
     total = per_seed * len(config.seeds) + len(config.prune)
     timings = {"forward_s": 0.0, "prune_s": 0.0}
@@ -680,26 +710,8 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         frames.append(frame)
         if config.prune and i == 0:
             t0 = time.perf_counter()
-            pruned = [per_seed * len(config.seeds)]
-
-            def tick(layer: int, _done: list[int] = pruned) -> None:
-                _done[0] += 1
-                if progress:
-                    progress(_done[0], total, f"pruning layer {layer}")
-
-            mask = None
-            if (
-                config.checkpoint
-            ):  # trained: the accuracy drop on the test nodes of the training split
-                from oversmooth.data import split_masks
-
-                data.test_mask = split_masks(
-                    data, meta.get("split", "random"), seed=meta.get("split_seed", 0)
-                )["test_mask"]
-                mask = "test_mask"
-            prune_frame = prune_sensitivity(
-                model, data, list(config.prune), mask=mask, callback=tick
-            )
+            done = per_seed * len(config.seeds)
+            prune_frame = _prune(config, model, data, meta, progress, done, total)
             timings["prune_s"] = time.perf_counter() - t0
     used = sorted(methods)
     metrics = pd.concat(frames, ignore_index=True)
