@@ -3,7 +3,7 @@
 python scripts/calibrate_verdict.py --calibrate reports/verdict-calibration --draws 12
 """
 
-from oversmooth.calibration import main
+from oversmooth.experiments.calibration import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

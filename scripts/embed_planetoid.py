@@ -59,7 +59,7 @@ def main() -> None:
     here = Path(__file__).resolve().parents[1]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", type=Path, default=here.parent / "shared" / "data" / "planetoid")
-    parser.add_argument("--out", type=Path, default=here / "oversmooth" / "_data")
+    parser.add_argument("--out", type=Path, default=here / "src" / "oversmooth" / "_data")
     args = parser.parse_args()
     convert(args.raw, args.out)
 

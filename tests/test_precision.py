@@ -237,7 +237,7 @@ def test_postln_depth_256_in_float64_on_cora():
 
 
 def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
-    from oversmooth.sweep import SweepSpec, run_cell
+    from oversmooth.experiments.sweep import SweepSpec, run_cell
 
     spec = SweepSpec(models=("postln",), depths=(3,), datasets=("karate",), dtype="float32")
     assert spec.options()["dtype"] == "float32"
@@ -295,7 +295,7 @@ def _fake_float32_run(final_energy: float, floor: float):
 def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
     import pandas as pd
 
-    import oversmooth.reproduce as R
+    import oversmooth.experiments.reproduce as R
 
     table = pd.DataFrame(
         {"dataset": ["cora"], "model": ["postln"], "depth": [256], "paper": [1.32e-12]}

@@ -12,7 +12,7 @@ from oversmooth.analysis import AnalysisConfig, ComparisonConfig, probe_run, run
 from oversmooth.cli.main import app
 from oversmooth.nn import ModelConfig, build_model
 from oversmooth.registry import CONVS, MODELS, NORMS, ModelEntry, display_name
-from oversmooth.sweep import SweepSpec
+from oversmooth.experiments.sweep import SweepSpec
 from oversmooth.train import TrainConfig
 
 runner = CliRunner()

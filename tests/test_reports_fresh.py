@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import oversmooth
-from oversmooth import bench
+from oversmooth.experiments import bench
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 

@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 import oversmooth
-from oversmooth.calibration import CASES, NOISES, Noise, calibrate, draw_frame, synthetic_frame
+from oversmooth.experiments.calibration import (
+    CASES,
+    NOISES,
+    Noise,
+    calibrate,
+    draw_frame,
+    synthetic_frame,
+)
 from oversmooth.verdict import MIN_LAYERS, Verdict, local_halving_length, verdict
 
 CASE = {c.name: c for c in CASES}

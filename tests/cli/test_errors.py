@@ -266,7 +266,7 @@ def test_claimed_folder_is_refused_before_any_work(tmp_path, monkeypatch):
 
 
 def test_bench_refuses_an_existing_folder_without_overwrite(tmp_path, monkeypatch):
-    import oversmooth.bench as bench
+    import oversmooth.experiments.bench as bench
 
     calls = []
     monkeypatch.setattr(bench, "probe_overhead", lambda *a, **k: calls.append(1))

@@ -120,7 +120,7 @@ def test_device_defaults_to_auto_everywhere(name):
 
 
 def test_sweep_without_device_runs_auto(monkeypatch, tmp_path):
-    import oversmooth.sweep as sweep
+    import oversmooth.experiments.sweep as sweep
 
     seen = {}
 
@@ -164,7 +164,7 @@ def _fake_reproduction(seen):
 
 
 def test_reproduce_defaults_to_auto(monkeypatch, tmp_path):
-    import oversmooth.reproduce as reproduce
+    import oversmooth.experiments.reproduce as reproduce
 
     seen = {}
     monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction(seen))
@@ -179,7 +179,7 @@ def test_reproduce_defaults_to_auto(monkeypatch, tmp_path):
 
 
 def test_reproduce_prints_json(monkeypatch, tmp_path):
-    import oversmooth.reproduce as reproduce
+    import oversmooth.experiments.reproduce as reproduce
 
     monkeypatch.setattr(reproduce, "run_reproduction", _fake_reproduction({}))
     out = tmp_path / "r"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.sweep import SweepSpec
+from oversmooth.experiments.sweep import SweepSpec
 from oversmooth.cli._common import echo_json, handle_errors, parse_ints, parse_names, progress_bar
 
 
@@ -118,7 +118,7 @@ def _run(
     as_json,
     quiet,
 ) -> None:
-    from oversmooth.sweep import load_spec, run_sweep
+    from oversmooth.experiments.sweep import load_spec, run_sweep
 
     overrides = {
         "models": parse_names("--models", models) if models is not None else None,

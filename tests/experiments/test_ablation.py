@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from oversmooth.ablation import (
+from oversmooth.experiments.ablation import (
     ABLATIONS,
     BASELINE,
     Ablation,

@@ -170,7 +170,7 @@ def _bench_targets_table(rows: Sequence[Mapping]) -> Any:
 
 def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
     """``scaling_depth.png``, ``scaling_size.png``, ``report.md`` and ``report.html`` for the
-    results of :func:`oversmooth.bench.run_bench`, opening with the table of targets."""
+    results of :func:`oversmooth.experiments.bench.run_bench`, opening with the table of targets."""
     import pandas as pd
 
     folder = Path(folder)

@@ -61,7 +61,7 @@ class ReproduceConfig:
     #: run folders of ``oversmooth train`` (with ``best.pt``) whose models are pruned one layer at
     #: a time at eight layers spread over their depth: Table 8 in the paper's format
     trained: tuple[str, ...] = ()
-    #: one unstated choice changed at a time (``oversmooth.ablation``), Cora, depths 2/32/256
+    #: one unstated choice changed at a time (``experiments.ablation``), Cora, depths 2/32/256
     ablations: bool = True
 
     @classmethod
@@ -206,7 +206,7 @@ def run_reproduction(
 
 def _run_ablations(config: ReproduceConfig, say: Callable[[str], None]) -> dict:
     """Every single ablation on Cora, then a greedy combination per table."""
-    from oversmooth import ablation as A
+    from oversmooth.experiments import ablation as A
     from oversmooth.data import load
     from oversmooth.runtime import resolve_device
 
@@ -232,7 +232,7 @@ def _ablation_section(doc: Any, folder: Path, found: dict, config: ReproduceConf
     """Section 5 (tables of ours ÷ paper per variant) and the discussion sentences it supports."""
     import pandas as pd
 
-    from oversmooth import ablation as A
+    from oversmooth.experiments import ablation as A
 
     frame, summary, combos = found["frame"], found["summary"], found["combos"]
     frame.to_csv(folder / "ablations.csv", index=False, float_format="%.10g")

@@ -684,7 +684,7 @@ def sweep_scaling(
     workers, each into a fresh folder.  The clock runs from the sweep's first progress call
     (before any worker starts, so worker start-up counts) to its last cell; the final merge
     (tables and comparison reports) is timed apart."""
-    from oversmooth.sweep import SweepSpec, _records, run_sweep
+    from oversmooth.experiments.sweep import SweepSpec, _records, run_sweep
 
     out: dict = {
         "models": list(models),

@@ -10,7 +10,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, is_tty
-from oversmooth.reproduce import ReproduceConfig
+from oversmooth.experiments.reproduce import ReproduceConfig
 
 R = O.ConfigOptions(ReproduceConfig)
 
@@ -85,7 +85,7 @@ def _run(
     trained=None,
     ablations: bool = True,
 ) -> None:
-    from oversmooth.reproduce import run_reproduction
+    from oversmooth.experiments.reproduce import run_reproduction
 
     root = str(data_root) if data_root else None
     runs = tuple(str(p) for p in trained or ())

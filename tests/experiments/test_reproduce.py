@@ -8,7 +8,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
-from oversmooth.reproduce import DEPTHS, _available, _energy_table, paper_tables
+from oversmooth.experiments.reproduce import DEPTHS, _available, _energy_table, paper_tables
 
 
 def test_paper_tables_are_complete_and_cited():
@@ -53,11 +53,11 @@ def test_cli_refuses_to_overwrite_before_any_work(tmp_path):
 
 def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     """The full command takes minutes; the same code on depths (2, 4), one seed and two epochs."""
-    import oversmooth.reproduce as R
+    import oversmooth.experiments.reproduce as R
 
     from oversmooth.train import TrainConfig, train
 
-    import oversmooth.ablation as A
+    import oversmooth.experiments.ablation as A
 
     monkeypatch.setattr(R, "DEPTHS", (2, 4))
     monkeypatch.setattr(A, "DEPTHS", (2, 32))
@@ -104,7 +104,7 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
 
 
 def test_plain_sentence_states_only_what_the_verdicts_give():
-    from oversmooth.reproduce import _plain_fastest
+    from oversmooth.experiments.reproduce import _plain_fastest
 
     rows = [
         {"conv": "san", "model": "plain", "halving": 0.87},
@@ -124,7 +124,7 @@ def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monk
     """The report's Reproduce command, given to the CLI, builds the configuration it records."""
     import shlex
 
-    import oversmooth.reproduce as R
+    import oversmooth.experiments.reproduce as R
 
     seen = {}
 
@@ -147,7 +147,7 @@ def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monk
 def test_table8_positions_and_bad_trained_runs(tmp_path):
     import pytest
 
-    from oversmooth.reproduce import ReproduceConfig, run_reproduction, table8_layers
+    from oversmooth.experiments.reproduce import ReproduceConfig, run_reproduction, table8_layers
 
     assert table8_layers(256) == [2, 32, 64, 96, 128, 160, 192, 224]  # the paper's
     assert table8_layers(64) == [2, 8, 16, 24, 32, 40, 48, 56]

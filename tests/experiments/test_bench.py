@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from oversmooth import bench
+from oversmooth.experiments import bench
 from oversmooth.data import karate
 from oversmooth.nn import conv as conv_module
 

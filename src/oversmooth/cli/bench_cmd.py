@@ -12,10 +12,10 @@ from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
 def _default(name: str) -> object:
-    """A default of :func:`oversmooth.bench.run_bench` (written there only)."""
+    """A default of :func:`oversmooth.experiments.bench.run_bench` (written there only)."""
     import inspect
 
-    from oversmooth.bench import run_bench
+    from oversmooth.experiments.bench import run_bench
 
     return inspect.signature(run_bench).parameters[name].default
 
@@ -45,7 +45,7 @@ def bench(
 
 
 def _run(quick: bool, out: str, overwrite: bool, device: str, as_json: bool, quiet: bool) -> None:
-    from oversmooth.bench import run_bench
+    from oversmooth.experiments.bench import run_bench
     from oversmooth.outputs import claim_folder
 
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))

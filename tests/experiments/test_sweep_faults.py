@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from oversmooth.sweep import load_spec, run_sweep
+from oversmooth.experiments.sweep import load_spec, run_sweep
 
 SPEC = """\
 [grid]

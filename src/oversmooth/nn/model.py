@@ -75,7 +75,7 @@ class ModelConfig:
         edge_channels: edge attribute size (``conv="esa"`` only; default 0, none).
 
     Choices the seed paper does not state (defaults are oversmooth's; the other values exist
-    for the reproduction's ablations, ``oversmooth.ablation``):
+    for the reproduction's ablations, ``oversmooth.experiments.ablation``):
 
     - ``ffn=0``: no FFN sublayer at all (the block is attention only).
     - ``encoder``: ``"mlp"`` (default: dropout, Linear, ReLU, Linear) or ``"linear"``
