@@ -10,6 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import oversmooth.checkpoint as C
 import oversmooth.train as T
 from oversmooth import build_model
 from oversmooth.cli.main import app
@@ -42,7 +43,10 @@ def same_weights(a, b) -> bool:
 
 
 def test_short_training_beats_chance(tmp_path):
-    result = T.train(T.TrainConfig(model="preln", depth=4, epochs=25), tmp_path / "run")
+    from oversmooth.report.writers import write_training_report
+
+    config = T.TrainConfig(model="preln", depth=4, epochs=25)
+    result = T.train(config, tmp_path / "run", report=write_training_report)
     assert result.stopped == "finished" and result.epochs_run == 25
     # 7 classes: chance is 1/7 and the majority class ~30%
     assert result.best["val_acc"] > 0.6 and result.best["test_acc"] > 0.6
@@ -57,7 +61,7 @@ def test_short_training_beats_chance(tmp_path):
         assert (tmp_path / "run" / name).is_file(), name
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["best_epoch"] == result.best_epoch
-    model, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
+    model, meta = C.load_checkpoint(tmp_path / "run" / "best.pt")
     assert meta["epoch"] == result.best_epoch and meta["dataset"] == "cora"
 
 
@@ -66,8 +70,8 @@ def test_checkpoint_reloads_to_identical_outputs(tmp_path):
     model = build_model(
         "nonlocal", conv="gat", depth=3, in_channels=data.num_features, out_channels=7, seed=5
     )
-    T.save_checkpoint(tmp_path / "m.pt", model, {"dataset": "cora"})
-    loaded, meta = T.load_checkpoint(tmp_path / "m.pt")
+    C.save_checkpoint(tmp_path / "m.pt", model, {"dataset": "cora"})
+    loaded, meta = C.load_checkpoint(tmp_path / "m.pt")
     with torch.no_grad():
         assert torch.equal(model(data.x, data.edge_index), loaded(data.x, data.edge_index))
     assert loaded.config == model.config
@@ -101,7 +105,7 @@ def test_ctrl_c_stops_at_an_epoch_boundary_and_resumes_bit_for_bit(tmp_path):
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and len(last["history"]) == 2
     assert (tmp_path / "run" / "history.csv").read_text().count("\n") == 3  # header + 2 rows
-    _, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
+    _, meta = C.load_checkpoint(tmp_path / "run" / "best.pt")
     assert meta["epoch"] == result.best_epoch
     resumed = T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", resume=True)
     assert resumed.history == straight.history
@@ -158,12 +162,12 @@ def test_training_neither_uses_nor_changes_the_global_rng(tmp_path):
 
 def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
     T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
-    with pytest.raises(T.CheckpointError, match="was trained with lr=None, not 0.01"):
+    with pytest.raises(C.CheckpointError, match="was trained with lr=None, not 0.01"):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
     post = dict(TINY, model="postln")
     T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
     with pytest.raises(
-        T.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"
+        C.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"
     ):
         T.train(T.TrainConfig(epochs=40, **post), tmp_path / "post", resume=True)
 
@@ -199,7 +203,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, ca
         match=f"the {what} loss became nan at epoch {epoch}; last.pt keeps epoch {epoch - 1}",
     ):
         T.train(T.TrainConfig(epochs=5, **TINY), tmp_path / "run", checkpoint_every=1e6)
-    _, meta = T.load_checkpoint(tmp_path / "run" / "best.pt")
+    _, meta = C.load_checkpoint(tmp_path / "run" / "best.pt")
     assert meta["epoch"] <= epoch - 1
     _assert_diverged_run(tmp_path / "run", epoch - 1)
 
@@ -229,18 +233,18 @@ def test_checkpoint_missing_a_key_names_file_and_key(tmp_path):
     del best["model_config"]
     torch.save(best, tmp_path / "nocfg.pt")
     with pytest.raises(
-        T.CheckpointError,
+        C.CheckpointError,
         match="nocfg.pt: checkpoint has no 'model_config' entry "
         "\\(expected the model configuration",
     ):
-        T.load_checkpoint(tmp_path / "nocfg.pt")
+        C.load_checkpoint(tmp_path / "nocfg.pt")
     result = CliRunner().invoke(app, ["analyze", "--checkpoint", str(tmp_path / "nocfg.pt")])
     assert result.exit_code == 2 and "no 'model_config' entry" in result.output, result.output
     last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     del last["best_state_dict"]
     torch.save(last, tmp_path / "run" / "last.pt")
     with pytest.raises(
-        T.CheckpointError, match="last.pt: checkpoint has no 'best_state_dict' entry"
+        C.CheckpointError, match="last.pt: checkpoint has no 'best_state_dict' entry"
     ):
         T.train(T.TrainConfig(epochs=3, **TINY), tmp_path / "run", resume=True)
 
@@ -290,24 +294,24 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
     T.train(T.TrainConfig(epochs=2, **FAST), tmp_path / "run")
     best = tmp_path / "run" / "best.pt"
     with pytest.raises(
-        T.CheckpointError, match="checkpoint has model='preln' but model='postln' was asked for"
+        C.CheckpointError, match="checkpoint has model='preln' but model='postln' was asked for"
     ):
-        T.load_checkpoint(best, expect={"model": "postln"})
+        C.load_checkpoint(best, expect={"model": "postln"})
     with pytest.raises(
-        T.CheckpointError, match="checkpoint has dataset='cora' but dataset='citeseer'"
+        C.CheckpointError, match="checkpoint has dataset='cora' but dataset='citeseer'"
     ):
-        T.load_checkpoint(best, expect={"dataset": "citeseer"})
-    with pytest.raises(T.CheckpointError, match="was trained with depth=4, not 8"):
+        C.load_checkpoint(best, expect={"dataset": "citeseer"})
+    with pytest.raises(C.CheckpointError, match="was trained with depth=4, not 8"):
         T.train(T.TrainConfig(epochs=4, **{**FAST, "depth": 8}), tmp_path / "run", resume=True)
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(best.read_bytes()[:200])
     with pytest.raises(
-        T.CheckpointError, match="truncated.pt: not a readable oversmooth checkpoint"
+        C.CheckpointError, match="truncated.pt: not a readable oversmooth checkpoint"
     ):
-        T.load_checkpoint(truncated)
+        C.load_checkpoint(truncated)
     torch.save({"weights": torch.ones(2)}, tmp_path / "other.pt")
-    with pytest.raises(T.CheckpointError, match="not an oversmooth checkpoint"):
-        T.load_checkpoint(tmp_path / "other.pt")
+    with pytest.raises(C.CheckpointError, match="not an oversmooth checkpoint"):
+        C.load_checkpoint(tmp_path / "other.pt")
     with pytest.raises(FileExistsError, match="already exists; pass --resume"):
         T.train(T.TrainConfig(epochs=2, **FAST), tmp_path / "run")
     with pytest.raises(FileNotFoundError, match="last.pt not found"):
@@ -444,7 +448,7 @@ def test_probe_rows_are_the_models_eval_energies(tmp_path):
     T.train(T.TrainConfig(epochs=3, probe_every=2, **TINY), tmp_path / "run")
     dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
     assert sorted(dyn["epoch"].unique()) == [0, 2]
-    model, _ = T.load_checkpoint(tmp_path / "run" / "last.pt")  # the weights after epoch 2
+    model, _ = C.load_checkpoint(tmp_path / "run" / "last.pt")  # the weights after epoch 2
     data = load("cora")
     model.eval()
     with Probe(model, data.edge_index) as probe, torch.no_grad():
@@ -488,17 +492,14 @@ def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):
         train(config, tmp_path / "run")
 
 
-def test_a_run_whose_report_fails_is_not_marked_finished(tmp_path, monkeypatch):
+def test_a_run_whose_report_fails_is_not_marked_finished(tmp_path):
     # a full disk while the report was written left summary.json saying "finished"
     import errno
-
-    import oversmooth.report.writers as writers
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writers, "write_training_report", full)
     with pytest.raises(OSError, match="No space left"):
-        T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
+        T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run", report=full)
     assert (tmp_path / "run" / "last.pt").is_file()  # resumable
     assert not (tmp_path / "run" / "summary.json").exists()

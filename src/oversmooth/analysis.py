@@ -39,7 +39,7 @@ from oversmooth.precision import (
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 from oversmooth.prune import check_layers, prune_sensitivity
 from oversmooth.registry import CONVS
-from oversmooth.runtime import environment, resolve_device  # also re-exported
+from oversmooth.runtime import environment, resolve_device
 from oversmooth.report.prose import (
     PRETTY as PRETTY,
     curve_title,
@@ -61,8 +61,6 @@ __all__ = [
     "run_comparison",
     "probe_run",
     "Progress",
-    "resolve_device",
-    "environment",
     "MAX_DEPTH",
     "SPECTRAL_MAX_NODES",
     "NONLOCAL_REFERENCE",

@@ -49,6 +49,8 @@ import torch
 from numpy.typing import ArrayLike
 from torch import Tensor, nn
 
+from oversmooth.runtime import resolve_dtype
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -57,10 +59,8 @@ if TYPE_CHECKING:
     from oversmooth.nn.model import DepthModel
 
 __all__ = [
-    "DTYPES",
     "FLOOR_METHODS",
     "AT_FLOOR_FACTOR",
-    "resolve_dtype",
     "dtype_eps",
     "resolve_floor_method",
     "FloorTracker",
@@ -71,7 +71,6 @@ __all__ = [
     "TWIN_MARGIN",
 ]
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 FLOOR_METHODS = ("auto", "shadow", "twin", "bound")
 AT_FLOOR_FACTOR = 12.0
 # float64 with the automatic floor method: the twin forward runs only when some layer's energy
@@ -79,13 +78,6 @@ AT_FLOOR_FACTOR = 12.0
 # Cora (seeds 0-9, float64): the twin's floor is at most 6.5 (Post-LN), 15 (Pre-LN) and 201
 # (nonlocal) times the bound, and the lowest energy 1.3e14 times the bound or more.
 TWIN_MARGIN = 1e6
-
-
-def resolve_dtype(name: str) -> torch.dtype:
-    """``float32`` or ``float64`` -> the torch dtype (the one resolver for precision names)."""
-    if name not in DTYPES:
-        raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, received {name!r}")
-    return DTYPES[name]
 
 
 def dtype_eps(name: str) -> float:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["resolve_device", "environment"]
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "environment"]
 
 
 def resolve_device(device: str) -> torch.device:
@@ -27,6 +27,16 @@ def resolve_device(device: str) -> torch.device:
             )
         return torch.device(device)
     raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
+
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """``float32`` or ``float64`` -> the torch dtype (the one resolver for precision names)."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, received {name!r}")
+    return DTYPES[name]
 
 
 def _git_commit() -> str | None:
@@ -47,7 +57,7 @@ def environment(device: torch.device) -> dict:
     import pandas
     import scipy
 
-    from oversmooth import __version__
+    from oversmooth._version import __version__
 
     try:  # its version without importing it (seconds) when the run never needed it
         pyg_version: str | None = version("torch_geometric")

@@ -42,14 +42,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from oversmooth.checkpoint import (  # the last two re-exported
+from oversmooth.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
     CheckpointError,
     _atomic_save,
     _read,
-    load_checkpoint,
-    save_checkpoint,
 )
 from oversmooth.nn.model import (
     MODELS,
@@ -75,11 +73,12 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "train",
-    "save_checkpoint",
-    "load_checkpoint",
-    "CheckpointError",
     "TrainingDiverged",
 ]
+
+
+#: writes a finished run's report: ``(out, history, best_epoch, summary, dynamics)``
+ReportWriter = Callable[[Path, list, int, dict, "list | None"], Any]
 
 
 class TrainingDiverged(RuntimeError):
@@ -608,6 +607,7 @@ def train(
     overwrite: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
     checkpoint_every: float = 60.0,
+    report: ReportWriter | None = None,
 ) -> TrainResult:
     """Train ``config`` into the folder ``out`` (see the module docstring).
 
@@ -626,6 +626,10 @@ def train(
         checkpoint_every: seconds between two saves of ``last.pt`` (0: after
             every epoch); a run also saves when it stops.  A SIGKILL loses at
             most the epochs since the last save.
+        report: called once a run has finished, before ``summary.json`` marks it
+            finished, with ``(out, history, best_epoch, summary, dynamics)``; the
+            commands pass :func:`oversmooth.report.writers.write_training_report`
+            (training computes, the write layer writes).
 
     SIGINT (Ctrl-C) and SIGTERM stop the run at the end of the current epoch,
     save it and return with ``stopped="interrupted"`` / ``"terminated"``; a
@@ -712,6 +716,7 @@ def train(
                     requested,
                     progress,
                     checkpoint_every,
+                    report,
                 )
             if requested.get("signal") and result.stopped not in STOP_SIGNALS.values():
                 # it came after the last epoch (while the report was written): still obeyed
@@ -733,6 +738,7 @@ def _loop(
     requested: dict,
     progress: Callable[[int, int, str], None] | None,
     checkpoint_every: float,
+    report: ReportWriter | None,
 ) -> TrainResult:
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
@@ -795,13 +801,10 @@ def _loop(
             "stopped": stopped,
             "seconds_this_run": seconds,
         }
-        from oversmooth.report.writers import write_training_report
-
         # the report first, summary.json (which says "finished") last: a run that fails in
         # between (a full disk) is not marked finished
-        write_training_report(
-            out, run.history, run.best_epoch, summary, dynamics=run.dynamics or None
-        )
+        if report is not None:
+            report(out, run.history, run.best_epoch, summary, run.dynamics or None)
         write_json(out / "summary.json", summary)
     return result
 

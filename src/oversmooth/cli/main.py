@@ -12,7 +12,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from oversmooth import __version__
+from oversmooth._version import __version__
 from oversmooth.cli import _common, commands
 
 

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from oversmooth.precision import DTYPES, FLOOR_METHODS
+from oversmooth.precision import FLOOR_METHODS
+from oversmooth.runtime import DTYPES
 from oversmooth.registry import CONVS, MODELS, NORMS
 
 

@@ -98,7 +98,7 @@ def _run(
     with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
         folder = run_reproduction(config, out, overwrite=overwrite, progress=say)
     if as_json:  # what config.json records, less the environment, plus where the report is
-        from oversmooth.analysis import resolve_device
+        from oversmooth.runtime import resolve_device
 
         written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         echo_json(

@@ -161,6 +161,7 @@ def _run(
     quiet,
 ) -> None:
     from oversmooth.report.render import default_out
+    from oversmooth.report.writers import write_training_report
     from oversmooth.train import describe
     from oversmooth.train import train as run_training
 
@@ -200,6 +201,7 @@ def _run(
             overwrite=overwrite,
             progress=update,
             checkpoint_every=checkpoint_every,
+            report=write_training_report,
         )
     if as_json:
         echo_json(

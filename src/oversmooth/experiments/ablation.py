@@ -141,7 +141,7 @@ def final_energies(
     from oversmooth.graph import as_graph
     from oversmooth.metrics import laplacian_energy
     from oversmooth.nn import build_model
-    from oversmooth.precision import resolve_dtype
+    from oversmooth.runtime import resolve_dtype
 
     depths = DEPTHS if depths is None else depths
     options = {"dtype": dtype, **ablation.model}

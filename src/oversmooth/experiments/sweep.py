@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from oversmooth import __version__
+from oversmooth._version import __version__
 from oversmooth.nn.model import ModelConfig, model_default
 from oversmooth.outputs import (
     MARKER,
@@ -110,7 +110,7 @@ class SweepSpec:
     dtype: str = "float64"  # precision every cell's model runs in (see oversmooth.precision)
 
     def __post_init__(self) -> None:
-        from oversmooth.precision import resolve_dtype
+        from oversmooth.runtime import resolve_dtype
         from oversmooth.registry import CONVS, MODELS, Registry
 
         resolve_dtype(self.dtype)
@@ -319,6 +319,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
         model_fields = {key: cell[key] for key in ("model", "depth", "conv", "dataset")}
         model_fields.update(hidden=options["hidden"], heads=options["heads"])
         if cell["mode"] == "trained":
+            from oversmooth.report.writers import write_training_report
             from oversmooth.train import TrainConfig, train
 
             run_dir = Path(out) / "runs" / record["id"]
@@ -332,6 +333,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
                 ),
                 run_dir,
                 overwrite=True,
+                report=write_training_report,
             )
             if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
                 raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")

@@ -33,7 +33,7 @@ from oversmooth.graph import (
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate, resolve_conv
 from oversmooth.nn.norm import resolve_norm_mode
-from oversmooth.precision import resolve_dtype
+from oversmooth.runtime import resolve_dtype
 from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
 
 ENCODERS = ("mlp", "linear")
