@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from oversmooth.analysis import ComparisonResult
+    from oversmooth.report.document import Document
 
 __all__ = ["ReproduceConfig", "paper_tables", "run_reproduction"]
 
@@ -547,11 +548,8 @@ def _write(
     trained: dict,
     pd: ModuleType,
 ) -> None:
-    from oversmooth.fit import geometric_mean
-    from oversmooth.outputs import file_stem, write_json
-    from oversmooth.report import plots
+    from oversmooth.outputs import write_json
     from oversmooth.report.document import Document
-    from oversmooth.report.prose import curve_title, verdict_prose
 
     paper = paper_tables()
     datasets = results["datasets"]
@@ -579,6 +577,46 @@ def _write(
             "Not included (their files were not available offline under --data-root): "
             f"{', '.join(results['skipped_datasets'])}."
         )
+
+    _tables_section(doc, table, datasets, pd)
+    verdict_rows = _curves_section(doc, san, other, pd)
+    prune = _training_section(doc, folder, config, trained, pd)
+    table8 = _table8_section(doc, folder, results["table8"], pd) if results.get("table8") else []
+    ablated = (
+        _ablation_section(doc, folder, results["ablations"], config)
+        if results.get("ablations")
+        else []
+    )
+    doc.heading("5. Discussion")
+    paragraphs = _discussion(table, verdict_rows, prune, trained, config, datasets, ablated)
+    if table8:
+        paragraphs.append(
+            "Table 8 from the longer runs (section 3b). " + " ".join(table8) + _table8_reading()
+        )
+    for paragraph in paragraphs + _floor_finding(results, table):
+        doc.text(paragraph)
+    _reproduce_section(doc, config, san.environment)
+    doc.write(folder)
+    write_json(
+        folder / "config.json",
+        {
+            "command": "reproduce",
+            "quick": config.quick,
+            "seeds": list(config.seeds),
+            "datasets": datasets,
+            "train_depth": config.train_depth,
+            "train_epochs": config.train_epochs,
+            "trained": list(config.trained),
+            "seconds": results["seconds"],
+            "environment": san.environment,
+        },
+    )
+
+
+def _tables_section(doc: Document, table: pd.DataFrame, datasets: list, pd: ModuleType) -> None:
+    """Section 1: the final-layer energy against the paper's Tables 2, 4 and 6."""
+    from oversmooth.outputs import file_stem
+    from oversmooth.report import plots
 
     doc.heading("1. Final-layer energy at initialisation (Tables 2, 4, 6)")
     for model, number in zip(ARCHS, (2, 4, 6), strict=True):
@@ -608,6 +646,16 @@ def _write(
             "ours (mean over seeds) and the paper's",
             f"tables_2_4_6_{file_stem(dataset)}.png",
         )
+
+
+def _curves_section(
+    doc: Document, san: ComparisonResult, other: dict, pd: ModuleType
+) -> list[dict]:
+    """Section 2: per-layer curves of the deepest networks (Figure 1), one figure per
+    convolution; returns one verdict row per (conv, model)."""
+    from oversmooth.fit import geometric_mean
+    from oversmooth.report import plots
+    from oversmooth.report.prose import curve_title, verdict_prose
 
     doc.heading(
         f"2. Per-layer curves of {DEPTHS[-1]}-layer networks (Figure 1) and other backbones"
@@ -658,6 +706,16 @@ def _write(
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "classification"]])
     for row in verdict_rows:
         doc.text(row["verdict"])
+
+    return verdict_rows
+
+
+def _training_section(
+    doc: Document, folder: Path, config: ReproduceConfig, trained: dict, pd: ModuleType
+) -> pd.DataFrame:
+    """Section 3: accuracies, similarity (Figure 2) and pruning (Table 8) of the trained
+    models; returns the pruning table."""
+    from oversmooth.report import plots
 
     doc.heading(f"3. After training at depth {config.train_depth} (Figure 2, Table 8)")
     doc.text(
@@ -723,21 +781,11 @@ def _write(
         "table8_pruning.png",
     )
 
-    table8 = _table8_section(doc, folder, results["table8"], pd) if results.get("table8") else []
-    ablated = (
-        _ablation_section(doc, folder, results["ablations"], config)
-        if results.get("ablations")
-        else []
-    )
-    doc.heading("5. Discussion")
-    paragraphs = _discussion(table, verdict_rows, prune, trained, config, datasets, ablated)
-    if table8:
-        paragraphs.append(
-            "Table 8 from the longer runs (section 3b). " + " ".join(table8) + _table8_reading()
-        )
-    for paragraph in paragraphs + _floor_finding(results, table):
-        doc.text(paragraph)
-    env = san.environment
+    return prune
+
+
+def _reproduce_section(doc: Document, config: ReproduceConfig, env: dict) -> None:
+    """The closing "Reproduce" section: the command line that reruns this report."""
     doc.heading("Reproduce")
     doc.text(
         f"Written with oversmooth {env.get('oversmooth', '')}"
@@ -757,21 +805,6 @@ def _write(
             "This run differs from that command's preset: it was made from Python with "
             f"`{config!r}`."
         )
-    doc.write(folder)
-    write_json(
-        folder / "config.json",
-        {
-            "command": "reproduce",
-            "quick": config.quick,
-            "seeds": list(config.seeds),
-            "datasets": datasets,
-            "train_depth": config.train_depth,
-            "train_epochs": config.train_epochs,
-            "trained": list(config.trained),
-            "seconds": results["seconds"],
-            "environment": san.environment,
-        },
-    )
 
 
 def command_line(config: ReproduceConfig) -> str:
