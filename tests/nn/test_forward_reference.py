@@ -1,0 +1,218 @@
+"""The zoo's outputs and gradients, bit for bit, against values recorded before the message
+passing was split into per-convolution scorers and one aggregation core (recorded from
+``main`` at commit 5200c49, torch 2.13.0+cpu, one thread).
+
+Every model name with every convolution, on both back-ends (``edge`` and ``csr``), in float32
+and float64, weighted and batched graphs, global (``S``) blocks, edge-set attention and the
+ablation switches; each case stores the SHA-256 of its output bytes (and of its gradients),
+so that any change of a number, however small, fails.  Run this file as a script
+(``python tests/nn/test_forward_reference.py``) only to record values for a deliberate
+change of the numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor
+
+from oversmooth import Probe, build_model
+from oversmooth.nn import set_kernel
+
+RECORDED = Path(__file__).with_name("forward_reference.json")
+NAMES = ("preln", "postln", "nonlocal", "nonlocal-preln", "plain")
+
+
+def graph() -> tuple[Tensor, Tensor, Tensor, int]:
+    """Three small graphs as one batch (12 nodes; a user self loop, a repeated edge, an
+    isolated node), their edge weights and batch vector."""
+    gen = torch.Generator().manual_seed(0)
+    parts, batch, offset = [], [], 0
+    for g, size in enumerate((5, 3, 4)):
+        ei = torch.randint(0, size - (g == 2), (2, 2 * size), generator=gen)
+        parts.append(ei + offset)
+        batch.append(torch.full((size,), g))
+        offset += size
+    ei = torch.cat(parts, 1)
+    ei[:, 0] = 1  # a user self loop
+    ei[:, 3] = ei[:, 4]  # a repeated edge
+    weight = torch.rand(ei.size(1), generator=gen, dtype=torch.float64) + 0.1
+    return ei, weight, torch.cat(batch), offset
+
+
+def digest(tensors: list[Tensor]) -> dict[str, object]:
+    sha = hashlib.sha256()
+    for t in tensors:
+        sha.update(t.detach().contiguous().cpu().numpy().tobytes())
+    return {
+        "sha256": sha.hexdigest(),
+        "sum": [float(t.detach().double().nansum()) for t in tensors],
+    }
+
+
+Case = Callable[[], list[Tensor]]
+
+
+def stem(named: tuple[str, object]) -> str:
+    """A parameter's name without the module that holds the scores' parameters (so the
+    gradients are compared parameter by parameter whatever the module layout)."""
+    return named[0].replace(".scorer.", ".")
+
+
+def forward_case(
+    name: str,
+    conv: str,
+    kernel: str,
+    dtype: str,
+    *,
+    grad: bool = False,
+    weighted: bool = False,
+    batched: bool = False,
+    **options: object,
+) -> Case:
+    def run() -> list[Tensor]:
+        ei, weight, batch, n = graph()
+        model = build_model(
+            name,
+            conv=conv,
+            depth=3,
+            in_channels=5,
+            out_channels=3,
+            hidden=8,
+            heads=2,
+            seed=4,
+            dtype=dtype,
+            **options,
+        )
+        set_kernel(model, kernel)
+        x = torch.randn(n, 5, generator=torch.Generator().manual_seed(1)).to(model.decoder.weight)
+        kwargs = {"edge_weight": weight if weighted else None}
+        if not grad:
+            with torch.no_grad():
+                return [model(x, ei, batch if batched else None, **kwargs)]
+        x.requires_grad_(True)
+        out = model(x, ei, batch if batched else None, **kwargs)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        return [out, x.grad, *(p.grad for _, p in sorted(model.named_parameters(), key=stem))]
+
+    return run
+
+
+def head_energy_case(conv: str, kernel: str) -> Case:
+    def run() -> list[Tensor]:
+        ei, _, _, n = graph()
+        model = build_model(
+            "nonlocal",
+            conv=conv,
+            depth=3,
+            in_channels=5,
+            out_channels=3,
+            hidden=8,
+            heads=2,
+            dtype="float64",
+        )
+        set_kernel(model, kernel)
+        x = torch.randn(n, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+        with Probe(model, ei, head_energies=True) as probe, torch.no_grad():
+            out = model(x, ei)
+        frame = probe.to_frame()
+        columns = [c for c in frame.columns if c.startswith("head_energy_")]
+        return [out, torch.tensor(frame[columns].to_numpy())]
+
+    return run
+
+
+def cases() -> Iterator[tuple[str, Case]]:
+    for name in (*NAMES, "diffusion"):
+        for conv in ("san", "gcn", "gat") if name != "diffusion" else ("san",):
+            for kernel in ("edge", "csr"):
+                for dtype in ("float32", "float64"):
+                    key = f"{name}-{conv}-{kernel}-{dtype}"
+                    yield key, forward_case(name, conv, kernel, dtype)
+                    yield f"{key}-grad", forward_case(name, conv, kernel, dtype, grad=True)
+                yield (
+                    f"{name}-{conv}-{kernel}-weighted",
+                    forward_case(name, conv, kernel, "float64", weighted=True, grad=True),
+                )
+    for conv in ("san", "gcn", "gat"):
+        for kernel in ("edge", "csr"):
+            for name in ("postln", "nonlocal"):
+                yield (
+                    f"{name}-{conv}-{kernel}-MS-batch",
+                    forward_case(
+                        name,
+                        conv,
+                        kernel,
+                        "float64",
+                        batched=True,
+                        pattern="MS",
+                        norm="graph",
+                        grad=True,
+                    ),
+                )
+                yield (
+                    f"{name}-{conv}-{kernel}-ablations",
+                    forward_case(
+                        name,
+                        conv,
+                        kernel,
+                        "float32",
+                        score_scale=False,
+                        nonlocal_norm="sum",
+                        self_loops=False,
+                        weighted=True,
+                    ),
+                )
+            yield f"head-energies-{conv}-{kernel}", head_energy_case(conv, kernel)
+    for name in ("preln", "postln", "nonlocal"):
+        for kernel in ("edge", "csr"):
+            yield (
+                f"esa-{name}-{kernel}",
+                forward_case(name, "esa", kernel, "float64", pattern="MMS", grad=True),
+            )
+
+
+CASES = dict(cases())
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, dict[str, object]]:
+    return json.loads(RECORDED.read_text(encoding="utf-8"))["cases"]
+
+
+def test_every_case_was_recorded(recorded):
+    assert sorted(recorded) == sorted(CASES)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Reductions split over threads round differently: the values are one thread's."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_outputs_are_bit_identical_to_the_recorded_ones(key, recorded, one_thread):
+    got = digest(CASES[key]())
+    want = recorded[key]
+    assert got["sum"] == want["sum"], f"{key}: sums differ"
+    assert got["sha256"] == want["sha256"], f"{key}: same sums, different bytes"
+
+
+if __name__ == "__main__":  # pragma: no cover - records the reference values
+    torch.set_num_threads(1)
+    values = {key: digest(case()) for key, case in CASES.items()}
+    RECORDED.write_text(
+        json.dumps({"torch": torch.__version__, "cases": values}, indent=1) + "\n",
+        encoding="utf-8",
+    )
+    print(f"{len(values)} cases -> {RECORDED}")
