@@ -156,18 +156,83 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
-        assert count_hooks() == 9  # 3 blocks, their 3 call counters, layer 0, the two step hooks
+        # 3 blocks, their 3 call counters, layer 0, the two step hooks, 3 attention points
+        assert count_hooks() == 12
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
             raise RuntimeError("boom")
     assert count_hooks() == 0
-    assert all(not b.mp.keep_attention for b in model.blocks)
     pyg = GCN(cora.num_features, 16, num_layers=3)
     with pytest.raises(RuntimeError):
         with Probe(pyg, cora.edge_index):
             pyg(cora.x[:, :5], cora.edge_index)  # wrong width raises inside the forward
     assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in pyg.modules()) == 0
+
+
+def module_state(model: torch.nn.Module) -> dict:
+    """Every attribute of every submodule (the contents of its parameter, buffer and module
+    dicts), hooks left out: the hook dicts are compared by size (:func:`hook_counts`)."""
+    state = {}
+    for name, module in model.named_modules():
+        for key, value in vars(module).items():
+            if "hooks" not in key:
+                state[name, key] = dict(value) if isinstance(value, dict) else value
+    return state
+
+
+def hook_counts(model: torch.nn.Module) -> dict:
+    return {
+        (name, key): len(value)
+        for name, module in model.named_modules()
+        for key, value in vars(module).items()
+        if "hooks" in key
+    }
+
+
+def assert_same_state(before: dict, after: dict) -> None:
+    assert before.keys() == after.keys(), "attributes added or removed"
+    for key, old in before.items():
+        new = after[key]
+        if isinstance(old, dict):
+            assert old.keys() == new.keys() and all(old[k] is new[k] for k in old), key
+        else:
+            simple = isinstance(old, (bool, int, float, str)) and old == new
+            assert old is new or simple, key
+
+
+def probed_models() -> list[tuple[torch.nn.Module, dict]]:
+    """Models with the probe options that reach the most of them: head energies (attention
+    hook points), global blocks, diffusion, edge-set attention, a PyG stack read as a stream."""
+    kw = dict(depth=3, in_channels=5, out_channels=3, hidden=8, heads=2)
+    return [
+        (build_model("postln", conv="gat", pattern="MMS", **kw), {"head_energies": True}),
+        (build_model("nonlocal", conv="gcn", **kw), {"head_energies": True, "similarity": True}),
+        (build_model("nonlocal-preln", conv="san", **kw), {"head_energies": True}),
+        (build_model("diffusion", **kw), {"head_energies": True}),
+        (build_model("preln", conv="esa", **kw), {}),
+        (PreLNTransformer(5, final_norm=True), {"capture": "residual"}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(probed_models())))
+def test_a_probed_forward_leaves_no_attribute_and_no_hook_on_the_model(case):
+    """The probe keeps its state on itself: no attribute of any submodule changes while it
+    records (inside the with block) or after it, and every hook goes when it exits."""
+    model, options = probed_models()[case]
+    data = small_graph()
+    x = data.x.to(next(model.parameters()).dtype)
+    before, hooks = module_state(model), hook_counts(model)
+    assert not any(hooks.values())
+    with Probe(model, data.edge_index, **options) as probe, torch.no_grad():
+        model(x, data.edge_index)
+        assert_same_state(before, module_state(model))
+    assert_same_state(before, module_state(model))
+    assert hook_counts(model) == hooks
+    frame = probe.to_frame()
+    assert len(frame) == 4 and frame["laplacian_energy"].notna().all()
+    if options.get("head_energies"):  # the attention reached the probe through hook points
+        assert frame.loc[1:, "head_energy_0"].notna().any()
 
 
 def test_same_seed_gives_identical_table(cora):

@@ -55,6 +55,7 @@ from torch import Tensor, nn
 
 from oversmooth import metrics as M
 from oversmooth.graph import GraphOperator, _hetero_hint, as_graph, dense_to_rows
+from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.model import DepthModel
 from oversmooth.resources import check_energy_order
 
@@ -762,7 +763,8 @@ class Probe:
         head_energies: for oversmooth attention models, also record each
             block's output energy under each head's own attention
             ``(1/n)||P_h X - X||^2`` as ``head_energy_<h>`` (NaN for global
-            attention blocks and layer 0).
+            attention blocks and layer 0); the attention is read from each layer's
+            ``mp.hook_attention`` (:class:`~oversmooth.nn.hooks.HookPoint`).
         self_loops: add self loops to ``graph`` before measuring.
         seed: seed of the similarity node sample.
         stream: with ``capture="residual"`` on layers that are not blocks, the modules whose
@@ -912,6 +914,7 @@ class Probe:
         self._active = True
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
         self._state_dtype: torch.dtype | None = None
+        self._attention: dict[int, AttentionWeights] = {}  # layer k -> its block's attention
 
     def __enter__(self) -> Probe:
         self.attach()
@@ -933,10 +936,10 @@ class Probe:
             elif self.layers:
                 self._handles.append(self.layers[0].register_forward_pre_hook(self._pre_hook(0)))
                 for k, module in enumerate(self.layers, start=1):
-                    self._handles.append(module.register_forward_hook(self._make_hook(k, module)))
+                    self._handles.append(module.register_forward_hook(self._make_hook(k)))
             if self.head_energies:
-                for block in self.model.blocks:  # type: ignore[union-attr]
-                    block.mp.keep_attention = True
+                for k, point in self._attention_points():
+                    self._handles.append(point.register_forward_hook(self._keep_attention(k)))
         except BaseException:
             self.detach()
             raise
@@ -946,10 +949,7 @@ class Probe:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        if self.head_energies:
-            for block in self.model.blocks:  # type: ignore[union-attr]
-                block.mp.keep_attention = False
-                block.mp.last_attention = block.mp.last_edges = block.mp.last_energy = None
+        self._attention.clear()
 
     # -- hooks ----------------------------------------------------------------------------------
     def _on_forward(self, module: nn.Module, args: tuple) -> None:
@@ -977,6 +977,7 @@ class Probe:
             )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
         self._prev = self._prev_state = self._spare_state = None
+        self._attention.clear()
         self._workspace = _Workspace()
 
     def _record_stream_end(self, output: object) -> None:
@@ -1013,10 +1014,29 @@ class Probe:
 
         return hook
 
-    def _make_hook(self, k: int, module: nn.Module) -> Callable[[nn.Module, tuple, object], None]:
-        def hook(mod: nn.Module, args: tuple, output: object) -> None:
+    def _make_hook(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
             if self._active:
-                self.record(k, _first_tensor(output), module=mod)
+                self.record(k, _first_tensor(output))
+
+        return hook
+
+    def _attention_points(self) -> list[tuple[int, HookPoint]]:
+        """``(k, point)``: the attention hook point of the operator (``mp``) of layer module
+        ``k - 1``, whose output is layer ``k``."""
+        points = []
+        for k, layer in enumerate(self.layers, start=1):
+            point = getattr(getattr(layer, "mp", None), "hook_attention", None)
+            if isinstance(point, HookPoint):
+                points.append((k, point))
+        return points
+
+    def _keep_attention(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        """Keeps (on the probe) the attention of layer ``k``'s block until ``k`` is recorded."""
+
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            if self._active:
+                self._attention[k] = cast(AttentionWeights, output)
 
         return hook
 
@@ -1051,7 +1071,7 @@ class Probe:
             )
         return x, op
 
-    def record(self, k: int, x: Tensor, module: nn.Module | None = None) -> None:
+    def record(self, k: int, x: Tensor) -> None:
         """Measure ``x`` as the state of layer ``k`` (called by the hooks, or by you).
 
         ``x`` is ``[num_nodes, channels]``, or a dense ``[B, N, channels]`` state of a dense
@@ -1103,24 +1123,23 @@ class Probe:
                 spare = torch.empty_like(cache.x)
             self._spare_state, self._prev_state = state, spare.copy_(cache.x)
         if self.head_energies:
-            row.update(self._head_energies(k, cache.x, op, module))
+            row.update(self._head_energies(k, cache.x))
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         self._stream_width = x.size(1)
         if self.similarity:
             self._keep_state(k, x, cache)
 
-    def _head_energies(
-        self, k: int, x64: Tensor, op: GraphOperator, module: nn.Module | None
-    ) -> dict[str, Tensor]:
+    def _head_energies(self, k: int, x64: Tensor) -> dict[str, Tensor]:
+        """``head_energy_<h>`` of layer ``k`` under the attention its block emitted in this
+        forward (NaN without one: layer 0, global blocks)."""
         heads = cast(DepthModel, self.model).config.heads  # checked in __init__
-        nan = x64.new_tensor(float("nan"))
-        mp = getattr(module, "mp", None)
-        if k == 0 or mp is None or mp.last_attention is None:
+        attention = self._attention.pop(k, None)
+        if k == 0 or attention is None:
+            nan = x64.new_tensor(float("nan"))
             return {f"head_energy_{h}": nan for h in range(heads)}
-        src, dst = mp.last_edges
-        energy = M._head_energies(x64, src, dst, mp.last_attention.to(torch.float64))  # [h]
-        mp.last_attention = None
+        alpha = attention.weights.to(torch.float64)  # [E, h]
+        energy = M._head_energies(x64, attention.src, attention.dst, alpha)  # [h]
         return {f"head_energy_{h}": energy[h] for h in range(heads)}
 
     def _keep_state(self, k: int, x: Tensor, cache: _LayerCache) -> None:

@@ -11,7 +11,7 @@ from torch_geometric.data import Batch, Data
 
 from oversmooth import GraphOperator, Probe, build_model, laplacian_energy
 from oversmooth.analysis import probe_run
-from oversmooth.nn import ModelConfig
+from oversmooth.nn import ModelConfig, SANScorer
 from oversmooth.nn.edgeset import (
     EdgeSetModel,
     edge_to_node_mean,
@@ -107,7 +107,7 @@ def test_forward_shapes_and_edge_states(name):
     assert out.shape == (n, 3)
     assert [s.shape for s in states] == [(ei.size(1), 8)] * 4
     assert [b.mp.global_attention for b in model.blocks] == [False, False, True, False]
-    assert model.blocks[0].mp.conv == "san"
+    assert isinstance(model.blocks[0].mp.scorer, SANScorer)  # esa scores as san
     # the readout: the decoder on each node's mean incident edge state
     assert torch.allclose(out, model.decoder(edge_to_node_mean(states[-1], ei, n)))
 
@@ -144,8 +144,8 @@ def test_masked_block_is_dense_masked_attention_over_edges():
     num_edges, hd = ei.size(1), mp.head_dim
     h = torch.randn(num_edges, 8, dtype=torch.float64)
     allowed = dense_line_graph(ei).bool() | torch.eye(num_edges, dtype=torch.bool)
-    q = (h @ mp.query.weight.T).view(num_edges, 2, hd)
-    k = (h @ mp.key.weight.T).view(num_edges, 2, hd)
+    q = (h @ mp.scorer.query.weight.T).view(num_edges, 2, hd)
+    k = (h @ mp.scorer.key.weight.T).view(num_edges, 2, hd)
     v = (h @ mp.value.weight.T).view(num_edges, 2, hd)
     heads = []
     for head in range(2):

@@ -117,10 +117,15 @@ def test_csr_does_not_skip_what_is_put_on_a_projection(conv):
         assert torch.equal(mp(x, ctx), hooked)
         handle.remove()
         assert relative(mp(x, ctx), plain) <= TOLERANCE[torch.float32]
+        assert mp.backend == "csr"
         mp.out = torch.nn.Sequential(mp.out)  # a wrapper in place of W
-        assert not mp._bare_projections()
+        assert mp.backend == "edge"
         assert relative(mp(x, ctx), plain) <= TOLERANCE[torch.float32]
     assert relative(hooked, plain) > 0.1  # the hook does change the output
+    for projection in mp.scorer.projections():  # the scores' projections count too
+        handle = projection.register_forward_pre_hook(lambda module, args: None)
+        assert mp.backend == "edge"
+        handle.remove()
 
 
 @pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
@@ -236,7 +241,7 @@ def test_csr_backward_creates_nothing_n_by_n(nonlocal_):
         loss = mp(x, ctx).square().sum()
     with LargestTensor() as backward:
         loss.backward()
-    assert x.grad is not None and mp.query.weight.grad is not None
+    assert x.grad is not None and mp.scorer.query.weight.grad is not None
     assert forward.largest < n * n and backward.largest < n * n
     # the mode saw the backward (the sampled product writes through ``out``)
     assert "aten.sparse_sampled_addmm.out" in backward.ops
@@ -245,38 +250,59 @@ def test_csr_backward_creates_nothing_n_by_n(nonlocal_):
     assert dense.largest >= n * n
 
 
+def observed(mp: MultiHeadMessagePassing, x: Tensor, ctx: GraphContext) -> tuple[list, list]:
+    """What ``mp``'s hook points emit in one forward: attention weights, nonlocal factors."""
+    attention: list = []
+    factors: list = []
+    handles = [
+        mp.hook_attention.register_forward_hook(lambda m, a, out: attention.append(out)),
+        mp.hook_factor.register_forward_hook(lambda m, a, out: factors.append(out)),
+    ]
+    try:
+        mp(x, ctx)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return attention, factors
+
+
 @pytest.mark.parametrize("nonlocal_", [False, True], ids=["plain", "nonlocal"])
 @pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
-def test_keep_attention_holds_the_same_attention_over_its_edges(conv, nonlocal_):
-    """``last_attention`` is over ``last_edges`` in both kernels (the csr kernel's edges are
-    sorted by target): the same attention matrices, repeated edges summed; the same nonlocal
-    factors, one per head."""
+def test_hook_points_emit_the_same_attention_over_their_edges(conv, nonlocal_):
+    """The attention a hook sees is over its own edge list in both kernels (the csr kernel's
+    edges are sorted by target): the same attention matrices, repeated edges summed; the same
+    nonlocal factors, one per head."""
     ei, w, n, _ = graph_case(False, seed=2)
     ctx = GraphContext.build(ei, n, edge_weight=w.float())
     mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_)
-    mp.keep_attention = True
     x = torch.randn(n, 16)
     matrices, energies = [], []
     for kernel in ("edge", "csr"):
         mp.kernel = kernel
-        mp(x, ctx)
-        energies.append(mp.last_energy)
-        assert mp.last_attention is not None and mp.last_edges is not None
-        src, dst = mp.last_edges
+        (attention,), factors = observed(mp, x, ctx)
+        energies.append(factors)
         dense = torch.zeros(4, n, n).index_put_(
-            (torch.arange(4)[:, None], dst[None], src[None]),
-            mp.last_attention.t(),
+            (torch.arange(4)[:, None], attention.dst[None], attention.src[None]),
+            attention.weights.t(),
             accumulate=True,
         )
         matrices.append(dense)
     torch.testing.assert_close(matrices[1], matrices[0])
     torch.testing.assert_close(matrices[1].sum(-1), torch.ones(4, n))  # rows are softmaxes
     if nonlocal_:
-        assert energies[0] is not None and energies[1] is not None
-        assert energies[1].shape == (4,)
-        torch.testing.assert_close(energies[1], energies[0])
+        assert energies[1][0].shape == (4,)
+        torch.testing.assert_close(energies[1][0], energies[0][0])
     else:
-        assert energies == [None, None]
+        assert energies == [[], []]
+
+
+def test_a_hook_point_refuses_a_hook_that_returns_a_value():
+    ei, w, n, _ = graph_case(False, seed=2)
+    mp = MultiHeadMessagePassing(16, 4, "san")
+    handle = mp.hook_attention.register_forward_hook(lambda m, a, out: out.weights * 2)
+    with pytest.raises(RuntimeError, match="hooks here only observe"):
+        mp(torch.randn(n, 16), GraphContext.build(ei, n))
+    handle.remove()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -290,21 +316,19 @@ def test_csr_softmax_survives_scores_far_beyond_exp_range(conv, nonlocal_, dtype
     torch.manual_seed(6)
     mp = MultiHeadMessagePassing(16, 4, conv, nonlocal_=nonlocal_).to(dtype)
     with torch.no_grad():
-        for name in ("query", "key"):
-            if hasattr(mp, name):
-                getattr(mp, name).weight.mul_(60.0)
+        for projection in mp.scorer.projections():  # san: query and key
+            projection.weight.mul_(60.0)
         if conv == "gat":
-            mp.att_dst.mul_(3000.0)
-            mp.att_src.mul_(3000.0)
+            mp.scorer.att_dst.mul_(3000.0)
+            mp.scorer.att_src.mul_(3000.0)
     x = torch.randn(n, 16, dtype=dtype)
     outs = []
     for kernel in ("edge", "csr"):
         mp.kernel = kernel
-        mp.keep_attention = True
         with torch.no_grad():
+            (attention,), _ = observed(mp, x, ctx)
             outs.append(mp(x, ctx))
-        assert mp.last_attention is not None
-        spread = float(mp.last_attention.max() - mp.last_attention.min())
+        spread = float(attention.weights.max() - attention.weights.min())
     assert spread > 0.99  # the scores are that far apart: some attention weights are 1
     assert torch.isfinite(outs[1]).all()
     assert relative(outs[1], outs[0]) <= TOLERANCE[dtype]

@@ -5,11 +5,12 @@
     \\mathrm{MP}(X) = (P_1 X V_1 \\| \\dots \\| P_h X V_h)\\, W, \\qquad
     (P_h)_{ij} = \\operatorname{softmax}_{j \\in N(i) \\cup \\{i\\}} e^h_{ij}
 
-with scores ``e`` set by the convolution type:
-
-- ``gcn``: :math:`e_{ij} = 1` (the mean over the neighbourhood with self loop),
-- ``gat``: :math:`e_{ij} = \\mathrm{LeakyReLU}(a^\\top [V X_i \\| V X_j])` (slope 0.2),
-- ``san``: :math:`e_{ij} = (Q X_i) \\cdot (K X_j) / \\sqrt{d_k}` (scaled dot product).
+with scores ``e`` set by the convolution type, each computed by its scorer
+(:mod:`oversmooth.nn.scorers`: ``san`` scaled dot products, ``gat`` LeakyReLU of two
+projections, ``gcn`` a constant, i.e. the neighbourhood mean).  One aggregation core,
+:class:`MultiHeadMessagePassing`, runs any scorer on the ``edge`` or the ``csr`` back-end
+(:data:`KERNELS`), plain or nonlocal; attention weights and nonlocal factors reach observers
+through hook points (:mod:`oversmooth.nn.hooks`), never through attributes.
 
 Nonlocal message passing scales every head by its own Laplacian energy,
 :math:`\\frac1n \\|P_h X - X\\|_F^2`; it adds no parameter and ``O(n d)`` work.
@@ -23,15 +24,16 @@ attention matrix for neighbourhood attention.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oversmooth.nn.kernel import CsrPlan, sampled_dot, softmax_numerators_, sparse_matmul
+from oversmooth.nn.hooks import AttentionWeights, HookPoint
+from oversmooth.nn.kernel import CsrPlan, softmax_numerators_, sparse_matmul
+from oversmooth.nn.scorers import SANScorer, make_scorer
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
 
@@ -211,28 +213,35 @@ def head_energy(px: Tensor, x: Tensor) -> Tensor:
 
 
 class MultiHeadMessagePassing(nn.Module):
-    """One multi-head message-passing operator (see the module docstring).
+    """The aggregation core of multi-head message passing (see the module docstring): runs a
+    convolution's :class:`~oversmooth.nn.scorers.Scorer` on the ``edge`` or ``csr``
+    back-end, or over all nodes of each graph (``global_attention``).
 
     Args:
         channels: feature size ``d`` (input and output).
         heads: number of heads ``h``; ``d`` must be divisible by ``h``.
-        conv: ``"san"``, ``"gcn"`` or ``"gat"``.
+        conv: a name of :data:`CONVS` (``"san"``, ``"gcn"``, ``"gat"``; ``"esa"`` scores as
+            ``"san"``): picks the scorer (:func:`~oversmooth.nn.scorers.make_scorer`).
         nonlocal_: scale each head by :math:`\\frac1n\\|P_h X - X\\|^2`.
-        global_attention: attend over all nodes of the graph (an ``S`` block).
+        global_attention: attend over all nodes of the graph (an ``S`` block; scaled
+            dot-product scores whatever ``conv`` says).
         score_scale: divide dot-product scores by :math:`\\sqrt{d_k}` (default ``True``;
             ``False`` is an ablation of this unstated choice).
         nonlocal_norm: ``"mean"`` (default, the paper's :math:`\\frac1n`) or ``"sum"``
             (the nonlocal factor without the :math:`\\frac1n`, an ablation).
 
-    Set ``keep_attention = True`` to keep the last attention weights
-    (``last_attention``, ``[E, h]`` over ``last_edges``) for probes; neighbourhood
-    attention only.
+    The core owns ``value`` (``V_1 .. V_h`` stacked) and ``out`` (``W``); the scorer
+    (``scorer``) owns the parameters of the scores.  Two hook points expose what a forward
+    computes, only while a hook is registered on them (:mod:`oversmooth.nn.hooks`):
+    ``hook_attention`` receives the :class:`~oversmooth.nn.hooks.AttentionWeights` of
+    neighbourhood attention (``[E, h]``; global blocks emit none) and ``hook_factor`` the
+    nonlocal factors ``[h]``.
 
-    The ``"csr"`` kernel reads the projections' weights to fold them (``W V`` for GCN, the
+    The ``"csr"`` back-end reads the projections' weights to fold them (``W V`` for GCN, the
     value projection with its columns of ones, GAT's scores).  When a projection is not a
     bare :class:`torch.nn.Linear` (a wrapper or adapter put in its place, a hook on it), the
-    operator runs the ``"edge"`` kernel, which calls the projections as modules, so that what
-    was put there is not silently skipped.
+    operator runs the ``"edge"`` back-end, which calls the projections as modules, so that
+    what was put there is not silently skipped (:attr:`backend` says which runs).
     """
 
     def __init__(
@@ -260,95 +269,80 @@ class MultiHeadMessagePassing(nn.Module):
         self.score_scale, self.nonlocal_norm = score_scale, nonlocal_norm
         self.value = nn.Linear(channels, channels, bias=False)  # V_1 .. V_h stacked
         self.out = nn.Linear(channels, channels, bias=False)  # W
-        if global_attention or conv == "san":
-            self.query = nn.Linear(channels, channels, bias=False)
-            self.key = nn.Linear(channels, channels, bias=False)
-        if conv == "gat" and not global_attention:
-            self.att_dst = nn.Parameter(torch.empty(heads, self.head_dim))
-            self.att_src = nn.Parameter(torch.empty(heads, self.head_dim))
-            bound = math.sqrt(6.0 / (1 + self.head_dim))  # glorot over [1, head_dim]
-            nn.init.uniform_(self.att_dst, -bound, bound)
-            nn.init.uniform_(self.att_src, -bound, bound)
+        scores = "san" if global_attention else self.conv
+        self.scorer = make_scorer(scores, channels, heads, score_scale=score_scale)
         # Xavier-uniform projections, as torch.nn.MultiheadAttention and PyG's attention
         # convolutions initialise theirs (PyTorch's Linear default would shrink the
         # message-passing branch by ~1/3 in variance per projection).
-        for lin in (self.value, self.out, getattr(self, "query", None), getattr(self, "key", None)):
-            if lin is not None:
-                nn.init.xavier_uniform_(lin.weight)
+        for lin in (self.value, self.out, *self.scorer.projections()):
+            nn.init.xavier_uniform_(lin.weight)
+        self.hook_attention = HookPoint()  # AttentionWeights of neighbourhood attention
+        self.hook_factor = HookPoint()  # [h] nonlocal factors
         self.kernel = DEFAULT_KERNEL
-        self.keep_attention = False
-        self.last_attention: Tensor | None = None  # [E, h]
-        self.last_edges: tuple[Tensor, Tensor] | None = None  # (src, dst) of last_attention
-        self.last_energy: Tensor | None = None  # [h] nonlocal factors of the last forward
+
+    @property
+    def backend(self) -> str:
+        """What the next forward runs: ``"global"`` (an ``S`` block), ``"csr"`` (the kernel
+        is ``"csr"`` and every projection is a bare ``nn.Linear`` without hooks) or
+        ``"edge"``."""
+        if self.global_attention:
+            return "global"
+        bare = all(
+            type(m) is nn.Linear and not (m._forward_hooks or m._forward_pre_hooks)
+            for m in (self._modules["value"], self._modules["out"], *self.scorer.projections())
+        )
+        return "csr" if self.kernel == "csr" and bare else "edge"
 
     # -- attention weights P_h -------------------------------------------------------------
     def attention(self, x: Tensor, ctx: GraphContext, values: Tensor | None = None) -> Tensor:
-        """``[E, h]`` attention weights over ``ctx``'s edges (with self loops).
+        """``[E, h]`` attention weights over ``ctx``'s edges (with self loops), by the edge
+        back-end.
 
-        ``values`` (``V X`` as ``[n, h, hd]``) saves GAT recomputing it when the caller has it.
+        ``values`` (``V X`` as ``[n, h, hd]``) saves recomputing it for scores that read it.
         """
         n, h, hd = x.size(0), self.heads, self.head_dim
-        if self.conv == "gcn":
+        if self.scorer.uniform:
             return ctx.mean().to(x.dtype).unsqueeze(1).expand(-1, h)
-        if self.conv == "san":
-            q = self.query(x).view(n, h, hd)
-            k = self.key(x).view(n, h, hd)
-            scores = (q[ctx.dst] * k[ctx.src]).sum(-1) * self._scale()  # [E, h]
-        else:  # gat
-            v = self.value(x).view(n, h, hd) if values is None else values
-            scores = F.leaky_relu(
-                (v * self.att_dst).sum(-1)[ctx.dst] + (v * self.att_src).sum(-1)[ctx.src], 0.2
-            )
+        if self.scorer.reads_values and values is None:
+            values = self.value(x).view(n, h, hd)
+        scores = self.scorer.edge_scores(x, values, ctx.src, ctx.dst)  # [E, h]
         if ctx.log_weight is not None:
             scores = scores + ctx.log_weight.to(scores.dtype).unsqueeze(1)  # alpha ~ w exp(e)
         return edge_softmax(scores, ctx.dst, n)
 
-    def _scale(self) -> float:
-        """The factor on dot-product scores: ``1 / sqrt(d_k)``, or 1 without score scaling."""
-        return 1.0 / math.sqrt(self.head_dim) if self.score_scale else 1.0
-
-    def _value_weight(self) -> Tensor:
-        return self.value.weight.view(self.heads, self.head_dim, self.channels)  # [h, hd, d]
-
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        backend = self.backend
+        if backend == "global":
+            n = x.size(0)
+            return self.out(self._global(x, ctx).reshape(n, self.channels))
+        if backend == "csr":
+            return self._csr_uniform(x, ctx) if self.scorer.uniform else self._csr(x, ctx)
+        return self._edge(x, ctx)
+
+    def _emit_attention(self, alpha: Tensor, ctx: GraphContext) -> None:
+        self.hook_attention.emit(AttentionWeights(alpha, ctx.src, ctx.dst))
+
+    def _edge(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        """The operator's output ``[n, d]`` by the ``"edge"`` back-end: ``[E, h, ...]``
+        gathers and ``index_add_``."""
         n, h, hd = x.size(0), self.heads, self.head_dim
-        if self.global_attention:
-            heads_out = self._global(x, ctx)  # [n, h, hd]
-        elif self.kernel == "csr" and self._bare_projections():
-            return self._csr_mean(x, ctx) if self.conv == "gcn" else self._csr(x, ctx)
+        # V X is needed by the plain operator and by scores that read it: computed once
+        needs_values = self.scorer.reads_values or not self.nonlocal_
+        xv = self.value(x).view(n, h, hd) if needs_values else None
+        alpha = self.attention(x, ctx, xv)  # [E, h]
+        if self.hook_attention.active:
+            self._emit_attention(alpha.detach(), ctx)
+        if self.nonlocal_:
+            px = propagate_heads(x, alpha, ctx.src, ctx.dst)  # [n, h, d] = P_h X
+            heads_out = self._nonlocal_values(px, x)
         else:
-            # V X is needed by the plain path and by GAT's scores: computed once
-            xv = (
-                self.value(x).view(n, h, hd) if (self.conv == "gat" or not self.nonlocal_) else None
-            )
-            alpha = self.attention(x, ctx, xv)  # [E, h]
-            if self.keep_attention:
-                self.last_attention = alpha.detach()
-                self.last_edges = (ctx.src, ctx.dst)
-            if self.nonlocal_:
-                px = propagate_heads(x, alpha, ctx.src, ctx.dst)  # [n, h, d] = P_h X
-                heads_out = self._nonlocal_values(px, x)
-            else:
-                assert xv is not None  # computed above for the plain path
-                heads_out = aggregate(
-                    xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n
-                )  # [n, h, hd] = P_h X V_h
+            assert xv is not None  # computed above for the plain operator
+            heads_out = aggregate(xv[ctx.src] * alpha.unsqueeze(-1), ctx.dst, n)  # P_h X V_h
         return self.out(heads_out.reshape(n, h * hd))
 
-    def _bare_projections(self) -> bool:
-        """Whether every projection is a bare ``nn.Linear`` without hooks (calling it is
-        ``F.linear`` with its weight), so the ``"csr"`` kernel may fold the weights."""
-        for name in ("value", "out", "query", "key"):
-            module = self._modules.get(name)
-            if module is not None and (
-                type(module) is not nn.Linear or module._forward_hooks or module._forward_pre_hooks
-            ):
-                return False
-        return True
-
     def _csr(self, x: Tensor, ctx: GraphContext) -> Tensor:
-        """The operator's output ``[n, d]`` by the ``"csr"`` kernel, for scored attention (SAN,
-        GAT).
+        """The operator's output ``[n, d]`` by the ``"csr"`` back-end, for scored attention
+        (SAN, GAT).
 
         The softmax is normalised after the aggregation: the product runs with the
         unnormalised weights ``exp(e_ij - max_k e_ik)`` over an operand with one more column
@@ -360,21 +354,11 @@ class MultiHeadMessagePassing(nn.Module):
         n, h, hd = x.size(0), self.heads, self.head_dim
         plan = ctx.plan(h)
         # V X (with its columns of ones): first whenever autograd records (x's gradient then
-        # sums its parts in the order of the edge kernel); otherwise after the softmax, so
+        # sums its parts in the order of the edge back-end); otherwise after the softmax, so
         # that it is not alive beside the scores (memory at 10^6 nodes, issue 16)
         early = torch.is_grad_enabled() and not self.nonlocal_
         xv = self._values_and_ones(x) if early else None  # [n, h, hd + 1]
-        if self.conv == "san":
-            q = self.query(x).view(n * h, hd)
-            k = self.key(x).view(n * h, hd)
-            scores = sampled_dot(q, k, plan.blocks, self._scale())  # [h E]
-            del q, k  # freed here when autograd does not keep them
-        else:  # gat: a_t . V_t x = (V_t^T a_t) . x, so each side is one [d, h] projection
-            value = self._value_weight()  # [h, hd, d]
-            a_dst = F.linear(x, (value * self.att_dst.unsqueeze(-1)).sum(1)).view(n * h)
-            a_src = F.linear(x, (value * self.att_src.unsqueeze(-1)).sum(1)).view(n * h)
-            scores = a_dst.index_select(0, plan.row)
-            scores = F.leaky_relu(scores.add_(a_src.index_select(0, plan.blocks.col)), 0.2)
+        scores = self.scorer.csr_scores(x, self.value.weight, plan)  # [h E]
         log_weight = ctx.plan_values("log_weight", h)
         if log_weight is not None:
             scores.add_(log_weight.to(scores.dtype))  # alpha ~ w exp(e)
@@ -387,14 +371,16 @@ class MultiHeadMessagePassing(nn.Module):
             operand, layout = xv.view(n * h, hd + 1), plan.blocks
         summed = sparse_matmul(weights, operand, layout)  # [n h, c + 1]
         total = summed[:, -1:]  # every row's sum of weights (>= 1: the max's term is 1)
-        if self.keep_attention:
+        if self.hook_attention.active:
             alpha = weights.detach() / total.detach().view(-1).index_select(0, plan.row)
-            self.last_attention = plan.per_edge(alpha)  # [E, h]
-            self.last_edges = (ctx.src, ctx.dst)
+            self._emit_attention(plan.per_edge(alpha), ctx)  # [E, h]
         out = (summed[:, :-1] / total).view(n, h, -1)
         if self.nonlocal_:
             return self._nonlocal_output(out, x)
         return self.out(out.view(n, h * hd))
+
+    def _value_weight(self) -> Tensor:
+        return self.value.weight.view(self.heads, self.head_dim, self.channels)  # [h, hd, d]
 
     def _values_and_ones(self, x: Tensor) -> Tensor:
         """``V X`` with a column of ones after each head's values: ``[n, h, hd + 1]``, by one
@@ -404,8 +390,8 @@ class MultiHeadMessagePassing(nn.Module):
         bias = F.pad(x.new_zeros(h, hd), (0, 1), value=1.0)  # [h, hd + 1]
         return F.linear(x, weight.view(h * (hd + 1), -1), bias.view(-1)).view(-1, h, hd + 1)
 
-    def _csr_mean(self, x: Tensor, ctx: GraphContext) -> Tensor:
-        """GCN by the ``"csr"`` kernel: the operator's output ``[n, d]``.
+    def _csr_uniform(self, x: Tensor, ctx: GraphContext) -> Tensor:
+        """A uniform scorer (GCN) by the ``"csr"`` back-end: the operator's output ``[n, d]``.
 
         Every head attends with the same ``P`` (the neighbourhood mean), so
         ``(P X V_1 || ... || P X V_h) W = P X V W``: one product with the ``[n, n]``
@@ -413,32 +399,29 @@ class MultiHeadMessagePassing(nn.Module):
         formed per forward; gradients reach ``V`` and ``W`` through it).  Nonlocal: every
         head's factor is the one Laplacian energy of ``P X``.
         """
-        h = self.heads
         plan = ctx.plan(1)
         mean = ctx.plan_values("mean", 1)
         assert mean is not None
         mean = mean.to(x.dtype)
-        if self.keep_attention:
-            self.last_attention = self.attention(x, ctx)  # [E, h], no parameter behind it
-            self.last_edges = (ctx.src, ctx.dst)
+        if self.hook_attention.active:
+            self._emit_attention(self.attention(x, ctx).detach(), ctx)  # [E, h]
         weight = self.out.weight @ self.value.weight  # x -> x V^T W^T in one
         if not self.nonlocal_:
             return sparse_matmul(mean, F.linear(x, weight), plan.blocks)
         px = sparse_matmul(mean, x.contiguous(), plan.blocks)  # P X, [n, d]
-        factor = self._nonlocal_factor(px.unsqueeze(1), x, heads=h)  # [1]
+        factor = self._nonlocal_factor(px.unsqueeze(1), x, heads=self.heads)  # [1]
         return F.linear(px, weight) * factor
 
     def _nonlocal_factor(self, px: Tensor, x: Tensor, heads: int | None = None) -> Tensor:
         """Every head's factor :math:`\\frac1n\\|P_h X - X\\|^2` (``"sum"``: without the
-        ``1/n``) from ``px = P_h X`` ``[n, h, d]``: ``[h]``; kept in ``last_energy`` when
-        attention is kept, repeated to ``heads`` entries when given (heads sharing one
-        ``P``)."""
+        ``1/n``) from ``px = P_h X`` ``[n, h, d]``: ``[h]``; emitted to ``hook_factor``
+        repeated to ``heads`` entries when given (heads sharing one ``P``)."""
         factor = head_energy(px, x)  # [h]
         if self.nonlocal_norm == "sum":  # ||P_h X - X||^2 without the 1/n
             factor = factor * x.size(0)
-        if self.keep_attention:
+        if self.hook_factor.active:
             kept = factor.detach()
-            self.last_energy = kept if heads is None else kept.expand(heads)
+            self.hook_factor.emit(kept if heads is None else kept.expand(heads))
         return factor
 
     def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
@@ -460,19 +443,20 @@ class MultiHeadMessagePassing(nn.Module):
 
     def _global(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """Scaled dot-product attention over all nodes of each graph: ``[n, h, hd]``."""
-        n, h, hd = x.size(0), self.heads, self.head_dim
-        q = self.query(x).view(n, h, hd)
-        k = self.key(x).view(n, h, hd)
+        n, h = x.size(0), self.heads
+        scorer = self.scorer
+        assert isinstance(scorer, SANScorer)  # global blocks always score by dot products
+        q, k = scorer.queries_keys(x)
         if self.nonlocal_:
             vals = x.unsqueeze(1).expand(n, h, self.channels)  # attend with X itself: P_h X
         else:
-            vals = self.value(x).view(n, h, hd)
+            vals = self.value(x).view(n, h, self.head_dim)
         if ctx.batch is None:
             out = F.scaled_dot_product_attention(
                 q.transpose(0, 1)[None],
                 k.transpose(0, 1)[None],
                 vals.transpose(0, 1)[None],
-                scale=self._scale(),
+                scale=scorer.scale,
             )
             out = out[0].transpose(0, 1)  # [n, h, c]
         else:
@@ -486,12 +470,21 @@ class MultiHeadMessagePassing(nn.Module):
                 split(kd),
                 split(vd),
                 attn_mask=mask[:, None, None, :],
-                scale=self._scale(),
+                scale=scorer.scale,
             )
             out = out.transpose(1, 2)[mask]  # [n, h, c]
         if self.nonlocal_:
             return self._nonlocal_values(out, x)
         return out
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
+        # checkpoints written before the scorers (oversmooth <= 5200c49) keep the scores'
+        # parameters on the operator itself: ``mp.query.weight`` is ``mp.scorer.query.weight``
+        for name in self.scorer.state_dict():
+            old, new = prefix + name, prefix + "scorer." + name
+            if old in state_dict and new not in state_dict:
+                state_dict[new] = state_dict.pop(old)
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self) -> str:
         kind = "global" if self.global_attention else self.conv

@@ -32,6 +32,7 @@ from oversmooth.graph import (
 )
 from oversmooth.nn.block import Block
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate, resolve_conv
+from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.runtime import resolve_dtype
 from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
@@ -214,29 +215,20 @@ class MeanPropagation(nn.Module):
     self loops of weight 1, as :class:`~oversmooth.nn.conv.GraphContext` builds it); no
     parameter.
 
-    It exposes what probes read from a :class:`~oversmooth.nn.conv.MultiHeadMessagePassing`
-    (``heads``, ``keep_attention``, ``last_attention`` ``[E, heads]``, ``last_edges``,
-    ``last_energy``): every head is the same ``P``.
+    Like :class:`~oversmooth.nn.conv.MultiHeadMessagePassing` it emits its attention to
+    ``hook_attention`` (``[E, heads]``: every head is the same ``P``) while a hook is there.
     """
 
     def __init__(self, heads: int = 1) -> None:
         super().__init__()
         self.heads = heads
-        self.keep_attention = False
-        self.last_attention: Tensor | None = None
-        self.last_edges: tuple[Tensor, Tensor] | None = None
-        self.last_energy: Tensor | None = None
-
-    def weights(self, ctx: GraphContext, dtype: torch.dtype) -> Tensor:
-        """``P_ij`` for every edge ``j -> i`` of ``ctx`` (self loops included): ``[E]``."""
-        mean = ctx.inv_count[ctx.dst] if ctx.gcn_weight is None else ctx.gcn_weight
-        return mean.to(dtype)
+        self.hook_attention = HookPoint()
 
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
-        alpha = self.weights(ctx, x.dtype)
-        if self.keep_attention:
-            self.last_attention = alpha.detach().unsqueeze(1).expand(-1, self.heads)
-            self.last_edges = (ctx.src, ctx.dst)
+        alpha = ctx.mean().to(x.dtype)  # [E] P_ij of every edge j -> i
+        if self.hook_attention.active:
+            weights = alpha.detach().unsqueeze(1).expand(-1, self.heads)
+            self.hook_attention.emit(AttentionWeights(weights, ctx.src, ctx.dst))
         return aggregate(x[ctx.src] * alpha.unsqueeze(1), ctx.dst, x.size(0))
 
     def extra_repr(self) -> str:
@@ -281,7 +273,6 @@ class DepthModel(nn.Module):
         entry = MODELS[config.name]
         placement, nonlocal_ = entry.placement, entry.nonlocal_
         d = config.hidden
-        conv = CONVS[config.conv].scores or config.conv  # esa: san scores on the line graph
         if config.encoder == "linear":
             self.encoder = nn.Sequential(
                 nn.Dropout(config.dropout), nn.Linear(config.in_channels, d)
@@ -303,7 +294,7 @@ class DepthModel(nn.Module):
                     MultiHeadMessagePassing(
                         d,
                         config.heads,
-                        conv,
+                        config.conv,
                         nonlocal_=nonlocal_,
                         global_attention=(kind == "S"),
                         score_scale=config.score_scale,
