@@ -70,7 +70,7 @@ def test_laplacian_and_edge_sum_agree_with_the_edge_list_however_chunked(
     assert M.dirichlet_energy(x, op).item() == pytest.approx(0.5 * total / n, rel=1e-13)
     assert M.laplacian_energy(x, op).item() == pytest.approx(float((lap**2).sum()) / n, rel=1e-13)
     # the Probe's workspace path (its own scratch, Delta x accumulated in its buffer)
-    probe = Probe(nn.Identity(), op, metrics=["laplacian_energy", "dirichlet_energy"], layers=[])
+    probe = Probe(None, op, metrics=["laplacian_energy", "dirichlet_energy"])
     probe.record(0, x)
     row = probe.to_frame().iloc[0]
     assert row["laplacian_energy"] == pytest.approx(float((lap**2).sum()) / n, rel=1e-13)
@@ -284,7 +284,7 @@ def test_a_large_state_is_measured_in_fresh_buffers_with_the_same_numbers(monkey
     states = [torch.randn(n, 3, dtype=torch.float64, generator=gen) for _ in range(3)]
 
     def frame():
-        probe = Probe(nn.Identity(), op, layers=[])
+        probe = Probe(None, op)
         for k, x in enumerate(states):
             probe.record(k, x)
         return probe.to_frame()

@@ -15,7 +15,6 @@ import mpmath
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 import oversmooth.metrics as M
 from oversmooth import Probe
@@ -119,7 +118,7 @@ def check_metrics(x, y, ei, w, n, label: str, pairs: bool = True) -> None:
 
 def check_probe(states: list[torch.Tensor], ei, w, n, label: str, pairs: bool = True) -> None:
     op = GraphOperator(ei, w, num_nodes=n)
-    probe = Probe(nn.Linear(1, 1), op, metrics=PROBE_METRICS, layers=[])
+    probe = Probe(None, op, metrics=PROBE_METRICS)
     for k, state in enumerate(states):
         probe.record(k, state)
     frame = probe.to_frame()

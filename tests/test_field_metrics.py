@@ -457,7 +457,7 @@ def test_probe_records_the_new_columns_with_nan_at_each_first_layer():
 def test_probe_per_graph_between_layers():
     graphs = _graphs()
     batch = Batch.from_data_list(graphs)
-    probe = Probe(nn.Linear(1, 1), batch, metrics=NEW, layers=[], reduce="none")
+    probe = Probe(None, batch, metrics=NEW, reduce="none")
     y = batch.x * torch.linspace(0.5, 2.0, 3, dtype=torch.float64) + 0.25
     probe.record(0, batch.x)
     probe.record(1, y)

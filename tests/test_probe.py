@@ -135,8 +135,7 @@ def test_optional_metrics_and_explicit_layers(cora):
 def test_manual_record_and_directed_graph_dirichlet():
     # a directed graph takes the edge-sum path of the Dirichlet energy
     ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
-    model = torch.nn.Linear(2, 2)
-    probe = Probe(model, ei, layers=[])
+    probe = Probe(None, ei)
     x = torch.randn(4, 2, dtype=torch.float64)
     probe.record(0, x)
     probe.record(1, 2 * x)
@@ -233,6 +232,21 @@ def test_a_probed_forward_leaves_no_attribute_and_no_hook_on_the_model(case):
     assert len(frame) == 4 and frame["laplacian_energy"].notna().all()
     if options.get("head_energies"):  # the attention reached the probe through hook points
         assert frame.loc[1:, "head_energy_0"].notna().any()
+
+
+def test_an_empty_layer_list_is_refused_and_none_records_by_hand():
+    model = build_model("postln", depth=2, in_channels=5, out_channels=3)
+    data = small_graph()
+    with pytest.raises(ValueError, match=r"layers: received an empty list.*Probe\(None, graph\)"):
+        Probe(model, data.edge_index, layers=[])
+    with pytest.raises(ValueError, match="model: None records only what probe.record"):
+        Probe(None, data.edge_index, layers=[model.encoder])
+    probe = Probe(None, data.edge_index)
+    with probe:  # nothing to attach
+        probe.record(0, data.x)
+    frame = probe.to_frame()
+    assert len(frame) == 1 and frame.attrs["model"] is None
+    assert frame.attrs["dtype"] == "float64"  # the states' dtype: there are no parameters
 
 
 def test_same_seed_gives_identical_table(cora):
@@ -496,7 +510,7 @@ def test_model_validates_its_graph_input():
 def test_probe_records_nan_instead_of_aborting():
     ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
     names = ["laplacian_energy", "effective_rank", "mad"]
-    probe = Probe(torch.nn.Linear(1, 1), ei, metrics=names, layers=[])
+    probe = Probe(None, ei, metrics=names)
     x = torch.ones(4, 3, dtype=torch.float64)
     x[3, 0] = float("nan")  # node 3 is isolated
     probe.record(0, x)

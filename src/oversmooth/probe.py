@@ -26,7 +26,7 @@ Which state is layer ``k`` (one convention for every model): layer 0 is the
   ``h`` after block ``k`` -- the input of block ``k + 1``'s pre-norm (the conv's input when no
   norm runs before it), and after the last block the input of a final norm, else the model's
   output (see :class:`Probe`).
-- models without one module per layer: call ``probe.record(k, x)`` yourself.
+- models without one module per layer: ``Probe(None, graph)`` and ``probe.record(k, x)``.
 
 A layer module that the forward does not call, or calls a different number of times than the
 others, is reported: a warning at the end of the forward naming it, and
@@ -381,11 +381,12 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     )
     raise ValueError(
         f"layers: cannot find the layers of a {type(model).__name__} automatically{hetero}; "
-        "pass layers=[module, ...] (layer k = output of module k) or call probe.record(k, x)"
+        "pass layers=[module, ...] (layer k = output of module k), or record the states "
+        "yourself: Probe(None, graph) and probe.record(k, x)"
     )
 
 
-def _edge_states(model: nn.Module) -> bool:
+def _edge_states(model: nn.Module | None) -> bool:
     """An oversmooth model whose block states are edge states (``conv="esa"``)."""
     from oversmooth.registry import CONVS
 
@@ -718,7 +719,8 @@ class Probe:
       When no module reads the stream after the last block, layer ``L`` is the model's output
       when it has the width of the stream (not recorded otherwise, e.g. after a classification
       head; a warning says so).
-    - models without one module per layer: call ``probe.record(k, x)`` yourself.
+    - models without one module per layer: ``Probe(None, graph)`` records only what you
+      hand to :meth:`record` (``probe.record(k, x)``); it attaches nothing.
 
     **Graphs**: ``graph`` is anything :func:`~oversmooth.graph.as_graph` accepts: an
     ``edge_index``, a PyG ``Data``/``Batch``, a ``SparseTensor``, a torch sparse or a dense
@@ -736,7 +738,9 @@ class Probe:
     and then only for the last step).
 
     Args:
-        model: the model to observe (left unchanged).
+        model: the model to observe (left unchanged: the probe keeps its state on itself
+            and its hooks only inside the ``with`` block), or ``None`` to record states by
+            hand with :meth:`record`.
         graph: the graph on which energies are measured (the input graph, without self
             loops unless you add them).  For an edge-set model (``conv="esa"``, whose states
             are edge states) any graph but a :class:`GraphOperator` is taken as the model's
@@ -744,8 +748,7 @@ class Probe:
             (``model.state_graph``); a :class:`GraphOperator` is used as given.
         metrics: names from :func:`available_metrics`; default
             ``laplacian_energy, dirichlet_energy, relative_energy, cosine_prev, feature_norm``.
-        layers: modules to record (default: found automatically, see above); ``[]``
-            attaches nothing (use :meth:`record`).
+        layers: modules to record (default: found automatically, see above); not empty.
         capture: ``"output"`` or ``"residual"`` (see above).
         edge_weight: ``[num_edges]`` weights of an ``edge_index`` graph.
         batch: ``[num_nodes]`` graph id of each node (a ``Batch`` brings its own).
@@ -775,7 +778,7 @@ class Probe:
 
     def __init__(
         self,
-        model: nn.Module,
+        model: nn.Module | None,
         graph: object,
         metrics: Sequence[str] = DEFAULT_METRICS,
         *,
@@ -797,7 +800,7 @@ class Probe:
         hetero = _hetero_hint(graph)
         if hetero is not None:
             raise ValueError(hetero)
-        if _is_hetero_model(model):
+        if model is not None and _is_hetero_model(model):
             raise ValueError(
                 "model: a to_hetero model is not supported; probe one node type of its "
                 "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
@@ -872,19 +875,34 @@ class Probe:
 
     def _init_layers(
         self,
-        model: nn.Module,
+        model: nn.Module | None,
         layers: Sequence[nn.Module] | None,
         capture: str,
         stream: Sequence[nn.Module] | None,
     ) -> list[nn.Module]:
         """The layer modules, and how the stream is read between them (see :class:`Probe`)."""
+        if capture not in _CAPTURES:
+            raise ValueError(
+                f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}"
+            )
+        if layers is not None and not list(layers):
+            raise ValueError(
+                "layers: received an empty list, so the probe would record nothing from the "
+                "forward; expected the modules whose outputs are layers 1..L (e.g. "
+                "layers=list(model.convs)); leave layers unset to find them, or record the "
+                "states yourself: Probe(None, graph) and probe.record(k, x)"
+            )
+        if model is None:
+            if layers is not None or stream is not None:
+                raise ValueError(
+                    "model: None records only what probe.record(k, x) is given; pass the model "
+                    "to record its layers, or leave layers and stream unset"
+                )
+            self.layers, self._stream_inputs, self._plan, self._names = [], False, None, {}
+            return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
         else:
-            if capture not in _CAPTURES:
-                raise ValueError(
-                    f"capture: expected one of {', '.join(_CAPTURES)}, received {capture!r}"
-                )
             modules, are_blocks = _owned(model, layers, "layers"), False
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see _StreamPlan
@@ -925,7 +943,7 @@ class Probe:
 
     def attach(self) -> None:
         """Register the hooks (prefer the ``with`` block, which always detaches)."""
-        if self._handles:
+        if self._handles or self.model is None:
             return
         try:
             self._handles.append(self.model.register_forward_pre_hook(self._on_forward))
@@ -1234,10 +1252,10 @@ class Probe:
 
     def _described(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with what was measured in ``frame.attrs`` (see :meth:`to_frame`)."""
-        params = [p for p in self.model.parameters() if p.is_floating_point()]
+        model = self.model
+        params = [] if model is None else [p for p in model.parameters() if p.is_floating_point()]
         dtype = params[0].dtype if params else self._state_dtype
-        config = getattr(self.model, "config", None)
-        seed = getattr(config, "seed", None) if isinstance(self.model, DepthModel) else None
+        seed = model.config.seed if isinstance(model, DepthModel) else None
         layers = len(self.layers) + 1 if self.layers else None
         missing = (
             []
@@ -1248,7 +1266,7 @@ class Probe:
         frame.attrs.update(
             {
                 "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
-                "model": type(self.model).__name__,
+                "model": None if model is None else type(model).__name__,
                 "capture": self.capture,
                 "seed": seed,
                 "stream": plan,
