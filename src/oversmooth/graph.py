@@ -584,8 +584,10 @@ def validate_features(x: Tensor, name: str = "x") -> None:
         raise ValueError(f"{name}: expected a floating-point tensor, received dtype {x.dtype}")
 
 
-def _hetero_hint(obj: object) -> str | None:
-    """The one-line refusal for heterogeneous graphs, or None for anything else."""
+def hetero_hint(obj: object) -> str | None:
+    """The one-line refusal of a heterogeneous graph (a dict of edge types, a ``HeteroData``)
+    saying what to pass instead, or None for anything else.  :func:`as_graph` raises it as a
+    ``ValueError``; a caller that must refuse before doing any work (``Probe``) asks first."""
     if isinstance(obj, dict):
         keys = list(obj)[:1]
         example = f"graph[{keys[0]!r}]" if keys else "graph[edge_type]"
@@ -658,7 +660,7 @@ def as_graph(
     metric per graph.  ``HeteroData`` and dicts of edge types are refused with the line
     that says what to pass instead.
     """
-    hetero = _hetero_hint(graph)
+    hetero = hetero_hint(graph)
     if hetero is not None:
         raise ValueError(hetero)
     if isinstance(graph, GraphOperator):

@@ -54,7 +54,7 @@ import torch
 from torch import Tensor, nn
 
 from oversmooth import metrics as M
-from oversmooth.graph import GraphOperator, _hetero_hint, as_graph, dense_to_rows
+from oversmooth.graph import GraphOperator, as_graph, dense_to_rows, hetero_hint
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.model import DepthModel
 from oversmooth.resources import check_energy_order
@@ -797,7 +797,7 @@ class Probe:
         seed: int = 0,
         stream: Sequence[nn.Module] | None = None,
     ) -> None:
-        hetero = _hetero_hint(graph)
+        hetero = hetero_hint(graph)
         if hetero is not None:
             raise ValueError(hetero)
         if model is not None and _is_hetero_model(model):
