@@ -412,7 +412,10 @@ def _is_adjacency(graph: Tensor) -> bool:
     )
 
 
-def _first_tensor(output: object) -> Tensor:
+def first_tensor(output: object) -> Tensor:
+    """The layer state in a module's output or arguments (what a hook receives): the tensor
+    itself, or the first element of a tuple or list (e.g. ``(x, attention)`` of
+    ``return_attention_weights``); ``TypeError`` saying what to do for anything else."""
     if isinstance(output, Tensor):
         return output
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
@@ -455,7 +458,7 @@ def _owned(model: nn.Module, modules: Sequence[object], argument: str) -> list[n
 
 
 @dataclass(frozen=True)
-class _StreamPlan:
+class StreamPlan:
     """Where ``capture="residual"`` reads the stream of a model whose skips live in its
     ``forward`` (its layers are not blocks).
 
@@ -486,10 +489,10 @@ class _StreamPlan:
         return "input of the next layer; after the last layer the model's output"
 
 
-def _stream_plan(
+def stream_plan(
     model: nn.Module, layers: Sequence[nn.Module], stream: Sequence[nn.Module] | None
-) -> _StreamPlan:
-    """The :class:`_StreamPlan` of plain ``layers`` (``ValueError`` when it cannot be told)."""
+) -> StreamPlan:
+    """The :class:`StreamPlan` of plain ``layers`` (``ValueError`` when it cannot be told)."""
     if stream is not None:
         taps = _owned(model, stream, "stream")
         if len(taps) not in (len(layers), len(layers) + 1):
@@ -498,9 +501,9 @@ def _stream_plan(
                 f"stream before it) or {len(layers) + 1} (plus the one whose input is the stream "
                 f"after the last block), received {len(taps)}"
             )
-        return _StreamPlan(taps=tuple(taps))
+        return StreamPlan(taps=tuple(taps))
     if _is_basic_gnn(model):  # norm after conv, no skip: the input of the next conv
-        return _StreamPlan()
+        return StreamPlan()
     inside = {id(m) for layer in layers for m in layer.modules()}
     outside = [m for m in model.modules() if _is_norm(m) and id(m) not in inside]
     nested = {id(c) for m in outside for c in list(m.modules())[1:]}
@@ -513,10 +516,10 @@ def _stream_plan(
         and all(id(m) not in inside and _is_norm(m) for m in lst)
     ]
     if not lists:  # single norms (an input or a final norm) do not sit between stream and layer
-        return _StreamPlan()
+        return StreamPlan()
     if len(lists) == 1 and len(lists[0]) == len(layers):
         ids = {id(m) for m in lists[0]}
-        return _StreamPlan(
+        return StreamPlan(
             norms=tuple(lists[0]), finals=tuple(m for m in outside if id(m) not in ids)
         )
     names = {id(m): n for n, m in model.named_modules()}
@@ -533,13 +536,13 @@ def _stream_plan(
 
 
 class _StreamTap:
-    """Reads the stream of plain layers by a :class:`_StreamPlan` during each forward and hands
+    """Reads the stream of plain layers by a :class:`StreamPlan` during each forward and hands
     each state to ``emit(k, x)``.  :attr:`awaiting` is left set at the end of a forward when
     the stream after the last block is still to be read (the caller then reads the model's
     output)."""
 
     def __init__(
-        self, plan: _StreamPlan, layers: Sequence[nn.Module], emit: Callable[[int, Tensor], None]
+        self, plan: StreamPlan, layers: Sequence[nn.Module], emit: Callable[[int, Tensor], None]
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.reset()
@@ -572,11 +575,11 @@ class _StreamTap:
         return handles
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
-        return lambda module, args: self.emit(k, _first_tensor(args))
+        return lambda module, args: self.emit(k, first_tensor(args))
 
     def _norm_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
-            self.pending[k] = _first_tensor(args)
+            self.pending[k] = first_tensor(args)
 
         return hook
 
@@ -584,7 +587,7 @@ class _StreamTap:
         def hook(module: nn.Module, args: tuple) -> None:
             stream = self.pending.pop(k, None)
             self.prenorm = stream is not None
-            self.emit(k, _first_tensor(args) if stream is None else stream)
+            self.emit(k, first_tensor(args) if stream is None else stream)
 
         return hook
 
@@ -592,13 +595,13 @@ class _StreamTap:
         self.awaiting = True
 
     def _final_input(self, module: nn.Module, args: tuple) -> None:
-        x = _first_tensor(args)
+        x = first_tensor(args)
         if self.awaiting and self.prenorm and x.shape[-1] == self.width:
             self.awaiting = False
             self.emit(len(self.layers), x)
 
 
-class _LayerCalls:
+class LayerCalls:
     """Counts, in each forward, the calls of every layer module, to report the layers that did
     not run or ran a different number of times than the others.
 
@@ -649,7 +652,7 @@ class _LayerCalls:
         def hook(module: nn.Module, args: tuple, output: object) -> None:
             if not self._running[k] and self._direct is not None:
                 self.direct[k] += 1
-                self._direct(k, _first_tensor(args), _first_tensor(output))
+                self._direct(k, first_tensor(args), first_tensor(output))
 
         return hook
 
@@ -870,7 +873,7 @@ class Probe:
             None if self._plan is None else _StreamTap(self._plan, modules, self._stream_state)
         )
         direct = None if self._stream_inputs else self._conv_alone
-        self._calls = _LayerCalls(modules, self._names, direct)
+        self._calls = LayerCalls(modules, self._names, direct)
         self.reset()
 
     def _init_layers(
@@ -905,14 +908,14 @@ class Probe:
         else:
             modules, are_blocks = _owned(model, layers, "layers"), False
         self.layers = modules
-        # the stream between plain layer modules (skips in forward): see _StreamPlan
+        # the stream between plain layer modules (skips in forward): see StreamPlan
         self._stream_inputs = capture == "residual" and not are_blocks and bool(modules)
         if stream is not None and not self._stream_inputs:
             raise ValueError(
                 "stream: only with capture='residual' on layers that are not blocks (whose "
                 "outputs are the stream already); leave stream unset"
             )
-        self._plan = _stream_plan(model, modules, stream) if self._stream_inputs else None
+        self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
         self._names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
         return modules
 
@@ -1028,14 +1031,14 @@ class Probe:
     def _pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
             if self._active:
-                self.record(k, _first_tensor(args))
+                self.record(k, first_tensor(args))
 
         return hook
 
     def _make_hook(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
         def hook(module: nn.Module, args: tuple, output: object) -> None:
             if self._active:
-                self.record(k, _first_tensor(output))
+                self.record(k, first_tensor(output))
 
         return hook
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from torch_geometric.data import Data
 
-    from oversmooth.probe import _LayerCalls, _StreamPlan
+    from oversmooth.probe import LayerCalls, StreamPlan
 
 __all__ = ["prune_sensitivity", "check_layers"]
 
@@ -233,9 +233,9 @@ def _replace_hook(layer: int, mode: str) -> Callable[[nn.Module, tuple, object],
     (``mode="input"``) instead of its output."""
 
     def hook(module: nn.Module, args: tuple, output: object) -> object:
-        from oversmooth.probe import _first_tensor
+        from oversmooth.probe import first_tensor
 
-        inp, out = _first_tensor(args), _first_tensor(output)
+        inp, out = first_tensor(args), first_tensor(output)
         if mode == "zero":
             inp = torch.zeros_like(out)
         elif inp.shape != out.shape:
@@ -281,7 +281,7 @@ class _Pruner:
     def __init__(
         self,
         modules: Sequence[nn.Module],
-        plan: _StreamPlan | None,
+        plan: StreamPlan | None,
         run: Callable[[], Tensor],
     ) -> None:
         self.modules, self.plan, self.run = list(modules), plan, run
@@ -334,7 +334,7 @@ class _Pruner:
         return out, "input", None if unseen else False
 
 
-def _refuse_unreached(calls: _LayerCalls, chosen: list[int], model: nn.Module) -> None:
+def _refuse_unreached(calls: LayerCalls, chosen: list[int], model: nn.Module) -> None:
     """``ValueError`` for chosen layers whose module the forward never called."""
     idle = [k for k in chosen if calls.calls[k - 1] == 0]
     if idle:
@@ -378,7 +378,7 @@ def _prune_any(
     stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of any model through hooks on its layers."""
-    from oversmooth.probe import _LayerCalls, _stream_plan, find_layers
+    from oversmooth.probe import LayerCalls, stream_plan, find_layers
 
     modules, are_blocks = find_layers(model, "residual")
     if stream is not None and are_blocks:
@@ -386,7 +386,7 @@ def _prune_any(
             "stream: the layers of this model are blocks (their outputs are the stream); "
             "leave stream unset"
         )
-    plan = None if are_blocks else _stream_plan(model, modules, stream)
+    plan = None if are_blocks else stream_plan(model, modules, stream)
     chosen = check_layers(layers, len(modules))
     mask_t = _resolve_mask(data, mask)
     was_training = model.training
@@ -408,7 +408,7 @@ def _prune_any(
             return out
 
         names = {id(m): name for name, m in model.named_modules()}
-        calls = _LayerCalls(modules, names)
+        calls = LayerCalls(modules, names)
         handles = calls.attach()
         try:
             logits = run()
