@@ -8,9 +8,10 @@ learning on graphs"): the set elements are the graph's edges, not its nodes.
   edge attributes (``edge_attr``, when the model has ``edge_channels > 0``).
 - **M blocks** (masked attention): two edges attend to each other when they share an
   endpoint (source or target, either role) -- the line-graph adjacency of
-  :func:`line_graph`, a sparse list of ordered edge pairs; the existing multi-head message
-  passing runs on it unchanged (``san`` scores), with the self pair added by
-  :class:`~oversmooth.nn.conv.GraphContext` as for nodes.
+  :func:`line_graph`, a sparse list of ordered edge pairs; the aggregation core
+  (:class:`~oversmooth.nn.conv.MultiHeadMessagePassing`, ``conv="esa"``) runs ``san``'s
+  scorer (:class:`~oversmooth.nn.scorers.SANScorer`) on it unchanged, on either back-end,
+  with the self pair added by :class:`~oversmooth.nn.conv.GraphContext` as for nodes.
 - **S blocks**: attention over all edges of each graph (an edge belongs to its source
   node's graph).
 - **Readout**: node ``v`` takes the mean of the states of its incident edges (source or
