@@ -289,7 +289,7 @@ class MultiHeadMessagePassing(nn.Module):
             return "global"
         bare = all(
             type(m) is nn.Linear and not (m._forward_hooks or m._forward_pre_hooks)
-            for m in (self._modules["value"], self._modules["out"], *self.scorer.projections())
+            for m in (self.value, self.out, *self.scorer.projections())
         )
         return "csr" if self.kernel == "csr" and bare else "edge"
 
