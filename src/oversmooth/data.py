@@ -771,7 +771,8 @@ def load(
         data_root: where PyG benchmarks live (default :func:`default_data_root`).
             Given for ``cora``/``citeseer``, the Planetoid raw files there are
             read instead of the embedded copies.
-        features, labels: CSVs for an edge-list CSV (one row per node, in node order).
+        features: node features CSV for an edge-list CSV (one row per node, in node order).
+        labels: node labels CSV for an edge-list CSV (one row per node, in node order).
         directed: keep a CSV edge list as given instead of adding reverse edges.
 
     Raises:

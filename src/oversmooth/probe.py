@@ -537,9 +537,9 @@ def stream_plan(
 
 class _StreamTap:
     """Reads the stream of plain layers by a :class:`StreamPlan` during each forward and hands
-    each state to ``emit(k, x)``.  :attr:`awaiting` is left set at the end of a forward when
-    the stream after the last block is still to be read (the caller then reads the model's
-    output)."""
+    each state to ``emit(k, x)``.  ``awaiting`` (set in :meth:`reset`) is left set at the end of
+    a forward when the stream after the last block is still to be read (the caller then reads
+    the model's output)."""
 
     def __init__(
         self, plan: StreamPlan, layers: Sequence[nn.Module], emit: Callable[[int, Tensor], None]

@@ -59,7 +59,8 @@ class ModelConfig:
         name: one of :data:`MODELS`.
         conv: ``san``, ``gcn`` or ``gat``.
         depth: number of blocks ``L >= 1``.
-        in_channels, out_channels: input feature size and number of classes.
+        in_channels: input feature size.
+        out_channels: number of classes.
         hidden: width ``d`` (default 32, as in the paper); divisible by ``heads``.
         heads: attention heads ``h`` (default 4).
         seed: parameter initialisation seed.
@@ -434,8 +435,11 @@ def build_model(
         name: ``preln``, ``postln``, ``nonlocal``, ``nonlocal-preln`` or ``plain``.
         conv: ``san`` (default), ``gcn`` or ``gat``.
         depth: number of blocks.
-        in_channels, out_channels: feature size and number of classes.
-        hidden, heads, seed: see :class:`ModelConfig`.
+        in_channels: feature size.
+        out_channels: number of classes.
+        hidden: width, see :class:`ModelConfig`.
+        heads: attention heads, see :class:`ModelConfig`.
+        seed: parameter initialisation seed, see :class:`ModelConfig`.
         device: where to put the parameters.
         **options: the other fields of :class:`ModelConfig` (``ffn``, ``dropout``,
             ``block_dropout``, ``norm``, ``pattern``, ``dtype``, ``edge_channels``, and the
