@@ -1021,7 +1021,7 @@ def _discussion(
             f"the deep layers of both trained {config.train_depth}-layer models can be "
             "dropped almost for free. The curse of depth is a property of deep stacks: "
             "section 3b checks it on longer, deeper runs when `--trained` is given; Table 8 "
-            "itself needs the 256-layer training runs of the README, on a GPU."
+            "itself needs the 256-layer training runs of docs/reproduce.md, on a GPU."
         )
     out.append(text)
     return out
