@@ -9,7 +9,8 @@ Markdown, so this extension rewrites them once the package is loaded:
 - a role naming an object of the package that does not exist is a warning, so
   ``mkdocs build --strict`` fails on a stale name;
 - a role naming anything else (``torch.nn.Linear``) stays code;
-- ``:math:`` and ``.. math::`` become MathJax (``pymdownx.arithmatex``).
+- ``:math:`` and ``.. math::`` become MathJax (``pymdownx.arithmatex``), and RST simple tables
+  (``===  ===`` borders) Markdown tables.
 
 Names are looked up as Sphinx does for the Python domain: the full path, then relative to the
 object that holds the docstring, its parents and its module, then the package root.
@@ -27,6 +28,7 @@ ROLE = re.compile(r":(?:py:)?(class|func|meth|attr|mod|data|obj|exc|math):`([^`]
 MATH_BLOCK = re.compile(
     r"^([ \t]*)\.\. math::[ \t]*(\S[^\n]*)?\n((?:[ \t]*\n|\1[ \t]+\S[^\n]*\n?)*)", re.M
 )
+BORDER = re.compile(r"([ \t]*)=+(?:[ \t]+=+)+[ \t]*")  # a border line of an RST simple table
 logger = griffe.get_logger("docs_roles")
 
 
@@ -51,14 +53,50 @@ def _objects(obj: griffe.Object) -> list[griffe.Object]:
 
 
 def _rewrite(text: str, obj: griffe.Object, pkg: griffe.Module) -> str:
+    first = (obj.docstring.lineno or 0) if obj.docstring else 0
+
     def role(m: re.Match[str]) -> str:
         kind, body = m.group(1), " ".join(m.group(2).split())
         if kind == "math":
             return f"\\({body}\\)"
-        line = (obj.docstring.lineno or 0) if obj.docstring else 0
-        return _reference(body, obj, pkg, line + text.count("\n", 0, m.start()))
+        line = first + text.count("\n", 0, max(text.find(m.group(0)), 0))
+        return _reference(body, obj, pkg, line)
 
-    return MATH_BLOCK.sub(_math_block, ROLE.sub(role, text))
+    return MATH_BLOCK.sub(_math_block, ROLE.sub(role, _tables(text)))
+
+
+def _tables(text: str) -> str:
+    """RST simple tables (three ``===  ===`` borders: top, under the header, bottom) as
+    Markdown tables; everything else unchanged."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        ends = [k for k in range(i, len(lines)) if BORDER.fullmatch(lines[k])][:3]
+        if not BORDER.fullmatch(lines[i]) or len(ends) < 3:
+            out.append(lines[i])
+            i += 1
+            continue
+        out += _table(lines[i : ends[2] + 1])
+        i = ends[2] + 1
+    return "\n".join(out)
+
+
+def _table(block: list[str]) -> list[str]:
+    match = BORDER.fullmatch(block[0])
+    assert match is not None
+    indent = match.group(1)
+    starts = [run.start() for run in re.finditer(r"=+", block[0][len(indent) :])]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    rows: list[list[str]] = []
+    for line in block[1:-1]:
+        if BORDER.fullmatch(line):
+            continue  # the border under the header
+        cells = [line[len(indent) :][a:b].strip() for a, b in bounds]
+        if cells[0] or not rows:
+            rows.append(cells)
+        else:  # a continuation line: its cells extend the row above
+            rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells, strict=True)]
+    table = [rows[0], ["---"] * len(bounds), *rows[1:]]
+    return [f"{indent}| " + " | ".join(row) + " |" for row in table] + [""]
 
 
 def _math_block(m: re.Match[str]) -> str:
