@@ -43,7 +43,8 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time they load o
         rusch_dirichlet_energy,
         stream_variance,
     )
-    from oversmooth.nn import DepthModel, ModelConfig, build_model
+    from oversmooth.config import ModelConfig
+    from oversmooth.nn import DepthModel, build_model
     from oversmooth.notebook import plot, write_report
     from oversmooth.probe import Probe, available_metrics
     from oversmooth.prune import prune_sensitivity
@@ -95,7 +96,7 @@ _LAZY = {
     "GraphOperator": "oversmooth.graph",
     "as_graph": "oversmooth.graph",
     "DepthModel": "oversmooth.nn",
-    "ModelConfig": "oversmooth.nn",
+    "ModelConfig": "oversmooth.config",
     "build_model": "oversmooth.nn",
     "Probe": "oversmooth.probe",
     "available_metrics": "oversmooth.probe",

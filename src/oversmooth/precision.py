@@ -49,6 +49,8 @@ import torch
 from numpy.typing import ArrayLike
 from torch import Tensor, nn
 
+# the floor methods are a config choice (oversmooth.config, torch-free)
+from oversmooth.config import FLOOR_METHODS, resolve_floor_method
 from oversmooth.runtime import resolve_dtype
 
 if TYPE_CHECKING:
@@ -71,7 +73,6 @@ __all__ = [
     "TWIN_MARGIN",
 ]
 
-FLOOR_METHODS = ("auto", "shadow", "twin", "bound")
 AT_FLOOR_FACTOR = 12.0
 # float64 with the automatic floor method: the twin forward runs only when some layer's energy
 # is below TWIN_MARGIN x AT_FLOOR_FACTOR x the single-step bound.  Measured at depth 256 on
@@ -83,21 +84,6 @@ TWIN_MARGIN = 1e6
 def dtype_eps(name: str) -> float:
     """Machine epsilon of the precision ``name`` (``float32``: 1.19e-7, ``float64``: 2.2e-16)."""
     return float(torch.finfo(resolve_dtype(name)).eps)
-
-
-def resolve_floor_method(method: str, dtype: str) -> str:
-    """The floor method actually used: ``auto`` is ``shadow`` for float32, ``twin`` for float64."""
-    resolve_dtype(dtype)
-    if method not in FLOOR_METHODS:
-        raise ValueError(f"floor: expected one of {', '.join(FLOOR_METHODS)}, received {method!r}")
-    if method == "auto":
-        return "shadow" if dtype == "float32" else "twin"
-    if method == "shadow" and dtype == "float64":
-        raise ValueError(
-            "floor: 'shadow' compares a run with a float64 copy, so it needs --dtype float32; "
-            "use twin or bound for float64 runs"
-        )
-    return method
 
 
 def bound_floor(feature_norm: ArrayLike, dtype: str) -> np.ndarray:

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from oversmooth.config import DTYPE_NAMES
+
 __all__ = ["DTYPES", "resolve_device", "resolve_dtype", "environment"]
 
 
@@ -29,7 +31,8 @@ def resolve_device(device: str) -> torch.device:
     raise ValueError(f"device: expected auto, cpu, cuda or cuda:N, received {device!r}")
 
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+# the precision names are a config choice (oversmooth.config, torch-free)
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def resolve_dtype(name: str) -> torch.dtype:

@@ -17,13 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from typing import Any
 from collections.abc import Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
 
+# ModelConfig and its choices live in oversmooth.config (torch-free), re-exported here
+from oversmooth.config import (  # noqa: F401
+    ENCODERS,
+    INITS,
+    NONLOCAL_NORMS,
+    PATTERN_LETTERS,
+    ModelConfig,
+)
 from oversmooth.graph import (
     GraphOperator,
     check_edge_index,
@@ -31,184 +38,14 @@ from oversmooth.graph import (
     validate_features,
 )
 from oversmooth.nn.block import Block
-from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate, resolve_conv
+from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
-from oversmooth.nn.norm import resolve_norm_mode
 from oversmooth.runtime import resolve_dtype
 from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
-
-ENCODERS = ("mlp", "linear")
-INITS = ("xavier", "torch", "xavier_all")
-NONLOCAL_NORMS = ("mean", "sum")
-
-PATTERN_LETTERS = {
-    "M": "neighbourhood-masked attention",
-    "S": "global self-attention over all nodes of the graph",
-}
 
 
 def resolve_model_name(name: str) -> str:
     return MODELS.resolve(name)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Everything that defines a model; validated at construction.
-
-    Args:
-        name: one of :data:`MODELS`.
-        conv: ``san``, ``gcn`` or ``gat``.
-        depth: number of blocks ``L >= 1``.
-        in_channels: input feature size.
-        out_channels: number of classes.
-        hidden: width ``d`` (default 32, as in the paper); divisible by ``heads``.
-        heads: attention heads ``h`` (default 4).
-        seed: parameter initialisation seed.
-        ffn: FFN inner width (default ``2 * hidden``).
-        dropout: encoder input dropout (default 0.5) -- the only dropout unless
-            ``block_dropout`` is set.
-        block_dropout: dropout inside each FFN (default 0).
-        norm: LayerNorm mode, ``node`` (default) or ``graph``.
-        pattern: ESA-style block pattern over ``M`` (neighbourhood attention) and
-            ``S`` (global self-attention), repeated to the depth; default ``"M"``.
-        dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
-            always drawn in float32 and then cast, so one seed gives the same initial
-            weights in both precisions.
-        edge_channels: edge attribute size (``conv="esa"`` only; default 0, none).
-
-    Choices the seed paper does not state (defaults are oversmooth's; the other values exist
-    for the reproduction's ablations, ``oversmooth.experiments.ablation``):
-
-    - ``ffn=0``: no FFN sublayer at all (the block is attention only).
-    - ``encoder``: ``"mlp"`` (default: dropout, Linear, ReLU, Linear) or ``"linear"``
-      (dropout, one Linear).
-    - ``init``: ``"xavier"`` (default: Xavier-uniform message-passing projections, PyTorch's
-      default elsewhere), ``"torch"`` (PyTorch's ``nn.Linear`` default everywhere) or
-      ``"xavier_all"`` (Xavier-uniform for every Linear weight, zero biases).
-    - ``self_loops``: attention over ``N(i) ∪ {i}`` (default ``True``) or ``N(i)`` only
-      (a node without in-neighbours then keeps itself, so no row of P is empty).
-    - ``score_scale``: divide SAN scores by ``sqrt(d_k)`` (default ``True``).
-    - ``nonlocal_norm``: the nonlocal factor ``(1/n)||P_h X - X||^2`` (``"mean"``, default,
-      the paper's) or ``||P_h X - X||^2`` (``"sum"``).
-    """
-
-    name: str
-    conv: str = "san"
-    depth: int = 2
-    in_channels: int = 1
-    out_channels: int = 1
-    hidden: int = 32
-    heads: int = 4
-    seed: int = 0
-    ffn: int | None = None
-    dropout: float = 0.5
-    block_dropout: float = 0.0
-    norm: str = "node"
-    pattern: str = "M"
-    dtype: str = "float32"
-    encoder: str = "mlp"
-    init: str = "xavier"
-    self_loops: bool = True
-    score_scale: bool = True
-    nonlocal_norm: str = "mean"
-    edge_channels: int = 0
-
-    def __post_init__(self) -> None:
-        resolve_model_name(self.name)
-        resolve_dtype(self.dtype)
-        resolve_conv(self.conv)
-        resolve_norm_mode(self.norm)
-        for field in ("depth", "in_channels", "out_channels", "hidden", "heads"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field}: expected an integer >= 1, received {value!r}")
-        if self.hidden % self.heads:
-            raise ValueError(
-                f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}; "
-                f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}"
-            )
-        if self.ffn is not None and (
-            isinstance(self.ffn, bool) or not isinstance(self.ffn, int) or self.ffn < 0
-        ):
-            raise ValueError(
-                f"ffn: expected an integer >= 0 (0: no FFN) or None, received {self.ffn!r}"
-            )
-        for field, choices in (
-            ("encoder", ENCODERS),
-            ("init", INITS),
-            ("nonlocal_norm", NONLOCAL_NORMS),
-        ):
-            if getattr(self, field) not in choices:
-                raise ValueError(
-                    f"{field}: expected one of {', '.join(choices)}, "
-                    f"received {getattr(self, field)!r}"
-                )
-        for field in ("self_loops", "score_scale"):
-            if not isinstance(getattr(self, field), bool):
-                raise ValueError(
-                    f"{field}: expected True or False, received {getattr(self, field)!r}"
-                )
-        if not self.self_loops and CONVS[self.conv].elements == "edges":
-            raise ValueError(
-                "self_loops: edge-set attention always lets an edge attend to itself (ESA's "
-                "Algorithm 1); expected True"
-            )
-        if not self.self_loops and MODELS[self.name].placement == "diffusion":
-            raise ValueError(
-                "self_loops: the diffusion model's P is the GCN mean with self loops (the one "
-                "its spectral reference is computed for); expected True"
-            )
-        for field in ("dropout", "block_dropout"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{field}: expected a probability in [0, 1), received {value!r}")
-        if (
-            not isinstance(self.pattern, str)
-            or not self.pattern
-            or set(self.pattern) - set(PATTERN_LETTERS)
-        ):
-            raise ValueError(
-                f"pattern: expected a non-empty string over {{M, S}} (M = {PATTERN_LETTERS['M']}, "
-                f"S = {PATTERN_LETTERS['S']}), received {self.pattern!r}"
-            )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
-        if MODELS[self.name].placement == "diffusion" and set(self.pattern) != {"M"}:
-            raise ValueError(
-                "pattern: the diffusion model has no attention (every block is X' = P X over "
-                f"the neighbourhood); expected 'M', received {self.pattern!r}"
-            )
-        edges = self.edge_channels
-        if isinstance(edges, bool) or not isinstance(edges, int) or edges < 0:
-            raise ValueError(f"edge_channels: expected an integer >= 0, received {edges!r}")
-        if edges and CONVS[self.conv].elements != "edges":
-            raise ValueError(
-                f"edge_channels: only conv='esa' reads edge attributes, received "
-                f"edge_channels={edges} with conv={self.conv!r}; set edge_channels=0"
-            )
-
-    @property
-    def ffn_channels(self) -> int:
-        return self.ffn if self.ffn is not None else 2 * self.hidden
-
-    def block_kinds(self) -> str:
-        """The pattern letter of every block, ``len == depth``."""
-        reps = -(-self.depth // len(self.pattern))
-        return (self.pattern * reps)[: self.depth]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def of(cls, run: object, **fields: Any) -> ModelConfig:
-        """The model of a run config: every field of ``run`` that is a model field (its
-        ``model`` field gives ``name``), then ``fields`` on top.  The one way a run config
-        turns into a model, so every model check lives here."""
-        own = {f.name for f in dataclasses.fields(cls)}
-        taken = {k: getattr(run, k) for k in own if k != "name" and hasattr(run, k)}
-        if hasattr(run, "model"):
-            taken["name"] = run.model
-        return cls(**{**taken, **fields})
 
 
 class MeanPropagation(nn.Module):
@@ -245,15 +82,6 @@ class Diffusion(nn.Module):
 
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
         return self.mp(x, ctx)
-
-
-def model_default(name: str) -> Any:
-    """The default of the :class:`ModelConfig` field ``name``: run configs read their model
-    defaults from here, so each is written once."""
-    for f in dataclasses.fields(ModelConfig):
-        if f.name == name and f.default is not dataclasses.MISSING:
-            return f.default
-    raise KeyError(f"ModelConfig.{name} has no default")
 
 
 class DepthModel(nn.Module):

@@ -1,0 +1,786 @@
+"""The model's configuration, and the command-line option of every config field.
+
+Imports no torch (``oversmooth <command> --help`` reads this module and nothing heavier):
+
+- :class:`ModelConfig`: every field that defines a model, validated at construction.  It is
+  the one home of the model fields: the run configs (:mod:`oversmooth.run_configs`,
+  :class:`oversmooth.experiments.sweep.SweepSpec`) hold one as ``config.model``.
+- :data:`OPTIONS`: the one table from config fields to command-line options (flags, help,
+  how a value is read and written).  The CLI's parser and help text and a report's
+  "Reproduce" line all read it, so they cannot drift apart.
+- :func:`build`: a run config from the values of its options (dotted field paths,
+  ``"model.depth"``); :func:`command_options`: the options that give a config back.
+- :func:`upgrade_record`: a ``config.json`` record written before the model fields were
+  nested under ``"model"``, in today's layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from oversmooth.registry import CONVS, MODELS, NORMS
+
+__all__ = [
+    "DTYPE_NAMES",
+    "FLOOR_METHODS",
+    "ENCODERS",
+    "INITS",
+    "NONLOCAL_NORMS",
+    "PATTERN_LETTERS",
+    "MAX_DEPTH",
+    "SPLITS",
+    "DERIVED",
+    "MODEL_FIELDS",
+    "ModelConfig",
+    "resolve_floor_method",
+    "Option",
+    "OPTIONS",
+    "option",
+    "options_of",
+    "leaf_fields",
+    "default_of",
+    "value_at",
+    "build",
+    "from_record",
+    "command_options",
+    "set_by_run",
+    "upgrade_record",
+]
+
+DTYPE_NAMES = ("float32", "float64")
+FLOOR_METHODS = ("auto", "shadow", "twin", "bound")
+ENCODERS = ("mlp", "linear")
+INITS = ("xavier", "torch", "xavier_all")
+NONLOCAL_NORMS = ("mean", "sum")
+PATTERN_LETTERS = {
+    "M": "neighbourhood-masked attention",
+    "S": "global self-attention over all nodes of the graph",
+}
+MAX_DEPTH = 65536
+SPLITS = ("random", "public")  # training splits: seeded 60/20/20, or Planetoid's own
+
+#: Model fields a run sets from its data when it builds the model (the feature size, the
+#: number of classes, the edge attribute size; the commands run without edge attributes):
+#: no option sets them.
+DERIVED = ("model.in_channels", "model.out_channels", "model.edge_channels")
+
+
+def _check_dtype(name: object) -> str:
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"dtype: expected one of {', '.join(DTYPE_NAMES)}, received {name!r}")
+    return str(name)
+
+
+def resolve_floor_method(method: str, dtype: str) -> str:
+    """The floor method actually used: ``auto`` is ``shadow`` for float32, ``twin`` for float64."""
+    _check_dtype(dtype)
+    if method not in FLOOR_METHODS:
+        raise ValueError(f"floor: expected one of {', '.join(FLOOR_METHODS)}, received {method!r}")
+    if method == "auto":
+        return "shadow" if dtype == "float32" else "twin"
+    if method == "shadow" and dtype == "float64":
+        raise ValueError(
+            "floor: 'shadow' compares a run with a float64 copy, so it needs --dtype float32; "
+            "use twin or bound for float64 runs"
+        )
+    return method
+
+
+def _is_int(value: object, minimum: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything that defines a model; validated at construction.
+
+    Args:
+        name: one of :data:`~oversmooth.registry.MODELS` (default ``preln``).
+        conv: ``san``, ``gcn``, ``gat`` or ``esa``.
+        depth: number of blocks ``L >= 1``.
+        in_channels: input feature size (in a run config, set from the dataset when the
+            model is built).
+        out_channels: number of classes (likewise).
+        hidden: width ``d`` (default 32, as in the paper); divisible by ``heads``.
+        heads: attention heads ``h`` (default 4).
+        seed: parameter initialisation seed.
+        ffn: FFN inner width (default ``2 * hidden``).
+        dropout: encoder input dropout (default 0.5) -- the only dropout unless
+            ``block_dropout`` is set.
+        block_dropout: dropout inside each FFN (default 0).
+        norm: LayerNorm mode, ``node`` (default) or ``graph``.
+        pattern: ESA-style block pattern over ``M`` (neighbourhood attention) and
+            ``S`` (global self-attention), repeated to the depth; default ``"M"``.
+        dtype: parameter precision, ``float32`` (default) or ``float64``.  Parameters are
+            always drawn in float32 and then cast, so one seed gives the same initial
+            weights in both precisions.
+        edge_channels: edge attribute size (``conv="esa"`` only; default 0, none).
+
+    Choices the seed paper does not state (defaults are oversmooth's; the other values exist
+    for the reproduction's ablations, ``oversmooth.experiments.ablation``):
+
+    - ``ffn=0``: no FFN sublayer at all (the block is attention only).
+    - ``encoder``: ``"mlp"`` (default: dropout, Linear, ReLU, Linear) or ``"linear"``
+      (dropout, one Linear).
+    - ``init``: ``"xavier"`` (default: Xavier-uniform message-passing projections, PyTorch's
+      default elsewhere), ``"torch"`` (PyTorch's ``nn.Linear`` default everywhere) or
+      ``"xavier_all"`` (Xavier-uniform for every Linear weight, zero biases).
+    - ``self_loops``: attention over ``N(i) ∪ {i}`` (default ``True``) or ``N(i)`` only
+      (a node without in-neighbours then keeps itself, so no row of P is empty).
+    - ``score_scale``: divide SAN scores by ``sqrt(d_k)`` (default ``True``).
+    - ``nonlocal_norm``: the nonlocal factor ``(1/n)||P_h X - X||^2`` (``"mean"``, default,
+      the paper's) or ``||P_h X - X||^2`` (``"sum"``).
+    """
+
+    name: str = "preln"
+    conv: str = "san"
+    depth: int = 2
+    in_channels: int = 1
+    out_channels: int = 1
+    hidden: int = 32
+    heads: int = 4
+    seed: int = 0
+    ffn: int | None = None
+    dropout: float = 0.5
+    block_dropout: float = 0.0
+    norm: str = "node"
+    pattern: str = "M"
+    dtype: str = "float32"
+    encoder: str = "mlp"
+    init: str = "xavier"
+    self_loops: bool = True
+    score_scale: bool = True
+    nonlocal_norm: str = "mean"
+    edge_channels: int = 0
+
+    def __post_init__(self) -> None:
+        MODELS.resolve(self.name)
+        _check_dtype(self.dtype)
+        CONVS.resolve(self.conv)
+        NORMS.resolve(self.norm)
+        self._check_sizes()
+        self._check_choices()
+        self._check_structure()
+
+    def _check_sizes(self) -> None:
+        for field in ("depth", "in_channels", "out_channels", "hidden", "heads"):
+            value = getattr(self, field)
+            if not _is_int(value, 1):
+                raise ValueError(f"{field}: expected an integer >= 1, received {value!r}")
+        if self.hidden % self.heads:
+            raise ValueError(
+                f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}; "
+                f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}"
+            )
+        if self.ffn is not None and not _is_int(self.ffn, 0):
+            raise ValueError(
+                f"ffn: expected an integer >= 0 (0: no FFN) or None, received {self.ffn!r}"
+            )
+        if not _is_int(self.seed, 0):
+            raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
+        if not _is_int(self.edge_channels, 0):
+            raise ValueError(
+                f"edge_channels: expected an integer >= 0, received {self.edge_channels!r}"
+            )
+        for field in ("dropout", "block_dropout"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{field}: expected a probability in [0, 1), received {value!r}")
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{field}: expected a probability in [0, 1), received {value!r}")
+
+    def _check_choices(self) -> None:
+        for field, choices in (
+            ("encoder", ENCODERS),
+            ("init", INITS),
+            ("nonlocal_norm", NONLOCAL_NORMS),
+        ):
+            if getattr(self, field) not in choices:
+                raise ValueError(
+                    f"{field}: expected one of {', '.join(choices)}, "
+                    f"received {getattr(self, field)!r}"
+                )
+        for field in ("self_loops", "score_scale"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(
+                    f"{field}: expected True or False, received {getattr(self, field)!r}"
+                )
+        if (
+            not isinstance(self.pattern, str)
+            or not self.pattern
+            or set(self.pattern) - set(PATTERN_LETTERS)
+        ):
+            raise ValueError(
+                f"pattern: expected a non-empty string over {{M, S}} (M = {PATTERN_LETTERS['M']}, "
+                f"S = {PATTERN_LETTERS['S']}), received {self.pattern!r}"
+            )
+
+    def _check_structure(self) -> None:
+        """The checks that combine fields: what a conv or the diffusion model allows."""
+        edges = CONVS[self.conv].elements == "edges"
+        diffusion = MODELS[self.name].placement == "diffusion"
+        if not self.self_loops and edges:
+            raise ValueError(
+                "self_loops: edge-set attention always lets an edge attend to itself (ESA's "
+                "Algorithm 1); expected True"
+            )
+        if not self.self_loops and diffusion:
+            raise ValueError(
+                "self_loops: the diffusion model's P is the GCN mean with self loops (the one "
+                "its spectral reference is computed for); expected True"
+            )
+        if diffusion and set(self.pattern) != {"M"}:
+            raise ValueError(
+                "pattern: the diffusion model has no attention (every block is X' = P X over "
+                f"the neighbourhood); expected 'M', received {self.pattern!r}"
+            )
+        if self.edge_channels and not edges:
+            raise ValueError(
+                f"edge_channels: only conv='esa' reads edge attributes, received "
+                f"edge_channels={self.edge_channels} with conv={self.conv!r}; set edge_channels=0"
+            )
+
+    @property
+    def ffn_channels(self) -> int:
+        return self.ffn if self.ffn is not None else 2 * self.hidden
+
+    def block_kinds(self) -> str:
+        """The pattern letter of every block, ``len == depth``."""
+        reps = -(-self.depth // len(self.pattern))
+        return (self.pattern * reps)[: self.depth]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+
+
+def set_by_run(model: ModelConfig, owner: str, **values: Any) -> ModelConfig:
+    """``model`` with the fields a run config sets itself (``seed`` from its ``seeds``; a grid's
+    ``name``, ``conv``, ``depth``) at the run's first value.
+
+    A field still at the :class:`ModelConfig` default, or already at that value, is replaced;
+    any other value would be silently overridden, so it is refused, naming the run field.
+    """
+    for name, (axis, value) in values.items():
+        have = getattr(model, name)
+        if have != value and have != _MODEL_DEFAULTS[name]:
+            raise ValueError(
+                f"model.{name}: {owner} sets it from {axis} (received model.{name}={have!r} "
+                f"with {axis} starting at {value!r}); set {axis} instead"
+            )
+    return dataclasses.replace(model, **{name: value for name, (_, value) in values.items()})
+
+
+_MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+
+
+# ----------------------------------------------------------------------------- option table
+
+
+@dataclass(frozen=True)
+class Option:
+    """The command-line option of one config field.
+
+    ``field``: the dotted path of the field in a run config (``"model.depth"``); an option
+    names several when configs keep the same setting in different places (the first a config
+    has is the one it sets).  ``flags``: long name first, then a short one.  ``kind``: how
+    the value reads on the command line:
+
+    - ``int``, ``float``, ``str``: one value; ``choice``: one of ``choices``;
+    - ``switch``: a boolean, ``--name/--no-name``;
+    - ``ints``, ``names``: a comma-separated list (``2,32,64``; ``preln,postln``), each
+      integer at least ``minimum``;
+    - ``extra``: a comma-separated list added to the field's default (``--metrics``);
+    - ``repeat``: a list given one value per repetition of the flag (``--trained``).
+
+    ``old``: former spellings, accepted hidden with a ``note:``.  ``default_text``: how the
+    help states a ``None`` default that the run derives (``2 x hidden``).
+    """
+
+    field: str | tuple[str, ...]
+    flags: tuple[str, ...]
+    help: str
+    kind: str = "str"
+    choices: Collection[str] | None = None
+    minimum: int = 0
+    old: tuple[str, ...] = ()
+    default_text: str | None = None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.field,) if isinstance(self.field, str) else self.field
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0].split("/")[0]
+
+    @property
+    def off_flag(self) -> str:
+        """A switch's spelling for off: ``--no-NAME``, or the one its flags give (``--full``)."""
+        on, _, off = self.flags[0].partition("/")
+        return off or "--no-" + on.removeprefix("--")
+
+    @property
+    def name(self) -> str:
+        """The parameter name: the long flag without dashes (``--data-root`` -> data_root)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    def parse(self, value: Any, flag: str | None = None) -> Any:
+        """The config value of what the command line gave (``flag``: the spelling used)."""
+        if self.kind in ("ints", "names", "extra"):
+            return _parse_list(flag or self.flag, value, self.kind == "ints", self.minimum)
+        if self.kind == "repeat":
+            return tuple(str(v) for v in value)
+        return value
+
+    def render(self, value: Any, default: Any = None) -> list[str]:
+        """The arguments that give ``value`` (``[]`` when it is the default)."""
+        if _same(value, default):
+            return []
+        if self.kind == "switch":
+            return [self.flag if value else self.off_flag]
+        if self.kind == "repeat":
+            return [arg for item in value for arg in (self.flag, str(item))]
+        if self.kind == "extra":
+            value = [v for v in value if v not in (default or ())]
+            if not value:
+                return []
+        if value is None:  # a derived default: not writable, and never a non-default
+            return []
+        if isinstance(value, (list, tuple)):
+            return [self.flag, ",".join(str(v) for v in value)]
+        return [self.flag, str(value)]
+
+    def shown(self, default: Any) -> str:
+        """How the help states ``default``."""
+        if default is None:
+            return self.default_text or "none"
+        if isinstance(default, bool):
+            if self.off_flag != "--no-" + self.flag.removeprefix("--"):
+                return self.flag if default else self.off_flag
+            return "on" if default else "off"
+        if isinstance(default, (list, tuple)):
+            return ",".join(map(str, default)) if default else "none"
+        return str(default)
+
+
+def _parse_list(flag: str, text: Any, integers: bool, minimum: int) -> tuple:
+    """``"2,32,64"`` -> ``(2, 32, 64)`` (or names), with a clear error naming the option."""
+    if isinstance(text, (list, tuple)):
+        return tuple(text)
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not integers:
+        if not parts:
+            raise ValueError(f"{flag}: expected comma-separated names, received {text!r}")
+        return tuple(dict.fromkeys(parts))
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(
+            f"{flag}: expected comma-separated integers like 2,32,64, received {text!r}"
+        ) from None
+    if not values:
+        raise ValueError(f"{flag}: expected at least one integer, received {text!r}")
+    bad = [v for v in values if v < minimum]
+    if bad:
+        raise ValueError(f"{flag}: expected integers >= {minimum}, received {bad[0]}")
+    return values
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return [str(x) for x in a] == [str(x) for x in b]
+    return bool(a == b)
+
+
+_MODEL_HELP = "Architecture: " + ", ".join(
+    name if entry.display in (name, "plain") else f"{name} ({entry.display})"
+    for name, entry in MODELS.items()
+)
+_DTYPE_HELP = (
+    "Precision the model runs in. float64 resolves energies down to ~1e-30; "
+    "float32 stops at its accumulated rounding floor, ~1e-12 at depth 256 (those layers are "
+    "flagged at_floor and left out of fits)."
+)
+_FLOOR_HELP = (
+    "How the float floor is estimated: auto (shadow for float32, twin for float64), "
+    "shadow (a float64 copy runs in step), twin (a copy on an input perturbed by one ulp), "
+    "bound ((eps*norm)^2; free, too low when deep)."
+)
+_PATTERN_HELP = (
+    "Block pattern over M (masked neighbourhood attention) and S (global self-attention), "
+    "repeated to the depth, e.g. MMSS."
+)
+
+#: config field -> command-line option: the one table the parser, the help text and the
+#: "Reproduce" line read.  Every field of every run config is here, in :data:`DERIVED`, or
+#: set by a grid (a config's ``GRID``); a test checks it.
+OPTIONS: tuple[Option, ...] = (
+    # -- grids: the values of a model field, one run each ----------------------------------
+    Option(
+        "models",
+        ("--models", "-m"),
+        "Comma-separated architectures (see `oversmooth models`).",
+        "names",
+    ),
+    Option(
+        "convs",
+        ("--convs",),
+        "Comma-separated message passing types (see `oversmooth models`).",
+        "names",
+        old=("--conv",),
+    ),
+    Option("depths", ("--depths", "-L"), "Comma-separated depths.", "ints", minimum=1),
+    # -- the model (ModelConfig) -----------------------------------------------------------
+    Option("model.name", ("--model", "-m"), _MODEL_HELP + ".", "choice", MODELS),
+    Option(
+        "model.conv", ("--conv",), "Message passing (see `oversmooth models`).", "choice", CONVS
+    ),
+    Option(
+        "model.depth", ("--depth", "-L"), "Number of blocks between encoder and decoder.", "int"
+    ),
+    Option("model.hidden", ("--hidden",), "Hidden width (divisible by --heads).", "int"),
+    Option("model.heads", ("--heads",), "Attention heads.", "int"),
+    Option("model.seed", ("--seed",), "Initialisation seed (and of the random split).", "int"),
+    Option(
+        "model.ffn",
+        ("--ffn",),
+        "FFN inner width; 0: no FFN sublayer.",
+        "int",
+        default_text="2 x hidden",
+    ),
+    Option("model.dropout", ("--dropout",), "Encoder input dropout.", "float"),
+    Option("model.block_dropout", ("--block-dropout",), "Dropout inside each FFN.", "float"),
+    Option(
+        "model.norm",
+        ("--norm",),
+        "LayerNorm statistics: node (per node) or graph (per graph).",
+        "choice",
+        NORMS,
+    ),
+    Option("model.pattern", ("--pattern",), _PATTERN_HELP),
+    Option(("model.dtype", "dtype"), ("--dtype",), _DTYPE_HELP, "choice", DTYPE_NAMES),
+    Option(
+        "model.encoder",
+        ("--encoder",),
+        "Encoder: mlp (dropout, Linear, ReLU, Linear) or linear (dropout, one Linear).",
+        "choice",
+        ENCODERS,
+    ),
+    Option(
+        "model.init",
+        ("--init",),
+        "Initialisation: xavier (Xavier-uniform attention projections), torch (PyTorch's "
+        "Linear default) or xavier_all (Xavier-uniform everywhere, zero biases).",
+        "choice",
+        INITS,
+    ),
+    Option(
+        "model.self_loops",
+        ("--self-loops/--no-self-loops",),
+        "Attend over each node's neighbours and itself (off: the neighbours only).",
+        "switch",
+    ),
+    Option(
+        "model.score_scale",
+        ("--score-scale/--no-score-scale",),
+        "Divide SAN scores by sqrt(head width).",
+        "switch",
+    ),
+    Option(
+        "model.nonlocal_norm",
+        ("--nonlocal-norm",),
+        "The nonlocal factor: mean ((1/n)||P_h X - X||^2, the paper's) or sum.",
+        "choice",
+        NONLOCAL_NORMS,
+    ),
+    # -- the runs: replicates, modes ---------------------------------------------------------
+    Option(
+        "seeds",
+        ("--seeds",),
+        "Comma-separated seeds, e.g. 0,1,2: each a draw of the architecture's weights, "
+        "pooled as replicates.",
+        "ints",
+        old=("--seed",),
+    ),
+    Option("modes", ("--modes",), "init and/or trained.", "names"),
+    # -- the data ---------------------------------------------------------------------------
+    Option(
+        "dataset",
+        ("--dataset", "-d"),
+        "Dataset name (see `oversmooth datasets`), name:params, or a .pt/.csv path.",
+    ),
+    Option("datasets", ("--datasets", "-d"), "Comma-separated datasets.", "names"),
+    Option(
+        "data_root",
+        ("--data-root",),
+        "Folder of downloaded benchmarks (PubMed, Coauthor, Amazon).",
+        default_text="$OVERSMOOTH_DATA or ~/.cache/oversmooth/data",
+    ),
+    # -- where and how precisely it runs ----------------------------------------------------
+    Option("device", ("--device",), "auto (CUDA when available), cpu, cuda or cuda:N."),
+    Option("floor", ("--floor",), _FLOOR_HELP, "choice", FLOOR_METHODS),
+    # -- what an analysis records -----------------------------------------------------------
+    Option(
+        "similarity",
+        ("--similarity/--no-similarity",),
+        "Record the L x L inter-layer similarity matrix (memory grows with depth).",
+        "switch",
+    ),
+    Option(
+        "prune",
+        ("--prune-layers",),
+        "Layers to prune one at a time, e.g. 2,32,64.",
+        "ints",
+        minimum=1,
+        old=("--prune", "--layers"),
+    ),
+    Option(
+        "metrics",
+        ("--metrics",),
+        "Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).",
+        "extra",
+    ),
+    Option(
+        "checkpoint",
+        ("--checkpoint",),
+        "A best.pt from `oversmooth train`: analyse the trained model (architecture and "
+        "dataset come from it).",
+    ),
+    # -- training ---------------------------------------------------------------------------
+    Option("epochs", ("--epochs",), "Training epochs.", "int"),
+    Option(
+        "lr",
+        ("--lr",),
+        "Learning rate.",
+        "float",
+        default_text="1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN",
+    ),
+    Option(
+        "warmup",
+        ("--warmup",),
+        "Linear warm-up epochs.",
+        "int",
+        default_text="epochs/10 for Post-LN, 0 otherwise",
+    ),
+    Option("weight_decay", ("--weight-decay",), "Adam L2 weight decay.", "float"),
+    Option(
+        "split",
+        ("--split",),
+        "random (60/20/20, seeded by --seed) or public (Planetoid).",
+        "choice",
+        SPLITS,
+    ),
+    Option(
+        "patience",
+        ("--patience",),
+        "Early stopping: epochs without a better validation accuracy.",
+        "int",
+        default_text="none: no early stopping",
+    ),
+    Option(
+        "deterministic",
+        ("--deterministic/--no-deterministic",),
+        "Deterministic kernels: a fixed seed repeats bit for bit on CPU.",
+        "switch",
+    ),
+    Option(
+        "probe_every",
+        ("--probe-every",),
+        "Record every layer's energies every N epochs into dynamics.csv, on the eval forward "
+        "that scores the epoch (0: off).",
+        "int",
+        default_text="epochs/50, at least 1",
+    ),
+    # -- how a sweep runs -------------------------------------------------------------------
+    Option("backend", ("--backend",), "local (a process pool) or ray."),
+    Option("workers", ("--workers",), "Parallel cells.", "int", default_text="all cores"),
+    Option(
+        "ray_address",
+        ("--ray-address",),
+        "Ray cluster to join.",
+        default_text="start a local one",
+    ),
+    Option("out", ("--out", "-o"), "Sweep folder; rerunning into it skips finished cells."),
+    # -- the paper reproduction -------------------------------------------------------------
+    Option(
+        "quick",
+        ("--quick/--full",),
+        "--quick: 3 seeds, training at depth 16 for 150 epochs; "
+        "--full: 5 seeds, depth 32, 300 epochs.",
+        "switch",
+    ),
+    Option(
+        "trained",
+        ("--trained",),
+        "An `oversmooth train` run folder (with best.pt) to prune at eight layers spread over "
+        "its depth, beside the paper's Table 8; repeat for several runs.",
+        "repeat",
+    ),
+    Option(
+        "ablations",
+        ("--ablations/--no-ablations",),
+        "Section 5: change one unstated choice at a time (init, encoder, FFN, norm, heads, "
+        "score scaling, energy measure, ...) on Cora at depths 2, 32, 256.",
+        "switch",
+    ),
+)
+
+
+def option(field: str) -> Option:
+    """The option of the field ``field`` (a dotted path)."""
+    for entry in OPTIONS:
+        if field in entry.fields:
+            return entry
+    raise KeyError(f"no option sets {field!r}")
+
+
+def leaf_fields(config: type) -> Iterator[str]:
+    """The dotted path of every field of the dataclass ``config``, nested model included."""
+    for f in dataclasses.fields(config):
+        if f.name == "model":
+            yield from (f"model.{name}" for name in MODEL_FIELDS)
+        else:
+            yield f.name
+
+
+def _grid(config: type) -> Mapping[str, str]:
+    """``model field -> the list field of`` ``config`` that sets it per run (its ``GRID``)."""
+    return getattr(config, "GRID", {})
+
+
+def options_of(config: type) -> list[tuple[str, Option]]:
+    """``(field, option)`` for every field of the run config ``config`` an option sets, in
+    the order of :data:`OPTIONS`: all but :data:`DERIVED`, the model fields its grid sets
+    (its ``GRID``) and the fields a preset sets (its ``PRESET``)."""
+    mine = set(leaf_fields(config)) - set(DERIVED) - set(getattr(config, "PRESET", ()))
+    mine -= {f"model.{name}" for name in _grid(config)}
+    out = []
+    for entry in OPTIONS:
+        found = [f for f in entry.fields if f in mine]
+        if found:
+            out.append((found[0], entry))
+    return out
+
+
+def value_at(record: Any, path: str) -> Any:
+    """The value at the dotted ``path`` of a config or its record (``KeyError`` if absent)."""
+    value = record
+    for part in path.split("."):
+        if isinstance(value, Mapping):
+            value = value[part]
+        elif dataclasses.is_dataclass(value):
+            value = getattr(value, part)
+        else:
+            raise KeyError(path)
+    return value
+
+
+def default_of(config: type, path: str) -> Any:
+    """The default of the dotted field ``path`` of the dataclass ``config`` (a nested model's
+    from its default model); read from the class, nothing is validated or imported."""
+    head, _, rest = path.partition(".")
+    for f in dataclasses.fields(config):
+        if f.name != head:
+            continue
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            break
+        return value_at(value, rest) if rest else value
+    raise KeyError(f"{config.__name__} has no default for {path!r}")
+
+
+C = TypeVar("C")
+
+
+def build(config: type[C], values: Mapping[str, Any], **model: Any) -> C:
+    """The run config ``config`` with the dotted-path ``values`` over its defaults.
+
+    ``{"model.depth": 8, "seeds": (0,)}`` is ``config(model=replace(<its default model>,
+    depth=8), seeds=(0,))``; ``model`` replaces the default model's fields first (a
+    command's own default).  An ``extra`` option's value is added to the field's default.
+    Every check runs once, in the config's construction.
+    """
+    run: dict[str, Any] = {}
+    given = dict(model)
+    for path, value in values.items():
+        if path in _EXTRA_FIELDS:  # added to the defaults, which the config fills itself
+            value = tuple(dict.fromkeys((*value_at(config(), path), *value)))
+        if path.startswith("model."):
+            given[path.removeprefix("model.")] = value
+        else:
+            run[path] = value
+    if given:
+        run["model"] = dataclasses.replace(default_of(config, "model"), **given)
+    return config(**run)
+
+
+_EXTRA_FIELDS = {f for entry in OPTIONS if entry.kind == "extra" for f in entry.fields}
+
+
+def command_options(
+    config: type, record: Any, default: Any, skip: Collection[str] = ()
+) -> list[str]:
+    """The command-line options that turn ``default`` into ``record`` (each an instance of
+    the run config ``config`` or its record): one per field that differs, in the order of
+    :data:`OPTIONS`; the fields in ``skip`` are left out."""
+    out: list[str] = []
+    for path, entry in options_of(config):
+        if path in skip:
+            continue
+        try:
+            value = value_at(record, path)
+        except KeyError:
+            continue
+        out += entry.render(value, value_at(default, path))
+    return out
+
+
+def from_record(config: type[C], record: Mapping[str, Any]) -> C:
+    """The run config ``config`` a ``config.json`` record describes (today's layout or an
+    older flat one, see :func:`upgrade_record`); keys that are no field of ``config``
+    (``command``, ``environment``, ...) are ignored, lists read as tuples, and fields the
+    record lacks keep ``config``'s defaults."""
+    record = upgrade_record(record)
+    values: dict[str, Any] = {}
+    for path in leaf_fields(config):
+        try:
+            value = value_at(record, path)
+        except KeyError:
+            continue
+        values[path] = tuple(value) if isinstance(value, list) else value
+    return build(config, values)
+
+
+# ----------------------------------------------------------------------------- old records
+
+
+def upgrade_record(record: Mapping[str, Any]) -> dict:
+    """A ``config.json`` record (or a sweep's ``spec.json``) in today's layout.
+
+    One written before the model fields were nested (``"model": "postln", "depth": 256,
+    ...``, or a grid's ``"models": [...], "hidden": 32, ...``) gets them under ``"model"``
+    (``name`` from its ``model``), and a compare record's single ``conv`` becomes ``convs``.
+    Today's records, and records of commands without a model (reproduce, bench), are returned
+    as they are (copied).
+    """
+    out = dict(record)
+    flat = "model" in out and not isinstance(out["model"], Mapping)
+    if not flat and not ("models" in out and "model" not in out):
+        return out
+    model: dict[str, Any] = {"name": out.pop("model")} if flat else {}
+    if "models" in out and "conv" in out and "convs" not in out:  # compare: one conv, a field
+        out["convs"] = [out.pop("conv")]
+    for key in MODEL_FIELDS:
+        if key in out and key != "name":
+            model[key] = out.pop(key)
+    out["model"] = model
+    return out
