@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
@@ -21,13 +21,8 @@ from numpy.typing import ArrayLike
 from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import geometric_mean
 from oversmooth.graph import GraphOperator
-from oversmooth.nn.model import (
-    MODELS,
-    DepthModel,
-    ModelConfig,
-    model_default,
-    model_from_config,
-)
+from oversmooth.config import MAX_DEPTH
+from oversmooth.nn.model import MODELS, DepthModel, model_from_config
 from oversmooth.precision import (
     twin_needed,
     FloorTracker,
@@ -36,12 +31,13 @@ from oversmooth.precision import (
     resolve_dtype,
     resolve_floor_method,
 )
-from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
-from oversmooth.prune import check_layers, prune_sensitivity
-from oversmooth.registry import CONVS
+from oversmooth.probe import DEFAULT_METRICS, Probe
+from oversmooth.prune import prune_sensitivity
+from oversmooth.run_configs import AnalysisConfig, ComparisonConfig  # re-exported
 from oversmooth.runtime import environment, resolve_device
 from oversmooth.report.prose import (
     PRETTY as PRETTY,
+    comparison_key,
     curve_title,
     energy_table,
 )  # PRETTY re-exported
@@ -68,7 +64,6 @@ __all__ = [
     "theory_reference",
 ]
 
-MAX_DEPTH = 65536
 # progress(done, total, what): called as work advances, in units of layers (a probed
 # forward), runs x layers (compare), cells (sweep) or epochs (train); ``total`` is fixed
 Progress = Callable[[int, int, str], None]
@@ -195,130 +190,6 @@ def theory_reference(model: str, desc: dict, diffusion: dict) -> dict:
             "difference": None if alpha is None else alpha - NONLOCAL_REFERENCE["slope"],
         }
     return out
-
-
-def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    seeds = tuple(seeds)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ValueError(f"seeds: expected one or more integers >= 0, received {list(seeds)}")
-    repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
-    if repeated:
-        raise ValueError(
-            f"seeds: {repeated[0]} appears twice in {list(seeds)}; list each seed once"
-        )
-    return seeds
-
-
-def _check_depth(depth: int) -> None:
-    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise ValueError(f"depth: expected an integer in [1, {MAX_DEPTH}], received {depth!r}")
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """One architecture at one depth, probed over one or more seeds."""
-
-    model: str = "postln"
-    depth: int = 256
-    conv: str = model_default("conv")
-    dataset: str = "cora"
-    hidden: int = model_default("hidden")
-    heads: int = model_default("heads")
-    # five seeds by default: each is a draw of the architecture's weights, and the verdict's
-    # intervals carry the between-seed variation (Student t on seeds - 1 degrees of freedom when
-    # it dominates).  Measured at depth 256 on Cora: with 3 seeds the fitted change of Pre-LN
-    # (+0.76 +- 1.86 decades) and nonlocal (-1.27 +- 3.44) is not even a trend; with 5 all
-    # three zoo models have a decided trend (docs/verdict.md, "Seeds and defaults")
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    device: str = "auto"
-    similarity: bool = True
-    prune: tuple[int, ...] = ()
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-    norm: str = model_default("norm")
-    pattern: str = model_default("pattern")
-    ffn: int | None = model_default("ffn")
-    data_root: str | None = None
-    checkpoint: str | None = None  # analyse these trained weights instead of a fresh initialisation
-    dtype: str = "float64"  # precision the model runs in (see oversmooth.precision)
-    floor: str = "auto"  # float-floor method: auto, shadow, twin or bound
-
-    def __post_init__(self) -> None:
-        _check_depth(self.depth)
-        resolve_floor_method(self.floor, self.dtype)
-        object.__setattr__(self, "seeds", _check_seeds(self.seeds))
-        object.__setattr__(
-            self, "prune", tuple(check_layers(list(self.prune), self.depth)) if self.prune else ()
-        )
-        if self.prune and CONVS[self.conv].elements == "edges":
-            raise ValueError(
-                f"prune: expected a node-level conv, received conv={self.conv!r} (its blocks "
-                "run over edges; pruning is not implemented for it); drop --prune-layers"
-            )
-        metrics = tuple(check_metrics(self.metrics))
-        if "laplacian_energy" not in metrics:
-            metrics = ("laplacian_energy",) + metrics
-        object.__setattr__(self, "metrics", metrics)
-        self.model_config(
-            in_channels=1, out_channels=1, seed=self.seeds[0]
-        )  # validates names and sizes
-
-    def model_config(self, in_channels: int, out_channels: int, seed: int) -> ModelConfig:
-        return ModelConfig.of(self, in_channels=in_channels, out_channels=out_channels, seed=seed)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_checkpoint(
-        cls,
-        path: str,
-        *,
-        model: str | None = None,
-        depth: int | None = None,
-        conv: str | None = None,
-        dataset: str | None = None,
-        hidden: int | None = None,
-        heads: int | None = None,
-        seeds: tuple[int, ...] | None = None,
-        norm: str | None = None,
-        pattern: str | None = None,
-        **rest: Any,
-    ) -> AnalysisConfig:
-        """The configuration of a trained checkpoint; explicitly given fields (not None) must
-        agree with it: a different value is refused, never silently replaced."""
-        trained, meta = load_checkpoint(path, map_location="cpu")
-        cfg = trained.config
-        fixed = (
-            ("model", model, cfg.name),
-            ("depth", depth, cfg.depth),
-            ("conv", conv, cfg.conv),
-            ("dataset", dataset, meta.get("dataset")),
-            ("hidden", hidden, cfg.hidden),
-            ("heads", heads, cfg.heads),
-            ("norm", norm, cfg.norm),
-            ("pattern", pattern, cfg.pattern),
-            ("seeds", ",".join(map(str, seeds)) if seeds is not None else None, str(cfg.seed)),
-        )
-        for name, given, have in fixed:
-            if given is not None and given != have:
-                raise CheckpointError(
-                    f"{path}: the checkpoint has {name}={have!r} but --{name} {given} was given; "
-                    f"drop --{name} or use a checkpoint trained with it"
-                )
-        return cls(
-            model=cfg.name,
-            depth=cfg.depth,
-            conv=cfg.conv,
-            dataset=meta.get("dataset", "cora"),
-            hidden=cfg.hidden,
-            heads=cfg.heads,
-            seeds=(cfg.seed,),
-            norm=cfg.norm,
-            pattern=cfg.pattern,
-            ffn=cfg.ffn,
-            checkpoint=str(path),
-            **rest,
-        )
 
 
 @dataclass
@@ -576,7 +447,9 @@ def probe_run(
     return frame
 
 
-def _check_memory(config: AnalysisConfig, data: Data, device: torch.device) -> None:
+def _check_memory(
+    config: AnalysisConfig, data: Data, device: torch.device, dtype: torch.dtype
+) -> None:
     """Refuse a CPU analysis whose whole-run peak would exceed the memory limit, before the
     operator and the forward are built."""
     if device.type != "cpu":
@@ -587,8 +460,8 @@ def _check_memory(config: AnalysisConfig, data: Data, device: torch.device) -> N
         data.num_nodes,
         data.edge_index.size(1),
         data.num_features,
-        config.heads,
-        resolve_dtype(config.dtype).itemsize,
+        config.model.heads,
+        dtype.itemsize,
     )
     check_allocation(
         f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges)",
@@ -603,19 +476,20 @@ def _fits_and_verdict(
 ) -> tuple[dict, dict]:
     """fits.json's records (each seed's own verdict and the pooled one, with the theory
     references) and the pooled :func:`describe_frame` result; adds the spectral step's time."""
+    model = config.model
     fits: dict = {"per_seed": {}}
     for seed, frame in metrics.groupby("seed", sort=True):
         fits["per_seed"][str(seed)] = fits_record(
-            describe_frame(frame, config.hidden, dtype=config.dtype)
+            describe_frame(frame, model.hidden, dtype=model.dtype)
         )
     # the verdict pools the seeds (shared law, one intercept per seed)
     title = curve_title(
-        config.model, config.conv, config.depth, config.dataset, trained=bool(config.checkpoint)
+        model.name, model.conv, model.depth, config.dataset, trained=bool(config.checkpoint)
     )
-    desc = describe_frame(metrics, config.hidden, title=title, dtype=config.dtype)
+    desc = describe_frame(metrics, model.hidden, title=title, dtype=model.dtype)
     verdict = desc["verdict"]
     t0 = time.perf_counter()
-    desc["reference"] = theory_reference(config.model, desc, diffusion_reference(data))
+    desc["reference"] = theory_reference(model.name, desc, diffusion_reference(data))
     timings["spectral_s"] = time.perf_counter() - t0
     fits["mean_over_seeds"] = fits_record(desc)
     fits["verdict"] = verdict
@@ -662,24 +536,25 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
 
     started = time.perf_counter()
     device = resolve_device(config.device)
-    floor_method = resolve_floor_method(config.floor, config.dtype)
+    floor_method = config.floor_method
+    dtype = resolve_dtype(config.model.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
-    _check_memory(config, data, device)
-    data.x = data.x.to(resolve_dtype(config.dtype))  # model precision; prune reads data.x too
+    _check_memory(config, data, device, dtype)
+    data.x = data.x.to(dtype)  # model precision; prune reads data.x too
     graph = input_graph(data, device)
     frames, similarity, sim_layers, prune_frame = [], None, None, None
     methods: set[str] = set()
     meta: dict = {}  # a checkpoint's metadata (its training split)
-    per_seed = config.depth
+    per_seed = config.model.depth
     total = per_seed * len(config.seeds) + len(config.prune)
     timings = {"forward_s": 0.0, "prune_s": 0.0}
     for i, seed in enumerate(config.seeds):
         if config.checkpoint:
             model, meta = _trained_model(config, data, device)
-            model = model.to(resolve_dtype(config.dtype))
+            model = model.to(dtype)
         else:
             model = model_from_config(
-                config.model_config(data.num_features, out_channels, seed), device
+                config.model_for(data.num_features, out_channels, seed), device
             )
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
@@ -715,7 +590,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     metrics = pd.concat(frames, ignore_index=True)
     # what was measured, as a Probe's frame says it (plot / write_report read the dtype)
     metrics.attrs.update(
-        {"dtype": config.dtype, "model": type(model).__name__, "capture": "output"}
+        {"dtype": config.model.dtype, "model": type(model).__name__, "capture": "output"}
     )
     fits, desc = _fits_and_verdict(config, metrics, data, timings)
     verdict = desc["verdict"]
@@ -743,53 +618,6 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
 # ----------------------------------------------------------------------------- comparison
 
 
-@dataclass(frozen=True)
-class ComparisonConfig:
-    """Several architectures x depths x datasets x seeds (the paper's Tables 2/4/6)."""
-
-    models: tuple[str, ...] = ("preln", "postln", "nonlocal")
-    depths: tuple[int, ...] = (2, 32, 64, 128, 256)
-    conv: str = model_default("conv")
-    datasets: tuple[str, ...] = ("cora",)
-    seeds: tuple[int, ...] = AnalysisConfig.seeds  # the same replicates as analyze (see there)
-    hidden: int = model_default("hidden")
-    heads: int = model_default("heads")
-    device: str = "auto"
-    norm: str = model_default("norm")
-    pattern: str = model_default("pattern")
-    ffn: int | None = model_default("ffn")
-    data_root: str | None = None
-    dtype: str = "float64"  # precision the models run in (see oversmooth.precision)
-    floor: str = "auto"  # float-floor method: auto, shadow, twin or bound
-
-    def __post_init__(self) -> None:
-        resolve_floor_method(self.floor, self.dtype)
-        if not self.models or not self.depths or not self.datasets:
-            raise ValueError("models, depths, datasets: expected at least one value each")
-        for m in self.models:
-            MODELS.resolve(m, kind="models")
-        for d in self.depths:
-            _check_depth(d)
-        object.__setattr__(self, "seeds", _check_seeds(self.seeds))
-        object.__setattr__(self, "depths", tuple(sorted(set(self.depths))))
-        for m in self.models:
-            self.analysis(m, self.depths[-1], self.datasets[0])  # validates sizes and names
-
-    def analysis(self, model: str, depth: int, dataset: str) -> AnalysisConfig:
-        """The analysis of one run: every field both configs have, plus the run's own."""
-        shared = {f.name for f in fields(AnalysisConfig)} & {f.name for f in fields(self)}
-        return AnalysisConfig(
-            **{name: getattr(self, name) for name in shared},
-            model=model,
-            depth=depth,
-            dataset=dataset,
-            similarity=False,
-        )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 @dataclass
 class ComparisonResult:
     config: dict
@@ -803,83 +631,102 @@ class ComparisonResult:
 
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset),
-    columns depth (the table of :func:`oversmooth.report.prose.energy_table`, indexed)."""
-    return energy_table(summary).set_index(["model", "dataset"])
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), or
+    (model, conv, dataset) when the summary has a ``conv`` column, columns depth (the table of
+    :func:`oversmooth.report.prose.energy_table`, indexed)."""
+    keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
+    return energy_table(summary).set_index(keys)
+
+
+def _compare_seeds(
+    config: ComparisonConfig,
+    run: AnalysisConfig,
+    data: Data,
+    out_channels: int,
+    graph: GraphOperator,
+    device: torch.device,
+    progress: Progress | None,
+    done: int,
+    total: int,
+) -> list[pd.DataFrame]:
+    """The per-layer frames of one (dataset, model, conv, depth), one per seed, with the run's
+    coordinates as their first columns (``conv`` only when the comparison has several)."""
+    model_cfg, several = run.model, len(config.convs) > 1
+    where = f"{model_cfg.name}{' ' + model_cfg.conv if several else ''} depth {model_cfg.depth}"
+    frames = []
+    for seed in config.seeds:
+        model = model_from_config(run.model_for(data.num_features, out_channels, seed), device)
+        frame = probe_run(
+            model,
+            data,
+            run.metrics,
+            graph=graph,
+            progress=progress,
+            floor=config.floor,
+            seed=seed,
+            done=done,
+            total=total,
+            what=f"{run.dataset} {where} seed {seed}",
+        )
+        columns: list[tuple[str, object]] = [("seed", seed), ("depth", model_cfg.depth)]
+        columns += [("conv", model_cfg.conv)] if several else []
+        for col, value in (*columns, ("model", model_cfg.name), ("dataset", run.dataset)):
+            frame.insert(0, col, value)
+        frames.append(frame)
+        done += model_cfg.depth
+    return frames
+
+
+def _final_row(frame: pd.DataFrame) -> dict:
+    """The summary row of one run's per-layer frame."""
+    keys = [c for c in ("dataset", "model", "conv", "depth", "seed") if c in frame]
+    return {
+        **{k: frame[k].iloc[0] for k in keys},
+        "final_energy": float(frame["laplacian_energy"].iloc[-1]),
+        "final_at_floor": bool(frame["at_floor"].iloc[-1]),
+    }
 
 
 def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:
-    """Every (dataset, model, depth, seed) at initialisation; per-layer rows, final energies, fits
-    at the deepest depth."""
+    """Every (dataset, model, conv, depth, seed) at initialisation; per-layer rows, final
+    energies, fits at the deepest depth."""
     import pandas as pd
 
     started = time.perf_counter()
     device = resolve_device(config.device)
-    floor_method = resolve_floor_method(config.floor, config.dtype)
-    runs = [(ds, m, d) for ds in config.datasets for m in config.models for d in config.depths]
-    total = sum(d for _, _, d in runs) * len(config.seeds)  # layers over every run
+    floor_method = config.floor_method
+    deepest = config.depths[-1]
+    curves = [(m, c) for c in config.convs for m in config.models]
+    total = sum(config.depths) * len(config.seeds) * len(curves) * len(config.datasets)
     done = 0
-    frames, rows, fits, verdicts = [], [], {}, []
+    frames, fits, verdicts = [], {}, []
     for dataset in config.datasets:
         data, out_channels = _load_data(dataset, config.data_root)
         graph = input_graph(data, device)
         diffusion = diffusion_reference(data)  # once per graph, shared by every model
-        for model_name in config.models:
+        for model_name, conv in curves:
             for depth in config.depths:
-                acfg = config.analysis(model_name, depth, dataset)
-                for seed in config.seeds:
-                    model = model_from_config(
-                        acfg.model_config(data.num_features, out_channels, seed), device
-                    )
-                    frame = probe_run(
-                        model,
-                        data,
-                        acfg.metrics,
-                        graph=graph,
-                        progress=progress,
-                        floor=config.floor,
-                        seed=seed,
-                        done=done,
-                        total=total,
-                        what=f"{dataset} {model_name} depth {depth} seed {seed}",
-                    )
-                    for col, value in (
-                        ("seed", seed),
-                        ("depth", depth),
-                        ("model", model_name),
-                        ("dataset", dataset),
-                    ):
-                        frame.insert(0, col, value)
-                    frames.append(frame)
-                    rows.append(
-                        {
-                            "dataset": dataset,
-                            "model": model_name,
-                            "depth": depth,
-                            "seed": seed,
-                            "final_energy": float(frame["laplacian_energy"].iloc[-1]),
-                            "final_at_floor": bool(frame["at_floor"].iloc[-1]),
-                        }
-                    )
-                    done += depth
-            deepest = pd.concat(
-                [
-                    f
-                    for f in frames
-                    if f["model"].iloc[0] == model_name
-                    and f["dataset"].iloc[0] == dataset
-                    and f["depth"].iloc[0] == config.depths[-1]
-                ]
+                run = config.analysis(model_name, conv, depth, dataset)
+                frames += _compare_seeds(
+                    config, run, data, out_channels, graph, device, progress, done, total
+                )
+                done += depth * len(config.seeds)
+            title = curve_title(model_name, conv, deepest, dataset)
+            desc = describe_frame(
+                pd.concat(frames[-len(config.seeds) :]),  # the deepest depth's, sorted last
+                config.model.hidden,
+                title=title,
+                dtype=config.model.dtype,
             )
-            title = curve_title(model_name, config.conv, config.depths[-1], dataset)
-            desc = describe_frame(deepest, config.hidden, title=title, dtype=config.dtype)
             desc["reference"] = theory_reference(model_name, desc, diffusion)
-            verdict = desc["verdict"]
-            fits[f"{dataset}/{model_name}"] = {**fits_record(desc), "depth": config.depths[-1]}
-            verdicts.append(verdict)
+            record = {**fits_record(desc), "depth": deepest}
+            if len(config.convs) > 1:
+                record["conv"] = conv
+            fits[comparison_key(dataset, model_name, conv, config.convs)] = record
+            verdicts.append(desc["verdict"])
     used = sorted({str(f.attrs.get("floor_method", floor_method)) for f in frames})
     metrics = pd.concat(frames, ignore_index=True)
-    summary = pd.DataFrame(rows)
+    summary = pd.DataFrame([_final_row(f) for f in frames])
     return ComparisonResult(
         config={
             "command": "compare",

@@ -32,7 +32,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -49,13 +49,8 @@ from oversmooth.checkpoint import (
     _atomic_save,
     _read,
 )
-from oversmooth.nn.model import (
-    MODELS,
-    DepthModel,
-    ModelConfig,
-    model_default,
-    model_from_config,
-)
+from oversmooth.config import MODEL_FIELDS, ModelConfig, upgrade_record
+from oversmooth.nn.model import DepthModel, model_from_config
 from oversmooth.outputs import (
     MARKER,
     atomic_text,
@@ -66,7 +61,9 @@ from oversmooth.outputs import (
     write_json,
     write_marker,
 )
+from oversmooth.precision import resolve_dtype
 from oversmooth.probe import Probe
+from oversmooth.run_configs import TrainConfig  # re-exported
 from oversmooth.runtime import resolve_device
 
 __all__ = [
@@ -85,91 +82,6 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
     clean_message = True
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    model: str = "nonlocal"
-    depth: int = 64
-    conv: str = model_default("conv")
-    dataset: str = "cora"
-    hidden: int = model_default("hidden")
-    heads: int = model_default("heads")
-    seed: int = model_default("seed")
-    epochs: int = 5000
-    lr: float | None = None  # default: 1e-3 (Pre-LN), 1e-4 peak (Post-LN)
-    warmup: int | None = None  # default: epochs // 10 for Post-LN, 0 otherwise
-    weight_decay: float = 5e-4
-    split: str = "random"
-    patience: int | None = None
-    dropout: float = model_default("dropout")
-    norm: str = model_default("norm")
-    pattern: str = model_default("pattern")
-    ffn: int | None = model_default("ffn")
-    device: str = "auto"
-    data_root: str | None = None
-    deterministic: bool = True  # deterministic kernels: bit-reproducible on CPU for a fixed seed
-    probe_every: int | None = None  # record layer energies every N epochs; 0 off; None: auto
-
-    def __post_init__(self) -> None:
-        MODELS.resolve(self.model)
-        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
-            raise ValueError(f"epochs: expected an integer >= 1, received {self.epochs!r}")
-        if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
-            raise ValueError(f"lr: expected a learning rate in (0, 10), received {self.lr!r}")
-        if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
-            raise ValueError(f"warmup: expected an integer >= 0 (epochs), received {self.warmup!r}")
-        if not isinstance(self.weight_decay, (int, float)) or not 0 <= self.weight_decay < math.inf:
-            raise ValueError(
-                f"weight_decay: expected a finite number >= 0, received {self.weight_decay!r}"
-            )
-        if not isinstance(self.deterministic, bool):
-            raise ValueError(
-                f"deterministic: expected True or False, received {self.deterministic!r}"
-            )
-        if self.split not in ("random", "public"):
-            raise ValueError(f"split: expected one of random, public, received {self.split!r}")
-        if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
-            raise ValueError(
-                f"patience: expected an integer >= 1 (epochs), received {self.patience!r}"
-            )
-        if self.probe_every is not None and (
-            isinstance(self.probe_every, bool)
-            or not isinstance(self.probe_every, int)
-            or self.probe_every < 0
-        ):
-            raise ValueError(
-                f"probe_every: expected an integer >= 0 (epochs; 0 turns the probe off), "
-                f"received {self.probe_every!r}"
-            )
-        self.model_config(1, 1)  # validates depth, conv, sizes, pattern
-
-    @property
-    def learning_rate(self) -> float:
-        return (
-            float(self.lr)
-            if self.lr is not None
-            else (1e-4 if MODELS[self.model].post_ln else 1e-3)
-        )
-
-    @property
-    def warmup_epochs(self) -> int:
-        if self.warmup is not None:
-            return self.warmup
-        return max(1, self.epochs // 10) if MODELS[self.model].post_ln else 0
-
-    @property
-    def probe_interval(self) -> int:
-        """Epochs between two recorded probe passes (0: none); default ``max(1, epochs // 50)``."""
-        if self.probe_every is not None:
-            return self.probe_every
-        return max(1, self.epochs // 50)
-
-    def model_config(self, in_channels: int, out_channels: int) -> ModelConfig:
-        return ModelConfig.of(self, in_channels=in_channels, out_channels=out_channels)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -312,6 +224,20 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
         check_ours(out)
 
 
+def _flat(record: dict) -> dict:
+    """A training config record as ``{field: value}``, its model's fields as ``model.NAME``.
+
+    A record from before the model fields were nested is upgraded first; a model field it
+    lacks had its default then (training had no option for it), so it reads as that.
+    """
+    record = upgrade_record(record)
+    model = record.pop("model", None)
+    model = model if isinstance(model, dict) else {}
+    defaults = ModelConfig().to_dict()
+    record.update({f"model.{k}": model.get(k, defaults[k]) for k in MODEL_FIELDS})
+    return record
+
+
 class _Run:
     """The state of one training run between two epochs, and how it is saved."""
 
@@ -329,7 +255,7 @@ class _Run:
         self.config, self.out, self.model = config, out, model
         self.optimizer, self.scheduler, self.meta = optimizer, scheduler, meta
         self.device, self.overwrite = device, overwrite
-        self.rng = torch.Generator().manual_seed(config.seed)  # the dropout stream
+        self.rng = torch.Generator().manual_seed(config.model.seed)  # the dropout stream
         self.epoch = -1  # last completed epoch
         self.history: list[dict] = []
         self.dynamics: list[dict] = []  # DYNAMICS_COLUMNS rows, epochs in increasing order
@@ -373,12 +299,13 @@ class _Run:
                 f"{path}: checkpoint has no 'meta.train_config' entry (expected the training "
                 "options of the run); it cannot be resumed: start a new run"
             )
-        current = self.config.to_dict()
+        current, before = _flat(self.config.to_dict()), _flat(saved)
         for key, value in current.items():
-            if key not in RESUME_MAY_CHANGE and saved.get(key) != value:
+            if key not in RESUME_MAY_CHANGE and before.get(key) != value:
                 raise CheckpointError(
-                    f"--resume: {path} was trained with {key}={saved.get(key)!r}, not {value!r}; "
-                    "pass the same options or start a new --out"
+                    f"--resume: {path} was trained with {key.removeprefix('model.')}="
+                    f"{before.get(key)!r}, not {value!r}; pass the same options or start a new "
+                    "--out"
                 )
         try:
             # a missing or ill-typed saved value is refused by TrainConfig and caught below
@@ -661,25 +588,26 @@ def train(
     if getattr(data, "y", None) is None:
         raise ValueError(f"dataset: {config.dataset!r} has no labels to train on")
     num_classes = int(data.y.max()) + 1
-    masks = split_masks(data, config.split, seed=config.seed)
+    masks = split_masks(data, config.split, seed=config.model.seed)
     if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
         raise ValueError(
             f"split: {config.split!r} leaves no training or validation node on "
             f"{config.dataset!r}; use --split random"
         )
     if getattr(data, "batch", None) is not None and (
-        config.norm == "graph" or "S" in config.pattern
+        config.model.norm == "graph" or "S" in config.model.pattern
     ):
         raise ValueError(
             f"dataset: {config.dataset!r} is a batch of graphs, and training does not pass the "
             "batch to the model yet, so graph-mode LayerNorm and S blocks would mix the graphs; "
             "train with --norm node and an M-only --pattern, or on one graph"
         )
-    x, edge_index, y = data.x.to(device), data.edge_index.to(device), data.y.to(device)
+    x = data.x.to(device, resolve_dtype(config.model.dtype))  # the model's precision
+    edge_index, y = data.edge_index.to(device), data.y.to(device)
     edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     masks = {k: v.to(device) for k, v in masks.items()}
-    model = model_from_config(config.model_config(data.num_features, num_classes), device)
+    model = model_from_config(config.model_for(data.num_features, num_classes), device)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
@@ -690,7 +618,7 @@ def train(
     meta = {
         "dataset": config.dataset,
         "split": config.split,
-        "split_seed": config.seed,
+        "split_seed": config.model.seed,
         "num_features": data.num_features,
         "num_classes": num_classes,
         "train_config": config.to_dict(),

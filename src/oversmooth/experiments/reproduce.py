@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from oversmooth.config import ModelConfig, upgrade_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +53,15 @@ def paper_tables() -> dict:
 
 @dataclass(frozen=True)
 class ReproduceConfig:
+    """The paper reproduction: a quick or full preset (:meth:`preset`) and where it runs.
+
+    Its models are the paper's; ``dtype`` is the one model field it lets the user choose
+    (the precision of every model it analyses), so it holds no ``ModelConfig``.
+    """
+
+    #: set by the preset (--quick/--full), not by an option of their own
+    PRESET: ClassVar[tuple[str, ...]] = ("seeds", "datasets", "train_depth", "train_epochs")
+
     quick: bool = True
     seeds: tuple[int, ...] = (0, 1, 2)
     datasets: tuple[str, ...] = ("cora", "citeseer")
@@ -66,8 +77,11 @@ class ReproduceConfig:
     ablations: bool = True
 
     @classmethod
-    def preset(cls, quick: bool, data_root: str | None = None, **options: Any) -> ReproduceConfig:
-        """The quick or full preset; ``options`` (``device``, ``dtype``) replace the defaults."""
+    def preset(
+        cls, quick: bool = True, data_root: str | None = None, **options: Any
+    ) -> ReproduceConfig:
+        """The quick or full preset; ``options`` (``device``, ``dtype``, ``trained``,
+        ``ablations``) replace the defaults."""
         if quick:
             return cls(quick=True, data_root=data_root, **options)
         return cls(
@@ -124,12 +138,12 @@ def run_reproduction(
         ComparisonConfig(
             models=ARCHS + ("plain",),
             depths=DEPTHS,
-            conv="san",
+            convs=("san",),
             datasets=tuple(datasets),
             seeds=config.seeds,
+            model=ModelConfig(dtype=config.dtype),
             device=config.device,
             data_root=config.data_root,
-            dtype=config.dtype,
         )
     )
     other = {}
@@ -139,22 +153,20 @@ def run_reproduction(
             ComparisonConfig(
                 models=ARCHS + ("plain",),
                 depths=DEPTHS,
-                conv=conv,
+                convs=(conv,),
                 datasets=("cora",),
                 seeds=config.seeds,
+                model=ModelConfig(dtype=config.dtype),
                 device=config.device,
-                dtype=config.dtype,
             )
         )
     say(f"Post-LN SAN, depth {DEPTHS[-1]}, in float32 with a float64 shadow (the float32 floor)")
     results["float32_floor"] = run_analysis(
         AnalysisConfig(
-            model="postln",
-            depth=DEPTHS[-1],
+            model=ModelConfig("postln", depth=DEPTHS[-1], dtype="float32"),
             seeds=config.seeds,
             similarity=False,
             device=config.device,
-            dtype="float32",
         )
     )
     if config.ablations:
@@ -169,8 +181,7 @@ def run_reproduction(
             # blur the pruning contrast
             result = train(
                 TrainConfig(
-                    model=arch,
-                    depth=config.train_depth,
+                    model=ModelConfig(arch, depth=config.train_depth),
                     epochs=config.train_epochs,
                     lr=TRAIN_LR,
                     device=config.device,
@@ -184,10 +195,12 @@ def run_reproduction(
             analysis = run_analysis(
                 AnalysisConfig.from_checkpoint(
                     str(run_dir / "best.pt"),
-                    similarity=True,
-                    prune=tuple(layers),
-                    device=config.device,
-                    dtype=config.dtype,
+                    {
+                        "similarity": True,
+                        "prune": tuple(layers),
+                        "device": config.device,
+                        "model.dtype": config.dtype,
+                    },
                 )
             )
             (run_dir / "best.pt").unlink(
@@ -349,12 +362,13 @@ def _trained_run(run: str) -> tuple[Path, dict, dict]:
             f"--trained {run}: expected an `oversmooth train` run folder with best.pt, "
             f"config.json and summary.json, missing {', '.join(missing)}"
         )
-    config = json.loads(files[1].read_text(encoding="utf-8"))
+    config = upgrade_record(json.loads(files[1].read_text(encoding="utf-8")))
     summary = json.loads(files[2].read_text(encoding="utf-8"))
-    if config.get("depth", 0) < 8:
+    depth = (config.get("model") or {}).get("depth", 0)
+    if depth < 8:
         raise ValueError(
             f"--trained {run}: expected a model of depth 8 or more (eight pruned layers), "
-            f"received depth {config.get('depth')}"
+            f"received depth {depth}"
         )
     return files[0], config, summary
 
@@ -365,11 +379,12 @@ def _prune_trained_run(run: str, config: ReproduceConfig, say: Callable[[str], N
     from oversmooth.analysis import AnalysisConfig, run_analysis
 
     best, train_config, summary = _trained_run(run)
-    depth = int(train_config["depth"])
-    say(f"Table 8: pruning {train_config['model']} SAN, depth {depth}, from {run}")
+    depth = int(train_config["model"]["depth"])
+    say(f"Table 8: pruning {train_config['model']['name']} SAN, depth {depth}, from {run}")
     analysis = run_analysis(
         AnalysisConfig.from_checkpoint(
-            str(best), similarity=False, prune=tuple(table8_layers(depth)), device=config.device
+            str(best),
+            {"similarity": False, "prune": tuple(table8_layers(depth)), "device": config.device},
         )
     )
     return {"run": str(run), "config": train_config, "summary": summary, "prune": analysis.prune}
@@ -392,7 +407,7 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
     rows, runs_rows, drops, sentences = [], [], {}, []
     for item in runs:
         cfg, summary, prune = item["config"], item["summary"], item["prune"]
-        name = f"{cfg['model']} SAN, depth {cfg['depth']}"
+        name = f"{cfg['model']['name']} SAN, depth {cfg['model']['depth']}"
         base = prune.attrs["baseline"]["accuracy"]
         rows.append(
             {
@@ -415,7 +430,7 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
                 "folder": item["run"],
             }
         )
-        safe = f"{cfg['model']}-{cfg['depth']}"
+        safe = f"{cfg['model']['name']}-{cfg['model']['depth']}"
         prune.to_csv(folder / f"table8_{safe}.csv", index=False, float_format="%.6g")
     doc.table(pd.DataFrame(runs_rows))
     doc.table(pd.DataFrame(rows).fillna(""))
@@ -432,7 +447,9 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
     curves = {
         name: pd.DataFrame(
             {
-                "fraction": [k / int(item["config"]["depth"]) for k in item["prune"]["layer"]],
+                "fraction": [
+                    k / int(item["config"]["model"]["depth"]) for k in item["prune"]["layer"]
+                ],
                 "drop": drops[name],
             }
         )
@@ -449,7 +466,7 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
     late_mean = {}
     for (name, drop), item in zip(drops.items(), runs, strict=True):
         late = drop[1:]  # every position after layer 2
-        late_mean[item["config"]["model"]] = float(late.mean())
+        late_mean[item["config"]["model"]["name"]] = float(late.mean())
         sentences.append(
             f"{name}: pruning layer 2 costs {drop[0]:.1f} points; the other seven positions cost "
             f"{late.mean():.1f} on average (at most {late.max():.1f})."
@@ -472,8 +489,9 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
         best, ran = summary.get("best_epoch"), summary.get("epochs_run")
         if best is not None and ran and best >= 0.9 * ran:
             sentences.append(
-                f"The {cfg['model']} run was still improving when it stopped (best validation "
-                f"epoch {best} of {ran}), so its numbers describe an under-trained model."
+                f"The {cfg['model']['name']} run was still improving when it stopped (best "
+                f"validation epoch {best} of {ran}), so its numbers describe an under-trained "
+                "model."
             )
     return sentences
 
@@ -809,22 +827,15 @@ def _reproduce_section(doc: Document, config: ReproduceConfig, env: dict) -> Non
 
 def command_line(config: ReproduceConfig) -> str:
     """The ``oversmooth reproduce`` command line for ``config`` (options that differ from the
-    defaults only; the output folder is the default one)."""
+    preset only; the output folder is the default one)."""
     import shlex
 
+    from oversmooth.config import command_options
+
     default = ReproduceConfig.preset(config.quick)
-    parts = ["oversmooth", "reproduce", "--quick" if config.quick else "--full"]
-    if config.data_root:
-        parts += ["--data-root", config.data_root]
-    if config.device != default.device:
-        parts += ["--device", config.device]
-    if config.dtype != default.dtype:
-        parts += ["--dtype", config.dtype]
-    for run in config.trained:
-        parts += ["--trained", run]
-    if not config.ablations:
-        parts.append("--no-ablations")
-    return shlex.join(parts)
+    quick = "--quick" if config.quick else "--full"
+    options = command_options(ReproduceConfig, config, default, skip=("quick",))
+    return shlex.join(["oversmooth", "reproduce", quick, *options])
 
 
 def _floor_finding(results: dict, table: pd.DataFrame) -> list[str]:

@@ -60,14 +60,14 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from oversmooth._version import __version__
-from oversmooth.nn.model import ModelConfig, model_default
+from oversmooth.config import DERIVED, MAX_DEPTH, MODEL_FIELDS, ModelConfig, set_by_run
 from oversmooth.outputs import (
     MARKER,
     atomic_text,
@@ -92,14 +92,26 @@ BACKENDS = ("local", "ray")
 
 @dataclass(frozen=True)
 class SweepSpec:
+    """A grid (``models`` x ``convs`` x ``depths`` x ``datasets`` x ``seeds`` x ``modes``) and
+    how its cells run.  ``model``: every other model field, shared by all cells (its name,
+    conv, depth and seed are the first cell's)."""
+
+    GRID: ClassVar[Mapping[str, str]] = {
+        "name": "models",
+        "conv": "convs",
+        "depth": "depths",
+        "seed": "seeds",
+    }
+
     models: tuple[str, ...] = ("preln", "postln", "nonlocal")
     convs: tuple[str, ...] = ("san",)
     depths: tuple[int, ...] = (2, 32)
     datasets: tuple[str, ...] = ("cora",)
     seeds: tuple[int, ...] = (0,)
     modes: tuple[str, ...] = ("init",)
-    hidden: int = model_default("hidden")
-    heads: int = model_default("heads")
+    # every cell's model runs in float64 (see oversmooth.precision); trained cells train in
+    # float32, as `oversmooth train` does, and are analysed in this precision
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(dtype="float64"))
     epochs: int = 300
     device: str = "auto"  # resolved in the cell identity (cpu or cuda)
     backend: str = "local"
@@ -107,13 +119,12 @@ class SweepSpec:
     ray_address: str | None = None
     out: str = "reports/sweep"
     data_root: str | None = None
-    dtype: str = "float64"  # precision every cell's model runs in (see oversmooth.precision)
 
     def __post_init__(self) -> None:
-        from oversmooth.runtime import resolve_dtype
         from oversmooth.registry import CONVS, MODELS, Registry
 
-        resolve_dtype(self.dtype)
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"model: expected a ModelConfig, received {self.model!r}")
         modes = Registry("modes", dict.fromkeys(MODES))
         for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", modes)):
             values = getattr(self, key)
@@ -126,8 +137,6 @@ class SweepSpec:
             repeated = [v for i, v in enumerate(values) if v in values[:i]]
             if repeated:
                 raise ValueError(f"{key}: {repeated[0]!r} appears twice; list each value once")
-        from oversmooth.analysis import MAX_DEPTH
-
         too_deep = [d for d in self.depths if isinstance(d, int) and d > MAX_DEPTH]
         if too_deep:  # refused up front, as analyze does, not by each cell after the start-up
             raise ValueError(
@@ -147,14 +156,19 @@ class SweepSpec:
             raise ValueError(
                 f"datasets: expected a list of dataset names, received {list(self.datasets)}"
             )
+        first = {axis: (GRID_OF[axis], getattr(self, GRID_OF[axis])[0]) for axis in GRID_OF}
+        object.__setattr__(self, "model", set_by_run(self.model, "a sweep", **first))
+        for model, conv in itertools.product(self.models, self.convs):  # every model-field check
+            replace(self.model, name=model, conv=conv)
+        self._check_run_options()
+
+    def _check_run_options(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"backend: expected one of {', '.join(BACKENDS)}, received {self.backend!r}"
             )
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs: expected an integer >= 1, received {self.epochs!r}")
-        for model, conv in itertools.product(self.models, self.convs):  # every model-field check
-            ModelConfig(name=model, conv=conv, hidden=self.hidden, heads=self.heads)
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
@@ -179,9 +193,21 @@ class SweepSpec:
         ]
 
     def options(self) -> dict:
-        """Every field that can change a cell's numbers: all but the grid and ``RUN_KEYS``."""
-        skip = GRID_KEYS | RUN_KEYS
+        """Every setting that can change a cell's numbers: the fields outside the grid and
+        ``RUN_KEYS``, the model's by their own names (``hidden``, ``norm``, ...).
+
+        ``hidden``, ``heads`` and ``dtype`` are always there; another model field only when
+        it is not at its default, so that the identity of a cell computed before that field
+        could be swept is unchanged.
+        """
+        skip = GRID_KEYS | RUN_KEYS | {"model"}
         options = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        default = ModelConfig()
+        for name, value in self.model.to_dict().items():
+            if name in self.GRID or f"model.{name}" in DERIVED:
+                continue
+            if name in _ALWAYS_IN_IDENTITY or value != getattr(default, name):
+                options[name] = value
         if options.get("device") == "auto":  # the device the cells will really run on
             from oversmooth.runtime import resolve_device
 
@@ -192,7 +218,21 @@ class SweepSpec:
         return asdict(self)
 
 
-OPTION_KEYS = frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS
+# the model fields of a cell's identity since before the model was nested
+_ALWAYS_IN_IDENTITY = ("hidden", "heads", "dtype")
+# model field -> the grid list that sets it
+GRID_OF = dict(SweepSpec.GRID)
+_SWEEPABLE_MODEL_FIELDS = (
+    frozenset(MODEL_FIELDS)
+    - set(SweepSpec.GRID)
+    - {path.removeprefix("model.") for path in DERIVED}
+)
+
+
+#: what a spec's [options] table may set: the run fields and the model fields (by name)
+OPTION_KEYS = (frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS - {"model"}) | (
+    _SWEEPABLE_MODEL_FIELDS
+)
 
 
 def _check_device(device: str) -> None:
@@ -220,9 +260,13 @@ def _toml() -> Any:
     return tomllib
 
 
-def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
-    """Read a TOML spec; unknown sections or keys and bad values raise one ``ValueError``
-    naming them."""
+def load_spec(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> SweepSpec:
+    """Read a TOML spec, with ``overrides`` (dotted field paths, ``{"model.norm": "graph"}``, as
+    the command line gives them) on top; unknown sections or keys and bad values raise one
+    ``ValueError`` naming them.  ``[options]`` names model fields by their own names
+    (``hidden = 16``)."""
+    from oversmooth.config import build
+
     tomllib = _toml()
     path = Path(path)
     if not path.is_file():
@@ -264,10 +308,11 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> SweepSpec:
         if not isinstance(value, list):
             raise ValueError(f"{path}: grid.{key} must be a list, received {value!r}")
         values[key] = tuple(value)
-    values.update(options)
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    for key, value in options.items():
+        values[f"model.{key}" if key in _SWEEPABLE_MODEL_FIELDS else key] = value
+    values.update(overrides or {})
     try:
-        return SweepSpec(**values)
+        return build(SweepSpec, values)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
 
@@ -310,26 +355,22 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
 
-        common = dict(
-            similarity=False,
-            device=options["device"],
-            data_root=options.get("data_root"),
-            dtype=options.get("dtype", "float64"),
+        model = ModelConfig(
+            **{k: v for k, v in options.items() if k in _SWEEPABLE_MODEL_FIELDS},
+            **{field: cell[axis.removesuffix("s")] for field, axis in GRID_OF.items()},
         )
-        model_fields = {key: cell[key] for key in ("model", "depth", "conv", "dataset")}
-        model_fields.update(hidden=options["hidden"], heads=options["heads"])
+        where = {"device": options["device"], "data_root": options.get("data_root")}
         if cell["mode"] == "trained":
+            from oversmooth.config import default_of
             from oversmooth.report.writers import write_training_report
             from oversmooth.train import TrainConfig, train
 
             run_dir = Path(out) / "runs" / record["id"]
+            # trained in float32, as `oversmooth train` does; analysed in the sweep's dtype
+            trained = replace(model, dtype=default_of(TrainConfig, "model.dtype"))
             result = train(
                 TrainConfig(
-                    **model_fields,
-                    seed=cell["seed"],
-                    epochs=options["epochs"],
-                    device=options["device"],
-                    data_root=options.get("data_root"),
+                    model=trained, dataset=cell["dataset"], epochs=options["epochs"], **where
                 ),
                 run_dir,
                 overwrite=True,
@@ -338,9 +379,17 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
             if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
                 raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")
             record["training"] = {"best_epoch": result.best_epoch, **result.best}
-            config = AnalysisConfig.from_checkpoint(str(run_dir / "best.pt"), **common)
+            config = AnalysisConfig.from_checkpoint(
+                str(run_dir / "best.pt"), {**where, "similarity": False, "model.dtype": model.dtype}
+            )
         else:
-            config = AnalysisConfig(**model_fields, seeds=(cell["seed"],), **common)
+            config = AnalysisConfig(
+                model=model,
+                dataset=cell["dataset"],
+                seeds=(cell["seed"],),
+                similarity=False,
+                **where,
+            )
         analysis = run_analysis(config)
         frame = analysis.metrics.drop(columns=["seed"])
         record.update(
@@ -847,19 +896,22 @@ def merge(
                         title = curve_title(
                             model, conv, depths[-1], dataset, trained=mode == "trained"
                         )
-                        desc = describe_frame(rows_dm, spec.hidden, title=title, dtype=spec.dtype)
+                        desc = describe_frame(
+                            rows_dm, spec.model.hidden, title=title, dtype=spec.model.dtype
+                        )
                         fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depths[-1]}
                         verdicts.append(desc["verdict"])
+            seeds = tuple(sorted(set(part["seed"])))
             config = ComparisonConfig(
                 models=tuple(models),
                 depths=tuple(depths),
-                conv=conv,
+                convs=(conv,),
                 datasets=tuple(datasets),
-                seeds=tuple(sorted(set(part["seed"]))),
-                hidden=spec.hidden,
-                heads=spec.heads,
+                seeds=seeds,
+                model=replace(
+                    spec.model, name=models[0], conv=conv, depth=depths[0], seed=seeds[0]
+                ),
                 device=spec.device,
-                dtype=spec.dtype,
             )
             result = ComparisonResult(
                 config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
