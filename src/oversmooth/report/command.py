@@ -1,113 +1,45 @@
 """The command line that reproduces a report folder, built from its ``config.json``.
 
 Only options whose value differs from the command's default are written, so the line is
-short; passing it to the CLI gives back the same configuration.
+short.  The options come from the one option table (:data:`oversmooth.config.OPTIONS`), the
+one the command-line parser reads, so passing the line to the CLI gives back the same
+configuration.
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import fields
 from typing import Any
 from collections.abc import Mapping
 
+from oversmooth.config import command_options, options_of, upgrade_record
+
 __all__ = ["reproduce_command"]
-
-# config key -> CLI option (analyze; booleans are --name/--no-name switches)
-_ANALYZE = {
-    "checkpoint": "--checkpoint",
-    "model": "--model",
-    "depth": "--depth",
-    "conv": "--conv",
-    "dataset": "--dataset",
-    "hidden": "--hidden",
-    "heads": "--heads",
-    "seeds": "--seeds",
-    "norm": "--norm",
-    "pattern": "--pattern",
-    "similarity": "--similarity",
-    "prune": "--prune-layers",
-    "metrics": "--metrics",
-    "dtype": "--dtype",
-    "floor": "--floor",
-    "device": "--device",
-    "data_root": "--data-root",
-}
-# what a checkpoint fixes: not repeated on the command line of a checkpoint run
-_FROM_CHECKPOINT = ("model", "depth", "conv", "dataset", "hidden", "heads", "seeds", "norm")
-_COMPARE = {
-    "models": "--models",
-    "depths": "--depths",
-    "conv": "--conv",
-    "datasets": "--datasets",
-    "seeds": "--seeds",
-    "hidden": "--hidden",
-    "heads": "--heads",
-    "norm": "--norm",
-    "pattern": "--pattern",
-    "dtype": "--dtype",
-    "floor": "--floor",
-    "device": "--device",
-    "data_root": "--data-root",
-}
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return [str(x) for x in a] == [str(x) for x in b]
-    return a == b
-
-
-def _options(config: Mapping[str, Any], names: Mapping[str, str], defaults: dict) -> list[str]:
-    out: list[str] = []
-    for key, option in names.items():
-        if key not in config or _same(config[key], defaults.get(key)):
-            continue
-        value = config[key]
-        if isinstance(value, bool):
-            flag = option.removeprefix("--")
-            out.append(f"--{flag}" if value else f"--no-{flag}")
-        elif value is None:
-            continue
-        else:
-            out += [option, _value(value)]
-    return out
 
 
 def reproduce_command(config: Mapping[str, Any]) -> str:
-    """``oversmooth analyze ...`` / ``oversmooth compare ...`` for a folder's config.json.
+    """``oversmooth analyze ...`` / ``oversmooth compare ...`` for a folder's config.json (in
+    today's layout or an older one, :func:`~oversmooth.config.upgrade_record`).
 
-    Raises ValueError for a configuration no single command wrote (reproduce, train, bench and
-    sweep folders have their own records)."""
-    from oversmooth.analysis import AnalysisConfig, ComparisonConfig
-    from oversmooth.probe import DEFAULT_METRICS
+    A prune folder's line is an analyze line (with ``--prune-layers`` and the similarity
+    setting it ran with): the same analysis.  Raises ValueError for a configuration no single
+    command wrote (reproduce, train, bench and sweep folders have their own records)."""
+    from oversmooth.run_configs import AnalysisConfig, ComparisonConfig
 
-    command = config.get("command")
+    record = upgrade_record(config)
+    command = record.get("command")
+    skip: tuple[str, ...] = ()
+    cls: type[AnalysisConfig | ComparisonConfig]
     if command in ("analyze", "prune"):
-        defaults = {f.name: f.default for f in fields(AnalysisConfig)}
-        names = dict(_ANALYZE)
-        if config.get("checkpoint"):
-            for key in _FROM_CHECKPOINT:
-                names.pop(key)
-        shown = dict(config)
-        # --metrics names the extra metrics; the defaults are always recorded
-        metrics = [m for m in config.get("metrics") or () if m not in DEFAULT_METRICS]
-        if metrics:
-            shown["metrics"] = metrics
-        else:
-            shown.pop("metrics", None)
-        parts = ["oversmooth", "analyze", *_options(shown, names, defaults)]
+        name, cls = "analyze", AnalysisConfig
+        if record.get("checkpoint"):  # it fixes these; the line names the checkpoint instead
+            fixed = AnalysisConfig.fixed_by_checkpoint
+            skip = tuple(f for f, _ in options_of(cls) if fixed(f))
     elif command == "compare":
-        defaults = {f.name: f.default for f in fields(ComparisonConfig)}
-        parts = ["oversmooth", "compare", *_options(config, _COMPARE, defaults)]
+        name, cls = "compare", ComparisonConfig
     else:
         raise ValueError(
             f"config command {command!r}: expected analyze, prune or compare to build a command"
         )
+    parts = ["oversmooth", name, *command_options(cls, record, cls().to_dict(), skip)]
     return shlex.join(parts)

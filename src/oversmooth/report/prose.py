@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from oversmooth.registry import DISPLAY
 from oversmooth.verdict import sentence
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRETTY",
+    "comparison_key",
     "curve_title",
     "energy_table",
     "reference_prose",
@@ -232,15 +233,23 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
     return out
 
 
+def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) -> str:
+    """The fits.json key of one curve of a comparison: ``dataset/model``, then ``/conv`` when
+    the comparison has several message-passing types (``convs``)."""
+    return f"{dataset}/{model}" if len(convs) == 1 else f"{dataset}/{model}/{conv}"
+
+
 def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Final-layer energy per (model, dataset) and depth: ``mean ± std [geometric mean]`` over
-    seeds (the paper's arithmetic mean ± std, then the average that suits values spread over
-    decades), the value alone when there is one seed, a dash where a cell has no value."""
+    """Final-layer energy per (model, dataset) and depth -- per (model, conv, dataset) when the
+    summary has a ``conv`` column: ``mean ± std [geometric mean]`` over seeds (the paper's
+    arithmetic mean ± std, then the average that suits values spread over decades), the value
+    alone when there is one seed, a dash where a cell has no value."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
 
-    grouped = summary.groupby(["model", "dataset", "depth"], sort=False)["final_energy"]
+    keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
+    grouped = summary.groupby([*keys, "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
     logs = grouped.apply(
         lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
@@ -256,8 +265,14 @@ def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
         return f"{row['mean']:.3g} ± {row['std']:.2g}{geo}"
 
     stats["cell"] = stats.apply(cell, axis=1)
-    table = stats.pivot(index=["model", "dataset"], columns="depth", values="cell")
-    order = list(dict.fromkeys(summary["model"]))
-    table = table.reindex(sorted(table.index, key=lambda k: (order.index(k[0]), k[1])))
+    table = stats.pivot(index=keys, columns="depth", values="cell")
+    models = list(dict.fromkeys(summary["model"]))  # as run; convs too, datasets by name
+    convs = list(dict.fromkeys(summary["conv"])) if "conv" in summary else []
+    table = table.reindex(
+        sorted(
+            table.index,
+            key=lambda k: (models.index(k[0]), *((convs.index(k[1]),) if convs else ()), k[-1]),
+        )
+    )
     table.columns = [f"{d} layers" for d in table.columns]
     return table.reset_index().fillna(MISSING)

@@ -26,11 +26,13 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
+from oversmooth.config import upgrade_record
 from oversmooth.outputs import atomic_folder, check_out, file_stem, json_text, write_json
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell
 from oversmooth.report.prose import (
+    comparison_key,
     conv_label,
     curve_title,
     energy_table,
@@ -338,7 +340,7 @@ def render_report(folder: str | os.PathLike) -> Path:
         raise FileNotFoundError(
             f"{folder}: no config.json; expected a folder written by oversmooth analyze/compare"
         )
-    config = _read_json(config_path)
+    config = upgrade_record(_read_json(config_path))  # an older folder's flat record too
     command = config.get("command")
     if command in ("analyze", "prune"):
         doc = _render_analysis(folder, config)
@@ -445,9 +447,9 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     metrics = pd.read_csv(folder / "metrics.csv")
     fits = _read_json(folder / "fits.json")
     model, conv, depth, dataset = (
-        config["model"],
-        config["conv"],
-        config["depth"],
+        config["model"]["name"],
+        config["model"]["conv"],
+        config["model"]["depth"],
         config["dataset"],
     )
     trained = bool(config.get("checkpoint"))
@@ -512,7 +514,7 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
     adjacent cosine, the similarity heatmap, pruning and the per-layer excerpt."""
     import pandas as pd
 
-    rayleigh_section(doc, metrics, config.get("model"))
+    rayleigh_section(doc, metrics, config["model"].get("name"))
     if "relative_energy" in metrics:
         fig = plots.figure()
         plots.relative_energy_curves(
@@ -578,6 +580,23 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
     doc.text("The full table is `metrics.csv` (one row per layer and seed).")
 
 
+def _comparison_curves(config: dict, fits: dict, dataset: str) -> list[dict]:
+    """One entry per (model, conv) curve of ``dataset`` in a compare folder: ``model``,
+    ``conv``, ``label`` (the model, plus the conv when there are several) and its fits
+    ``record`` (None when missing)."""
+    convs = list(config["convs"])
+    return [
+        {
+            "model": model,
+            "conv": conv,
+            "label": model if len(convs) == 1 else f"{model} {conv}",
+            "record": fits.get(comparison_key(dataset, model, conv, convs)),
+        }
+        for conv in convs
+        for model in config["models"]
+    ]
+
+
 def _render_comparison(folder: Path, config: dict) -> Document:
     import pandas as pd
 
@@ -585,9 +604,8 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     summary = pd.read_csv(folder / "summary.csv")
     fits = _read_json(folder / "fits.json")
     mode = config.get("sweep_mode")
-    what = f"{', '.join(config['models'])} ({config['conv'].upper()}"
+    what = f"{', '.join(config['models'])} ({', '.join(c.upper() for c in config['convs'])}"
     doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
-    names = config["models"]
     seeds = config["seeds"]
     doc.heading(f"What was measured at depth {max(config['depths'])}")
     doc.text(
@@ -615,88 +633,106 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc.table(energy_table(summary))
     deepest = max(config["depths"])
     doc.heading("Verdicts at the deepest depth")
-    trained = config.get("sweep_mode") == "trained"
-    for key, record in fits.items():
-        dataset, _, model = key.rpartition("/")  # a dataset may be a path; a model never is
-        found = verdict_record(record) or {}
-        title = curve_title(model, config["conv"], record.get("depth", deepest), dataset, trained)
-        doc.verdict(
-            verdict_prose(record, title),
-            found.get("label") or record.get("classification"),
-            found.get("curse_of_depth"),
-            found.get("collapse"),
-        )
+    trained = mode == "trained"
     for dataset in config["datasets"]:
-        fig = plots.figure()
-        plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
-        doc.heading(f"{dataset}")
-        doc.figure(
-            fig,
-            f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
-            f"final_energy_{file_stem(dataset)}.png",
-        )
-        part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
-        curves, references = [], []
-        anchor = _diffusion_anchor(names, fits, dataset)
-        for model in config["models"]:
-            rows = part[part["model"] == model]
-            if rows.empty:
+        for curve in _comparison_curves(config, fits, dataset):
+            record = curve["record"]
+            if record is None:
                 continue
-            mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
-            floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
-            references += reference_lines(
-                fits.get(f"{dataset}/{model}"),
-                mean.index.to_numpy(),
-                mean.to_numpy(),
-                diffusion=model == anchor,
+            found = verdict_record(record) or {}
+            depth = record.get("depth", deepest)
+            title = curve_title(curve["model"], curve["conv"], depth, dataset, trained)
+            doc.verdict(
+                verdict_prose(record, title),
+                found.get("label") or record.get("classification"),
+                found.get("curse_of_depth"),
+                found.get("collapse"),
             )
-            curves.append(
-                {
-                    "label": model,
-                    "layers": mean.index.to_numpy(),
-                    "values": mean.to_numpy(),
-                    "fit": fits.get(f"{dataset}/{model}"),
-                    "floor": None if floor is None else floor.to_numpy(),
-                }
-            )
-        fig = plots.figure()
-        plots.energy_curves(fig.add_subplot(), curves, references=references)
-        doc.figure(
-            fig,
-            f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
-            "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
-            + (
-                f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
-                "bound through each nonlocal curve, at the start of the late window"
-                if references
-                else ""
-            ),
-            f"energy_{file_stem(dataset)}.png",
-        )
-        halving_profile_section(
-            doc,
-            {m: fits.get(f"{dataset}/{m}") for m in config["models"]},
-            f"halving_{dataset}.png",
-        )
-        said = False  # the graph's prediction once, then each model's measured rate
-        for model in config["models"]:
-            record = fits.get(f"{dataset}/{model}")
-            for sentence in reference_prose(record, model, graph=not said):
-                doc.text(sentence)
-            said = said or bool(record and record.get("reference"))
+    if "conv" in summary:  # one line per (model, conv)
+        summary = summary.assign(model=summary["model"] + " " + summary["conv"])
+    for dataset in config["datasets"]:
+        _comparison_dataset_section(doc, config, metrics, summary, fits, dataset)
     return doc
 
 
-def _diffusion_anchor(models: list[str], fits: dict, dataset: str) -> str | None:
-    """The compare curve the diffusion reference line goes through: the ``diffusion`` model's
-    own when it ran, else the first model whose measured energy decays."""
+def _comparison_dataset_section(
+    doc: Document,
+    config: dict,
+    metrics: pd.DataFrame,
+    summary: pd.DataFrame,
+    fits: dict,
+    dataset: str,
+) -> None:
+    """One dataset of a compare report: final energy against depth, the energy curves at the
+    deepest depth with their laws and references, the halving profiles."""
+    fig = plots.figure()
+    plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
+    doc.heading(f"{dataset}")
+    doc.figure(
+        fig,
+        f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
+        f"final_energy_{file_stem(dataset)}.png",
+    )
+    deepest = max(config["depths"])
+    part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
+    found = _comparison_curves(config, fits, dataset)
+    curves, references = [], []
+    anchor = _diffusion_anchor(found)
+    for curve in found:
+        rows = part[part["model"] == curve["model"]]
+        if "conv" in rows:
+            rows = rows[rows["conv"] == curve["conv"]]
+        if rows.empty:
+            continue
+        mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
+        floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
+        references += reference_lines(
+            curve["record"],
+            mean.index.to_numpy(),
+            mean.to_numpy(),
+            diffusion=curve["label"] == anchor,
+        )
+        curves.append(
+            {
+                "label": curve["label"],
+                "layers": mean.index.to_numpy(),
+                "values": mean.to_numpy(),
+                "fit": curve["record"],
+                "floor": None if floor is None else floor.to_numpy(),
+            }
+        )
+    fig = plots.figure()
+    plots.energy_curves(fig.add_subplot(), curves, references=references)
+    doc.figure(
+        fig,
+        f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
+        "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
+        + (
+            f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
+            "bound through each nonlocal curve, at the start of the late window"
+            if references
+            else ""
+        ),
+        f"energy_{file_stem(dataset)}.png",
+    )
+    halving_profile_section(doc, {c["label"]: c["record"] for c in found}, f"halving_{dataset}.png")
+    said = False  # the graph's prediction once, then each model's measured rate
+    for curve in found:
+        for sentence in reference_prose(curve["record"], curve["model"], graph=not said):
+            doc.text(sentence)
+        said = said or bool(curve["record"] and curve["record"].get("reference"))
+
+
+def _diffusion_anchor(curves: list[dict]) -> str | None:
+    """The label of the compare curve the diffusion reference line goes through: the
+    ``diffusion`` model's own when it ran, else the first curve whose measured energy decays."""
     from oversmooth.registry import MODELS
 
-    for model in models:
-        if model in MODELS and MODELS[model].placement == "diffusion":
-            return model
-    for model in models:
-        ref = (fits.get(f"{dataset}/{model}") or {}).get("reference") or {}
+    for curve in curves:
+        if curve["model"] in MODELS and MODELS[curve["model"]].placement == "diffusion":
+            return str(curve["label"])
+    for curve in curves:
+        ref = (curve["record"] or {}).get("reference") or {}
         if ((ref.get("diffusion") or {}).get("measured") or {}).get("decays"):
-            return model
+            return str(curve["label"])
     return None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
+from oversmooth.config import upgrade_record
 from oversmooth.report import plots
 from oversmooth.report.document import MISSING, Document
 
@@ -46,13 +47,15 @@ def write_training_report(
     config: dict = {}
     if (folder / "config.json").is_file():
         loaded = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        config = loaded.get("train", loaded) if isinstance(loaded, dict) else {}
+        config = upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
+    found = config.get("model")
+    model: dict = found if isinstance(found, dict) else {}
     what = ", ".join(
         str(v)
         for v in (
-            config.get("model"),
-            str(config.get("conv", "")).upper() or None,
-            f"depth {config['depth']}" if "depth" in config else None,
+            model.get("name"),
+            str(model.get("conv", "")).upper() or None,
+            f"depth {model['depth']}" if "depth" in model else None,
             config.get("dataset"),
         )
         if v
@@ -87,9 +90,11 @@ def write_training_report(
     if dynamics:
         _dynamics_section(doc, dynamics, best_epoch)
     if config:
+        settings = {k: v for k, v in config.items() if k != "model"}
+        settings.update({f"model.{k}": v for k, v in model.items()})  # one row per field
         doc.heading("Configuration")
         doc.table(
-            pd.DataFrame({"setting": list(config), "value": [str(v) for v in config.values()]})
+            pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})
         )
     doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
     return doc.write(folder)
