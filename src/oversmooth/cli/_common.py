@@ -16,10 +16,15 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
-from typing import TypeVar
-from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
 
 import typer
+
+if TYPE_CHECKING:
+    from oversmooth.analysis import AnalysisResult
+    from oversmooth.run_configs import AnalysisConfig
 
 F = TypeVar("F", bound=Callable)
 
@@ -82,39 +87,6 @@ def is_tty() -> bool:
     return sys.stderr.isatty()
 
 
-def parse_ints(option: str, text: str | None, *, minimum: int = 0) -> tuple[int, ...]:
-    """``"2,32,64"`` -> ``(2, 32, 64)`` with a clear error naming the option."""
-    if text is None:
-        return ()
-    parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        raise ValueError(
-            f"{option}: expected comma-separated integers like 2,32,64, received {text!r}"
-        ) from None
-    if not values:
-        raise ValueError(f"{option}: expected at least one integer, received {text!r}")
-    bad = [v for v in values if v < minimum]
-    if bad:
-        raise ValueError(f"{option}: expected integers >= {minimum}, received {bad[0]}")
-    return values
-
-
-def parse_names(option: str, text: str, valid: Iterable[str] | None = None) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
-    if not names:
-        raise ValueError(f"{option}: expected comma-separated names, received {text!r}")
-    if valid is not None:
-        valid = list(valid)
-        for name in names:
-            if name not in valid:
-                raise ValueError(
-                    f"{option}: unknown name {name!r}; expected any of {', '.join(valid)}"
-                )
-    return names
-
-
 class progress_bar:
     """A rich progress bar on stderr with an ETA, or nothing when disabled or stderr is not a
     terminal.
@@ -163,72 +135,32 @@ class progress_bar:
             self._progress.__exit__(*exc)
 
 
-def deprecated_alias(old: str, new: str, old_value, new_value):
-    """The value of an option given under its old, hidden spelling (with a ``note:`` line), or
-    under the new one; both given is an error."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise ValueError(f"{old}: the old spelling of {new}; give only {new}")
-    typer.echo(f"note: {old} is deprecated; use {new}", err=True)
-    return old_value
-
-
 def analyze_and_report(
-    fields: dict,
-    *,
-    seeds: tuple[int, ...] | None,
-    checkpoint,
-    out,
+    config: AnalysisConfig,
+    command: str,
+    out: str | None,
     overwrite: bool,
     as_json: bool,
     quiet: bool,
-    command: str,
     announce: bool = False,
 ) -> None:
-    """Run one analysis from the options the user gave and write its report (analyze, prune).
-
-    ``fields`` holds only given options (AnalysisConfig field names, plain values): the
-    config's own defaults apply to the rest, or the checkpoint's values with ``checkpoint``.
-    """
-    from oversmooth.analysis import AnalysisConfig, run_analysis
+    """Run one analysis (analyze, prune), write its report and print its summary."""
+    from oversmooth.analysis import run_analysis
     from oversmooth.outputs import claim_folder
     from oversmooth.report.render import default_out, write_analysis
 
-    if seeds is not None:
-        fields = {**fields, "seeds": seeds}
-    if checkpoint is not None:
-        config = AnalysisConfig.from_checkpoint(str(checkpoint), **fields)
-    else:
-        config = AnalysisConfig(**fields)
     if announce and not (quiet or as_json):
         typer.echo(_announcement(config), err=True)
     # the claim is held from this check to the final rename: a second run into the same
     # folder fails here at once, before any work
-    target = out if out is not None else default_out(command, config.model)
+    target = out if out is not None else default_out(command, config.model.name)
     with claim_folder(target, overwrite) as target:
         with progress_bar(not quiet) as update:
             result = run_analysis(config, progress=update)
         result.config["command"] = command
         folder = write_analysis(result, target, overwrite=overwrite)
-    mean = result.fits["mean_over_seeds"]
     if as_json:
-        payload = {
-            "out": str(folder),
-            "verdict": result.verdict,
-            "classification": result.label,
-            "curse_of_depth": mean["curse_of_depth"],
-            "final_energy": mean["final_energy"],
-            "float_floor": mean["float_floor"],
-            "final_at_floor": mean["final_at_floor"],
-            "float64_final_energy": mean["float64_final_energy"],
-            "dtype": result.config["dtype"],
-            "floor_method": result.config["floor_method"],
-            "timings": result.timings,
-        }
-        if result.prune is not None:
-            payload["prune"] = result.prune.to_dict(orient="records")
-        echo_json(payload)
+        echo_json(_analysis_summary(result, folder))
         return
     typer.echo(result.verdict)
     if result.prune is not None:
@@ -236,25 +168,46 @@ def analyze_and_report(
     typer.echo(f"report: {folder / 'report.html'}")
 
 
+def _analysis_summary(result: AnalysisResult, folder: Path) -> dict:
+    """What ``--json`` prints for an analysis."""
+    mean = result.fits["mean_over_seeds"]
+    payload = {
+        "out": str(folder),
+        "verdict": result.verdict,
+        "classification": result.label,
+        "curse_of_depth": mean["curse_of_depth"],
+        "final_energy": mean["final_energy"],
+        "float_floor": mean["float_floor"],
+        "final_at_floor": mean["final_at_floor"],
+        "float64_final_energy": mean["float64_final_energy"],
+        "dtype": result.config["model"]["dtype"],
+        "floor_method": result.config["floor_method"],
+        "timings": result.timings,
+    }
+    if result.prune is not None:
+        payload["prune"] = result.prune.to_dict(orient="records")
+    return payload
+
+
 # measured (torch 2.13, float64, five seeds, the twin only where needed): a bare
 # `oversmooth analyze` took 13.4 s wall on 2 CPU cores (reports/benchmarks)
 _BARE_SECONDS = 14
 
 
-def _announcement(config) -> str:
+def _announcement(config: AnalysisConfig) -> str:
     """One line for a bare run: what it computes and roughly how long it takes."""
     from oversmooth.registry import display_name
 
-    seeds = ",".join(map(str, config.seeds))
+    seeds, model = ",".join(map(str, config.seeds)), config.model
     return (
-        f"analyze: {display_name(config.model)} {config.conv.upper()}, "
-        f"{config.depth} layers on {config.dataset}, "
-        f"seed{'s' if len(config.seeds) > 1 else ''} {seeds}, {config.dtype} "
+        f"analyze: {display_name(model.name)} {model.conv.upper()}, "
+        f"{model.depth} layers on {config.dataset}, "
+        f"seed{'s' if len(config.seeds) > 1 else ''} {seeds}, {model.dtype} "
         f"(about {_BARE_SECONDS} s on 2 idle CPU cores); --help for options"
     )
 
 
-def echo_json(obj) -> None:
+def echo_json(obj: object) -> None:
     """Print ``obj`` as strict JSON (NaN/Inf as null) on stdout."""
     from oversmooth.report.render import to_json
 

@@ -11,15 +11,7 @@ from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, is_tty
 
 
-def _default(name: str) -> object:
-    """A default of :func:`oversmooth.experiments.bench.run_bench` (written there only)."""
-    import inspect
-
-    from oversmooth.experiments.bench import run_bench
-
-    return inspect.signature(run_bench).parameters[name].default
-
-
+@handle_errors
 def bench(
     quick: Annotated[
         bool,
@@ -27,11 +19,12 @@ def bench(
             "--quick", help="Tiny sizes and few repeats: a smoke test of every measurement."
         ),
     ] = False,
-    out: Annotated[str, typer.Option("--out", "-o", help="Output folder (see --overwrite).")] = (
-        "reports/benchmarks"
-    ),
+    out: Annotated[
+        str,
+        typer.Option("--out", "-o", help="Output folder (see --overwrite)."),
+    ] = "reports/benchmarks",
     overwrite: O.Overwrite = False,
-    device: O.option(str, "--device", help=O.DEVICE_HELP, default=_default("device")) = None,
+    device: O.Device = "auto",
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -41,18 +34,12 @@ def bench(
     sweep workers.  Writes report.md/html (the targets table first), results.json, CSVs and
     plots to --out.
     """
-    handle_errors(_run)(quick, out, overwrite, device, as_json, quiet)
-
-
-def _run(quick: bool, out: str, overwrite: bool, device: str, as_json: bool, quiet: bool) -> None:
     from oversmooth.experiments.bench import run_bench
     from oversmooth.outputs import claim_folder
 
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
-        results = run_bench(
-            out, quick=quick, progress=say, overwrite=overwrite, **O.given(device=device)
-        )
+        results = run_bench(out, quick=quick, progress=say, overwrite=overwrite, device=device)
     rows = results["targets"]
     met = [t for t in rows if t["status"] == "met"]
     summary = {

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from oversmooth.cli import options as O
 from oversmooth.cli._common import handle_errors
 
 
@@ -24,16 +25,7 @@ def datasets(
             ),
         ),
     ] = None,
-    data_root: Annotated[
-        Path | None,
-        typer.Option(
-            "--data-root",
-            help=(
-                "Folder of downloaded benchmarks "
-                "(default $OVERSMOOTH_DATA or ~/.cache/oversmooth/data)."
-            ),
-        ),
-    ] = None,
+    data_root: O.DataRoot = None,
     features: Annotated[
         Path | None,
         typer.Option("--features", help="Features CSV for an edge-list CSV (one row per node)."),

@@ -1,35 +1,49 @@
-"""Options shared by several commands: one declaration each, used everywhere.
+"""Command-line options, generated from the one option table (:data:`oversmooth.config.OPTIONS`).
 
-Choices come from the registries (:mod:`oversmooth.registry`, :mod:`oversmooth.precision`),
-and defaults from the run config dataclasses: an option whose default the dataclass holds is
-declared with ``None`` (meaning "not given", so the command passes only what the user gave) and
-its help text shows the dataclass's value, read by :func:`default_of`.
+A command that fills a run config is declared with :func:`config_command`: it receives one
+:class:`Given` holding the table options the user gave, builds its config in one call
+(:func:`build`), and its own options (``--out``, ``--json``, ...) as ordinary parameters.
+Its options, their flags, help and shown defaults all come from the table and the config's
+defaults, so they cannot drift apart from each other or from a report's "Reproduce" line.
+Importing this module imports no torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Collection, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from oversmooth.precision import FLOOR_METHODS
-from oversmooth.runtime import DTYPES
-from oversmooth.registry import CONVS, MODELS, NORMS
+from oversmooth import config as C
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_KINDS: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "switch": bool,
+    "ints": str,
+    "names": str,
+    "extra": str,
+    "repeat": list[str],
+}
+_METAVARS = {"ints": "<int,...>", "names": "<name,...>", "extra": "<name,...>", "repeat": "<run>"}
+_ENUMS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
-def _enum(name: str, names: Any) -> Any:
+def _enum(name: str, names: Collection[str]) -> Any:
     """A ``str`` Enum whose members are ``names`` (typer shows them as the choices)."""
-    return Enum(name, {n: n for n in names}, type=str)
-
-
-ModelName = _enum("ModelName", MODELS)
-Conv = _enum("Conv", CONVS)
-Norm = _enum("Norm", NORMS)
-Dtype = _enum("Dtype", DTYPES)
-FloorMethod = _enum("FloorMethod", FLOOR_METHODS)
+    key = (name, tuple(names))
+    if key not in _ENUMS:
+        _ENUMS[key] = Enum(name.title().replace("_", ""), {n: n for n in names}, type=str)
+    return _ENUMS[key]
 
 
 def value(v: Any) -> Any:
@@ -37,146 +51,150 @@ def value(v: Any) -> Any:
     return v.value if isinstance(v, Enum) else v
 
 
-def default_of(config: type, name: str) -> Any:
-    """The default of field ``name`` of the dataclass ``config``."""
-    for f in dataclasses.fields(config):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            break
-    raise KeyError(f"{config.__name__} has no default for {name!r}")
-
-
-def shown(default: Any) -> str:
-    """How a default reads in help text: tuples comma-separated, None as ``none``."""
-    if isinstance(default, (tuple, list)):
-        return ",".join(map(str, default))
-    if default is None:
-        return "none"
-    return str(value(default))
-
-
-def bracket(default: Any, also: str | None = None) -> str:
+def bracket(default: str, also: str | None = None) -> str:
     """``[default: X]`` or ``[default: X, <also>]``."""
-    return f"[default: {shown(default)}{', ' + also if also else ''}]"
+    return f"[default: {default}{', ' + also if also else ''}]"
 
 
-def given(**options: Any) -> dict[str, Any]:
-    """The options the user gave (not None), Enum members as plain strings."""
-    return {k: value(v) for k, v in options.items() if v is not None}
+def option_help(entry: C.Option, default: Any, also: str | None = None, why: str = "") -> str:
+    """The help of ``entry``: its text, ``why`` (a sentence: why this command's default
+    differs from another's), then the default."""
+    return " ".join(t for t in (entry.help, why, bracket(entry.shown(default), also)) if t)
 
 
-# -- help texts (one per option) ----------------------------------------------------------------
-MODEL_HELP = "Architecture: " + ", ".join(
-    name if entry.display in (name, "plain") else f"{name} ({entry.display})"
-    for name, entry in MODELS.items()
-)
-CONV_HELP = "Message passing: " + ", ".join(CONVS) + " (see `oversmooth models`)"
-NORM_HELP = "LayerNorm statistics: node (per node) or graph (per graph)."
-DEPTH_HELP = "Number of blocks between encoder and decoder."
-DATASET_HELP = "Dataset name (see `oversmooth datasets`), name:params, or a .pt/.csv path."
-HIDDEN_HELP = "Hidden width (divisible by --heads)."
-HEADS_HELP = "Attention heads."
-SEED_HELP = "Initialisation seed."
-PATTERN_HELP = (
-    "Block pattern over M (masked neighbourhood attention) and S (global self-attention), "
-    "repeated to the depth, e.g. MMSS."
-)
-DEVICE_HELP = "auto (CUDA when available), cpu, cuda or cuda:N."
-DTYPE_HELP = (
-    "Precision the model runs in. float64 resolves energies down to ~1e-30; "
-    "float32 stops at its accumulated rounding floor, ~1e-12 at depth 256 (those layers are "
-    "flagged at_floor and left out of fits)."
-)
-FLOOR_HELP = (
-    "How the float floor is estimated: auto (shadow for float32, twin for float64), "
-    "shadow (a float64 copy runs in step), twin (a copy on an input perturbed by one ulp), "
-    "bound ((eps*norm)^2; free, too low when deep)."
-)
-METRICS_HELP = (
-    "Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`)."
-)
-PRUNE_HELP = "Layers to prune one at a time, e.g. 2,32,64."
-
-
-def option(
-    kind: Any,
-    *decls: str,
-    help: str,
-    default: Any = None,
-    has_default: bool = True,
-    also: str | None = None,
-    hidden: bool = False,
-) -> Any:
-    """``Annotated[Optional[kind], typer.Option(...)]`` whose help ends with the real default.
-
-    Declare the parameter ``= None``: None means "not given", and the run config's own
-    default applies.  ``also`` adds where else the default may come from (a checkpoint).
-    """
-    text = f"{help} {bracket(default, also)}" if has_default else help
+def declare(entry: C.Option, help: str, hidden: bool = False, flags: tuple[str, ...] = ()) -> Any:
+    """``Annotated[<type> | None, typer.Option(...)]`` for ``entry``: declared ``= None``, so
+    None means "not given" and the config's own default applies."""
+    kind = _enum(entry.name, entry.choices) if entry.kind == "choice" else _KINDS[entry.kind]
+    metavar = _METAVARS.get(entry.kind)
     return Annotated[
-        kind | None, typer.Option(*decls, help=text, show_default=False, hidden=hidden)
+        kind | None,
+        typer.Option(
+            *(flags or entry.flags), help=help, show_default=False, hidden=hidden, metavar=metavar
+        ),
     ]
 
 
-# field -> (type, option names, help): every option that sets a run-config field
-FIELDS: dict[str, tuple[Any, tuple[str, ...], str]] = {
-    "model": (ModelName, ("--model", "-m"), MODEL_HELP + "."),
-    "depth": (int, ("--depth", "-L"), DEPTH_HELP),
-    "conv": (Conv, ("--conv",), CONV_HELP + "."),
-    "dataset": (str, ("--dataset", "-d"), DATASET_HELP),
-    "hidden": (int, ("--hidden",), HIDDEN_HELP),
-    "heads": (int, ("--heads",), HEADS_HELP),
-    "seed": (int, ("--seed",), SEED_HELP),
-    "norm": (Norm, ("--norm",), NORM_HELP),
-    "pattern": (str, ("--pattern",), PATTERN_HELP),
-    "device": (str, ("--device",), DEVICE_HELP),
-    "dtype": (Dtype, ("--dtype",), DTYPE_HELP),
-    "floor": (FloorMethod, ("--floor",), FLOOR_HELP),
-    "dropout": (float, ("--dropout",), "Encoder input dropout."),
-    "epochs": (int, ("--epochs",), "Training epochs."),
-}
+class Given:
+    """The table options a command received (``option name -> value``, None: not given).
 
-
-class ConfigOptions:
-    """The options of a command that fills the run config ``config`` (a dataclass).
-
-    ``ConfigOptions(AnalysisConfig).hidden`` is the ``--hidden`` declaration: declare the
-    parameter ``= None`` and its help shows ``AnalysisConfig``'s default.  ``also`` is where
-    else a default may come from (``or the checkpoint's``); ``shown`` replaces the dataclass
-    default in the help for the fields where the command supplies its own.
+    :meth:`values` reads them as dotted config fields (``{"model.depth": 8}``), parsed and
+    checked; a former spelling (``--seed`` for ``--seeds``) gives a ``note:`` line.
     """
 
-    def __init__(self, config: type, also: str | None = None, **shown: Any) -> None:
-        self.config, self.also, self.shown = config, also, shown
+    def __init__(self, config: type, raw: Mapping[str, Any]) -> None:
+        self.config, self.raw = config, dict(raw)
 
-    def default(self, name: str) -> Any:
-        return self.shown[name] if name in self.shown else default_of(self.config, name)
+    def __bool__(self) -> bool:
+        """Whether any table option was given."""
+        return any(v is not None for v in self.raw.values())
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in FIELDS:
-            raise AttributeError(name)
-        kind, decls, text = FIELDS[name]
-        return option(kind, *decls, help=text, default=self.default(name), also=self.also)
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field, entry in C.options_of(self.config):
+            flag, raw = entry.flag, self.raw.get(entry.name)
+            for old in entry.old:
+                before = self.raw.get(_name(old))
+                if before is None:
+                    continue
+                if raw is not None:
+                    raise ValueError(f"{old}: the old spelling of {entry.flag}; give only {flag}")
+                typer.echo(f"note: {old} is deprecated; use {entry.flag}", err=True)
+                flag, raw = old, before
+            if raw is not None:
+                out[field] = entry.parse(value(raw), flag)
+        return out
 
 
-# -- options without a run-config default -------------------------------------------------------
-Seeds = Annotated[
-    str | None,
-    typer.Option(
-        "--seeds",
-        help="Comma-separated seeds, e.g. 0,1,2 (overrides --seed); each seed is a draw of "
-        "the architecture's weights, pooled as replicates.",
-    ),
-]
-Device = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]  # commands without a config
+def _name(flag: str) -> str:
+    return flag.split("/")[0].removeprefix("--").replace("-", "_")
+
+
+def parameters(
+    config: type,
+    defaults: Mapping[str, Any] | None = None,
+    also: str | None = None,
+    also_for: Callable[[str], bool] | None = None,
+    why: Mapping[str, str] | None = None,
+) -> list[inspect.Parameter]:
+    """One keyword parameter per table option of ``config`` (then one hidden parameter per
+    former spelling), its help showing ``config``'s default or the command's own
+    (``defaults``, dotted fields); ``also`` (where else a default may come from) is added to
+    the fields ``also_for`` accepts (all when it is None)."""
+    defaults, why = dict(defaults or {}), dict(why or {})
+    params, hidden = [], []
+    for field, entry in C.options_of(config):
+        default = defaults[field] if field in defaults else C.default_of(config, field)
+        more = also if also_for is None or also_for(field) else None
+        text = option_help(entry, default, more, why.get(field, ""))
+        params.append(_keyword(entry.name, declare(entry, text)))
+        for old in entry.old:
+            note = f"Deprecated: {entry.flag}."
+            hidden.append(_keyword(_name(old), declare(entry, note, hidden=True, flags=(old,))))
+    return params + hidden
+
+
+def _keyword(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+def config_command(
+    config: type,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    also: str | None = None,
+    also_for: Callable[[str], bool] | None = None,
+    why: Mapping[str, str] | None = None,
+) -> Callable[[F], F]:
+    """Declare a command that fills ``config``: ``fn(given, **own)`` becomes a function whose
+    parameters are the table options of ``config`` (see :func:`parameters`) followed by
+    ``fn``'s own; typer reads that signature, and ``fn`` receives the table options as one
+    :class:`Given`."""
+
+    def wrap(fn: F) -> F:
+        table = parameters(config, defaults, also, also_for, why)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [
+            p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+        ]
+        names = [p.name for p in table]
+
+        @functools.wraps(fn)
+        def command(**options: Any) -> Any:
+            given = Given(config, {name: options.pop(name) for name in names})
+            return fn(given, **options)
+
+        signature = inspect.Signature([*table, *own])
+        command.__signature__ = signature  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return command  # type: ignore[return-value]
+
+    return wrap
+
+
+def build(config: type, given: Given, **defaults: Any) -> Any:
+    """The run config of a command: ``config`` with the given options over the command's own
+    ``defaults`` (dotted fields as keywords: ``**{"model.name": "preln"}``) over its defaults.
+
+    With ``--checkpoint`` the model, dataset and seed come from the checkpoint
+    (:meth:`~oversmooth.run_configs.AnalysisConfig.from_checkpoint`), and the command's own
+    model defaults do not apply."""
+    values = given.values()
+    if values.get("checkpoint") is not None:
+        own = {k: v for k, v in defaults.items() if not k.startswith("model.")}
+        return config.from_checkpoint(str(values["checkpoint"]), {**own, **values})  # type: ignore[attr-defined]
+    return C.build(config, {**defaults, **values})
+
+
+# -- options that are no config field: what a command does with its result -------------------
 # a string, not a Path: typer turns --out "" into Path("."), the current folder
 Out = Annotated[
     str | None,
     typer.Option(
-        "--out", "-o", help="Output folder (default reports/<command>-<model>-<timestamp>)."
+        "--out", "-o", help="Output folder. [default: reports/<command>-<model>-<timestamp>]"
     ),
 ]
 Overwrite = Annotated[
@@ -193,17 +211,17 @@ Quiet = Annotated[
         "--quiet", "-q", help="No progress bar (it is also off when stderr is not a terminal)."
     ),
 ]
-DataRoot = Annotated[
-    Path | None,
-    typer.Option("--data-root", help="Folder of downloaded benchmarks (PubMed, Coauthor, Amazon)."),
-]
-Checkpoint = Annotated[
+DataRoot = Annotated[  # commands without a config (datasets): the table's text and default
     Path | None,
     typer.Option(
-        "--checkpoint",
-        help=(
-            "A best.pt from `oversmooth train`: analyse the trained model "
-            "(architecture and dataset come from it)."
-        ),
+        "--data-root",
+        help=option_help(C.option("data_root"), None),
+        show_default=False,
+    ),
+]
+Device = Annotated[  # commands without a config (bench): the table's text and default
+    str,
+    typer.Option(
+        "--device", help=C.option("device").help + " " + bracket("auto"), show_default=False
     ),
 ]

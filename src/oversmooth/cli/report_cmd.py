@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
+from oversmooth.config import upgrade_record, value_at
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -23,9 +24,9 @@ _NEEDS = {
 }
 _NEEDS["prune"] = _NEEDS["analyze"]
 _OPTIONAL = {"similarity.csv": (), "prune.csv": ("layer",)}
-_CONFIG_KEYS = {
-    "analyze": ("model", "conv", "depth", "dataset", "seeds"),
-    "compare": ("depths", "datasets"),
+_CONFIG_KEYS = {  # dotted paths in the record (an older flat one is upgraded first)
+    "analyze": ("model.name", "model.conv", "model.depth", "dataset", "seeds"),
+    "compare": ("models", "convs", "depths", "datasets"),
 }
 _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
 _RERUN = "rerun the command that wrote it"
@@ -94,6 +95,14 @@ def _check_fits(path: Path, command: str) -> None:
             raise ValueError(f"{path}: {key} must be an object, received {record!r}; {_RERUN}")
 
 
+def _has(record: dict, path: str) -> bool:
+    try:
+        value_at(record, path)
+    except (KeyError, TypeError):
+        return False
+    return True
+
+
 def check_report_folder(folder: Path) -> None:
     """Fail with one line naming the file when a data file the renderer needs is missing or
     corrupt, instead of a raw parse error from inside the renderer."""
@@ -105,12 +114,13 @@ def check_report_folder(folder: Path) -> None:
     config = _read_json(config_path)
     if not isinstance(config, dict):
         raise ValueError(f"{config_path}: expected a JSON object; {_RERUN}")
+    config = upgrade_record(config)
     command = config.get("command")
     if command not in _NEEDS:
         raise ValueError(
             f"{config_path}: unknown command {command!r}; expected analyze, prune or compare"
         )
-    missing = [k for k in _CONFIG_KEYS[command] if k not in config]
+    missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:
         raise ValueError(f"{config_path}: missing {', '.join(missing)}; {_RERUN}")
     for name, columns in _NEEDS[command].items():

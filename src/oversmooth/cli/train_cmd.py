@@ -8,56 +8,15 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, progress_bar
-from oversmooth.train import TrainConfig
+from oversmooth.run_configs import TrainConfig
 
 
-T = O.ConfigOptions(TrainConfig)
-
-
+@O.config_command(
+    TrainConfig, why={"model.name": "Nonlocal by default: the seed paper's method, trained."}
+)
+@handle_errors
 def train(
-    model: T.model = None,
-    depth: T.depth = None,
-    conv: T.conv = None,
-    dataset: T.dataset = None,
-    hidden: T.hidden = None,
-    heads: T.heads = None,
-    seed: T.seed = None,
-    epochs: O.option(
-        int, "--epochs", help="Training epochs (the paper: 5000).", default=T.default("epochs")
-    ) = None,
-    lr: Annotated[
-        float | None,
-        typer.Option(
-            "--lr",
-            help="Learning rate. [default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]",
-        ),
-    ] = None,
-    warmup: Annotated[
-        int | None,
-        typer.Option(
-            "--warmup", help="Linear warm-up epochs. [default: epochs/10 for Post-LN, 0 otherwise]"
-        ),
-    ] = None,
-    weight_decay: O.option(
-        float, "--weight-decay", help="Adam L2 weight decay.", default=T.default("weight_decay")
-    ) = None,
-    split: O.option(
-        str,
-        "--split",
-        help="random (60/20/20, seeded by --seed) or public (Planetoid).",
-        default=T.default("split"),
-    ) = None,
-    patience: Annotated[
-        int | None,
-        typer.Option(
-            "--patience", help="Early stopping: epochs without a better validation accuracy."
-        ),
-    ] = None,
-    dropout: T.dropout = None,
-    norm: T.norm = None,
-    pattern: T.pattern = None,
-    device: T.device = None,
-    data_root: O.DataRoot = None,
+    given: O.Given,
     out: O.Out = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last.pt.")
@@ -69,23 +28,6 @@ def train(
             help="Seconds between saves of last.pt (0: every epoch); a stop always saves.",
         ),
     ] = 60.0,
-    deterministic: Annotated[
-        bool | None,
-        typer.Option(
-            "--deterministic/--no-deterministic",
-            help="Deterministic kernels: a fixed seed repeats bit for bit on CPU. "
-            + O.bracket("on" if T.default("deterministic") else "off"),
-            show_default=False,
-        ),
-    ] = None,
-    probe_every: Annotated[
-        int | None,
-        typer.Option(
-            "--probe-every",
-            help="Record every layer's energies every N epochs into dynamics.csv, on the eval "
-            "forward that scores the epoch (0: off). [default: epochs/50, at least 1]",
-        ),
-    ] = None,
     overwrite: O.Overwrite = False,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
@@ -102,97 +44,16 @@ def train(
 
     Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
     """
-    handle_errors(_run)(
-        model=model,
-        depth=depth,
-        conv=conv,
-        dataset=dataset,
-        hidden=hidden,
-        heads=heads,
-        seed=seed,
-        epochs=epochs,
-        lr=lr,
-        warmup=warmup,
-        weight_decay=weight_decay,
-        split=split,
-        patience=patience,
-        dropout=dropout,
-        norm=norm,
-        pattern=pattern,
-        device=device,
-        data_root=data_root,
-        out=out,
-        resume=resume,
-        checkpoint_every=checkpoint_every,
-        deterministic=deterministic,
-        probe_every=probe_every,
-        overwrite=overwrite,
-        as_json=as_json,
-        quiet=quiet,
-    )
-
-
-def _run(
-    model,
-    depth,
-    conv,
-    dataset,
-    hidden,
-    heads,
-    seed,
-    epochs,
-    lr,
-    warmup,
-    weight_decay,
-    split,
-    patience,
-    dropout,
-    norm,
-    pattern,
-    device,
-    data_root,
-    out,
-    resume,
-    checkpoint_every,
-    deterministic,
-    probe_every,
-    overwrite,
-    as_json,
-    quiet,
-) -> None:
     from oversmooth.report.render import default_out
     from oversmooth.report.writers import write_training_report
     from oversmooth.train import describe
     from oversmooth.train import train as run_training
 
-    config = TrainConfig(
-        **O.given(
-            model=model,
-            depth=depth,
-            conv=conv,
-            dataset=dataset,
-            hidden=hidden,
-            heads=heads,
-            seed=seed,
-            epochs=epochs,
-            lr=lr,
-            warmup=warmup,
-            weight_decay=weight_decay,
-            split=split,
-            patience=patience,
-            dropout=dropout,
-            norm=norm,
-            pattern=pattern,
-            device=device,
-            data_root=str(data_root) if data_root else None,
-            deterministic=deterministic,
-            probe_every=probe_every,
-        )
-    )
+    config = O.build(TrainConfig, given)
     if out is None:
         if resume:
             raise ValueError("--resume: pass --out with the folder of the run to continue")
-        out = default_out("train", config.model)
+        out = default_out("train", config.model.name)
     with progress_bar(not quiet) as update:  # per epoch, with the epoch's scores
         result = run_training(
             config,
