@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from oversmooth.config import ModelConfig
 
 
 def main() -> int:
@@ -38,8 +39,7 @@ def main() -> int:
         else:
             result = run_analysis(
                 AnalysisConfig(
-                    model=model,
-                    depth=depth,
+                    model=ModelConfig(model, depth=depth, dtype="float64"),
                     seeds=tuple(range(n_seeds)),
                     device="cpu",
                     similarity=False,

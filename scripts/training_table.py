@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from oversmooth.train import TrainConfig, train
+from oversmooth.config import ModelConfig
 
 
 def main() -> None:
@@ -32,11 +33,9 @@ def main() -> None:
     for depth in [int(d) for d in args.depths.split(",")]:
         for model in args.models.split(","):
             config = TrainConfig(
-                model=model,
-                depth=depth,
+                model=ModelConfig(model, depth=depth, seed=args.seed),
                 epochs=args.epochs,
                 dataset=args.dataset,
-                seed=args.seed,
                 device="cpu",
             )
             run_dir = args.out / "runs" / f"{model}-{depth}"

@@ -205,6 +205,8 @@ def test_analyze_report_shows_the_references(tmp_path):
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.report.render import write_analysis
 
-    cfg = AnalysisConfig(model="nonlocal", depth=16, similarity=False, device="cpu")
+    cfg = AnalysisConfig(
+        model=ModelConfig("nonlocal", depth=16, dtype="float64"), similarity=False, device="cpu"
+    )
     text = (write_analysis(run_analysis(cfg), tmp_path / "analyze") / "report.md").read_text()
     assert "halves the energy every 95.5 steps" in text and "Theorem 4.1" in text

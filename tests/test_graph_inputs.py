@@ -20,6 +20,7 @@ from torch_geometric.utils import (
 
 import oversmooth.metrics as M
 from oversmooth import Probe, as_graph, prune_sensitivity
+from oversmooth.config import ModelConfig
 
 # every public metric, as a function of (x, graph-like, **kw) -> value
 GRAPH_METRICS = {
@@ -557,7 +558,9 @@ def test_analysis_of_a_batched_dataset_averages_per_graph_energies():
     data = load(spec)
     assert data.batch.tolist() == [0] * 30 + [1] * 30 + [2] * 30
     result = run_analysis(
-        AnalysisConfig(model="postln", depth=3, dataset=spec, seeds=(0,), dtype="float64")
+        AnalysisConfig(
+            model=ModelConfig("postln", depth=3, dtype="float64"), dataset=spec, seeds=(0,)
+        )
     )
     model = build_model("postln", depth=3, in_channels=8, out_channels=2, seed=0, dtype="float64")
     per_graph = []

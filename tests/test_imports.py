@@ -83,7 +83,9 @@ for spec in ("cora", "ring:n=5", "w.csv"):
     load(spec)
 mark("load")
 from oversmooth.analysis import AnalysisConfig, run_analysis
-result = run_analysis(AnalysisConfig(model="postln", depth=2, hidden=8, heads=1, seeds=(0,)))
+from oversmooth.config import ModelConfig
+model = ModelConfig("postln", depth=2, hidden=8, heads=1, dtype="float64")
+result = run_analysis(AnalysisConfig(model=model, seeds=(0,)))
 mark("analysis")
 from oversmooth.report.render import write_analysis
 write_analysis(result, Path("out"))

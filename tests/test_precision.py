@@ -200,21 +200,20 @@ def test_floor_method_choices():
     with pytest.raises(ValueError, match="floor: expected one of auto, shadow, twin, bound"):
         resolve_floor_method("exact", "float32")
     with pytest.raises(ValueError, match="dtype: expected one of float32, float64"):
-        AnalysisConfig(depth=2, dtype="half")
+        AnalysisConfig(model=ModelConfig("postln", depth=2, dtype="half"))
 
 
 def test_analysis_records_dtype_and_floor_method():
     result = run_analysis(
         AnalysisConfig(
-            model="postln",
-            depth=3,
+            model=ModelConfig("postln", depth=3, dtype="float32"),
             dataset="karate",
             similarity=False,
             device="cpu",
-            dtype="float32",
         )
     )
-    assert result.config["dtype"] == "float32" and result.config["floor_method"] == "shadow"
+    assert result.config["model"]["dtype"] == "float32"
+    assert result.config["floor_method"] == "shadow"
     assert {"float_floor", "at_floor", "float64_energy"} <= set(result.metrics.columns)
     assert not result.metrics["at_floor"].any()
 
@@ -223,12 +222,10 @@ def test_analysis_records_dtype_and_floor_method():
 def test_postln_depth_256_in_float64_on_cora():
     result = run_analysis(
         AnalysisConfig(
-            model="postln",
-            depth=256,
+            model=ModelConfig("postln", depth=256, dtype="float64"),
             dataset="cora",
             similarity=False,
             device="cpu",
-            dtype="float64",
         )
     )
     assert result.fits["mean_over_seeds"]["final_energy"] < 1e-13
@@ -239,13 +236,15 @@ def test_postln_depth_256_in_float64_on_cora():
 def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
     from oversmooth.experiments.sweep import SweepSpec, run_cell
 
-    spec = SweepSpec(models=("postln",), depths=(3,), datasets=("karate",), dtype="float32")
+    spec = SweepSpec(
+        model=ModelConfig(dtype="float32"), models=("postln",), depths=(3,), datasets=("karate",)
+    )
     assert spec.options()["dtype"] == "float32"
     record = run_cell(spec.cells()[0], spec.options(), str(tmp_path))
     assert record["status"] == "ok", record.get("error")
     assert "float64_energy" in record["metrics"] and "at_floor" in record["metrics"]
     with pytest.raises(ValueError, match="dtype: expected one of float32, float64"):
-        SweepSpec(dtype="double")
+        SweepSpec(model=ModelConfig(dtype="double"))
 
 
 def test_energy_plot_draws_the_estimated_floor_curve():

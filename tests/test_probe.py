@@ -13,6 +13,7 @@ import oversmooth.metrics as M
 from oversmooth import GraphOperator, Probe, build_model, prune_sensitivity
 from oversmooth.data import load
 from oversmooth.nn.conv import aggregate
+from oversmooth.config import ModelConfig
 
 from .pyg_models import DeeperGCN, PreLNTransformer, TwoNormLists, small_graph
 
@@ -442,7 +443,11 @@ def test_weighted_graph_changes_analysis_table(tmp_path):
             saved["edge_weight"] = weight
         path = tmp_path / f"{name}.pt"
         torch.save(saved, path)
-        config = AnalysisConfig(model="postln", depth=4, dataset=str(path), similarity=False)
+        config = AnalysisConfig(
+            model=ModelConfig("postln", depth=4, dtype="float64"),
+            dataset=str(path),
+            similarity=False,
+        )
         tables[name] = run_analysis(config).metrics
     cols = ["laplacian_energy", "dirichlet_energy"]
     assert np.allclose(tables["plain"][cols], tables["ones"][cols], rtol=1e-10)

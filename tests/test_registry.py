@@ -35,7 +35,9 @@ def test_adding_a_model_is_one_entry(fake_model):
     model = build_model(fake_model, depth=3, in_channels=4, out_channels=2)
     assert len(model.blocks) == 3
     assert display_name(fake_model) == "Fake-LN"
-    assert TrainConfig(model=fake_model).learning_rate == 1e-4  # post_ln flag of the entry
+    assert (
+        TrainConfig(model=ModelConfig(fake_model, depth=64)).learning_rate == 1e-4
+    )  # post_ln flag of the entry
     listed = runner.invoke(app, ["models"])
     assert listed.exit_code == 0, listed.output
     assert re.search(r"^  fake-preln +a test entry$", listed.stdout, re.M)
@@ -49,7 +51,7 @@ def test_adding_a_model_is_one_entry(fake_model):
         (lambda v: ModelConfig(name=v), "model", MODELS),
         (lambda v: ModelConfig(name="preln", conv=v), "conv", CONVS),
         (lambda v: ModelConfig(name="preln", norm=v), "norm", NORMS),
-        (lambda v: TrainConfig(model=v), "model", MODELS),
+        (lambda v: TrainConfig(model=ModelConfig(v, depth=64)), "model", MODELS),
         (lambda v: ComparisonConfig(models=("preln", v)), "models", MODELS),
         (lambda v: SweepSpec(models=(v,)), "models", MODELS),
         (lambda v: SweepSpec(convs=(v,)), "convs", CONVS),
@@ -74,10 +76,12 @@ def test_cli_choices_are_the_registries():
 
 def test_hidden_not_a_multiple_of_heads_is_refused_by_the_model_config_everywhere():
     for make in (
-        lambda: AnalysisConfig(hidden=30, heads=4),
-        lambda: TrainConfig(hidden=30, heads=4),
-        lambda: ComparisonConfig(hidden=30, heads=4),
-        lambda: SweepSpec(hidden=30, heads=4),
+        lambda: AnalysisConfig(
+            model=ModelConfig("postln", hidden=30, heads=4, depth=256, dtype="float64")
+        ),
+        lambda: TrainConfig(model=ModelConfig("nonlocal", hidden=30, heads=4, depth=64)),
+        lambda: ComparisonConfig(model=ModelConfig(hidden=30, heads=4, dtype="float64")),
+        lambda: SweepSpec(model=ModelConfig(hidden=30, heads=4, dtype="float64")),
     ):
         with pytest.raises(ValueError, match=r"^hidden: expected a multiple of heads=4, "):
             make()
@@ -100,24 +104,37 @@ def _help_defaults(command: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "command,config",
-    [("analyze", AnalysisConfig()), ("compare", ComparisonConfig()), ("train", TrainConfig())],
+    "command,config,own",
+    [
+        ("analyze", AnalysisConfig(), {}),
+        ("prune", AnalysisConfig(), {"model.name": "preln", "similarity": False}),
+        ("compare", ComparisonConfig(), {}),
+        ("train", TrainConfig(), {}),
+        ("sweep", SweepSpec(), {}),
+    ],
 )
-def test_help_defaults_are_the_config_defaults(command, config):
+def test_help_defaults_are_the_config_defaults(command, config, own):
+    """Every option's shown default is the value the command really runs with (read from a
+    constructed default config, not from the table the help is made of)."""
+    from oversmooth.config import options_of, value_at
+
     shown = _help_defaults(command)
     checked = 0
-    for name, value in config.to_dict().items():
-        option = "--" + name.replace("_", "-")
-        if option in shown and value is not None:  # None: derived (--lr), the help says how
-            if isinstance(value, bool):
-                expect = "on" if value else "off"
-            elif isinstance(value, (tuple, list)):
-                expect = ",".join(map(str, value))
-            else:
-                expect = str(value)
-            assert shown[option] == expect, f"{command} {option}"
-            checked += 1
-    assert checked >= 8, shown
+    for field, entry in options_of(type(config)):
+        value = own.get(field, value_at(config, field))
+        if value is None or entry.kind == "extra":  # derived (--lr: the help says how); extras
+            continue
+        if isinstance(value, bool) and entry.off_flag == "--no-" + entry.flag[2:]:
+            expect = "on" if value else "off"
+        elif isinstance(value, bool):  # --quick/--full
+            expect = entry.flag if value else entry.off_flag
+        elif isinstance(value, (tuple, list)):
+            expect = ",".join(map(str, value)) or "none"
+        else:
+            expect = str(value)
+        assert shown[entry.flag] == expect, f"{command} {entry.flag}"
+        checked += 1
+    assert checked >= 15, shown
 
 
 def test_analyze_passes_only_what_the_user_gave(monkeypatch, tmp_path):
@@ -133,9 +150,13 @@ def test_analyze_passes_only_what_the_user_gave(monkeypatch, tmp_path):
     runner.invoke(app, ["analyze", "--out", str(tmp_path / "a"), "-q"])
     assert seen["config"] == AnalysisConfig()
     runner.invoke(app, ["analyze", "--hidden", "16", "--out", str(tmp_path / "b"), "-q"])
-    assert seen["config"] == AnalysisConfig(hidden=16)
+    assert seen["config"] == AnalysisConfig(
+        model=ModelConfig("postln", hidden=16, depth=256, dtype="float64")
+    )
     runner.invoke(app, ["prune", "--prune-layers", "2", "--out", str(tmp_path / "c"), "-q"])
-    assert seen["config"] == AnalysisConfig(model="preln", similarity=False, prune=(2,))
+    assert seen["config"] == AnalysisConfig(
+        model=ModelConfig("preln", depth=256, dtype="float64"), similarity=False, prune=(2,)
+    )
 
 
 def test_old_option_spellings_still_work_with_a_note(monkeypatch, tmp_path):
@@ -162,7 +183,11 @@ def test_old_option_spellings_still_work_with_a_note(monkeypatch, tmp_path):
 def test_progress_advances_per_layer_over_seeds():
     calls = []
     config = AnalysisConfig(
-        dataset="karate", depth=8, seeds=(0, 1), similarity=False, device="cpu", hidden=8
+        model=ModelConfig("postln", depth=8, hidden=8, dtype="float64"),
+        dataset="karate",
+        seeds=(0, 1),
+        similarity=False,
+        device="cpu",
     )
     run_analysis(config, progress=lambda done, total, what: calls.append((done, total, what)))
     assert [c[0] for c in calls] == list(range(1, 17))
@@ -173,7 +198,12 @@ def test_progress_advances_per_layer_over_seeds():
 def test_progress_counts_prune_steps_after_the_layers():
     calls = []
     config = AnalysisConfig(
-        dataset="karate", depth=4, seeds=(0,), similarity=False, device="cpu", hidden=8, prune=(2,)
+        model=ModelConfig("postln", depth=4, hidden=8, dtype="float64"),
+        dataset="karate",
+        seeds=(0,),
+        similarity=False,
+        device="cpu",
+        prune=(2,),
     )
     run_analysis(config, progress=lambda done, total, what: calls.append((done, total)))
     assert calls == [(k, 5) for k in range(1, 6)]
@@ -218,11 +248,11 @@ def test_compare_progress_counts_runs_times_layers():
 
     calls = []
     config = ComparisonConfig(
+        model=ModelConfig(hidden=8, dtype="float64"),
         models=("preln", "postln"),
         depths=(2, 3),
         datasets=("karate",),
         seeds=(0,),
-        hidden=8,
         device="cpu",
         floor="bound",
     )

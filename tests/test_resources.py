@@ -7,6 +7,7 @@ import torch
 
 from oversmooth import data as D
 from oversmooth import resources as R
+from oversmooth.config import ModelConfig
 
 GB = 10**9
 
@@ -134,6 +135,8 @@ def test_analyze_is_refused_before_the_forward_when_the_run_would_not_fit(monkey
 
     monkeypatch.setenv("OVERSMOOTH_MEMORY_LIMIT", "700M")  # the graph alone fits
     monkeypatch.setattr(analysis, "input_graph", lambda *a, **k: pytest.fail("work started"))
-    config = analysis.AnalysisConfig(dataset="csbm:n=100000,degree=10", depth=4)
+    config = analysis.AnalysisConfig(
+        model=ModelConfig("postln", depth=4, dtype="float64"), dataset="csbm:n=100000,degree=10"
+    )
     with pytest.raises(ResourceError, match="analyze on csbm:n=100000,degree=10"):
         analysis.run_analysis(config)

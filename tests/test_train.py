@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from oversmooth import build_model
 from oversmooth.cli.main import app
 from oversmooth.data import load
 from oversmooth.outputs import MARKER
+from oversmooth.config import ModelConfig
 from tests.conftest import held_folder
 
 
@@ -32,8 +34,8 @@ def _sigint_is_deliverable():
         yield
 
 
-FAST = dict(model="preln", depth=4, hidden=16, heads=2)
-TINY = dict(model="preln", depth=2, hidden=8, heads=2)
+FAST = dict(model=ModelConfig("preln", depth=4, hidden=16, heads=2))
+TINY = dict(model=ModelConfig("preln", depth=2, hidden=8, heads=2))
 
 
 def same_weights(a, b) -> bool:
@@ -45,7 +47,7 @@ def same_weights(a, b) -> bool:
 def test_short_training_beats_chance(tmp_path):
     from oversmooth.report.writers import write_training_report
 
-    config = T.TrainConfig(model="preln", depth=4, epochs=25)
+    config = T.TrainConfig(model=ModelConfig("preln", depth=4), epochs=25)
     result = T.train(config, tmp_path / "run", report=write_training_report)
     assert result.stopped == "finished" and result.epochs_run == 25
     # 7 classes: chance is 1/7 and the majority class ~30%
@@ -164,7 +166,7 @@ def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
     T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
     with pytest.raises(C.CheckpointError, match="was trained with lr=None, not 0.01"):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
-    post = dict(TINY, model="postln")
+    post = dict(TINY, model=replace(TINY["model"], name="postln"))
     T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
     with pytest.raises(
         C.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"
@@ -302,7 +304,11 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
     ):
         C.load_checkpoint(best, expect={"dataset": "citeseer"})
     with pytest.raises(C.CheckpointError, match="was trained with depth=4, not 8"):
-        T.train(T.TrainConfig(epochs=4, **{**FAST, "depth": 8}), tmp_path / "run", resume=True)
+        T.train(
+            T.TrainConfig(epochs=4, model=replace(FAST["model"], depth=8)),
+            tmp_path / "run",
+            resume=True,
+        )
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(best.read_bytes()[:200])
     with pytest.raises(
@@ -329,11 +335,11 @@ def test_bad_train_config():
         T.TrainConfig(epochs=0)
     with pytest.raises(ValueError, match="split: expected one of random, public"):
         T.TrainConfig(split="kfold")
-    assert T.TrainConfig(model="postln", epochs=100).warmup_epochs == 10
-    assert T.TrainConfig(model="postln").learning_rate == 1e-4
+    assert T.TrainConfig(model=ModelConfig("postln", depth=64), epochs=100).warmup_epochs == 10
+    assert T.TrainConfig(model=ModelConfig("postln", depth=64)).learning_rate == 1e-4
     assert (
-        T.TrainConfig(model="preln").learning_rate == 1e-3
-        and T.TrainConfig(model="preln").warmup_epochs == 0
+        T.TrainConfig(model=ModelConfig("preln", depth=64)).learning_rate == 1e-3
+        and T.TrainConfig(model=ModelConfig("preln", depth=64)).warmup_epochs == 0
     )
 
 
@@ -486,7 +492,9 @@ def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):
     from oversmooth.train import TrainConfig, train
 
     config = TrainConfig(
-        model="postln", depth=2, epochs=1, dataset="csbm-batch:graphs=2,n=30", norm="graph"
+        model=ModelConfig("postln", depth=2, norm="graph"),
+        epochs=1,
+        dataset="csbm-batch:graphs=2,n=30",
     )
     with pytest.raises(ValueError, match="is a batch of graphs"):
         train(config, tmp_path / "run")

@@ -19,6 +19,7 @@ from oversmooth.experiments.calibration import (
     synthetic_frame,
 )
 from oversmooth.verdict import MIN_LAYERS, Verdict, local_halving_length, verdict
+from oversmooth.config import ModelConfig
 
 CASE = {c.name: c for c in CASES}
 
@@ -260,7 +261,10 @@ def test_reports_survive_extreme_curves(tmp_path, case):
         expected = "NaN in the layer states from layer 0 on"
     result = run_analysis(
         AnalysisConfig(
-            model="postln", depth=6, dataset=path, device="cpu", seeds=(0, 1), hidden=8, heads=2
+            model=ModelConfig("postln", depth=6, hidden=8, heads=2, dtype="float64"),
+            dataset=path,
+            device="cpu",
+            seeds=(0, 1),
         )
     )
     assert result.label == "inconclusive" and expected in result.verdict

@@ -93,7 +93,7 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
     ):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
-    assert config["model"] == model and config["environment"]["torch"]
+    assert config["model"]["name"] == model and config["environment"]["torch"]
     assert "data:image/png;base64," in (out / "report.html").read_text()
 
 
@@ -209,7 +209,7 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
     [
         (["analyze", "--model", "postlm"], "'postlm' is not one of"),
         (["analyze", "--conv", "gin"], "'gin' is not one of"),
-        (["analyze", "--depth", 0], "depth: expected an integer in [1, 65536]"),
+        (["analyze", "--depth", 0], "depth: expected an integer >= 1, received 0"),
         (["analyze", "--depth", 10**9], "depth: expected an integer in [1, 65536]"),
         (["analyze", "--hidden", 30], "hidden: expected a multiple of heads=4"),
         (["analyze", "--seeds", "0,a"], "--seeds: expected comma-separated integers"),
@@ -273,7 +273,7 @@ def test_analyze_dtype_flows_to_the_model_and_the_report(tmp_path, dtype, method
     payload = json.loads(result.output)
     assert payload["dtype"] == dtype and payload["floor_method"] == method
     config = json.loads((out / "config.json").read_text())
-    assert config["dtype"] == dtype and config["floor_method"] == method
+    assert config["model"]["dtype"] == dtype and config["floor_method"] == method
     metrics = pd.read_csv(out / "metrics.csv")
     assert {"float_floor", "at_floor"} <= set(metrics.columns) and not metrics["at_floor"].any()
     assert ("float64_energy" in metrics.columns) == (dtype == "float32")
@@ -300,7 +300,7 @@ def test_compare_and_prune_take_dtype(tmp_path):
         "--quiet",
     )
     assert result.exit_code == 0, result.output
-    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    assert json.loads((out / "config.json").read_text())["model"]["dtype"] == "float32"
     assert "at_floor" in pd.read_csv(out / "metrics.csv").columns
     assert "final_at_floor" in pd.read_csv(out / "summary.csv").columns
     result = run(

@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
+from oversmooth.config import ModelConfig
 
 runner = CliRunner()
 FAST = ["--dataset", "karate", "--depth", "2", "--hidden", "8", "--heads", "2", "--quiet"]
@@ -163,15 +164,18 @@ def test_report_names_the_missing_or_corrupt_file(tmp_path):
 def test_checkpoint_options_that_differ_are_refused(tmp_path):
     from oversmooth import train as T
 
-    T.train(T.TrainConfig(model="preln", depth=2, hidden=8, heads=2, epochs=1), tmp_path / "run")
+    T.train(
+        T.TrainConfig(model=ModelConfig("preln", depth=2, hidden=8, heads=2), epochs=1),
+        tmp_path / "run",
+    )
     best = tmp_path / "run" / "best.pt"
     out = tmp_path / "a"
     analyze = ("analyze", "--checkpoint", best, "--out", out, "-q")
     line = one_line_error(run(*analyze, "--hidden", 32), 2)
     assert "hidden=8" in line and "--hidden 32" in line and "drop --hidden" in line
-    for option, value in (("--heads", 4), ("--seed", 5), ("--norm", "graph"), ("--pattern", "MS")):
+    for option, value in (("--heads", 4), ("--seeds", 5), ("--norm", "graph"), ("--ffn", 3)):
         line = one_line_error(run(*analyze, option, value), 2)
-        assert f"drop {option.replace('--seed', '--seeds')}" in line
+        assert f"drop {option}" in line
     prune = ("prune", "--checkpoint", best, "--prune-layers", 1, "-o", out)
     line = one_line_error(run(*prune, "--hidden", 16), 2)
     assert "drop --hidden" in line

@@ -233,7 +233,7 @@ def test_bare_analyze_says_what_it_runs(stopped_analysis):
     result = runner.invoke(app, ["analyze"])
     config = stopped_analysis["config"]
     expected = ("postln", 256, "cora", (0, 1, 2, 3, 4))
-    assert (config.model, config.depth, config.dataset, config.seeds) == expected
+    assert (config.model.name, config.model.depth, config.dataset, config.seeds) == expected
     lines = result.stderr.splitlines()
     assert lines[0].startswith(
         "analyze: Post-LN SAN, 256 layers on cora, seeds 0,1,2,3,4, float64 (about "

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
 from oversmooth.experiments.reproduce import DEPTHS, _available, _energy_table, paper_tables
+from oversmooth.config import ModelConfig
 
 
 def test_paper_tables_are_complete_and_cited():
@@ -67,7 +68,7 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
         (A.BASELINE, *(a for a in A.ABLATIONS if a.name in ("no-ffn", "energy-degree"))),
     )
     run = tmp_path / "run8"
-    train(TrainConfig(model="preln", depth=8, epochs=2, device="cpu"), run)
+    train(TrainConfig(model=ModelConfig("preln", depth=8), epochs=2, device="cpu"), run)
     config = R.ReproduceConfig(
         quick=True,
         seeds=(0,),

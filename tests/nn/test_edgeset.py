@@ -252,4 +252,4 @@ def test_analysis_refuses_pruning_an_edge_set_model():
     from oversmooth.analysis import AnalysisConfig
 
     with pytest.raises(ValueError, match="prune: expected a node-level conv"):
-        AnalysisConfig(model="preln", conv="esa", depth=4, prune=(2,))
+        AnalysisConfig(model=ModelConfig("preln", conv="esa", depth=4, dtype="float64"), prune=(2,))

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
+from oversmooth.config import from_record
 from oversmooth.probe import DEFAULT_METRICS
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
@@ -154,7 +155,7 @@ def test_reproduce_command_parses_back_to_the_same_config(monkeypatch, config):
     """The Reproduce section's command, given to the CLI, builds the recorded configuration."""
     import oversmooth.analysis as A
 
-    full = {**A.AnalysisConfig(**_fields(config)).to_dict(), "command": "analyze"}
+    full = {**from_record(A.AnalysisConfig, config).to_dict(), "command": "analyze"}
     command = reproduce_command(full)
     assert command.startswith("oversmooth analyze")
     if config["model"] == "postln":  # every value is a default: no options at all
@@ -173,14 +174,6 @@ def test_reproduce_command_parses_back_to_the_same_config(monkeypatch, config):
     result = runner.invoke(app, [*args, "--quiet", "--out", "/nonexistent-dir/x"])
     assert "config" in seen, result.output
     assert seen["config"].to_dict() == {k: v for k, v in full.items() if k != "command"}
-
-
-def _fields(config: dict) -> dict:
-    out = {k: v for k, v in config.items() if k != "command"}
-    for key in ("seeds", "prune", "metrics"):
-        if key in out:
-            out[key] = tuple(out[key])
-    return out
 
 
 def test_compare_command_lists_only_what_differs():

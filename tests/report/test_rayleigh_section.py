@@ -10,6 +10,7 @@ from oversmooth import feature_norm, laplacian_energy, rayleigh_energy
 from oversmooth.analysis import AnalysisConfig, run_analysis
 from oversmooth.report.document import Document
 from oversmooth.report.render import rayleigh_section, write_analysis
+from oversmooth.config import ModelConfig
 
 
 def test_the_section_computes_the_rayleigh_energy_from_the_table_columns():
@@ -23,7 +24,11 @@ def test_the_section_computes_the_rayleigh_energy_from_the_table_columns():
 @pytest.mark.parametrize("model,shown", [("plain", True), ("postln", False)])
 def test_analyze_report_shows_it_for_models_without_layernorm(tmp_path, model, shown):
     result = run_analysis(
-        AnalysisConfig(model=model, conv="gcn", depth=6, similarity=False, device="cpu")
+        AnalysisConfig(
+            model=ModelConfig(model, conv="gcn", depth=6, dtype="float64"),
+            similarity=False,
+            device="cpu",
+        )
     )
     folder = write_analysis(result, tmp_path / model)
     text = (folder / "report.md").read_text()
