@@ -2,11 +2,11 @@
 
 Layers, lowest first: *base* (errors, registry, resources, runtime, outputs, config), *compute*
 (graph, data, metrics, nn, probe, fit, lawfit, spectral, precision, checkpoint), *interpret*
-(verdict, prune, analysis, train, tracking, lightning: numbers and dataclasses, no prose),
-*write* (report, notebook: the only place that turns numbers into sentences, figures and files)
-and *commands* (cli, experiments). A module may import its own layer and the layers below; the
-package root ``oversmooth`` (the public facade) sits between *write* and *commands*: it may
-import the library, and only the commands import it.
+(verdict, prune, run_configs, analysis, train, tracking, lightning: numbers and dataclasses, no
+prose), *write* (report, notebook: the only place that turns numbers into sentences, figures
+and files) and *commands* (cli, experiments). A module may import its own layer and the layers
+below; the package root ``oversmooth`` (the public facade) sits between *write* and
+*commands*: it may import the library, and only the commands import it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,15 @@ LAYERS = {
         "precision",
         "checkpoint",
     ],  # fmt: skip
-    "interpret": ["verdict", "prune", "analysis", "train", "tracking", "lightning"],
+    "interpret": [
+        "verdict",
+        "prune",
+        "run_configs",
+        "analysis",
+        "train",
+        "tracking",
+        "lightning",
+    ],
     "write": ["report", "notebook"],
     "commands": ["cli", "experiments"],
 }

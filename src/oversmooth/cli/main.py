@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import os
 import signal
@@ -15,6 +15,9 @@ from typer.core import TyperGroup
 from oversmooth._version import __version__
 from oversmooth.cli import _common, commands
 
+if TYPE_CHECKING:
+    import click
+
 
 class OneLineErrors(TyperGroup):
     """Usage errors (bad option values, unknown commands) as one line on stderr, exit code 2.
@@ -23,7 +26,7 @@ class OneLineErrors(TyperGroup):
     ``exit_code``), so this works whether typer vendors click or depends on it.
     """
 
-    def format_commands(self, ctx, formatter) -> None:
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command's first sentence, wrapped rather than cut with "..." to fit the width."""
         rows = []
         for name in self.list_commands(ctx):
@@ -34,7 +37,14 @@ class OneLineErrors(TyperGroup):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
