@@ -197,8 +197,8 @@ def test_compare_command_lists_only_what_differs():
     assert reproduce_command(config) == (
         "oversmooth compare --models preln,postln --depths 2,8 --seeds 0"
     )
-    with pytest.raises(ValueError, match="expected analyze, prune or compare"):
-        reproduce_command({"command": "train"})
+    with pytest.raises(ValueError, match="expected analyze, prune, compare or train"):
+        reproduce_command({"command": "bench"})
 
 
 def test_verdict_prose_falls_back_to_the_frozen_text():

@@ -51,6 +51,29 @@ _COMPARE = {
     "data_root": "--data-root",
 }
 
+_TRAIN = {
+    "model": "--model",
+    "depth": "--depth",
+    "conv": "--conv",
+    "dataset": "--dataset",
+    "hidden": "--hidden",
+    "heads": "--heads",
+    "seed": "--seed",
+    "epochs": "--epochs",
+    "lr": "--lr",
+    "warmup": "--warmup",
+    "weight_decay": "--weight-decay",
+    "split": "--split",
+    "patience": "--patience",
+    "dropout": "--dropout",
+    "norm": "--norm",
+    "pattern": "--pattern",
+    "device": "--device",
+    "data_root": "--data-root",
+    "deterministic": "--deterministic",
+    "probe_every": "--probe-every",
+}
+
 
 def _value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
@@ -81,10 +104,10 @@ def _options(config: Mapping[str, Any], names: Mapping[str, str], defaults: dict
 
 
 def reproduce_command(config: Mapping[str, Any]) -> str:
-    """``oversmooth analyze ...`` / ``oversmooth compare ...`` for a folder's config.json.
+    """``oversmooth analyze ...`` / ``compare ...`` / ``train ...`` for a folder's config.json.
 
-    Raises ValueError for a configuration no single command wrote (reproduce, train, bench and
-    sweep folders have their own records)."""
+    Raises ValueError for a configuration no single command wrote (reproduce, bench and sweep
+    folders have their own records)."""
     from oversmooth.analysis import AnalysisConfig, ComparisonConfig
     from oversmooth.probe import DEFAULT_METRICS
 
@@ -106,8 +129,14 @@ def reproduce_command(config: Mapping[str, Any]) -> str:
     elif command == "compare":
         defaults = {f.name: f.default for f in fields(ComparisonConfig)}
         parts = ["oversmooth", "compare", *_options(config, _COMPARE, defaults)]
+    elif command == "train":
+        from oversmooth.train import TrainConfig
+
+        defaults = {f.name: f.default for f in fields(TrainConfig)}
+        parts = ["oversmooth", "train", *_options(config, _TRAIN, defaults)]
     else:
         raise ValueError(
-            f"config command {command!r}: expected analyze, prune or compare to build a command"
+            f"config command {command!r}: expected analyze, prune, compare or train to build a "
+            "command"
         )
     return shlex.join(parts)

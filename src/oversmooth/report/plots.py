@@ -75,6 +75,18 @@ def _log_scales(
     return True
 
 
+def _layer_ticks(ax: Axes) -> None:
+    """A log axis of layers labelled with plain integers at 1, 2 and 5 times the powers of 10
+    (unlabelled ticks at the other integers): matplotlib's own labels, ``2×10^0 3×10^0 ...``,
+    run into each other on a curve from layer 2 to 13."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def verdict_fit(record: Mapping | None) -> tuple[np.ndarray, np.ndarray] | None:
     """The verdict's fitted law (layers, energies) inside a fits.json record, or None."""
     found = (record or {}).get("evidence") or {}
@@ -176,6 +188,7 @@ def energy_curves(
         ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
+        _layer_ticks(ax)
         # the y range follows the data alone; the float floor is drawn when part of it falls
         # inside that range, clipped to the axis (a floor far below would squash the curves)
         low, high = _positive(data).min() / 3, _positive(data).max() * 3
@@ -210,7 +223,8 @@ def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         ys.append(values[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
-    _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else [])
+    if _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else []):
+        _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$|R(X^k)| = |E(X^k) - E(X^{k-1})| / E(X^{k-1})$")
     ax.grid(True, which="major", alpha=0.3)
@@ -228,7 +242,8 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         xs.append(layers[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
-    _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False)
+    if _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False):
+        _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$\mathrm{sim}(X^{k-1}, X^k)$")
     ax.grid(True, alpha=0.3)
@@ -345,7 +360,7 @@ def accuracy_drop_curves(
 def training_history(
     ax_loss: Axes, ax_acc: Axes, history: Iterable[Mapping], best_epoch: int
 ) -> tuple[Axes, Axes]:
-    """Train and validation loss (log) and train/val/test accuracy against the epoch."""
+    """Train and validation loss (log) and train/val/test accuracy (%) against the epoch."""
     rows = list(history)
     epochs = [r["epoch"] for r in rows]
     ax_loss.plot(epochs, [r["loss"] for r in rows], label="train loss")
@@ -357,12 +372,12 @@ def training_history(
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.legend(fontsize=8)
     for split in ("train", "val", "test"):
-        ax_acc.plot(epochs, [r[f"{split}_acc"] for r in rows], label=split)
+        ax_acc.plot(epochs, [100 * r[f"{split}_acc"] for r in rows], label=split)
     ax_acc.axvline(
         best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
     )
     ax_acc.set_xlabel("epoch")
-    ax_acc.set_ylabel("accuracy")
+    ax_acc.set_ylabel("accuracy (%)")
     ax_acc.legend(fontsize=8)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
