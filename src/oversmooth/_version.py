@@ -61,11 +61,12 @@ def recorded(source: str, found: str | None) -> str:
 
 
 def _write_recorded(copy: Path) -> None:
-    """Replace the built ``copy`` of this file (never edited in place: it may be a hard link to
-    the source) by the source text with the commit of the tree being built (the current
-    folder, where setuptools runs)."""
-    text = copy.read_text(encoding="utf-8")
-    copy.unlink()
+    """Write the built ``copy`` of this file afresh: this file's text (the source being built,
+    never a copy left by an earlier build, which setuptools does not overwrite when it is newer)
+    with the commit of the tree being built, from the current folder, where setuptools runs.
+    The old copy is removed first, never edited: it may be a hard link to the source."""
+    text = Path(__file__).read_text(encoding="utf-8")
+    copy.unlink(missing_ok=True)
     found = git_commit(Path.cwd() / "src" / "oversmooth" / "_version.py")
     copy.write_text(recorded(text, found), encoding="utf-8")
 
@@ -80,7 +81,7 @@ def __getattr__(name: str) -> Any:
             def run(self) -> None:
                 super().run()
                 copy = Path(self.build_lib) / "oversmooth" / "_version.py"
-                if not getattr(self, "editable_mode", False) and copy.is_file():
+                if not getattr(self, "editable_mode", False) and copy.parent.is_dir():
                     _write_recorded(copy)  # (an editable install asks git at run time)
 
         return BuildPy
@@ -90,9 +91,7 @@ def __getattr__(name: str) -> Any:
         class Sdist(sdist):
             def make_release_tree(self, base_dir: str, files: Any) -> None:
                 super().make_release_tree(base_dir, files)
-                copy = Path(base_dir) / "src" / "oversmooth" / "_version.py"
-                if copy.is_file():
-                    _write_recorded(copy)
+                _write_recorded(Path(base_dir) / "src" / "oversmooth" / "_version.py")
 
         return Sdist
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
