@@ -33,7 +33,6 @@ BROWSER = next(
     ),
     None,
 )
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium installed")
 WIDTHS = (390, 1280)
 REPO = Path(__file__).resolve().parents[2]
 
@@ -282,13 +281,14 @@ KINDS: dict[str, Callable[[Path], Path]] = {
     "train": _train,
     "analyze-trained": _trained,
     "bench": _bench,
-    "notebook": _notebook,
+    "write_report": _notebook,
     "sweep": _sweep,
     "reproduce": _reproduce,
 }
 SLOW = {"sweep", "reproduce"}  # about 10 s and a minute on 2 busy cores
 
 
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium installed")
 @pytest.mark.parametrize(
     "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW else k for k in KINDS]
 )
@@ -310,3 +310,18 @@ def test_report_fits_every_screen(kind, tmp_path):
     if kind == "document":  # the wide figure is scaled on a phone, and shown whole on a desktop
         assert found[390]["zoom"] is not None and found[390]["frames"] >= 1
         assert found[390]["images"][0]["shown"] < 390
+
+
+def test_every_report_kind_is_measured():
+    """A new report (titled ``"oversmooth NAME: ..."`` anywhere in the package, as every
+    report is) needs its builder in KINDS, so that it is measured on both screens too."""
+    import oversmooth
+
+    package = Path(oversmooth.__file__).resolve().parent
+    titled = {
+        m.group(1)
+        for path in package.rglob("*.py")
+        for m in re.finditer(r'"oversmooth[ .](\w+): ', path.read_text(encoding="utf-8"))
+    }
+    assert titled >= {"train", "bench", "reproduce", "compare", "sweep", "write_report"}, titled
+    assert titled <= set(KINDS), f"report kinds without a builder in KINDS: {titled - set(KINDS)}"

@@ -10,7 +10,7 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -85,6 +85,15 @@ def _layer_ticks(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _integer_ticks(*axes: Any) -> None:
+    """Ticks only at whole numbers on these axes (layers, epochs): no ``0.25`` epoch or
+    ``1.5`` layer on a short run."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def verdict_fit(record: Mapping | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -273,6 +282,7 @@ def similarity_heatmap(
         interpolation="nearest",
     )
     ax.figure.colorbar(image, ax=ax, label=r"$\mathrm{sim}(X^s, X^t)$", fraction=0.046, pad=0.04)
+    _integer_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("layer $t$")
     ax.set_ylabel("layer $s$")
     if title:
@@ -376,6 +386,7 @@ def training_history(
     ax_acc.axvline(
         best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
     )
+    _integer_ticks(ax_loss.xaxis, ax_acc.xaxis)
     ax_acc.set_xlabel("epoch")
     ax_acc.set_ylabel("accuracy (%)")
     ax_acc.legend(fontsize=8)
@@ -445,6 +456,7 @@ def energy_dynamics_heatmap(
         ),
     )
     ax.figure.colorbar(image, ax=ax, label=r"$\log_{10} E(X^k)$", fraction=0.046, pad=0.04)
+    _integer_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("epoch")
     ax.set_ylabel("layer $k$")
     return ax
@@ -458,6 +470,7 @@ def energy_against_epoch(
     values = np.asarray(values, dtype=float)
     ax.plot(epochs, values, "o-", ms=3, lw=1.2, label=label)
     _log_scales(ax, epochs, values, x_log=False)
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("epoch")
     ax.set_ylabel("Laplacian energy $E(X^L)$")
     ax.grid(True, alpha=0.3)

@@ -126,7 +126,7 @@ def _setting(key: str, value: Any, config: Mapping[str, Any]) -> str:
     if value is None and resolved is not None:
         return f"{resolved:g} (default)" if isinstance(resolved, float) else f"{resolved} (default)"
     if key == "data_root" and value is None:
-        return "none (built-in datasets only)"
+        return "not given"
     return MISSING if value is None else str(value)
 
 
