@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 import oversmooth
 from oversmooth.experiments import bench
@@ -39,3 +42,110 @@ def test_paper_reproduction_records_the_current_package_version():
         f"reports/paper-reproduction was made with oversmooth "
         f"{config['environment']['oversmooth']}, the package is {oversmooth.__version__}"
     )
+
+
+# ----------------------------------------------------------------------------- claims
+
+README = REPORTS.parent / "README.md"
+# a duration as prose states one: "13 seconds", "1.8 s", "about 16 minutes", "0.06–0.2 s"
+DURATION = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?)(?:[–-]\d+(?:\.\d+)?)? ?(?:s|seconds?|min|minutes?|ms|h|hours?)\b"
+)
+RATIO = re.compile(r"\babout (\d+(?:\.\d+)?)x\b")
+
+
+def _help(command: str) -> str:
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _claims() -> list[tuple[str, str, float]]:
+    """Each claim: (where, a pattern whose group 1 is the number stated, the committed value
+    the number states, rounded as written)."""
+    bench = _load(REPORTS / "benchmarks" / "results.json")
+    end, precision = bench["end_to_end"], bench["precision"]
+    reproduce = _load(REPORTS / "paper-reproduction" / "config.json")
+    main = [  # the main command, in the README and again in docs/analyze.md
+        (r"it takes about (\d+) seconds", end["seconds"]),
+        (r"\((\d+\.\d) s in `reports/benchmarks`", end["seconds"]),
+        (r"alone takes (\d+\.\d) s", end["import_torch_s"]),
+    ]
+    return [
+        *[("README.md", pattern, value) for pattern, value in main],
+        *[("docs/analyze.md", pattern, value) for pattern, value in main],
+        ("analyze --help", r"float64 \(about (\d+) s on", end["seconds"]),
+        (
+            "docs/verdict.md",
+            r"takes (\d+\.\d) s on 2 cores \(`reports/benchmarks`\)",
+            end["seconds"],
+        ),
+        ("docs/precision.md", r"takes (\d+\.\d\d) s in float32", precision["float32_bare_s"]),
+        ("docs/precision.md", r"and (\d+\.\d\d) s in float64", precision["float64_bare_s"]),
+        ("docs/precision.md", r"in float64 \((\d+\.\d\d)x\)", precision["forward_ratio"]),
+        ("docs/precision.md", r"shadow, (\d+\.\d\d) s against", precision["float64_twin_s"]),
+        ("docs/precision.md", r"against (\d+\.\d\d) s \(", precision["float32_shadow_s"]),
+        ("docs/precision.md", r"s \((\d+\.\d\d)x\), because", precision["analysis_ratio"]),
+        ("docs/reproduce.md", r"\(about (\d+) minutes on 2 cores", reproduce["seconds"] / 60),
+    ]
+
+
+def _texts() -> dict[str, str]:
+    from oversmooth.cli.commands import COMMANDS
+
+    texts = {"README.md": README.read_text(encoding="utf-8")}
+    for doc in ("analyze", "verdict", "precision", "reproduce"):
+        texts[f"docs/{doc}.md"] = (REPORTS.parent / "docs" / f"{doc}.md").read_text("utf-8")
+    texts.update({f"{name} --help": _help(name) for name in COMMANDS})
+    return {where: " ".join(text.split()) for where, text in texts.items()}  # lines joined
+
+
+def test_every_duration_and_ratio_stated_is_the_committed_measurement():
+    """The durations and ratios of the README and every --help (and the docs pages that repeat
+    or detail them) come from reports/benchmarks and reports/paper-reproduction: each is
+    registered in _claims() and equals the committed number at the precision it is written
+    with; an unregistered duration or 'about Nx' in the README or a --help fails (register it
+    against a committed report, or do not state it)."""
+    texts = _texts()
+    checked: dict[str, set[int]] = {where: set() for where in texts}
+    for where, pattern, value in _claims():
+        found = list(re.finditer(pattern, texts[where]))
+        assert len(found) == 1, f"{where}: the claim {pattern!r} is not there once; update it"
+        stated = found[0].group(1)
+        decimals = len(stated.partition(".")[2])
+        assert float(stated) == round(value, decimals), (
+            f"{where} states {stated} ({pattern!r}), the committed report {value:.4g}: "
+            "write the committed number (or regenerate the report)"
+        )
+        checked[where].add(found[0].start(1))
+    for where, text in texts.items():
+        if where.startswith("docs/"):
+            continue
+        for m in [*DURATION.finditer(text), *RATIO.finditer(text)]:
+            assert m.start(1) in checked[where], (
+                f"{where}: {m.group(0)!r} is not checked against a committed report"
+            )
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/analyze.md"])
+def test_the_main_command_prints_what_the_benchmarked_run_printed(page):
+    """The output of the main command shown in the README (and docs/analyze.md) is the one
+    reports/benchmarks recorded (its '...' standing for the elided middle), and the reading of
+    it rounds the same numbers."""
+    verdict = _load(REPORTS / "benchmarks" / "results.json")["end_to_end"]["verdict"]
+    text = (REPORTS.parent / page).read_text(encoding="utf-8")
+    block = re.search(r"and prints:\n\n```\n(.*?)\n", text)
+    assert block, f"{page}: the main command's printed verdict is not found"
+    shown = re.escape(block.group(1)).replace(re.escape("..."), ".*")
+    assert re.fullmatch(shown, verdict), f"{page} prints\n{block.group(1)}\nthe run:\n{verdict}"
+    if page == "README.md":
+        decades = float(re.search(r"decays by (\d+\.\d+) decades", verdict).group(1))
+        halving = float(re.search(r"late halving length (\d+\.\d+) layers", verdict).group(1))
+        reading = (
+            f"the energy falls {decades:.1f} decades over 256 layers, halving every {halving:.1f}"
+        )
+        assert reading in " ".join(text.lower().split()), f"{page} no longer reads: {reading}"

@@ -313,7 +313,7 @@ def write_report(
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
     record = fits_record(_describe(one, "laplacian_energy", hidden, dtype, title))
-    doc = Document(f"oversmooth report: {title}")
+    doc = Document(f"oversmooth.write_report: {title}")
     _verdict_section(doc, record, title)
     _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
     curves, _, pooled = seed_curves(one, record)
@@ -414,7 +414,16 @@ def _measured_text(
     passes = ""
     if "step" in frame:
         steps = sorted(int(s) for s in frame["step"].unique())
-        passes = f" Forward pass (step) {steps[-1] if step is None else step} of {steps}."
+        shown = steps[-1] if step is None else step
+        if len(steps) == 1:
+            passes = f" One forward pass (step {shown})."
+        else:
+            held = (
+                f"steps {steps[0]}-{steps[-1]}"
+                if steps == list(range(steps[0], steps[-1] + 1))
+                else "steps " + ", ".join(map(str, steps))
+            )
+            passes = f" Forward pass {shown} of the {len(steps)} recorded ({held})."
     if graph is not None:
         passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
     doc.text(

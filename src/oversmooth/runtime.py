@@ -4,8 +4,6 @@ records (versions, machine, device, git commit) in ``config.json``."""
 from __future__ import annotations
 
 import platform
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,17 +40,6 @@ def resolve_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def _git_commit() -> str | None:
-    try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def environment(device: torch.device) -> dict:
     """Versions, machine and device, for config.json."""
     from importlib.metadata import PackageNotFoundError, version
@@ -60,7 +47,7 @@ def environment(device: torch.device) -> dict:
     import pandas
     import scipy
 
-    from oversmooth._version import __version__
+    from oversmooth._version import __version__, commit
 
     try:  # its version without importing it (seconds) when the run never needed it
         pyg_version: str | None = version("torch_geometric")
@@ -79,7 +66,7 @@ def environment(device: torch.device) -> dict:
         "processor": platform.processor() or platform.machine(),
         "torch_threads": torch.get_num_threads(),
         "device": str(device),
-        "git_commit": _git_commit(),
+        "git_commit": commit(),  # recorded at build time, or git's for a checkout
     }
     if device.type == "cuda":
         env["cuda_device"] = torch.cuda.get_device_name(device)

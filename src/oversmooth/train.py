@@ -64,7 +64,7 @@ from oversmooth.outputs import (
 from oversmooth.precision import resolve_dtype
 from oversmooth.probe import Probe
 from oversmooth.run_configs import TrainConfig  # re-exported
-from oversmooth.runtime import resolve_device
+from oversmooth.runtime import environment, resolve_device
 
 __all__ = [
     "TrainConfig",
@@ -384,9 +384,13 @@ class _Run:
         record = {
             "command": "train",
             **config.to_dict(),
+            # what the settings left to their default (None above) resolved to
             "learning_rate": config.learning_rate,
             "warmup_epochs": config.warmup_epochs,
+            "probe_interval": config.probe_interval,
+            "ffn_channels": config.model.ffn_channels,
             "device_resolved": str(self.device),
+            "environment": environment(self.device),
         }
         write_json(folder / "config.json", record)
 
@@ -706,8 +710,8 @@ def _loop(
             progress(
                 epoch + 1,
                 config.epochs,
-                f"loss {row['loss']:.3f} train {row['train_acc']:.3f} val {row['val_acc']:.3f} "
-                f"best val {run.best['val_acc']:.3f}",
+                f"loss {row['loss']:.3f} train {100 * row['train_acc']:.1f}% "
+                f"val {100 * row['val_acc']:.1f}% best val {100 * run.best['val_acc']:.1f}%",
             )
         if "signal" in requested:
             stopped = STOP_SIGNALS[requested["signal"]]

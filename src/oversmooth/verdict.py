@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "dropped_text",
     "Verdict",
     "Rate",
     "verdict",
@@ -272,7 +273,7 @@ def verdict(
     if n < MIN_LAYERS:
         reason = (
             f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
-            f"law; dropped: {_dropped_text(rows.dropped)})"
+            f"law; dropped: {dropped_text(rows.dropped)})"
         )
         return out.done("inconclusive", reason, usable_layers=n)
     return _decide(out, frame, layers, logs, seed)
@@ -884,8 +885,28 @@ def _interval(pair: tuple[float | None, float | None], fmt: str = ".3g") -> str:
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
-def _dropped_text(dropped: dict[str, int]) -> str:
-    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in dropped.items() if v) or "none"
+# why a row of the per-layer table was left out of the fits (Verdict.dropped's keys)
+_DROPPED = {
+    "layer_0": "at layer 0 (the input, never fitted)",
+    "nonfinite": "non-finite",
+    "nonpositive": "zero or negative",
+    "at_floor": "at the float floor",
+    "before_window": "before the fitted window",
+    "not_usable_in_every_seed": "not usable in every seed",
+}
+
+
+def dropped_text(dropped: dict[str, int]) -> str:
+    """``{"layer_0": 2, "at_floor": 3}`` -> ``"2 rows at layer 0 (the input, never fitted), 3
+    rows at the float floor"``; ``"none"`` when nothing was dropped."""
+    return (
+        ", ".join(
+            f"{n} {'row' if n == 1 else 'rows'} {_DROPPED.get(k, k.replace('_', ' '))}"
+            for k, n in dropped.items()
+            if n
+        )
+        or "none"
+    )
 
 
 def _curse(

@@ -94,7 +94,7 @@ def test_verdict_banner_is_coloured_by_kind(tmp_path, label, curse, kind):
     assert f"**Verdict: {label}.**" in (tmp_path / "report.md").read_text()
 
 
-def test_figures_are_saved_and_shown_at_their_natural_size(tmp_path):
+def test_figures_are_saved_and_shown_at_their_natural_size_or_the_column(tmp_path):
     doc = Document("t")
     fig = plots.figure(12, 3.6)  # 1800 x 540 px at 150 dpi: Figure 1's old size
     fig.add_subplot().plot([1, 2], [3, 4])
@@ -103,9 +103,13 @@ def test_figures_are_saved_and_shown_at_their_natural_size(tmp_path):
     doc.write(tmp_path)
     assert (tmp_path / "wide.png").is_file()
     page = (tmp_path / "report.html").read_text()
-    # 1800 px at 150 dpi is 12 in = 1152 CSS px; never scaled down (the frame scrolls instead)
-    assert 'style="width:1152px"' in page and "max-width:none" in page
-    assert "overflow-x:auto" in page
+    # 1800 px at 150 dpi is 12 in = 1152 CSS px: its natural size, scaled to a narrower column
+    # (max-width) and back to full size on a click (.full); tables scroll inside their frame
+    assert 'style="width:1152px" data-width="1152"' in page and 'href="wide.png"' in page
+    assert ".figure img{display:block;max-width:100%;height:auto}" in page
+    assert ".figure.full img{max-width:none" in page
+    assert '<div class="wide"><div class="scroll" tabindex="0"><table' in page
+    assert ".scroll{overflow-x:auto" in page
     md = (tmp_path / "report.md").read_text()
     assert "![a wide figure](wide.png)" in md and "x\\|y" in md and "| — |" in md
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries
@@ -186,8 +190,8 @@ def test_compare_command_lists_only_what_differs():
     assert reproduce_command(config) == (
         "oversmooth compare --models preln,postln --depths 2,8 --seeds 0"
     )
-    with pytest.raises(ValueError, match="expected analyze, prune or compare"):
-        reproduce_command({"command": "train"})
+    with pytest.raises(ValueError, match="expected analyze, prune, compare or train"):
+        reproduce_command({"command": "bench"})
 
 
 def test_verdict_prose_falls_back_to_the_frozen_text():

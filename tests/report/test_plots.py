@@ -162,3 +162,30 @@ def test_similarity_heatmap_draws_each_cell_in_its_own_colour():
     assert best[inner].max() <= 2
     exact = np.abs(got - colours.reshape(-1, 3)).max(axis=1) <= 2
     assert exact[inner].mean() > 0.9
+
+
+@pytest.mark.parametrize("start,end", [(2, 13), (1, 256), (3, 40), (2, 5)])
+@pytest.mark.parametrize("kind", ["energy_curves", "relative_energy_curves", "cosine_curves"])
+@pytest.mark.parametrize("width", [4.0, 6.0])
+def test_layer_axis_labels_are_integers_that_do_not_overlap(start, end, kind, width):
+    """A curve from layer 2 (oversmooth.plot of a frame that starts there) once had its log-axis
+    labels 2x10^0, 3x10^0, 4x10^0 run into each other."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plots.figure(width, 3.0)
+    layers = np.arange(start, end + 1)
+    ax = getattr(plots, kind)(
+        fig.add_subplot(), [{"label": "a", "layers": layers, "values": 0.9**layers}]
+    )
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    lo, hi = ax.get_xlim()
+    labels = [
+        t
+        for t in ax.get_xticklabels(which="both")
+        if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi
+    ]
+    assert len(labels) >= 2 and all(t.get_text().isdigit() for t in labels), labels
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+    for left, right in zip(boxes, boxes[1:], strict=False):
+        assert left.x1 < right.x0, [t.get_text() for t in labels]

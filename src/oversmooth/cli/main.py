@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import os
+import re
 import signal
 import sys
+import textwrap
 import warnings
 
 import typer
@@ -19,12 +21,106 @@ if TYPE_CHECKING:
     import click
 
 
+def wrap_whole(
+    text: str, width: int, indent: str = "", first: str | None = None, paragraphs: bool = False
+) -> str:
+    """``text`` wrapped to ``width`` columns at spaces only: a flag (``--prune-layers``), a name
+    (``nonlocal-preln``) or a path (``reports/paper-reproduction``) is never split, at its hyphen
+    or anywhere else (one longer than a line stands alone on its line), nor a number from its
+    unit (``14 s``).  ``first`` replaces
+    ``indent`` on the first line; with ``paragraphs``, blank lines separate paragraphs, each
+    wrapped on its own and keeping its own first line's indentation."""
+    text = _UNIT.sub("\\1\0\\2", text)  # "14 s" stays on one line
+    wrapper = textwrap.TextWrapper(
+        width,
+        break_on_hyphens=False,
+        break_long_words=False,
+        replace_whitespace=False,
+    )
+    if not paragraphs:
+        wrapper.initial_indent = indent if first is None else first
+        wrapper.subsequent_indent = indent
+        return wrapper.fill(text).replace("\0", " ")
+    out = []
+    for block in re.split(r"\n\s*\n", text.expandtabs()):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if not lines:
+            continue
+        extra = " " * (len(lines[0]) - len(lines[0].lstrip()))
+        wrapper.initial_indent = (indent if first is None or out else first) + extra
+        wrapper.subsequent_indent = indent + extra
+        out.append(wrapper.fill(" ".join(line.strip() for line in lines)))
+    return "\n\n".join(out).replace("\0", " ")
+
+
+_UNIT = re.compile(r"(\d) (s|ms|min|MiB|GiB|x|%)(?![\w-])")
+_Context = TyperGroup.context_class  # click's, or the copy of click that typer carries
+
+
+class WholeNamesFormatter(_Context.formatter_class):
+    """Click's help layout with lines broken at spaces only (:func:`wrap_whole`): click's own
+    wrapping splits ``nonlocal-preln`` or ``--data-root`` at the hyphen, and a user copying a
+    flag from a help page must find it whole."""
+
+    def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+        start = f"{'Usage: ' if prefix is None else prefix:>{self.current_indent}}{prog} "
+        if not args:
+            self.write(start.rstrip() + "\n")
+            return
+        text_width = self.width - self.current_indent
+        if text_width >= len(start) + 20:  # the arguments fit to the right of the prefix
+            self.write(wrap_whole(args, text_width, " " * len(start), first=start) + "\n")
+            return
+        indent = " " * (max(self.current_indent, len(start.split()[0])) + 4)
+        self.write(start + "\n" + wrap_whole(args, text_width, indent) + "\n")
+
+    def write_text(self, text: str) -> None:
+        indent = " " * self.current_indent
+        self.write(wrap_whole(text, self.width, indent, paragraphs=True) + "\n")
+
+    def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = [tuple(row) + ("",) * (2 - len(row)) for row in rows]
+        if any(len(row) != 2 for row in rows):
+            raise TypeError("Expected two columns for definition list")
+        first_col = min(max((len(r[0]) for r in rows), default=0), col_max) + col_spacing
+        hang = " " * (first_col + self.current_indent)
+        for term, text in rows:
+            self.write(" " * self.current_indent + term)
+            if not text:
+                self.write("\n")
+                continue
+            if len(term) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(term)))
+            else:  # a long term: its help starts on the next line
+                self.write("\n" + hang)
+            wrapped = wrap_whole(text, max(self.width - first_col - 2, 10), paragraphs=True)
+            lines = wrapped.splitlines() or [""]
+            self.write(lines[0] + "\n")
+            for line in lines[1:]:
+                self.write((hang + line if line else "") + "\n")
+
+
+class HelpContext(_Context):
+    """Every command's context: its help is laid out by :class:`WholeNamesFormatter`."""
+
+    formatter_class = WholeNamesFormatter
+
+
 class OneLineErrors(TyperGroup):
     """Usage errors (bad option values, unknown commands) as one line on stderr, exit code 2.
 
     Click's exceptions are recognised by their interface (``format_message``,
-    ``exit_code``), so this works whether typer vendors click or depends on it.
+    ``exit_code``), so this works whether typer vendors click or depends on it.  Help pages, of
+    the group and of every command it hands out, wrap at spaces only (:class:`HelpContext`).
     """
+
+    context_class = HelpContext
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            command.context_class = HelpContext
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command's first sentence, wrapped rather than cut with "..." to fit the width."""

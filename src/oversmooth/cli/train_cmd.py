@@ -78,6 +78,8 @@ def train(
     else:
         typer.echo(describe(result))
         typer.echo(f"checkpoint: {result.out / 'best.pt'}")
+        if (result.out / "report.html").is_file():  # written once the run has finished
+            typer.echo(f"report: {result.out / 'report.html'}")
     if result.stopped in ("interrupted", "terminated"):
         typer.echo(
             f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "

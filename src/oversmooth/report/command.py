@@ -18,18 +18,18 @@ __all__ = ["reproduce_command"]
 
 
 def reproduce_command(config: Mapping[str, Any]) -> str:
-    """``oversmooth analyze ...`` / ``oversmooth compare ...`` for a folder's config.json (in
-    today's layout or an older one, :func:`~oversmooth.config.upgrade_record`).
+    """``oversmooth analyze ...`` / ``compare ...`` / ``train ...`` for a folder's config.json
+    (in today's layout or an older one, :func:`~oversmooth.config.upgrade_record`).
 
     A prune folder's line is an analyze line (with ``--prune-layers`` and the similarity
     setting it ran with): the same analysis.  Raises ValueError for a configuration no single
-    command wrote (reproduce, train, bench and sweep folders have their own records)."""
-    from oversmooth.run_configs import AnalysisConfig, ComparisonConfig
+    command wrote (reproduce, bench and sweep folders have their own records)."""
+    from oversmooth.run_configs import AnalysisConfig, ComparisonConfig, TrainConfig
 
     record = upgrade_record(config)
     command = record.get("command")
     skip: tuple[str, ...] = ()
-    cls: type[AnalysisConfig | ComparisonConfig]
+    cls: type[AnalysisConfig | ComparisonConfig | TrainConfig]
     if command in ("analyze", "prune"):
         name, cls = "analyze", AnalysisConfig
         if record.get("checkpoint"):  # it fixes these; the line names the checkpoint instead
@@ -37,9 +37,12 @@ def reproduce_command(config: Mapping[str, Any]) -> str:
             skip = tuple(f for f, _ in options_of(cls) if fixed(f))
     elif command == "compare":
         name, cls = "compare", ComparisonConfig
+    elif command == "train":
+        name, cls = "train", TrainConfig
     else:
         raise ValueError(
-            f"config command {command!r}: expected analyze, prune or compare to build a command"
+            f"config command {command!r}: expected analyze, prune, compare or train to build a "
+            "command"
         )
     parts = ["oversmooth", name, *command_options(cls, record, cls().to_dict(), skip)]
     return shlex.join(parts)

@@ -4,9 +4,14 @@
 tables, figures, a verdict banner, code blocks) and renders each to Markdown and to HTML.
 The HTML is built block by block (no patching of rendered text): self-contained (figures
 inlined as PNG data), with a table of contents when the report has at least
-:data:`TOC_MIN_SECTIONS` sections, and figures shown at their natural size (150 dpi PNG shown
-at 96 CSS px per inch) inside a sideways-scrolling frame rather than shrunk until their labels
-cannot be read.
+:data:`TOC_MIN_SECTIONS` sections, and readable on any screen: a figure is shown at its natural
+size (150 dpi PNG shown at 96 CSS px per inch) where the column is wide enough and scaled to the
+column where it is not; a click or tap on a scaled figure shows it at full size (in a frame
+that scrolls sideways), a click on a full-size one opens the PNG.  A table wider than the column
+scrolls sideways inside its frame with its first column fixed, and a small script marks every
+frame whose content overflows with a "scroll sideways" cue and a shadow at the edge that hides
+more; code blocks wrap.  Nothing starts off-screen at a 390 px wide phone
+(``tests/report/test_screens.py`` measures it in Chromium).
 
 Inline Markdown in :meth:`Document.text` is rendered by :func:`inline_html`: code spans,
 ``**strong**``, ``*emphasis*`` and ``[links](url)``; everything else is HTML-escaped.
@@ -339,7 +344,9 @@ class Document:
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(self.title)}</title><style>{_STYLE}</style></head>\n"
-            "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
+            "<body><main>\n"
+            + "\n".join(body)
+            + f"\n</main><script>{_SCRIPT}</script></body></html>\n"
         )
 
     def write(self, folder: str | Path) -> Path:
@@ -376,22 +383,41 @@ class Document:
 _STYLE = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:0;"
     "line-height:1.5}"
-    "main{max-width:74rem;margin:2rem auto;padding:0 1rem}"
+    "main{max-width:74rem;margin:2rem auto;padding:0 1rem;overflow-wrap:anywhere}"
     "p,nav.toc,.verdict{max-width:50rem}"
     "h1{font-size:1.6rem;line-height:1.25}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}"
-    # tables wider than the page scroll sideways instead of overflowing it
-    "table{border-collapse:collapse;font-size:.85rem;margin:1rem 0;display:block;"
-    "overflow-x:auto;max-width:100%}"
+    # a frame (.wide > .scroll) around each table, and each figure, scrolls sideways when its
+    # content is wider than the column; the script marks it (.overflows) and a cue says so
+    ".wide{position:relative;margin:1rem 0;max-width:100%}"
+    ".scroll{overflow-x:auto;max-width:100%}"
+    ".wide.overflows::before{content:'scroll sideways →';display:block;height:1.2rem;"
+    "line-height:1.2rem;text-align:right;font-size:.75rem;color:#666}"
+    ".wide.overflows.at-end::before{content:'← scroll sideways'}"
+    ".wide.overflows:not(.at-end)::after{content:'';position:absolute;top:1.2rem;right:0;"
+    "bottom:0;width:1.5rem;pointer-events:none;"
+    "background:linear-gradient(to left,rgba(0,0,0,.2),rgba(0,0,0,0))}"
+    # separate borders: collapsed ones are drawn by the table, and a sticky cell loses them
+    "table{border-collapse:separate;border-spacing:0;font-size:.85rem;margin:0}"
     "td,th{padding:.2rem .6rem;border-bottom:1px solid #ddd;text-align:right;"
-    "vertical-align:top;white-space:nowrap}th{background:#f6f6f6}"
-    "td.text,th.text{text-align:left;white-space:normal;min-width:8rem}"
-    # figures keep their natural size and scroll sideways on narrow screens
-    ".figure{margin:1.2rem 0;overflow-x:auto;max-width:100%}"
-    ".figure img{display:block;max-width:none;height:auto}"
+    "vertical-align:top;white-space:nowrap;overflow-wrap:normal;background:#fff}"
+    "th{background:#f6f6f6}"
+    "td.text,th.text{text-align:left;white-space:normal;min-width:8rem;overflow-wrap:break-word}"
+    # the first column stays in place while the others scroll under it
+    "td:first-child,th:first-child{position:sticky;left:0;z-index:1;max-width:45vw}"
+    ".wide.scrolled td:first-child,.wide.scrolled th:first-child{"
+    "box-shadow:3px 0 4px -2px rgba(0,0,0,.25)}"
+    # a phone: narrower cells, so that small tables fit without scrolling
+    "@media (max-width:40rem){main{padding:0 .75rem}td,th{padding:.2rem .4rem}"
+    "td.text,th.text{min-width:5rem}}"
+    # figures: natural size where it fits, else the column's width; a click toggles full size
+    ".figure{margin:1.2rem 0;max-width:100%}.figure .wide{margin:0}"
+    ".figure img{display:block;max-width:100%;height:auto}"
+    ".figure.shrunk img{cursor:zoom-in}.figure.full img{max-width:none;cursor:zoom-out}"
+    ".figure.shrunk figcaption::after{content:' (tap or click to enlarge)';color:#888}"
     ".figure figcaption{font-size:.85rem;color:#555;max-width:50rem}"
     "code{background:#f2f2f2;padding:0 .2em;border-radius:3px;font-size:.9em}"
-    "pre.code{background:#f6f8fa;border:1px solid #ddd;padding:.6rem .8rem;overflow-x:auto;"
-    "white-space:pre;font-size:.85rem}pre.code code{background:none;padding:0}"
+    "pre.code{background:#f6f8fa;border:1px solid #ddd;padding:.6rem .8rem;"
+    "white-space:pre-wrap;font-size:.85rem}pre.code code{background:none;padding:0}"
     "nav.toc{background:#fafafa;border:1px solid #e4e4e4;padding:.5rem 1rem;margin:1rem 0}"
     "nav.toc ul{margin:.3rem 0;padding-left:1.2rem}"
     ".verdict{border-left:.45rem solid;border-radius:4px;padding:.6rem 1rem;margin:1rem 0}"
@@ -405,6 +431,31 @@ _STYLE = (
     )
 )
 
+# Marks each frame whose content is wider than it (.overflows, .at-end once scrolled to the
+# end, .scrolled once scrolled at all) and each figure shown smaller than its natural size
+# (.shrunk); a click on a shrunk figure shows it full size (.full), and back.  Without the
+# script a figure still fits the column and a click on it opens the PNG.
+_SCRIPT = (
+    "(function(){"
+    "function cue(){"
+    "document.querySelectorAll('.wide').forEach(function(w){"
+    "var s=w.firstElementChild,over=s.scrollWidth>s.clientWidth+1;"
+    "w.classList.toggle('overflows',over);"
+    "w.classList.toggle('at-end',over&&s.scrollLeft+s.clientWidth>=s.scrollWidth-1);"
+    "w.classList.toggle('scrolled',over&&s.scrollLeft>0);});"
+    "document.querySelectorAll('.figure img').forEach(function(i){"
+    "var f=i.closest('.figure'),want=parseFloat(i.dataset.width||i.naturalWidth);"
+    "f.classList.toggle('shrunk',f.classList.contains('full')||i.clientWidth<want-1);});}"
+    "document.addEventListener('click',function(e){"
+    "var a=e.target.closest&&e.target.closest('a.zoom');if(!a)return;"
+    "var f=a.closest('.figure');if(!f.classList.contains('shrunk'))return;"
+    "e.preventDefault();f.classList.toggle('full');cue();});"
+    "document.querySelectorAll('.scroll').forEach(function(s){"
+    "s.addEventListener('scroll',cue,{passive:true});});"
+    "addEventListener('resize',cue);addEventListener('load',cue);cue();"
+    "})();"
+)
+
 
 def _png_size(data: bytes) -> tuple[int, int] | None:
     if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
@@ -416,17 +467,17 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
 def _html_img(folder: Path, fig: _Figure) -> str:
     data = (folder / fig.name).read_bytes()
     size = _png_size(data)
-    style = ""
-    if fig.width is not None:
-        style = f' style="width:{fig.width:.0f}px"'
-    elif size is not None:
+    width = fig.width
+    if width is None and size is not None:
         width = size[0] * CSS_PX_PER_INCH / DPI
-        style = f' style="width:{width:.0f}px"'
+    style = "" if width is None else f' style="width:{width:.0f}px" data-width="{width:.0f}"'
     encoded = base64.b64encode(data).decode("ascii")
     caption = inline_html(fig.caption)
     return (
-        f'<figure class="figure"><img alt="{html.escape(fig.caption)}"{style} '
-        f'src="data:image/png;base64,{encoded}"><figcaption>{caption}</figcaption></figure>'
+        f'<figure class="figure"><div class="wide"><div class="scroll">'
+        f'<a class="zoom" href="{html.escape(quote(fig.name))}" target="_blank">'
+        f'<img alt="{html.escape(fig.caption)}"{style} src="data:image/png;base64,{encoded}">'
+        f"</a></div></div><figcaption>{caption}</figcaption></figure>"
     )
 
 
@@ -474,4 +525,8 @@ def _html_table(frame: pd.DataFrame, index: bool = False) -> str:
         + "</tr>"
         for row in rows
     )
-    return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (
+        '<div class="wide"><div class="scroll" tabindex="0">'
+        f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        "</div></div>"
+    )

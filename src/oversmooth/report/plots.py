@@ -10,7 +10,7 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -73,6 +73,27 @@ def _log_scales(
     if y_log:
         ax.set_yscale("log")
     return True
+
+
+def _layer_ticks(ax: Axes) -> None:
+    """A log axis of layers labelled with plain integers at 1, 2 and 5 times the powers of 10
+    (unlabelled ticks at the other integers): matplotlib's own labels, ``2×10^0 3×10^0 ...``,
+    run into each other on a curve from layer 2 to 13."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _integer_ticks(*axes: Any) -> None:
+    """Ticks only at whole numbers on these axes (layers, epochs): no ``0.25`` epoch or
+    ``1.5`` layer on a short run."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def verdict_fit(record: Mapping | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -176,6 +197,7 @@ def energy_curves(
         ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
+        _layer_ticks(ax)
         # the y range follows the data alone; the float floor is drawn when part of it falls
         # inside that range, clipped to the axis (a floor far below would squash the curves)
         low, high = _positive(data).min() / 3, _positive(data).max() * 3
@@ -210,7 +232,8 @@ def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         ys.append(values[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
-    _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else [])
+    if _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else []):
+        _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$|R(X^k)| = |E(X^k) - E(X^{k-1})| / E(X^{k-1})$")
     ax.grid(True, which="major", alpha=0.3)
@@ -228,7 +251,8 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         xs.append(layers[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
         ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
-    _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False)
+    if _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False):
+        _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(r"$\mathrm{sim}(X^{k-1}, X^k)$")
     ax.grid(True, alpha=0.3)
@@ -258,6 +282,7 @@ def similarity_heatmap(
         interpolation="nearest",
     )
     ax.figure.colorbar(image, ax=ax, label=r"$\mathrm{sim}(X^s, X^t)$", fraction=0.046, pad=0.04)
+    _integer_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("layer $t$")
     ax.set_ylabel("layer $s$")
     if title:
@@ -345,7 +370,7 @@ def accuracy_drop_curves(
 def training_history(
     ax_loss: Axes, ax_acc: Axes, history: Iterable[Mapping], best_epoch: int
 ) -> tuple[Axes, Axes]:
-    """Train and validation loss (log) and train/val/test accuracy against the epoch."""
+    """Train and validation loss (log) and train/val/test accuracy (%) against the epoch."""
     rows = list(history)
     epochs = [r["epoch"] for r in rows]
     ax_loss.plot(epochs, [r["loss"] for r in rows], label="train loss")
@@ -357,12 +382,13 @@ def training_history(
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.legend(fontsize=8)
     for split in ("train", "val", "test"):
-        ax_acc.plot(epochs, [r[f"{split}_acc"] for r in rows], label=split)
+        ax_acc.plot(epochs, [100 * r[f"{split}_acc"] for r in rows], label=split)
     ax_acc.axvline(
         best_epoch, color="grey", ls="--", lw=0.8, label=f"best val (epoch {best_epoch})"
     )
+    _integer_ticks(ax_loss.xaxis, ax_acc.xaxis)
     ax_acc.set_xlabel("epoch")
-    ax_acc.set_ylabel("accuracy")
+    ax_acc.set_ylabel("accuracy (%)")
     ax_acc.legend(fontsize=8)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
@@ -430,6 +456,7 @@ def energy_dynamics_heatmap(
         ),
     )
     ax.figure.colorbar(image, ax=ax, label=r"$\log_{10} E(X^k)$", fraction=0.046, pad=0.04)
+    _integer_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("epoch")
     ax.set_ylabel("layer $k$")
     return ax
@@ -443,6 +470,7 @@ def energy_against_epoch(
     values = np.asarray(values, dtype=float)
     ax.plot(epochs, values, "o-", ms=3, lw=1.2, label=label)
     _log_scales(ax, epochs, values, x_log=False)
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("epoch")
     ax.set_ylabel("Laplacian energy $E(X^L)$")
     ax.grid(True, alpha=0.3)

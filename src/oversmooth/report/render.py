@@ -58,6 +58,9 @@ __all__ = [
     "evidence_table",
     "rayleigh_section",
     "energy_table",
+    "accuracy_in_percent",
+    "seeds_text",
+    "reproduce_sections",
     "atomic_folder",
     "check_out",
 ]
@@ -170,6 +173,8 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     fits.json written before the verdict existed."""
     import pandas as pd
 
+    from oversmooth.verdict import dropped_text
+
     if not record:
         return None
     ev = record.get("evidence") or {}
@@ -182,9 +187,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         ("seeds pooled (replicates)", record.get("seeds")),
         ("usable layers", record.get("usable_layers")),
     ]
-    counts = (record.get("dropped") or {}).items()
-    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts if v)
-    rows.append(("dropped rows", dropped or "none"))
+    rows.append(("left out of the fits", dropped_text(record.get("dropped") or {})))
     for key in ("rate", "asymptotic_rate"):
         rate = record.get(key)
         if rate:
@@ -280,6 +283,24 @@ def halving_profile_section(doc: Document, records: Mapping[str, dict | None], n
     )
 
 
+def seeds_text(seeds: list[int]) -> str:
+    """``"with seed 0"`` for one seed, ``"over seeds 0, 1, 2"`` for several."""
+    if len(seeds) == 1:
+        return f"with seed {seeds[0]}"
+    return "over seeds " + ", ".join(str(s) for s in seeds)
+
+
+def accuracy_in_percent(frame: pd.DataFrame) -> pd.DataFrame:
+    """A pruning table for reading: ``accuracy`` (a fraction in prune.csv) as ``accuracy (%)``
+    and ``accuracy_drop`` as ``accuracy drop (points)``, the convention of every report."""
+    shown = frame.copy()
+    for column, name in (("accuracy", "accuracy (%)"), ("accuracy_drop", "accuracy drop (points)")):
+        if column in shown:
+            shown[column] = 100 * shown[column]
+            shown = shown.rename(columns={column: name})
+    return shown
+
+
 def _log_mean(values: ArrayLike) -> float:
     """Geometric mean over seeds; NaN (not drawn) when any seed is zero, negative or non-finite."""
     v = np.asarray(values, dtype=np.float64)
@@ -348,12 +369,16 @@ def render_report(folder: str | os.PathLike) -> Path:
         doc = _render_comparison(folder, config)
     else:
         raise ValueError(f"{config_path}: unknown command {command!r}; expected analyze or compare")
-    _environment_section(doc, config)
+    reproduce_sections(doc, config)
     doc.write(folder)
     return folder
 
 
-def _environment_section(doc: Document, config: dict) -> None:
+def reproduce_sections(doc: Document, config: Mapping[str, Any]) -> None:
+    """The closing sections of every command's report: *Reproduce* (the version and commit
+    that wrote it, and the command line that reruns it, from :func:`reproduce_command`) and
+    *Environment* (``config["environment"]``, the versions and machine, and
+    ``config["timings"]``, seconds per stage)."""
     import pandas as pd
 
     env = config.get("environment", {})
@@ -381,8 +406,9 @@ def _environment_section(doc: Document, config: dict) -> None:
     doc.table(
         pd.DataFrame(
             {
-                "item": list(env) + [f"time: {k}" for k in timings],
-                "value": [str(v) for v in env.values()] + [f"{v:.2f}" for v in timings.values()],
+                "item": list(env)
+                + [f"time: {k.removesuffix('_s').replace('_', ' ')}" for k in timings],
+                "value": [str(v) for v in env.values()] + [f"{v:.2f} s" for v in timings.values()],
             }
         )
     )
@@ -453,8 +479,9 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         config["dataset"],
     )
     trained = bool(config.get("checkpoint"))
+    command = config.get("command") or "analyze"  # prune writes the same report
     doc = Document(
-        f"oversmooth analyze: {model} {conv_label(model, conv)}, depth {depth}, {dataset}"
+        f"oversmooth {command}: {model} {conv_label(model, conv)}, depth {depth}, {dataset}"
     )
     mean_fit = fits.get("mean_over_seeds", {})
     if "verdict" in fits and not verdict_record(mean_fit):
@@ -476,7 +503,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     state = (
         f"on the trained checkpoint `{config['checkpoint']}`"
         if trained
-        else "at initialisation over seeds " + ", ".join(str(s) for s in config["seeds"])
+        else "at initialisation " + seeds_text(config["seeds"])
     )
     doc.text(
         f"Measured {state}; energies on the input graph (no self loops), Laplacian energy "
@@ -554,8 +581,10 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
         plots.pruning_bars(
             fig.add_subplot(),
             prune["layer"],
-            prune[column],
-            "accuracy drop" if column == "accuracy_drop" else r"$\|Z_k - Z\|_F / \|Z\|_F$",
+            100 * prune[column] if column == "accuracy_drop" else prune[column],
+            "test accuracy drop (points)"
+            if column == "accuracy_drop"
+            else r"$\|Z_k - Z\|_F / \|Z\|_F$",
             log=column != "accuracy_drop",
         )
         doc.heading("Layer pruning sensitivity")
@@ -566,7 +595,7 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
             else "Relative change of the logits when one layer is replaced by the identity",
             "pruning.png",
         )
-        doc.table(prune)
+        doc.table(accuracy_in_percent(prune))
     doc.heading("Per-layer table (excerpt)")
     first = metrics[metrics["seed"] == config["seeds"][0]]
     picks = sorted(
@@ -665,12 +694,14 @@ def _comparison_dataset_section(
 ) -> None:
     """One dataset of a compare report: final energy against depth, the energy curves at the
     deepest depth with their laws and references, the halving profiles."""
+    seeds = list(config["seeds"])
     fig = plots.figure()
     plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
     doc.heading(f"{dataset}")
     doc.figure(
         fig,
-        f"Final-layer energy against depth on {dataset} (band: min-max over seeds)",
+        f"Final-layer energy against depth on {dataset}"
+        + (" (band: min-max over seeds)" if len(seeds) > 1 else f" (one seed, {seeds[0]})"),
         f"final_energy_{file_stem(dataset)}.png",
     )
     deepest = max(config["depths"])
@@ -706,7 +737,11 @@ def _comparison_dataset_section(
     doc.figure(
         fig,
         f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
-        "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
+        + (
+            "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
+            if len(seeds) > 1
+            else f"(seed {seeds[0]}), log-log, with each verdict's fitted law"
+        )
         + (
             f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
             "bound through each nonlocal curve, at the start of the late window"

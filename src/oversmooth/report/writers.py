@@ -17,8 +17,10 @@ from collections.abc import Mapping, Sequence
 from oversmooth.config import upgrade_record
 from oversmooth.report import plots
 from oversmooth.report.document import MISSING, Document
+from oversmooth.report.prose import conv_label
+from oversmooth.report.render import reproduce_sections
 
-__all__ = ["write_training_report", "write_bench_report"]
+__all__ = ["write_training_report", "write_bench_report", "training_settings"]
 
 
 def _pct(value: Any) -> str:
@@ -50,17 +52,7 @@ def write_training_report(
         config = upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
     found = config.get("model")
     model: dict = found if isinstance(found, dict) else {}
-    what = ", ".join(
-        str(v)
-        for v in (
-            model.get("name"),
-            str(model.get("conv", "")).upper() or None,
-            f"depth {model['depth']}" if "depth" in model else None,
-            config.get("dataset"),
-        )
-        if v
-    )
-    doc = Document(f"oversmooth train: {what}" if what else "oversmooth train")
+    doc = Document(_training_title(config.get("dataset"), model))
     doc.heading("Result")
     doc.text(
         f"{summary.get('stopped', 'stopped')} after {summary.get('epochs_run', len(history))} "
@@ -82,22 +74,76 @@ def write_training_report(
     doc.heading("Training curves")
     doc.figure(
         fig,
-        "Cross-entropy (log scale when it spans more than a decade) and accuracy per epoch; "
+        "Cross-entropy (log scale when it spans more than a decade) and accuracy (%) per epoch; "
         "the dashed line marks the epoch with the best validation accuracy (ties: the lower "
         "validation loss), whose weights are `best.pt`",
         "training.png",
     )
     if dynamics:
         _dynamics_section(doc, dynamics, best_epoch)
+    doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
     if config:
         settings = {k: v for k, v in config.items() if k != "model"}
         settings.update({f"model.{k}": v for k, v in model.items()})  # one row per field
         doc.heading("Configuration")
-        doc.table(
-            pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})
+        doc.text(
+            "Every setting as the run used it; *(default)* marks a value the run chose itself "
+            "(the option was not given)."
         )
-    doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
+        doc.table(training_settings(settings))
+        seconds = summary.get("seconds_this_run")
+        timings = {"training_s": seconds} if isinstance(seconds, (int, float)) else {}
+        reproduce_sections(doc, {**config, "timings": config.get("timings") or timings})
     return doc.write(folder)
+
+
+def _training_title(dataset: Any, model: Mapping[str, Any]) -> str:
+    if not model.get("name"):
+        return "oversmooth train"
+    name = str(model["name"])
+    what = f"{name} {conv_label(name, str(model.get('conv', 'san')))}"
+    if "depth" in model:
+        what += f", depth {model['depth']}"
+    if dataset:
+        what += f", {dataset}"
+    return f"oversmooth train: {what}"
+
+
+# a training setting left to its default (None) -> the config.json key of the value it resolved to
+_RESOLVED = {
+    "lr": "learning_rate",
+    "warmup": "warmup_epochs",
+    "probe_every": "probe_interval",
+    "model.ffn": "ffn_channels",
+    "device": "device_resolved",
+}
+_NOT_SETTINGS = {"command", "environment", "timings", *_RESOLVED.values()}
+
+
+def _setting(key: str, value: Any, config: Mapping[str, Any]) -> str:
+    resolved = config.get(_RESOLVED.get(key, ""))
+    if key == "patience" and value is None:
+        return "off (no early stopping)"
+    if key == "probe_every" and (value == 0 or resolved == 0):
+        return "0 (off: no dynamics.csv)"
+    if key == "device" and resolved is not None and resolved != value:
+        return f"{value} ({resolved})"
+    if value is None and resolved is not None:
+        return f"{resolved:g} (default)" if isinstance(resolved, float) else f"{resolved} (default)"
+    if key == "data_root" and value is None:
+        return "not given"
+    return MISSING if value is None else str(value)
+
+
+def training_settings(config: Mapping[str, Any]) -> Any:
+    """The settings of a training run's ``config.json`` as a setting/value table, each with the
+    value the run used: a setting left to its default (``lr``, ``warmup``, ``probe_every``,
+    ``ffn``: None in config.json) shows what it resolved to, marked *(default)*, so the table
+    never says ``None`` beside the number that was used."""
+    import pandas as pd
+
+    keys = [k for k in config if k not in _NOT_SETTINGS]
+    return pd.DataFrame({"setting": keys, "value": [_setting(k, config[k], config) for k in keys]})
 
 
 def _dynamics_section(doc: Document, dynamics: Sequence[Mapping], best_epoch: int) -> None:
@@ -180,7 +226,9 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
 
     folder = Path(folder)
     m, po = r["machine"], r["probe_overhead"]
-    doc = Document("oversmooth benchmarks")
+    doc = Document(
+        "oversmooth bench: speed and memory targets" + (" (quick run)" if r["quick"] else "")
+    )
     doc.text(
         f"Generated by `oversmooth bench{' --quick' if r['quick'] else ''}` in {r['seconds']:.0f} "
         f"s on {m.get('cpu_model') or m.get('processor')} ({m['cpu_count']} cores, "
