@@ -164,7 +164,10 @@ def analyze_and_report(
         return
     typer.echo(result.verdict)
     if result.prune is not None:
-        typer.echo(result.prune.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        from oversmooth.report.render import accuracy_in_percent
+
+        shown = accuracy_in_percent(result.prune)  # the reports' convention (prune.csv: fractions)
+        typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     typer.echo(f"report: {folder / 'report.html'}")
 
 
