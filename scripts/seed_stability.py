@@ -25,6 +25,7 @@ from oversmooth.config import ModelConfig
 
 def main() -> int:
     from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.outputs import read_table
     from oversmooth.verdict import verdict
 
     out = sys.argv[1]
@@ -35,7 +36,7 @@ def main() -> int:
         started = time.perf_counter()
         cache = Path(out).with_name(f"{Path(out).stem}-{model}-{depth}-{n_seeds}.csv")
         if cache.is_file():  # the forwards are the slow part: reuse a previous run's table
-            frame = pd.read_csv(cache)
+            frame = read_table(cache)
         else:
             result = run_analysis(
                 AnalysisConfig(

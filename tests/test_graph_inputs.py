@@ -26,21 +26,19 @@ from oversmooth.config import ModelConfig
 GRAPH_METRICS = {
     "dirichlet": lambda x, g, **kw: M.dirichlet_energy(x, g, **kw),
     "laplacian": lambda x, g, **kw: M.laplacian_energy(x, g, **kw),
-    "laplacian_degree": lambda x, g, **kw: M.laplacian_energy(x, g, "degree", **kw),
+    "laplacian_degree": lambda x, g, **kw: M.laplacian_energy_degree(x, g, **kw),
     "rayleigh": lambda x, g, **kw: M.rayleigh_energy(x, g, **kw),
     "energy_3": lambda x, g, **kw: M.energy(x, g, 3, **kw),
     "energy_4": lambda x, g, **kw: M.energy(x, g, 4, **kw),
     "rusch": lambda x, g, **kw: M.rusch_dirichlet_energy(x, g, **kw),
-    "mad": lambda x, g, **kw: M.mean_average_distance(x, g, **kw),
-    "mad_global": lambda x, g, **kw: M.mean_average_distance(x, g, "global", **kw),
+    "mean_average_distance": lambda x, g, **kw: M.mean_average_distance(x, g, **kw),
+    "mean_average_distance_global": lambda x, g, **kw: M.mean_average_distance_global(x, g, **kw),
 }
 FREE_METRICS = {
     "effective_rank": lambda x, b, **kw: M.effective_rank(x, batch=b, **kw),
     "feature_norm": lambda x, b, **kw: M.feature_norm(x, batch=b, **kw),
     "cosine": lambda x, b, **kw: M.mean_cosine_similarity(x, x.flip(1), batch=b, **kw),
-    "mad_global_free": lambda x, b, **kw: M.mean_average_distance(
-        x, variant="global", batch=b, **kw
-    ),
+    "mad_global_free": lambda x, b, **kw: M.mean_average_distance_global(x, batch=b, **kw),
 }
 
 
@@ -115,8 +113,9 @@ def test_probe_on_a_batch_equals_each_graph_probed_alone():
     graphs = _graphs(3)
     batch = Batch.from_data_list(graphs)
     model = GCN(3, 8, num_layers=4).double().eval()
-    names = ["laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev"]
-    names += ["feature_norm", "rayleigh_energy", "mad", "mad_global", "effective_rank"]
+    names = ["laplacian_energy", "dirichlet_energy", "relative_energy", "mean_cosine_similarity"]
+    names += ["feature_norm", "rayleigh_energy", "mean_average_distance"]
+    names += ["mean_average_distance_global", "effective_rank"]
     with Probe(model, batch, metrics=names, reduce="none") as probe, torch.no_grad():
         model(batch.x, batch.edge_index)
     frame = probe.to_frame()
@@ -182,8 +181,9 @@ def test_sparse_and_dense_adjacency_equal_edge_index(kind):
     else:
         graph = as_graph(ei, edge_weight=weight, num_nodes=g.num_nodes)
     for name, fn in GRAPH_METRICS.items():
-        want = fn(x, ei, **({} if weight is None or name in ("rusch", "mad") else {}))
-        if weight is not None and name not in ("rusch", "mad"):
+        unweighted = ("rusch", "mean_average_distance")
+        want = fn(x, ei, **({} if weight is None or name in unweighted else {}))
+        if weight is not None and name not in unweighted:
             want = fn(x, as_graph(ei, edge_weight=weight, num_nodes=g.num_nodes))
         assert fn(x, graph).item() == pytest.approx(want.item(), rel=1e-12), name
     model = GCN(3, 4, num_layers=2).double().eval()
@@ -239,10 +239,10 @@ def test_pyg_gcn_training_loop_records_steps_with_flat_memory():
     assert len(frame) == 5 * 17
     assert frame.groupby("step")["layer"].apply(list).tolist() == [list(range(17))] * 5
     first = frame[frame["layer"] == 0]
-    assert first["cosine_prev"].isna().all()
+    assert first["mean_cosine_similarity"].isna().all()
     # layers 1 and 16 change the width (3 -> 16 -> 2): no cosine with the previous layer
-    assert frame[frame["layer"].isin([1, 16])]["cosine_prev"].isna().all()
-    assert frame[frame["layer"].between(2, 15)]["cosine_prev"].notna().all()
+    assert frame[frame["layer"].isin([1, 16])]["mean_cosine_similarity"].isna().all()
+    assert frame[frame["layer"].between(2, 15)]["mean_cosine_similarity"].notna().all()
     # no state is kept between passes: only the 0-d rows grow, 8 bytes each
     assert sizes[10] == sizes[49] and sizes[0] == sizes[9]
     assert _held_scalars(probe) == 5 * 17 * 4  # steps x layers x measured (relative: derived)
@@ -284,7 +284,8 @@ def test_two_passes_are_two_steps_with_their_own_first_layer():
         model(g.x * 2, g.edge_index)
     frame = probe.to_frame()
     assert frame["step"].tolist() == [0] * 4 + [1] * 4
-    assert frame.groupby("step")["cosine_prev"].apply(lambda c: math.isnan(c.iloc[0])).all()
+    cosine = frame.groupby("step")["mean_cosine_similarity"]
+    assert cosine.apply(lambda c: math.isnan(c.iloc[0])).all()
     a, b = (frame[frame["step"] == s].reset_index(drop=True) for s in (0, 1))
     assert np.allclose(b["laplacian_energy"], 4 * a["laplacian_energy"], rtol=1e-12)
 

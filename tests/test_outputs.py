@@ -337,3 +337,22 @@ def test_a_lock_file_nobody_holds_is_taken_and_a_held_one_is_not(tmp_path):
     (tmp_path / ".r.lock").write_text("999999999\n")
     assert remove_unheld_lock(tmp_path / ".r.lock")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_read_table_reads_an_older_folders_column_names(tmp_path):
+    from oversmooth.outputs import read_table
+
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "seed,layer,laplacian_energy,cosine_prev,rusch_dirichlet,mad_global\n0,0,1.5,,2,0.25\n"
+    )
+    frame = read_table(path)
+    assert list(frame.columns) == [
+        "seed",
+        "layer",
+        "laplacian_energy",
+        "mean_cosine_similarity",
+        "rusch_dirichlet_energy",
+        "mean_average_distance_global",
+    ]
+    assert frame["mean_average_distance_global"].iloc[0] == 0.25

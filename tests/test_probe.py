@@ -57,9 +57,9 @@ def _check_table(frame, states, graph):
         )
         assert row["feature_norm"] == pytest.approx(M.feature_norm(x).item(), rel=1e-12)
         if k == 0 or states[k - 1].shape != x.shape:
-            assert math.isnan(row["cosine_prev"])
+            assert math.isnan(row["mean_cosine_similarity"])
         else:
-            assert row["cosine_prev"] == pytest.approx(
+            assert row["mean_cosine_similarity"] == pytest.approx(
                 M.mean_cosine_similarity(states[k - 1], x).item(), rel=1e-10
             )
     energies = [M.laplacian_energy(x, graph).item() for x in states]
@@ -78,7 +78,7 @@ def test_probe_matches_metrics_on_our_model(cora):
         "laplacian_energy",
         "dirichlet_energy",
         "relative_energy",
-        "cosine_prev",
+        "mean_cosine_similarity",
         "feature_norm",
         "step",
     ]
@@ -102,10 +102,10 @@ def test_optional_metrics_and_explicit_layers(cora):
     model = build_model("preln", depth=3, in_channels=cora.num_features, out_channels=7)
     names = [
         "effective_rank",
-        "mad",
-        "mad_global",
+        "mean_average_distance",
+        "mean_average_distance_global",
         "energy_3",
-        "rusch_dirichlet",
+        "rusch_dirichlet_energy",
         "laplacian_energy_degree",
     ]
     with (
@@ -118,18 +118,18 @@ def test_optional_metrics_and_explicit_layers(cora):
     x = states[2]
     row = frame.iloc[2]
     assert row["effective_rank"] == pytest.approx(M.effective_rank(x).item(), rel=1e-9)
-    assert row["mad"] == pytest.approx(
+    assert row["mean_average_distance"] == pytest.approx(
         M.mean_average_distance(x, cora.edge_index).item(), rel=1e-10
     )
-    assert row["mad_global"] == pytest.approx(
-        M.mean_average_distance(x, variant="global").item(), rel=1e-10
+    assert row["mean_average_distance_global"] == pytest.approx(
+        M.mean_average_distance_global(x).item(), rel=1e-10
     )
     assert row["energy_3"] == pytest.approx(M.energy(x, cora.edge_index, 3).item(), rel=1e-10)
-    assert row["rusch_dirichlet"] == pytest.approx(
+    assert row["rusch_dirichlet_energy"] == pytest.approx(
         M.rusch_dirichlet_energy(x, cora.edge_index).item(), rel=1e-10
     )
     assert row["laplacian_energy_degree"] == pytest.approx(
-        M.laplacian_energy(x, cora.edge_index, "degree").item(), rel=1e-10
+        M.laplacian_energy_degree(x, cora.edge_index).item(), rel=1e-10
     )
 
 
@@ -144,7 +144,7 @@ def test_manual_record_and_directed_graph_dirichlet():
     assert frame["dirichlet_energy"][0] == pytest.approx(
         M.dirichlet_energy(x, ei).item(), rel=1e-12
     )
-    assert frame["cosine_prev"][1] == pytest.approx(1.0)
+    assert frame["mean_cosine_similarity"][1] == pytest.approx(1.0)
     assert frame["relative_energy"][1] == pytest.approx(3.0)
 
 
@@ -514,7 +514,7 @@ def test_model_validates_its_graph_input():
 
 def test_probe_records_nan_instead_of_aborting():
     ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
-    names = ["laplacian_energy", "effective_rank", "mad"]
+    names = ["laplacian_energy", "effective_rank", "mean_average_distance"]
     probe = Probe(None, ei, metrics=names)
     x = torch.ones(4, 3, dtype=torch.float64)
     x[3, 0] = float("nan")  # node 3 is isolated

@@ -258,3 +258,18 @@ def test_compare_progress_counts_runs_times_layers():
     )
     run_comparison(config, progress=lambda done, total, what: calls.append((done, total)))
     assert [c[0] for c in calls] == list(range(1, 11)) and {c[1] for c in calls} == {10}
+
+
+def test_old_column_names_are_upgraded_and_new_ones_win():
+    import pandas as pd
+
+    from oversmooth.registry import RENAMED_COLUMNS, upgrade_columns
+
+    old = pd.DataFrame({"layer": [0, 1], "cosine_prev": [float("nan"), 0.5], "mad": [0.1, 0.2]})
+    new = upgrade_columns(old)
+    assert list(new.columns) == ["layer", "mean_cosine_similarity", "mean_average_distance"]
+    assert new["mean_cosine_similarity"].iloc[1] == 0.5
+    assert upgrade_columns(new) is new  # nothing to rename
+    both = old.assign(mean_cosine_similarity=[1.0, 1.0])
+    assert upgrade_columns(both)["mean_cosine_similarity"].tolist() == [1.0, 1.0]
+    assert set(RENAMED_COLUMNS) == {"cosine_prev", "rusch_dirichlet", "mad", "mad_global"}

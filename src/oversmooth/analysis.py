@@ -239,7 +239,7 @@ def describe_curve(
             "laplacian_energy": np.asarray(energies, dtype=np.float64),
         }
     )
-    for name, values in (("relative_energy", relative), ("cosine_prev", cosine)):
+    for name, values in (("relative_energy", relative), ("mean_cosine_similarity", cosine)):
         if values is not None:
             frame[name] = np.asarray(values, dtype=np.float64)
     return describe_frame(frame, hidden=1, title=title, dtype=dtype)
@@ -253,7 +253,7 @@ def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
         "laplacian_energy": geometric_mean,
         "feature_norm": "mean",
         "relative_energy": "median",
-        "cosine_prev": "median",
+        "mean_cosine_similarity": "median",
         "float_floor": "max",
         "at_floor": "any",
         "float64_energy": geometric_mean,

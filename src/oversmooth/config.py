@@ -543,7 +543,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "metrics",
         ("--metrics",),
-        "Extra per-layer metrics, e.g. effective_rank,mad,energy_3 (see `oversmooth metrics`).",
+        "Extra per-layer metrics, e.g. effective_rank,mean_average_distance,energy_3 "
+        "(see `oversmooth metrics`).",
         "extra",
     ),
     Option(

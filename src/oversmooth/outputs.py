@@ -19,6 +19,9 @@ Every command that writes a folder goes through this module:
   holder removes the file on release; an acquirer that finds the path no
   longer names the file it locked tries again, so at most one process holds a
   folder whatever the timing.
+- :func:`read_table` is the one reader of a per-layer table written to disk (``metrics.csv``,
+  a sweep cell's rows): it upgrades the column names of folders written by older versions
+  (:func:`oversmooth.registry.upgrade_columns`).
 - :func:`write_json` is the one JSON writer: strict JSON (``NaN``/``Infinity`` become
   ``null``), written atomically.
 - :func:`atomic_folder` writes into a hidden temporary sibling
@@ -54,7 +57,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -63,6 +66,9 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MARKER",
@@ -81,6 +87,7 @@ __all__ = [
     "clean_stale_siblings",
     "remove_unheld_lock",
     "FolderBusyError",
+    "read_table",
 ]
 
 MARKER = ".oversmooth.json"
@@ -647,3 +654,15 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> 
     """Write ``obj`` to ``path`` as strict JSON (:func:`json_text`) plus a newline, whole or
     not at all (:func:`atomic_text`): the one way the package writes a JSON file."""
     atomic_text(path, json_text(obj, indent=indent) + "\n")
+
+
+# -- reading tables back -------------------------------------------------------------------------
+
+
+def read_table(path: str | os.PathLike) -> pd.DataFrame:
+    """A table oversmooth wrote (``metrics.csv`` and the like), with current column names."""
+    import pandas as pd
+
+    from oversmooth.registry import upgrade_columns
+
+    return upgrade_columns(pd.read_csv(path))

@@ -4,8 +4,9 @@
 block and removes them on exit, also when the forward raises.  Each hook
 measures the layer's output on the model's device, in float64, and keeps only
 0-d tensors: no host synchronisation per layer, and memory that does not grow
-with depth (one previous state is kept for ``cosine_prev``, ``angular_distance`` and
-``relative_update``).  Values reach the host once, in :meth:`Probe.to_frame`.
+with depth (the previous layer's state is kept for the metrics measured against it:
+``mean_cosine_similarity``, ``angular_distance``, ``relative_update``).  Values reach the host
+once, in :meth:`Probe.to_frame`.
 
 Which state is layer ``k`` (one convention for every model): layer 0 is the
 *input* of the first recorded layer module, layer ``k`` the output of the
@@ -44,20 +45,30 @@ Example:
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from oversmooth import metrics as M
 from oversmooth.graph import GraphOperator, as_graph, dense_to_rows, hetero_hint
+from oversmooth.metrics import kernels as K
+from oversmooth.metrics.energies import relative_energy
+from oversmooth.metrics.registry import (
+    DEFAULT_METRICS,
+    METRICS,
+    NOT_PER_LAYER,
+    Metric,
+    available_metrics,
+    between_kernel,
+    check_metrics,
+    layer_kernel,
+)
+from oversmooth.metrics.state import LayerState, Workspace
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.model import DepthModel
-from oversmooth.resources import check_energy_order
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,262 +83,6 @@ __all__ = [
     "check_metrics",
     "find_layers",
 ]
-
-
-class _Workspace:
-    """Float64 buffers reused from layer to layer (the state copy and its Laplacian), so
-    that measuring a layer allocates less of size ``n x d`` (fresh allocations of that size
-    cost page faults on every layer).  States above :data:`_KEEP_VALUES` values get fresh
-    buffers instead, freed after their layer: on a large graph they would sit beside the
-    model's own peak (at 10^6 nodes and 32 channels the two are 512 MiB), while a page fault
-    costs little next to that layer's work.  ``cosine_prev`` keeps its own copy of the
-    previous layer's unit rows."""
-
-    def __init__(self) -> None:
-        self.key: tuple | None = None
-
-    def buffers(self, x: Tensor, op: GraphOperator) -> tuple[Tensor, Tensor | None]:
-        rows = (op.runs.scratch_rows(x.size(1)), x.size(1))  # edge-chunk scratch
-        key = (tuple(x.shape), x.device, rows)
-        keep = x.numel() <= _KEEP_VALUES
-        if key != self.key:
-            make = lambda: torch.empty(x.shape, dtype=torch.float64, device=x.device)  # noqa: E731
-            self.state: Tensor | None = make() if keep else None
-            self.lap: Tensor | None = make() if keep else None
-            self.scratch = (
-                torch.empty(rows, dtype=torch.float64, device=x.device),
-                torch.empty(rows, dtype=torch.float64, device=x.device),
-            )
-            self.key = key
-        if not keep:
-            return torch.empty(x.shape, dtype=torch.float64, device=x.device), None
-        assert self.state is not None
-        return self.state, self.lap
-
-
-#: The largest state (values) whose float64 buffers a Probe keeps between layers (64 MiB).
-_KEEP_VALUES = 1 << 23
-
-
-class _LayerCache:
-    """Intermediate results shared by the metrics of one layer state (each computed at most
-    once).  Every value comes from the exact kernels of :mod:`oversmooth.metrics`."""
-
-    def __init__(self, x: Tensor, op: GraphOperator, workspace: _Workspace) -> None:
-        self.x, self._lap_buf = workspace.buffers(x, op)
-        self._scratch = workspace.scratch
-        self.x.copy_(x)  # float64 copy of the state
-        self.narrow = x.dtype in M.NARROW  # its squares cannot overflow: no scaling pass
-        self.op = op
-        self._lap: Tensor | None = None
-        self._edge_sum: Tensor | None = None
-        self._unit: Tensor | None = None
-        self._poison: Tensor | None = None
-
-    @property
-    def poison(self) -> Tensor:  # 0-d: 0 when every entry is finite, else NaN (one pass)
-        if self._poison is None:
-            self._poison = M._poison(self.x, self.op)
-        return self._poison
-
-    @property
-    def lap(self) -> Tensor:  # [n, d] Delta x from edge differences (0 on isolated nodes)
-        if self._lap is None:  # one pass over the edges gives Delta x and the Dirichlet sum
-            self._lap, self._edge_sum = M._laplacian_and_edge_sum(
-                self.x, self.op, self._lap_buf, self._scratch, self.poison
-            )
-        return self._lap
-
-    def drop_laplacian(self) -> None:
-        """Let ``Delta x`` go (a fresh tensor on a large graph) once no column needs it."""
-        self._lap = None
-
-    @property
-    def edge_sum(self) -> Tensor:  # 0-d sum_e w_e ||x_src - x_dst||^2
-        if self._edge_sum is None:
-            _ = self.lap  # computes both
-        assert self._edge_sum is not None  # set by self.lap
-        return self._edge_sum
-
-    @property
-    def unit(self) -> Tensor:  # [n, d] unit rows (zero rows stay zero)
-        if self._unit is None:
-            self._unit = M._unit_rows(self.x, self.narrow)
-        return self._unit
-
-
-def _energy(order: int, measure: str = "degree") -> Callable[[_LayerCache], Tensor]:
-    # every order reuses the layer's one pass over the edges (Laplacian and Dirichlet sum)
-    return lambda c: M._energy_kernel(
-        c.x, c.op, order, measure, lap=c.lap, edge_sum=c.edge_sum, poison=c.poison
-    )
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One per-layer measure: the column a :class:`Probe` records (and ``--metrics`` names).
-
-    ``kind`` is ``layer`` (``fn(cache)`` gives the 0-d float64 value of one layer state),
-    ``derived`` (computed from the previous layer too; ``fn`` is None) or ``pattern``
-    (a family of names, ``energy_<m>``).  ``default``: recorded when no list is given.
-    """
-
-    name: str
-    help: str
-    kind: str = "layer"
-    fn: Callable[[_LayerCache], Tensor] | None = None
-    default: bool = False
-
-
-# The one registry of metric names: the Probe, `--metrics` and `oversmooth metrics` read it.
-# The defaults come first, in the column order of a Probe's table.
-METRICS: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric(
-            "laplacian_energy",
-            "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure)",
-            fn=_energy(2, "counting"),
-            default=True,
-        ),
-        Metric(
-            "dirichlet_energy",
-            "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2",
-            fn=_energy(1),
-            default=True,
-        ),
-        Metric(
-            "relative_energy",
-            "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1); -> 0 is the curse of depth",
-            kind="derived",
-            default=True,
-        ),
-        Metric(
-            "cosine_prev",
-            "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i)",
-            kind="derived",
-            default=True,
-        ),
-        Metric(
-            "feature_norm",
-            "sqrt((1/n) ||X||_F^2)",
-            fn=lambda c: M._feature_norm(c.x, c.op, c.narrow),
-            default=True,
-        ),
-        Metric(
-            "rayleigh_energy",
-            "E2 / ((1/n) ||X||_F^2) = ||PX - X||_F^2 / ||X||_F^2: scale-invariant "
-            "Laplacian energy (rayleigh_energy)",
-            fn=lambda c: M._rayleigh(_energy(2, "counting")(c), c.x, c.op),
-        ),
-        Metric(
-            "laplacian_energy_degree",
-            "E2 in the degree measure: node i weighted by its degree "
-            "d_i (laplacian_energy(measure='degree'))",
-            fn=_energy(2, "degree"),
-        ),
-        Metric(
-            "energy_<m>",
-            "E_m for an order 1 <= m <= 1000, e.g. energy_3: E_2k = (1/n) int "
-            "|Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu",
-            kind="pattern",
-        ),
-        Metric(
-            "rusch_dirichlet",
-            "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. "
-            "2023; rusch_dirichlet_energy)",
-            fn=lambda c: (
-                M._half_edge_sum(c.x, c.op, weighted=False) / M._sizes(c.op, c.op.num_nodes)
-            ).sqrt(),
-        ),
-        Metric(
-            "mad",
-            "(1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)) (mean_average_distance)",
-            fn=lambda c: M._mad_neighbors(c.x, c.op),
-        ),
-        Metric(
-            "mad_global",
-            "mean over all pairs i != j of 1 - cos(X_i, X_j) "
-            "(mean_average_distance(variant='global'))",
-            fn=lambda c: M._mad_global(c.x, c.op),
-        ),
-        Metric(
-            "effective_rank",
-            "exp(entropy of normalised singular values of X - mean)",
-            fn=lambda c: M._effective_rank(c.x, c.op),
-        ),
-        Metric(
-            "normalized_dirichlet_energy",
-            "(1/n) * 1/2 sum_ij w_ij ||X_i/sqrt(d_i) - X_j/sqrt(d_j)||^2 = (1/n) tr(X^T (I - "
-            "D^-1/2 W D^-1/2) X) (Cai & Wang 2020); not 0 on constant X unless degrees are equal",
-            fn=lambda c: 0.5 * M._normalized_edge_sum(c.x, c.op) / M._sizes(c.op, c.op.num_nodes),
-        ),
-        Metric(
-            "rank_one_distance",
-            "||X - 1 mean(X)^T||_F / ||X||_F = min_u ||X - 1u^T||_F / ||X||_F: 0 is rank "
-            "collapse to one row (Roth & Liebig 2023); NaN for X = 0",
-            fn=lambda c: M._rank_one_distance(c.x, c.op),
-        ),
-        Metric(
-            "stream_variance",
-            "(1/(n d)) ||X - 1 mean(X)^T||_F^2, mean over channels of the variance over nodes; "
-            "its growth with depth (Sun et al. 2025)",
-            fn=lambda c: M._stream_variance(c.x, c.op),
-        ),
-        Metric(
-            "angular_distance",
-            "(1/n) sum_i arccos(cos(X^k-1_i, X^k_i)) / pi, per node then averaged (Gromov et "
-            "al. 2024)",
-            kind="derived",
-        ),
-        Metric(
-            "relative_update",
-            "||X^k - X^k-1||_F / ||X^k-1||_F (Csordas et al. 2025)",
-            kind="derived",
-        ),
-    )
-}
-# Measures that are not per-layer columns (not accepted by --metrics), listed beside them.
-NOT_PER_LAYER: dict[str, str] = {
-    "layer_similarity": "L x L matrix of sim(X^s, X^t) over all layer pairs: "
-    "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
-}
-DEFAULT_METRICS = tuple(name for name, m in METRICS.items() if m.default)
-# The derived measures computed from the previous layer's float64 state (NaN at a step's
-# first layer, like cosine_prev): name -> fn(prev64, x64, op).
-_BETWEEN_STATES: dict[str, Callable[..., Tensor]] = {
-    "angular_distance": M._angular_distance,
-    "relative_update": M._relative_update,
-}
-_ENERGY_M = re.compile(r"^energy_([1-9][0-9]*)$")
-
-
-def available_metrics() -> list[str]:
-    """Every metric name a probe accepts (``energy_<m>`` for any order ``1 <= m <= 1000``)."""
-    return list(METRICS)
-
-
-def _metric_fn(name: str) -> Callable[[_LayerCache], Tensor] | None:
-    metric = METRICS.get(name)
-    if metric is not None and metric.kind != "pattern":
-        return metric.fn  # None for a derived metric
-    match = _ENERGY_M.match(name)
-    if match:
-        order = int(match.group(1))
-        check_energy_order(order)
-        return _energy(order)
-    raise ValueError(  # the registries' wording (oversmooth.registry.Registry.resolve)
-        f"metrics: expected one of {', '.join(available_metrics())} (energy_<m> for any order "
-        f"m >= 1), received {name!r}"
-    )
-
-
-def check_metrics(names: Iterable[str]) -> list[str]:
-    """Validate metric names (``ValueError`` listing the valid ones) and return them as a list."""
-    names = list(names)
-    for name in names:
-        _metric_fn(name)
-    return names
 
 
 _CAPTURES = ("output", "residual")
@@ -736,9 +491,9 @@ class Probe:
 
     **Steps**: every forward pass of ``model`` inside the probe is a new ``step`` (0, 1, ...;
     a column of :meth:`to_frame`); ``every=N`` records only passes 0, N, 2N, ...
-    ``cosine_prev``, ``angular_distance`` and ``relative_update`` are NaN at each step's first
-    layer.  Per step only the 0-d rows are kept (layer states only with ``similarity=True``,
-    and then only for the last step).
+    ``mean_cosine_similarity``, ``angular_distance`` and ``relative_update`` are NaN at each
+    step's first layer.  Per step only the 0-d rows are kept (layer states only with
+    ``similarity=True``, and then only for the last step).
 
     Args:
         model: the model to observe (left unchanged: the probe keeps its state on itself
@@ -750,7 +505,8 @@ class Probe:
             input graph and energies are measured on its line graph
             (``model.state_graph``); a :class:`GraphOperator` is used as given.
         metrics: names from :func:`available_metrics`; default
-            ``laplacian_energy, dirichlet_energy, relative_energy, cosine_prev, feature_norm``.
+            ``laplacian_energy, dirichlet_energy, relative_energy, mean_cosine_similarity,
+            feature_norm``.
         layers: modules to record (default: found automatically, see above); not empty.
         capture: ``"output"`` or ``"residual"`` (see above).
         edge_weight: ``[num_edges]`` weights of an ``edge_index`` graph.
@@ -812,12 +568,19 @@ class Probe:
         if isinstance(metrics, str):
             metrics = [m.strip() for m in metrics.split(",") if m.strip()]
         self.metrics = list(dict.fromkeys(metrics))
-        self._fns = {name: _metric_fn(name) for name in self.metrics}
+        self._layer_fns: dict[str, Callable[[LayerState], Tensor]] = {}  # per LayerState
+        for name in self.metrics:
+            kernel = layer_kernel(name)  # raises for an unknown name
+            if kernel is not None:
+                self._layer_fns[name] = kernel
         # relative_energy is derived from the Laplacian energy, which is then measured too
-        self._measured = [m for m in self.metrics if self._fns[m] is not None]
-        if "relative_energy" in self.metrics and "laplacian_energy" not in self._measured:
-            self._fns["laplacian_energy"] = METRICS["laplacian_energy"].fn
-            self._measured.append("laplacian_energy")
+        if "relative_energy" in self.metrics and "laplacian_energy" not in self._layer_fns:
+            self._layer_fns["laplacian_energy"] = cast(
+                Callable[[LayerState], Tensor], METRICS["laplacian_energy"].fn
+            )
+        self._between_fns = {
+            name: fn for name in self.metrics if (fn := between_kernel(name)) is not None
+        }
         if reduce not in ("mean", "none"):
             raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -862,6 +625,8 @@ class Probe:
             self._operator = as_graph(
                 graph, edge_weight=edge_weight, batch=batch, mask=mask, self_loops=self_loops
             )
+        if self._operator is not None:  # the edge pass's plan, built now (it reads the host)
+            K.edge_pairs(self._operator)
         if head_energies and (batch is not None or self._batched):
             raise ValueError(
                 "head_energies: not available per graph; probe one graph of the batch or set "
@@ -923,12 +688,10 @@ class Probe:
     def reset(self) -> None:
         """Forget everything recorded (hooks stay attached)."""
         self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
-        self._prev: Tensor | None = None  # unit rows of the previous state
-        self._prev_state: Tensor | None = None  # float64 previous state (angular, update)
-        self._spare_state: Tensor | None = None  # the buffer the next state is copied into
+        self._prev: LayerState | None = None  # the previous layer's state (between metrics)
         self._states: dict[int, Tensor] = {}
         self._sample_index: Tensor | None = None
-        self._workspace = _Workspace()
+        self._workspace = Workspace()
         self._stream_width: int | None = None
         self._passes = 0  # forward passes of the model seen
         self._step = 0  # the step being recorded
@@ -978,7 +741,7 @@ class Probe:
         self._step = self._passes
         self._passes += 1
         self._active = self._step % self.every == 0
-        self._prev = self._prev_state = self._spare_state = None
+        self._prev = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
@@ -997,9 +760,9 @@ class Probe:
                 stacklevel=2,
             )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
-        self._prev = self._prev_state = self._spare_state = None
+        self._prev = None
         self._attention.clear()
-        self._workspace = _Workspace()
+        self._workspace = Workspace()
 
     def _record_stream_end(self, output: object) -> None:
         last = len(self.layers)
@@ -1110,46 +873,31 @@ class Probe:
                 f"received shape {list(x.shape)}"
             )
         x, op = self._graph_for(x)
-        cache = _LayerCache(x, op, self._workspace)
-        row = {
-            name: cast(Callable[[_LayerCache], Tensor], self._fns[name])(cache)
-            for name in self._measured
-        }
-        cache.drop_laplacian()  # only the per-layer columns use it: free it before the rest
-
-        def missing() -> Tensor:  # NaN: no previous layer (or another width)
-            nan = float("nan")
-            return (
-                cache.x.new_tensor(nan)
-                if op.batch is None
-                else cache.x.new_full((op.num_graphs,), nan)
-            )
-
-        if "cosine_prev" in self.metrics:
-            prev = self._prev
-            if prev is None or prev.shape != x.shape:
-                row["cosine_prev"] = missing()
-            else:  # (1/n) sum_i cos(a_i, b_i), zero rows give 0 (metrics.mean_cosine_similarity)
-                row["cosine_prev"] = M._mean_unit_cosine(prev, cache.unit, op)
-            self._prev = cache.unit
-        between = [m for m in _BETWEEN_STATES if m in self.metrics]
-        if between:  # need the previous state itself (float64), not only its unit rows
-            state = self._prev_state
-            same = state is not None and state.shape == cache.x.shape
-            for name in between:
-                row[name] = _BETWEEN_STATES[name](state, cache.x, op) if same else missing()
-            # cache.x is a workspace buffer, reused: copy it into the spare of two buffers
-            spare = self._spare_state
-            if spare is None or spare.shape != cache.x.shape or spare.device != cache.x.device:
-                spare = torch.empty_like(cache.x)
-            self._spare_state, self._prev_state = state, spare.copy_(cache.x)
+        buffer = self._workspace.state(x).copy_(x)  # the float64 copy of the state
+        state = LayerState(buffer, op, x.dtype in K.NARROW, self._workspace)
+        row = {name: fn(state) for name, fn in self._layer_fns.items()}
+        state.drop_laplacian()  # only the per-layer columns use it: free it before the rest
+        if self._between_fns:
+            row.update(self._between(state, op))
         if self.head_energies:
-            row.update(self._head_energies(k, cache.x))
+            row.update(self._head_energies(k, state.x))
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         self._stream_width = x.size(1)
         if self.similarity:
-            self._keep_state(k, x, cache)
+            self._keep_state(k, x, state)
+
+    def _between(self, state: LayerState, op: GraphOperator) -> dict[str, Tensor]:
+        """The metrics measured against the previous layer's state (NaN at a step's first
+        layer, or after a layer of another width); ``state`` becomes the previous one."""
+        prev, self._prev = self._prev, state
+        if prev is not None and prev.x.shape == state.x.shape:
+            return {name: fn(prev, state) for name, fn in self._between_fns.items()}
+        nan = float("nan")
+        missing = (
+            state.x.new_tensor(nan) if op.batch is None else state.x.new_full((op.num_graphs,), nan)
+        )
+        return dict.fromkeys(self._between_fns, missing)
 
     def _head_energies(self, k: int, x64: Tensor) -> dict[str, Tensor]:
         """``head_energy_<h>`` of layer ``k`` under the attention its block emitted in this
@@ -1160,19 +908,19 @@ class Probe:
             nan = x64.new_tensor(float("nan"))
             return {f"head_energy_{h}": nan for h in range(heads)}
         alpha = attention.weights.to(torch.float64)  # [E, h]
-        energy = M._head_energies(x64, attention.src, attention.dst, alpha)  # [h]
+        energy = K.head_energies(x64, attention.src, attention.dst, alpha)  # [h]
         return {f"head_energy_{h}": energy[h] for h in range(heads)}
 
-    def _keep_state(self, k: int, x: Tensor, cache: _LayerCache) -> None:
+    def _keep_state(self, k: int, x: Tensor, state: LayerState) -> None:
         if self.similarity_sample is not None and self.similarity_sample < x.size(0):
             if self._sample_index is None or self._sample_index.device != x.device:
                 gen = torch.Generator().manual_seed(self.seed)
                 self._sample_index = torch.randperm(x.size(0), generator=gen)[
                     : self.similarity_sample
                 ].to(x.device)
-            unit = M._unit_rows(x[self._sample_index].to(torch.float64), cache.narrow)
+            unit = K.unit_rows(x[self._sample_index].to(torch.float64), state.narrow)
         else:
-            unit = cache.unit  # the rows cosine_prev uses, when it is measured
+            unit = state.unit
         self._states[k] = unit.to(self.similarity_dtype, copy=True)
 
     # -- results --------------------------------------------------------------------------------
@@ -1226,7 +974,7 @@ class Probe:
             relative = np.full_like(energy, np.nan)
             for step in np.unique(steps):  # per step, per graph (columns), along the layers
                 at = np.flatnonzero(steps == step)
-                relative[at] = M.relative_energy(torch.from_numpy(energy[at])).numpy()
+                relative[at] = relative_energy(torch.from_numpy(energy[at])).numpy()
             data["relative_energy"] = relative
         extra = [c for c in keys if c.startswith("head_energy_")]
         columns = [*self.metrics, *extra]

@@ -3,15 +3,21 @@
 Every place that lists, checks or describes one of these names reads it here: the
 model constructor, the run configs, the CLI choices and ``--help`` text, and
 ``oversmooth models``.  Adding a model is one :class:`ModelEntry` in :data:`MODELS`.
-Metric names live in :data:`oversmooth.probe.METRICS` (they include the pattern
-family ``energy_<m>``, so they are checked by :func:`oversmooth.probe.check_metrics`).
+Metric names live in :data:`oversmooth.metrics.registry.METRICS` (they include the pattern
+family ``energy_<m>``, so they are checked by :func:`oversmooth.metrics.check_metrics`); the
+column names of older output folders are mapped to them here (:data:`RENAMED_COLUMNS`), so
+that every reader of a table (:func:`oversmooth.outputs.read_table`, the verdict) can upgrade
+it without importing torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 from collections.abc import Iterator, Mapping
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Registry",
@@ -23,6 +29,8 @@ __all__ = [
     "NORMS",
     "DISPLAY",
     "display_name",
+    "RENAMED_COLUMNS",
+    "upgrade_columns",
 ]
 
 E = TypeVar("E")
@@ -204,3 +212,22 @@ DISPLAY: Mapping[str, str] = _DisplayNames()
 def display_name(model: str) -> str:
     """The name reports print for ``model`` (``Post-LN`` for ``postln``)."""
     return DISPLAY.get(model, model)
+
+
+# -- old column names ----------------------------------------------------------------------------
+
+#: Column names of per-layer tables written before a column was named after the function that
+#: computes it (oversmooth.metrics.registry) -> the name now.
+RENAMED_COLUMNS: dict[str, str] = {
+    "cosine_prev": "mean_cosine_similarity",
+    "rusch_dirichlet": "rusch_dirichlet_energy",
+    "mad": "mean_average_distance",
+    "mad_global": "mean_average_distance_global",
+}
+
+
+def upgrade_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its old column names (:data:`RENAMED_COLUMNS`) renamed to the current
+    ones; ``frame`` itself when it has none (a column already under its new name wins)."""
+    old = {c: new for c, new in RENAMED_COLUMNS.items() if c in frame and new not in frame}
+    return frame.rename(columns=old) if old else frame

@@ -16,7 +16,7 @@ Names (``prefix`` defaults to ``"energy"``):
   :data:`oversmooth.verdict.LABELS`, and, where the tracker takes text, ``{prefix}/verdict``:
   the label and its one-line summary.
 
-Metrics undefined at the first layer (``relative_energy``, ``cosine_prev``,
+Metrics undefined at the first layer (``relative_energy``, ``mean_cosine_similarity``,
 ``angular_distance``, ``relative_update``, ``head_energy_*``: NaN there by definition) are not
 logged at that layer; every other NaN or infinity is logged as it is (it means something).
 """
@@ -42,7 +42,12 @@ VERDICT_CODES = {label: code for code, label in enumerate(LABELS)}
 # columns of a per-layer table that say where a row is, not what was measured
 _ID_COLUMNS = ("layer", "step", "graph", "seed", "epoch", "global_step")
 # NaN at the first layer of every step, by definition
-_UNDEFINED_AT_FIRST = ("relative_energy", "cosine_prev", "angular_distance", "relative_update")
+_UNDEFINED_AT_FIRST = (
+    "relative_energy",
+    "mean_cosine_similarity",
+    "angular_distance",
+    "relative_update",
+)
 
 
 def _metric_columns(frame: pd.DataFrame, metrics: Iterable[str] | None) -> list[str]:

@@ -46,6 +46,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from oversmooth.registry import upgrade_columns
 from oversmooth.fit import float_floor, geometric_mean
 from oversmooth.lawfit import (
     BOOTSTRAP_DRAWS,
@@ -172,6 +173,7 @@ def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
 
     if not isinstance(frame, pd.DataFrame):
         frame = pd.DataFrame(frame)
+    frame = upgrade_columns(frame)  # a table read from an older folder by other means
     for name in ("layer", energy):
         if name not in frame:
             raise ValueError(
@@ -248,7 +250,9 @@ def verdict(
 
     Args:
         frame: per-layer table: ``layer``, the ``energy`` column, optionally ``seed``,
-            ``feature_norm``, ``relative_energy``, ``cosine_prev``, ``at_floor``, ``float_floor``.
+            ``feature_norm``, ``relative_energy``, ``mean_cosine_similarity``, ``at_floor``,
+            ``float_floor`` (old column names are upgraded, see
+            :func:`oversmooth.registry.upgrade_columns`).
         energy: the column to classify.
         title: prefix of the one-line summary (e.g. the model and depth).
         dtype: name of the stored states' precision, for the floor; default: the frame's
@@ -921,8 +925,8 @@ def _curse(
     r_hi = max(abs(math.expm1(lo)), abs(math.expm1(hi)))
     r_lo = 0.0 if lo * hi <= 0 else min(abs(math.expm1(lo)), abs(math.expm1(hi)))
     cos = None
-    if "cosine_prev" in frame:
-        c = frame[frame["layer"].isin(last)]["cosine_prev"].to_numpy(dtype=np.float64)
+    if "mean_cosine_similarity" in frame:
+        c = frame[frame["layer"].isin(last)]["mean_cosine_similarity"].to_numpy(dtype=np.float64)
         c = c[np.isfinite(c)]
         cos = float(np.median(c)) if len(c) else None
     numbers = {"curse_r_median": r_med, "curse_r_high": r_hi, "curse_cosine": cos}

@@ -28,12 +28,12 @@ ACCEPTED = [
     "laplacian_energy_degree",
     "dirichlet_energy",
     "feature_norm",
-    "rusch_dirichlet",
-    "mad",
-    "mad_global",
+    "rusch_dirichlet_energy",
+    "mean_average_distance",
+    "mean_average_distance_global",
     "effective_rank",
     "relative_energy",
-    "cosine_prev",
+    "mean_cosine_similarity",
     "energy_1",
     "energy_5",
 ]
@@ -68,7 +68,7 @@ def test_every_listed_metric_is_accepted_by_the_probe():
         "laplacian_energy",
         "dirichlet_energy",
         "relative_energy",
-        "cosine_prev",
+        "mean_cosine_similarity",
         "feature_norm",
     ]
 

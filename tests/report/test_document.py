@@ -150,7 +150,8 @@ def test_energy_table_has_no_spread_for_one_seed_and_no_index_row():
             "prune": [2, 4],
             "dtype": "float32",
             "floor": "shadow",
-            "metrics": [*DEFAULT_METRICS, "mad"],  # the CLI's --metrics adds to the defaults
+            # the CLI's --metrics adds to the defaults
+            "metrics": [*DEFAULT_METRICS, "mean_average_distance"],
         },
         {"command": "analyze", "model": "postln", "depth": 256, "seeds": [0, 1, 2, 3, 4]},
     ],
@@ -270,7 +271,7 @@ def test_growth_prose_keeps_the_curse_of_depth_numbers():
             "layer": k,
             "laplacian_energy": energy,
             "feature_norm": 1.0,
-            "cosine_prev": np.r_[np.nan, np.full(64, 0.99)],
+            "mean_cosine_similarity": np.r_[np.nan, np.full(64, 0.99)],
         }
     )
     desc = describe_frame(frame, 32, title="test", dtype="float64")

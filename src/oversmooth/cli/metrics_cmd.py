@@ -1,7 +1,8 @@
 """``oversmooth metrics``: the measures the toolkit records, with their formulas.
 
-Reads the one metric registry (:data:`oversmooth.probe.METRICS`): every name listed here is
-accepted by ``--metrics`` and ``Probe(metrics=...)``, and every accepted name is listed.
+Reads the one metric registry (:data:`oversmooth.metrics.registry.METRICS`): every name listed
+here is accepted by ``--metrics`` and ``Probe(metrics=...)``, every accepted name is listed, and
+each is the name of the function in :mod:`oversmooth.metrics` that computes it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def metrics(
 
 def _print(names_only: bool, as_json: bool) -> None:
     from oversmooth.outputs import json_text
-    from oversmooth.probe import METRICS, NOT_PER_LAYER
+    from oversmooth.metrics.registry import METRICS, NOT_PER_LAYER, RENAMED
 
     if as_json:
         listing = (
@@ -50,6 +51,7 @@ def _print(names_only: bool, as_json: bool) -> None:
                 "not_per_layer": [
                     {"name": name, "help": text} for name, text in NOT_PER_LAYER.items()
                 ],
+                "renamed": RENAMED,
             }
         )
         typer.echo(json_text(listing))
@@ -59,9 +61,15 @@ def _print(names_only: bool, as_json: bool) -> None:
             typer.echo(name)
         return
     width = max(map(len, [*METRICS, *NOT_PER_LAYER]))
-    typer.echo("Per-layer metrics (names for --metrics; * recorded by default):")
+    typer.echo(
+        "Per-layer metrics (names for --metrics, each the function oversmooth.metrics.<name>; "
+        "* recorded by default):"
+    )
     for m in METRICS.values():
         typer.echo(f"{'*' if m.default else ' '} {m.name:<{width}}  {m.help}")
     typer.echo("\nNot per-layer columns (not accepted by --metrics):")
     for name, text in NOT_PER_LAYER.items():
         typer.echo(f"  {name:<{width}}  {text}")
+    typer.echo("\nRenamed columns (folders written with the old names still load):")
+    for old, new in RENAMED.items():
+        typer.echo(f"  {old:<{width}}  now {new}")

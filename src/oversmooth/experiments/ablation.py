@@ -139,7 +139,7 @@ def final_energies(
     import torch.nn.functional as F
 
     from oversmooth.graph import as_graph
-    from oversmooth.metrics import laplacian_energy
+    from oversmooth.metrics import energy
     from oversmooth.nn import build_model
     from oversmooth.runtime import resolve_dtype
 
@@ -172,7 +172,7 @@ def final_energies(
             h = block(h, ctx)
             if k in wanted:
                 state = F.layer_norm(h, h.shape[-1:]) if ablation.measure.get("final_norm") else h
-                out[k] = laplacian_energy(state, graph, measure=measure)
+                out[k] = energy(state, graph, 2, measure)  # E_2, counting or degree
     return {k: float(v) for k, v in out.items()}  # one host sync per run, after the loop
 
 

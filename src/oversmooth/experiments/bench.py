@@ -86,7 +86,7 @@ ONE_LINERS: dict[str, str] = {
     ".sum() / n",
     "dirichlet_energy": "0.5 * ((x[s] - x[d]) ** 2).sum() / n",
     "relative_energy": "(e[1:] - e[:-1]) / e[:-1]",
-    "cosine_prev": "torch.nn.functional.cosine_similarity(y, x, dim=1).mean()",
+    "mean_cosine_similarity": "torch.nn.functional.cosine_similarity(y, x, dim=1).mean()",
     "feature_norm": "(x * x).sum().div(n).sqrt()",
 }
 
@@ -272,7 +272,7 @@ def metric_kernels(
                 _dense_dirichlet,
             ),
             (
-                "mad",
+                "mean_average_distance",
                 partial(mean_average_distance, xd, g),
                 partial(_loop_mad, xn, neighbours),
                 _dense_mad,
@@ -605,7 +605,7 @@ def _one_liner_cases(
             lambda: 0.5 * ((x[s] - x[d]) ** 2).sum() / n,
         ),
         "relative_energy": (partial(relative_energy, e), lambda: (e[1:] - e[:-1]) / e[:-1]),
-        "cosine_prev": (
+        "mean_cosine_similarity": (
             partial(mean_cosine_similarity, y, x),
             lambda: F.cosine_similarity(y, x, dim=1).mean(),
         ),

@@ -220,7 +220,7 @@ def draw_frame(case: Case, noise: Noise, seeds: int, rng: np.random.Generator) -
         e = np.exp(log_e)
         part = {"seed": s, "layer": k.astype(int), "laplacian_energy": e}
         if case.cosine is not None:
-            part["cosine_prev"] = np.r_[np.nan, np.full(case.depth, case.cosine)]
+            part["mean_cosine_similarity"] = np.r_[np.nan, np.full(case.depth, case.cosine)]
         parts.append(pd.DataFrame(part))
     return pd.concat(parts, ignore_index=True)
 

@@ -68,6 +68,7 @@ from contextlib import contextmanager
 
 from oversmooth._version import __version__
 from oversmooth.config import DERIVED, MAX_DEPTH, MODEL_FIELDS, ModelConfig, set_by_run
+from oversmooth.registry import upgrade_columns
 from oversmooth.outputs import (
     MARKER,
     atomic_text,
@@ -856,7 +857,7 @@ def merge(
     keys = ["mode", "dataset", "conv", "model", "depth", "seed"]
     frames, rows = [], []
     for r in ok:
-        frame = pd.DataFrame(r["metrics"])
+        frame = upgrade_columns(pd.DataFrame(r["metrics"]))  # cells of older versions too
         for k in reversed(keys):
             frame.insert(0, k, r["cell"][k])
         frames.append(frame)

@@ -27,7 +27,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from oversmooth.config import upgrade_record
-from oversmooth.outputs import atomic_folder, check_out, file_stem, json_text, write_json
+from oversmooth.outputs import (
+    atomic_folder,
+    check_out,
+    file_stem,
+    json_text,
+    read_table,
+    write_json,
+)
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell
@@ -468,9 +475,7 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
 
 
 def _render_analysis(folder: Path, config: dict) -> Document:
-    import pandas as pd
-
-    metrics = pd.read_csv(folder / "metrics.csv")
+    metrics = read_table(folder / "metrics.csv")
     fits = _read_json(folder / "fits.json")
     model, conv, depth, dataset = (
         config["model"]["name"],
@@ -553,12 +558,12 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
         )
         doc.heading("Relative energy change")
         doc.figure(fig, "|R(X^k)|, the curse-of-depth indicator, log-log", "relative_energy.png")
-    if "cosine_prev" in metrics:
+    if "mean_cosine_similarity" in metrics:
         fig = plots.figure()
         plots.cosine_curves(
             fig.add_subplot(),
             [
-                {"label": f"seed {s}", "layers": p["layer"], "values": p["cosine_prev"]}
+                {"label": f"seed {s}", "layers": p["layer"], "values": p["mean_cosine_similarity"]}
                 for s, p in metrics.groupby("seed")
             ],
         )
@@ -629,7 +634,7 @@ def _comparison_curves(config: dict, fits: dict, dataset: str) -> list[dict]:
 def _render_comparison(folder: Path, config: dict) -> Document:
     import pandas as pd
 
-    metrics = pd.read_csv(folder / "metrics.csv")
+    metrics = read_table(folder / "metrics.csv")
     summary = pd.read_csv(folder / "summary.csv")
     fits = _read_json(folder / "fits.json")
     mode = config.get("sweep_mode")

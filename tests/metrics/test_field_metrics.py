@@ -22,8 +22,8 @@ from oversmooth.cli.main import app
 from oversmooth.graph import GraphOperator
 from oversmooth.probe import DEFAULT_METRICS, Probe, check_metrics
 
-from . import reference as ref
-from .conftest import undirected
+from tests import reference as ref
+from tests.conftest import undirected
 
 NEW = [
     "normalized_dirichlet_energy",
@@ -275,7 +275,7 @@ def test_angular_distance_against_mpmath_and_closed_forms():
     z[0] = 0.0  # a zero row: cosine 0, so the mean cosine is 7/8
     expected = math.acos(7 / 8) / math.pi
     assert M.angular_distance(z, z).item() == pytest.approx(expected, rel=1e-14)
-    # the angle of the mean cosine (cosine_prev), not the mean of per-node angles
+    # the angle of the mean cosine (mean_cosine_similarity), not the mean of per-node angles
     c = M.mean_cosine_similarity(a, b).item()
     assert M.angular_distance(a, b).item() == pytest.approx(math.acos(c) / math.pi, rel=1e-12)
 

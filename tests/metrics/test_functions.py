@@ -13,8 +13,8 @@ import torch
 import oversmooth.metrics as M
 from oversmooth.graph import GraphOperator
 
-from . import reference as ref
-from .conftest import undirected
+from tests import reference as ref
+from tests.conftest import undirected
 
 
 def _features(n: int, d: int = 3, seed: int = 0) -> torch.Tensor:
@@ -31,15 +31,13 @@ def test_every_metric_matches_dense_reference(tiny_graph):
     rtol = 1e-12
     assert M.dirichlet_energy(x, op).item() == pytest.approx(ref.dirichlet(xn, w), rel=rtol)
     assert M.laplacian_energy(x, op).item() == pytest.approx(ref.laplacian_energy(xn, w), rel=rtol)
-    assert M.laplacian_energy(x, op, measure="degree").item() == pytest.approx(
+    assert M.laplacian_energy_degree(x, op).item() == pytest.approx(
         ref.laplacian_energy(xn, w, "degree"), rel=rtol
     )
     assert M.mean_average_distance(x, op).item() == pytest.approx(
         ref.mad_neighbors(xn, w), rel=rtol
     )
-    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
-        ref.mad_global(xn), rel=rtol
-    )
+    assert M.mean_average_distance_global(x).item() == pytest.approx(ref.mad_global(xn), rel=rtol)
     assert M.effective_rank(x).item() == pytest.approx(ref.effective_rank(xn), rel=1e-10)
     rayleigh = ref.laplacian_energy(xn, w) / (np.sum(xn**2) / n)  # scale-invariant E2
     assert M.rayleigh_energy(x, op).item() == pytest.approx(rayleigh, rel=rtol)
@@ -85,7 +83,7 @@ def test_return_type_is_0d_float64_on_input_device():
         M.energy(x, ei, 3),
         M.rusch_dirichlet_energy(x, ei),
         M.mean_average_distance(x, ei),
-        M.mean_average_distance(x, variant="global"),
+        M.mean_average_distance_global(x),
         M.effective_rank(x),
         M.feature_norm(x),
         M.mean_cosine_similarity(x, x),
@@ -99,7 +97,7 @@ def test_constant_features_have_zero_energy(tiny_graph):
     op = GraphOperator(ei, ew, num_nodes=n)
     assert M.dirichlet_energy(x, op).item() == 0.0
     assert M.laplacian_energy(x, op).item() == 0.0
-    assert M.laplacian_energy(x, op, "degree").item() == 0.0
+    assert M.laplacian_energy_degree(x, op).item() == 0.0
     for m in (1, 2, 3, 4):
         assert M.energy(x, op, m).item() == 0.0
     assert M.mean_average_distance(x, op).item() == pytest.approx(0.0, abs=1e-15)
@@ -109,7 +107,7 @@ def test_constant_features_have_zero_energy(tiny_graph):
 @pytest.mark.parametrize("name", ["path", "cycle", "complete", "star", "weighted", "isolated"])
 def test_integration_by_parts(name):
     """E1 = (1/n) <-Delta X, X>_mu on symmetric graphs."""
-    from .conftest import tiny_graphs
+    from tests.conftest import tiny_graphs
 
     ei, ew, n = tiny_graphs()[name]
     x = _features(n, 3, seed=2)
@@ -243,7 +241,7 @@ def test_isolated_node_gives_no_nan():
     assert op.laplacian(x)[2].abs().sum().item() == 0.0
     for fn in (M.dirichlet_energy, M.laplacian_energy, M.mean_average_distance):
         assert torch.isfinite(fn(x, op))
-    assert torch.isfinite(M.laplacian_energy(x, op, "degree"))
+    assert torch.isfinite(M.laplacian_energy_degree(x, op))
 
 
 def test_cora_all_metrics_match_dense_reference(cora_planetoid):
@@ -266,7 +264,7 @@ def test_cora_all_metrics_match_dense_reference(cora_planetoid):
     dir_ref = 0.5 * (w * sqdist).sum() / n
     assert M.dirichlet_energy(x, op).item() == pytest.approx(dir_ref, rel=1e-9)
     assert M.laplacian_energy(x, op).item() == pytest.approx((lx**2).sum() / n, rel=1e-12)
-    assert M.laplacian_energy(x, op, "degree").item() == pytest.approx(
+    assert M.laplacian_energy_degree(x, op).item() == pytest.approx(
         (d * (lx**2).sum(1)).sum() / n, rel=1e-12
     )
     assert M.energy(x, op, 3).item() == pytest.approx(
@@ -280,7 +278,7 @@ def test_cora_all_metrics_match_dense_reference(cora_planetoid):
     mad_ref = (((w > 0) * (1 - cosm)).sum(1) / (w > 0).sum(1)).mean()
     assert M.mean_average_distance(x, op).item() == pytest.approx(mad_ref, rel=1e-12)
     off = ~np.eye(n, dtype=bool)
-    assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
+    assert M.mean_average_distance_global(x).item() == pytest.approx(
         (1 - cosm)[off].mean(), rel=1e-12
     )
     assert M.rusch_dirichlet_energy(x, op).item() == pytest.approx(
@@ -328,11 +326,13 @@ def test_bad_edge_index_and_weights():
     with pytest.raises(ValueError, match=r"edge_weight: expected shape \[1\]"):
         GraphOperator(torch.tensor([[0], [1]]), torch.tensor([1.0, 2.0]))
     with pytest.raises(ValueError, match="measure"):
-        M.laplacian_energy(x, torch.tensor([[0], [1]]), measure="volume")
+        M.energy(x, torch.tensor([[0], [1]]), 2, measure="volume")
+    with pytest.raises(ValueError, match="use laplacian_energy_degree"):  # the old 3rd argument
+        M.laplacian_energy(x, torch.tensor([[0], [1]]), "degree")
     with pytest.raises(ValueError, match="order"):
         M.energy(x, torch.tensor([[0], [1]]), order=0)
-    with pytest.raises(ValueError, match="variant"):
-        M.mean_average_distance(x, torch.tensor([[0], [1]]), variant="local")
+    with pytest.raises(ValueError, match="mean_average_distance_global"):
+        M.mean_average_distance(x, None)
 
 
 def test_non_finite_input_propagates_to_nan():
@@ -372,11 +372,11 @@ def test_non_finite_on_an_isolated_node_propagates(bad):
     values = {
         "dirichlet": M.dirichlet_energy(x, op),
         "laplacian": M.laplacian_energy(x, op),
-        "laplacian_degree": M.laplacian_energy(x, op, measure="degree"),
+        "laplacian_degree": M.laplacian_energy_degree(x, op),
         **{f"energy_{m}": M.energy(x, op, m) for m in (1, 2, 3, 4)},
         "rusch": M.rusch_dirichlet_energy(x, op),
-        "mad": M.mean_average_distance(x, op),
-        "mad_global": M.mean_average_distance(x, variant="global"),
+        "mean_average_distance": M.mean_average_distance(x, op),
+        "mean_average_distance_global": M.mean_average_distance_global(x),
         "effective_rank": M.effective_rank(x),
     }
     for name, value in values.items():
@@ -402,8 +402,8 @@ def test_rows_near_1e160_keep_their_cosines():
         assert M.mean_average_distance(x, ei).item() == pytest.approx(
             M.mean_average_distance(base, ei).item(), rel=1e-13
         )
-        assert M.mean_average_distance(x, variant="global").item() == pytest.approx(
-            M.mean_average_distance(base, variant="global").item(), rel=1e-13
+        assert M.mean_average_distance_global(x).item() == pytest.approx(
+            M.mean_average_distance_global(base).item(), rel=1e-13
         )
         expected = M.feature_norm(base).item() * scale
         assert M.feature_norm(x).item() == pytest.approx(expected, rel=1e-14)
@@ -416,7 +416,7 @@ def test_complex_features_are_refused():
     for fn in (
         lambda: M.dirichlet_energy(x, ei),
         lambda: M.laplacian_energy(x, ei),
-        lambda: M.mean_average_distance(x, variant="global"),
+        lambda: M.mean_average_distance_global(x),
         lambda: M.effective_rank(x),
         lambda: M.feature_norm(x),
         lambda: M.mean_cosine_similarity(x, x),

@@ -13,6 +13,7 @@ from torch import nn
 
 import oversmooth.graph as G
 import oversmooth.metrics as M
+from oversmooth.metrics import kernels
 from oversmooth import Probe
 from oversmooth.graph import GraphOperator
 
@@ -116,7 +117,7 @@ def test_constant_states_give_exactly_zero_in_every_chunking(monkeypatch):
 
 def scaled_only(monkeypatch) -> None:
     """Take the paths a GPU takes: no value read to the host."""
-    monkeypatch.setattr(M, "_host_reads_free", lambda x: False)
+    monkeypatch.setattr(kernels, "host_reads_free", lambda x: False)
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-30, 1e30])
@@ -124,17 +125,17 @@ def test_fast_paths_give_the_scaled_numbers_bit_for_bit(monkeypatch, scale):
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(300, 16, dtype=torch.float64, generator=gen) * scale
     y = x + 1e-9 * scale * torch.randn(300, 16, dtype=torch.float64, generator=gen)
-    fast = (M.feature_norm(x), M._unit_rows(x))
+    fast = (M.feature_norm(x), kernels.unit_rows(x))
     cos = M.mean_cosine_similarity(x, y)  # <x, y> / (|x| |y|), not through unit rows
     scaled_only(monkeypatch)
-    slow = (M.feature_norm(x), M._unit_rows(x))
+    slow = (M.feature_norm(x), kernels.unit_rows(x))
     for a, b in zip(fast, slow, strict=True):
         assert torch.equal(a, b)
     assert cos.item() == pytest.approx(M.mean_cosine_similarity(x, y).item(), rel=1e-15)
     # float32 values (narrow): no check needed, same numbers as the scaled path
     x32 = x.float()
-    narrow = M._unit_rows(x32.double(), narrow=True)
-    assert torch.equal(narrow, M._unit_rows(x32.double()))
+    narrow = kernels.unit_rows(x32.double(), narrow=True)
+    assert torch.equal(narrow, kernels.unit_rows(x32.double()))
 
 
 def test_rows_far_outside_the_safe_range_fall_back_to_scaling():
@@ -274,7 +275,7 @@ def test_energies_stay_differentiable_for_use_as_a_loss_term():
 def test_a_large_state_is_measured_in_fresh_buffers_with_the_same_numbers(monkeypatch):
     """Above the Probe's buffer limit (large graphs) each layer gets fresh float64 buffers,
     freed after it; the columns are the same numbers."""
-    import oversmooth.probe as P
+    import oversmooth.metrics.state as S
 
     for name, value in CHUNKINGS["chunks"].items():
         monkeypatch.setattr(G, name, value)
@@ -290,6 +291,61 @@ def test_a_large_state_is_measured_in_fresh_buffers_with_the_same_numbers(monkey
         return probe.to_frame()
 
     kept = frame()
-    monkeypatch.setattr(P, "_KEEP_VALUES", 0)
+    monkeypatch.setattr(S, "KEEP_VALUES", 0)
     fresh = frame()
     assert kept.equals(fresh)
+
+
+# -- pairs: an undirected graph's edge pass ------------------------------------------------------
+
+
+def symmetric_hub(seed: int = 0, same_weights: bool = True):
+    """hub_graph with every edge also reversed (weights symmetric or not), so every merged edge
+    has its reverse; repeats, self loops and isolated nodes stay."""
+    ei, w, n = hub_graph(seed)
+    back = torch.rand(w.numel(), generator=torch.Generator().manual_seed(seed + 1)) + 0.5
+    w_back = w if same_weights else back.to(torch.float64)
+    return torch.cat([ei, ei.flip(0)], 1), torch.cat([w, w_back]), n
+
+
+@pytest.mark.parametrize("same_weights", [True, False])
+def test_pairs_give_the_edge_lists_laplacian_and_edge_sum(same_weights):
+    ei, w, n = symmetric_hub(same_weights=same_weights)
+    op = GraphOperator(ei, w, num_nodes=n)
+    pairs = kernels.edge_pairs(op)
+    assert pairs is not None and pairs.pairs < op.runs.nnz // 2 + 1
+    x = torch.randn(n, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    lap, total = kernels.edge_pass(x, op)
+    want_lap, want_total = reference(x, ei, w, n)
+    assert torch.allclose(lap, want_lap, rtol=1e-12, atol=1e-14)
+    assert total.item() == pytest.approx(want_total, rel=1e-13)
+    # the pass over every edge gives the same numbers up to the order of the sums
+    all_lap, all_total = op.runs.differences(x)
+    assert torch.allclose(lap, all_lap, rtol=1e-13, atol=1e-15)
+    assert total.item() == pytest.approx(all_total.item(), rel=1e-14)
+
+
+def test_pairs_of_unit_weights_and_constant_states():
+    ei = torch.tensor([[0, 1, 1, 2, 2, 0, 2, 3], [1, 0, 2, 1, 0, 2, 3, 2]])
+    op = GraphOperator(ei, num_nodes=5)  # node 4 isolated
+    assert kernels.edge_pairs(op) is not None
+    x = torch.full((5, 3), 1e8 + 0.1, dtype=torch.float64)
+    lap, total = kernels.edge_pass(x, op)
+    assert total.item() == 0.0 and not lap.any()
+    x = torch.randn(5, 3, dtype=torch.float64)
+    _, total = kernels.edge_pass(x, op)
+    _, want = reference(x, ei, torch.ones(8, dtype=torch.float64), 5)
+    assert total.item() == pytest.approx(want, rel=1e-14)
+
+
+def test_directed_and_batched_graphs_take_the_pass_over_every_edge():
+    ei, w, n = hub_graph()  # random directions: some edge has no reverse
+    assert kernels.edge_pairs(GraphOperator(ei, w, num_nodes=n)) is None
+    sym, ws, _ = symmetric_hub()
+    batched = GraphOperator(sym, ws, num_nodes=n, batch=torch.zeros(n, dtype=torch.long))
+    assert kernels.edge_pairs(batched) is None
+    x = torch.randn(n, 2, dtype=torch.float64)
+    lap, total = kernels.edge_pass(x, batched)
+    want_lap, want_total = reference(x, sym, ws, n)
+    assert torch.allclose(lap, want_lap, rtol=1e-12, atol=1e-14)
+    assert total.item() == pytest.approx(want_total, rel=1e-13)
