@@ -338,7 +338,7 @@ class EdgePairs:
         return held
 
     def differences(
-        self, x: Tensor, laplacian: bool, edge_sum: bool, out: Tensor | None = None
+        self, x: Tensor, laplacian: bool, edge_sum: bool
     ) -> tuple[Tensor | None, Tensor | None]:
         """``Delta x`` and ``sum_e w_e ||x_src - x_dst||^2`` from one gather of the pairs."""
         first, second = self.scratch(x)
@@ -351,9 +351,7 @@ class EdgePairs:
                 total = 2.0 * torch.dot(flat, flat)
             else:
                 total = torch.dot(torch.linalg.vecdot(d, d), self.weight)
-        lap = None
-        if laplacian:
-            lap = torch.mm(self.signed, d) if out is None else torch.mm(self.signed, d, out=out)
+        lap = torch.sparse.mm(self.signed, d) if laplacian else None  # [n, d]
         return lap, total
 
 
@@ -403,8 +401,9 @@ def edge_pass(
     out: Tensor | None = None,
 ) -> tuple[Tensor | None, Tensor | None]:
     """From one pass over the edge differences: ``Delta x`` ``[n, d]`` (with ``laplacian``;
-    into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2`` (with ``edge_sum``; 0-d, or
-    ``[B]`` for a batched ``op``).  Not poisoned (see :func:`poison`).
+    into ``out`` when given and the pass is chunked) and ``sum_e w_e ||x_src - x_dst||^2``
+    (with ``edge_sum``; 0-d, or ``[B]`` for a batched ``op``).  Not poisoned (see
+    :func:`poison`).
 
     An undirected graph that fits :data:`_PAIRS_VALUES` is measured by its pairs
     (:class:`EdgePairs`); any other by :meth:`TargetRuns.differences` over every edge.
@@ -413,7 +412,7 @@ def edge_pass(
     if not differentiable and op.batch is None:
         pairs = edge_pairs(op)
         if pairs is not None and pairs.pairs * x64.size(1) <= _PAIRS_VALUES:
-            return pairs.differences(x64, laplacian, edge_sum, out)
+            return pairs.differences(x64, laplacian, edge_sum)
     return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out)
 
 
