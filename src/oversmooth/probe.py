@@ -565,22 +565,7 @@ class Probe:
                 "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
                 "it on data.to_homogeneous()"
             )
-        if isinstance(metrics, str):
-            metrics = [m.strip() for m in metrics.split(",") if m.strip()]
-        self.metrics = list(dict.fromkeys(metrics))
-        self._layer_fns: dict[str, Callable[[LayerState], Tensor]] = {}  # per LayerState
-        for name in self.metrics:
-            kernel = layer_kernel(name)  # raises for an unknown name
-            if kernel is not None:
-                self._layer_fns[name] = kernel
-        # relative_energy is derived from the Laplacian energy, which is then measured too
-        if "relative_energy" in self.metrics and "laplacian_energy" not in self._layer_fns:
-            self._layer_fns["laplacian_energy"] = cast(
-                Callable[[LayerState], Tensor], METRICS["laplacian_energy"].fn
-            )
-        self._between_fns = {
-            name: fn for name in self.metrics if (fn := between_kernel(name)) is not None
-        }
+        self._init_metrics(metrics)
         if reduce not in ("mean", "none"):
             raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -640,6 +625,26 @@ class Probe:
         direct = None if self._stream_inputs else self._conv_alone
         self._calls = LayerCalls(modules, self._names, direct)
         self.reset()
+
+    def _init_metrics(self, metrics: Sequence[str] | str) -> None:
+        """The columns (:attr:`metrics`, validated) and their kernels from the registry: on one
+        layer state, and between the previous layer's state and this one."""
+        if isinstance(metrics, str):
+            metrics = [m.strip() for m in metrics.split(",") if m.strip()]
+        self.metrics = list(dict.fromkeys(metrics))
+        self._layer_fns: dict[str, Callable[[LayerState], Tensor]] = {}
+        for name in self.metrics:
+            kernel = layer_kernel(name)  # raises for an unknown name
+            if kernel is not None:
+                self._layer_fns[name] = kernel
+        # relative_energy is derived from the Laplacian energy, which is then measured too
+        if "relative_energy" in self.metrics and "laplacian_energy" not in self._layer_fns:
+            self._layer_fns["laplacian_energy"] = cast(
+                Callable[[LayerState], Tensor], METRICS["laplacian_energy"].fn
+            )
+        self._between_fns = {
+            name: fn for name in self.metrics if (fn := between_kernel(name)) is not None
+        }
 
     def _init_layers(
         self,

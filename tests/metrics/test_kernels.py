@@ -349,3 +349,16 @@ def test_directed_and_batched_graphs_take_the_pass_over_every_edge():
     want_lap, want_total = reference(x, sym, ws, n)
     assert torch.allclose(lap, want_lap, rtol=1e-12, atol=1e-14)
     assert total.item() == pytest.approx(want_total, rel=1e-13)
+
+
+def test_an_undirected_graph_too_large_for_pairs_takes_the_chunked_pass(monkeypatch):
+    ei, w, n = symmetric_hub(same_weights=False)
+    op = GraphOperator(ei, w, num_nodes=n)
+    x = torch.randn(n, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    lap, total = kernels.edge_pass(x, op)  # by pairs
+    monkeypatch.setattr(kernels, "PAIRS_VALUES", 0)
+    for name, value in CHUNKINGS["chunks"].items():
+        monkeypatch.setattr(G, name, value)
+    chunked_lap, chunked_total = kernels.edge_pass(x, op)
+    assert torch.allclose(lap, chunked_lap, rtol=1e-13, atol=1e-15)
+    assert total.item() == pytest.approx(chunked_total.item(), rel=1e-14)

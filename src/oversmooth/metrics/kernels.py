@@ -61,6 +61,7 @@ __all__ = [
     "unit_rows",
     "mean_unit_cosine",
     "rms_norm",
+    "PAIRS_VALUES",
     "EdgePairs",
     "edge_pairs",
     "edge_pass",
@@ -298,9 +299,9 @@ def rms_norm(x64: Tensor, op: GraphOperator | None = None, narrow: bool = False)
 
 # -- the pass over the edges ---------------------------------------------------------------------
 
-# Up to this many gathered values (8 MiB of float64) an undirected graph's edges are measured
-# in one chunk of pairs (EdgePairs); larger graphs take TargetRuns's chunked pass.
-_PAIRS_VALUES = 1 << 20
+#: Up to this many gathered values (8 MiB of float64) an undirected graph's edges are measured
+#: in one chunk of pairs (:class:`EdgePairs`); larger graphs take TargetRuns's chunked pass.
+PAIRS_VALUES = 1 << 20
 
 
 class EdgePairs:
@@ -405,13 +406,13 @@ def edge_pass(
     (with ``edge_sum``; 0-d, or ``[B]`` for a batched ``op``).  Not poisoned (see
     :func:`poison`).
 
-    An undirected graph that fits :data:`_PAIRS_VALUES` is measured by its pairs
+    An undirected graph that fits :data:`PAIRS_VALUES` is measured by its pairs
     (:class:`EdgePairs`); any other by :meth:`TargetRuns.differences` over every edge.
     """
     differentiable = x64.requires_grad and torch.is_grad_enabled()
     if not differentiable and op.batch is None:
         pairs = edge_pairs(op)
-        if pairs is not None and pairs.pairs * x64.size(1) <= _PAIRS_VALUES:
+        if pairs is not None and pairs.pairs * x64.size(1) <= PAIRS_VALUES:
             return pairs.differences(x64, laplacian, edge_sum)
     return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out)
 
