@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from oversmooth.registry import CONVS, MODELS, NORMS
+from oversmooth.registry import CONVS, MODELS, NORMS, RENAMED_COLUMNS
 
 __all__ = [
     "DTYPE_NAMES",
@@ -770,10 +770,16 @@ def upgrade_record(record: Mapping[str, Any]) -> dict:
     One written before the model fields were nested (``"model": "postln", "depth": 256,
     ...``, or a grid's ``"models": [...], "hidden": 32, ...``) gets them under ``"model"``
     (``name`` from its ``model``), and a compare record's single ``conv`` becomes ``convs``.
-    Today's records, and records of commands without a model (reproduce, bench), are returned
-    as they are (copied).
+    Metric names renamed since (``cosine_prev``, ``mad``, ...: the columns named after their
+    functions, :data:`oversmooth.registry.RENAMED_COLUMNS`) get their current names.  Today's
+    records, and records of commands without a model (reproduce, bench), are returned as they
+    are (copied).
     """
     out = dict(record)
+    if isinstance(out.get("metrics"), (list, tuple)):
+        out["metrics"] = [
+            RENAMED_COLUMNS.get(m, m) if isinstance(m, str) else m for m in out["metrics"]
+        ]
     flat = "model" in out and not isinstance(out["model"], Mapping)
     if not flat and not ("models" in out and "model" not in out):
         return out

@@ -136,6 +136,12 @@ def test_energy_table_has_no_spread_for_one_seed_and_no_index_row():
     assert one.iloc[0]["2 layers"] == "0.001" and "±" not in one.to_string()
 
 
+def test_reproduce_command_of_an_older_folder_names_the_metrics_as_they_are_now():
+    old = ["laplacian_energy", "dirichlet_energy", "relative_energy", "cosine_prev"]
+    config = {"command": "analyze", "model": "postln", "metrics": [*old, "feature_norm", "mad"]}
+    assert reproduce_command(config) == "oversmooth analyze --metrics mean_average_distance"
+
+
 @pytest.mark.parametrize(
     "config",
     [
