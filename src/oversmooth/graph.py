@@ -368,7 +368,7 @@ class TargetRuns:
     (no weights given and no repeated edge), so sums of squares need no weighting.
     ``graph`` (set for a batched operator) is each merged edge's graph.
 
-    :meth:`laplacian` computes :math:`(\Delta x)_i = \sum_j p_{ij} (x_j - x_i)` from edge
+    :meth:`differences` computes :math:`(\Delta x)_i = \sum_j p_{ij} (x_j - x_i)` from edge
     differences formed first (exact for near-constant ``x``, exactly 0 for constant ``x``)
     and, from the same differences, :math:`\sum_e w_e \|x_{src} - x_{dst}\|^2`: each chunk
     gathers its differences once, sums their squares (a dot product), and adds them into

@@ -176,8 +176,8 @@ class LayerState:
 
     @property
     def norms(self) -> Tensor:
-        """``[n]`` the row norms ``||x_i||`` (unscaled: use where :attr:`rows_safe` or
-        :attr:`narrow`)."""
+        """``[n]`` the row norms ``||x_i||`` (unscaled: use where :attr:`rows_safe` holds or the
+        values are narrow)."""
         if self._norms is None:
             self._norms = self.squares.sqrt()
         return self._norms
