@@ -345,9 +345,12 @@ def test_a_field_the_run_sets_is_refused_when_given_otherwise():
 
 
 def test_build_starts_from_the_config_s_own_default_model():
-    config = build(AnalysisConfig, {"model.depth": 8, "metrics": ("mad",)})
+    config = build(AnalysisConfig, {"model.depth": 8, "metrics": ("mean_average_distance",)})
     assert config.model == ModelConfig("postln", depth=8, dtype="float64")
-    assert config.metrics[-1] == "mad" and config.metrics[:-1] == AnalysisConfig().metrics
+    assert (
+        config.metrics[-1] == "mean_average_distance"
+        and config.metrics[:-1] == AnalysisConfig().metrics
+    )
     assert build(TrainConfig, {"model.dtype": "float64"}).model.name == "nonlocal"
 
 
