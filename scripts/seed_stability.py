@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from oversmooth.config import ModelConfig
 
 
