@@ -776,10 +776,13 @@ def upgrade_record(record: Mapping[str, Any]) -> dict:
     are (copied).
     """
     out = dict(record)
-    if isinstance(out.get("metrics"), (list, tuple)):
-        out["metrics"] = [
-            RENAMED_COLUMNS.get(m, m) if isinstance(m, str) else m for m in out["metrics"]
-        ]
+    metrics = out.get("metrics")
+    if isinstance(metrics, (list, tuple)) and any(
+        isinstance(m, str) and m in RENAMED_COLUMNS for m in metrics
+    ):
+        out["metrics"] = type(metrics)(
+            RENAMED_COLUMNS.get(m, m) if isinstance(m, str) else m for m in metrics
+        )
     flat = "model" in out and not isinstance(out["model"], Mapping)
     if not flat and not ("models" in out and "model" not in out):
         return out

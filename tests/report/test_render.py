@@ -5,11 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from oversmooth.analysis import AnalysisConfig, run_analysis
+from oversmooth.config import ModelConfig
 from oversmooth.report.render import render_report, write_analysis
 
 
 def test_an_old_analyze_folder_rebuilds_with_its_cosine_figure(tmp_path):
-    result = run_analysis(AnalysisConfig(model="postln", depth=3, hidden=8, heads=1, seeds=(0,)))
+    model = ModelConfig("postln", depth=3, hidden=8, heads=1)
+    result = run_analysis(AnalysisConfig(model=model, seeds=(0,)))
     folder = write_analysis(result, tmp_path / "run")
     table = pd.read_csv(folder / "metrics.csv")
     assert "mean_cosine_similarity" in table
