@@ -661,3 +661,14 @@ def test_layers_that_did_not_run_like_the_others_are_reported():
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [2, 3, 4]  # layer 0 is the input of convs[0]: not seen
     assert frame.attrs["missing_layers"] == [0, 1] and frame.attrs["layers"] == 5
+
+
+def test_an_empty_metric_list_is_refused_at_construction():
+    import torch
+
+    import oversmooth
+
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    for empty in ([], "", " , "):
+        with pytest.raises(ValueError, match="metrics: expected at least one metric name"):
+            oversmooth.Probe(None, edge_index, metrics=empty)

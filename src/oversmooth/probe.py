@@ -632,6 +632,12 @@ class Probe:
         if isinstance(metrics, str):
             metrics = [m.strip() for m in metrics.split(",") if m.strip()]
         self.metrics = list(dict.fromkeys(metrics))
+        if not self.metrics:
+            raise ValueError(
+                "metrics: expected at least one metric name, received none; pass e.g. "
+                "metrics=['laplacian_energy'] or leave the default (oversmooth metrics lists "
+                "them)"
+            )
         self._layer_fns: dict[str, Callable[[LayerState], Tensor]] = {}
         for name in self.metrics:
             kernel = layer_kernel(name)  # raises for an unknown name
