@@ -25,6 +25,7 @@ from oversmooth.config import ModelConfig
 def main() -> int:
     from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.outputs import read_table
+    from oversmooth.report.prose import verdict_text
     from oversmooth.verdict import verdict
 
     out = sys.argv[1]
@@ -49,7 +50,7 @@ def main() -> int:
             frame.to_csv(cache, index=False)
         seconds = time.perf_counter() - started
         full = verdict(frame, dtype="float64")
-        row = {"seconds": seconds, "label": full.label, "summary": full.summary}
+        row = {"seconds": seconds, "label": full.label, "summary": verdict_text(full)}
         for size in (3, 5):
             labels = []
             for subset in itertools.combinations(range(n_seeds), size):

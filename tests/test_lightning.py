@@ -210,15 +210,23 @@ def test_a_resumed_run_does_not_log_its_weights_as_the_initialisation(pl, cora):
 
     from oversmooth.lightning import EnergyMonitor
 
+    texts: list = []
+    wandb_like = SimpleNamespace(  # what log_verdict reads of W&B's logger
+        log_metrics=lambda metrics, step: None, log_text=lambda **kw: texts.append(kw)
+    )
     net, monitor = _net(pl, cora), EnergyMonitor(cora)
     for step in (7, 0):  # restored from a checkpoint at step 7; a fresh run
         trainer = SimpleNamespace(
-            global_step=step, current_epoch=0, is_global_zero=True, loggers=[]
+            global_step=step, current_epoch=0, is_global_zero=True, loggers=[wandb_like]
         )
         monitor.on_fit_start(trainer, net)
         monitor.on_train_start(trainer, net)
     assert sorted(monitor.frames) == [0] and sorted(monitor.verdicts) == [0]
-    assert "initialisation" in monitor.verdicts[0].summary
+    title = f"{type(net).__name__} at initialisation"
+    assert monitor.titles == {0: title}
+    # the logged line: the verdict in words, titled with what was judged
+    (((label, line),),) = [t["data"] for t in texts]
+    assert label == monitor.verdicts[0].label and line.startswith(f"{title}: {label}")
 
 
 def test_arguments_are_checked(pl, cora):

@@ -18,6 +18,8 @@ from oversmooth.precision import (
     resolve_floor_method,
 )
 from oversmooth.probe import Probe
+from oversmooth.report.prose import verdict_text
+from oversmooth.verdict import Verdict
 
 
 def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> torch.Tensor:
@@ -230,7 +232,7 @@ def test_postln_depth_256_in_float64_on_cora():
     )
     assert result.fits["mean_over_seeds"]["final_energy"] < 1e-13
     assert result.label == "exponential-smoothing"
-    assert "(at the" not in result.verdict
+    assert not result.verdict.final_at_floor and "(at the" not in verdict_text(result.verdict)
 
 
 def test_sweep_cells_run_in_the_spec_dtype(tmp_path):
@@ -288,7 +290,8 @@ def _fake_float32_run(final_energy: float, floor: float):
         }
     )
     frame["at_floor"] = mark_at_floor(frame["laplacian_energy"], frame["float_floor"])
-    return AnalysisResult(config={}, metrics=frame, fits={}, verdict="", label="")
+    found = Verdict(label="inconclusive", reason="few-layers", seeds=1)
+    return AnalysisResult(config={}, metrics=frame, fits={}, verdict=found, label=found.label)
 
 
 def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
@@ -315,12 +318,17 @@ def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
 def test_verdict_names_the_floor_and_the_float64_value(deep):
     desc = describe_frame(deep[("float32", "shadow")], hidden=16, dtype="float32")
     f64 = deep[("float32", "shadow")]["float64_energy"].iloc[-1]
-    assert desc["verdict"].endswith(
+    (floor,) = desc["evidence"]["notes"]
+    assert floor["code"] == "floor" and floor["dtype"] == "float32"
+    assert floor["float64_energy"] == pytest.approx(f64)
+    assert verdict_text(desc["evidence"]).endswith(
         f"at the float32 floor (those layers are left out of the fit); float64 gives {f64:.2g}"
     )
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
-    assert no_shadow["verdict"].endswith("; rerun with --dtype float64")
-    assert "floor" not in describe_frame(deep[("float64", "twin")], 16, dtype="float64")["verdict"]
+    assert no_shadow["evidence"]["notes"][-1]["float64_energy"] is None
+    assert verdict_text(no_shadow["evidence"]).endswith("; rerun with --dtype float64")
+    on_f64 = describe_frame(deep[("float64", "twin")], 16, dtype="float64")
+    assert on_f64["evidence"]["notes"] == [] and "floor" not in verdict_text(on_f64["evidence"])
 
 
 def test_auto_float64_runs_the_twin_only_near_the_floor():

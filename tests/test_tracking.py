@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from oversmooth import Probe
 from oversmooth.tracking import VERDICT_CODES, frame_scalars, log_frame, log_verdict
-from oversmooth.verdict import LABELS, Verdict
+from oversmooth.verdict import LABELS, Rate, Verdict
 
 
 class Stack(torch.nn.Module):
@@ -89,7 +90,14 @@ def test_a_function_sink_gets_the_dict_and_the_step():
 
 
 def _verdict(label: str) -> Verdict:
-    return Verdict(label=label, summary=f"model: {label}", reason="", seeds=1)
+    """A hand-made verdict with the few numbers its sentence reads."""
+    change = {"change_decades": 0.01, "change_halfwidth": 0.1, "window": [1, 64], "level": 0.99}
+    if label == "stable":
+        return Verdict(label=label, reason="stable", seeds=1, evidence=change)
+    rate = Rate("exponential", "halving_length", 9.5, (9.0, 10.0), -0.073, (-0.077, -0.069))
+    return Verdict(
+        label=label, reason="exp-constant-rate", seeds=1, rate=replace(rate, window=(33, 64))
+    )
 
 
 def test_summary_writer_gets_scalars_and_the_verdict_as_text(tmp_path):
@@ -133,11 +141,15 @@ def test_verdict_code_everywhere_text_where_taken():
         log_verdict(_verdict("stable"), logger, step=5)
         assert logger.metrics == [({"energy/verdict_code": float(LABELS.index("stable"))}, 5)]
     assert csv_like.texts == []
-    assert wandb_like.texts == [
-        {
-            "key": "energy/verdict",
-            "columns": ["label", "summary"],
-            "data": [["stable", "model: stable"]],
-            "step": 5,
-        }
+    log_verdict(_verdict("stable"), wandb_like, step=6, title="model")
+    line = "stable energy: +0.01 decades over layers 1-64 (99% interval -0.09 to +0.11)"
+    assert [t["data"] for t in wandb_like.texts] == [
+        [["stable", line]],
+        [["stable", f"model: {line}"]],
     ]
+    assert wandb_like.texts[0] == {
+        "key": "energy/verdict",
+        "columns": ["label", "summary"],
+        "data": [["stable", line]],
+        "step": 5,
+    }

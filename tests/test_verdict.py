@@ -18,6 +18,7 @@ from oversmooth.experiments.calibration import (
     draw_frame,
     synthetic_frame,
 )
+from oversmooth.report.prose import verdict_text
 from oversmooth.verdict import MIN_LAYERS, Verdict, local_halving_length, verdict
 from oversmooth.config import ModelConfig
 
@@ -63,7 +64,7 @@ def test_calibration_slice_has_no_confident_wrong_label_and_covers_the_truth():
 def test_shifted_power_law_of_theorem_4_1_is_never_called_exponential(k0):
     """Issue 26: E0 / (1 + C E0 k) and its kin were called exponential in 60-93 % of draws."""
     for v in _case(f"shifted (1+k/{k0:g})^-1", Noise("", 0.1), draws=3):
-        assert v.label in ("algebraic-smoothing", "inconclusive"), v.summary
+        assert v.label in ("algebraic-smoothing", "inconclusive"), verdict_text(v)
     clean = verdict(
         draw_frame(CASE["shifted (1+k/2)^-3"], Noise("", 0.01), 3, np.random.default_rng(0))
     )
@@ -75,14 +76,14 @@ def test_weak_exponential_under_a_power_law_start_is_never_called_algebraic():
     """Issue 26: k^-4 e^-0.004k at depth 64 was algebraic even at sigma 0.1 (15/40)."""
     for noise in (Noise("", 0.1), Noise("", 0.3, 0.7)):
         for v in _case("k^-4 e^-0.004k, depth 64", noise, draws=4):
-            assert v.label in ("exponential-smoothing", "inconclusive"), v.summary
+            assert v.label in ("exponential-smoothing", "inconclusive"), verdict_text(v)
 
 
 def test_power_start_then_exponential_reports_the_asymptotic_rate_and_the_late_one():
     # k^-2 e^{-0.02k}: the late slope still carries 2/k; the asymptotic interval covers beta
     v = verdict(_mixed(-2.0, -0.02))
     assert v.label == "exponential-smoothing" and v.rate.kind == "late"
-    assert v.asymptotic is False and "not yet asymptotic" in v.summary
+    assert v.asymptotic is False and "not yet asymptotic" in verdict_text(v)
     lo, hi = v.asymptotic_rate.interval
     assert lo <= np.log(2) / 0.02 <= hi
     late = 0.02 + 2.0 / 224  # the local rate near the middle of the last quarter
@@ -137,7 +138,7 @@ def test_norm_collapse_is_not_oversmoothing():
 def test_curse_of_depth_survives_per_layer_noise():
     for v in _labels("power", 0.3, 0.05, draws=3, seeds=1, cosine=0.999):
         assert v.label == "power-law-growth" and v.curse_of_depth is True
-        assert "curse of depth" in v.summary
+        assert "curse of depth" in verdict_text(v)
     for v in _labels("power", 0.3, 0.05, draws=2, seeds=1, cosine=0.5):
         assert v.curse_of_depth is False
     for v in _labels("exponential", 0.08, 0.05, draws=2, seeds=1, cosine=0.999):  # R stays ~0.08
@@ -148,7 +149,10 @@ def test_too_few_layers_is_inconclusive():
     frame = synthetic_frame("exponential", -0.5, 0.0, depth=4)
     v = verdict(frame)
     assert v.label == "inconclusive" and v.curse_of_depth is None and v.rate is None
-    assert v.usable_layers == 4 and f"only 4 usable layers (need at least {MIN_LAYERS}" in v.summary
+    assert (
+        v.usable_layers == 4
+        and f"only 4 usable layers (need at least {MIN_LAYERS}" in verdict_text(v)
+    )
 
 
 def _mixed(alpha: float, beta: float) -> pd.DataFrame:
@@ -160,12 +164,12 @@ def _mixed(alpha: float, beta: float) -> pd.DataFrame:
 
 def test_summary_rate_profile_and_evidence_of_a_clean_exponential():
     frame = synthetic_frame("exponential", -0.0729, 0.1, rng=np.random.default_rng(5))
-    v = verdict(frame, title="test")
+    v = verdict(frame)
     assert isinstance(v, Verdict) and v.label == "exponential-smoothing"
     assert v.curse_of_depth is False and v.trend == "decay"
     assert v.rate.name == "halving_length" and abs(v.rate.value - np.log(2) / 0.0729) < 0.5
     assert v.rate.interval[0] < np.log(2) / 0.0729 < v.rate.interval[1]
-    assert v.summary.startswith("test: exponential smoothing: energy halves every 9.")
+    assert verdict_text(v, "test").startswith("test: exponential smoothing: energy halves every 9.")
     assert v.seeds == 3 and v.usable_layers == 256 and v.dropped["layer_0"] == 3
     local = local_halving_length(v.profile)
     inside = [
@@ -180,12 +184,12 @@ def test_power_law_summary():
     v = verdict(synthetic_frame("power", -1.0, 0.05, rng=np.random.default_rng(6)))
     assert v.label == "algebraic-smoothing" and v.rate.name == "alpha"
     assert v.rate.interval[0] < -1.0 < v.rate.interval[1]
-    assert "decays like k^-1.0" in v.summary
+    assert "decays like k^-1.0" in verdict_text(v)
 
 
 def test_stable_curve():
     v = verdict(synthetic_frame("power", 0.0, 0.1, rng=np.random.default_rng(7)))
-    assert v.label == "stable" and v.summary.startswith("stable energy")
+    assert v.label == "stable" and verdict_text(v).startswith("stable energy")
 
 
 def test_at_floor_rows_are_left_out_counted_and_named():
@@ -193,7 +197,9 @@ def test_at_floor_rows_are_left_out_counted_and_named():
     floored = frame.assign(at_floor=frame["layer"] > 200)
     v = verdict(floored)
     assert v.dropped["at_floor"] == 2 * 56 and v.window == (1, 200)
-    assert v.final_at_floor and "is at the float32 floor" in v.summary
+    assert v.final_at_floor and "is at the float32 floor" in verdict_text(v)
+    floor = {"code": "floor", "final_energy": v.final_energy, "dtype": "float32"}
+    assert v.notes == [{**floor, "float64_energy": None}]
     assert v.label == "exponential-smoothing"
     assert not verdict(frame).final_at_floor
 
@@ -202,19 +208,64 @@ def test_zero_and_nonfinite_curves_say_what_happened():
     k = np.arange(33)
     zero = verdict(pd.DataFrame({"layer": k, "laplacian_energy": np.zeros(33)}))
     assert zero.label == "inconclusive" and zero.curse_of_depth is None
-    assert "all energies are 0: the graph has no edges or the features are constant" in zero.summary
+    assert (
+        "all energies are 0: the graph has no edges or the features are constant"
+        in verdict_text(zero)
+    )
     values = np.exp(-0.1 * k)
     values[12:] = np.nan
     nan = verdict(pd.DataFrame({"layer": k, "laplacian_energy": values}))
     assert nan.label == "inconclusive"
     assert (
         "NaN in the layer states from layer 12 on: non-finite input features or an overflow"
-        in nan.summary
+        in verdict_text(nan)
     )
     values = np.exp(-0.1 * k)
     values[30:] = 0.0
     under = verdict(pd.DataFrame({"layer": k, "laplacian_energy": values}))
-    assert under.dropped["nonpositive"] == 3 and "exactly 0 from layer 30 on" in under.summary
+    assert under.dropped["nonpositive"] == 3 and "exactly 0 from layer 30 on" in verdict_text(under)
+    # the same, as codes with their numbers
+    assert (zero.reason, zero.notes) == ("all-zero", [{"code": "all-zero"}])
+    assert (nan.reason, nan.notes) == (
+        "nonfinite",
+        [{"code": "nonfinite", "values": "NaN", "layer": 12}],
+    )
+    assert under.notes == [{"code": "zero-from", "layer": 30}]
+
+
+def _strings(value, path=""):
+    """Every string value in a nested verdict record, with where it is."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, f"{path}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v, path)]
+    return [(path, value)] if isinstance(value, str) else []
+
+
+def test_a_verdict_holds_numbers_and_codes_not_sentences():
+    from oversmooth.verdict import LABELS, NOTES, REASONS
+
+    k = np.arange(33)
+    values = np.exp(-0.1 * k)
+    values[30:] = 0.0
+    found = [
+        verdict(synthetic_frame("exponential", -0.05, 0.05, rng=np.random.default_rng(1))),
+        verdict(synthetic_frame("power", 0.3, 0.05, cosine=0.999, rng=np.random.default_rng(2))),
+        verdict(synthetic_frame("exponential", -0.5, 0.0, depth=4)),
+        verdict(pd.DataFrame({"layer": k, "laplacian_energy": values})),
+        verdict(pd.DataFrame({"layer": k, "laplacian_energy": np.zeros(33)})),
+    ]
+    codes = {
+        *LABELS, *REASONS, *NOTES, "decay", "growth", "flat", "exponential", "power", "late",
+        "asymptotic", "halving_length", "doubling_length", "alpha", "NaN", "float32",
+    }  # fmt: skip
+    for v in found:
+        assert v.reason in REASONS and all(n["code"] in NOTES for n in v.notes)
+        record = v.to_dict()
+        assert "summary" not in record
+        words = [(p, s) for p, s in _strings(record) if s not in codes and p != ".evidence.model"]
+        assert words == [], words
+    assert {v.reason for v in found} == {"exp-constant-rate", "power-law", "few-layers", "all-zero"}
 
 
 def test_bad_input():
@@ -267,7 +318,7 @@ def test_reports_survive_extreme_curves(tmp_path, case):
             seeds=(0, 1),
         )
     )
-    assert result.label == "inconclusive" and expected in result.verdict
+    assert result.label == "inconclusive" and expected in verdict_text(result.verdict)
     out = write_analysis(result, tmp_path / "report")
     assert (out / "energy.png").is_file() and expected in (out / "report.md").read_text()
     fits = json.loads((out / "fits.json").read_text())
@@ -292,7 +343,7 @@ def test_pyg_gat_at_initialisation_is_norm_collapse_not_oversmoothing():
     v = verdict(probe.to_frame(), dtype="float64")
     assert v.trend == "decay" and v.collapse == "norm-collapse" and not v.oversmoothing
     assert v.evidence["norm_decades"] < -15 and v.evidence["scale_free_decades"] > -6
-    assert "mostly norm collapse, not oversmoothing" in v.summary
+    assert "mostly norm collapse, not oversmoothing" in verdict_text(v)
     # the banner never says oversmoothing for it: grey while the law is open, blue once named
     assert verdict_kind(v.label, v.curse_of_depth, v.collapse) in ("norm collapse", "inconclusive")
     assert verdict_kind("exponential-smoothing", False, "norm-collapse") == "norm collapse"

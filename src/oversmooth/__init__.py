@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time they load o
     from oversmooth.notebook import plot, write_report
     from oversmooth.probe import Probe, available_metrics
     from oversmooth.prune import prune_sensitivity
+    from oversmooth.report.prose import verdict_text
     from oversmooth.spectral import SpectralGap, spectral_gap
 
 # `verdict` is also the name of its module: imported here, so that importing the submodule
@@ -88,6 +89,7 @@ __all__ = [
     "relative_update",
     "Verdict",
     "verdict",
+    "verdict_text",
     "plot",
     "write_report",
 ]
@@ -109,6 +111,7 @@ _LAZY = {
     "spectral_gap": "oversmooth.spectral",
     "plot": "oversmooth.notebook",
     "write_report": "oversmooth.notebook",
+    "verdict_text": "oversmooth.report.prose",  # the verdict in words (the write layer)
 }
 _EAGER = {"__version__", "Verdict", "verdict"}  # bound above
 _LAZY.update(  # the rest of __all__ are the metric functions

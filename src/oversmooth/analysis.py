@@ -34,14 +34,11 @@ from oversmooth.precision import (
 from oversmooth.probe import DEFAULT_METRICS, Probe
 from oversmooth.prune import prune_sensitivity
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig  # re-exported
+from oversmooth.run_configs import comparison_key
+from oversmooth.registry import DISPLAY as PRETTY  # noqa: F401  (re-exported: its old home)
 from oversmooth.runtime import environment, resolve_device
-from oversmooth.report.prose import (
-    PRETTY as PRETTY,
-    comparison_key,
-    curve_title,
-    energy_table,
-)  # PRETTY re-exported
 from oversmooth.spectral import halving_steps, spectral_gap
+from oversmooth.verdict import Verdict
 from oversmooth.verdict import verdict as _decide
 
 if TYPE_CHECKING:
@@ -194,10 +191,14 @@ def theory_reference(model: str, desc: dict, diffusion: dict) -> dict:
 
 @dataclass
 class AnalysisResult:
+    """What :func:`run_analysis` computed: numbers only.  Its sentences are the write layer's:
+    ``oversmooth.report.prose.verdict_text(result.verdict, analysis_title(result.config))``
+    is the verdict line the CLI prints, and fits.json gets them as it is written."""
+
     config: dict
     metrics: pd.DataFrame  # one row per (seed, layer)
     fits: dict
-    verdict: str
+    verdict: Verdict  # the seeds pooled
     label: str
     similarity: np.ndarray | None = None
     similarity_layers: list[int] | None = None
@@ -223,7 +224,6 @@ def describe_curve(
     feature_norm: ArrayLike,
     relative: ArrayLike | None,
     cosine: ArrayLike | None,
-    title: str | None = None,
     dtype: str = "float32",
 ) -> dict:
     """:func:`describe_frame` of one curve given as arrays (``feature_norm`` scalar or per
@@ -242,7 +242,7 @@ def describe_curve(
     for name, values in (("relative_energy", relative), ("mean_cosine_similarity", cosine)):
         if values is not None:
             frame[name] = np.asarray(values, dtype=np.float64)
-    return describe_frame(frame, hidden=1, title=title, dtype=dtype)
+    return describe_frame(frame, hidden=1, dtype=dtype)
 
 
 def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
@@ -275,20 +275,20 @@ def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
     return bound_floor(norm, dtype)
 
 
-def describe_frame(
-    frame: pd.DataFrame, hidden: int, title: str | None = None, dtype: str = "float32"
-) -> dict:
+def describe_frame(frame: pd.DataFrame, hidden: int, dtype: str = "float32") -> dict:
     """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) and the
     numbers a report shows beside it: the float floor at the last layer, how many layers sit at
     it, the float64 final energy of a float32 run.  Every rate, fit and interval a report shows
     comes from the verdict (``"evidence"``), so the banner, text, plots and fits.json agree.
+    Numbers and codes only (``"reason"`` is the verdict's code): the sentences are built from
+    them by :mod:`oversmooth.report.prose`.
 
     ``dtype`` is the precision the states were computed in; with ``hidden`` it sets the float
     floor (RMS node norm ``sqrt(hidden)``) when the table has neither ``at_floor``,
     ``float_floor`` nor ``feature_norm``.  A ``float64_energy`` column (the float64 shadow of a
     float32 run) gives the float64 final energy when the final layer is at the floor.
     """
-    found = _decide(frame, hidden=hidden, title=title, dtype=dtype)
+    found = _decide(frame, hidden=hidden, dtype=dtype)
     mean = mean_curve(frame.assign(seed=0) if "seed" not in frame else frame)
     energies = mean["laplacian_energy"].to_numpy(dtype=np.float64)
     floor = _floor(mean, hidden, dtype)
@@ -310,7 +310,6 @@ def describe_frame(
         else int((energies < floor).sum()),
         "float64_final_energy": f64,
         "dtype": dtype,
-        "verdict": found.summary,
         "evidence": found.to_dict(),
         "_verdict": found,
     }
@@ -318,8 +317,9 @@ def describe_frame(
 
 def fits_record(desc: dict) -> dict:
     """What fits.json keeps of a :func:`describe_frame` result: the numbers (fits, label and the
-    verdict's evidence; the live ``Verdict`` object is left out).  The reports build the verdict
-    prose from these numbers (:func:`oversmooth.report.prose.verdict_prose`)."""
+    verdict's evidence; the live ``Verdict`` object is left out).  The write layer adds the
+    sentences as it writes the file and the reports rebuild them from these numbers
+    (:func:`oversmooth.report.prose.with_prose`, :func:`~oversmooth.report.prose.verdict_prose`)."""
     return {k: v for k, v in desc.items() if not k.startswith("_")}
 
 
@@ -483,16 +483,11 @@ def _fits_and_verdict(
             describe_frame(frame, model.hidden, dtype=model.dtype)
         )
     # the verdict pools the seeds (shared law, one intercept per seed)
-    title = curve_title(
-        model.name, model.conv, model.depth, config.dataset, trained=bool(config.checkpoint)
-    )
-    desc = describe_frame(metrics, model.hidden, title=title, dtype=model.dtype)
-    verdict = desc["verdict"]
+    desc = describe_frame(metrics, model.hidden, dtype=model.dtype)
     t0 = time.perf_counter()
     desc["reference"] = theory_reference(model.name, desc, diffusion_reference(data))
     timings["spectral_s"] = time.perf_counter() - t0
     fits["mean_over_seeds"] = fits_record(desc)
-    fits["verdict"] = verdict
     return fits, desc
 
 
@@ -593,7 +588,6 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         {"dtype": config.model.dtype, "model": type(model).__name__, "capture": "output"}
     )
     fits, desc = _fits_and_verdict(config, metrics, data, timings)
-    verdict = desc["verdict"]
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
         config={
@@ -605,7 +599,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         },
         metrics=metrics,
         fits=fits,
-        verdict=verdict,
+        verdict=desc["_verdict"],
         label=desc["classification"],
         similarity=similarity,
         similarity_layers=sim_layers,
@@ -620,22 +614,17 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
 
 @dataclass
 class ComparisonResult:
+    """What :func:`run_comparison` computed: numbers only (the mean ± std table and the
+    verdict lines are the write layer's: :func:`oversmooth.report.prose.summary_table`,
+    :func:`~oversmooth.report.prose.comparison_verdicts`)."""
+
     config: dict
     metrics: pd.DataFrame  # per layer: dataset, model, depth, seed, layer, metrics
     summary: pd.DataFrame  # per run: dataset, model, depth, seed, final_energy
-    table: pd.DataFrame  # rows (model, dataset), columns depths: "mean ± std"
     fits: dict
-    verdicts: list[str]
+    verdicts: list[Verdict]  # at the deepest depth, in the order of fits
     environment: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
-
-
-def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), or
-    (model, conv, dataset) when the summary has a ``conv`` column, columns depth (the table of
-    :func:`oversmooth.report.prose.energy_table`, indexed)."""
-    keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
-    return energy_table(summary).set_index(keys)
 
 
 def _compare_seeds(
@@ -711,11 +700,9 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
                     config, run, data, out_channels, graph, device, progress, done, total
                 )
                 done += depth * len(config.seeds)
-            title = curve_title(model_name, conv, deepest, dataset)
             desc = describe_frame(
                 pd.concat(frames[-len(config.seeds) :]),  # the deepest depth's, sorted last
                 config.model.hidden,
-                title=title,
                 dtype=config.model.dtype,
             )
             desc["reference"] = theory_reference(model_name, desc, diffusion)
@@ -723,7 +710,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
             if len(config.convs) > 1:
                 record["conv"] = conv
             fits[comparison_key(dataset, model_name, conv, config.convs)] = record
-            verdicts.append(desc["verdict"])
+            verdicts.append(desc["_verdict"])
     used = sorted({str(f.attrs.get("floor_method", floor_method)) for f in frames})
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame([_final_row(f) for f in frames])
@@ -737,7 +724,6 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
         },
         metrics=metrics,
         summary=summary,
-        table=summary_table(summary),
         fits=fits,
         verdicts=verdicts,
         environment=environment(device),

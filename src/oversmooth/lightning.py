@@ -83,8 +83,10 @@ class EnergyMonitor(pl.Callback):
     ``laplacian_energy`` as ``{prefix}/verdict_code`` (index in
     :data:`oversmooth.verdict.LABELS`) and, for TensorBoard and W&B, as text
     ``{prefix}/verdict``.  Kept on the callback: ``frames`` (``global_step`` -> the probe's
-    per-layer table, with ``epoch`` and ``global_step`` columns) and ``verdicts``
-    (``global_step`` -> :class:`~oversmooth.verdict.Verdict`).
+    per-layer table, with ``epoch`` and ``global_step`` columns), ``verdicts``
+    (``global_step`` -> :class:`~oversmooth.verdict.Verdict`) and ``titles`` (``global_step``
+    -> what was judged, e.g. ``GNN at initialisation``):
+    ``oversmooth.verdict_text(monitor.verdicts[s], monitor.titles[s])`` is the logged line.
 
     Args:
         data: the fixed graph, a PyG ``Data`` or ``Batch`` (or the ``GraphData`` of
@@ -158,6 +160,7 @@ class EnergyMonitor(pl.Callback):
         self.probe_options = dict(probe_options or {})
         self.frames: dict[int, pd.DataFrame] = {}
         self.verdicts: dict[int, Verdict] = {}
+        self.titles: dict[int, str] = {}
         self._probe: Probe | None = None
         self._data_key: tuple[torch.device, torch.dtype | None] | None = None
         self._data_moved: Any = None
@@ -237,10 +240,11 @@ class EnergyMonitor(pl.Callback):
 
     def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
         step = trainer.global_step
-        found = verdict(frame, title=title)
+        found = verdict(frame)
         self.verdicts[step] = found
+        self.titles[step] = title
         for logger in trainer.loggers:
-            log_verdict(found, logger, step, prefix=self.prefix)
+            log_verdict(found, logger, step, prefix=self.prefix, title=title)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step, self._frame = None, None

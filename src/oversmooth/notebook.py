@@ -119,9 +119,7 @@ def _dtype_of(source: Any, dtype: str | None) -> tuple[str, str | None]:
     return chosen, None
 
 
-def _describe(
-    frame: pd.DataFrame, metric: str, hidden: int | None, dtype: str, title: str | None
-) -> dict:
+def _describe(frame: pd.DataFrame, metric: str, hidden: int | None, dtype: str) -> dict:
     """Verdict plus full and tail law fits of ``metric`` (see
     :func:`oversmooth.analysis.describe_frame`)."""
     from oversmooth.analysis import describe_frame
@@ -140,7 +138,7 @@ def _describe(
         laplacian_only = ["laplacian_energy", "at_floor", "float_floor", "float64_energy"]
         frame = frame.drop(columns=laplacian_only, errors="ignore")
         frame = frame.rename(columns={metric: "laplacian_energy"})
-    return describe_frame(frame, hidden=hidden or 1, title=title, dtype=dtype)
+    return describe_frame(frame, hidden=hidden or 1, dtype=dtype)
 
 
 def _similarity_of(source: Any, similarity: Any) -> tuple[np.ndarray, list[int]] | None:
@@ -242,7 +240,7 @@ def plot(
             for s, p in (one.groupby("seed") if "seed" in one else [(0, one)])
         ]
         return plots.relative_energy_curves(ax, curves)
-    desc = _describe(one, metric, hidden, _dtype_of(frame, dtype)[0], None)
+    desc = _describe(one, metric, hidden, _dtype_of(frame, dtype)[0])
     mean = one.groupby("layer", sort=True)[metric].mean() if "seed" in one else None
     layers = mean.index if mean is not None else one["layer"]
     values = mean.to_numpy() if mean is not None else one[metric]
@@ -287,6 +285,7 @@ def write_report(
     from oversmooth.outputs import atomic_folder, write_json
     from oversmooth.report import plots
     from oversmooth.report.document import Document
+    from oversmooth.report.prose import with_prose
     from oversmooth.report.render import (
         halving_profile_section,
         law_table,
@@ -312,7 +311,7 @@ def write_report(
     found_sim = _similarity_of(frame, similarity)
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
-    record = fits_record(_describe(one, "laplacian_energy", hidden, dtype, title))
+    record = with_prose(fits_record(_describe(one, "laplacian_energy", hidden, dtype)), title)
     doc = Document(f"oversmooth.write_report: {title}")
     _verdict_section(doc, record, title)
     _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
@@ -388,7 +387,7 @@ def _config_record(
 
 
 def _verdict_section(doc: Any, record: dict, title: str) -> None:
-    from oversmooth.report.prose import verdict_prose, verdict_record
+    from oversmooth.report.prose import reason_prose, verdict_prose, verdict_record
     from oversmooth.report.render import evidence_table
 
     doc.heading("Verdict")
@@ -399,8 +398,9 @@ def _verdict_section(doc: Any, record: dict, title: str) -> None:
         found.get("curse_of_depth"),
         found.get("collapse"),
     )
-    if found.get("reason") and found.get("label") != "inconclusive":
-        doc.text(f"Why: {found['reason']}.")
+    reason = reason_prose(record)
+    if reason and found.get("label") != "inconclusive":
+        doc.text(f"Why: {reason}.")
     evidence = evidence_table(verdict_record(record))
     if evidence is not None:
         doc.table(evidence)

@@ -32,7 +32,14 @@ from oversmooth.config import (
 )
 from oversmooth.registry import CONVS, MODELS
 
-__all__ = ["AnalysisConfig", "ComparisonConfig", "TrainConfig", "check_seeds", "check_depth"]
+__all__ = [
+    "AnalysisConfig",
+    "ComparisonConfig",
+    "TrainConfig",
+    "check_seeds",
+    "check_depth",
+    "comparison_key",
+]
 
 
 def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -46,6 +53,12 @@ def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
             f"seeds: {repeated[0]} appears twice in {list(seeds)}; list each seed once"
         )
     return seeds
+
+
+def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) -> str:
+    """The fits.json key of one curve of a comparison: ``dataset/model``, then ``/conv`` when
+    the comparison has several message-passing types (``convs``)."""
+    return f"{dataset}/{model}" if len(convs) == 1 else f"{dataset}/{model}/{conv}"
 
 
 def check_depth(depth: int) -> None:

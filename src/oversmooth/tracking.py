@@ -14,7 +14,7 @@ Names (``prefix`` defaults to ``"energy"``):
   the depth (compare runs of different depths on one chart);
 - ``{prefix}/verdict_code``: the index of a verdict's label in
   :data:`oversmooth.verdict.LABELS`, and, where the tracker takes text, ``{prefix}/verdict``:
-  the label and its one-line summary.
+  the label and its one-line summary (:func:`oversmooth.report.prose.verdict_text`).
 
 Metrics undefined at the first layer (``relative_energy``, ``mean_cosine_similarity``,
 ``angular_distance``, ``relative_update``, ``head_energy_*``: NaN there by definition) are not
@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from oversmooth.report.prose import verdict_text
 from oversmooth.verdict import LABELS
 
 if TYPE_CHECKING:
@@ -196,15 +197,21 @@ def _text_writer(sink: object) -> Callable[[str, str, str, int], None] | None:
 
 
 def log_verdict(
-    verdict: Verdict, sink: object, step: int, *, prefix: str = "energy"
+    verdict: Verdict,
+    sink: object,
+    step: int,
+    *,
+    prefix: str = "energy",
+    title: str | None = None,
 ) -> dict[str, float]:
     """Send a verdict to ``sink`` (as in :func:`log_frame`): its label's number
     ``{prefix}/verdict_code`` (:data:`VERDICT_CODES`) always, and ``{prefix}/verdict`` as text
-    (label and summary) where the sink takes text (SummaryWriter, Lightning's TensorBoard and
-    W&B loggers; not the CSV logger or a plain function).  Returns the numbers sent."""
+    (label and summary, :func:`oversmooth.report.prose.verdict_text` prefixed by ``title``)
+    where the sink takes text (SummaryWriter, Lightning's TensorBoard and W&B loggers; not the
+    CSV logger or a plain function).  Returns the numbers sent."""
     scalars = {f"{prefix}/verdict_code": float(VERDICT_CODES[verdict.label])}
     _send(sink, scalars, step)
     write_text = _text_writer(sink)
     if write_text is not None:
-        write_text(f"{prefix}/verdict", verdict.label, verdict.summary, step)
+        write_text(f"{prefix}/verdict", verdict.label, verdict_text(verdict, title), step)
     return scalars

@@ -9,8 +9,8 @@
   not) and no exponential factor faster than :data:`EXP_TOLERANCE` window depths fits;
 - ``stable``: the fitted energy changes by less than :data:`STABLE_DECADES` decades, interval
   included;
-- ``inconclusive``: the evidence does not separate them; the summary says why and still gives
-  what was measured (decades, late rate, relative change, cosine).
+- ``inconclusive``: the evidence does not separate them; ``reason`` says why (a code) and the
+  evidence still holds what was measured (decades, late rate, relative change, cosine).
 
 How.  The seeds' log curves are fitted by ``a_seed + alpha log(k + k0) + beta k``
 (:class:`oversmooth.lawfit.LawModel`, ``k0`` profiled), a family holding pure and shifted power
@@ -19,7 +19,7 @@ Exponential when ``beta``'s interval excludes 0 (or the late local rate holds wh
 law's must fall), algebraic when ``beta``'s interval lies inside ``+-ln 2 / (EXP_TOLERANCE
 k_max)``.  Every interval treats seeds as replicates (:class:`oversmooth.lawfit.Evidence`: a
 block bootstrap along the curve plus a bootstrap over seeds, Student t) at :data:`LEVEL` for
-decisions and :data:`REPORT_LEVEL` in the summary; ``beta``'s also holds whatever ``k0`` is
+decisions and :data:`REPORT_LEVEL` for the reported rates; ``beta``'s also holds whatever ``k0`` is
 (:func:`oversmooth.lawfit.profile_interval`).
 
 What it reports.  An exponential's rate is the *late* rate (slope of ``log E`` over the last
@@ -28,8 +28,12 @@ moving is "not yet asymptotic" and comes with the asymptotic rate.  A power law'
 asymptotic exponent of ``(k + k0)^alpha``.  ``trend``, ``collapse`` (the nodes converging or the
 features shrinking), the curse of depth (from the fitted relative change over the last quarter
 and the adjacent cosine), the local-rate ``profile`` and the fitted law through the seed-mean
-curve are part of every verdict.  :func:`sentence` writes the summary from these numbers, for
-:attr:`Verdict.summary` and for every report re-rendered from ``fits.json``.
+curve are part of every verdict.  A :class:`Verdict` holds numbers and codes only: the rule
+that decided (``reason``, one of :data:`REASONS`) and what to note beside it (``notes``: the
+extremes met, the float floor), each with its numbers.  The sentences are the write layer's:
+:func:`oversmooth.report.prose.verdict_text` builds the one-line summary from these numbers,
+for a live verdict and for a report re-rendered from ``fits.json`` alike (also at the package
+root: ``oversmooth.verdict_text``).
 
 Dropped rows, all counted: layer 0, non-finite and non-positive energies, rows ``at_floor``
 (or, without that column, below ``float_floor`` or the single-step bound of ``dtype`` from
@@ -40,9 +44,8 @@ docs/verdict.md.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -61,10 +64,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "dropped_text",
     "Verdict",
     "Rate",
     "verdict",
+    "REASONS",
+    "NOTES",
     "local_halving_length",
     "LABELS",
     "COLLAPSES",
@@ -76,6 +80,7 @@ __all__ = [
     "STABLE_DECADES",
     "CURSE_R",
     "CURSE_COSINE",
+    "REPORT_LEVEL",
 ]
 
 LABELS = (
@@ -87,6 +92,34 @@ LABELS = (
     "inconclusive",
 )
 COLLAPSES = ("oversmoothing", "norm-collapse", "both")
+#: ``Verdict.reason``: the rule that decided.  ``nonfinite`` / ``all-zero``: the curve holds
+#: NaN/Inf or only zeros (its note says where); ``few-layers``: fewer than :data:`MIN_LAYERS`
+#: usable layers (``usable_layers``, ``dropped``); ``stable``: the fitted change lies inside
+#: +-:data:`STABLE_DECADES`; ``no-trend``: it cannot be told from that band; ``exp-constant-rate``
+#: / ``exp-late-rate-holds``: an exponential (its factor is significant and large, or the late
+#: local rate holds where every power law's falls); ``power-law``: no exponential factor faster
+#: than :data:`EXP_TOLERANCE` windows, the local rate falls like 1/k; ``opposite-sign``,
+#: ``small-exponential``, ``laws-overlap``: a trend whose law is open (the exponential factor
+#: turns the curve, moves it by less than :data:`MIN_TERM_DECADES`, or neither law is ruled
+#: out).  The numbers each reason rests on are in ``evidence``.
+REASONS = (
+    "nonfinite",
+    "all-zero",
+    "few-layers",
+    "stable",
+    "no-trend",
+    "exp-constant-rate",
+    "exp-late-rate-holds",
+    "power-law",
+    "opposite-sign",
+    "small-exponential",
+    "laws-overlap",
+)
+#: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
+#: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
+#: (``layer``: the first exactly-zero energy), ``floor`` (the final layer is at the float floor:
+#: ``final_energy``, ``dtype``, ``float64_energy`` of a float32 run's float64 shadow or None).
+NOTES = ("nonfinite", "all-zero", "zero-from", "floor")
 MIN_LAYERS = 12  # fewer usable layers: no law is claimed
 MIN_QUARTER = 8  # the late-rate window has at least this many layers
 PROFILE_POINTS = 48  # points of the local-rate profile
@@ -135,11 +168,13 @@ class Verdict:
     scale-free energy does not fall), ``both``, or None (no decay, or no ``feature_norm``).
     ``asymptotic`` is False when the late rate is still changing (``asymptotic_rate`` then
     holds the model's limit).  ``profile`` is the local rate along the window
-    (:func:`local_halving_length` turns it into halving lengths).
+    (:func:`local_halving_length` turns it into halving lengths).  ``reason`` is the rule that
+    decided (a code of :data:`REASONS`) and ``notes`` what to say beside it (dicts with a code
+    of :data:`NOTES` and its numbers); numbers and codes only:
+    :func:`oversmooth.report.prose.verdict_text` says it in words.
     """
 
     label: str
-    summary: str
     reason: str
     seeds: int
     curse_of_depth: bool | None = None
@@ -148,6 +183,7 @@ class Verdict:
     window: tuple[int, int] | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
+    notes: list[dict[str, Any]] = field(default_factory=list)
     final_energy: float = float("nan")
     final_at_floor: bool = False
     trend: str | None = None
@@ -200,36 +236,24 @@ def _first_bad(layers: np.ndarray, bad: np.ndarray) -> int | None:
     return int(layers[bad].min()) if bad.any() else None
 
 
-def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[str | None, str | None]:
-    """(note, reason it blocks a verdict) for NaN/Inf and zero curves."""
+def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(note, the reason code when it blocks a verdict) for NaN/Inf and zero curves."""
     layers = frame["layer"].to_numpy()
     values = frame[energy].to_numpy(dtype=np.float64)
     nan = np.isnan(values)
     inf = np.isinf(values)
     deep = layers > 0
     if nan.any() or inf.any():
-        k = _first_bad(layers, nan | inf)
-        what = "NaN" if nan.any() else "Inf"
-        if nan.any() and inf.any():
-            what = "NaN/Inf"
-        return (
-            f"{what} in the layer states from layer {k} on: non-finite input features or an "
-            "overflow",
-            "non-finite energies",
+        what = "NaN/Inf" if nan.any() and inf.any() else "NaN" if nan.any() else "Inf"
+        return {"code": "nonfinite", "values": what, "layer": _first_bad(layers, nan | inf)}, (
+            "nonfinite"
         )
     finite = values[deep]
     if len(finite) and np.all(finite == 0):
-        return (
-            "all energies are 0: the graph has no edges or the features are constant",
-            "zero energies",
-        )
+        return {"code": "all-zero"}, "all-zero"
     zero = deep & (values <= 0)
     if zero.any():
-        k = _first_bad(layers, zero)
-        return (
-            f"energy is exactly 0 from layer {k} on (underflow or a collapse to a constant)",
-            None,
-        )
+        return {"code": "zero-from", "layer": _first_bad(layers, zero)}, None
     return None, None
 
 
@@ -240,7 +264,6 @@ def verdict(
     frame: pd.DataFrame,
     energy: str = "laplacian_energy",
     *,
-    title: str | None = None,
     dtype: str | None = None,
     hidden: int | None = None,
     start: int | None = None,
@@ -254,7 +277,6 @@ def verdict(
             ``float_floor`` (old column names are upgraded, see
             :func:`oversmooth.registry.upgrade_columns`).
         energy: the column to classify.
-        title: prefix of the one-line summary (e.g. the model and depth).
         dtype: name of the stored states' precision, for the floor; default: the frame's
             ``attrs["dtype"]`` (a probe's frame records it), else ``float32``.
         hidden: width of the states; without ``feature_norm`` the floor assumes an RMS row
@@ -267,19 +289,14 @@ def verdict(
         dtype = str(frame.attrs.get("dtype") or "float32")
     rows = _Rows(frame, energy, dtype, hidden)
     note, blocker = _extreme_note(frame, energy)
-    out = _Outcome(title, rows, note, blocker, dtype, len(rows.seeds))
+    out = _Outcome(rows, [note] if note else [], dtype, len(rows.seeds))
     if blocker is not None:
-        reason = note or blocker  # a blocker always comes with its note
-        return out.done("inconclusive", reason)
+        return out.done("inconclusive", blocker)
     layers, logs, window_dropped = rows.curves(start)
     rows.dropped.update(window_dropped)
     n = len(layers)
     if n < MIN_LAYERS:
-        reason = (
-            f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
-            f"law; dropped: {dropped_text(rows.dropped)})"
-        )
-        return out.done("inconclusive", reason, usable_layers=n)
+        return out.done("inconclusive", "few-layers", usable_layers=n)
     return _decide(out, frame, layers, logs, seed)
 
 
@@ -354,109 +371,37 @@ def _at_floor(
 
 @dataclass
 class _Outcome:
-    """Builds the :class:`Verdict` (the summary's shared tail: notes, floor, final energy)."""
+    """Builds the :class:`Verdict`: what every outcome shares (seeds, dropped rows, the final
+    energy, the notes on extremes and on the float floor)."""
 
-    title: str | None
     rows: _Rows
-    note: str | None
-    blocker: str | None
+    notes: list[dict[str, Any]]
     dtype: str
     seeds: int
 
     def done(self, label: str, reason: str, **fields: Any) -> Verdict:
         rows = self.rows
         fields.setdefault("usable_layers", 0)
-        found = Verdict(
+        notes = list(self.notes)
+        if rows.final_at_floor:
+            notes.append(
+                {
+                    "code": "floor",
+                    "final_energy": rows.final,
+                    "dtype": self.dtype,
+                    "float64_energy": rows.final64,
+                }
+            )
+        return Verdict(
             label=label,
-            summary="",
             reason=reason,
             seeds=self.seeds,
             dropped=rows.dropped,
+            notes=notes,
             final_energy=rows.final,
             final_at_floor=rows.final_at_floor,
             **fields,
         )
-        pieces = [sentence(found.to_dict())]
-        if self.note and self.blocker is None:
-            pieces.append(self.note)
-        if rows.final_at_floor:
-            tail = (
-                f"float64 gives {rows.final64:.2g}"
-                if rows.final64 is not None
-                else "rerun with --dtype float64"
-                if self.dtype != "float64"
-                else "the curve is below what float64 resolves"
-            )
-            pieces.append(
-                f"final energy {rows.final:.2g} is at the {self.dtype} floor (those layers are "
-                f"left out of the fit); {tail}"
-            )
-        elif self.blocker is None:
-            pieces.append(f"final energy {rows.final:.2g}")
-        head = f"{self.title}: " if self.title else ""
-        return replace(found, summary=head + "; ".join(pieces))
-
-
-def sentence(found: Mapping[str, Any]) -> str:
-    """The verdict's sentence from its numbers (``Verdict.to_dict()``, as fits.json stores it),
-    without the title and the final-energy clause: :attr:`Verdict.summary` is built by it, and
-    a report re-rendered from fits.json calls it again, so the two cannot differ."""
-    label, ev = found["label"], found.get("evidence") or {}
-    rate, asym = found.get("rate") or {}, found.get("asymptotic_rate") or {}
-    level = f"{REPORT_LEVEL:.0%} interval"
-    if label == "stable":
-        change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
-        body = (
-            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
-            f"({ev['level']:.0%} interval {change - half:+.2f} to {change + half:+.2f})"
-        )
-    elif label in ("exponential-smoothing", "exponential-growth"):
-        smoothing = label == "exponential-smoothing"
-        window = rate.get("window") or ev.get("late_window") or (0, 0)
-        body = (
-            f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
-            f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
-            f"{window[0]}-{window[1]} ({level} {_interval(tuple(rate['interval']))})"
-        )
-        if found.get("asymptotic") is False and asym:
-            word = "halving" if smoothing else "doubling"
-            sign = -1 if smoothing else 1
-            longer = "rising" if ev.get("late_drift", 0.0) * sign < 0 else "falling"
-            body += (
-                f"; not yet asymptotic: the local {word} length is still {longer} "
-                f"(asymptotic {word} length {asym['value']:.3g}, interval "
-                f"{_interval(tuple(asym['interval']))})"
-            )
-    elif label in ("algebraic-smoothing", "power-law-growth"):
-        smoothing = label == "algebraic-smoothing"
-        shift = f" (shift k0 {rate['shift']:.3g})" if rate.get("shift") else ""
-        body = (
-            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
-            f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
-            f"({level} {_interval(tuple(rate['interval']), '.2f')})"
-        )
-    else:
-        body = f"inconclusive: {found.get('reason')}"
-        if found.get("trend") in ("decay", "growth") and ev.get("late_slope_interval"):
-            body += "; " + _late_clause(ev, found["trend"] == "decay")
-    collapse = found.get("collapse")
-    if collapse and ev.get("scale_free_decades") is not None:
-        sf, nd = ev["scale_free_decades"], ev["norm_decades"]
-        clauses = {
-            "oversmoothing": f"the nodes converge (scale-free energy {sf:+.2g} decades, "
-            f"squared norm {nd:+.2g})",
-            "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature "
-            f"norm falls {nd:+.2g} decades, the scale-free energy only {sf:+.2g}",
-            "both": f"the nodes converge and the features shrink (scale-free energy {sf:+.2g} "
-            f"decades, squared norm {nd:+.2g})",
-        }
-        body += "; " + clauses[collapse]
-    if found.get("trend") == "growth" and ev.get("curse_r_median") is not None:
-        cosine = ev.get("curse_cosine")
-        body += "; " + curse_sentence(
-            found.get("curse_of_depth"), ev["curse_r_median"], ev["curse_r_high"], cosine
-        )
-    return body
 
 
 def _quarter(layers: np.ndarray, which: int) -> np.ndarray:
@@ -566,9 +511,10 @@ def _decide(
         "late_slope": point["slope_late"],
         "late_drift": point["drift"],
         "late_drift_halfwidth": half["drift"],
-        "uncertainty": f"moving-block bootstrap ({BOOTSTRAP_DRAWS} draws, blocks of {ev.block} "
-        f"layers, k0 refitted) plus the between-seed excess over {out.seeds} "
-        f"seed{'s' if out.seeds != 1 else ''}",
+        # the intervals: a moving-block bootstrap (k0 refitted in every draw) plus the
+        # between-seed excess over ``seeds`` replicates (oversmooth.lawfit.Evidence)
+        "bootstrap_draws": BOOTSTRAP_DRAWS,
+        "bootstrap_block": ev.block,
     }
     evidence.update(_late_numbers(est, layers, shifted, logs))
     evidence["fit_curve"] = _fit_curve(full, layers, logs)
@@ -580,30 +526,19 @@ def _decide(
     if trend == "decay":
         collapse = _collapse(frame, out.rows, layers, evidence)
         common["collapse"] = collapse
-    change, h_change = point["change"] / ln10, half["change"] / ln10
-    where = f"layers {k_lo}-{k_hi}"
-    change_text = (
-        f"{change:+.2f} decades over {where} ({LEVEL:.0%} interval {change - h_change:+.2f} to "
-        f"{change + h_change:+.2f})"
-    )
     if trend == "flat":
-        reason = f"the fitted energy changes by {change_text}, inside +-{STABLE_DECADES:g}"
-        return out.done("stable", reason, curse_of_depth=False, **common)
+        return out.done("stable", "stable", curse_of_depth=False, **common)
     if trend is None:
-        reason = (
-            f"the fitted energy changes by {change_text}: cannot tell a stable curve "
-            f"(within +-{STABLE_DECADES:g} decades) from a trend"
-        )
-        return out.done("inconclusive", reason, **common)
+        return out.done("inconclusive", "no-trend", **common)
 
-    fit = _Fitted(est, full, shifted, layers, logs, evidence, change_text)
+    fit = _Fitted(est, full, shifted, layers, logs, evidence)
     return _named_law(out, frame, fit, -1 if trend == "decay" else 1, common)
 
 
 @dataclass
 class _Fitted:
-    """What the law decision reads: the estimates, the two models, the curves, the evidence
-    being filled, and the fitted change in words."""
+    """What the law decision reads: the estimates, the two models, the curves and the evidence
+    being filled."""
 
     est: dict[str, Estimate]
     full: LawModel
@@ -611,7 +546,6 @@ class _Fitted:
     layers: np.ndarray
     logs: np.ndarray
     evidence: dict[str, Any]
-    change_text: str
 
 
 def _named_law(
@@ -622,7 +556,6 @@ def _named_law(
     est, evidence, layers, logs = fit.est, fit.evidence, fit.layers, fit.logs
     point = {name: e.value for name, e in est.items()}
     ln10, k_lo, k_hi = math.log(10), int(layers[0]), int(layers[-1])
-    change, change_text, where = point["change"] / ln10, fit.change_text, f"layers {k_lo}-{k_hi}"
     tol = evidence["beta_tolerance"]
     curse: bool | None = False
     if sign > 0:
@@ -640,11 +573,6 @@ def _named_law(
     bounded = -tol <= b_lo and b_hi <= tol
     a_lo, a_hi = est["alpha_shifted"].interval(LEVEL)
     pow_same = (a_hi < 0) if sign < 0 else (a_lo > 0)
-    terms = (
-        f"exponential factor e^(beta k) with beta {point['beta']:.3g} ({LEVEL:.0%} interval "
-        f"{b_lo:.3g} to {b_hi:.3g}), power term {evidence['power_term_decades']:+.2f} decades, "
-        f"shift k0 {evidence['k0']:.3g}"
-    )
     # the late local rate does not fall the way any power law's must (it holds or rises)
     gap_lo, gap_hi = (sign * g for g in est["power_gap"].interval(LEVEL))
     late_lo, late_hi = (sign * g for g in est["slope_late"].interval(LEVEL))
@@ -654,12 +582,7 @@ def _named_law(
     if (exp_same and exp_big) or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
-        why = (
-            "the local rate tends to a constant"
-            if exp_same and exp_big
-            else "the late local rate holds or rises, where every power law's falls like 1/k"
-        )
-        reason = f"{change_text}; the {terms}: {why}"
+        reason = "exp-constant-rate" if exp_same and exp_big else "exp-late-rate-holds"
         asym = bool(evidence["late_asymptotic"])
         return out.done(
             label, reason, rate=rate, asymptotic=asym, asymptotic_rate=asym_rate, **common
@@ -667,29 +590,13 @@ def _named_law(
     if bounded and pow_same:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
         rate = _power_rate(est["alpha_shifted"], fit.shifted, logs, (k_lo, k_hi))
-        reason = (
-            f"{change_text}; the {terms}: no exponential factor halving or doubling faster "
-            f"than every {EXP_TOLERANCE:g}x{k_hi} layers, the local rate falls like 1/k"
-        )
-        return out.done(label, reason, rate=rate, asymptotic=True, **common)
-    verb = "decays" if sign < 0 else "grows"
+        return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
     if exp_sig and not exp_same:
-        why = "the exponential factor has the opposite sign: the curve turns"
+        reason = "opposite-sign"
     elif exp_same:
-        why = (
-            "the exponential factor is significant but moves the curve by less than "
-            f"{MIN_TERM_DECADES:g} decades"
-        )
+        reason = "small-exponential"
     else:
-        longest = math.log(2) / max(abs(b_lo), abs(b_hi), 1e-300)
-        why = (
-            f"an exponential factor halving or doubling every {longest:.3g} layers cannot be "
-            "ruled out, nor a law whose local rate falls like 1/k"
-        )
-    reason = (
-        f"energy {verb} by {abs(change):.2f} decades over {where} but the laws do not separate: "
-        f"{why} ({terms})"
-    )
+        reason = "laws-overlap"
     return out.done("inconclusive", reason, **common)
 
 
@@ -726,23 +633,6 @@ def _fit_curve(full: LawModel, layers: np.ndarray, logs: np.ndarray) -> dict[str
     pick = np.unique(np.linspace(0, len(layers) - 1, min(len(layers), PROFILE_POINTS * 4)).round())
     idx = pick.astype(int)
     return {"layer": [int(k) for k in layers[idx]], "energy": np.exp(fitted[idx]).tolist()}
-
-
-def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
-    """What was measured even when the law is undecided: the late halving (doubling) length."""
-    ln2 = math.log(2)
-    sign = -1 if decay else 1
-
-    def length(slope: float | None) -> float:
-        return ln2 / abs(slope) if slope is not None and slope * sign > 0 else math.inf
-
-    lo, hi = sorted(length(s) for s in ev["late_slope_interval"])
-    window = ev["late_window"]
-    word = "halving" if decay else "doubling"
-    return (
-        f"late {word} length {length(ev['late_slope']):.3g} layers over layers "
-        f"{window[0]}-{window[1]} ({REPORT_LEVEL:.0%} interval {_interval((lo, hi))})"
-    )
 
 
 def _trend(point: dict[str, float], half: dict[str, float]) -> str | None:
@@ -880,44 +770,11 @@ def _collapse(
     return "both"
 
 
-def _interval(pair: tuple[float | None, float | None], fmt: str = ".3g") -> str:
-    """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
-    reads ``inf``."""
-    lo, hi = (math.inf if v is None else float(v) for v in pair)
-    if fmt == ".2f":
-        return f"{lo:.2f} to {hi:.2f}"
-    return f"{format(lo, fmt)}-{format(hi, fmt)}"
-
-
-# why a row of the per-layer table was left out of the fits (Verdict.dropped's keys)
-_DROPPED = {
-    "layer_0": "at layer 0 (the input, never fitted)",
-    "nonfinite": "non-finite",
-    "nonpositive": "zero or negative",
-    "at_floor": "at the float floor",
-    "before_window": "before the fitted window",
-    "not_usable_in_every_seed": "not usable in every seed",
-}
-
-
-def dropped_text(dropped: dict[str, int]) -> str:
-    """``{"layer_0": 2, "at_floor": 3}`` -> ``"2 rows at layer 0 (the input, never fitted), 3
-    rows at the float floor"``; ``"none"`` when nothing was dropped."""
-    return (
-        ", ".join(
-            f"{n} {'row' if n == 1 else 'rows'} {_DROPPED.get(k, k.replace('_', ' '))}"
-            for k, n in dropped.items()
-            if n
-        )
-        or "none"
-    )
-
-
 def _curse(
     frame: pd.DataFrame, step: Estimate, layers: np.ndarray
 ) -> tuple[bool | None, dict[str, float | None]]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring):
-    the decision and the numbers its sentence is made of."""
+    the decision and the numbers behind it."""
     size = max(MIN_QUARTER, len(layers) // 4)
     last = layers[-size:]
     lo, hi = step.interval(LEVEL)
@@ -937,15 +794,3 @@ def _curse(
     else:
         curse = None
     return curse, numbers
-
-
-def curse_sentence(curse: bool | None, r_median: float, r_high: float, cosine: float | None) -> str:
-    """The curse-of-depth clause of a verdict, from its numbers (also used by the reports)."""
-    text = f"fitted |R| in the last quarter {r_median:.2g} (interval up to {r_high:.2g})"
-    if cosine is not None:
-        text += f", adjacent cosine {cosine:.3f}"
-    if curse is False:
-        return text + ": not the curse of depth"
-    if curse is True:
-        return text + ": curse of depth (vanishing relative change)"
-    return text + f": curse of depth undecided (threshold |R| < {CURSE_R:g})"

@@ -257,29 +257,3 @@ def test_report_rerenders_the_verdict_prose_from_fits_json(analyzed):
     (out / "fits.json").write_text(json.dumps(fits))
     assert runner.invoke(app, ["report", str(out)]).exit_code == 0
     assert "a frozen verdict from an old version" in (out / "report.md").read_text()
-
-
-def test_growth_prose_keeps_the_curse_of_depth_numbers():
-    """The re-rendered sentence of a growing curve equals the verdict's own text, |R| numbers
-    included (they are stored in fits.json's evidence, not only as prose)."""
-    import numpy as np
-    import pandas as pd
-
-    from oversmooth.analysis import describe_frame, fits_record
-    from oversmooth.report.prose import verdict_prose
-
-    rng = np.random.default_rng(0)
-    k = np.arange(65)
-    energy = 0.2 * np.maximum(k, 1) ** 0.3 * np.exp(0.01 * rng.standard_normal(65))
-    frame = pd.DataFrame(
-        {
-            "seed": 0,
-            "layer": k,
-            "laplacian_energy": energy,
-            "feature_norm": 1.0,
-            "mean_cosine_similarity": np.r_[np.nan, np.full(64, 0.99)],
-        }
-    )
-    desc = describe_frame(frame, 32, title="test", dtype="float64")
-    assert "fitted |R| in the last quarter" in desc["verdict"]
-    assert verdict_prose(fits_record(desc), title="test") == desc["verdict"]

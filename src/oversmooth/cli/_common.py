@@ -162,7 +162,7 @@ def analyze_and_report(
     if as_json:
         echo_json(_analysis_summary(result, folder))
         return
-    typer.echo(result.verdict)
+    typer.echo(_verdict_line(result))
     if result.prune is not None:
         from oversmooth.report.render import accuracy_in_percent
 
@@ -171,12 +171,19 @@ def analyze_and_report(
     typer.echo(f"report: {folder / 'report.html'}")
 
 
+def _verdict_line(result: AnalysisResult) -> str:
+    """The verdict in one line, as the report and fits.json say it."""
+    from oversmooth.report.prose import analysis_title, verdict_text
+
+    return verdict_text(result.verdict, analysis_title(result.config))
+
+
 def _analysis_summary(result: AnalysisResult, folder: Path) -> dict:
     """What ``--json`` prints for an analysis."""
     mean = result.fits["mean_over_seeds"]
     payload = {
         "out": str(folder),
-        "verdict": result.verdict,
+        "verdict": _verdict_line(result),
         "classification": result.label,
         "curse_of_depth": mean["curse_of_depth"],
         "final_energy": mean["final_energy"],

@@ -29,6 +29,7 @@ def compare(
     from oversmooth.analysis import run_comparison
     from oversmooth.data import check_spec
     from oversmooth.outputs import claim_folder
+    from oversmooth.report.prose import comparison_verdicts, summary_table
     from oversmooth.report.render import default_out, write_comparison
 
     config = O.build(ComparisonConfig, given)
@@ -40,17 +41,18 @@ def compare(
         with progress_bar(not quiet) as update:
             result = run_comparison(config, progress=update)
         folder = write_comparison(result, target, overwrite=overwrite)
+    lines = comparison_verdicts(result.fits, result.config)
     if as_json:
         echo_json(
             {
                 "out": str(folder),
-                "verdicts": result.verdicts,
+                "verdicts": lines,
                 "summary": result.summary.to_dict(orient="records"),
                 "timings": result.timings,
             }
         )
         return
-    typer.echo(result.table.to_string())
-    for verdict in result.verdicts:
-        typer.echo(verdict)
+    typer.echo(summary_table(result.summary).to_string())
+    for line in lines:
+        typer.echo(line)
     typer.echo(f"report: {folder / 'report.html'}")

@@ -568,6 +568,7 @@ def _write(
 ) -> None:
     from oversmooth.outputs import write_json
     from oversmooth.report.document import Document
+    from oversmooth.report.prose import comparison_fits
 
     paper = paper_tables()
     datasets = results["datasets"]
@@ -578,7 +579,9 @@ def _write(
     for conv, res in other.items():
         res.summary.to_csv(folder / f"final_energy_{conv}.csv", index=False, float_format="%.10g")
         res.metrics.to_csv(folder / f"per_layer_{conv}.csv", index=False, float_format="%.10g")
-    fits = {"san": san.fits, **{conv: res.fits for conv, res in other.items()}}
+    fits = {
+        conv: comparison_fits(res.fits, res.config) for conv, res in (("san", san), *other.items())
+    }
     write_json(folder / "fits.json", fits)
     doc = Document("oversmooth reproduce: Guan & He (2025), Tables 2/4/6, Figures 1-2, Table 8")
     doc.heading("What this is")

@@ -355,6 +355,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     }
     try:
         from oversmooth.analysis import AnalysisConfig, run_analysis
+        from oversmooth.report.prose import analysis_title, verdict_text
 
         model = ModelConfig(
             **{k: v for k, v in options.items() if k in _SWEEPABLE_MODEL_FIELDS},
@@ -398,7 +399,7 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
                 "status": "ok",
                 "final_energy": float(frame["laplacian_energy"].iloc[-1]),
                 "classification": analysis.label,
-                "verdict": analysis.verdict,
+                "verdict": verdict_text(analysis.verdict, analysis_title(analysis.config)),
                 "metrics": {c: frame[c].tolist() for c in frame.columns},
             }
         )
@@ -841,9 +842,7 @@ def merge(
         ComparisonResult,
         describe_frame,
         fits_record,
-        summary_table,
     )
-    from oversmooth.report.prose import curve_title
     from oversmooth.report.render import write_comparison
     from oversmooth.runtime import environment, resolve_device
 
@@ -894,14 +893,9 @@ def merge(
                         & (layer_rows["depth"] == depths[-1])
                     ]
                     if len(rows_dm):
-                        title = curve_title(
-                            model, conv, depths[-1], dataset, trained=mode == "trained"
-                        )
-                        desc = describe_frame(
-                            rows_dm, spec.model.hidden, title=title, dtype=spec.model.dtype
-                        )
+                        desc = describe_frame(rows_dm, spec.model.hidden, dtype=spec.model.dtype)
                         fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depths[-1]}
-                        verdicts.append(desc["verdict"])
+                        verdicts.append(desc["_verdict"])
             seeds = tuple(sorted(set(part["seed"])))
             config = ComparisonConfig(
                 models=tuple(models),
@@ -918,7 +912,6 @@ def merge(
                 config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
                 metrics=layer_rows.drop(columns=["mode", "conv"]),
                 summary=part.drop(columns=["mode", "conv"]),
-                table=summary_table(part),
                 fits=fits,
                 verdicts=verdicts,
                 environment=environment(resolve_device(spec.device)),

@@ -1,35 +1,63 @@
-"""Verdict prose built from the numbers in ``fits.json``, at render time.
+"""Every sentence of a verdict, built from its numbers: the write layer's half of the verdict.
 
-``fits.json`` records, per curve, the verdict label and its numeric evidence
-(:meth:`oversmooth.verdict.Verdict.to_dict` under ``"evidence"``).  :func:`verdict_prose`
-turns those numbers into the sentence the report shows, so re-rendering a folder
-(``oversmooth report DIR``) rebuilds the text from the data.  A record written before the
-numbers were stored falls back to its frozen ``"verdict"`` string.
+A :class:`~oversmooth.verdict.Verdict` holds numbers and codes only (``reason``, one of
+:data:`~oversmooth.verdict.REASONS`; ``notes``, codes of :data:`~oversmooth.verdict.NOTES` with
+their numbers).  :func:`verdict_text` (the one-line summary) and :func:`reason_text` (why)
+say them in words, from a live Verdict or from its ``to_dict()`` as ``fits.json`` stores it
+under ``"evidence"``: the line the CLI prints and the one a report re-rendered from
+``fits.json`` shows (``oversmooth report DIR``) come from one function.  :func:`with_prose`
+adds those sentences to a fits.json record as it is written (``"verdict"``, ``"reason"``), for
+readers of the file; the reports rebuild them from the numbers.  A record written by an older
+version (its evidence holds sentences, not codes) shows its stored ``"verdict"`` text.
 """
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
+from oversmooth.config import upgrade_record
 from oversmooth.registry import DISPLAY
-from oversmooth.verdict import sentence
+from oversmooth.run_configs import comparison_key
+from oversmooth.verdict import (
+    EXP_TOLERANCE,
+    MIN_LAYERS,
+    MIN_TERM_DECADES,
+    REPORT_LEVEL,
+    STABLE_DECADES,
+    CURSE_R,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "PRETTY",
+    "analysis_fits",
+    "analysis_title",
+    "comparison_fits",
+    "comparison_curves",
     "comparison_key",
+    "comparison_title",
+    "comparison_verdicts",
     "curve_title",
+    "dropped_text",
     "energy_table",
+    "reason_prose",
+    "reason_text",
     "reference_prose",
+    "summary_table",
+    "uncertainty_text",
     "verdict_prose",
     "verdict_record",
+    "verdict_text",
+    "with_prose",
 ]
 
 PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
+BLOCKERS = ("nonfinite", "all-zero")  # reasons that stop a verdict before any fit
 
 
 def conv_label(model: str, conv: str) -> str:
@@ -46,6 +74,354 @@ def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool =
     """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
     title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {depth} layers on {dataset}"
     return title + (" (trained)" if trained else "")
+
+
+def analysis_title(config: Mapping[str, Any]) -> str:
+    """The title of an analyze run's verdict, from its ``config.json`` (or
+    ``AnalysisResult.config``; an older flat record too)."""
+    config = upgrade_record(config)
+    model = config["model"]
+    trained = bool(config.get("checkpoint"))
+    return curve_title(model["name"], model["conv"], model["depth"], config["dataset"], trained)
+
+
+def comparison_curves(config: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """``(dataset, model, conv, fits.json key)`` of every curve of a compare (or sweep) run,
+    in the order it runs them, from its ``config.json`` (or ``ComparisonResult.config``)."""
+    config = upgrade_record(config)
+    convs = list(config["convs"])
+    return [
+        (dataset, model, conv, comparison_key(dataset, model, conv, convs))
+        for dataset in config["datasets"]
+        for conv in convs
+        for model in config["models"]
+    ]
+
+
+def comparison_title(
+    dataset: str, model: str, conv: str, record: Mapping[str, Any], config: Mapping[str, Any]
+) -> str:
+    """The title of one compare (or sweep) curve: its model, conv and dataset, the depth of its
+    fits.json record, and whether the run trained (a sweep's ``sweep_mode``)."""
+    depth = record.get("depth", max(config["depths"]))
+    return curve_title(model, conv, depth, dataset, config.get("sweep_mode") == "trained")
+
+
+# ----------------------------------------------------------------------------- the verdict
+
+
+def _as_dict(found: Verdict | Mapping[str, Any]) -> Mapping[str, Any]:
+    return found.to_dict() if isinstance(found, Verdict) else found
+
+
+def _numeric(found: Mapping[str, Any]) -> bool:
+    """True for a verdict of this version (codes and numbers); False for an older record,
+    whose ``summary`` and ``reason`` are words."""
+    return isinstance(found.get("notes"), list) and "summary" not in found
+
+
+def verdict_text(found: Verdict | Mapping[str, Any], title: str | None = None) -> str:
+    """The verdict in one line, from its numbers: the law and its rate (or why there is none),
+    what the fall is made of, the curse of depth, the notes (extremes, the float floor) and the
+    final energy; ``title`` (e.g. :func:`curve_title`) prefixes it.
+
+    ``found`` is a :class:`~oversmooth.verdict.Verdict` or its ``to_dict()`` (a fits.json
+    record's ``"evidence"``); an older version's record, which stored its summary as text,
+    gives that text.  Example: ``print(oversmooth.verdict_text(oversmooth.verdict(frame)))``.
+    """
+    found = _as_dict(found)
+    if not _numeric(found):
+        return str(found.get("summary") or "")
+    blocked = found.get("reason") in BLOCKERS
+    pieces = [_sentence(found)]
+    at_floor = False
+    for note in found["notes"]:
+        if note["code"] == "floor":
+            at_floor = True
+            pieces.append(_floor_text(note))
+        elif not blocked:
+            pieces.append(_note_text(note))
+    final = _num(found.get("final_energy"))
+    if not (at_floor or blocked) and final is not None:
+        pieces.append(f"final energy {final:.2g}")
+    return (f"{title}: " if title else "") + "; ".join(pieces)
+
+
+def reason_text(found: Verdict | Mapping[str, Any]) -> str:
+    """Why the verdict is what it is, from its ``reason`` code and the numbers it rests on
+    (the fitted change and its interval, the exponential factor and the power term); an older
+    record's stored words as they are."""
+    found = _as_dict(found)
+    code = found.get("reason")
+    if not _numeric(found):
+        return str(code or "")
+    ev = found.get("evidence") or {}
+    if code in BLOCKERS:
+        return _note_text(next(n for n in found["notes"] if n["code"] == code))
+    if code == "few-layers":
+        n = found["usable_layers"]
+        return (
+            f"only {n} usable layer{'s' if n != 1 else ''} (need at least {MIN_LAYERS} to fit a "
+            f"law; dropped: {dropped_text(found['dropped'])})"
+        )
+    change = _change_text(ev)
+    if code == "stable":
+        return f"the fitted energy changes by {change}, inside +-{STABLE_DECADES:g}"
+    if code == "no-trend":
+        return (
+            f"the fitted energy changes by {change}: cannot tell a stable curve "
+            f"(within +-{STABLE_DECADES:g} decades) from a trend"
+        )
+    terms = _terms_text(ev)
+    if code == "exp-constant-rate":
+        return f"{change}; the {terms}: the local rate tends to a constant"
+    if code == "exp-late-rate-holds":
+        return (
+            f"{change}; the {terms}: the late local rate holds or rises, where every power "
+            "law's falls like 1/k"
+        )
+    if code == "power-law":
+        return (
+            f"{change}; the {terms}: no exponential factor halving or doubling faster than every "
+            f"{EXP_TOLERANCE:g}x{ev['window'][1]} layers, the local rate falls like 1/k"
+        )
+    verb = "decays" if found.get("trend") == "decay" else "grows"
+    window = ev["window"]
+    return (
+        f"energy {verb} by {abs(ev['change_decades']):.2f} decades over layers "
+        f"{window[0]}-{window[1]} but the laws do not separate: {_open_law(code, ev)} ({terms})"
+    )
+
+
+def uncertainty_text(found: Verdict | Mapping[str, Any]) -> str | None:
+    """How the verdict's intervals were made (the evidence table's "intervals from"), from its
+    numbers; an older record's stored words; None when the verdict stopped before fitting."""
+    found = _as_dict(found)
+    ev = found.get("evidence") or {}
+    if isinstance(ev.get("uncertainty"), str):
+        return ev["uncertainty"]
+    if ev.get("bootstrap_draws") is None:
+        return None
+    seeds = found.get("seeds")
+    return (
+        f"moving-block bootstrap ({ev['bootstrap_draws']} draws, blocks of "
+        f"{ev['bootstrap_block']} layers, k0 refitted) plus the between-seed excess over "
+        f"{seeds} seed{'s' if seeds != 1 else ''}"
+    )
+
+
+def _open_law(code: Any, ev: Mapping[str, Any]) -> str:
+    """Why a trend's law is open (the inconclusive reasons of a decided trend)."""
+    if code == "opposite-sign":
+        return "the exponential factor has the opposite sign: the curve turns"
+    if code == "small-exponential":
+        return (
+            "the exponential factor is significant but moves the curve by less than "
+            f"{MIN_TERM_DECADES:g} decades"
+        )
+    if code == "laws-overlap":
+        lo, hi = ev["beta_interval"]
+        longest = math.log(2) / max(abs(lo), abs(hi), 1e-300)
+        return (
+            f"an exponential factor halving or doubling every {longest:.3g} layers cannot be "
+            "ruled out, nor a law whose local rate falls like 1/k"
+        )
+    raise ValueError(f"reason: unknown code {code!r}")
+
+
+def _change_text(ev: Mapping[str, Any]) -> str:
+    """The fitted change in decades over the window, with its interval."""
+    change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
+    return (
+        f"{change:+.2f} decades over layers {window[0]}-{window[1]} ({ev['level']:.0%} interval "
+        f"{change - half:+.2f} to {change + half:+.2f})"
+    )
+
+
+def _terms_text(ev: Mapping[str, Any]) -> str:
+    """The fitted law's terms: the exponential factor with its interval, the power term, k0."""
+    lo, hi = ev["beta_interval"]
+    return (
+        f"exponential factor e^(beta k) with beta {ev['beta']:.3g} ({ev['level']:.0%} interval "
+        f"{lo:.3g} to {hi:.3g}), power term {ev['power_term_decades']:+.2f} decades, "
+        f"shift k0 {ev['k0']:.3g}"
+    )
+
+
+def _note_text(note: Mapping[str, Any]) -> str:
+    code = note["code"]
+    if code == "nonfinite":
+        return (
+            f"{note['values']} in the layer states from layer {note['layer']} on: non-finite "
+            "input features or an overflow"
+        )
+    if code == "all-zero":
+        return "all energies are 0: the graph has no edges or the features are constant"
+    if code == "zero-from":
+        return (
+            f"energy is exactly 0 from layer {note['layer']} on (underflow or a collapse to a "
+            "constant)"
+        )
+    raise ValueError(f"notes: unknown code {code!r}")
+
+
+def _floor_text(note: Mapping[str, Any]) -> str:
+    """The final layer at the float floor, and what to do about it."""
+    dtype, f64 = note["dtype"], _num(note.get("float64_energy"))
+    final = note.get("final_energy")
+    final = math.nan if final is None else float(final)  # JSON stores NaN as null
+    if f64 is not None:
+        tail = f"float64 gives {f64:.2g}"
+    elif dtype != "float64":
+        tail = "rerun with --dtype float64"
+    else:
+        tail = "the curve is below what float64 resolves"
+    return (
+        f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of the "
+        f"fit); {tail}"
+    )
+
+
+# why a row of the per-layer table was left out of the fits (Verdict.dropped's keys)
+_DROPPED = {
+    "layer_0": "at layer 0 (the input, never fitted)",
+    "nonfinite": "non-finite",
+    "nonpositive": "zero or negative",
+    "at_floor": "at the float floor",
+    "before_window": "before the fitted window",
+    "not_usable_in_every_seed": "not usable in every seed",
+}
+
+
+def dropped_text(dropped: Mapping[str, int]) -> str:
+    """``{"layer_0": 2, "at_floor": 3}`` -> ``"2 rows at layer 0 (the input, never fitted), 3
+    rows at the float floor"``; ``"none"`` when nothing was dropped."""
+    return (
+        ", ".join(
+            f"{n} {'row' if n == 1 else 'rows'} {_DROPPED.get(k, k.replace('_', ' '))}"
+            for k, n in dropped.items()
+            if n
+        )
+        or "none"
+    )
+
+
+def _span(pair: Any, fmt: str = ".3g") -> str:
+    """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
+    reads ``inf``."""
+    lo, hi = (math.inf if v is None else float(v) for v in pair)
+    if fmt == ".2f":
+        return f"{lo:.2f} to {hi:.2f}"
+    return f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def _sentence(found: Mapping[str, Any]) -> str:
+    """The verdict's sentence without the title, the notes and the final energy."""
+    label, ev = found["label"], found.get("evidence") or {}
+    rate, asym = found.get("rate") or {}, found.get("asymptotic_rate") or {}
+    level = f"{REPORT_LEVEL:.0%} interval"
+    if label == "stable":
+        change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
+        body = (
+            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
+            f"({ev['level']:.0%} interval {change - half:+.2f} to {change + half:+.2f})"
+        )
+    elif label in ("exponential-smoothing", "exponential-growth"):
+        body = _exponential_text(label == "exponential-smoothing", found, rate, asym, level)
+    elif label in ("algebraic-smoothing", "power-law-growth"):
+        smoothing = label == "algebraic-smoothing"
+        shift = f" (shift k0 {rate['shift']:.3g})" if rate.get("shift") else ""
+        body = (
+            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
+            f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
+            f"({level} {_span(rate['interval'], '.2f')})"
+        )
+    else:
+        body = f"inconclusive: {reason_text(found)}"
+        if found.get("trend") in ("decay", "growth") and ev.get("late_slope_interval"):
+            body += "; " + _late_clause(ev, found["trend"] == "decay")
+    return body + _collapse_clause(found, ev) + _curse_clause(found, ev)
+
+
+def _exponential_text(
+    smoothing: bool,
+    found: Mapping[str, Any],
+    rate: Mapping[str, Any],
+    asym: Mapping[str, Any],
+    level: str,
+) -> str:
+    ev = found.get("evidence") or {}
+    window = rate.get("window") or ev.get("late_window") or (0, 0)
+    body = (
+        f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
+        f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
+        f"{window[0]}-{window[1]} ({level} {_span(rate['interval'])})"
+    )
+    if found.get("asymptotic") is False and asym:
+        word = "halving" if smoothing else "doubling"
+        sign = -1 if smoothing else 1
+        longer = "rising" if ev.get("late_drift", 0.0) * sign < 0 else "falling"
+        body += (
+            f"; not yet asymptotic: the local {word} length is still {longer} "
+            f"(asymptotic {word} length {asym['value']:.3g}, interval {_span(asym['interval'])})"
+        )
+    return body
+
+
+def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
+    """What was measured even when the law is undecided: the late halving (doubling) length."""
+    ln2 = math.log(2)
+    sign = -1 if decay else 1
+
+    def length(slope: float | None) -> float:
+        return ln2 / abs(slope) if slope is not None and slope * sign > 0 else math.inf
+
+    lo, hi = sorted(length(s) for s in ev["late_slope_interval"])
+    window = ev["late_window"]
+    word = "halving" if decay else "doubling"
+    return (
+        f"late {word} length {length(ev['late_slope']):.3g} layers over layers "
+        f"{window[0]}-{window[1]} ({REPORT_LEVEL:.0%} interval {_span((lo, hi))})"
+    )
+
+
+def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
+    """What a decay is made of: the nodes converging, the features shrinking, or both."""
+    collapse = found.get("collapse")
+    if not collapse or ev.get("scale_free_decades") is None:
+        return ""
+    sf, nd = ev["scale_free_decades"], ev["norm_decades"]
+    clauses = {
+        "oversmoothing": f"the nodes converge (scale-free energy {sf:+.2g} decades, "
+        f"squared norm {nd:+.2g})",
+        "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature "
+        f"norm falls {nd:+.2g} decades, the scale-free energy only {sf:+.2g}",
+        "both": f"the nodes converge and the features shrink (scale-free energy {sf:+.2g} "
+        f"decades, squared norm {nd:+.2g})",
+    }
+    return "; " + clauses[collapse]
+
+
+def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
+    """The curse of depth of a growing curve: the fitted |R| of the last quarter, the adjacent
+    cosine, and the decision."""
+    if found.get("trend") != "growth" or ev.get("curse_r_median") is None:
+        return ""
+    text = (
+        f"fitted |R| in the last quarter {ev['curse_r_median']:.2g} (interval up to "
+        f"{ev['curse_r_high']:.2g})"
+    )
+    if ev.get("curse_cosine") is not None:
+        text += f", adjacent cosine {ev['curse_cosine']:.3f}"
+    curse = found.get("curse_of_depth")
+    if curse is False:
+        return f"; {text}: not the curse of depth"
+    if curse is True:
+        return f"; {text}: curse of depth (vanishing relative change)"
+    return f"; {text}: curse of depth undecided (threshold |R| < {CURSE_R:g})"
+
+
+# ----------------------------------------------------------------------------- fits.json records
 
 
 def verdict_record(record: Mapping[str, Any] | None) -> dict | None:
@@ -75,50 +451,96 @@ def _interval(pair: Any, fmt: str) -> str | None:
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
-def _body(found: Mapping[str, Any]) -> str | None:
-    """The verdict's sentence from its numbers (:func:`oversmooth.verdict.sentence`, the one
-    function the verdict's own summary comes from); None for a record whose numbers are not
-    those of this version (the frozen text is used instead)."""
-    try:
-        return sentence(found)
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None
+_UNREADABLE = (KeyError, TypeError, ValueError, IndexError, StopIteration)
 
 
 def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) -> str:
-    """The verdict sentence of one fits.json record, built from its numbers.
+    """The verdict sentence of one fits.json record: :func:`verdict_text` of its numbers.
 
     ``record`` is a fits.json entry (``mean_over_seeds`` of analyze, ``DATASET/MODEL`` of
-    compare); ``title`` prefixes the sentence.  Without numeric evidence (a folder written by an
-    older version) the record's stored ``"verdict"`` text is returned as it is.
+    compare); ``title`` prefixes the sentence.  A record written by an older version (no
+    numbers, or words where this version stores codes) gives its stored ``"verdict"`` text.
     """
     record = record or {}
     found = verdict_record(record)
-    body = _body(found) if found else None
-    if found is None or body is None:
-        frozen = record.get("verdict")
-        if isinstance(frozen, str) and frozen:
-            return frozen
-        return f"{title}: no verdict recorded" if title else "no verdict recorded"
-    pieces = [body]
-    final = _num(found.get("final_energy"))
-    dtype = record.get("dtype") or "float32"
-    if found.get("final_at_floor") and final is not None:
-        f64 = _num(record.get("float64_final_energy"))
-        tail = (
-            f"float64 gives {f64:.2g}"
-            if f64 is not None
-            else "rerun with --dtype float64"
-            if dtype != "float64"
-            else "the curve is below what float64 resolves"
-        )
-        pieces.append(
-            f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of the "
-            f"fit); {tail}"
-        )
-    elif final is not None:
-        pieces.append(f"final energy {final:.2g}")
-    return (f"{title}: " if title else "") + "; ".join(pieces)
+    if found is not None and _numeric(found):
+        try:
+            return verdict_text(found, title)
+        except _UNREADABLE:
+            pass  # numbers this version cannot read: the stored text
+    frozen = record.get("verdict")
+    if isinstance(frozen, str) and frozen:
+        return frozen
+    return f"{title}: no verdict recorded" if title else "no verdict recorded"
+
+
+def reason_prose(record: Mapping[str, Any] | None) -> str | None:
+    """Why, for one fits.json record: :func:`reason_text` of its numbers, an older record's
+    stored words, or None."""
+    record = record or {}
+    found = verdict_record(record) or {}
+    stored = [found.get("reason"), record.get("reason")]
+    if _numeric(found):
+        try:
+            return reason_text(found)
+        except _UNREADABLE:
+            stored = [record.get("reason")]  # the code is no sentence
+    return next((s for s in stored if isinstance(s, str) and s), None)
+
+
+def with_prose(record: Mapping[str, Any], title: str | None = None) -> dict:
+    """A fits.json record as it is written: its ``"reason"`` code replaced by
+    :func:`reason_text` and ``"verdict"`` (:func:`verdict_text` with ``title``) added before
+    ``"evidence"``, for readers of the file.  A record without this version's numbers is
+    returned as it is."""
+    found = verdict_record(record)
+    if found is None or not _numeric(found):
+        return dict(record)
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if key == "evidence":
+            out["verdict"] = verdict_text(found, title)
+        out[key] = value
+    out.setdefault("verdict", verdict_text(found, title))
+    if "reason" in out:
+        out["reason"] = reason_text(found)
+    return out
+
+
+def analysis_fits(fits: Mapping[str, Any], config: Mapping[str, Any]) -> dict:
+    """analyze's fits.json as written: each record :func:`with_prose` (each seed's untitled,
+    the pooled one titled :func:`analysis_title`) and the pooled ``"verdict"`` line."""
+    out = dict(fits)
+    if isinstance(out.get("per_seed"), Mapping):
+        out["per_seed"] = {seed: with_prose(r) for seed, r in out["per_seed"].items()}
+    if isinstance(out.get("mean_over_seeds"), Mapping):
+        title = analysis_title(config)
+        out["mean_over_seeds"] = with_prose(out["mean_over_seeds"], title)
+        out["verdict"] = verdict_prose(out["mean_over_seeds"], title)
+    return out
+
+
+def comparison_fits(fits: Mapping[str, Any], config: Mapping[str, Any]) -> dict:
+    """compare's (and sweep's) fits.json as written: each curve's record :func:`with_prose`,
+    titled :func:`comparison_title`."""
+    titles = {
+        key: comparison_title(dataset, model, conv, fits[key], config)
+        for dataset, model, conv, key in comparison_curves(config)
+        if key in fits
+    }
+    return {key: with_prose(record, titles.get(key)) for key, record in fits.items()}
+
+
+def comparison_verdicts(fits: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """One verdict line per compare curve with a record, in the order the run ran them."""
+    return [
+        verdict_prose(fits[key], comparison_title(dataset, model, conv, fits[key], config))
+        for dataset, model, conv, key in comparison_curves(config)
+        if key in fits
+    ]
+
+
+# ----------------------------------------------------------------------------- theory
 
 
 def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -> str | None:
@@ -233,12 +655,6 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
     return out
 
 
-def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) -> str:
-    """The fits.json key of one curve of a comparison: ``dataset/model``, then ``/conv`` when
-    the comparison has several message-passing types (``convs``)."""
-    return f"{dataset}/{model}" if len(convs) == 1 else f"{dataset}/{model}/{conv}"
-
-
 def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Final-layer energy per (model, dataset) and depth -- per (model, conv, dataset) when the
     summary has a ``conv`` column: ``mean ± std [geometric mean]`` over seeds (the paper's
@@ -276,3 +692,11 @@ def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
     )
     table.columns = [f"{d} layers" for d in table.columns]
     return table.reset_index().fillna(MISSING)
+
+
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), or
+    (model, conv, dataset) when the summary has a ``conv`` column, columns depth
+    (:func:`energy_table`, indexed): what compare prints and writes as ``table.csv``."""
+    keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
+    return energy_table(summary).set_index(keys)

@@ -39,11 +39,18 @@ from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell
 from oversmooth.report.prose import (
+    analysis_fits,
+    analysis_title,
+    comparison_fits,
     comparison_key,
+    comparison_title,
     conv_label,
-    curve_title,
+    dropped_text,
     energy_table,
+    reason_prose,
     reference_prose,
+    summary_table,
+    uncertainty_text,
     verdict_prose,
     verdict_record,
 )
@@ -101,7 +108,7 @@ def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -
             )
         if result.prune is not None:
             result.prune.to_csv(tmp / "prune.csv", index=False, float_format="%.10g")
-        write_json(tmp / "fits.json", result.fits)
+        write_json(tmp / "fits.json", analysis_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
             {**result.config, "environment": result.environment, "timings": result.timings},
@@ -115,8 +122,8 @@ def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = Fals
     with atomic_folder(out, overwrite, kind="compare") as tmp:
         result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
         result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
-        result.table.to_csv(tmp / "table.csv")
-        write_json(tmp / "fits.json", result.fits)
+        summary_table(result.summary).to_csv(tmp / "table.csv")
+        write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
             {**result.config, "environment": result.environment, "timings": result.timings},
@@ -180,8 +187,6 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     fits.json written before the verdict existed."""
     import pandas as pd
 
-    from oversmooth.verdict import dropped_text
-
     if not record:
         return None
     ev = record.get("evidence") or {}
@@ -230,8 +235,9 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     for key in ("energy_decades", "norm_decades", "scale_free_decades"):
         if ev.get(key) is not None:
             rows.append((key.replace("_", " "), f"{ev[key]:+.3g}"))
-    if ev.get("uncertainty"):
-        rows.append(("intervals from", ev["uncertainty"]))
+    uncertainty = uncertainty_text(record)
+    if uncertainty:
+        rows.append(("intervals from", uncertainty))
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
@@ -494,12 +500,12 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     found = verdict_record(mean_fit) or {}
     doc.heading("Verdict")
     doc.verdict(
-        verdict_prose(mean_fit, curve_title(model, conv, depth, dataset, trained)),
+        verdict_prose(mean_fit, analysis_title(config)),
         found.get("label") or mean_fit.get("classification"),
         found.get("curse_of_depth"),
         found.get("collapse"),
     )
-    reason = found.get("reason") or mean_fit.get("reason")
+    reason = reason_prose(mean_fit)
     if reason and (found.get("label") or mean_fit.get("classification")) != "inconclusive":
         doc.text(f"Why: {reason}.")
     evidence = evidence_table(verdict_record(mean_fit))
@@ -665,17 +671,14 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         + "; the layout of the seed paper's Tables 2, 4 and 6."
     )
     doc.table(energy_table(summary))
-    deepest = max(config["depths"])
     doc.heading("Verdicts at the deepest depth")
-    trained = mode == "trained"
     for dataset in config["datasets"]:
         for curve in _comparison_curves(config, fits, dataset):
             record = curve["record"]
             if record is None:
                 continue
             found = verdict_record(record) or {}
-            depth = record.get("depth", deepest)
-            title = curve_title(curve["model"], curve["conv"], depth, dataset, trained)
+            title = comparison_title(dataset, curve["model"], curve["conv"], record, config)
             doc.verdict(
                 verdict_prose(record, title),
                 found.get("label") or record.get("classification"),

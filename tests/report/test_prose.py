@@ -1,0 +1,158 @@
+"""The verdict in words (oversmooth.report.prose): one function for a live Verdict and for a
+fits.json record, each reason code's sentence, and records written by older versions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import oversmooth
+from oversmooth.outputs import json_text
+from oversmooth.report.prose import (
+    reason_prose,
+    reason_text,
+    verdict_prose,
+    verdict_text,
+    with_prose,
+)
+from oversmooth.verdict import Verdict, verdict
+
+#: the numbers every law sentence reads (hand-checkable)
+NUMBERS = {
+    "change_decades": -1.5,
+    "change_halfwidth": 0.25,
+    "window": [1, 64],
+    "level": 0.99,
+    "beta": -0.01,
+    "beta_interval": [-0.02, 0.005],
+    "power_term_decades": -0.5,
+    "k0": 2.0,
+}
+CHANGE = "-1.50 decades over layers 1-64 (99% interval -1.75 to -1.25)"
+TERMS = (
+    "exponential factor e^(beta k) with beta -0.01 (99% interval -0.02 to 0.005), power term "
+    "-0.50 decades, shift k0 2"
+)
+
+
+def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
+    return Verdict(label=label, reason=reason, seeds=2, trend="decay", evidence=NUMBERS, **fields)
+
+
+@pytest.mark.parametrize(
+    ("reason", "label", "why"),
+    [
+        ("exp-constant-rate", "exponential-smoothing", f"{CHANGE}; the {TERMS}: the local rate "),
+        ("exp-late-rate-holds", "exponential-smoothing", f"{CHANGE}; the {TERMS}: the late local "),
+        (
+            "power-law",
+            "algebraic-smoothing",
+            f"{CHANGE}; the {TERMS}: no exponential factor halving or doubling faster than "
+            "every 4x64 layers",
+        ),
+        (
+            "laws-overlap",
+            "inconclusive",
+            "energy decays by 1.50 decades over layers 1-64 but the laws do not separate: an "
+            f"exponential factor halving or doubling every {math.log(2) / 0.02:.3g} layers",
+        ),
+        ("opposite-sign", "inconclusive", "energy decays by 1.50 decades over layers 1-64 but "),
+        ("small-exponential", "inconclusive", "energy decays by 1.50 decades over layers 1-64 "),
+        ("stable", "stable", f"the fitted energy changes by {CHANGE}, inside +-0.3"),
+        ("no-trend", "inconclusive", f"the fitted energy changes by {CHANGE}: cannot tell"),
+    ],
+)
+def test_each_reason_code_is_said_from_its_numbers(reason, label, why):
+    text = reason_text(_found(reason, label))
+    assert text.startswith(why), text
+    assert TERMS in text or reason in ("stable", "no-trend")
+
+
+def test_an_inconclusive_line_says_its_reason_and_the_notes():
+    k = np.arange(33)
+    values = np.exp(-0.1 * k)
+    values[20:] = np.inf
+    found = verdict(pd.DataFrame({"layer": k, "laplacian_energy": values}))
+    assert (found.reason, found.notes[0]["values"]) == ("nonfinite", "Inf")
+    line = verdict_text(found, "T")
+    assert line == (
+        "T: inconclusive: Inf in the layer states from layer 20 on: non-finite input features "
+        "or an overflow"
+    )
+    few = Verdict(
+        label="inconclusive",
+        reason="few-layers",
+        seeds=1,
+        usable_layers=1,
+        dropped={"layer_0": 1, "at_floor": 2, "nonfinite": 0},
+        final_energy=0.5,
+    )
+    assert verdict_text(few) == (
+        "inconclusive: only 1 usable layer (need at least 12 to fit a law; dropped: 1 row at "
+        "layer 0 (the input, never fitted), 2 rows at the float floor); final energy 0.5"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "f64", "tail"),
+    [
+        ("float32", None, "rerun with --dtype float64"),
+        ("float32", 3.0e-9, "float64 gives 3e-09"),
+        ("float64", None, "the curve is below what float64 resolves"),
+    ],
+)
+def test_the_floor_note_survives_fits_json(dtype, f64, tail):
+    """The floor is a record of the verdict (final energy, dtype, float64 energy), so the line
+    read back from fits.json is the live one."""
+    floor = {"code": "floor", "final_energy": 1.0e-12, "dtype": dtype, "float64_energy": f64}
+    found = _found("exp-constant-rate", "inconclusive", notes=[floor], final_energy=1.0e-12)
+    stored = json.loads(json_text({"evidence": found.to_dict()}))
+    line = verdict_text(found, "T")
+    assert line.endswith(
+        f"; final energy 1e-12 is at the {dtype} floor (those layers are left out of the fit); "
+        + tail
+    )
+    assert verdict_prose(stored, "T") == line
+
+
+def test_with_prose_writes_the_sentences_beside_the_numbers():
+    found = _found("laws-overlap", final_energy=0.25)
+    record = {"classification": "inconclusive", "reason": found.reason, "evidence": found.to_dict()}
+    written = with_prose(record, "T")
+    assert list(written) == ["classification", "reason", "verdict", "evidence"]
+    assert written["reason"] == reason_text(found) != found.reason
+    assert written["verdict"] == verdict_text(found, "T") == verdict_prose(record, "T")
+    assert written["verdict"].endswith("; final energy 0.25")
+    assert reason_prose(record) == reason_text(found)
+
+
+def test_records_of_older_versions_keep_their_words():
+    """fits.json written before the verdict held codes: its evidence has ``summary`` and a
+    ``reason`` in words; those are shown as written, never parsed as codes."""
+    old = {
+        "classification": "stable",
+        "reason": "the fitted energy changes by +0.01 decades",
+        "verdict": "Post-LN SAN, 64 layers on cora: stable energy ...",
+        "evidence": {
+            "label": "stable",
+            "summary": "Post-LN SAN, 64 layers on cora: stable energy ...",
+            "reason": "the fitted energy changes by +0.01 decades",
+            "evidence": {"uncertainty": "moving-block bootstrap (...)"},
+        },
+    }
+    assert verdict_prose(old, "ignored title") == old["verdict"]
+    assert verdict_text(old["evidence"]) == old["verdict"]
+    assert reason_prose(old) == reason_text(old["evidence"]) == old["reason"]
+    assert with_prose(old, "T") == old
+    # numbers this version cannot read (an unknown code) fall back to the stored line too
+    odd = {**old, "evidence": {**_found("a-future-code").to_dict()}}
+    assert verdict_prose(odd, "T") == old["verdict"]
+    assert reason_prose(odd) == old["reason"]
+
+
+def test_the_package_root_says_a_verdict():
+    assert oversmooth.verdict_text is verdict_text
