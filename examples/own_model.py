@@ -30,7 +30,7 @@ def main(out: Path) -> None:
     with oversmooth.Probe(model, data, similarity=True) as probe, torch.no_grad():
         model(data.x, data.edge_index)
     frame = probe.to_frame()  # one row per layer: laplacian_energy, relative_energy, ...
-    print(oversmooth.verdict(frame, title="PyG GCN, 32 layers").summary)
+    print(oversmooth.verdict_text(oversmooth.verdict(frame), title="PyG GCN, 32 layers"))
 
     out.mkdir(parents=True, exist_ok=True)
     ax = oversmooth.plot(frame)  # log-log energy with the fitted laws
