@@ -37,11 +37,12 @@ def report(
         Path,
         typer.Argument(metavar="FOLDER", help="A folder written by analyze, prune or compare."),
     ],
+    figure_format: O.FigureFormat = None,
     as_json: O.Json = False,
 ) -> None:
     """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without
     recomputing."""
-    handle_errors(_run)(folder, as_json)
+    handle_errors(_run)(folder, as_json, figure_format)
 
 
 def _read_json(path: Path) -> object:
@@ -133,17 +134,19 @@ def check_report_folder(folder: Path) -> None:
             _check_csv(folder / name, columns, required=False)
 
 
-def _run(folder: Path, as_json: bool = False) -> None:
+def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) -> None:
+    from oversmooth.report.formats import figure_formats
     from oversmooth.report.render import render_report
 
+    formats = figure_formats(figure_format)
     check_report_folder(folder)
-    render_report(folder)
+    render_report(folder, figure_formats=formats)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
         files = sorted(
             p.name
             for p in folder.iterdir()
-            if p.suffix == ".png" or p.name in ("report.md", "report.html")
+            if p.suffix in {f".{f}" for f in formats} or p.name in ("report.md", "report.html")
         )
         echo_json(
             {
