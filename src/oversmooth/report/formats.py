@@ -17,7 +17,6 @@ imports matplotlib, pandas or pyarrow at import time: the CLI validates its opti
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -84,8 +83,12 @@ def figure_formats(
 
 
 def parquet_available() -> bool:
-    """Whether pandas can write Parquet here (pyarrow is installed)."""
-    return importlib.util.find_spec("pyarrow") is not None
+    """Whether pandas can write Parquet here: pyarrow imports (asked only when Parquet is)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def table_formats(
