@@ -203,7 +203,7 @@ def _probe_foreign(
         with torch.no_grad(), probe:
             model(data.x, data.edge_index)
     else:  # APPNP: the propagation steps are read by the model's own hooks
-        probe = Probe(model, data.edge_index, layers=[])
+        probe = Probe(None, data.edge_index)
         with torch.no_grad(), probe:
             remove = model.record_steps(probe)  # type: ignore[operator]
             try:
