@@ -305,20 +305,7 @@ def write_report(
 
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     one = _one_pass(_frame_of(frame), step, graph)
-    if "laplacian_energy" not in one:
-        raise ValueError(
-            "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
-            "default metrics or add 'laplacian_energy' to metrics="
-        )
-    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
-    for column in energy_columns:  # energies are sums of squares: a negative one is a wrong input
-        values = pd.to_numeric(one[column], errors="coerce")
-        if bool((values < 0).any()):
-            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
-            raise ValueError(
-                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
-                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
-            )
+    _check_energies(one)
     found_sim = _similarity_of(frame, similarity)
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
@@ -367,6 +354,28 @@ def write_report(
             )
         doc.write(tmp, figures)
     return Path(out)
+
+
+def _check_energies(one: pd.DataFrame) -> None:
+    """The report's curve is there, and no energy is negative (energies are sums of squares: a
+    negative one is a wrong input, refused naming it)."""
+    import pandas as pd
+
+    if "laplacian_energy" not in one:
+        raise ValueError(
+            "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
+            "default metrics or add 'laplacian_energy' to metrics="
+        )
+
+    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
+    for column in energy_columns:
+        values = pd.to_numeric(one[column], errors="coerce")
+        if bool((values < 0).any()):
+            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
+            raise ValueError(
+                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
+                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
+            )
 
 
 def _layer_notes(doc: Any, attrs: dict) -> None:
