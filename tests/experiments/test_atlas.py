@@ -186,3 +186,16 @@ def test_the_committed_atlas_covers_the_zoo():
     assert len(table) >= 12 and set(table["architecture"]) == set(ZOO)
     assert max(config["depths"]) == 128 and len(config["seeds"]) >= 3
     assert (REPORT / "atlas.png").is_file() and (REPORT / "report.md").is_file()
+
+
+@pytest.mark.parametrize("out, says", [(".", "the current folder"), ("", "empty")])
+def test_an_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, out, says):
+    import oversmooth.experiments.atlas as atlas
+
+    monkeypatch.setattr(atlas, "run_atlas", lambda *a, **k: pytest.fail("the atlas ran"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["atlas", "--quick", "--out", out])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
