@@ -99,6 +99,18 @@ def test_the_report_is_rebuilt_from_the_folder_alone(quick_atlas, tmp_path):
     assert read_atlas(copy).config == AtlasConfig.preset(True)
 
 
+def test_oversmooth_report_rebuilds_an_atlas_folder(quick_atlas, tmp_path):
+    out, _ = quick_atlas
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for name in ("report.md", "atlas.png", "atlas.svg"):
+        (copy / name).unlink()
+    result = runner.invoke(app, ["report", str(copy), "--figure-format", "svg"])
+    assert result.exit_code == 0, result.output
+    assert (copy / "atlas.png").is_file() and (copy / "atlas.svg").is_file()
+    assert (copy / "report.md").read_text() == (out / "report.md").read_text()
+
+
 @pytest.mark.parametrize("key", list(ZOO))
 def test_a_deeper_stack_starts_with_the_shallower_one(karate, key):
     """Layer d of a depth-5 stack is the final layer of the depth-3 stack of the same seed: the

@@ -414,15 +414,22 @@ def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
     return f"{word} every {format_cell(value)} ({format_cell(low)}-{format_cell(high)})"
 
 
+#: a late halving or doubling length above this many layers is shown as flat
+FLAT_LENGTH = 1e5
+
+
 def _late_cell(record: dict) -> str:
     """The late rate (slope of log E over the last quarter) as a halving / doubling length."""
     from oversmooth.report.document import MISSING, format_cell
 
     slope = (record.get("evidence") or {}).get("late_slope")
-    if not isinstance(slope, (int, float)) or not math.isfinite(slope) or slope == 0:
+    if not isinstance(slope, (int, float)) or not math.isfinite(slope):
         return MISSING
+    length = math.log(2) / abs(slope) if slope else math.inf
+    if length > FLAT_LENGTH:
+        return f"flat ({slope:+.1e} per layer)"
     word = "halves" if slope < 0 else "doubles"
-    return f"{word} every {format_cell(math.log(2) / abs(slope))}"
+    return f"{word} every {format_cell(length)}"
 
 
 def _text(value: Any) -> str:
@@ -458,6 +465,10 @@ def display_table(result: AtlasReport) -> pd.DataFrame:
 
     config, table = result.config, result.table
     main, others = config.datasets[0], config.datasets[1:]
+    curves = result.curves[result.curves["dataset"] == main]
+    flagged = curves.groupby(["architecture", "layer"])["at_floor"].any()
+    # (architecture, layer) -> whether some seed is at the float floor there
+    floors = {(str(key), int(layer)): bool(flag) for (key, layer), flag in flagged.items()}
     rows = []
     for row in table.to_dict(orient="records"):
         v = result.verdicts[f"{row['architecture']}/{main}"]
@@ -477,7 +488,9 @@ def display_table(result: AtlasReport) -> pd.DataFrame:
             + (f" [{row['pruned_as']}]" if isinstance(row["pruned_as"], str) else ""),
         }
         for depth in config.depths:
-            shown[f"E at depth {depth}"] = format_cell(row[f"energy_{depth}"])
+            value = format_cell(row[f"energy_{depth}"])
+            at_floor = floors.get((row["architecture"], depth), False)
+            shown[f"E at depth {depth}"] = f"{value} (floor)" if at_floor else value
         for name in others:
             lost = row[f"decades_lost_{name}"]
             verdict = _text(row[f"verdict_{name}"])
@@ -505,18 +518,39 @@ def _mean_curves(curves: pd.DataFrame, dataset: str, config: AtlasConfig) -> lis
     return out
 
 
+#: the lower panels' range of E(k) / E(1): the bounded architectures, which the full range
+#: (exploding and collapsing ones) squashes into a line
+ZOOM = (1e-4, 1e4)
+
+
 def _figure(result: AtlasReport) -> Any:
+    """Per dataset, the energies over their whole range (top) and relative to layer 1 within
+    :data:`ZOOM` (bottom)."""
     from oversmooth.report import plots
 
     config = result.config
     panels = len(config.datasets)
-    fig = plots.figure(5.2 * panels + 2.6, 4.6)
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    for ax, name in zip(axes, config.datasets, strict=True):
-        plots.atlas_curves(ax, _mean_curves(result.curves, name, config), title=name)
-    handles, labels = axes[0].get_legend_handles_labels()
+    fig = plots.figure(5.2 * panels + 2.6, 8.4)
+    axes = fig.subplots(2, panels, squeeze=False)
+    for i, name in enumerate(config.datasets):
+        curves = _mean_curves(result.curves, name, config)
+        plots.atlas_curves(axes[0][i], curves, title=name)
+        relative = [{**c, "values": c["values"] / _first(c)} for c in curves]
+        plots.atlas_curves(axes[1][i], relative, title=f"{name}: relative to layer 1, zoomed")
+        axes[1][i].set_ylim(*ZOOM)
+        axes[1][i].set_ylabel("$E(X^k) / E(X^1)$")
+    handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8)
     return fig
+
+
+def _first(curve: dict) -> float:
+    """The curve's value at its first layer >= 1 (NaN when it has none)."""
+    import numpy as np
+
+    layers, values = np.asarray(curve["layers"]), np.asarray(curve["values"], dtype=float)
+    kept = values[layers >= 1]
+    return float(kept[0]) if len(kept) else float("nan")
 
 
 def _configuration_table(config: AtlasConfig) -> pd.DataFrame:
@@ -713,7 +747,9 @@ def _document(result: AtlasReport) -> Any:
     doc.figure(
         _figure(result),
         f"Laplacian energy against layer, log-log, depth-{config.depth} stacks, geometric mean "
-        "over the seeds; layers at the float64 floor are left out",
+        "over the seeds; layers at the float64 floor are left out. Top: the whole range; "
+        f"bottom: relative to layer 1 between {ZOOM[0]:g} and {ZOOM[1]:g}, where the "
+        "bounded architectures part (the others leave that panel)",
         "atlas.png",
     )
     doc.heading("Verdicts")
