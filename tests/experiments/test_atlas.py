@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import oversmooth
 from oversmooth.cli.main import app
 from oversmooth.experiments.atlas import (
+    ARCHITECTURES,
     AtlasConfig,
     decades_lost,
     probe_entry,
@@ -138,6 +139,15 @@ def test_appnp_records_the_state_its_own_loop_carries(karate):
     assert frame["laplacian_energy"].iloc[-1] == float(laplacian_energy(out, data.edge_index))
 
 
+def test_the_config_names_the_zoo_s_architectures_without_importing_it():
+    assert ARCHITECTURES == tuple(ZOO)
+    assert AtlasConfig().names == tuple(ZOO) and AtlasConfig(architectures=("gps",)).names == (
+        "gps",
+    )
+    help_text = runner.invoke(app, ["atlas", "--help"], terminal_width=200).output
+    assert all(key in help_text for key in ZOO)
+
+
 def test_build_is_seeded_and_leaves_the_global_generator_alone():
     torch.manual_seed(123)
     before = torch.rand(3)
@@ -167,7 +177,7 @@ def test_decades_lost_is_the_fall_of_the_seeds_geometric_mean():
 @pytest.mark.parametrize(
     "options,message",
     [
-        ({"architectures": ("gcn", "nope")}, "architecture: unknown name 'nope'"),
+        ({"architectures": ("gcn", "nope")}, "architectures: unknown name 'nope'"),
         ({"depths": (0, 8)}, "depths: expected integers >= 1"),
         ({"seeds": ()}, "seeds: expected at least one"),
         ({"prune_seeds": 4}, "prune_seeds: expected an integer in"),

@@ -22,13 +22,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from oversmooth.experiments.pyg_zoo import ZOO, ZooEntry, build, zoo_entry
 
 if TYPE_CHECKING:
     import pandas as pd
     import torch
+
+    from oversmooth.experiments.pyg_zoo import ZooEntry
 
     from oversmooth.analysis import Progress
     from oversmooth.verdict import Verdict
@@ -37,6 +38,7 @@ __all__ = [
     "AtlasConfig",
     "AtlasResult",
     "AtlasReport",
+    "ARCHITECTURES",
     "QUICK",
     "atlas_table",
     "display_table",
@@ -45,6 +47,34 @@ __all__ = [
     "run_atlas",
     "write_atlas",
 ]
+
+#: the architectures of :data:`oversmooth.experiments.pyg_zoo.ZOO`, in its order (named here
+#: so that the config and ``oversmooth atlas --help`` import no torch; a test keeps them equal)
+ARCHITECTURES = (
+    "gcn",
+    "gat",
+    "gatv2",
+    "sage",
+    "gin",
+    "gcn-pairnorm",
+    "gcnii",
+    "appnp",
+    "deepergcn",
+    "gps",
+    "transformer-preln",
+    "transformer-postln",
+    "zoo-preln",
+    "zoo-postln",
+    "zoo-nonlocal",
+)
+
+
+def _zoo() -> dict[str, ZooEntry]:
+    """:data:`oversmooth.experiments.pyg_zoo.ZOO`, imported on first use (it imports torch)."""
+    from oversmooth.experiments.pyg_zoo import ZOO
+
+    return ZOO
+
 
 #: what ``--quick`` changes: a smoke run of every architecture on two small graphs
 QUICK: dict[str, Any] = {
@@ -70,15 +100,20 @@ def _ints(name: str, values: Sequence[int], minimum: int) -> tuple[int, ...]:
 class AtlasConfig:
     """What the atlas runs.
 
-    ``architectures``: keys of :data:`~oversmooth.experiments.pyg_zoo.ZOO`; ``depths``: the
+    ``architectures``: keys of :data:`~oversmooth.experiments.pyg_zoo.ZOO` (None: all of
+    them, :data:`ARCHITECTURES`); ``depths``: the
     depths whose final energy the table gives (the deepest is probed, judged and pruned);
     ``seeds``: draws of each architecture, pooled as replicates by the verdict; ``datasets``:
     the first is the main one (every column), the others add a verdict and decades lost each;
     ``prune_seeds``: how many of the seeds are pruned (one pruned forward of every layer after
     the middle one per seed; GPS's global attention makes each cost minutes on Cora).
+    ``quick`` selects the preset (:meth:`preset`), which sets the depths and datasets.
     """
 
-    architectures: tuple[str, ...] = tuple(ZOO)
+    #: set by the preset (``--quick``), not by options of their own
+    PRESET: ClassVar[tuple[str, ...]] = ("quick", "depths", "datasets")
+
+    architectures: tuple[str, ...] | None = None  # None: every one of ARCHITECTURES
     depths: tuple[int, ...] = (2, 8, 32, 64, 128)
     seeds: tuple[int, ...] = (0, 1, 2)
     datasets: tuple[str, ...] = ("cora", "csbm")
@@ -87,10 +122,16 @@ class AtlasConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
+        if self.architectures is None:
+            object.__setattr__(self, "architectures", ARCHITECTURES)
         if not self.architectures:
             raise ValueError("architectures: expected at least one name")
         for key in self.architectures:
-            zoo_entry(key)
+            if key not in ARCHITECTURES:
+                raise ValueError(
+                    f"architectures: unknown name {key!r}; expected any of "
+                    f"{', '.join(ARCHITECTURES)}"
+                )
         object.__setattr__(self, "depths", tuple(sorted(_ints("depths", self.depths, 1))))
         _ints("seeds", self.seeds, 0)
         if not self.datasets:
@@ -100,6 +141,11 @@ class AtlasConfig:
                 f"prune_seeds: expected an integer in [0, {len(self.seeds)}] (the number of "
                 f"seeds), received {self.prune_seeds!r}"
             )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The architectures run, in order (``architectures``, or all of them)."""
+        return self.architectures or ARCHITECTURES
 
     @property
     def depth(self) -> int:
@@ -251,21 +297,23 @@ def run_atlas(config: AtlasConfig, progress: Progress | None = None) -> AtlasRes
     ``progress(done, total, what)`` is called after each probed forward."""
     import pandas as pd
 
+    from oversmooth.experiments import pyg_zoo as zoo
     from oversmooth.runtime import environment, resolve_device
 
     device = resolve_device(config.device)
     started = time.perf_counter()
     graphs = {name: _load(name, device) for name in config.datasets}
-    total = len(config.architectures) * len(config.datasets) * len(config.seeds)
+    total = len(config.names) * len(config.datasets) * len(config.seeds)
     done = 0
     curves, pruned, timings = [], [], {}
     notes: dict[str, list[str]] = {}
-    for key in config.architectures:
-        entry, t0 = ZOO[key], time.perf_counter()
+    for key in config.names:
+        entry, t0 = _zoo()[key], time.perf_counter()
         said = notes.setdefault(key, [])
         for name, (data, classes) in graphs.items():
             for i, seed in enumerate(config.seeds):
-                model = build(key, data.num_features, classes, config.depth, seed).to(device)
+                model = zoo.build(key, data.num_features, classes, config.depth, seed)
+                model = model.to(device)
                 frame = probe_entry(entry, model, data)
                 said.extend(n for n in frame.attrs.get("warnings", []) if n not in said)
                 curves.append(frame.assign(architecture=key, dataset=name, seed=seed))
@@ -309,7 +357,7 @@ def _verdicts(metrics: pd.DataFrame, config: AtlasConfig) -> dict[tuple[str, str
 
     out = {}
     for (key, name), frame in metrics.groupby(["architecture", "dataset"], sort=False):
-        title = f"{ZOO[key].name}, {config.depth} layers on {name}"
+        title = f"{_zoo()[key].name}, {config.depth} layers on {name}"
         out[(str(key), str(name))] = verdict(frame, dtype="float64", title=title)
     return out
 
@@ -363,14 +411,14 @@ def atlas_table(
 
     main, others = config.datasets[0], config.datasets[1:]
     rows = []
-    for key in config.architectures:
+    for key in config.names:
         v = verdicts[(key, main)]
         frame = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == main)]
         lost, floor = decades_lost(frame, config.depth)
         mine = prune[prune["architecture"] == key]
         row: dict[str, Any] = {
             "architecture": key,
-            "name": ZOO[key].name,
+            "name": _zoo()[key].name,
             "verdict": v.label,
             **_rate_record(v),
             "decades_lost": lost,
@@ -389,7 +437,7 @@ def atlas_table(
             row[f"verdict_{name}"] = w.label
             row[f"collapse_{name}"] = w.collapse
             row[f"decades_lost_{name}"] = decades_lost(sub, config.depth)[0]
-        row["configuration"] = ZOO[key].configuration
+        row["configuration"] = _zoo()[key].configuration
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -508,13 +556,13 @@ def _mean_curves(curves: pd.DataFrame, dataset: str, config: AtlasConfig) -> lis
 
     out = []
     part = curves[curves["dataset"] == dataset]
-    for key in config.architectures:
+    for key in config.names:
         rows = part[(part["architecture"] == key) & ~part["at_floor"].astype(bool)]
         floor_layers = set(part[(part["architecture"] == key) & part["at_floor"]]["layer"])
         rows = rows[~rows["layer"].isin(floor_layers)]
         grouped = rows.groupby("layer")["laplacian_energy"]
         means = grouped.apply(lambda v: geometric_mean(v.to_numpy()))
-        out.append({"label": ZOO[key].name, "layers": means.index, "values": means.to_numpy()})
+        out.append({"label": _zoo()[key].name, "layers": means.index, "values": means.to_numpy()})
     return out
 
 
@@ -559,12 +607,12 @@ def _configuration_table(config: AtlasConfig) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "architecture": ZOO[key].name,
-                "PyG classes": ZOO[key].classes,
-                "configuration": ZOO[key].configuration,
-                "probe": ZOO[key].capture,
+                "architecture": _zoo()[key].name,
+                "PyG classes": _zoo()[key].classes,
+                "configuration": _zoo()[key].configuration,
+                "probe": _zoo()[key].capture,
             }
-            for key in config.architectures
+            for key in config.names
         ]
     )
 
@@ -646,16 +694,16 @@ def render_atlas(folder: str | Path, figure_formats: Sequence[str] = ("png",)) -
 
 
 def command_line(config: AtlasConfig) -> str:
-    """The ``oversmooth atlas`` command that makes ``config`` (options the CLI has)."""
+    """The ``oversmooth atlas`` command that makes ``config``: ``--quick`` and the options of
+    the option table (:func:`oversmooth.config.command_options`) that differ from its preset;
+    depths and datasets only the preset sets."""
+    import shlex
+
+    from oversmooth.config import command_options
+
     default = AtlasConfig.preset(config.quick)
-    parts = ["oversmooth atlas"] + (["--quick"] if config.quick else [])
-    if config.architectures != default.architectures:
-        parts.append(f"--architectures {','.join(config.architectures)}")
-    if config.seeds != default.seeds:
-        parts.append(f"--seeds {','.join(map(str, config.seeds))}")
-    if config.device != default.device:
-        parts.append(f"--device {config.device}")
-    return " ".join(parts)
+    options = command_options(AtlasConfig, config, default)
+    return shlex.join(["oversmooth", "atlas", *(["--quick"] if config.quick else []), *options])
 
 
 def _intro(doc: Any, result: AtlasReport) -> None:
@@ -676,9 +724,9 @@ def _intro(doc: Any, result: AtlasReport) -> None:
             "**Quick run**: small graphs, shallow stacks, one seed: a smoke test of every "
             "architecture; its verdicts say nothing about the full atlas."
         )
-    native = sum(ZOO[key].native for key in config.architectures)
+    native = sum(_zoo()[key].native for key in config.names)
     doc.text(
-        f"{len(config.architectures) - native} architectures built from PyTorch Geometric's own "
+        f"{len(config.names) - native} architectures built from PyTorch Geometric's own "
         "classes as its documentation and examples assemble them (section *How each was "
         f"configured*) and {native} of the zoo's own, each probed at initialisation: "
         f"one forward pass per seed (seeds {seeds}, each a draw of the weights) at depth "
@@ -725,7 +773,7 @@ def _notes(doc: Any, result: AtlasReport) -> None:
     )
     doc.text(floor)
     rows = [
-        {"architecture": ZOO[key].name, "note": note}
+        {"architecture": _zoo()[key].name, "note": note}
         for key, notes in result.notes.items()
         for note in notes
     ]
