@@ -786,7 +786,7 @@ def _document(result: AtlasReport) -> Any:
     from oversmooth.report.document import Document
 
     config = result.config
-    doc = Document("An atlas of PyTorch Geometric's zoo at initialisation")
+    doc = Document("oversmooth atlas: PyTorch Geometric's zoo at initialisation")
     _intro(doc, result)
     doc.heading("The atlas")
     doc.table(display_table(result))
@@ -819,4 +819,32 @@ def _document(result: AtlasReport) -> Any:
         "`prune.csv`: the pruned layers; `fits.json`: each verdict in full; `config.json`: "
         "the run's settings, environment and timings (seconds per architecture)."
     )
+    _closing_sections(doc, result)
     return doc
+
+
+def _closing_sections(doc: Any, result: AtlasReport) -> None:
+    """*Reproduce* (the version, the commit and the command line) and *Environment* (the
+    versions and machine, and the seconds each architecture took), as every report ends."""
+    import pandas as pd
+
+    env, timings = result.environment, result.timings
+    doc.heading("Reproduce")
+    commit = env.get("git_commit")
+    doc.text(
+        f"Written with oversmooth {env.get('oversmooth', '(version not recorded)')}"
+        + (f" (commit `{commit}`)" if commit else "")
+        + "; this command reruns it (`oversmooth report DIR` redraws the figure and the "
+        "report from the folder's files alone):"
+    )
+    doc.code(command_line(result.config))
+    doc.heading("Environment")
+    names = {key: entry.name for key, entry in _zoo().items()}
+    doc.table(
+        pd.DataFrame(
+            {
+                "item": list(env) + [f"time: {names.get(k, k)}" for k in timings],
+                "value": [str(v) for v in env.values()] + [f"{v:.1f} s" for v in timings.values()],
+            }
+        )
+    )
