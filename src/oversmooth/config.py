@@ -630,6 +630,20 @@ OPTIONS: tuple[Option, ...] = (
         "score scaling, energy measure, ...) on Cora at depths 2, 32, 256.",
         "switch",
     ),
+    # -- the atlas of PyG's zoo --------------------------------------------------------------
+    Option(
+        "architectures",
+        ("--architectures",),
+        "Comma-separated architectures of the atlas (the command's help lists their keys).",
+        "names",
+        default_text="all of them",
+    ),
+    Option(
+        "prune_seeds",
+        ("--prune-seeds",),
+        "How many of the seeds have the middle layer pruned (one or two more forwards each).",
+        "int",
+    ),
 )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -264,6 +265,8 @@ def write_report(
     hidden: int | None = None,
     dtype: str | None = None,
     overwrite: bool = False,
+    figure_formats: Iterable[str] = ("png",),
+    table_formats: Iterable[str] = ("csv",),
 ) -> Path:
     """Write the ``oversmooth analyze`` report of a probe's frame into the folder ``out``.
 
@@ -277,9 +280,15 @@ def write_report(
     ``graph=``).  ``config.json`` records what was measured: the frame's attributes (the
     model's class and dtype, the capture, the seed when known, how the stream was read, the
     layers that did not run like the others) and the pass, graph and precision reported; those
-    layer notes are also written into the report.
+    layer notes are also written into the report.  ``figure_formats`` adds ``svg`` / ``pdf``
+    copies of every figure beside the PNGs, ``table_formats`` (``parquet``, needs pyarrow)
+    ``.parquet`` copies of the tables beside the CSVs (:mod:`oversmooth.report.formats`).
     """
     import pandas as pd
+
+    from oversmooth.report.formats import figure_formats as check_figures
+    from oversmooth.report.formats import table_formats as check_tables
+    from oversmooth.report.formats import write_table
 
     from oversmooth.analysis import fits_record
     from oversmooth.outputs import atomic_folder, write_json
@@ -293,21 +302,9 @@ def write_report(
         seed_curves,
     )
 
+    figures, tables = check_figures(figure_formats), check_tables(table_formats)
     one = _one_pass(_frame_of(frame), step, graph)
-    if "laplacian_energy" not in one:
-        raise ValueError(
-            "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
-            "default metrics or add 'laplacian_energy' to metrics="
-        )
-    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
-    for column in energy_columns:  # energies are sums of squares: a negative one is a wrong input
-        values = pd.to_numeric(one[column], errors="coerce")
-        if bool((values < 0).any()):
-            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
-            raise ValueError(
-                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
-                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
-            )
+    _check_energies(one)
     found_sim = _similarity_of(frame, similarity)
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
@@ -342,15 +339,42 @@ def write_report(
     doc.heading("Per-layer table")
     doc.table(one)
     with atomic_folder(out, overwrite, kind="notebook") as tmp:
-        one.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
+        write_table(one, tmp / "metrics.csv", tables, float_format="%.10g")
         write_json(tmp / "fits.json", {"mean_over_seeds": record})
         write_json(tmp / "config.json", _config_record(attrs, title, step, graph, dtype))
         if found_sim is not None:
-            pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]).to_csv(
-                tmp / "similarity.csv", index_label="layer", float_format="%.8g"
+            write_table(
+                pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]),
+                tmp / "similarity.csv",
+                tables,
+                index=True,
+                index_label="layer",
+                float_format="%.8g",
             )
-        doc.write(tmp)
+        doc.write(tmp, figures)
     return Path(out)
+
+
+def _check_energies(one: pd.DataFrame) -> None:
+    """The report's curve is there, and no energy is negative (energies are sums of squares: a
+    negative one is a wrong input, refused naming it)."""
+    import pandas as pd
+
+    if "laplacian_energy" not in one:
+        raise ValueError(
+            "frame: expected a 'laplacian_energy' column (the report's curve); probe with the "
+            "default metrics or add 'laplacian_energy' to metrics="
+        )
+
+    energy_columns = [c for c in one.columns if c.endswith("_energy") and c != "relative_energy"]
+    for column in energy_columns:
+        values = pd.to_numeric(one[column], errors="coerce")
+        if bool((values < 0).any()):
+            layer = one["layer"][values < 0].iloc[0] if "layer" in one else "?"
+            raise ValueError(
+                f"frame: {column} is negative at layer {layer} ({float(values.min()):g}); "
+                "expected energies >= 0 (NaN for a missing value): pass the probe's own frame"
+            )
 
 
 def _layer_notes(doc: Any, attrs: dict) -> None:

@@ -124,7 +124,7 @@ def test_sweep_without_device_runs_auto(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake(config, progress=None):
+    def fake(config, progress=None, **formats):  # figure_formats, table_formats
         seen["device"] = config.device
         raise RuntimeError("stop here")
 
@@ -141,7 +141,7 @@ def test_sweep_without_device_runs_auto(monkeypatch, tmp_path):
 
 
 def _fake_reproduction(seen):
-    def fake(config, out, *, overwrite=False, progress=None):
+    def fake(config, out, *, overwrite=False, progress=None, **formats):
         seen["config"] = config
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

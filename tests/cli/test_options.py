@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import oversmooth.cli
 from oversmooth.cli.main import app
 from oversmooth.config import OPTIONS, option, options_of
+from oversmooth.experiments.atlas import AtlasConfig
 from oversmooth.experiments.reproduce import ReproduceConfig
 from oversmooth.experiments.sweep import SweepSpec
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig, TrainConfig
@@ -29,6 +30,7 @@ CONFIGS = {
     "train": TrainConfig,
     "sweep": SweepSpec,
     "reproduce": ReproduceConfig,
+    "atlas": AtlasConfig,
 }
 #: the options that set no config field: what a command does with its result
 COMMAND_ONLY = {
@@ -36,6 +38,8 @@ COMMAND_ONLY = {
     "overwrite",
     "as_json",
     "quiet",
+    "figure_format",
+    "table_format",
     "resume",
     "checkpoint_every",
     "spec",

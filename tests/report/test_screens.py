@@ -256,6 +256,15 @@ def _reproduce(out: Path) -> Path:
         patch.undo()
 
 
+def _atlas(out: Path) -> Path:
+    """The committed atlas (fifteen architectures, a fourteen-column table), rendered by the
+    current code from its files."""
+    from oversmooth.experiments.atlas import render_atlas
+
+    shutil.copytree(REPO / "reports" / "atlas", out)
+    return render_atlas(out)
+
+
 def _wide_document(out: Path) -> Path:
     """The builder alone: a figure twice a phone's width and a table of twelve columns."""
     import pandas as pd
@@ -284,6 +293,7 @@ KINDS: dict[str, Callable[[Path], Path]] = {
     "write_report": _notebook,
     "sweep": _sweep,
     "reproduce": _reproduce,
+    "atlas": _atlas,
 }
 SLOW = {"sweep", "reproduce"}  # about 10 s and a minute on 2 busy cores
 
@@ -323,5 +333,7 @@ def test_every_report_kind_is_measured():
         for path in package.rglob("*.py")
         for m in re.finditer(r'"oversmooth[ .](\w+): ', path.read_text(encoding="utf-8"))
     }
-    assert titled >= {"train", "bench", "reproduce", "compare", "sweep", "write_report"}, titled
+    assert titled >= {"train", "bench", "reproduce", "compare", "sweep", "write_report", "atlas"}, (
+        titled
+    )
     assert titled <= set(KINDS), f"report kinds without a builder in KINDS: {titled - set(KINDS)}"

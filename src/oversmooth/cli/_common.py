@@ -135,6 +135,18 @@ class progress_bar:
             self._progress.__exit__(*exc)
 
 
+def output_formats(figure_format: str | None, table_format: str | None) -> dict:
+    """``--figure-format`` and ``--table-format`` checked (Parquet without pyarrow refused
+    here, before any work) as the ``figure_formats`` / ``table_formats`` keywords of the
+    writers."""
+    from oversmooth.report.formats import figure_formats, table_formats
+
+    return {
+        "figure_formats": figure_formats(figure_format),
+        "table_formats": table_formats(table_format),
+    }
+
+
 def analyze_and_report(
     config: AnalysisConfig,
     command: str,
@@ -143,8 +155,10 @@ def analyze_and_report(
     as_json: bool,
     quiet: bool,
     announce: bool = False,
+    formats: dict | None = None,
 ) -> None:
-    """Run one analysis (analyze, prune), write its report and print its summary."""
+    """Run one analysis (analyze, prune), write its report and print its summary; ``formats``:
+    :func:`output_formats` (default PNG and CSV only)."""
     from oversmooth.analysis import run_analysis
     from oversmooth.outputs import claim_folder
     from oversmooth.report.render import default_out, write_analysis
@@ -158,7 +172,7 @@ def analyze_and_report(
         with progress_bar(not quiet) as update:
             result = run_analysis(config, progress=update)
         result.config["command"] = command
-        folder = write_analysis(result, target, overwrite=overwrite)
+        folder = write_analysis(result, target, overwrite=overwrite, **(formats or {}))
     if as_json:
         echo_json(_analysis_summary(result, folder))
         return

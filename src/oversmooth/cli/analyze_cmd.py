@@ -4,7 +4,7 @@ report."""
 from __future__ import annotations
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import analyze_and_report, handle_errors
+from oversmooth.cli._common import analyze_and_report, handle_errors, output_formats
 from oversmooth.run_configs import AnalysisConfig
 
 
@@ -19,6 +19,8 @@ def analyze(
     given: O.Given,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -35,6 +37,10 @@ def analyze(
 
     Example: oversmooth analyze --model postln --depth 256
     """
+    formats = output_formats(figure_format, table_format)
     config = O.build(AnalysisConfig, given)
-    bare = not (given or out or overwrite or as_json or quiet)  # every option at its default
-    analyze_and_report(config, "analyze", out, overwrite, as_json, quiet, announce=bare)
+    # every option at its default
+    bare = not (given or out or overwrite or as_json or quiet or figure_format or table_format)
+    analyze_and_report(
+        config, "analyze", out, overwrite, as_json, quiet, announce=bare, formats=formats
+    )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, is_tty
+from oversmooth.cli._common import echo_json, handle_errors, is_tty, output_formats
 
 
 @handle_errors
@@ -25,6 +25,8 @@ def bench(
     ] = "reports/benchmarks",
     overwrite: O.Overwrite = False,
     device: O.Device = "auto",
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -37,9 +39,12 @@ def bench(
     from oversmooth.experiments.bench import run_bench
     from oversmooth.outputs import claim_folder
 
+    formats = output_formats(figure_format, table_format)
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
-        results = run_bench(out, quick=quick, progress=say, overwrite=overwrite, device=device)
+        results = run_bench(
+            out, quick=quick, progress=say, overwrite=overwrite, device=device, **formats
+        )
     rows = results["targets"]
     met = [t for t in rows if t["status"] == "met"]
     summary = {

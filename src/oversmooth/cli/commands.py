@@ -66,6 +66,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side "
         "by side with its numbers.",
     ),
+    "atlas": (
+        "oversmooth.cli.atlas_cmd",
+        "Probe PyTorch Geometric's deep-GNN building blocks at initialisation and tabulate how "
+        "each behaves with depth.",
+    ),
 }
 
 

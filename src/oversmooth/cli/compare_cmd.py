@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, progress_bar
+from oversmooth.cli._common import echo_json, handle_errors, output_formats, progress_bar
 from oversmooth.run_configs import ComparisonConfig
 
 
@@ -15,6 +15,8 @@ def compare(
     given: O.Given,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -32,6 +34,7 @@ def compare(
     from oversmooth.report.prose import comparison_verdicts, summary_table
     from oversmooth.report.render import default_out, write_comparison
 
+    formats = output_formats(figure_format, table_format)
     config = O.build(ComparisonConfig, given)
     for dataset in config.datasets:  # every dataset is valid before the first cell runs
         check_spec(dataset)
@@ -40,7 +43,7 @@ def compare(
     with claim_folder(target, overwrite) as target:
         with progress_bar(not quiet) as update:
             result = run_comparison(config, progress=update)
-        folder = write_comparison(result, target, overwrite=overwrite)
+        folder = write_comparison(result, target, overwrite=overwrite, **formats)
     lines = comparison_verdicts(result.fits, result.config)
     if as_json:
         echo_json(

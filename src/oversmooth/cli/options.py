@@ -225,3 +225,21 @@ Device = Annotated[  # commands without a config (bench): the table's text and d
         "--device", help=C.option("device").help + " " + bracket("auto"), show_default=False
     ),
 ]
+FigureFormat = Annotated[
+    str | None,
+    typer.Option(
+        "--figure-format",
+        help="Figure formats, comma-separated: png (always written: the reports show it), svg, "
+        "pdf; e.g. png,svg,pdf writes each figure three times, same name. [default: png]",
+        show_default=False,
+    ),
+]
+TableFormat = Annotated[
+    str | None,
+    typer.Option(
+        "--table-format",
+        help="Table formats, comma-separated: csv (always written), parquet (full float64 "
+        "precision, beside each CSV; needs pyarrow). [default: csv]",
+        show_default=False,
+    ),
+]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import analyze_and_report, handle_errors
+from oversmooth.cli._common import analyze_and_report, handle_errors, output_formats
 from oversmooth.run_configs import AnalysisConfig
 
 #: this command's own defaults: Table 8 prunes Pre-LN models, and a pruning run needs no
@@ -23,6 +23,8 @@ def prune(
     given: O.Given,
     out: O.Out = None,
     overwrite: O.Overwrite = False,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -36,7 +38,8 @@ def prune(
 
     Example: oversmooth prune --model preln --depth 256 --prune-layers 2,32,64,96,128,160,192,224
     """
+    formats = output_formats(figure_format, table_format)
     config = O.build(AnalysisConfig, given, **DEFAULTS)
     if not config.prune:
         raise ValueError("--prune-layers: expected the layers to prune, e.g. --prune-layers 2,32")
-    analyze_and_report(config, "prune", out, overwrite, as_json, quiet)
+    analyze_and_report(config, "prune", out, overwrite, as_json, quiet, formats=formats)

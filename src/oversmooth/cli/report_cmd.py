@@ -35,13 +35,16 @@ _RERUN = "rerun the command that wrote it"
 def report(
     folder: Annotated[
         Path,
-        typer.Argument(metavar="FOLDER", help="A folder written by analyze, prune or compare."),
+        typer.Argument(
+            metavar="FOLDER", help="A folder written by analyze, prune, compare or atlas."
+        ),
     ],
+    figure_format: O.FigureFormat = None,
     as_json: O.Json = False,
 ) -> None:
     """Rebuild the PNGs, report.md and report.html of FOLDER from its CSV/JSON files, without
     recomputing."""
-    handle_errors(_run)(folder, as_json)
+    handle_errors(_run)(folder, as_json, figure_format)
 
 
 def _read_json(path: Path) -> object:
@@ -133,17 +136,33 @@ def check_report_folder(folder: Path) -> None:
             _check_csv(folder / name, columns, required=False)
 
 
-def _run(folder: Path, as_json: bool = False) -> None:
+def _is_atlas(folder: Path) -> bool:
+    """A folder of ``oversmooth atlas`` (its config.json says so)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # check_report_folder says what is wrong
+    return isinstance(config, dict) and config.get("command") == "atlas"
+
+
+def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) -> None:
+    from oversmooth.report.formats import figure_formats
     from oversmooth.report.render import render_report
 
-    check_report_folder(folder)
-    render_report(folder)
+    formats = figure_formats(figure_format)
+    if _is_atlas(folder):  # its own renderer, from atlas.csv, curves.csv and fits.json
+        from oversmooth.experiments.atlas import render_atlas
+
+        render_atlas(folder, formats)
+    else:
+        check_report_folder(folder)
+        render_report(folder, figure_formats=formats)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
         files = sorted(
             p.name
             for p in folder.iterdir()
-            if p.suffix == ".png" or p.name in ("report.md", "report.html")
+            if p.suffix in {f".{f}" for f in formats} or p.name in ("report.md", "report.html")
         )
         echo_json(
             {

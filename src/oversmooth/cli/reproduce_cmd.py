@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, is_tty
+from oversmooth.cli._common import echo_json, handle_errors, is_tty, output_formats
 from oversmooth.experiments.reproduce import ReproduceConfig
 
 
@@ -22,6 +22,8 @@ def reproduce(
     ] = "reports/paper-reproduction",
     overwrite: O.Overwrite = False,
     quiet: O.Quiet = False,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
 ) -> None:
     """Reproduce the seed paper's Tables 2/4/6, Figure 1, Figure 2 and Table 8 in kind, side by
@@ -34,10 +36,11 @@ def reproduce(
     from oversmooth.experiments.reproduce import run_reproduction
     from oversmooth.outputs import claim_folder
 
+    formats = output_formats(figure_format, table_format)
     config = ReproduceConfig.preset(**given.values())
     say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
     with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
-        folder = run_reproduction(config, out, overwrite=overwrite, progress=say)
+        folder = run_reproduction(config, out, overwrite=overwrite, progress=say, **formats)
     if as_json:  # what config.json records, less the environment, plus where the report is
         from oversmooth.runtime import resolve_device
 

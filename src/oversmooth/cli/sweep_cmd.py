@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, progress_bar
+from oversmooth.cli._common import echo_json, handle_errors, output_formats, progress_bar
 from oversmooth.experiments.sweep import SweepSpec
 
 
@@ -23,6 +23,8 @@ def sweep(
             help="A TOML spec ([grid] and [options]); the options below override it.",
         ),
     ] = None,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -38,9 +40,10 @@ def sweep(
     """
     from oversmooth.experiments.sweep import load_spec, run_sweep
 
+    formats = output_formats(figure_format, table_format)
     config = O.build(SweepSpec, given) if spec is None else load_spec(spec, given.values())
     with progress_bar(not quiet) as update:
-        result = run_sweep(config, progress=update)
+        result = run_sweep(config, progress=update, **formats)
     summary = {
         "out": str(result.out),
         "cells": result.total,

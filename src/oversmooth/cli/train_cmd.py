@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, progress_bar
+from oversmooth.cli._common import echo_json, handle_errors, output_formats, progress_bar
 from oversmooth.run_configs import TrainConfig
 
 
@@ -29,6 +30,8 @@ def train(
         ),
     ] = 60.0,
     overwrite: O.Overwrite = False,
+    figure_format: O.FigureFormat = None,
+    table_format: O.TableFormat = None,
     as_json: O.Json = False,
     quiet: O.Quiet = False,
 ) -> None:
@@ -49,6 +52,7 @@ def train(
     from oversmooth.train import describe
     from oversmooth.train import train as run_training
 
+    formats = output_formats(figure_format, table_format)
     config = O.build(TrainConfig, given)
     if out is None:
         if resume:
@@ -62,7 +66,7 @@ def train(
             overwrite=overwrite,
             progress=update,
             checkpoint_every=checkpoint_every,
-            report=write_training_report,
+            report=partial(write_training_report, **formats),
         )
     if as_json:
         echo_json(

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -1099,21 +1099,24 @@ def run_bench(
     device: str = "auto",
     progress: Callable[[str], None] | None = None,
     overwrite: bool = False,
+    figure_formats: Sequence[str] = ("png",),
+    table_formats: Sequence[str] = ("csv",),
 ) -> dict:
     """Run every benchmark, write ``out`` (report.md, report.html, results.json, CSVs,
     plots) and return the results, whose ``targets`` holds one row per :data:`TARGETS`
     entry.  ``quick``: tiny sizes, a smoke test of every measurement (its statuses say
-    nothing about speed).
+    nothing about speed).  ``figure_formats`` / ``table_formats``: the plots also as SVG/PDF,
+    the CSVs also as Parquet (:mod:`oversmooth.report.formats`).
 
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
-    import pandas as pd
-
     from oversmooth.runtime import resolve_device
     from oversmooth.data import csbm, load
-    from oversmooth.outputs import atomic_folder, check_out, write_json
-    from oversmooth.report.writers import write_bench_report
+    from oversmooth.outputs import check_out
+    from oversmooth.report.formats import figure_formats as check_figures
+    from oversmooth.report.formats import table_formats as check_tables
 
     check_out(out, overwrite)
+    figures, tables = check_figures(figure_formats), check_tables(table_formats)
     dev = resolve_device(device)
     say = progress or (lambda msg: None)
     started = time.perf_counter()
@@ -1172,15 +1175,34 @@ def run_bench(
     results["gpu"] = torch.cuda.is_available()
     results["targets"] = targets(results)
     results["seconds"] = time.perf_counter() - started
-    with atomic_folder(Path(out), overwrite=overwrite, kind="bench") as tmp:
+    _write_bench(Path(out), overwrite, results, figures, tables)
+    return results
+
+
+def _write_bench(
+    out: Path,
+    overwrite: bool,
+    results: dict,
+    figure_formats: tuple[str, ...],
+    table_formats: tuple[str, ...],
+) -> None:
+    """The folder of :func:`run_bench`: its CSVs, results.json and the report."""
+    import pandas as pd
+
+    from oversmooth.outputs import atomic_folder, write_json
+    from oversmooth.report.formats import write_table
+    from oversmooth.report.writers import write_bench_report
+
+    with atomic_folder(out, overwrite=overwrite, kind="bench") as tmp:
         po = results["probe_overhead"]
-        pd.DataFrame(
+        overhead = pd.DataFrame(
             {
                 "repeat": range(len(po["bare_all"])),
                 "bare_s": po["bare_all"],
                 "probed_s": po["probed_all"],
             }
-        ).to_csv(tmp / "probe_overhead.csv", index=False)
+        )
+        write_table(overhead, tmp / "probe_overhead.csv", table_formats)
         tables = {
             "kernels": "kernels.csv",
             "depth": "scaling_depth.csv",
@@ -1190,7 +1212,7 @@ def run_bench(
             "targets": "targets.csv",
         }
         for key, name in tables.items():
-            pd.DataFrame(results[key]).to_csv(tmp / name, index=False, float_format="%.6g")
+            frame = pd.DataFrame(results[key])
+            write_table(frame, tmp / name, table_formats, float_format="%.6g")
         write_json(tmp / "results.json", results)
-        write_bench_report(tmp, results)
-    return results
+        write_bench_report(tmp, results, figure_formats)

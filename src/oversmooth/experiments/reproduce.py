@@ -25,10 +25,12 @@ from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from oversmooth.report.formats import write_table
 
 from oversmooth.config import ModelConfig, upgrade_record
 
@@ -113,15 +115,21 @@ def run_reproduction(
     *,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
+    figure_formats: Sequence[str] = ("png",),
+    table_formats: Sequence[str] = ("csv",),
 ) -> Path:
-    """Run everything and write the report folder ``out`` atomically."""
+    """Run everything and write the report folder ``out`` atomically; its figures also in
+    ``figure_formats`` (SVG, PDF) and its tables also in ``table_formats`` (Parquet)."""
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, ComparisonConfig, run_analysis, run_comparison
     from oversmooth.outputs import atomic_folder, check_out
+    from oversmooth.report.formats import figure_formats as check_figures
+    from oversmooth.report.formats import table_formats as check_tables
     from oversmooth.train import TrainConfig, train
 
     say = progress or (lambda msg: None)
+    formats = (check_figures(figure_formats), check_tables(table_formats))
     out = check_out(Path(out), overwrite)
     for run in config.trained:  # refused before minutes of work, not after
         _trained_run(run)
@@ -211,7 +219,7 @@ def run_reproduction(
         results["table8"] = [_prune_trained_run(run, config, say) for run in config.trained]
         say("writing the report")
         results["seconds"] = time.perf_counter() - started
-        _write(tmp, config, results, san, other, trained, pd)
+        _write(tmp, config, results, san, other, trained, pd, formats)
     return out
 
 
@@ -242,15 +250,17 @@ def _run_ablations(config: ReproduceConfig, say: Callable[[str], None]) -> dict:
 _TABLE_OF = {"preln": 2, "postln": 4, "nonlocal": 6}
 
 
-def _ablation_section(doc: Any, folder: Path, found: dict, config: ReproduceConfig) -> list[str]:
+def _ablation_section(
+    doc: Any, folder: Path, found: dict, config: ReproduceConfig, tables: Sequence[str]
+) -> list[str]:
     """Section 5 (tables of ours ÷ paper per variant) and the discussion sentences it supports."""
     import pandas as pd
 
     from oversmooth.experiments import ablation as A
 
     frame, summary, combos = found["frame"], found["summary"], found["combos"]
-    frame.to_csv(folder / "ablations.csv", index=False, float_format="%.10g")
-    summary.to_csv(folder / "ablation_summary.csv", index=False, float_format="%.6g")
+    write_table(frame, folder / "ablations.csv", tables, float_format="%.10g")
+    write_table(summary, folder / "ablation_summary.csv", tables, float_format="%.6g")
     described = {a.name: a.description for a in A.ABLATIONS}
     doc.heading("4. Ablations: one unstated choice at a time (Tables 2, 4, 6 on Cora)")
     doc.text(
@@ -390,7 +400,9 @@ def _prune_trained_run(run: str, config: ReproduceConfig, say: Callable[[str], N
     return {"run": str(run), "config": train_config, "summary": summary, "prune": analysis.prune}
 
 
-def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) -> list[str]:
+def _table8_section(
+    doc: Any, folder: Path, runs: list[dict], pd: ModuleType, tables: Sequence[str]
+) -> list[str]:
     """Table 8 in the paper's format for the ``--trained`` runs, beside the paper's 256-layer
     numbers (same relative positions); returns the discussion sentences."""
     from oversmooth.report import plots
@@ -431,7 +443,7 @@ def _table8_section(doc: Any, folder: Path, runs: list[dict], pd: ModuleType) ->
             }
         )
         safe = f"{cfg['model']['name']}-{cfg['model']['depth']}"
-        prune.to_csv(folder / f"table8_{safe}.csv", index=False, float_format="%.6g")
+        write_table(prune, folder / f"table8_{safe}.csv", tables, float_format="%.6g")
     doc.table(pd.DataFrame(runs_rows))
     doc.table(pd.DataFrame(rows).fillna(""))
     paper_rows = [
@@ -565,20 +577,21 @@ def _write(
     other: dict,
     trained: dict,
     pd: ModuleType,
+    formats: tuple[Sequence[str], Sequence[str]] = (("png",), ("csv",)),
 ) -> None:
     from oversmooth.outputs import write_json
     from oversmooth.report.document import Document
     from oversmooth.report.prose import comparison_fits
 
+    tables = formats[1]
     paper = paper_tables()
     datasets = results["datasets"]
     table = _energy_table(san.summary, paper, datasets)
-    table.to_csv(folder / "energy_vs_paper.csv", index=False, float_format="%.6g")
-    san.summary.to_csv(folder / "final_energy_san.csv", index=False, float_format="%.10g")
-    san.metrics.to_csv(folder / "per_layer_san.csv", index=False, float_format="%.10g")
-    for conv, res in other.items():
-        res.summary.to_csv(folder / f"final_energy_{conv}.csv", index=False, float_format="%.10g")
-        res.metrics.to_csv(folder / f"per_layer_{conv}.csv", index=False, float_format="%.10g")
+    write_table(table, folder / "energy_vs_paper.csv", tables, float_format="%.6g")
+    for conv, res in {"san": san, **other}.items():
+        summary, metrics = res.summary, res.metrics
+        write_table(summary, folder / f"final_energy_{conv}.csv", tables, float_format="%.10g")
+        write_table(metrics, folder / f"per_layer_{conv}.csv", tables, float_format="%.10g")
     fits = {
         conv: comparison_fits(res.fits, res.config) for conv, res in (("san", san), *other.items())
     }
@@ -601,10 +614,12 @@ def _write(
 
     _tables_section(doc, table, datasets, pd)
     verdict_rows = _curves_section(doc, san, other, pd)
-    prune = _training_section(doc, folder, config, trained, pd)
-    table8 = _table8_section(doc, folder, results["table8"], pd) if results.get("table8") else []
+    prune = _training_section(doc, folder, config, trained, pd, tables)
+    table8 = (
+        _table8_section(doc, folder, results["table8"], pd, tables) if results.get("table8") else []
+    )
     ablated = (
-        _ablation_section(doc, folder, results["ablations"], config)
+        _ablation_section(doc, folder, results["ablations"], config, tables)
         if results.get("ablations")
         else []
     )
@@ -617,7 +632,7 @@ def _write(
     for paragraph in paragraphs + _floor_finding(results, table):
         doc.text(paragraph)
     _reproduce_section(doc, config, san.environment)
-    doc.write(folder)
+    doc.write(folder, formats[0])
     write_json(
         folder / "config.json",
         {
@@ -732,7 +747,12 @@ def _curves_section(
 
 
 def _training_section(
-    doc: Document, folder: Path, config: ReproduceConfig, trained: dict, pd: ModuleType
+    doc: Document,
+    folder: Path,
+    config: ReproduceConfig,
+    trained: dict,
+    pd: ModuleType,
+    tables: Sequence[str] = ("csv",),
 ) -> pd.DataFrame:
     """Section 3: accuracies, similarity (Figure 2) and pruning (Table 8) of the trained
     models; returns the pruning table."""
@@ -785,7 +805,7 @@ def _training_section(
                     "drop (points)": 100 * (base - acc),
                 }
             )
-        p.to_csv(folder / f"pruning_{arch}.csv", index=False, float_format="%.6g")
+        write_table(p, folder / f"pruning_{arch}.csv", tables, float_format="%.6g")
     prune = pd.DataFrame(prune_rows)
     doc.table(prune)
     fig = plots.figure(6.4, 3.8)

@@ -63,7 +63,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from oversmooth._version import __version__
@@ -71,13 +71,14 @@ from oversmooth.config import DERIVED, MAX_DEPTH, MODEL_FIELDS, ModelConfig, set
 from oversmooth.registry import upgrade_columns
 from oversmooth.outputs import (
     MARKER,
-    atomic_text,
     check_out,
     claim_folder,
     json_text,
     write_json,
     write_marker,
 )
+from oversmooth.report.formats import table_formats as table_formats_of
+from oversmooth.report.formats import write_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -755,6 +756,8 @@ def run_sweep(
     *,
     progress: Callable[[int, int, str], None] | None = None,
     cell_fn: CellFn = run_cell,
+    figure_formats: Sequence[str] = ("png",),
+    table_formats: Sequence[str] = ("csv",),
 ) -> SweepResult:
     """Run every unfinished cell of ``spec`` into ``out`` (default ``spec.out``), then merge.
 
@@ -764,6 +767,9 @@ def run_sweep(
         progress: called with (cells done, cells in all, message) after each cell.
         cell_fn: computes one cell (default :func:`run_cell`); must be importable by name,
             since workers receive it by reference.
+        figure_formats: the merged reports' figures also as SVG/PDF
+            (:mod:`oversmooth.report.formats`; formats change no cell).
+        table_formats: the merged tables also as Parquet.
 
     Raises:
         ValueError: a dataset or device that cannot be used, or ``out`` holds cells
@@ -771,6 +777,8 @@ def run_sweep(
         FileExistsError: ``out`` is a file, or another live sweep holds it.
     """
     out = check_out(out if out is not None else spec.out, False, reuse="sweep")
+    formats = {"figure_formats": figure_formats, "table_formats": table_formats}
+    table_formats_of(table_formats)  # Parquet without pyarrow: refused before any cell runs
     _check_datasets(spec)
     options = spec.options()
     cells = spec.cells()
@@ -817,7 +825,7 @@ def run_sweep(
                     _run_ray(todo, options, out, spec.workers, spec.ray_address, on_done, cell_fn)
                 else:
                     _run_local(todo, options, out, min(workers, len(todo)), on_done, cell_fn)
-            merge(out, spec)
+            merge(out, spec, **formats)
         except BaseException:
             if created and not any(cells_dir.glob("*.json")):
                 shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no empty folder
@@ -827,32 +835,10 @@ def run_sweep(
     )
 
 
-def merge(
-    out: str | os.PathLike, spec: SweepSpec | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
-
-    With ``spec``, only the cells of its grid computed with its options (their key) are merged,
-    so the tables always describe the spec written beside them; each table is written atomically.
-    """
+def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-layer and per-cell tables of the finished cells ``ok``, sorted by cell."""
     import pandas as pd
 
-    from oversmooth.analysis import (
-        ComparisonConfig,
-        ComparisonResult,
-        describe_frame,
-        fits_record,
-    )
-    from oversmooth.report.render import write_comparison
-    from oversmooth.runtime import environment, resolve_device
-
-    out = Path(out)
-    records = _records(out / "cells")
-    if spec is not None:
-        wanted = {cell_key(c, spec.options()) for c in spec.cells()}
-        records = [r for r in records if r.get("key") in wanted]
-    ok = [r for r in records if r.get("status") == "ok"]
-    failed = [r for r in records if r.get("status") != "ok"]
     keys = ["mode", "dataset", "conv", "model", "depth", "seed"]
     frames, rows = [], []
     for r in ok:
@@ -874,10 +860,45 @@ def merge(
     )
     metrics = sort(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=keys)
     summary = sort(pd.DataFrame(rows)) if rows else pd.DataFrame(columns=keys)
-    atomic_text(out / "metrics.csv", metrics.to_csv(index=False, float_format="%.10g"))
-    atomic_text(out / "summary.csv", summary.to_csv(index=False, float_format="%.10g"))
+    return metrics, summary
+
+
+def merge(
+    out: str | os.PathLike,
+    spec: SweepSpec | None = None,
+    *,
+    figure_formats: Sequence[str] = ("png",),
+    table_formats: Sequence[str] = ("csv",),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
+
+    With ``spec``, only the cells of its grid computed with its options (their key) are merged,
+    so the tables always describe the spec written beside them; each table is written atomically
+    (also as Parquet with ``parquet`` in ``table_formats``, the reports' figures also in
+    ``figure_formats``).
+    """
+    import pandas as pd
+
+    from oversmooth.analysis import (
+        ComparisonConfig,
+        ComparisonResult,
+        describe_frame,
+        fits_record,
+    )
+    from oversmooth.report.render import write_comparison
+    from oversmooth.runtime import environment, resolve_device
+
+    out = Path(out)
+    records = _records(out / "cells")
+    if spec is not None:
+        wanted = {cell_key(c, spec.options()) for c in spec.cells()}
+        records = [r for r in records if r.get("key") in wanted]
+    failed = [r for r in records if r.get("status") != "ok"]
+    metrics, summary = _merged_tables([r for r in records if r.get("status") == "ok"])
+    write_table(metrics, out / "metrics.csv", table_formats, float_format="%.10g")
+    write_table(summary, out / "summary.csv", table_formats, float_format="%.10g")
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
-    atomic_text(out / "failed.csv", failed_rows.to_csv(index=False))
+    write_table(failed_rows, out / "failed.csv", table_formats)
     if spec is not None and len(summary):
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
@@ -916,5 +937,11 @@ def merge(
                 verdicts=verdicts,
                 environment=environment(resolve_device(spec.device)),
             )
-            write_comparison(result, out / f"report-{conv}-{mode}", overwrite=True)
+            write_comparison(
+                result,
+                out / f"report-{conv}-{mode}",
+                overwrite=True,
+                figure_formats=figure_formats,
+                table_formats=table_formats,
+            )
     return metrics, summary

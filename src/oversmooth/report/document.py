@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 from urllib.parse import quote
 
 from oversmooth.outputs import atomic_file, atomic_text
+from oversmooth.report.formats import DEFAULT_FIGURE_FORMATS, DPI, save_figure
+from oversmooth.report.formats import figure_formats as _figure_formats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,7 +49,6 @@ __all__ = [
     "TOC_MIN_SECTIONS",
 ]
 
-DPI = 150  # of every saved figure
 CSS_PX_PER_INCH = 96  # a figure is shown at its physical size: 150 px -> 96 CSS px
 TOC_MIN_SECTIONS = 4  # level-2 headings from which a report gets a table of contents
 MISSING = "—"
@@ -183,10 +185,6 @@ class _Table:
     index: bool
 
 
-def _write_png(fig: Figure, path: Path) -> None:
-    fig.savefig(path, dpi=DPI, format="png")
-
-
 def _write_bytes(data: bytes, path: Path) -> None:
     path.write_bytes(data)
 
@@ -199,6 +197,7 @@ class Document:
     >>> doc.heading("Verdict"); doc.verdict("exponential smoothing ...", "exponential-smoothing")
     >>> doc.text("Measured with `--dtype float64`.")
     >>> doc.write(folder)  # report.md, report.html and the figures' PNGs
+    >>> doc.write(folder, figure_formats=("png", "svg"))  # and an SVG beside each PNG
     """
 
     title: str
@@ -349,32 +348,43 @@ class Document:
             + f"\n</main><script>{_SCRIPT}</script></body></html>\n"
         )
 
-    def write(self, folder: str | Path) -> Path:
-        """Save the figures (PNG, :data:`DPI`), then ``report.md`` and ``report.html``, each
-        file atomically; matplotlib figures are released after saving."""
+    def write(
+        self, folder: str | Path, figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS
+    ) -> Path:
+        """Save the figures (PNG at :data:`DPI`, plus each further format of
+        ``figure_formats``: ``svg``, ``pdf``; :func:`oversmooth.report.formats.save_figure`),
+        then ``report.md`` and ``report.html`` (which show the PNGs), each file atomically;
+        matplotlib figures are released after saving.  A figure given as an existing PNG is
+        copied with its siblings of the other formats where they exist."""
         folder = Path(folder)
         if not folder.is_dir():
             raise ValueError(f"{folder}: not a folder; create it before writing the report")
+        formats = _figure_formats(figure_formats)
         for kind, payload in self.blocks:
             if kind != "figure":
                 continue
             if payload.figure is not None:
                 fig = payload.figure
-                atomic_file(
-                    folder / payload.name,
-                    partial(_write_png, fig),
-                )
+                save_figure(fig, folder / payload.name, formats)
                 fig.clf()
                 payload.figure = None
-            elif (
-                payload.source is not None
-                and payload.source.resolve() != (folder / payload.name).resolve()
-            ):
-                data = payload.source.read_bytes()
-                atomic_file(folder / payload.name, partial(_write_bytes, data))
+            elif payload.source is not None:
+                _copy_figure(payload.source, folder / payload.name, formats)
         atomic_text(folder / "report.md", self.markdown())
         atomic_text(folder / "report.html", self.html(folder))
         return folder
+
+
+def _copy_figure(source: Path, target: Path, formats: tuple[str, ...]) -> None:
+    """Copy an existing PNG (and its ``.svg``/``.pdf`` siblings among ``formats``, where they
+    exist) to ``target`` unless it is that file already."""
+    if source.resolve() == target.resolve():
+        return
+    for fmt in formats:
+        src = source.with_suffix(f".{fmt}")
+        if fmt == "png" or src.is_file():
+            data = src.read_bytes()
+            atomic_file(target.with_suffix(f".{fmt}"), partial(_write_bytes, data))
 
 
 # ----------------------------------------------------------------------------- rendering

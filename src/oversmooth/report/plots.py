@@ -476,3 +476,34 @@ def energy_against_epoch(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return ax
+
+
+def atlas_curves(ax: Axes, curves: Sequence[Mapping], title: str | None = None) -> Axes:
+    """Many architectures' energy curves overlaid, log-log (the atlas figure).
+
+    Each curve: ``{"label", "layers", "values"}``; curves are told apart by colour (ten) and
+    then line style, and the legend sits outside the axes, right.  Layer 0 and non-positive or
+    non-finite values are left out."""
+    styles = ("-", "--", ":", "-.")
+    xs, ys = [], []
+    for i, curve in enumerate(curves):
+        layers = np.asarray(curve["layers"], dtype=float)
+        values = np.asarray(curve["values"], dtype=float)
+        keep = (layers > 0) & np.isfinite(values) & (values > 0)
+        xs.append(layers[keep])
+        ys.append(values[keep])
+        ax.plot(
+            layers[keep],
+            values[keep],
+            lw=1.3,
+            color=f"C{i % 10}",
+            ls=styles[(i // 10) % len(styles)],
+            label=curve["label"],
+        )
+    _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else [])
+    ax.set_xlabel("layer $k$")
+    ax.set_ylabel("Laplacian energy $E(X^k)$")
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -38,6 +38,7 @@ from oversmooth.outputs import (
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell
+from oversmooth.report.formats import DEFAULT_FIGURE_FORMATS, DEFAULT_TABLE_FORMATS, write_table
 from oversmooth.report.prose import (
     analysis_fits,
     analysis_title,
@@ -95,40 +96,64 @@ def to_json(obj: Any) -> str:
 # ----------------------------------------------------------------------------- writers
 
 
-def write_analysis(result: AnalysisResult, out: Path, overwrite: bool = False) -> Path:
-    """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report."""
+def write_analysis(
+    result: AnalysisResult,
+    out: Path,
+    overwrite: bool = False,
+    *,
+    figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS,
+    table_formats: Iterable[str] = DEFAULT_TABLE_FORMATS,
+) -> Path:
+    """Write an :class:`~oversmooth.analysis.AnalysisResult` and render its report; tables in
+    ``table_formats`` and figures in ``figure_formats`` (:mod:`oversmooth.report.formats`)."""
     import pandas as pd
 
+    tables = table_formats
     with atomic_folder(out, overwrite, kind=str(result.config.get("command", "analyze"))) as tmp:
-        result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
+        write_table(result.metrics, tmp / "metrics.csv", tables, float_format="%.10g")
         if result.similarity is not None:
             layers = result.similarity_layers or list(range(len(result.similarity)))
-            pd.DataFrame(result.similarity, index=layers, columns=layers).to_csv(
-                tmp / "similarity.csv", index_label="layer", float_format="%.8g"
+            similarity = pd.DataFrame(result.similarity, index=layers, columns=layers)
+            write_table(
+                similarity,
+                tmp / "similarity.csv",
+                tables,
+                index=True,
+                index_label="layer",
+                float_format="%.8g",
             )
         if result.prune is not None:
-            result.prune.to_csv(tmp / "prune.csv", index=False, float_format="%.10g")
+            write_table(result.prune, tmp / "prune.csv", tables, float_format="%.10g")
         write_json(tmp / "fits.json", analysis_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
             {**result.config, "environment": result.environment, "timings": result.timings},
         )
-        render_report(tmp)
+        render_report(tmp, figure_formats=figure_formats)
     return Path(out)
 
 
-def write_comparison(result: ComparisonResult, out: Path, overwrite: bool = False) -> Path:
-    """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report."""
+def write_comparison(
+    result: ComparisonResult,
+    out: Path,
+    overwrite: bool = False,
+    *,
+    figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS,
+    table_formats: Iterable[str] = DEFAULT_TABLE_FORMATS,
+) -> Path:
+    """Write a :class:`~oversmooth.analysis.ComparisonResult` and render its report; tables in
+    ``table_formats`` and figures in ``figure_formats``."""
+    tables = table_formats
     with atomic_folder(out, overwrite, kind="compare") as tmp:
-        result.metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.10g")
-        result.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
-        summary_table(result.summary).to_csv(tmp / "table.csv")
+        write_table(result.metrics, tmp / "metrics.csv", tables, float_format="%.10g")
+        write_table(result.summary, tmp / "summary.csv", tables, float_format="%.10g")
+        write_table(summary_table(result.summary), tmp / "table.csv", tables, index=True)
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
             {**result.config, "environment": result.environment, "timings": result.timings},
         )
-        render_report(tmp)
+        render_report(tmp, figure_formats=figure_formats)
     return Path(out)
 
 
@@ -363,8 +388,11 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def render_report(folder: str | os.PathLike) -> Path:
-    """(Re)build figures, ``report.md`` and ``report.html`` from the data files in ``folder``.
+def render_report(
+    folder: str | os.PathLike, figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS
+) -> Path:
+    """(Re)build figures (PNG, plus the other ``figure_formats``), ``report.md`` and
+    ``report.html`` from the data files in ``folder``.
 
     The verdict prose is rebuilt from the numbers in fits.json (:mod:`oversmooth.report.prose`).
     """
@@ -383,7 +411,7 @@ def render_report(folder: str | os.PathLike) -> Path:
     else:
         raise ValueError(f"{config_path}: unknown command {command!r}; expected analyze or compare")
     reproduce_sections(doc, config)
-    doc.write(folder)
+    doc.write(folder, figure_formats)
     return folder
 
 

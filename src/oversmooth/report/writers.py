@@ -12,11 +12,12 @@ import json
 import math
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from oversmooth.config import upgrade_record
 from oversmooth.report import plots
 from oversmooth.report.document import MISSING, Document
+from oversmooth.report.formats import DEFAULT_FIGURE_FORMATS, DEFAULT_TABLE_FORMATS, write_beside
 from oversmooth.report.prose import conv_label
 from oversmooth.report.render import reproduce_sections
 
@@ -35,12 +36,17 @@ def write_training_report(
     best_epoch: int,
     summary: Mapping[str, Any],
     dynamics: Sequence[Mapping] | None = None,
+    *,
+    figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS,
+    table_formats: Iterable[str] = DEFAULT_TABLE_FORMATS,
 ) -> Path:
     """``training.png`` (loss and accuracy against the epoch), ``report.md`` and
     ``report.html`` for a finished training run in ``folder`` (its ``config.json`` names the
     model when present).  With ``dynamics`` (rows of ``dynamics.csv``: ``epoch``, ``layer``,
     ``laplacian_energy``) also ``dynamics.png``: log10 energy per layer and epoch, and the
-    final layer's energy against the epoch."""
+    final layer's energy against the epoch.  ``figure_formats`` adds SVG/PDF copies of the
+    figures; ``table_formats`` a ``.parquet`` copy of ``history.csv`` and ``dynamics.csv``
+    (which the run itself writes, as CSV)."""
     import pandas as pd
 
     folder = Path(folder)
@@ -94,7 +100,10 @@ def write_training_report(
         seconds = summary.get("seconds_this_run")
         timings = {"training_s": seconds} if isinstance(seconds, (int, float)) else {}
         reproduce_sections(doc, {**config, "timings": config.get("timings") or timings})
-    return doc.write(folder)
+    write_beside(pd.DataFrame(list(history)), folder / "history.csv", table_formats)
+    if dynamics:
+        write_beside(pd.DataFrame(list(dynamics)), folder / "dynamics.csv", table_formats)
+    return doc.write(folder, figure_formats)
 
 
 def _training_title(dataset: Any, model: Mapping[str, Any]) -> str:
@@ -219,9 +228,14 @@ def _bench_targets_table(rows: Sequence[Mapping]) -> Any:
     )
 
 
-def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
+def write_bench_report(
+    folder: str | Path,
+    r: Mapping[str, Any],
+    figure_formats: Iterable[str] = DEFAULT_FIGURE_FORMATS,
+) -> Path:
     """``scaling_depth.png``, ``scaling_size.png``, ``report.md`` and ``report.html`` for the
-    results of :func:`oversmooth.experiments.bench.run_bench`, opening with the table of targets."""
+    results of :func:`oversmooth.experiments.bench.run_bench`, opening with the table of
+    targets; the figures also in each further format of ``figure_formats``."""
     import pandas as pd
 
     folder = Path(folder)
@@ -508,4 +522,4 @@ def write_bench_report(folder: str | Path, r: Mapping[str, Any]) -> Path:
                 }
             )
         )
-    return doc.write(folder)
+    return doc.write(folder, figure_formats)

@@ -1,0 +1,223 @@
+"""``oversmooth atlas``: PyTorch Geometric's building blocks, built as its examples assemble
+them, probed at initialisation, judged and pruned; the committed atlas matches the code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import oversmooth
+from oversmooth.cli.main import app
+from oversmooth.experiments.atlas import (
+    ARCHITECTURES,
+    AtlasConfig,
+    decades_lost,
+    probe_entry,
+    read_atlas,
+    render_atlas,
+)
+from oversmooth.experiments.pyg_zoo import ZOO, APPNPNet, build
+from oversmooth.metrics import laplacian_energy
+from oversmooth.report.formats import parquet_available
+from oversmooth.verdict import COLLAPSES, LABELS
+
+runner = CliRunner()
+REPORT = Path(__file__).resolve().parents[2] / "reports" / "atlas"
+
+
+@pytest.fixture(scope="module")
+def karate():
+    from oversmooth.data import load
+
+    data = load("karate").to_pyg()
+    data.x = data.x.to(torch.float64)
+    return data, int(data.y.max()) + 1
+
+
+@pytest.fixture(scope="module")
+def quick_atlas(tmp_path_factory):
+    """One ``oversmooth atlas --quick`` run, every figure and table format."""
+    out = tmp_path_factory.mktemp("atlas") / "atlas"
+    tables = "csv,parquet" if parquet_available() else "csv"
+    args = ["atlas", "--quick", "--out", str(out), "--json", "--figure-format", "png,svg,pdf"]
+    result = runner.invoke(app, [*args, "--table-format", tables])
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.output)
+
+
+def test_quick_atlas_has_one_row_per_architecture(quick_atlas):
+    out, printed = quick_atlas
+    table = pd.read_csv(out / "atlas.csv")
+    assert table["architecture"].tolist() == list(ZOO)
+    assert set(table["verdict"]) <= set(LABELS)
+    assert set(table["collapse"].dropna()) <= set(COLLAPSES)
+    assert [row["architecture"] for row in printed["table"]] == list(ZOO)
+    # every depth of the ladder has its final energy; the second graph its verdict
+    config = AtlasConfig.preset(True)
+    for depth in config.depths:
+        assert table[f"energy_{depth}"].gt(0).all()
+    assert set(table[f"verdict_{config.datasets[1]}"]) <= set(LABELS)
+    # the middle layer is pruned wherever the model has one module per layer (not APPNP)
+    prune = pd.read_csv(out / "prune.csv")
+    assert set(prune["architecture"]) == {k for k, e in ZOO.items() if e.prunable}
+    assert (prune["layer"] == config.middle).all()
+
+
+def test_quick_atlas_writes_its_folder_in_every_format(quick_atlas):
+    out, _ = quick_atlas
+    assert (out / "atlas.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "atlas.pdf").read_bytes()[:5] == b"%PDF-"
+    assert "<svg" in (out / "atlas.svg").read_text()[:2000]
+    marker = json.loads((out / ".oversmooth.json").read_text())
+    assert marker["kind"] == "atlas"
+    config = json.loads((out / "config.json").read_text())
+    assert config["command"] == "atlas" and config["quick"] is True
+    assert set(config["timings"]) == set(ZOO) | {"total"}
+    report = (out / "report.md").read_text()
+    for entry in ZOO.values():
+        assert f"| {entry.name} |" in report
+    if parquet_available():
+        for name in ("atlas", "curves", "prune"):
+            csv = pd.read_csv(out / f"{name}.csv")
+            parquet = pd.read_parquet(out / f"{name}.parquet").fillna(np.nan)  # None: NaN
+            pd.testing.assert_frame_equal(parquet, csv, check_dtype=False, rtol=1e-5)
+
+
+def test_the_report_is_rebuilt_from_the_folder_alone(quick_atlas, tmp_path):
+    out, _ = quick_atlas
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "report.md").unlink()
+    render_atlas(copy)
+    assert (copy / "report.md").read_text() == (out / "report.md").read_text()
+    assert read_atlas(copy).config == AtlasConfig.preset(True)
+
+
+def test_oversmooth_report_rebuilds_an_atlas_folder(quick_atlas, tmp_path):
+    out, _ = quick_atlas
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for name in ("report.md", "atlas.png", "atlas.svg"):
+        (copy / name).unlink()
+    result = runner.invoke(app, ["report", str(copy), "--figure-format", "svg"])
+    assert result.exit_code == 0, result.output
+    assert (copy / "atlas.png").is_file() and (copy / "atlas.svg").is_file()
+    assert (copy / "report.md").read_text() == (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("key", list(ZOO))
+def test_a_deeper_stack_starts_with_the_shallower_one(karate, key):
+    """Layer d of a depth-5 stack is the final layer of the depth-3 stack of the same seed: the
+    atlas reads every depth of its ladder from one forward of the deepest stack."""
+    data, classes = karate
+    entry = ZOO[key]
+    short = probe_entry(entry, build(key, data.num_features, classes, 3, seed=7), data)
+    long = probe_entry(entry, build(key, data.num_features, classes, 5, seed=7), data)
+    columns = ["laplacian_energy", "dirichlet_energy", "feature_norm"]
+    assert short["layer"].tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(short[columns].to_numpy(), long[columns].to_numpy()[:4])
+    other = probe_entry(entry, build(key, data.num_features, classes, 3, seed=8), data)
+    assert not np.array_equal(other[columns].to_numpy(), short[columns].to_numpy())
+
+
+def test_appnp_records_the_state_its_own_loop_carries(karate):
+    data, classes = karate
+    model = build("appnp", data.num_features, classes, 6, seed=0)
+    assert isinstance(model, APPNPNet)
+    frame = probe_entry(ZOO["appnp"], model, data)
+    assert frame["layer"].tolist() == list(range(7))
+    with torch.no_grad():
+        out = model(data.x, data.edge_index)
+    # the last recorded step is APPNP's output, bit for bit
+    assert frame["laplacian_energy"].iloc[-1] == float(laplacian_energy(out, data.edge_index))
+
+
+def test_the_config_names_the_zoo_s_architectures_without_importing_it():
+    assert ARCHITECTURES == tuple(ZOO)
+    assert AtlasConfig().names == tuple(ZOO) and AtlasConfig(architectures=("gps",)).names == (
+        "gps",
+    )
+    help_text = runner.invoke(app, ["atlas", "--help"], terminal_width=200).output
+    assert all(key in help_text for key in ZOO)
+
+
+def test_build_is_seeded_and_leaves_the_global_generator_alone():
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    a = build("gcn", 5, 2, 2, seed=1)
+    after = torch.rand(3)
+    b = build("gcn", 5, 2, 2, seed=1)
+    assert torch.equal(before, after)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert p.dtype == torch.float64 and torch.equal(p, q)
+    assert not a.training
+
+
+def test_decades_lost_is_the_fall_of_the_seeds_geometric_mean():
+    frame = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1],
+            "layer": [1, 4, 1, 4],
+            "laplacian_energy": [1.0, 1e-2, 100.0, 1e-2],  # geometric means 10 and 1e-2
+            "at_floor": [False, False, False, True],
+        }
+    )
+    lost, floor = decades_lost(frame, 4)
+    assert lost == pytest.approx(3.0) and floor
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"architectures": ("gcn", "nope")}, "architectures: unknown name 'nope'"),
+        ({"depths": (0, 8)}, "depths: expected integers >= 1"),
+        ({"seeds": ()}, "seeds: expected at least one"),
+        ({"prune_seeds": 4}, "prune_seeds: expected an integer in"),
+    ],
+)
+def test_config_refuses_bad_input(options, message):
+    with pytest.raises(ValueError, match=message):
+        AtlasConfig(**options)
+
+
+def test_an_unknown_architecture_is_one_line_and_exit_2(tmp_path):
+    result = runner.invoke(
+        app, ["atlas", "--architectures", "gcn,transformer", "--out", str(tmp_path / "a")]
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "unknown name 'transformer'" in lines[0]
+    assert not (tmp_path / "a").exists()
+
+
+def test_the_committed_atlas_covers_the_zoo():
+    """reports/atlas is a full run of the current package (regenerate: oversmooth atlas)."""
+    assert (REPORT / "atlas.csv").is_file(), "reports/atlas is missing: run oversmooth atlas"
+    table = pd.read_csv(REPORT / "atlas.csv")
+    config = json.loads((REPORT / "config.json").read_text())
+    assert not config["quick"]
+    assert config["environment"]["oversmooth"] == oversmooth.__version__
+    assert len(table) >= 12 and set(table["architecture"]) == set(ZOO)
+    assert max(config["depths"]) == 128 and len(config["seeds"]) >= 3
+    assert (REPORT / "atlas.png").is_file() and (REPORT / "report.md").is_file()
+
+
+@pytest.mark.parametrize("out, says", [(".", "the current folder"), ("", "empty")])
+def test_an_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, out, says):
+    import oversmooth.experiments.atlas as atlas
+
+    monkeypatch.setattr(atlas, "run_atlas", lambda *a, **k: pytest.fail("the atlas ran"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["atlas", "--quick", "--out", out])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
