@@ -184,6 +184,7 @@ class SweepSpec:
             if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
                 raise ValueError(f"{key}: expected a string, received {getattr(self, key)!r}")
         _check_device(self.device)
+        _check_ray_options(self.backend, self.ray_address)
 
     def cells(self) -> list[dict]:
         return [
@@ -234,6 +235,21 @@ _SWEEPABLE_MODEL_FIELDS = (
 OPTION_KEYS = (frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS - {"model"}) | (
     _SWEEPABLE_MODEL_FIELDS
 )
+
+
+def _check_ray_options(backend: str, address: str | None) -> None:
+    """An address that cannot name a Ray cluster, or one given to the local backend (which
+    would ignore it), is refused before anything runs."""
+    if address is None:
+        return
+    if backend != "ray":
+        raise ValueError(
+            f"ray_address: given ({address!r}) but the backend is {backend}, which would "
+            'ignore it; add --backend ray (or backend = "ray" in the spec) or drop it'
+        )
+    from oversmooth.experiments.sweep_ray import check_address
+
+    check_address(address)
 
 
 def _check_device(device: str) -> None:
@@ -501,10 +517,14 @@ def _clean_litter(out: Path) -> None:
                     entry.unlink(missing_ok=True)
 
 
-def _check_datasets(spec: SweepSpec) -> None:
-    """Load every dataset once, so an unknown or broken one stops the sweep before any cell."""
+def _check_datasets(spec: SweepSpec) -> dict[str, str]:
+    """Load every dataset once, so an unknown or broken one stops the sweep before any cell.
+
+    Returns each dataset's fingerprint for the Ray backend (every node must read the same
+    graph), an empty dict for the local one."""
     from oversmooth.data import load
 
+    fingerprints = {}
     for name in spec.datasets:
         data = load(name, data_root=spec.data_root)
         if "trained" in spec.modes and getattr(data, "y", None) is None:
@@ -512,6 +532,11 @@ def _check_datasets(spec: SweepSpec) -> None:
                 f"datasets: {name!r} has no labels, which trained mode needs; "
                 'use modes = ["init"] or a labelled dataset'
             )
+        if spec.backend == "ray":
+            from oversmooth.experiments.sweep_ray import graph_fingerprint
+
+            fingerprints[name] = graph_fingerprint(data)
+    return fingerprints
 
 
 # ----------------------------------------------------------------------------- local workers
@@ -716,44 +741,6 @@ def _run_local(
             slot["conn"].close()
 
 
-def _run_ray(
-    todo: list[dict],
-    options: dict,
-    out: Path,
-    workers: int | None,
-    address: str | None,
-    on_done: Callable[[dict], None],
-    cell_fn: CellFn = run_cell,
-) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(
-            "backend: ray is not installed; pip install 'oversmooth[ray]' or use --backend local"
-        ) from None
-    started_here = False
-    if not ray.is_initialized():
-        kwargs = {"address": address} if address else {"num_cpus": workers or os.cpu_count()}
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
-        started_here = True
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(cell_fn)
-        refs = {remote.remote(cell, options, str(out)): cell for cell in todo}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                cell = refs.pop(ref)
-                try:
-                    record = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a worker that died
-                    error = f"worker died: {type(exc).__name__}: {exc}"
-                    record = _failed_record(cell, options, error)
-                on_done(record)
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
 @dataclass
 class SweepResult:
     out: Path
@@ -781,12 +768,13 @@ def run_sweep(
             since workers receive it by reference.
 
     Raises:
-        ValueError: a dataset or device that cannot be used, or ``out`` holds cells
-            computed with other options; nothing is written then.
+        ValueError: a dataset or device that cannot be used, ``out`` holds cells computed
+            with other options, or (Ray) a node that cannot compute the cells as this
+            machine would; nothing is written then.
         FileExistsError: ``out`` is a file, or another live sweep holds it.
     """
     out = check_out(out if out is not None else spec.out, False, reuse="sweep")
-    _check_datasets(spec)
+    fingerprints = _check_datasets(spec)
     options = spec.options()
     cells = spec.cells()
     keys = {cell_id(c): cell_key(c, options) for c in cells}
@@ -795,51 +783,97 @@ def run_sweep(
         cells_dir = out / "cells"
         records = _records(cells_dir) if cells_dir.is_dir() else []
         _check_same_options(out, records, options)
-        try:
-            cells_dir.mkdir(parents=True, exist_ok=True)
-            if not (out / MARKER).is_file():  # new, or begun by a version before the marker
-                write_marker(out, "sweep")
-            _clean_litter(out)
-            write_json(out / "spec.json", spec.to_dict())
-            finished = _finished(records, keys)
-            todo = [c for c in cells if cell_id(c) not in finished]
-            total, done_count = len(cells), len(cells) - len(todo)
-            failed: list[dict] = []
-            started = time.perf_counter()
-            if progress:
-                stale = sum(
-                    1
-                    for r in records
-                    if r.get("status") == "ok"
-                    and r.get("id") in keys
-                    and r.get("id") not in finished
+        finished = _finished(records, keys)
+        todo = [c for c in cells if cell_id(c) not in finished]
+        started = time.perf_counter()
+        with _backend(spec, options, fingerprints, bool(todo)) as run_cells:
+            try:
+                cells_dir.mkdir(parents=True, exist_ok=True)
+                if not (out / MARKER).is_file():  # new, or begun by a version before the marker
+                    write_marker(out, "sweep")
+                _clean_litter(out)
+                write_json(out / "spec.json", spec.to_dict())
+                failed = _run_todo(
+                    run_cells,
+                    todo,
+                    out,
+                    len(cells),
+                    _stale(records, keys, finished),
+                    progress,
+                    cell_fn,
                 )
-                note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
-                progress(done_count, total, f"{done_count} cells already finished{note}")
-
-            def on_done(record: dict) -> None:
-                nonlocal done_count
-                _write_cell(cells_dir, record)
-                done_count += 1
-                if record.get("status") != "ok":
-                    failed.append(record)
-                if progress:
-                    progress(done_count, total, f"{record['id']}: {record.get('status')}")
-
-            if todo:
-                workers = spec.workers or os.cpu_count() or 1
-                if spec.backend == "ray":
-                    _run_ray(todo, options, out, spec.workers, spec.ray_address, on_done, cell_fn)
-                else:
-                    _run_local(todo, options, out, min(workers, len(todo)), on_done, cell_fn)
-            merge(out, spec)
-        except BaseException:
-            if created and not any(cells_dir.glob("*.json")):
-                shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no empty folder
-            raise
+                merge(out, spec)
+            except BaseException:
+                if created and not any(cells_dir.glob("*.json")):
+                    shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no folder
+                raise
+    total = len(cells)
     return SweepResult(
         out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
     )
+
+
+Runner = Callable[[list[dict], Path, Callable[[dict], None], CellFn], None]
+
+
+@contextmanager
+def _backend(
+    spec: SweepSpec, options: dict, fingerprints: dict[str, str], needed: bool
+) -> Iterator[Runner]:
+    """The function that runs cells: a local process pool, or tasks on a Ray cluster joined
+    (and its nodes checked) here, before anything is written; no cluster when nothing is left
+    to compute."""
+    if spec.backend == "ray" and needed:
+        from oversmooth.experiments.sweep_ray import ray_session
+
+        with ray_session(spec.ray_address, spec.workers, options, fingerprints) as run:
+            yield run
+        return
+    workers = spec.workers or os.cpu_count() or 1
+
+    def run_local(todo: list[dict], out: Path, on_done: Callable[[dict], None], fn: CellFn) -> None:
+        _run_local(todo, options, out, min(workers, len(todo)), on_done, fn)
+
+    yield run_local
+
+
+def _stale(records: list[dict], keys: dict[str, str], finished: dict[str, dict]) -> int:
+    """Finished cells of this grid computed by another oversmooth version (recomputed)."""
+    return sum(
+        1
+        for r in records
+        if r.get("status") == "ok" and r.get("id") in keys and r.get("id") not in finished
+    )
+
+
+def _run_todo(
+    run_cells: Runner,
+    todo: list[dict],
+    out: Path,
+    total: int,
+    stale: int,
+    progress: Callable[[int, int, str], None] | None,
+    cell_fn: CellFn,
+) -> list[dict]:
+    """Run ``todo``, writing each record as it arrives; returns the failed records."""
+    done_count = total - len(todo)
+    failed: list[dict] = []
+    if progress:
+        note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
+        progress(done_count, total, f"{done_count} cells already finished{note}")
+
+    def on_done(record: dict) -> None:
+        nonlocal done_count
+        _write_cell(out / "cells", record)
+        done_count += 1
+        if record.get("status") != "ok":
+            failed.append(record)
+        if progress:
+            progress(done_count, total, f"{record['id']}: {record.get('status')}")
+
+    if todo:
+        run_cells(todo, out, on_done, cell_fn)
+    return failed
 
 
 def merge(
