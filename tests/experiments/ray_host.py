@@ -26,7 +26,9 @@ class Host:
     every Ray process with it): ``address``, ``nodes`` (their folders), ``kill()``,
     ``restart()``, ``stop()``."""
 
-    def __init__(self, folder: Path, cpus: tuple[int, ...]) -> None:
+    def __init__(
+        self, folder: Path, cpus: tuple[int, ...], env: dict[str, str] | None = None
+    ) -> None:
         import socket
         import subprocess
 
@@ -42,7 +44,8 @@ class Host:
             [sys.executable, "-m", "tests.experiments.ray_host", str(folder), str(port)]
             + [str(c) for c in cpus],
             cwd=repo,
-            env={**os.environ, "PYTHONPATH": path},  # the nodes import the tests' cell functions
+            # the nodes import the tests' cell functions
+            env={**os.environ, **(env or {}), "PYTHONPATH": path},
             stdout=subprocess.DEVNULL,
             stderr=open(folder / "host.log", "w"),  # noqa: SIM115 - the child owns it
             start_new_session=True,

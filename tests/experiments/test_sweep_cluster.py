@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -152,9 +154,6 @@ def test_resume_after_the_whole_cluster_restarts(tmp_path):
     """A power cut mid-sweep: every node killed at once.  The sweep says so in one line and
     exits 1 (it used to hang 60 s, until Ray ended the process, leaving its lock); started again
     on the same port, the same command finishes the rest and keeps what was done."""
-    import subprocess
-    import sys
-
     pytest.importorskip("ray")
     from tests.experiments.ray_host import Host
 
@@ -184,6 +183,41 @@ def test_resume_after_the_whole_cluster_restarts(tmp_path):
         assert rerun.returncode == 0, rerun.stderr
         assert f"12 cells: {done} already done, {12 - done} run, 0 failed" in rerun.stdout
         assert len(pd.read_csv(out / "summary.csv")) == 12
+    finally:
+        host.stop()
+
+
+def _cli(address: str, out: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``oversmooth sweep`` of one tiny cell on the cluster at ``address``, as a process."""
+    command = [
+        *(os.path.join(os.path.dirname(sys.executable), "oversmooth"), "sweep"),
+        *("--models", "preln", "--depths", "2", "--datasets", "karate"),
+        *("--backend", "ray", "--ray-address", address, "--out", str(out), "-q"),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | env
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # see ray_host
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow  # a cluster of its own, and Ray retries a refused token for about 20 s
+def test_a_refused_token_is_one_line_naming_the_fix(tmp_path):
+    pytest.importorskip("ray")
+    from tests.experiments.ray_host import Host
+
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0123456789abcdef" * 2}
+    host = Host(tmp_path / "cluster", cpus=(1,), env=token)
+    try:
+        home = {"HOME": str(tmp_path)}  # no ~/.ray/auth_token here
+        wrong = {**token, "RAY_AUTH_TOKEN": "f" * 32}
+        for env in (home | wrong, home):
+            refused = _cli(host.address, tmp_path / "s", env)
+            ours = [line for line in refused.stderr.splitlines() if not line.startswith("[")]
+            assert refused.returncode == 2 and len(ours) == 1, refused.stderr
+            assert ours[0].startswith(f"error: ray_address: cannot join {host.address}")
+            assert "RAY_AUTH_TOKEN" in ours[0] and "auth_token" in ours[0]
+            assert not (tmp_path / "s").exists()
+        joined = _cli(host.address, tmp_path / "s", home | token)
+        assert joined.returncode == 0, joined.stderr
     finally:
         host.stop()
 

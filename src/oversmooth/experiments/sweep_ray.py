@@ -267,16 +267,20 @@ def _connect(ray: Any, address: str | None, workers: int | None) -> None:
         kwargs: dict[str, Any] = {"address": address}
     else:
         kwargs = {"num_cpus": workers or os.cpu_count(), "_node_ip_address": "127.0.0.1"}
+    token_hint = (
+        "if the cluster uses token authentication (the default of `ray start` when a token "
+        "exists, and of Ray's own local clusters), this machine needs the same token: copy the "
+        "head's ~/.ray/auth_token here or set RAY_AUTH_TOKEN, with RAY_AUTH_MODE=token"
+    )
     try:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
     except ray.exceptions.AuthenticationError:
         raise ValueError(
-            f"ray_address: the cluster at {address} refused this machine's token; copy the "
-            "head's ~/.ray/auth_token here (or set RAY_AUTH_TOKEN) and set RAY_AUTH_MODE=token"
+            f"ray_address: the cluster at {address} refused this machine's token; {token_hint}"
         ) from None
     except ConnectionError as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(f"ray_address: cannot join {address}: {text}") from None
+        raise ValueError(f"ray_address: cannot join {address} ({text}); {token_hint}") from None
 
 
 def _cell_nodes(ray: Any) -> list[str]:
