@@ -228,8 +228,10 @@ def test_node_problems_name_the_node_and_what_to_do():
     assert node_problem({**report, "datasets": {"cora": "abc"}}, expected) is None
     older = node_problem({**report, "version": "0.9", "datasets": {}}, expected)
     assert "10.0.0.7" in older and "install the same version" in older
-    missing = node_problem({**report, "datasets": {"cora": "error: no such file"}}, expected)
-    assert "cannot be loaded on node 10.0.0.7" in missing and "no such file" in missing
+    error = "error: x.pt: no such file; pass a dataset name"
+    missing = node_problem({**report, "datasets": {"cora": error}}, expected)
+    assert "cannot be loaded on node 10.0.0.7 (node 1234abcd): x.pt: no such file;" in missing
+    assert "pass a dataset name" not in missing and "copy it there" in missing
     cuda = node_problem({**report, "datasets": {"cora": "abc"}}, {**expected, "device": "cuda"})
     assert "has 0 CUDA device(s)" in cuda
 

@@ -134,8 +134,9 @@ def node_problem(report: dict, expected: dict) -> str | None:
         if got is None:
             continue
         if got.startswith("error: "):
+            why = got[len("error: ") :].split(";")[0]  # the loader's advice is for the driver
             return (
-                f"datasets: {name!r} cannot be loaded on node {node} ({got[7:]}); copy it there "
+                f"datasets: {name!r} cannot be loaded on node {node}: {why}; copy it there "
                 "at the same absolute path, or keep it on storage every node mounts"
             )
         if got != want:
