@@ -118,11 +118,13 @@ def run_reproduction(
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, ComparisonConfig, run_analysis, run_comparison
-    from oversmooth.outputs import atomic_folder, check_out
+    from oversmooth.outputs import atomic_folder, check_out, check_path_text
     from oversmooth.train import TrainConfig, train
 
     say = progress or (lambda msg: None)
     out = check_out(Path(out), overwrite)
+    if config.data_root is not None:
+        check_path_text(config.data_root, "--data-root")
     for run in config.trained:  # refused before minutes of work, not after
         _trained_run(run)
     started = time.perf_counter()
@@ -354,7 +356,9 @@ def table8_layers(depth: int) -> list[int]:
 def _trained_run(run: str) -> tuple[Path, dict, dict]:
     """``(best.pt, config.json, summary.json)`` of an ``oversmooth train`` run folder, or one
     line saying what is missing."""
-    folder = Path(run)
+    from oversmooth.outputs import check_path_text
+
+    folder = Path(check_path_text(run, "--trained"))
     files = [folder / "best.pt", folder / "config.json", folder / "summary.json"]
     missing = [f.name for f in files if not f.is_file()]
     if missing:

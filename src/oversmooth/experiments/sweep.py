@@ -67,12 +67,20 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from oversmooth._version import __version__
-from oversmooth.config import DERIVED, MAX_DEPTH, MODEL_FIELDS, ModelConfig, set_by_run
+from oversmooth.config import (
+    DERIVED,
+    MAX_DEPTH,
+    MODEL_FIELDS,
+    ModelConfig,
+    is_seed,
+    set_by_run,
+)
 from oversmooth.registry import upgrade_columns
 from oversmooth.outputs import (
     MARKER,
     atomic_text,
     check_out,
+    check_path_text,
     claim_folder,
     json_text,
     write_json,
@@ -126,6 +134,11 @@ class SweepSpec:
 
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"model: expected a ModelConfig, received {self.model!r}")
+        for key in sorted(GRID_KEYS):  # None or a bare value used to fail as "not iterable"
+            if not isinstance(getattr(self, key), (tuple, list)):
+                raise ValueError(
+                    f"{key}: expected a list of values, received {getattr(self, key)!r}"
+                )
         modes = Registry("modes", dict.fromkeys(MODES))
         for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", modes)):
             values = getattr(self, key)
@@ -143,16 +156,16 @@ class SweepSpec:
             raise ValueError(
                 f"depths: expected integers in [1, {MAX_DEPTH}], received {too_deep[0]}"
             )
-        for key in ("depths", "seeds"):
-            values = getattr(self, key)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0)
-                for v in values
-            ):
-                raise ValueError(
-                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, "
-                    f"received {list(values)}"
-                )
+        if not self.depths or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.depths
+        ):
+            raise ValueError(
+                f"depths: expected a list of integers >= 1, received {list(self.depths)}"
+            )
+        if not self.seeds or not all(is_seed(v) for v in self.seeds):
+            raise ValueError(
+                f"seeds: expected a list of integers in [0, 2**64 - 1], received {list(self.seeds)}"
+            )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
                 f"datasets: expected a list of dataset names, received {list(self.datasets)}"
@@ -285,7 +298,7 @@ def load_spec(path: str | os.PathLike, overrides: Mapping[str, Any] | None = Non
     from oversmooth.config import build
 
     tomllib = _toml()
-    path = Path(path)
+    path = Path(check_path_text(path, "spec"))
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")
     try:
@@ -523,8 +536,10 @@ def _check_datasets(spec: SweepSpec) -> dict[str, str]:
     Returns each dataset's fingerprint for the Ray backend (every node must read the same
     graph), an empty dict for the local one."""
     from oversmooth.data import load
+    from oversmooth.resources import check_allocation, model_bytes
 
     fingerprints = {}
+    deepest, m = max(spec.depths), spec.model
     for name in spec.datasets:
         data = load(name, data_root=spec.data_root)
         if "trained" in spec.modes and getattr(data, "y", None) is None:
@@ -532,6 +547,14 @@ def _check_datasets(spec: SweepSpec) -> dict[str, str]:
                 f"datasets: {name!r} has no labels, which trained mode needs; "
                 'use modes = ["init"] or a labelled dataset'
             )
+        # the deepest cell's model, checked as analyze checks its one model, before the start
+        check_allocation(
+            f"a sweep cell on {name} (depth {deepest}, hidden {m.hidden}"
+            + (f", ffn {m.ffn})" if m.ffn is not None else ")"),
+            model_bytes(deepest, m.hidden, data.num_features, 2, m.ffn),
+            "cpu",
+            hint="use smaller depths, hidden or ffn",
+        )
         if spec.backend == "ray":
             from oversmooth.experiments.sweep_ray import graph_fingerprint
 
