@@ -145,6 +145,7 @@ def random_train(rng: random.Random) -> TrainConfig:
 
 def random_sweep(rng: random.Random) -> SweepSpec:
     grid = random_comparison(rng)
+    backend = rng.choice(("local", "ray"))  # a Ray address only with the Ray backend
     return SweepSpec(
         models=grid.models,
         convs=grid.convs,
@@ -154,9 +155,9 @@ def random_sweep(rng: random.Random) -> SweepSpec:
         modes=tuple(rng.sample(("init", "trained"), rng.randint(1, 2))),
         model=grid.model,
         epochs=rng.randint(1, 500),
-        backend=rng.choice(("local", "ray")),
+        backend=backend,
         workers=rng.choice((None, rng.randint(1, 8))),
-        ray_address=rng.choice((None, "auto")),
+        ray_address=rng.choice((None, "auto")) if backend == "ray" else None,
         out=rng.choice(("reports/sweep", "runs/a b")),
         **_where(rng),
     )

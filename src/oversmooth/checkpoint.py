@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
-from oversmooth.outputs import atomic_file
+from oversmooth.outputs import atomic_file, check_path_text
 
 __all__ = ["save_checkpoint", "load_checkpoint", "CheckpointError", "FORMAT", "FORMAT_VERSION"]
 
@@ -52,6 +52,7 @@ CHECKPOINT_KEYS = {
 def _read(
     path: Path, map_location: str | torch.device | None, required: dict[str, str] = CHECKPOINT_KEYS
 ) -> dict:
+    check_path_text(path, "checkpoint")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:

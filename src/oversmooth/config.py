@@ -31,11 +31,13 @@ __all__ = [
     "NONLOCAL_NORMS",
     "PATTERN_LETTERS",
     "MAX_DEPTH",
+    "MAX_SEED",
     "SPLITS",
     "DERIVED",
     "MODEL_FIELDS",
     "ModelConfig",
     "resolve_floor_method",
+    "is_seed",
     "Option",
     "OPTIONS",
     "option",
@@ -91,6 +93,16 @@ def resolve_floor_method(method: str, dtype: str) -> str:
 
 def _is_int(value: object, minimum: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
+
+
+#: the largest seed torch accepts (``torch.manual_seed`` takes 64 bits); a larger one used to
+#: reach torch and fail as "Overflow when unpacking long long"
+MAX_SEED = 2**64 - 1
+
+
+def is_seed(value: object) -> bool:
+    """Whether ``value`` is a seed: an integer in ``[0, MAX_SEED]``."""
+    return _is_int(value, 0) and value <= MAX_SEED  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -179,8 +191,8 @@ class ModelConfig:
             raise ValueError(
                 f"ffn: expected an integer >= 0 (0: no FFN) or None, received {self.ffn!r}"
             )
-        if not _is_int(self.seed, 0):
-            raise ValueError(f"seed: expected an integer >= 0, received {self.seed!r}")
+        if not is_seed(self.seed):
+            raise ValueError(f"seed: expected an integer in [0, 2**64 - 1], received {self.seed!r}")
         if not _is_int(self.edge_channels, 0):
             raise ValueError(
                 f"edge_channels: expected an integer >= 0, received {self.edge_channels!r}"

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from oversmooth.errors import DatasetUnavailableError
+from oversmooth.outputs import check_path_text
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -327,8 +328,10 @@ def _load_pyg(name: str, data_root: Path | None) -> Data:
     else:
         cls_name, pyg_name, _ = _PYG[name]
         cls = getattr(pyg_datasets, cls_name)
-    # folders PyG may create before a failed download; removed again if left empty
-    created = [
+    # folders PyG may create before a failed download (root's missing parents too: it makes
+    # them all); removed again if left empty
+    missing_parents = [p for p in reversed(Path(os.path.abspath(root)).parents) if not p.exists()]
+    created = missing_parents + [
         p
         for p in (root, root / pyg_name, root / pyg_name / "raw", root / pyg_name / "processed")
         if not p.exists()
@@ -785,6 +788,8 @@ def load(
         >>> data.num_nodes, data.num_edges // 2
         (2708, 5278)
     """
+    if data_root is not None:
+        _check_data_root(data_root)
     found = _resolve(name_or_path)
     if isinstance(found, Path):
         if found.suffix == ".csv":
@@ -810,6 +815,21 @@ def load(
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
 
 
+def _check_data_root(data_root: str | os.PathLike) -> None:
+    """Refuse a ``data_root`` that cannot be the folder of the benchmarks: an unusable path or
+    an existing file (a missing folder is fine: downloads create it)."""
+    text = check_path_text(data_root, "data_root")
+    if not text.strip():
+        raise ValueError(
+            f"data_root: empty ({text!r}); expected the folder of the downloaded benchmarks"
+        )
+    if Path(text).exists() and not Path(text).is_dir():
+        raise ValueError(
+            f"data_root: {text} is a file; expected the folder that holds the benchmarks' "
+            "folders (Cora/raw, PubMed/raw, ...)"
+        )
+
+
 def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
     """An existing ``.pt``/``.csv`` path, or a known dataset key with its parsed parameters;
     every name, parameter and path error of :func:`load` is raised here."""
@@ -819,6 +839,7 @@ def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
             f"dataset: empty name {text!r}; expected a dataset name "
             f"({', '.join(DATASETS)}) or a .pt/.csv path"
         )
+    check_path_text(text, "dataset")  # a name no file system can look up is refused here
     if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
         path = Path(text)
         if path.is_dir():

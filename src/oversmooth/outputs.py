@@ -74,6 +74,7 @@ __all__ = [
     "MARKER",
     "check_out",
     "check_out_name",
+    "check_path_text",
     "claim_folder",
     "atomic_folder",
     "atomic_file",
@@ -156,6 +157,33 @@ def _name_max(path: Path) -> int:
         return int(os.pathconf(ancestor, "PC_NAME_MAX"))
     except (OSError, ValueError, AttributeError):
         return 255
+
+
+def check_path_text(path: str | os.PathLike, what: str) -> str:
+    """Refuse an input path that cannot name a file, before it is looked up; returns its text.
+
+    Refused (``ValueError`` naming ``what``): a control character (a newline would cut the
+    one-line error that names the path), a name longer than the file system allows, or a path
+    of ``PATH_MAX`` bytes or more (looking either up raises ``OSError``: ENAMETOOLONG).
+    """
+    text = os.fspath(path)
+    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ValueError(f"{what}: {text!r} holds a control character; expected a printable path")
+    size = len(os.fsencode(os.path.abspath(text))) if text else 0
+    if size >= 4096:
+        raise ValueError(
+            f"{what}: the path {text[:40]}... is {size} bytes long; expected under 4096 "
+            "(PATH_MAX); check the path"
+        )
+    limit = _name_max(Path(text or "."))
+    for part in Path(text).parts:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(
+                f"{what}: the name {part[:40]}... is {len(os.fsencode(part))} bytes long; "
+                f"expected at most {limit}, as the file system allows; check the path"
+            )
+    return text
 
 
 def check_out_name(out: str | os.PathLike) -> Path:

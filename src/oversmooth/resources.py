@@ -52,7 +52,10 @@ class ResourceError(ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """``8.0 TB``, ``36.0 GB``, ``512.0 MB`` (decimal units, as memory is advertised)."""
+    """``8.0 TB``, ``36.0 GB``, ``512.0 MB`` (decimal units, as memory is advertised); past a
+    million TB, ``6.4e+49 TB`` (a 50-digit number read as nothing at all)."""
+    if abs(n) >= 1e18:
+        return f"{n / 1e12:.1e} TB"
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from oversmooth.config import (
+    is_seed,
     DERIVED,
     MAX_DEPTH,
     SPLITS,
@@ -45,8 +46,10 @@ __all__ = [
 def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     """``seeds`` as a tuple: one or more distinct integers >= 0."""
     seeds = tuple(seeds)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ValueError(f"seeds: expected one or more integers >= 0, received {list(seeds)}")
+    if not seeds or not all(is_seed(s) for s in seeds):
+        raise ValueError(
+            f"seeds: expected one or more integers in [0, 2**64 - 1], received {list(seeds)}"
+        )
     repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
     if repeated:
         raise ValueError(

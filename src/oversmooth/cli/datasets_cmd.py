@@ -52,6 +52,15 @@ def _run(stats, data_root, features, labels, as_json) -> None:
     from oversmooth import data as D
 
     if stats is None:
+        given = [
+            o
+            for o, v in (("--data-root", data_root), ("--features", features), ("--labels", labels))
+            if v is not None
+        ]
+        if given:  # they only apply to --stats; listing would silently ignore them
+            raise ValueError(
+                f"{given[0]}: only used with --stats NAME; add --stats NAME or drop {given[0]}"
+            )
         if as_json:
             typer.echo(
                 json.dumps(

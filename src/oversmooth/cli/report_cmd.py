@@ -10,6 +10,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.config import upgrade_record, value_at
+from oversmooth.outputs import check_path_text
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -109,6 +110,7 @@ def _has(record: dict, path: str) -> bool:
 def check_report_folder(folder: Path) -> None:
     """Fail with one line naming the file when a data file the renderer needs is missing or
     corrupt, instead of a raw parse error from inside the renderer."""
+    check_path_text(folder, "FOLDER")
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():

@@ -123,7 +123,7 @@ def run_reproduction(
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, ComparisonConfig, run_analysis, run_comparison
-    from oversmooth.outputs import atomic_folder, check_out
+    from oversmooth.outputs import atomic_folder, check_out, check_path_text
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
     from oversmooth.train import TrainConfig, train
@@ -131,6 +131,8 @@ def run_reproduction(
     say = progress or (lambda msg: None)
     formats = (check_figures(figure_formats), check_tables(table_formats))
     out = check_out(Path(out), overwrite)
+    if config.data_root is not None:
+        check_path_text(config.data_root, "--data-root")
     for run in config.trained:  # refused before minutes of work, not after
         _trained_run(run)
     started = time.perf_counter()
@@ -364,7 +366,9 @@ def table8_layers(depth: int) -> list[int]:
 def _trained_run(run: str) -> tuple[Path, dict, dict]:
     """``(best.pt, config.json, summary.json)`` of an ``oversmooth train`` run folder, or one
     line saying what is missing."""
-    folder = Path(run)
+    from oversmooth.outputs import check_path_text
+
+    folder = Path(check_path_text(run, "--trained"))
     files = [folder / "best.pt", folder / "config.json", folder / "summary.json"]
     missing = [f.name for f in files if not f.is_file()]
     if missing:

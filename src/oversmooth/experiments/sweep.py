@@ -67,11 +67,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from oversmooth._version import __version__
-from oversmooth.config import DERIVED, MAX_DEPTH, MODEL_FIELDS, ModelConfig, set_by_run
+from oversmooth.config import (
+    DERIVED,
+    MAX_DEPTH,
+    MODEL_FIELDS,
+    ModelConfig,
+    is_seed,
+    set_by_run,
+)
 from oversmooth.registry import upgrade_columns
 from oversmooth.outputs import (
     MARKER,
     check_out,
+    check_path_text,
     claim_folder,
     json_text,
     write_json,
@@ -127,6 +135,11 @@ class SweepSpec:
 
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"model: expected a ModelConfig, received {self.model!r}")
+        for key in sorted(GRID_KEYS):  # None or a bare value used to fail as "not iterable"
+            if not isinstance(getattr(self, key), (tuple, list)):
+                raise ValueError(
+                    f"{key}: expected a list of values, received {getattr(self, key)!r}"
+                )
         modes = Registry("modes", dict.fromkeys(MODES))
         for key, valid in (("models", MODELS), ("convs", CONVS), ("modes", modes)):
             values = getattr(self, key)
@@ -144,16 +157,16 @@ class SweepSpec:
             raise ValueError(
                 f"depths: expected integers in [1, {MAX_DEPTH}], received {too_deep[0]}"
             )
-        for key in ("depths", "seeds"):
-            values = getattr(self, key)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "depths" else 0)
-                for v in values
-            ):
-                raise ValueError(
-                    f"{key}: expected a list of integers >= {1 if key == 'depths' else 0}, "
-                    f"received {list(values)}"
-                )
+        if not self.depths or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.depths
+        ):
+            raise ValueError(
+                f"depths: expected a list of integers >= 1, received {list(self.depths)}"
+            )
+        if not self.seeds or not all(is_seed(v) for v in self.seeds):
+            raise ValueError(
+                f"seeds: expected a list of integers in [0, 2**64 - 1], received {list(self.seeds)}"
+            )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
                 f"datasets: expected a list of dataset names, received {list(self.datasets)}"
@@ -185,6 +198,7 @@ class SweepSpec:
             if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
                 raise ValueError(f"{key}: expected a string, received {getattr(self, key)!r}")
         _check_device(self.device)
+        _check_ray_options(self.backend, self.ray_address)
 
     def cells(self) -> list[dict]:
         return [
@@ -237,6 +251,21 @@ OPTION_KEYS = (frozenset(f.name for f in fields(SweepSpec)) - GRID_KEYS - {"mode
 )
 
 
+def _check_ray_options(backend: str, address: str | None) -> None:
+    """An address that cannot name a Ray cluster, or one given to the local backend (which
+    would ignore it), is refused before anything runs."""
+    if address is None:
+        return
+    if backend != "ray":
+        raise ValueError(
+            f"ray_address: given ({address!r}) but the backend is {backend}, which would "
+            'ignore it; add --backend ray (or backend = "ray" in the spec) or drop it'
+        )
+    from oversmooth.experiments.sweep_ray import check_address
+
+    check_address(address)
+
+
 def _check_device(device: str) -> None:
     """Refuse a device this machine cannot run before any cell starts."""
     from oversmooth.runtime import resolve_device
@@ -270,7 +299,7 @@ def load_spec(path: str | os.PathLike, overrides: Mapping[str, Any] | None = Non
     from oversmooth.config import build
 
     tomllib = _toml()
-    path = Path(path)
+    path = Path(check_path_text(path, "spec"))
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")
     try:
@@ -503,10 +532,16 @@ def _clean_litter(out: Path) -> None:
                     entry.unlink(missing_ok=True)
 
 
-def _check_datasets(spec: SweepSpec) -> None:
-    """Load every dataset once, so an unknown or broken one stops the sweep before any cell."""
-    from oversmooth.data import load
+def _check_datasets(spec: SweepSpec) -> dict[str, str]:
+    """Load every dataset once, so an unknown or broken one stops the sweep before any cell.
 
+    Returns each dataset's fingerprint for the Ray backend (every node must read the same
+    graph), an empty dict for the local one."""
+    from oversmooth.data import load
+    from oversmooth.resources import check_allocation, model_bytes
+
+    fingerprints = {}
+    deepest, m = max(spec.depths), spec.model
     for name in spec.datasets:
         data = load(name, data_root=spec.data_root)
         if "trained" in spec.modes and getattr(data, "y", None) is None:
@@ -514,6 +549,19 @@ def _check_datasets(spec: SweepSpec) -> None:
                 f"datasets: {name!r} has no labels, which trained mode needs; "
                 'use modes = ["init"] or a labelled dataset'
             )
+        # the deepest cell's model, checked as analyze checks its one model, before the start
+        check_allocation(
+            f"a sweep cell on {name} (depth {deepest}, hidden {m.hidden}"
+            + (f", ffn {m.ffn})" if m.ffn is not None else ")"),
+            model_bytes(deepest, m.hidden, data.num_features, 2, m.ffn),
+            "cpu",
+            hint="use smaller depths, hidden or ffn",
+        )
+        if spec.backend == "ray":
+            from oversmooth.experiments.sweep_ray import graph_fingerprint
+
+            fingerprints[name] = graph_fingerprint(data)
+    return fingerprints
 
 
 # ----------------------------------------------------------------------------- local workers
@@ -579,6 +627,23 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def _start_blocked(proc: Any) -> None:
+    """Start the worker ``proc`` with Ctrl-C blocked (see :func:`_sigint_blocked`).
+
+    multiprocessing's resource tracker is started first, outside the block: starting it ends
+    with an unconditional ``SIG_UNBLOCK`` of SIGINT in this thread (CPython 3.11's
+    ``resource_tracker.ensure_running``), so the first worker, started right after it inside
+    the block, used to start with Ctrl-C deliverable, and a Ctrl-C during its imports printed
+    a second ``interrupted`` line (2 of 10 runs of the Ctrl-C test at load 8 on 2 cores).
+    """
+    if sys.platform != "win32":
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    with _sigint_blocked():
+        proc.start()
+
+
 def _exit_reason(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -632,8 +697,7 @@ def _run_local(
             daemon=True,
             name="oversmooth-sweep-worker",
         )
-        with _sigint_blocked():  # the worker starts with Ctrl-C blocked: no traceback from it
-            proc.start()
+        _start_blocked(proc)
         child_conn.close()
         return {"proc": proc, "conn": parent_conn, "cell": None}
 
@@ -702,44 +766,6 @@ def _run_local(
             slot["conn"].close()
 
 
-def _run_ray(
-    todo: list[dict],
-    options: dict,
-    out: Path,
-    workers: int | None,
-    address: str | None,
-    on_done: Callable[[dict], None],
-    cell_fn: CellFn = run_cell,
-) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(
-            "backend: ray is not installed; pip install 'oversmooth[ray]' or use --backend local"
-        ) from None
-    started_here = False
-    if not ray.is_initialized():
-        kwargs = {"address": address} if address else {"num_cpus": workers or os.cpu_count()}
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
-        started_here = True
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(cell_fn)
-        refs = {remote.remote(cell, options, str(out)): cell for cell in todo}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                cell = refs.pop(ref)
-                try:
-                    record = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a worker that died
-                    error = f"worker died: {type(exc).__name__}: {exc}"
-                    record = _failed_record(cell, options, error)
-                on_done(record)
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
 @dataclass
 class SweepResult:
     out: Path
@@ -772,14 +798,15 @@ def run_sweep(
         table_formats: the merged tables also as Parquet.
 
     Raises:
-        ValueError: a dataset or device that cannot be used, or ``out`` holds cells
-            computed with other options; nothing is written then.
+        ValueError: a dataset or device that cannot be used, ``out`` holds cells computed
+            with other options, or (Ray) a node that cannot compute the cells as this
+            machine would; nothing is written then.
         FileExistsError: ``out`` is a file, or another live sweep holds it.
     """
     out = check_out(out if out is not None else spec.out, False, reuse="sweep")
     formats = {"figure_formats": figure_formats, "table_formats": table_formats}
     table_formats_of(table_formats)  # Parquet without pyarrow: refused before any cell runs
-    _check_datasets(spec)
+    fingerprints = _check_datasets(spec)
     options = spec.options()
     cells = spec.cells()
     keys = {cell_id(c): cell_key(c, options) for c in cells}
@@ -788,51 +815,97 @@ def run_sweep(
         cells_dir = out / "cells"
         records = _records(cells_dir) if cells_dir.is_dir() else []
         _check_same_options(out, records, options)
-        try:
-            cells_dir.mkdir(parents=True, exist_ok=True)
-            if not (out / MARKER).is_file():  # new, or begun by a version before the marker
-                write_marker(out, "sweep")
-            _clean_litter(out)
-            write_json(out / "spec.json", spec.to_dict())
-            finished = _finished(records, keys)
-            todo = [c for c in cells if cell_id(c) not in finished]
-            total, done_count = len(cells), len(cells) - len(todo)
-            failed: list[dict] = []
-            started = time.perf_counter()
-            if progress:
-                stale = sum(
-                    1
-                    for r in records
-                    if r.get("status") == "ok"
-                    and r.get("id") in keys
-                    and r.get("id") not in finished
+        finished = _finished(records, keys)
+        todo = [c for c in cells if cell_id(c) not in finished]
+        started = time.perf_counter()
+        with _backend(spec, options, fingerprints, bool(todo)) as run_cells:
+            try:
+                cells_dir.mkdir(parents=True, exist_ok=True)
+                if not (out / MARKER).is_file():  # new, or begun by a version before the marker
+                    write_marker(out, "sweep")
+                _clean_litter(out)
+                write_json(out / "spec.json", spec.to_dict())
+                failed = _run_todo(
+                    run_cells,
+                    todo,
+                    out,
+                    len(cells),
+                    _stale(records, keys, finished),
+                    progress,
+                    cell_fn,
                 )
-                note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
-                progress(done_count, total, f"{done_count} cells already finished{note}")
-
-            def on_done(record: dict) -> None:
-                nonlocal done_count
-                _write_cell(cells_dir, record)
-                done_count += 1
-                if record.get("status") != "ok":
-                    failed.append(record)
-                if progress:
-                    progress(done_count, total, f"{record['id']}: {record.get('status')}")
-
-            if todo:
-                workers = spec.workers or os.cpu_count() or 1
-                if spec.backend == "ray":
-                    _run_ray(todo, options, out, spec.workers, spec.ray_address, on_done, cell_fn)
-                else:
-                    _run_local(todo, options, out, min(workers, len(todo)), on_done, cell_fn)
-            merge(out, spec, **formats)
-        except BaseException:
-            if created and not any(cells_dir.glob("*.json")):
-                shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no empty folder
-            raise
+                merge(out, spec, **formats)
+            except BaseException:
+                if created and not any(cells_dir.glob("*.json")):
+                    shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no folder
+                raise
+    total = len(cells)
     return SweepResult(
         out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
     )
+
+
+Runner = Callable[[list[dict], Path, Callable[[dict], None], CellFn], None]
+
+
+@contextmanager
+def _backend(
+    spec: SweepSpec, options: dict, fingerprints: dict[str, str], needed: bool
+) -> Iterator[Runner]:
+    """The function that runs cells: a local process pool, or tasks on a Ray cluster joined
+    (and its nodes checked) here, before anything is written; no cluster when nothing is left
+    to compute."""
+    if spec.backend == "ray" and needed:
+        from oversmooth.experiments.sweep_ray import ray_session
+
+        with ray_session(spec.ray_address, spec.workers, options, fingerprints) as run:
+            yield run
+        return
+    workers = spec.workers or os.cpu_count() or 1
+
+    def run_local(todo: list[dict], out: Path, on_done: Callable[[dict], None], fn: CellFn) -> None:
+        _run_local(todo, options, out, min(workers, len(todo)), on_done, fn)
+
+    yield run_local
+
+
+def _stale(records: list[dict], keys: dict[str, str], finished: dict[str, dict]) -> int:
+    """Finished cells of this grid computed by another oversmooth version (recomputed)."""
+    return sum(
+        1
+        for r in records
+        if r.get("status") == "ok" and r.get("id") in keys and r.get("id") not in finished
+    )
+
+
+def _run_todo(
+    run_cells: Runner,
+    todo: list[dict],
+    out: Path,
+    total: int,
+    stale: int,
+    progress: Callable[[int, int, str], None] | None,
+    cell_fn: CellFn,
+) -> list[dict]:
+    """Run ``todo``, writing each record as it arrives; returns the failed records."""
+    done_count = total - len(todo)
+    failed: list[dict] = []
+    if progress:
+        note = f"; {stale} from another oversmooth version are recomputed" if stale else ""
+        progress(done_count, total, f"{done_count} cells already finished{note}")
+
+    def on_done(record: dict) -> None:
+        nonlocal done_count
+        _write_cell(out / "cells", record)
+        done_count += 1
+        if record.get("status") != "ok":
+            failed.append(record)
+        if progress:
+            progress(done_count, total, f"{record['id']}: {record.get('status')}")
+
+    if todo:
+        run_cells(todo, out, on_done, cell_fn)
+    return failed
 
 
 def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:

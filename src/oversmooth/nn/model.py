@@ -327,10 +327,11 @@ def model_from_config(config: ModelConfig, device: torch.device | str | None = N
             python_objects=where.type == "cpu",
         )
         check_allocation(
-            f"model {c.name} depth={c.depth} hidden={c.hidden}",
+            f"model {c.name} depth={c.depth} hidden={c.hidden}"
+            + (f" ffn={c.ffn}" if c.ffn is not None else ""),
             size,
             where,
-            hint="use a smaller --depth or --hidden",
+            hint="use a smaller --depth or --hidden (or --ffn)",
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
