@@ -9,6 +9,7 @@ the nodes never see it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -21,11 +22,18 @@ import pandas as pd
 import pytest
 import torch
 
+from oversmooth.config import ModelConfig
 from oversmooth.experiments.sweep import SweepSpec, cell_id, run_cell, run_sweep
 from oversmooth.experiments.sweep_ray import node_problem, node_report
 from oversmooth.outputs import json_text
 
-TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), hidden=8, heads=2, epochs=2)
+TINY = dict(
+    models=("preln",),
+    depths=(2,),
+    datasets=("karate",),
+    model=ModelConfig(hidden=8, heads=2, dtype="float64"),
+    epochs=2,
+)
 
 
 def on_its_own_disk(cell: dict, options: dict, out: str) -> dict:
@@ -116,7 +124,7 @@ def test_cells_on_two_nodes_come_back_to_the_driver(cluster, tmp_path, in_folder
     assert sorted(summary["mode"]) == ["init", "trained"]
     assert not list(out.rglob(".*tmp-*")) and not list(out.rglob("*.lock"))
     # a rerun needs no cluster: nothing is left to compute
-    again = run_sweep(SweepSpec(**{**spec.to_dict(), "ray_address": "127.0.0.1:1"}), out)
+    again = run_sweep(dataclasses.replace(spec, ray_address="127.0.0.1:1"), out)
     assert (again.ran, again.skipped) == (0, 2)
 
 

@@ -42,8 +42,9 @@ def atlas(
     lost, norm or direction collapse, curse of depth, middle-layer pruning), atlas.png (the
     overlaid log-log curves), curves.csv, report.md and report.html to --out.
 
-    The committed atlas took 37 minutes on 2 loaded CPU cores, 30 of them GPS's global
-    attention over Cora's 2708 nodes. Example: oversmooth atlas --quick --out /tmp/atlas
+    The full atlas takes tens of minutes on 2 CPU cores, most of it GPS's global attention
+    over Cora's 2708 nodes (reports/atlas records the time).
+    Example: oversmooth atlas --quick --out /tmp/atlas
 
     Architectures: gcn, gat, gatv2, sage, gin, gcn-pairnorm, gcnii, appnp, deepergcn, gps,
     transformer-preln, transformer-postln, zoo-preln, zoo-postln, zoo-nonlocal.

@@ -48,7 +48,6 @@ A spec file is TOML::
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import itertools
 import json
 import os
@@ -67,6 +66,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from oversmooth._version import __version__
+from oversmooth.experiments.cells import cell_id, cell_key, failed_record
 from oversmooth.config import (
     DERIVED,
     MAX_DEPTH,
@@ -346,28 +346,6 @@ def load_spec(path: str | os.PathLike, overrides: Mapping[str, Any] | None = Non
         return build(SweepSpec, values)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-
-
-def cell_id(cell: dict) -> str:
-    """Readable and unique: ``model-conv-dN-dataset-sN-mode`` plus a short hash of the whole
-    cell."""
-    digest = hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:8]
-    safe_ds = "".join(ch if ch.isalnum() else "_" for ch in str(cell["dataset"]))[:24]
-    return (
-        f"{cell['model']}-{cell['conv']}-d{cell['depth']}-{safe_ds}-s{cell['seed']}-"
-        f"{cell['mode']}-{digest}"
-    )
-
-
-def cell_key(cell: dict, options: dict) -> str:
-    """The identity of a cell's result: a hash of its coordinates, its options and the version.
-
-    Two cells share a key only when they were computed from the same inputs by the
-    same release, so a finished cell is reused exactly when its numbers would not change.
-    """
-    payload = {"cell": cell, "options": options, "version": __version__}
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def run_cell(cell: dict, options: dict, out: str) -> dict:
@@ -656,18 +634,6 @@ def _exit_reason(code: int | None) -> str:
 CellFn = Callable[[dict, dict, str], dict]
 
 
-def _failed_record(cell: dict, options: dict, error: str) -> dict:
-    return {
-        "cell": cell,
-        "id": cell_id(cell),
-        "key": cell_key(cell, options),
-        "options": options,
-        "version": __version__,
-        "status": "failed",
-        "error": error,
-    }
-
-
 def _run_local(
     todo: list[dict],
     options: dict,
@@ -714,7 +680,7 @@ def _run_local(
         reason = f"worker died ({_exit_reason(slot['proc'].exitcode)})"
         deaths[cell_id(cell)] = deaths.get(cell_id(cell), 0) + 1
         if deaths[cell_id(cell)] >= 2:
-            on_done(_failed_record(cell, options, f"{reason} twice while computing this cell"))
+            on_done(failed_record(cell, options, f"{reason} twice while computing this cell"))
         else:
             queue.appendleft(cell)  # retried first, in a fresh worker
 

@@ -166,7 +166,7 @@ def run_cell_on_node(
     trained cell, its run folder's files (relative path -> bytes) for the driver to write."""
     import ray
 
-    from oversmooth.experiments.sweep import _failed_record, cell_id
+    from oversmooth.experiments.cells import cell_id, failed_record
 
     node_id = ray.get_runtime_context().get_node_id()
     if node_id not in checked:  # joined after the start: check it for this cell's dataset
@@ -174,7 +174,7 @@ def run_cell_on_node(
         report = node_report([cell["dataset"]], options.get("data_root"), options["device"])
         problem = node_problem(report, wanted)
         if problem:
-            return _failed_record(cell, options, problem), {}
+            return failed_record(cell, options, problem), {}
     with tempfile.TemporaryDirectory(prefix="oversmooth-cell-") as scratch:
         record = cell_fn(cell, options, scratch)
         run_dir = Path(scratch) / "runs" / cell_id(cell)
@@ -382,7 +382,7 @@ def _run_cells(
     ``on_done`` as it arrives, after its run folder is written.  A worker or node that dies is
     retried once by Ray, then its cell is recorded as failed; a head that stops answering for
     ``HEAD_LOST_S`` stops the sweep with :class:`ClusterLostError`."""
-    from oversmooth.experiments.sweep import _failed_record
+    from oversmooth.experiments.cells import failed_record
 
     remote = ray.remote(num_cpus=1, max_retries=1, scheduling_strategy="SPREAD")(run_cell_on_node)
     refs = {remote.remote(cell_fn, c, options, expected, checked): c for c in todo}
@@ -405,7 +405,7 @@ def _run_cells(
                 try:
                     record, files = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a worker or node that died
-                    record, files = _failed_record(cell, options, _task_error(exc)), {}
+                    record, files = failed_record(cell, options, _task_error(exc)), {}
                 if files and record.get("status") == "ok":
                     store_run(out, record["id"], files)
                 on_done(record)
