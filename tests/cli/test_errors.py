@@ -287,7 +287,7 @@ def test_killed_write_leaves_nothing_after_the_next_run(tmp_path):
         import oversmooth.report.render as render
         from oversmooth.cli.main import app
 
-        def hang(folder):
+        def hang(folder, **options):
             print("writing", flush=True)
             time.sleep(120)
         render.render_report = hang
