@@ -235,7 +235,7 @@ def test_every_option_field_is_part_of_the_cell_identity():
 
 
 def test_the_version_is_part_of_the_cell_identity(monkeypatch):
-    import oversmooth.experiments.sweep as S
+    import oversmooth.experiments.cells as S
 
     base = SweepSpec(**TINY)
     cell = base.cells()[0]
