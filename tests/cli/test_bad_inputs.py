@@ -50,8 +50,11 @@ BASE: dict[str, list[str]] = {
     "reproduce": ["reproduce", "--quick"],
     "models": ["models"],
     "metrics": ["metrics"],
+    "atlas": ["atlas", "--quick", "--architectures", "gcn"],
 }
-WRITES = {"analyze", "compare", "prune", "train", "sweep", "bench", "reproduce"}
+WRITES = {"analyze", "compare", "prune", "train", "sweep", "bench", "reproduce", "atlas"}
+# a command's required argument, when the option under test is not that argument
+ARGUMENT = {"report": "{tmp}/a_report"}
 
 # The bad values.  {tmp} is the test's folder, which holds notes.txt (a text file) and
 # a_folder/ (an empty folder).
@@ -106,6 +109,7 @@ OPTION_KINDS: dict[str, str] = {
     "--patience": "count",
     "--warmup": "nonnegative",
     "--probe-every": "nonnegative",
+    "--prune-seeds": "nonnegative",
     "--seed": "seed",
     "--seeds": "seed",
     "--prune-layers": "size",
@@ -120,7 +124,8 @@ OPTION_KINDS: dict[str, str] = {
         (
             *("--model", "--models", "--conv", "--convs", "--norm", "--nonlocal-norm"),
             *("--pattern", "--encoder", "--init", "--dtype", "--floor", "--device"),
-            *("--backend", "--split", "--modes", "--metrics"),
+            *("--backend", "--split", "--modes", "--metrics", "--architectures"),
+            *("--figure-format", "--table-format"),
         ),
         "name",
     ),
@@ -178,11 +183,13 @@ class WorkStarted(BaseException):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """One folder for the module (a folder per case costs more than most cases): it holds
-    notes.txt (a text file) and a_folder/ (an empty folder) and is the current folder; the
+    notes.txt (a text file), a_folder/ (an empty folder) and a_report/ (an analysis, for
+    ``report``) and is the current folder; the
     first piece of real work of each command is replaced by a tripwire (a size check inside
     model building still runs: the model is built, then the tripwire goes off)."""
     import oversmooth.analysis as analysis
     import oversmooth.experiments.bench as bench
+    import oversmooth.experiments.pyg_zoo as zoo
     import oversmooth.experiments.sweep as sweep
     import oversmooth.train as train
 
@@ -204,11 +211,14 @@ def workdir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bad-inputs")
     (folder / "notes.txt").write_text("not a graph, a spec or a checkpoint\n")
     (folder / "a_folder").mkdir()
+    report = [*BASE["analyze"], "--out", str(folder / "a_report")]  # what `report` reads
+    assert RUNNER.invoke(GROUP, report).exit_code == 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(analysis, "model_from_config", after(analysis.model_from_config))
         patch.setattr(train, "model_from_config", after(train.model_from_config))
         patch.setattr(bench, "machine", instead(bench.machine))
         patch.setattr(sweep, "claim_folder", instead(sweep.claim_folder))
+        patch.setattr(zoo, "build", instead(zoo.build))
         patch.chdir(folder)
         yield folder
 
@@ -262,6 +272,8 @@ def refusal_problem(workdir: Path, command: str, option: str, spelling: str, val
     param = next(p for p in cmd.get_params(typer.Context(cmd)) if option in (*p.opts, p.name))
     args = _replace(BASE[command], tuple(param.opts), text)
     args += [spelling, text] if param.param_type_name == "option" else [text]
+    if command in ARGUMENT and param.param_type_name == "option":
+        args.append(ARGUMENT[command].replace("{tmp}", str(workdir)))
     if command in WRITES and option != "--out":
         args += ["--out", str(workdir / "out")]
     before = sorted(p.name for p in workdir.iterdir())
@@ -291,6 +303,7 @@ def test_bad_values_are_refused_in_one_line(workdir, command, option, spelling):
 
 def test_the_table_is_large_and_covers_every_command():
     assert len(CASES) >= 400, len(CASES)
+    assert set(BASE) == set(GROUP.commands), "a command without a BASE run"  # type: ignore[attr-defined]
     assert {c[0] for c in CASES} >= {c for c in BASE if value_options(c)}
 
 

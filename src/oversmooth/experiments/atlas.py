@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from oversmooth.config import is_seed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,6 +135,10 @@ class AtlasConfig:
                 )
         object.__setattr__(self, "depths", tuple(sorted(_ints("depths", self.depths, 1))))
         _ints("seeds", self.seeds, 0)
+        if not all(is_seed(s) for s in self.seeds):  # torch takes 64 bits
+            raise ValueError(
+                f"seeds: expected integers in [0, 2**64 - 1], received {list(self.seeds)}"
+            )
         if not self.datasets:
             raise ValueError("datasets: expected at least one dataset")
         if isinstance(self.prune_seeds, bool) or not 0 <= self.prune_seeds <= len(self.seeds):
