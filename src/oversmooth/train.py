@@ -530,6 +530,68 @@ class _Run:
             self.bad_epochs += 1
 
 
+def _check_run_options(resume: bool, overwrite: bool, checkpoint_every: float) -> None:
+    if resume and overwrite:
+        raise ValueError(
+            "--resume and --overwrite: pass one (--resume continues the run, "
+            "--overwrite starts it over)"
+        )
+    if (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, (int, float))
+        or not (0 <= checkpoint_every < math.inf)
+    ):
+        raise ValueError(
+            f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
+            f"received {checkpoint_every!r}"
+        )
+
+
+def _training_data(
+    config: TrainConfig, device: torch.device
+) -> tuple[Any, Tensor, tuple, Tensor, dict]:
+    """The dataset (checked for labels, a usable split and no batch the model would mix), its
+    features in the model's precision, its edges and edge weights, labels and split masks, all
+    on ``device``."""
+    from oversmooth.data import load, split_masks
+
+    data = load(config.dataset, data_root=config.data_root)
+    if getattr(data, "y", None) is None:
+        raise ValueError(f"dataset: {config.dataset!r} has no labels to train on")
+    masks = split_masks(data, config.split, seed=config.model.seed)
+    if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
+        raise ValueError(
+            f"split: {config.split!r} leaves no training or validation node on "
+            f"{config.dataset!r}; use --split random"
+        )
+    if getattr(data, "batch", None) is not None and (
+        config.model.norm == "graph" or "S" in config.model.pattern
+    ):
+        raise ValueError(
+            f"dataset: {config.dataset!r} is a batch of graphs, and training does not pass the "
+            "batch to the model yet, so graph-mode LayerNorm and S blocks would mix the graphs; "
+            "train with --norm node and an M-only --pattern, or on one graph"
+        )
+    x = data.x.to(device, resolve_dtype(config.model.dtype))  # the model's precision
+    edge_index, y = data.edge_index.to(device), data.y.to(device)
+    edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
+    edge_weight = None if edge_weight is None else edge_weight.to(device)
+    masks = {k: v.to(device) for k, v in masks.items()}
+    return data, x, (edge_index, edge_weight), y, masks
+
+
+def _optimizer(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
+    """Adam with the run's weight decay and a linear warm-up over ``config.warmup_epochs``."""
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+    )
+    warm = config.warmup_epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda e: min(1.0, (e + 1) / warm) if warm > 0 else 1.0
+    )
+    return optimizer, scheduler
+
+
 def train(
     config: TrainConfig,
     out: str | os.PathLike,
@@ -569,56 +631,14 @@ def train(
     :class:`TrainingDiverged`; ``last.pt`` then holds the last finite state and
     ``history.csv`` ends with the diverged epoch (``status`` = ``diverged``).
     """
-    from oversmooth.data import load, split_masks
-
     out = check_out_name(out)  # before Path(): Path("") is "."
-    if resume and overwrite:
-        raise ValueError(
-            "--resume and --overwrite: pass one (--resume continues the run, "
-            "--overwrite starts it over)"
-        )
-    if (
-        isinstance(checkpoint_every, bool)
-        or not isinstance(checkpoint_every, (int, float))
-        or not (0 <= checkpoint_every < math.inf)
-    ):
-        raise ValueError(
-            f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
-            f"received {checkpoint_every!r}"
-        )
+    _check_run_options(resume, overwrite, checkpoint_every)
     _check_out(out, resume, overwrite)
     device = resolve_device(config.device)
-    data = load(config.dataset, data_root=config.data_root)
-    if getattr(data, "y", None) is None:
-        raise ValueError(f"dataset: {config.dataset!r} has no labels to train on")
+    data, x, (edge_index, edge_weight), y, masks = _training_data(config, device)
     num_classes = int(data.y.max()) + 1
-    masks = split_masks(data, config.split, seed=config.model.seed)
-    if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
-        raise ValueError(
-            f"split: {config.split!r} leaves no training or validation node on "
-            f"{config.dataset!r}; use --split random"
-        )
-    if getattr(data, "batch", None) is not None and (
-        config.model.norm == "graph" or "S" in config.model.pattern
-    ):
-        raise ValueError(
-            f"dataset: {config.dataset!r} is a batch of graphs, and training does not pass the "
-            "batch to the model yet, so graph-mode LayerNorm and S blocks would mix the graphs; "
-            "train with --norm node and an M-only --pattern, or on one graph"
-        )
-    x = data.x.to(device, resolve_dtype(config.model.dtype))  # the model's precision
-    edge_index, y = data.edge_index.to(device), data.y.to(device)
-    edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
-    edge_weight = None if edge_weight is None else edge_weight.to(device)
-    masks = {k: v.to(device) for k, v in masks.items()}
     model = model_from_config(config.model_for(data.num_features, num_classes), device)
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
-    )
-    warm = config.warmup_epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda e: min(1.0, (e + 1) / warm) if warm > 0 else 1.0
-    )
+    optimizer, scheduler = _optimizer(model, config)
     meta = {
         "dataset": config.dataset,
         "split": config.split,
