@@ -901,72 +901,81 @@ def _split_text(split: dict[str, float], total: float) -> str:
     return ", ".join(f"{name} {sec:.1f} s ({100 * sec / total:.0f}%)" for name, sec in parts)
 
 
-def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
-    """``(value, measured text, reason it is missed, vetoed)`` of one target in ``r`` (the
-    results of :func:`run_bench`); ``vetoed``: missed whatever the value (a kernel row whose
-    default is the reference itself, or whose outputs differ).  Raises KeyError (or
-    StopIteration) when the measurement is absent."""
-    if key == "end_to_end":
-        e = r["end_to_end"]
-        if "error" in e:
-            return math.nan, MISSING_TEXT, f"the command failed: {e['error']}", False
-        measured = f"{e['ratio']:.2f}x ({e['seconds']:.1f} s / {e['import_torch_s']:.2f} s)"
-        reason = f"{_split_text(e['split_s'], e['seconds'])}; `import torch` alone "
-        reason += f"{e['import_torch_s']:.2f} s"
-        p = r.get("precision")
-        if p and "float64_bare_s" in p:  # the default analysis is float64, with its twin
-            reason += (
-                f"; the default float64 analysis runs the 256-layer model twice (the model "
-                f"and its float-floor twin), {p['float64_bare_s']:.2f} s each bare"
-            )
-        return e["ratio"], measured, reason, False
-    if key.startswith("kernel_"):
-        row = next(k for k in r["kernel_ratios"] if key == f"kernel_{k['model']}_{k['conv']}")
-        measured = (
-            f"{row['ratio']:.2f}x ({row['default_s']:.3f} s / {row['edge_s']:.3f} s; default "
-            f"`{row['default_kernel']}`, max rel. diff {row['max_rel_diff']:.1e})"
+def _end_to_end_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """The main command against ``import torch``, and where its time goes."""
+    e = r["end_to_end"]
+    if "error" in e:
+        return math.nan, MISSING_TEXT, f"the command failed: {e['error']}", False
+    measured = f"{e['ratio']:.2f}x ({e['seconds']:.1f} s / {e['import_torch_s']:.2f} s)"
+    reason = f"{_split_text(e['split_s'], e['seconds'])}; `import torch` alone "
+    reason += f"{e['import_torch_s']:.2f} s"
+    p = r.get("precision")
+    if p and "float64_bare_s" in p:  # the default analysis is float64, with its twin
+        reason += (
+            f"; the default float64 analysis runs the 256-layer model twice (the model "
+            f"and its float-floor twin), {p['float64_bare_s']:.2f} s each bare"
         )
-        if row["default_kernel"] == "edge":
-            return row["ratio"], measured, "no faster kernel is the default", True
-        if not row["max_rel_diff"] <= row["tolerance"]:
-            reason = f"outputs differ: max rel. diff {row['max_rel_diff']:.1e} > "
-            return row["ratio"], measured, reason + f"{row['tolerance']:.1e}", True
-        reason = (
-            f"`{row['default_kernel']}` {row['default_s']:.3f} s against `edge` "
-            f"{row['edge_s']:.3f} s per forward"
+    return e["ratio"], measured, reason, False
+
+
+def _kernel_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """A default message-passing kernel against the ``edge`` reference."""
+    row = next(k for k in r["kernel_ratios"] if key == f"kernel_{k['model']}_{k['conv']}")
+    measured = (
+        f"{row['ratio']:.2f}x ({row['default_s']:.3f} s / {row['edge_s']:.3f} s; default "
+        f"`{row['default_kernel']}`, max rel. diff {row['max_rel_diff']:.1e})"
+    )
+    if row["default_kernel"] == "edge":
+        return row["ratio"], measured, "no faster kernel is the default", True
+    if not row["max_rel_diff"] <= row["tolerance"]:
+        reason = f"outputs differ: max rel. diff {row['max_rel_diff']:.1e} > "
+        return row["ratio"], measured, reason + f"{row['tolerance']:.1e}", True
+    reason = (
+        f"`{row['default_kernel']}` {row['default_s']:.3f} s against `edge` "
+        f"{row['edge_s']:.3f} s per forward"
+    )
+    if "projections_s" in row:  # what stays whatever the kernel
+        reason += (
+            f"; without message passing (projections, LayerNorm, FFN only) the forward "
+            f"takes {row['projections_s']:.3f} s, so a kernel that cost nothing would give "
+            f"{row['projections_s'] / row['edge_s']:.2f}x"
         )
-        if "projections_s" in row:  # what stays whatever the kernel
-            reason += (
-                f"; without message passing (projections, LayerNorm, FFN only) the forward "
-                f"takes {row['projections_s']:.3f} s, so a kernel that cost nothing would give "
-                f"{row['projections_s'] / row['edge_s']:.2f}x"
-            )
-        return row["ratio"], measured, reason, False
-    if key == "probe_overhead":
-        po = r["probe_overhead"]
-        extra = po["probed_s"] - po["bare_s"]
-        measured = f"{po['ratio']:.2f}x ({po['probed_s']:.3f} s / {po['bare_s']:.3f} s)"
-        reason = (
-            f"the probe adds {extra:.3f} s to a {po['bare_s']:.3f} s forward "
-            f"({1e3 * extra / po['depth']:.2f} ms per layer)"
+    return row["ratio"], measured, reason, False
+
+
+def _probe_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """The default probe's forward against the bare one."""
+    po = r["probe_overhead"]
+    extra = po["probed_s"] - po["bare_s"]
+    measured = f"{po['ratio']:.2f}x ({po['probed_s']:.3f} s / {po['bare_s']:.3f} s)"
+    reason = (
+        f"the probe adds {extra:.3f} s to a {po['bare_s']:.3f} s forward "
+        f"({1e3 * extra / po['depth']:.2f} ms per layer)"
+    )
+    lines = [m for m in r.get("metric_baselines", []) if m["graph"] == "cora"]
+    if lines:  # what the default metrics cost at the speed of the one-liners
+        floor = sum(m["one_liner_s"] for m in lines)
+        reason += (
+            f"; the float64 one-liners of the {len(lines)} default metrics alone take "
+            f"{1e3 * floor:.2f} ms per layer on Cora, a ratio of "
+            f"{1 + floor * po['depth'] / po['bare_s']:.2f}x at their speed"
         )
-        lines = [m for m in r.get("metric_baselines", []) if m["graph"] == "cora"]
-        if lines:  # what the default metrics cost at the speed of the one-liners
-            floor = sum(m["one_liner_s"] for m in lines)
-            reason += (
-                f"; the float64 one-liners of the {len(lines)} default metrics alone take "
-                f"{1e3 * floor:.2f} ms per layer on Cora, a ratio of "
-                f"{1 + floor * po['depth'] / po['bare_s']:.2f}x at their speed"
-            )
-        return po["ratio"], measured, reason, False
-    if key == "precision":
-        p = r["precision"]
-        measured = f"{p['forward_ratio']:.2f}x"
-        reason = f"float64 {p['float64_bare_s']:.3f} s against float32 {p['float32_bare_s']:.3f} s"
-        return p["forward_ratio"], measured, reason, False
+    return po["ratio"], measured, reason, False
+
+
+def _precision_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """A float64 forward against a float32 one."""
+    p = r["precision"]
+    measured = f"{p['forward_ratio']:.2f}x"
+    reason = f"float64 {p['float64_bare_s']:.3f} s against float32 {p['float32_bare_s']:.3f} s"
+    return p["forward_ratio"], measured, reason, False
+
+
+def _size_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """The size exponent (``size_exponent``) or the largest graph's memory (``size_memory``)."""
     size_rows = [s for s in r["size"] if "error" not in s]
     failed = [s for s in r["size"] if "error" in s]
-    if key.startswith("size_") and failed:  # a fit or a peak without its sizes would mislead
+    if failed:  # a fit or a peak without its sizes would mislead
         return math.nan, MISSING_TEXT, f"{failed[0]['nodes']:,} nodes: {failed[0]['error']}", False
     if key == "size_exponent":
         first, last = size_rows[0], size_rows[-1]
@@ -976,51 +985,79 @@ def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
             f"{last['nodes']:,}"
         )
         return r["size_exponent"], f"{r['size_exponent']:.2f}", reason, False
-    if key == "size_memory":
-        last = max(size_rows, key=lambda s: s["nodes"])
-        gb = last["peak_mib"] * 2**20 / 1e9
-        measured = f"{gb:.2f} GB at {last['nodes']:,} nodes"
-        reason = f"{last['peak_mib'] * 2**20 / last['nodes']:.0f} bytes per node beyond the input"
-        return gb, measured, reason, False
-    if key.startswith("metric_"):
-        graph = key.rsplit("_", 1)[1]
-        rows = [m for m in r["metric_baselines"] if m["graph"].startswith(graph)]
-        row = next(m for m in rows if key == f"metric_{m['metric']}_{graph}")
-        measured = (
-            f"{row['ratio']:.2f}x ({1e3 * row['oversmooth_s']:.3f} ms / "
-            f"{1e3 * row['one_liner_s']:.3f} ms, {row['nodes']:,} nodes)"
+    if key != "size_memory":
+        raise KeyError(key)
+    last = max(size_rows, key=lambda s: s["nodes"])
+    gb = last["peak_mib"] * 2**20 / 1e9
+    measured = f"{gb:.2f} GB at {last['nodes']:,} nodes"
+    reason = f"{last['peak_mib'] * 2**20 / last['nodes']:.0f} bytes per node beyond the input"
+    return gb, measured, reason, False
+
+
+def _metric_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """A metric function against its float64 one-liner."""
+    graph = key.rsplit("_", 1)[1]
+    rows = [m for m in r["metric_baselines"] if m["graph"].startswith(graph)]
+    row = next(m for m in rows if key == f"metric_{m['metric']}_{graph}")
+    measured = (
+        f"{row['ratio']:.2f}x ({1e3 * row['oversmooth_s']:.3f} ms / "
+        f"{1e3 * row['one_liner_s']:.3f} ms, {row['nodes']:,} nodes)"
+    )
+    if not row["rel_diff"] <= 1e-9:
+        return row["ratio"], measured, f"values differ: rel. diff {row['rel_diff']:.1e}", True
+    reason = (
+        f"oversmooth {1e3 * row['oversmooth_s']:.3f} ms against the one-liner "
+        f"{1e3 * row['one_liner_s']:.3f} ms"
+    )
+    return row["ratio"], measured, reason, False
+
+
+def _sweep_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """Two sweep workers against one."""
+    sw = r["sweep"]
+    runs = {run["workers"]: run for run in sw["runs"]}
+    errors = [run["error"] for run in sw["runs"] if "error" in run]
+    if errors:
+        return math.nan, MISSING_TEXT, f"a cell failed: {errors[0]}", False
+    measured = (
+        f"{sw['ratio']:.2f}x ({runs[2]['cells_per_s']:.2f} / {runs[1]['cells_per_s']:.2f} cells/s)"
+    )
+    reason = (
+        f"{runs[1]['cells']} cells: {runs[1]['cells_s']:.1f} s with 1 worker, "
+        f"{runs[2]['cells_s']:.1f} s with 2, on {r['machine'].get('cpu_count')} cores"
+    )
+    if "steady_ratio" in sw:
+        reason += (
+            f"; a cell takes {runs[1]['cell_median_s']:.2f} s alone and "
+            f"{runs[2]['cell_median_s']:.2f} s beside another ({sw['steady_ratio']:.2f}x "
+            f"once started); each worker first spends {sw['fixed_s']:.1f} s starting "
+            f"(import torch) and {sw.get('warmup_s', math.nan):.1f} s more on its first "
+            f"cell (lazy imports), in both runs, which {runs[1]['cells']} cells do not "
+            "amortise"
         )
-        if not row["rel_diff"] <= 1e-9:
-            return row["ratio"], measured, f"values differ: rel. diff {row['rel_diff']:.1e}", True
-        reason = (
-            f"oversmooth {1e3 * row['oversmooth_s']:.3f} ms against the one-liner "
-            f"{1e3 * row['one_liner_s']:.3f} ms"
-        )
-        return row["ratio"], measured, reason, False
-    if key == "sweep_workers":
-        sw = r["sweep"]
-        runs = {run["workers"]: run for run in sw["runs"]}
-        errors = [run["error"] for run in sw["runs"] if "error" in run]
-        if errors:
-            return math.nan, MISSING_TEXT, f"a cell failed: {errors[0]}", False
-        measured = (
-            f"{sw['ratio']:.2f}x ({runs[2]['cells_per_s']:.2f} / {runs[1]['cells_per_s']:.2f} "
-            "cells/s)"
-        )
-        reason = (
-            f"{runs[1]['cells']} cells: {runs[1]['cells_s']:.1f} s with 1 worker, "
-            f"{runs[2]['cells_s']:.1f} s with 2, on {r['machine'].get('cpu_count')} cores"
-        )
-        if "steady_ratio" in sw:
-            reason += (
-                f"; a cell takes {runs[1]['cell_median_s']:.2f} s alone and "
-                f"{runs[2]['cell_median_s']:.2f} s beside another ({sw['steady_ratio']:.2f}x "
-                f"once started); each worker first spends {sw['fixed_s']:.1f} s starting "
-                f"(import torch) and {sw.get('warmup_s', math.nan):.1f} s more on its first "
-                f"cell (lazy imports), in both runs, which {runs[1]['cells']} cells do not "
-                "amortise"
-            )
-        return sw["ratio"], measured, reason, False
+    return sw["ratio"], measured, reason, False
+
+
+#: target key (or key prefix, ending in ``_``) -> how its value is read from the results
+_TARGET_VALUES: tuple[tuple[str, Callable[[str, dict], tuple[float, str, str, bool]]], ...] = (
+    ("end_to_end", _end_to_end_value),
+    ("kernel_", _kernel_value),
+    ("probe_overhead", _probe_value),
+    ("precision", _precision_value),
+    ("size_", _size_value),
+    ("metric_", _metric_value),
+    ("sweep_workers", _sweep_value),
+)
+
+
+def _target_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """``(value, measured text, reason it is missed, vetoed)`` of one target in ``r`` (the
+    results of :func:`run_bench`); ``vetoed``: missed whatever the value (a kernel row whose
+    default is the reference itself, or whose outputs differ).  Raises KeyError (or
+    StopIteration) when the measurement is absent."""
+    for prefix, value in _TARGET_VALUES:
+        if key == prefix or (prefix.endswith("_") and key.startswith(prefix)):
+            return value(key, r)
     raise KeyError(key)
 
 
