@@ -664,45 +664,94 @@ def as_graph(
     if hetero is not None:
         raise ValueError(hetero)
     if isinstance(graph, GraphOperator):
-        if edge_weight is not None:
-            raise ValueError(
-                "edge_weight: pass the weights when building the GraphOperator, not with one"
-            )
-        if batch is not None or mask is not None or self_loops:
-            graph = _rebuild(graph, batch, mask, self_loops)
-        if num_nodes is not None and graph.num_nodes != num_nodes:
-            raise ValueError(
-                f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
-            )
-        return graph.to(device) if device is not None else graph
+        return _reuse_operator(graph, num_nodes, edge_weight, batch, mask, self_loops, device)
+    edge_index, edge_weight, num_nodes, batch, dense_mask = _edges_of(
+        graph, num_nodes, edge_weight, batch, mask
+    )
+    if device is not None:
+        edge_index = edge_index.to(device)
+        edge_weight = None if edge_weight is None else edge_weight.to(device)
+        batch = None if batch is None else batch.to(device)
+    op = GraphOperator(
+        edge_index, edge_weight, num_nodes=num_nodes, self_loops=self_loops, batch=batch
+    )
+    if dense_mask is not None:
+        op.dense_mask = dense_mask.to(op.device)
+    return op
+
+
+def _reuse_operator(
+    graph: GraphOperator,
+    num_nodes: int | None,
+    edge_weight: Tensor | None,
+    batch: Tensor | None,
+    mask: Tensor | None,
+    self_loops: bool,
+    device: torch.device | str | None,
+) -> GraphOperator:
+    """A given :class:`GraphOperator`: checked against ``num_nodes``, rebuilt only for a new
+    ``batch``, ``mask`` or self loops, moved to ``device``."""
+    if edge_weight is not None:
+        raise ValueError(
+            "edge_weight: pass the weights when building the GraphOperator, not with one"
+        )
+    if batch is not None or mask is not None or self_loops:
+        graph = _rebuild(graph, batch, mask, self_loops)
+    if num_nodes is not None and graph.num_nodes != num_nodes:
+        raise ValueError(
+            f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
+        )
+    return graph.to(device) if device is not None else graph
+
+
+def _data_edges(
+    data: object, num_nodes: int | None, edge_weight: Tensor | None, batch: Tensor | None
+) -> tuple[Tensor, Tensor | None, int | None, Tensor | None]:
+    """``edge_index``, ``edge_weight``, ``num_nodes`` and ``batch`` of a PyG ``Data`` or
+    ``Batch`` (its ``adj_t`` read transposed when it has no ``edge_index``); arguments given
+    explicitly win, a different ``num_nodes`` is refused."""
+    edge_index = getattr(data, "edge_index", None)
+    adj_t = getattr(data, "adj_t", None)
+    if edge_index is None and adj_t is not None:
+        edge_index, weight, _ = _sparse_edges(adj_t, transposed=True)
+        edge_weight = weight if edge_weight is None else edge_weight
+    elif edge_index is None:
+        raise ValueError(
+            f"graph: the {type(data).__name__} has neither edge_index nor adj_t; "
+            "add the graph's edges or pass an edge_index"
+        )
+    if edge_weight is None:
+        edge_weight = getattr(data, "edge_weight", None)
+    data_nodes = getattr(data, "num_nodes", None)
+    if num_nodes is not None and data_nodes is not None and data_nodes != num_nodes:
+        raise ValueError(
+            f"x: expected {data_nodes} rows (the {type(data).__name__}'s num_nodes), "
+            f"received {num_nodes}"
+        )
+    num_nodes = data_nodes if data_nodes is not None else num_nodes
+    if batch is None:
+        batch = getattr(data, "batch", None)
+    return edge_index, edge_weight, num_nodes, batch
+
+
+def _edges_of(
+    graph: object,
+    num_nodes: int | None,
+    edge_weight: Tensor | None,
+    batch: Tensor | None,
+    mask: Tensor | None,
+) -> tuple[Tensor, Tensor | None, int | None, Tensor | None, Tensor | None]:
+    """Edges, weights, node count, batch vector and (dense batches) node mask of any accepted
+    ``graph`` other than a GraphOperator (see :func:`as_graph`)."""
     dense_mask: Tensor | None = None
     if (
         hasattr(graph, "edge_index")
         and hasattr(graph, "num_nodes")
         and not isinstance(graph, Tensor)
     ):  # a PyG Data / Batch
-        data = graph
-        edge_index = getattr(data, "edge_index", None)
-        adj_t = getattr(data, "adj_t", None)
-        if edge_index is None and adj_t is not None:
-            edge_index, weight, _ = _sparse_edges(adj_t, transposed=True)
-            edge_weight = weight if edge_weight is None else edge_weight
-        elif edge_index is None:
-            raise ValueError(
-                f"graph: the {type(data).__name__} has neither edge_index nor adj_t; "
-                "add the graph's edges or pass an edge_index"
-            )
-        if edge_weight is None:
-            edge_weight = getattr(data, "edge_weight", None)
-        data_nodes = data.num_nodes
-        if num_nodes is not None and data_nodes is not None and data_nodes != num_nodes:
-            raise ValueError(
-                f"x: expected {data_nodes} rows (the {type(data).__name__}'s num_nodes), "
-                f"received {num_nodes}"
-            )
-        num_nodes = data_nodes if data_nodes is not None else num_nodes
-        if batch is None:
-            batch = getattr(data, "batch", None)
+        edge_index, edge_weight, num_nodes, batch = _data_edges(
+            graph, num_nodes, edge_weight, batch
+        )
     elif isinstance(graph, Tensor) and (graph.is_sparse or graph.layout != torch.strided):
         edge_index, weight, n = _sparse_edges(graph, transposed=False)
         edge_weight, num_nodes = _merge_weight(weight, edge_weight), _merge_nodes(n, num_nodes)
@@ -733,16 +782,7 @@ def as_graph(
             "graph: expected an edge_index tensor, a PyG Data/Batch, a sparse or dense "
             f"adjacency or a GraphOperator, received {type(graph).__name__}"
         )
-    if device is not None:
-        edge_index = edge_index.to(device)
-        edge_weight = None if edge_weight is None else edge_weight.to(device)
-        batch = None if batch is None else batch.to(device)
-    op = GraphOperator(
-        edge_index, edge_weight, num_nodes=num_nodes, self_loops=self_loops, batch=batch
-    )
-    if dense_mask is not None:
-        op.dense_mask = dense_mask.to(op.device)
-    return op
+    return edge_index, edge_weight, num_nodes, batch, dense_mask
 
 
 def _merge_weight(weight: Tensor, edge_weight: Tensor | None) -> Tensor:
