@@ -102,6 +102,9 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
     ):
         assert (out / name).is_file(), name
     assert not list((out / "training").rglob("*.pt"))  # checkpoints are not kept
+    for arch in ("preln", "nonlocal"):  # history, curve, summary and report stay
+        for name in ("history.csv", "training.png", "summary.json", "report.md"):
+            assert (out / "training" / arch / name).is_file(), (arch, name)
 
 
 def test_plain_sentence_states_only_what_the_verdicts_give():

@@ -126,6 +126,7 @@ def run_reproduction(
     from oversmooth.outputs import atomic_folder, check_out, check_path_text
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
+    from oversmooth.report.writers import write_training_report
     from oversmooth.train import TrainConfig, train
 
     say = progress or (lambda msg: None)
@@ -197,6 +198,7 @@ def run_reproduction(
                     device=config.device,
                 ),
                 run_dir,
+                report=write_training_report,
             )
             layers = sorted(
                 {1, 2, *range(4, config.train_depth + 1, max(1, config.train_depth // 8))}
