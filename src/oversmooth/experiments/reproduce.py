@@ -109,41 +109,12 @@ def _available(name: str, data_root: str | None) -> bool:
     return (folder / "processed").is_dir() or all((folder / "raw" / f).is_file() for f in files)
 
 
-def run_reproduction(
-    config: ReproduceConfig,
-    out: str | Path,
-    *,
-    overwrite: bool = False,
-    progress: Callable[[str], None] | None = None,
-    figure_formats: Sequence[str] = ("png",),
-    table_formats: Sequence[str] = ("csv",),
-) -> Path:
-    """Run everything and write the report folder ``out`` atomically; its figures also in
-    ``figure_formats`` (SVG, PDF) and its tables also in ``table_formats`` (Parquet)."""
-    import pandas as pd
+def _initialisation_runs(
+    config: ReproduceConfig, datasets: list[str], say: Callable[[str], None]
+) -> tuple[ComparisonResult, dict[str, ComparisonResult]]:
+    """Every architecture at initialisation: SAN on every dataset, GCN and GAT on Cora."""
+    from oversmooth.analysis import ComparisonConfig, run_comparison
 
-    from oversmooth.analysis import AnalysisConfig, ComparisonConfig, run_analysis, run_comparison
-    from oversmooth.outputs import atomic_folder, check_out, check_path_text
-    from oversmooth.report.formats import figure_formats as check_figures
-    from oversmooth.report.formats import table_formats as check_tables
-    from oversmooth.report.writers import write_training_report
-    from oversmooth.train import TrainConfig, train
-
-    say = progress or (lambda msg: None)
-    formats = (check_figures(figure_formats), check_tables(table_formats))
-    out = check_out(Path(out), overwrite)
-    if config.data_root is not None:
-        check_path_text(config.data_root, "--data-root")
-    for run in config.trained:  # refused before minutes of work, not after
-        _trained_run(run)
-    started = time.perf_counter()
-    datasets = [
-        d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)
-    ]
-    results: dict = {
-        "datasets": datasets,
-        "skipped_datasets": [d for d in OPTIONAL_DATASETS if d not in datasets],
-    }
     say(f"SAN at initialisation on {', '.join(datasets)} ({len(config.seeds)} seeds)")
     san = run_comparison(
         ComparisonConfig(
@@ -171,6 +142,88 @@ def run_reproduction(
                 device=config.device,
             )
         )
+    return san, other
+
+
+def _train_and_analyse(
+    arch: str, config: ReproduceConfig, tmp: Path, say: Callable[[str], None]
+) -> dict:
+    """Train ``arch`` SAN into ``tmp/training/arch`` and analyse (similarity, pruning) its best
+    checkpoint, which is then deleted."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.report.writers import write_training_report
+    from oversmooth.train import TrainConfig, train
+
+    say(f"training {arch} SAN, depth {config.train_depth}, {config.train_epochs} epochs")
+    run_dir = tmp / "training" / arch
+    # one learning rate for both (1e-3, Post-LN with its warm-up): at the paper's 1e-4 a few
+    # hundred CPU epochs leave nonlocal under-trained (61% test at depth 16), which would
+    # blur the pruning contrast
+    result = train(
+        TrainConfig(
+            model=ModelConfig(arch, depth=config.train_depth),
+            epochs=config.train_epochs,
+            lr=TRAIN_LR,
+            device=config.device,
+        ),
+        run_dir,
+        report=write_training_report,
+    )
+    layers = sorted(
+        {1, 2, *range(4, config.train_depth + 1, max(1, config.train_depth // 8))}
+        | {config.train_depth}
+    )
+    analysis = run_analysis(
+        AnalysisConfig.from_checkpoint(
+            str(run_dir / "best.pt"),
+            {
+                "similarity": True,
+                "prune": tuple(layers),
+                "device": config.device,
+                "model.dtype": config.dtype,
+            },
+        )
+    )
+    # keep the repository small: history, curve, summary and report stay
+    (run_dir / "best.pt").unlink(missing_ok=True)
+    (run_dir / "last.pt").unlink(missing_ok=True)
+    return {"train": result, "analysis": analysis}
+
+
+def run_reproduction(
+    config: ReproduceConfig,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+    figure_formats: Sequence[str] = ("png",),
+    table_formats: Sequence[str] = ("csv",),
+) -> Path:
+    """Run everything and write the report folder ``out`` atomically; its figures also in
+    ``figure_formats`` (SVG, PDF) and its tables also in ``table_formats`` (Parquet)."""
+    import pandas as pd
+
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.outputs import atomic_folder, check_out, check_path_text
+    from oversmooth.report.formats import figure_formats as check_figures
+    from oversmooth.report.formats import table_formats as check_tables
+
+    say = progress or (lambda msg: None)
+    formats = (check_figures(figure_formats), check_tables(table_formats))
+    out = check_out(Path(out), overwrite)
+    if config.data_root is not None:
+        check_path_text(config.data_root, "--data-root")
+    for run in config.trained:  # refused before minutes of work, not after
+        _trained_run(run)
+    started = time.perf_counter()
+    datasets = [
+        d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)
+    ]
+    results: dict = {
+        "datasets": datasets,
+        "skipped_datasets": [d for d in OPTIONAL_DATASETS if d not in datasets],
+    }
+    san, other = _initialisation_runs(config, datasets, say)
     say(f"Post-LN SAN, depth {DEPTHS[-1]}, in float32 with a float64 shadow (the float32 floor)")
     results["float32_floor"] = run_analysis(
         AnalysisConfig(
@@ -182,44 +235,10 @@ def run_reproduction(
     )
     if config.ablations:
         results["ablations"] = _run_ablations(config, say)
-    trained = {}
     with atomic_folder(out, overwrite, kind="reproduce") as tmp:
-        for arch in ("preln", "nonlocal"):
-            say(f"training {arch} SAN, depth {config.train_depth}, {config.train_epochs} epochs")
-            run_dir = tmp / "training" / arch
-            # one learning rate for both (1e-3, Post-LN with its warm-up): at the paper's 1e-4 a few
-            # hundred CPU epochs leave nonlocal under-trained (61% test at depth 16), which would
-            # blur the pruning contrast
-            result = train(
-                TrainConfig(
-                    model=ModelConfig(arch, depth=config.train_depth),
-                    epochs=config.train_epochs,
-                    lr=TRAIN_LR,
-                    device=config.device,
-                ),
-                run_dir,
-                report=write_training_report,
-            )
-            layers = sorted(
-                {1, 2, *range(4, config.train_depth + 1, max(1, config.train_depth // 8))}
-                | {config.train_depth}
-            )
-            analysis = run_analysis(
-                AnalysisConfig.from_checkpoint(
-                    str(run_dir / "best.pt"),
-                    {
-                        "similarity": True,
-                        "prune": tuple(layers),
-                        "device": config.device,
-                        "model.dtype": config.dtype,
-                    },
-                )
-            )
-            (run_dir / "best.pt").unlink(
-                missing_ok=True
-            )  # keep the repository small: history, curve and summary stay
-            (run_dir / "last.pt").unlink(missing_ok=True)
-            trained[arch] = {"train": result, "analysis": analysis}
+        trained = {
+            arch: _train_and_analyse(arch, config, tmp, say) for arch in ("preln", "nonlocal")
+        }
         results["table8"] = [_prune_trained_run(run, config, say) for run in config.trained]
         say("writing the report")
         results["seconds"] = time.perf_counter() - started
