@@ -430,7 +430,6 @@ def _table8_section(
 ) -> list[str]:
     """Table 8 in the paper's format for the ``--trained`` runs, beside the paper's 256-layer
     numbers (same relative positions); returns the discussion sentences."""
-    from oversmooth.report import plots
 
     paper = paper_tables()["pruning_cora"]
     doc.heading("3b. Table 8 from longer training runs")
@@ -441,7 +440,7 @@ def _table8_section(
         "Test accuracy (%) with that layer pruned, on the test nodes of the run's own split; "
         "the paper's row is its Table 8 (256 layers, 5000 epochs)."
     )
-    rows, runs_rows, drops, sentences = [], [], {}, []
+    rows, runs_rows, drops = [], [], {}
     for item in runs:
         cfg, summary, prune = item["config"], item["summary"], item["prune"]
         name = f"{cfg['model']['name']} SAN, depth {cfg['model']['depth']}"
@@ -480,6 +479,14 @@ def _table8_section(
     ]
     doc.table(pd.DataFrame(paper_rows))
     doc.text(f"Paper: {paper['note']}.")
+    _table8_figure(doc, runs, drops, pd)
+    return _table8_sentences(runs, drops)
+
+
+def _table8_figure(doc: Any, runs: list[dict], drops: dict[str, Any], pd: ModuleType) -> None:
+    """The ``--trained`` runs' accuracy drop against the pruned layer's relative position."""
+    from oversmooth.report import plots
+
     fig = plots.figure(6.4, 3.8)
     curves = {
         name: pd.DataFrame(
@@ -500,6 +507,11 @@ def _table8_section(
         "--trained runs",
         "table8_trained.png",
     )
+
+
+def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
+    """What the ``--trained`` runs' pruning shows, against the paper's Table 8."""
+    sentences = []
     late_mean = {}
     for (name, drop), item in zip(drops.items(), runs, strict=True):
         late = drop[1:]  # every position after layer 2
