@@ -618,8 +618,34 @@ def _start_blocked(proc: Any) -> None:
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()
-    with _sigint_blocked():
+    with _sigint_deferred(), _sigint_blocked():
         proc.start()
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C back until the block ends, then deliver it to the previous handler.
+
+    Blocking SIGINT (:func:`_sigint_blocked`) holds it back in this thread only: another
+    thread of the process (the progress bar's refresh thread) can still take it, and Python
+    then raises KeyboardInterrupt in the main thread at once — in the middle of a worker's
+    start, whose half-written start-up data the new worker then fails to read, printing a
+    traceback (1 of 2 full-suite runs of the Ctrl-C test at its worker-starting stage).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            if callable(previous):
+                previous(signal.SIGINT, None)
+            elif previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
 
 
 def _exit_reason(code: int | None) -> str:
@@ -656,6 +682,8 @@ def _run_local(
     slots: list[dict] = []  # {"proc", "conn", "cell"}: one per live worker
 
     def start() -> dict:
+        """A new worker, registered in ``slots`` before it starts (so that the clean-up below
+        stops it even when its start is interrupted)."""
         parent_conn, child_conn = ctx.Pipe()
         proc = ctx.Process(
             target=_worker_main,
@@ -663,9 +691,13 @@ def _run_local(
             daemon=True,
             name="oversmooth-sweep-worker",
         )
-        _start_blocked(proc)
-        child_conn.close()
-        return {"proc": proc, "conn": parent_conn, "cell": None}
+        slot = {"proc": proc, "conn": parent_conn, "cell": None}
+        slots.append(slot)
+        try:
+            _start_blocked(proc)
+        finally:
+            child_conn.close()
+        return slot
 
     def assign(slot: dict) -> None:
         slot["cell"] = queue.popleft()
@@ -686,7 +718,7 @@ def _run_local(
 
     try:
         for _ in range(min(workers, len(queue))):
-            slots.append(start())
+            start()
         for slot in slots:
             assign(slot)
         while slots:
@@ -721,11 +753,12 @@ def _run_local(
                 slot["conn"].close()
                 slots.remove(slot)
                 if queue:
-                    fresh = start()
-                    slots.append(fresh)
-                    assign(fresh)
+                    assign(start())
     finally:
         for slot in slots:  # only on an error or Ctrl-C: stop now; their cells are redone later
+            if slot["proc"].pid is None:  # interrupted before it started
+                slot["conn"].close()
+                continue
             if slot["proc"].is_alive():
                 slot["proc"].kill()
             slot["proc"].join(5)
