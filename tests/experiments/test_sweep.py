@@ -80,6 +80,7 @@ def _tables(out):
     return metrics, summary
 
 
+@pytest.mark.slow  # 13 s; the default suite's two-node cluster test compares Ray cells with local
 def test_local_and_ray_give_identical_tables(tmp_path):
     pytest.importorskip("ray")
     local = run_sweep(SweepSpec(**GRID, backend="local"), tmp_path / "local")
