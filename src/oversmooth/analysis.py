@@ -520,6 +520,25 @@ def _prune(
     return prune_sensitivity(model, data, list(config.prune), mask=mask, callback=tick)
 
 
+def _run_record(
+    command: str,
+    config: AnalysisConfig | ComparisonConfig,
+    device: torch.device,
+    floor_method: str,
+    used: list[str],
+) -> dict:
+    """What config.json keeps of a run: the command, its configuration, the device and the
+    float-floor methods it resolved to (``used``: with auto in float64, the twin runs only
+    where a layer nears the bound)."""
+    return {
+        "command": command,
+        **config.to_dict(),
+        "device_resolved": str(device),
+        "floor_method": floor_method,
+        "floor_methods_used": used,
+    }
+
+
 def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> AnalysisResult:
     """Build the model for every seed, probe one forward pass at initialisation, fit, classify.
 
@@ -590,13 +609,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     fits, desc = _fits_and_verdict(config, metrics, data, timings)
     timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
-        config={
-            "command": "analyze",
-            **config.to_dict(),
-            "device_resolved": str(device),
-            "floor_method": floor_method,
-            "floor_methods_used": used,  # auto float64: twin only where a layer nears the bound
-        },
+        config=_run_record("analyze", config, device, floor_method, used),
         metrics=metrics,
         fits=fits,
         verdict=desc["_verdict"],
@@ -715,13 +728,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame([_final_row(f) for f in frames])
     return ComparisonResult(
-        config={
-            "command": "compare",
-            **config.to_dict(),
-            "device_resolved": str(device),
-            "floor_method": floor_method,
-            "floor_methods_used": used,  # auto float64: twin only where a layer nears the bound
-        },
+        config=_run_record("compare", config, device, floor_method, used),
         metrics=metrics,
         summary=summary,
         fits=fits,

@@ -40,6 +40,7 @@ from torch import Tensor
 __all__ = [
     "GraphOperator",
     "as_graph",
+    "thread_buffers",
     "as_operator",
     "validate_features",
     "check_edge_index",
@@ -495,18 +496,8 @@ class TargetRuns:
         return total + torch.dot((diff * diff).sum(dim=1), self.weight[start:end])
 
     def _scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """This thread's two difference buffers for ``x``'s width, dtype and device (fresh
-        buffers of a few MiB cost page faults on every call)."""
-        shape = (self.scratch_rows(x.size(1)), x.size(1))
-        held = getattr(self._local, "scratch", None)
-        if held is None or (held[0].shape, held[0].dtype, held[0].device) != (
-            shape,
-            x.dtype,
-            x.device,
-        ):
-            held = (x.new_empty(shape), x.new_empty(shape))
-            self._local.scratch = held
-        return held
+        """This thread's two difference buffers for ``x``'s width, dtype and device."""
+        return thread_buffers(self._local, (self.scratch_rows(x.size(1)), x.size(1)), x)
 
     def scratch_rows(self, channels: int) -> int:
         """Rows of the scratch buffers :meth:`differences` can use for ``channels``."""
@@ -627,6 +618,23 @@ def _adjacency_edges(adj: Tensor, transposed: bool) -> tuple[Tensor, Tensor, int
         raise ValueError(f"graph: expected a real adjacency, received dtype {values.dtype}")
     edge_index = index.flip(0) if transposed else index
     return edge_index, values.to(torch.float64), adj.size(0)
+
+
+def thread_buffers(
+    local: threading.local, shape: tuple[int, ...], like: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Two ``shape`` buffers of ``like``'s dtype and device, kept in ``local`` (one pair per
+    thread) and reused while shape, dtype and device stay the same: fresh buffers of a few MiB
+    cost page faults on every call."""
+    held = getattr(local, "scratch", None)
+    if held is None or (held[0].shape, held[0].dtype, held[0].device) != (
+        torch.Size(shape),
+        like.dtype,
+        like.device,
+    ):
+        held = (like.new_empty(shape), like.new_empty(shape))
+        local.scratch = held
+    return held
 
 
 def as_graph(

@@ -76,6 +76,7 @@ from oversmooth.config import (
     set_by_run,
 )
 from oversmooth.registry import upgrade_columns
+from oversmooth.run_configs import ComparisonConfig
 from oversmooth.outputs import (
     MARKER,
     check_out,
@@ -106,12 +107,8 @@ class SweepSpec:
     how its cells run.  ``model``: every other model field, shared by all cells (its name,
     conv, depth and seed are the first cell's)."""
 
-    GRID: ClassVar[Mapping[str, str]] = {
-        "name": "models",
-        "conv": "convs",
-        "depth": "depths",
-        "seed": "seeds",
-    }
+    #: the model fields its lists set: those of a comparison
+    GRID: ClassVar[Mapping[str, str]] = ComparisonConfig.GRID
 
     models: tuple[str, ...] = ("preln", "postln", "nonlocal")
     convs: tuple[str, ...] = ("san",)

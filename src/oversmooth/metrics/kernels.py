@@ -35,6 +35,7 @@ from oversmooth.graph import (
     as_graph,
     csr_matrix,
     dense_to_rows,
+    thread_buffers,
     validate_features,
 )
 
@@ -326,17 +327,8 @@ class EdgePairs:
         self._local = threading.local()
 
     def scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """This thread's two ``[pairs, d]`` buffers for ``x`` (fresh ones cost page faults)."""
-        shape = (self.pairs, x.size(1))
-        held = getattr(self._local, "scratch", None)
-        if held is None or (held[0].shape, held[0].dtype, held[0].device) != (
-            shape,
-            x.dtype,
-            x.device,
-        ):
-            held = (x.new_empty(shape), x.new_empty(shape))
-            self._local.scratch = held
-        return held
+        """This thread's two ``[pairs, d]`` buffers for ``x``."""
+        return thread_buffers(self._local, (self.pairs, x.size(1)), x)
 
     def differences(
         self, x: Tensor, laplacian: bool, edge_sum: bool
