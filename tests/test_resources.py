@@ -140,3 +140,25 @@ def test_analyze_is_refused_before_the_forward_when_the_run_would_not_fit(monkey
     )
     with pytest.raises(ResourceError, match="analyze on csbm:n=100000,degree=10"):
         analysis.run_analysis(config)
+
+
+@pytest.mark.parametrize("threshold, left", [(0, 0), (10**18, 1)])
+def test_an_analysis_frees_each_forward_before_the_next(monkeypatch, threshold, left):
+    """The kernel's per-forward plan sits in a reference cycle: above COLLECT_BYTES the
+    analysis collects it after each seed, so seeds do not pile up on a large graph."""
+    import gc
+
+    import oversmooth.analysis as analysis
+    from oversmooth.nn.kernel import CsrPlan
+
+    monkeypatch.setattr(analysis, "COLLECT_BYTES", threshold)
+    config = analysis.AnalysisConfig(dataset="ring:n=40", depth=3, seeds=(0, 1), similarity=True)
+    gc.collect()
+    gc.disable()
+    try:
+        analysis.run_analysis(config)
+        plans = sum(isinstance(o, CsrPlan) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    # without the collection, the last forward's plan (at least) is still there
+    assert (plans == 0) if left == 0 else (plans >= left)
