@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def test_the_gpu_check_dry_run_passes_on_the_cpu(tmp_path):
         + ["--out", str(out)],
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "PYTHON": sys.executable},
+        env={**os.environ, "PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
