@@ -111,6 +111,13 @@ def test_measured_reads_the_childs_own_cpu_time_and_peak_memory():
     assert 0 < run["cpu_s"] and run["wall_s"] > 0
     failed = bench.measured([sys.executable, "-c", "import sys; sys.exit(3)"])
     assert failed["returncode"] == 3
+    # a child's peak counts the image it was started from: the bench's own size (here 400
+    # MiB of touched memory) must not show in a small command's peak
+    ballast = bytearray(400 * 2**20)
+    ballast[::4096] = b"1" * len(ballast[::4096])
+    small = bench.measured([sys.executable, "-c", "pass"])
+    assert small["peak_bytes"] < 200 * 2**20, small["peak_bytes"] / 2**20
+    del ballast
 
 
 def test_max_rel_diff_is_relative_to_the_reference():

@@ -44,7 +44,6 @@ import torch
 from numpy.typing import ArrayLike
 
 if TYPE_CHECKING:
-    import resource
     from multiprocessing.queues import Queue
 
     from torch_geometric.data import Data
@@ -960,44 +959,56 @@ finally:
 """
 
 
+# Starts the measured command and reads its resource usage with os.wait4.  A child's
+# maximum resident set counts the image it was started from (fork or vfork, until exec): a
+# command started by the bench itself, which holds models and graphs, would report the
+# bench's size.  This launcher (an interpreter without site packages, a few MiB) starts it
+# instead and writes the usage as JSON to the file named first.
+_LAUNCHER = """
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(sys.argv[1], "w") as fh:
+    json.dump({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+               "peak_bytes": usage.ru_maxrss * 1024, "end_epoch": time.time(),
+               "returncode": os.waitstatus_to_exitcode(status)}, fh)
+"""
+
+
 def measured(cmd: list[str], timeout: float = 1800.0) -> dict:
-    """Run ``cmd`` to its end: ``wall_s``, ``cpu_s`` (the child's user + system time),
-    ``peak_bytes`` (its maximum resident set: the whole process's peak memory),
-    ``end_epoch`` (when it was reaped), ``returncode``, ``stdout`` and ``stderr``.  The child's
-    own resource usage comes from ``os.wait4``, so other children do not count."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+    """Run ``cmd`` to its end: ``wall_s``, ``cpu_s`` (its user + system time), ``peak_bytes``
+    (its maximum resident set: the whole process's peak memory), ``end_epoch`` (when it
+    ended), ``returncode``, ``stdout`` and ``stderr``.  The usage is the command's own
+    (``os.wait4`` in a small launcher, see ``_LAUNCHER``); a command still running after
+    ``timeout`` seconds is killed (``returncode`` -9)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        usage_file = Path(tmp) / "usage.json"
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(usage_file), *cmd]
+        proc = subprocess.Popen(
+            launcher,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # the command with it: one process group to kill
+        )
         try:
-            _, status, usage = _wait4(proc.pid, timeout)
-        except TimeoutError:
-            proc.kill()
-            _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
-        return {
-            "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_bytes": usage.ru_maxrss * 1024,  # KiB on Linux
-            "end_epoch": time.time(),
-            "returncode": proc.returncode,
-            "stdout": out.read(),
-            "stderr": err.read(),
-        }
-
-
-def _wait4(pid: int, timeout: float) -> tuple[int, int, resource.struct_rusage]:
-    """``os.wait4(pid, 0)``, raising TimeoutError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            return done, status, usage
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"process {pid} still running after {timeout:.0f} s")
-        time.sleep(0.01)
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            stdout, stderr = proc.communicate()
+        if not usage_file.is_file():  # killed, or the command could not start
+            return {
+                "wall_s": math.nan,
+                "cpu_s": math.nan,
+                "peak_bytes": 0,
+                "end_epoch": time.time(),
+                "returncode": proc.returncode or -9,
+                "stdout": stdout,
+                "stderr": stderr,
+            }
+        return {**json.loads(usage_file.read_text()), "stdout": stdout, "stderr": stderr}
 
 
 def end_to_end(depth: int = 256, pairs: int = 3) -> dict:
