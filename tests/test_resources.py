@@ -115,8 +115,9 @@ def test_operator_model_and_energy_order_are_refused(machine):
     assert torch.isfinite(M.energy(x, edge_index, order=R.MAX_ENERGY_ORDER))
 
 
-# whole-process peaks of `analyze --dataset csbm:n=N,degree=10 --depth 4` (max RSS, bytes)
-MEASURED_PEAKS = {10**4: 391096 * 1024, 10**5: 866328 * 1024, 10**6: 5135460 * 1024}
+# whole-process peaks of `analyze --dataset csbm:n=N,degree=10 --depth 4` (max RSS, bytes;
+# oversmooth.experiments.bench.measured, 2 cores, torch 2.13)
+MEASURED_PEAKS = {10**4: 398700 * 1024, 10**5: 903200 * 1024, 10**6: 4099316 * 1024}
 
 
 @pytest.mark.parametrize("nodes", sorted(MEASURED_PEAKS))
@@ -125,8 +126,8 @@ def test_analysis_estimate_is_within_1_and_1_5_of_the_measured_peak(nodes):
 
     estimate = analysis_bytes(nodes, 10 * nodes, 32, heads=4)
     assert 1.0 <= estimate / MEASURED_PEAKS[nodes] <= 1.5
-    if nodes == 10**6:  # the graph estimate alone was the only check: 5.6x under
-        assert MEASURED_PEAKS[nodes] / graph_bytes(nodes, 10 * nodes, 32) > 5
+    if nodes == 10**6:  # the graph estimate alone was the only check: 4.4x under
+        assert MEASURED_PEAKS[nodes] / graph_bytes(nodes, 10 * nodes, 32) > 4
 
 
 def test_analyze_is_refused_before_the_forward_when_the_run_would_not_fit(monkeypatch):

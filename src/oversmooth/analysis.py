@@ -452,7 +452,7 @@ def probe_run(
 
 #: Per-forward structures above this many bytes are freed by a collection after the forward
 #: (see :func:`_release_forward`).
-COLLECT_BYTES = 64 * 2**20
+COLLECT_BYTES = 16 * 2**20
 
 
 def _release_forward(graph: GraphOperator, heads: int) -> None:
@@ -483,6 +483,7 @@ def _check_memory(
         data.num_features,
         config.model.heads,
         dtype.itemsize,
+        hidden=config.model.hidden,
     )
     check_allocation(
         f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges)",
