@@ -153,7 +153,11 @@ def test_an_analysis_frees_each_forward_before_the_next(monkeypatch, threshold, 
     from oversmooth.nn.kernel import CsrPlan
 
     monkeypatch.setattr(analysis, "COLLECT_BYTES", threshold)
-    config = analysis.AnalysisConfig(dataset="ring:n=40", depth=3, seeds=(0, 1), similarity=True)
+    from oversmooth.config import ModelConfig
+
+    config = analysis.AnalysisConfig(
+        model=ModelConfig("postln", depth=3), dataset="ring:n=40", seeds=(0, 1), similarity=True
+    )
     gc.collect()
     gc.disable()
     try:
