@@ -195,13 +195,15 @@ def timings(device: torch.device, depths: tuple[int, ...], nodes: int) -> list[d
         data = data.to(device)
         graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
 
-        def run(model: torch.nn.Module = model, data: object = data, graph: object = graph) -> None:
+        def forward(
+            model: torch.nn.Module = model, data: object = data, graph: object = graph
+        ) -> None:
             probe_run(model, data, graph=graph, floor="bound")
 
-        run()
+        forward()  # warm-up
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        seconds = Timer(device).once(run)
+        seconds = Timer(device).once(forward)
         peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
         rows.append(
             {
