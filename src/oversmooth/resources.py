@@ -164,8 +164,8 @@ def model_bytes(
 
 # Whole-process peak of `oversmooth analyze` (maximum resident set), measured on
 # csbm:n=N,degree=10 (E = 10 N directed edges, 32 features), depth 4, hidden 32, heads 4,
-# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 389 MiB, 1e5:
-# 882 MiB, 1e6: 3.91 GiB (tests/test_resources.py).  At 10^6 nodes the peak is the first
+# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 426 MiB, 1e5:
+# 852 MiB, 1e6: 4.52 GiB (tests/test_resources.py).  At 10^6 nodes the peak is the first
 # seed's forward: the process (~0.3 GiB), the graph (edge list, float64 features: 0.4 GiB),
 # the operator (0.1 GiB), the model's per-forward structures (the edge list with self loops,
 # the attention plan: 0.5 GiB), one block's attention (scores, projections, products), the
@@ -187,7 +187,7 @@ def analysis_bytes(
     nodes and ``num_edges`` directed edges: the process, the graph held in the model's
     precision, its operator, and the forward pass's working set (per head and edge, and per
     node and hidden channel, in ``element_size`` bytes).  Calibrated against the measured
-    peaks above (estimate / measured: 1.21, 1.06, 1.39 at 10^4, 10^5, 10^6 nodes; settings
+    peaks above (estimate / measured: 1.11, 1.10, 1.20 at 10^4, 10^5, 10^6 nodes; settings
     other than the measured ones are not calibrated)."""
     graph = 16 * num_edges + element_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
