@@ -153,46 +153,78 @@ class GraphOperator:
             edge_index.device,
         )
         device = edge_index.device
+        if type(edge_index) is not Tensor:  # e.g. PyG's EdgeIndex: plain index arithmetic here
+            unwrap = getattr(edge_index, "as_tensor", None)
+            edge_index = unwrap() if callable(unwrap) else edge_index.as_subclass(Tensor)
         edge_index = edge_index.long()
-        weight = (
-            torch.ones(edge_index.size(1), dtype=torch.float64, device=device)
-            if edge_weight is None
-            else edge_weight.to(device=device, dtype=torch.float64)
-        )
         if self_loops:
             loop = torch.arange(num_nodes, device=device)
             edge_index = torch.cat([edge_index, torch.stack([loop, loop])], dim=1)
+        weight = (
+            _ones(edge_index.size(1), device)  # a broadcast 1: no memory per edge
+            if edge_weight is None
+            else edge_weight.to(device=device, dtype=torch.float64)
+        )
+        if self_loops and edge_weight is not None:
             weight = torch.cat([weight, torch.ones(num_nodes, dtype=torch.float64, device=device)])
         self.num_nodes: int = num_nodes
         self.self_loops: bool = self_loops
+        self._weighted = edge_weight is not None
         self.edge_index: Tensor = edge_index  # [2, num_edges]
         self.edge_weight: Tensor = weight  # [num_edges], float64
-        # d_i = sum of the weights of the edges that enter i
-        self.degree: Tensor = torch.zeros(num_nodes, dtype=torch.float64, device=device)
-        self.degree.index_add_(0, edge_index[1], weight)
+        src, dst = edge_index
+        # d_i = sum of the weights of the edges that enter i (unit weights: a count, exact)
+        self.degree: Tensor
+        if edge_weight is None:
+            self.degree = torch.bincount(dst, minlength=num_nodes).to(torch.float64)
+        else:
+            self.degree = torch.zeros(num_nodes, dtype=torch.float64, device=device)
+            self.degree.index_add_(0, dst, weight)
         self.has_neighbors: Tensor = self.degree > 0  # [num_nodes] bool
         self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
-        inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
-        values = weight * inv_degree[edge_index[1]]
-        self.edge_prob: Tensor = values  # [num_edges] P's entry w_e / d_target of each edge
-        # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources
-        # P and W merged over repeated edges, rows (targets) sorted: one coalesce for both
+        self._inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
+        # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources, merged
+        # over repeated edges and sorted by row.  An edge list already sorted by (target,
+        # source) without repeats (what oversmooth's loaders produce) is that structure as
+        # is: its rows and columns are views of edge_index, its values each edge's P entry.
+        if _strictly_sorted(dst, src):
+            rows, cols = dst, src.contiguous()
+            prob, merged_weight = self._edge_values(dst, weight), weight
+        else:
+            rows, cols, prob, merged_weight = self._coalesced(src, dst, weight)
+        crow = torch.searchsorted(rows, torch.arange(num_nodes + 1, device=device))
+        self._csr = {torch.float64: csr_matrix(crow, cols, prob, (num_nodes, num_nodes))}
+        unit = edge_weight is None and cols.numel() == edge_index.size(1)  # no repeated edge
+        self.runs: TargetRuns = TargetRuns(crow, cols, rows, prob, merged_weight, unit)
+        self._set_batch(batch)
+        self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs
+
+    @property
+    def edge_prob(self) -> Tensor:
+        """``[num_edges]`` P's entry ``w_e / d_target`` of every edge, in ``edge_index``'s
+        order (formed on each call, not kept)."""
+        return self._edge_values(self.edge_index[1], self.edge_weight)
+
+    def _edge_values(self, dst: Tensor, weight: Tensor) -> Tensor:
+        values = self._inv_degree[dst]
+        return weight * values if self._weighted else values  # 1 * v = v: the same values
+
+    def _coalesced(
+        self, src: Tensor, dst: Tensor, weight: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Rows, columns, ``P`` values and summed weights of the edges merged (repeated edges
+        add up) and sorted by row: one coalesce for ``P`` and ``W``."""
+        n = self.num_nodes
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             coo = torch.sparse_coo_tensor(
-                torch.stack([edge_index[1], edge_index[0]]),
-                torch.stack([values, weight], dim=1),
-                (num_nodes, num_nodes, 2),
+                torch.stack([dst, src]),
+                torch.stack([self._edge_values(dst, weight), weight.expand_as(dst)], dim=1),
+                (n, n, 2),
             ).coalesce()
         rows, cols = coo.indices()
         merged = coo.values()
-        crow = torch.searchsorted(rows, torch.arange(num_nodes + 1, device=device))
-        prob = merged[:, 0].contiguous()
-        self._csr = {torch.float64: csr_matrix(crow, cols, prob, (num_nodes, num_nodes))}
-        unit = edge_weight is None and cols.numel() == edge_index.size(1)  # no repeated edge
-        self.runs: TargetRuns = TargetRuns(crow, cols, rows, prob, merged[:, 1].contiguous(), unit)
-        self._set_batch(batch)
-        self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs
+        return rows, cols, merged[:, 0].contiguous(), merged[:, 1].contiguous()
 
     def _set_batch(self, batch: Tensor | None) -> None:
         """Validate and store the graph of each node (``None``: one graph)."""
@@ -270,10 +302,11 @@ class GraphOperator:
         other = object.__new__(GraphOperator)
         other.num_nodes = self.num_nodes
         other.self_loops = self.self_loops
+        other._weighted = self._weighted
         other.edge_index = self.edge_index.to(device)
-        other.edge_weight = self.edge_weight.to(device)
-        other.edge_prob = self.edge_prob.to(device)
+        other.edge_weight = _moved(self.edge_weight, device)
         other.degree = self.degree.to(device)
+        other._inv_degree = self._inv_degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
         other._symmetric = getattr(self, "_symmetric", None)
@@ -318,6 +351,31 @@ class GraphOperator:
 
 
 GraphLike = GraphOperator | Tensor
+
+
+def _ones(size: int, device: torch.device) -> Tensor:
+    """``[size]`` float64 ones as a broadcast view of one value (no memory per entry; writing
+    into it raises)."""
+    return torch.ones((), dtype=torch.float64, device=device).expand(size)
+
+
+def _moved(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` on ``device``; a broadcast vector stays a broadcast (one value moved)."""
+    if t.dim() == 1 and t.numel() > 1 and t.stride() == (0,):
+        return t[:1].to(device).expand(t.shape)
+    return t.to(device)
+
+
+def _strictly_sorted(major: Tensor, minor: Tensor) -> bool:
+    """Whether the pairs ``(major[e], minor[e])`` increase strictly with ``e`` (sorted, no
+    repeats); one host synchronisation."""
+    if major.numel() < 2:
+        return True
+    up = major[1:] > major[:-1]
+    tie = major[1:] == major[:-1]
+    tie &= minor[1:] > minor[:-1]
+    up |= tie
+    return bool(up.all())
 
 
 # Edges per chunk are chosen so that one chunk of gathered rows holds at most
@@ -395,7 +453,7 @@ class TargetRuns:
     def to(self, device: torch.device) -> TargetRuns:
         other = object.__new__(TargetRuns)
         for name in ("crow", "col", "row", "prob", "weight", "_positions"):
-            setattr(other, name, getattr(self, name).to(device))
+            setattr(other, name, _moved(getattr(self, name), device))
         other.nnz, other.unit, other._blocks = self.nnz, self.unit, self._blocks
         other.graph = None if self.graph is None else self.graph.to(device)
         other._local = threading.local()

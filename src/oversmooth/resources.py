@@ -130,7 +130,8 @@ def check_allocation(
 
 def graph_bytes(num_nodes: int, num_edges: int, num_features: int, element_size: int = 4) -> int:
     """Peak bytes to build a graph: ``num_edges`` directed int64 edges (with the sort and
-    de-duplication workspace of :func:`oversmooth.data._symmetric`, about 4 copies) and a
+    de-duplication workspace of :func:`oversmooth.data._symmetric` and the generators'
+    temporaries, about 4 copies) and a
     ``num_nodes x num_features`` feature matrix (2 copies while it is formed), plus a few
     int64 vectors per node (labels, permutations)."""
     return int(4 * 2 * 8 * num_edges + 2 * element_size * num_nodes * num_features + 48 * num_nodes)
@@ -161,32 +162,40 @@ def model_bytes(
     return int(depth * per_block + ends)
 
 
-# Whole-process peak of `oversmooth analyze` (max RSS, /usr/bin/time -v), measured on
+# Whole-process peak of `oversmooth analyze` (maximum resident set), measured on
 # csbm:n=N,degree=10 (E = 10 N directed edges, 32 features), depth 4, hidden 32, heads 4,
-# float64, CPU, torch 2.13: N = 1e4: 400 MB, 1e5: 887 MB, 1e6: 5.26 GB (MB = 1e6 bytes;
-# reports/reliability.md).  Beyond the graph and the operator, one layer's forward keeps about
-# a dozen float64 [num_edges, heads] arrays alive at its peak (scores, their softmax, the
-# gathered products and the sort/scatter temporaries): ~330 B an edge at heads 4, which the
-# graph and operator estimates alone (944 MB at 1e6) left out.
-_PROCESS_BASE = 350 * 2**20  # the interpreter with torch, numpy, pandas imported
-_EDGE_ARRAYS_AT_PEAK = 12
+# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 426 MiB, 1e5:
+# 852 MiB, 1e6: 4.52 GiB (tests/test_resources.py).  At 10^6 nodes the peak is the first
+# seed's forward: the process (~0.3 GiB), the graph (edge list, float64 features: 0.4 GiB),
+# the operator (0.1 GiB), the model's per-forward structures (the edge list with self loops,
+# the attention plan: 0.5 GiB), one block's attention (scores, projections, products), the
+# probe's states and the similarity matrix's unit rows.
+_PROCESS_BASE = 420 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
+_EDGE_VALUES_AT_PEAK = 8  # values per head and edge (self loops included) alive at the peak
+_NODE_STATES_AT_PEAK = 8  # [num_nodes, hidden] states alive at the peak
 
 
 def analysis_bytes(
-    num_nodes: int, num_edges: int, num_features: int, heads: int, element_size: int = 8
+    num_nodes: int,
+    num_edges: int,
+    num_features: int,
+    heads: int,
+    element_size: int = 8,
+    hidden: int = 32,
 ) -> int:
     """Estimated whole-process peak (bytes) of one analysis of a graph with ``num_nodes``
-    nodes and ``num_edges`` directed edges: the process, the graph, its operator, and one
-    layer's per-edge attention temporaries.  Calibrated against the measured peaks above
-    (estimate / measured: 1.06, 1.05, 1.14 at 1e4, 1e5, 1e6 nodes; settings other than the
-    measured ones are not calibrated)."""
-    forward = _EDGE_ARRAYS_AT_PEAK * element_size * max(heads, 1) * num_edges
-    return int(
-        _PROCESS_BASE
-        + graph_bytes(num_nodes, num_edges, num_features)
-        + operator_bytes(num_nodes, num_edges)
-        + forward
+    nodes and ``num_edges`` directed edges: the process, the graph held in the model's
+    precision, its operator, and the forward pass's working set (per head and edge, and per
+    node and hidden channel, in ``element_size`` bytes).  Calibrated against the measured
+    peaks above (estimate / measured: 1.11, 1.10, 1.20 at 10^4, 10^5, 10^6 nodes; settings
+    other than the measured ones are not calibrated)."""
+    graph = 16 * num_edges + element_size * num_nodes * num_features + 8 * num_nodes
+    operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
+    forward = element_size * (
+        _EDGE_VALUES_AT_PEAK * max(heads, 1) * (num_edges + num_nodes)
+        + _NODE_STATES_AT_PEAK * num_nodes * hidden
     )
+    return int(_PROCESS_BASE + graph + operator + forward)
 
 
 def check_energy_order(order: int) -> None:

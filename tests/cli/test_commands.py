@@ -353,3 +353,34 @@ def test_postln_depth_256_float64_reports_the_real_energy(tmp_path):
     payload = json.loads(result.output)
     assert payload["final_energy"] < 1e-13 and payload["classification"] == "exponential-smoothing"
     assert not payload["final_at_floor"]
+
+
+_ENDING = """
+import atexit, sys
+atexit.register(lambda: print("interpreter teardown ran", flush=True))
+sys.argv = ["oversmooth"] + sys.argv[1:]
+from oversmooth.cli.main import main
+main()
+"""
+
+
+def test_analyze_ends_the_process_once_its_report_is_written(tmp_path):
+    """Nothing runs after the report: no interpreter teardown (atexit handlers are its first
+    step), the verdict and the report's path still printed; --help still ends normally."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    args = ["analyze", "--depth", "2", "--seeds", "0", "--dataset", "karate", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-c", _ENDING, *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "report: " in done.stdout and (out / "report.html").is_file()
+    assert "interpreter teardown ran" not in done.stdout
+    helped = subprocess.run(
+        [sys.executable, "-c", _ENDING, "--help"], capture_output=True, text=True
+    )
+    assert helped.returncode == 0 and "interpreter teardown ran" in helped.stdout
+    failed = subprocess.run(
+        [sys.executable, "-c", _ENDING, "analyze", "--depth", "0"], capture_output=True, text=True
+    )
+    assert failed.returncode == 2 and "interpreter teardown ran" in failed.stdout

@@ -94,12 +94,14 @@ def _sigint_masked(pid: int) -> bool | None:
 
 
 def a_worker_starting(proc: subprocess.Popen, out: Path) -> str | None:
-    """Reached when a sweep worker has started and is still importing (torch not yet
-    mapped); it must already have Ctrl-C blocked or ignored, or a Ctrl-C now makes it print."""
+    """Reached when the process the sweep starts for its workers is still importing (torch
+    not yet mapped): the fork server the workers are forked from (a spawned worker where
+    there is none); it must already have Ctrl-C blocked or ignored, or a Ctrl-C now makes it
+    print.  Workers forked from the server inherit its mask."""
     for child in _children(proc.pid):
-        if "--multiprocessing-fork" in _proc_text(child, "cmdline") and not _loaded(
-            child, "libtorch_cpu"
-        ):
+        line = _proc_text(child, "cmdline")
+        starter = "--multiprocessing-fork" in line or "multiprocessing.forkserver" in line
+        if starter and not _loaded(child, "libtorch_cpu"):
             masked = _sigint_masked(child)
             if masked is not None:
                 assert masked, f"worker {child} started with SIGINT deliverable"

@@ -87,6 +87,39 @@ def test_kernel_ratio_compares_the_default_with_the_edge_kernel():
     assert row["max_rel_diff"] <= row["tolerance"]
 
 
+def test_the_zoo_is_timed_against_the_same_stack_of_pyg_layers():
+    rows = bench.pyg_ratios(torch.device("cpu"), depth=2, repeats=1)
+    assert [r["conv"] for r in rows] == list(bench.PYG_CONVS)
+    for r in rows:
+        assert r["ratio"] == r["zoo_s"] / r["pyg_s"] > 0
+    assert rows[-1]["pyg_layer"] == "GCNConv(cached=True)"
+    # the PyG stack has the zoo model's parameter count (the same sizes per layer)
+    from oversmooth import build_model
+
+    for conv in ("san", "gat"):
+        zoo = build_model("postln", conv=conv, depth=3, in_channels=20, out_channels=4)
+        pyg = bench.pyg_postln(conv, 3, 20, 4)
+        count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+        assert abs(count(pyg) - count(zoo)) / count(zoo) < 0.1, (conv, count(pyg), count(zoo))
+
+
+def test_measured_reads_the_childs_own_cpu_time_and_peak_memory():
+    code = "x = bytearray(300 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1\nprint('ok')"
+    run = bench.measured([sys.executable, "-c", code])
+    assert run["returncode"] == 0 and run["stdout"].strip() == "ok"
+    assert run["peak_bytes"] >= 300 * 2**20  # the whole process's peak, not a delta
+    assert 0 < run["cpu_s"] and run["wall_s"] > 0
+    failed = bench.measured([sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert failed["returncode"] == 3
+    # a child's peak counts the image it was started from: the bench's own size (here 400
+    # MiB of touched memory) must not show in a small command's peak
+    ballast = bytearray(400 * 2**20)
+    ballast[::4096] = b"1" * len(ballast[::4096])
+    small = bench.measured([sys.executable, "-c", "pass"])
+    assert small["peak_bytes"] < 200 * 2**20, small["peak_bytes"] / 2**20
+    del ballast
+
+
 def test_max_rel_diff_is_relative_to_the_reference():
     a, b = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])
     assert bench._max_rel_diff(a, b) == 0.5
@@ -141,7 +174,13 @@ def _fake_results(default_kernel: str = "fast", rel_diff: float = 0.0) -> dict:
         for graph in ("cora", "csbm-100k")
         for metric, line in bench.ONE_LINERS.items()
     ]
-    split = {"imports": 6.0, "forward + probe": 2.0, "figures and report": 1.0, "rest": 1.0}
+    split = {
+        "imports": 6.0,
+        "analysis": 2.0,
+        "figures and report": 1.0,
+        "after the report": 0.5,
+        "interpreter start, options": 0.5,
+    }
     return {
         **_minimal_results(),
         "quick": False,
@@ -158,10 +197,23 @@ def _fake_results(default_kernel: str = "fast", rel_diff: float = 0.0) -> dict:
             "analysis_ratio": 1.0,
         },
         "kernel_ratios": kernel_rows,
+        "pyg_ratios": [
+            {
+                "model": "postln",
+                "conv": conv,
+                "depth": 256,
+                "zoo_s": 0.5,
+                "pyg_s": 1.0,
+                "ratio": 0.5,
+                "pyg_layer": "layer",
+                "repeats": 1,
+            }
+            for conv in bench.PYG_CONVS
+        ],
         "metric_baselines": metric_rows,
         "size": [
-            {"nodes": 1000, "seconds": 0.01, "peak_mib": 10.0},
-            {"nodes": 1_000_000, "seconds": 10.0, "peak_mib": 1000.0},
+            {"nodes": 1000, "seconds": 0.01, "peak_mib": 10.0, "process_peak_mib": 300.0},
+            {"nodes": 1_000_000, "seconds": 10.0, "peak_mib": 1000.0, "process_peak_mib": 1800.0},
         ],
         "sweep": {
             "models": ["postln"],
@@ -184,11 +236,19 @@ def _fake_results(default_kernel: str = "fast", rel_diff: float = 0.0) -> dict:
         "end_to_end": {
             "command": "oversmooth analyze --model postln --depth 256",
             "depth": 256,
-            "seconds": 10.0,
-            "import_torch_s": 2.0,
-            "import_torch_all": [2.0],
+            "pairs": 1,
+            "cpu_s": 10.0,
+            "import_torch_cpu_s": 2.0,
             "ratio": 5.0,
-            "split_s": split,
+            "ratios": [5.0],
+            "seconds": 12.0,
+            "import_torch_s": 2.5,
+            "wall_ratio": 4.8,
+            "import_torch_all": [2.5],
+            "forward_s": 1.5,
+            "after_report_s": 0.01,
+            "split_cpu_s": split,
+            "peak_bytes": 600 * 2**20,
             "verdict": "a verdict",
         },
     }
@@ -206,13 +266,18 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
     for key, row in rows.items():
         assert row["status"] == ("missed" if key in expected_missed else "met"), row
         assert bool(row["reason"]) == (row["status"] != "met")
-    # the end-to-end reason names where the time goes, largest part first
-    assert rows["end_to_end"]["reason"].startswith("imports 6.0 s (60%)")
+    # the end-to-end reason names where the CPU time goes, largest part first
+    assert rows["end_to_end"]["reason"].startswith("CPU seconds: imports 6.00 s (60%)")
+    assert "wall 4.80x (12.00 s / 2.50 s)" in rows["end_to_end"]["measured"]
     assert rows["size_exponent"]["value"] == 1.0
-    assert rows["size_memory"]["value"] == pytest.approx(1000 * 2**20 / 1e9)
-    assert rows["sweep_workers"]["value"] == 2.0  # at least 1.7: met
-    # the float64 analysis runs the model twice: the reason says so, with the bare forward
-    assert "runs the 256-layer model twice" in rows["end_to_end"]["reason"]
+    # the memory target is the whole command's peak, the forward's extra peak beside it
+    assert rows["command_memory"]["value"] == pytest.approx(1800 * 2**20 / 1e9)
+    assert rows["command_memory"]["status"] == "met"
+    assert "probed forward alone: +1.05 GB" in rows["command_memory"]["measured"]
+    assert rows["sweep_workers"]["value"] == 2.0  # at least the bound: met
+    assert rows["pyg_postln_gat"]["value"] == 0.5 and rows["pyg_postln_gat"]["status"] == "met"
+    # a bare float64 forward is set beside the command's time
+    assert "the analysis runs one per seed" in rows["end_to_end"]["reason"]
     # a missed probe overhead is set against what the one-liners of its metrics would cost
     results = _fake_results()
     results["probe_overhead"]["probed_s"] = 3 * results["probe_overhead"]["bare_s"]
@@ -222,12 +287,15 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
     assert probe["status"] == "missed"
     assert f"the float64 one-liners of the {len(cora)} default metrics alone" in probe["reason"]
     # a missed sweep ratio separates the cells' own speed-up from the start-up both runs pay
-    results["sweep"].update(ratio=1.3, steady_ratio=1.8, fixed_s=2.0)
+    results["sweep"].update(
+        ratio=1.3, steady_ratio=1.8, fixed_s=2.0, server_start_s=2.5, cold_ratio=1.2
+    )
     for run in results["sweep"]["runs"]:
         run.update(cell_median_s=0.6 * run["workers"] ** 0.15, cell_sum_s=5.0)
     sweep = next(t for t in bench.targets(results) if t["key"] == "sweep_workers")
     assert sweep["status"] == "missed" and "(1.80x once started)" in sweep["reason"]
-    assert "each worker first spends 2.0 s starting" in sweep["reason"]
+    assert "each run spends 2.00 s outside its cells" in sweep["reason"]
+    assert "fork server's start (2.5 s, once per process)" in sweep["reason"]
 
 
 def test_a_default_kernel_that_is_the_reference_or_disagrees_is_missed():
@@ -255,7 +323,7 @@ def test_an_absent_measurement_is_not_measured_and_the_report_shows_the_table(tm
     assert "boom" in rows["end_to_end"]["reason"]
     results["size"].append({"nodes": 2_000_000, "error": "MemoryError: out"})
     rows = {t["key"]: t for t in bench.targets(results)}
-    for key in ("size_exponent", "size_memory"):  # never a fit or a peak without the big graph
+    for key in ("size_exponent", "command_memory"):  # no fit or peak without the big graph
         assert rows[key]["status"] == "not measured" and "2,000,000 nodes" in rows[key]["reason"]
     del results["size"][-1]
     from oversmooth.report.writers import write_bench_report

@@ -94,6 +94,44 @@ def test_local_and_ray_give_identical_tables(tmp_path):
     assert (tmp_path / "local" / "report-san-init" / "report.html").is_file()
 
 
+def test_two_local_workers_give_the_tables_of_one(tmp_path):
+    one = run_sweep(SweepSpec(**{**GRID, "workers": 1}), tmp_path / "one")
+    two = run_sweep(SweepSpec(**{**GRID, "workers": 2}), tmp_path / "two")
+    assert one.ran == two.ran == 4 and not one.failed and not two.failed
+    for a, b in zip(_tables(tmp_path / "one"), _tables(tmp_path / "two"), strict=True):
+        key = ["model", "depth"] + (["layer"] if "layer" in a else [])
+        pd.testing.assert_frame_equal(
+            a.sort_values(key).reset_index(drop=True), b.sort_values(key).reset_index(drop=True)
+        )
+
+
+def test_local_workers_are_forked_from_a_server_with_the_imports_done():
+    from oversmooth.experiments.sweep import WORKER_PRELOAD, worker_context
+
+    ctx = worker_context()
+    if sys.platform.startswith("linux"):
+        assert ctx.get_start_method() == "forkserver"
+    # importing what the server preloads must not start torch's thread pool (forking a
+    # process that has one is unsafe): the pool's threads appear only at the first
+    # parallel operation, after the imports
+    code = (
+        "import importlib, os, sys\n"
+        "def threads(): return len(os.listdir('/proc/self/task'))\n"
+        f"for name in {list(WORKER_PRELOAD)!r}: importlib.import_module(name)\n"
+        "before = threads()\n"
+        "import torch\n"
+        "torch.randn(512, 512) @ torch.randn(512, 512)\n"
+        "print(before, threads())\n"
+    )
+    if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
+        pytest.skip("counts the threads of /proc/self/task on a machine with 2+ cores")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["OMP_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    before, after = map(int, out.stdout.split())
+    assert after > before, (before, after)
+
+
 def test_rerun_skips_finished_cells(tmp_path):
     spec = SweepSpec(**{**GRID, "depths": (2,)})
     first = run_sweep(spec, tmp_path / "s")

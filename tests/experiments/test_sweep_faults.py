@@ -73,15 +73,24 @@ def _alive(pids: set[int]) -> set[int]:
     return set(pids) & set(_ppids())
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 def _workers(root: int) -> list[int]:
+    """The sweep's workers: spawned processes, or the fork server's children (a worker
+    forked from it has the server's command line)."""
+    table = _ppids()
     found = []
     for pid in sorted(_descendants(root)):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if b"spawn_main" in handle.read():
-                    found.append(pid)
-        except OSError:
-            pass
+        line = _cmdline(pid)
+        forked = b"forkserver" in line and b"forkserver" in _cmdline(table.get(pid, 0))
+        if b"spawn_main" in line or forked:
+            found.append(pid)
     return found
 
 

@@ -1,12 +1,15 @@
-"""Rebuilding a report from a folder's files, also a folder written with older column names."""
+"""Writing a run's files, and rebuilding a report from them, also a folder written with older
+column names."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from oversmooth.analysis import AnalysisConfig, run_analysis
 from oversmooth.config import ModelConfig
-from oversmooth.report.render import render_report, write_analysis
+from oversmooth.report.render import render_report, write_analysis, write_matrix_csv
 
 
 def test_an_old_analyze_folder_rebuilds_with_its_cosine_figure(tmp_path):
@@ -23,3 +26,23 @@ def test_an_old_analyze_folder_rebuilds_with_its_cosine_figure(tmp_path):
     render_report(folder)
     assert (folder / "cosine.png").stat().st_size > 0
     assert "cosine.png" in (folder / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        np.random.default_rng(0).standard_normal((40, 40))
+        * 10.0 ** np.random.default_rng(1).integers(-30, 30, (40, 40)),
+        np.eye(3),
+        np.array([[1e-300, -0.0], [5e15, 123456789.123]]),
+        np.array([[np.nan, 1.0], [np.inf, 3.0]]),  # pandas' spelling of NaN and inf
+    ],
+)
+def test_matrix_csv_is_the_file_pandas_writes(tmp_path, matrix):
+    labels = [2 * k for k in range(len(matrix))]
+    frame = pd.DataFrame(matrix, index=labels, columns=labels)
+    frame.to_csv(tmp_path / "pandas.csv", index_label="layer", float_format="%.8g")
+    write_matrix_csv(tmp_path / "fast.csv", matrix, labels, "layer")
+    assert (tmp_path / "fast.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes()
+    back = pd.read_csv(tmp_path / "fast.csv", index_col=0)
+    assert [int(c) for c in back.columns] == labels

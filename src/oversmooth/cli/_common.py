@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable)
 
 DEBUG = {"on": False}
+# set by a command whose last output is written: the process may then end at once
+# (cli.main.main), without the interpreter's teardown of everything it imported
+FINISHED = {"exit_now": False}
+
+
+def imports_done() -> None:
+    """The command's heavy imports are done: move every object they made into the
+    collector's permanent generation, so that the collections the run triggers (building
+    depth-256 models makes hundreds of thousands of objects) do not traverse them again
+    (measured: 9 full collections cost 0.4-0.6 s of `oversmooth analyze` on 2 cores)."""
+    import gc
+
+    gc.freeze()
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -159,9 +172,13 @@ def analyze_and_report(
 ) -> None:
     """Run one analysis (analyze, prune), write its report and print its summary; ``formats``:
     :func:`output_formats` (default PNG and CSV only)."""
+    import pandas  # noqa: F401 - imported by the run anyway: frozen with the rest
+
     from oversmooth.analysis import run_analysis
     from oversmooth.outputs import claim_folder
     from oversmooth.report.render import default_out, write_analysis
+
+    imports_done()
 
     if announce and not (quiet or as_json):
         typer.echo(_announcement(config), err=True)
@@ -173,6 +190,7 @@ def analyze_and_report(
             result = run_analysis(config, progress=update)
         result.config["command"] = command
         folder = write_analysis(result, target, overwrite=overwrite, **(formats or {}))
+    FINISHED["exit_now"] = True  # every file is written: what is left is printing
     if as_json:
         echo_json(_analysis_summary(result, folder))
         return

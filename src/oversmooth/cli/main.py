@@ -254,9 +254,24 @@ def main() -> None:
             commands.register(group)
         else:
             commands.register(group, only=_command_named(sys.argv[1:]) or "")
-        group()
+        _common.FINISHED["exit_now"] = False
+        try:
+            group()
+        except SystemExit as done:
+            if done.code in (0, None) and _common.FINISHED["exit_now"]:
+                _exit_now()
+            raise
     except KeyboardInterrupt:
         interrupted()
+
+
+def _exit_now() -> NoReturn:
+    """End a command whose outputs are all written: flush the streams and leave without
+    the interpreter's teardown (freeing every module and object torch, pandas and
+    matplotlib made, about a second of CPU on 2 cores, for nothing)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

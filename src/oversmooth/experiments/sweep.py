@@ -92,7 +92,18 @@ from oversmooth.report.formats import write_table
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SweepSpec", "load_spec", "cell_id", "cell_key", "run_cell", "run_sweep", "merge"]
+__all__ = [
+    "SweepSpec",
+    "load_spec",
+    "cell_id",
+    "cell_key",
+    "run_cell",
+    "run_sweep",
+    "merge",
+    "WORKER_PRELOAD",
+    "worker_context",
+    "start_worker_server",
+]
 
 GRID_KEYS = frozenset({"models", "convs", "depths", "datasets", "seeds", "modes"})
 # How and where a sweep runs; never changes a cell's numbers, so not part of its identity.
@@ -545,32 +556,94 @@ def _check_datasets(spec: SweepSpec) -> dict[str, str]:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def _die_with_parent(main_pid: int) -> None:
     """Make this worker exit when the sweep's main process does, even on SIGKILL.
 
-    Linux: the kernel sends SIGKILL on the parent's death (``prctl``).  Everywhere: a
-    thread polls the parent PID once a second, in case ``prctl`` is not available.
-    """
+    Linux: the kernel sends SIGKILL when this worker's parent dies (``prctl``): the main
+    process itself (spawn), or the fork server (which exits when the main process does).
+    Everywhere: a thread checks once a second that the parent is the same and the main
+    process alive, in case ``prctl`` is not available."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:  # the parent died before the line above ran
+    parent = os.getppid()
+
+    def orphaned() -> bool:
+        if os.getppid() != parent or parent == 1:
+            return True
+        try:
+            os.kill(main_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    if orphaned():  # the main process died before the lines above ran
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(1.0)
-            if os.getppid() != parent_pid:
+            if orphaned():
                 os._exit(1)
 
     threading.Thread(target=watch, name="oversmooth-parent-watch", daemon=True).start()
 
 
-def _worker_main(conn: Any, parent_pid: int) -> None:
+#: What a cell imports, loaded once by the local backend's fork server: every worker forked
+#: from it starts with them (measured on 2 cores: `import torch` 1.6 s, then 1.0 s of lazy
+#: imports in a worker's first cell, paid by every worker when each was a fresh process).
+#: The server runs no torch operation, so it has no OpenMP thread pool and forking it is
+#: safe, which forking the sweep's own process (which has run torch) would not be.
+WORKER_PRELOAD = (
+    "oversmooth.experiments.sweep",
+    "oversmooth.analysis",
+    "oversmooth.data",
+    "pandas",
+    "scipy.sparse.linalg",
+)
+
+
+def worker_context() -> Any:
+    """The multiprocessing context of local workers: a fork server that has imported
+    :data:`WORKER_PRELOAD` where the platform has one (Linux, macOS), else spawn."""
+    import multiprocessing as mp
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(WORKER_PRELOAD))
+    return ctx
+
+
+def _noop() -> None:
+    """A worker that does nothing (:func:`start_worker_server` waits for one)."""
+
+
+def start_worker_server(wait: bool = False) -> None:
+    """Start the fork server local workers come from (once per process; later calls do
+    nothing).  Its imports run in the background unless ``wait``, which returns once a first
+    worker has been forked from it, i.e. once the imports are done."""
+    ctx = worker_context()
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver, resource_tracker
+
+    resource_tracker.ensure_running()  # outside the block: it unblocks SIGINT (_start_blocked)
+    with _sigint_blocked():  # the server, and every worker it forks, keep Ctrl-C blocked
+        forkserver.ensure_running()
+    if wait:
+        proc = ctx.Process(target=_noop, daemon=True)
+        _start_blocked(proc)
+        proc.join()
+
+
+def _worker_main(conn: Any, main_pid: int) -> None:
     """A local worker: compute the cells it is sent, one at a time, until told to stop."""
-    _die_with_parent(parent_pid)
+    _die_with_parent(main_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     import torch
 
@@ -665,15 +738,17 @@ def _run_local(
     on_done: Callable[[dict], None],
     cell_fn: CellFn = run_cell,
 ) -> None:
-    """Run ``todo`` in ``workers`` spawned processes, one cell per worker at a time.
+    """Run ``todo`` in ``workers`` processes, one cell per worker at a time.
 
-    Each worker has its own pipe, so a worker that dies is known with the cell it was
-    computing: that cell alone is retried once in a fresh worker, then recorded as failed.
+    Workers are started once per sweep and forked from a fork server that has the heavy
+    imports done (:func:`worker_context`; spawned where there is no fork server).  Each
+    worker has its own pipe, so a worker that dies is known with the cell it was computing:
+    that cell alone is retried once in a fresh worker, then recorded as failed.
     """
-    import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    ctx = mp.get_context("spawn")
+    ctx = worker_context()
+    start_worker_server()
     queue = deque(todo)
     deaths: dict[str, int] = {}
     slots: list[dict] = []  # {"proc", "conn", "cell"}: one per live worker
@@ -858,6 +933,8 @@ def _backend(
             yield run
         return
     workers = spec.workers or os.cpu_count() or 1
+    if needed:
+        start_worker_server()  # its imports overlap the rest of the set-up
 
     def run_local(todo: list[dict], out: Path, on_done: Callable[[dict], None], fn: CellFn) -> None:
         _run_local(todo, options, out, min(workers, len(todo)), on_done, fn)

@@ -23,11 +23,15 @@ if TYPE_CHECKING:
 
 
 def figure(width: float = 6.0, height: float = 4.2) -> Figure:
-    """A figure of ``width`` x ``height`` inches with constrained layout (not registered with
-    pyplot, so it is freed when dropped)."""
+    """A figure of ``width`` x ``height`` inches with tight layout (not registered with
+    pyplot, so it is freed when dropped).
+
+    Tight layout fits the axes, their labels and colorbars to the figure from one
+    measurement of the drawn text; constrained layout measures it twice over (on the
+    default report's five figures it cost about half of their drawing time)."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(width, height), layout="tight")
 
 
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"

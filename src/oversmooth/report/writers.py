@@ -228,6 +228,49 @@ def _bench_targets_table(rows: Sequence[Mapping]) -> Any:
     )
 
 
+def _bench_end_to_end(doc: Document, r: Mapping[str, Any]) -> None:
+    """Section 4: the main command in fresh processes, and where its CPU time goes."""
+    import pandas as pd
+
+    if "end_to_end" not in r:
+        return
+    e = r["end_to_end"]
+    doc.heading("4. End to end")
+    if "error" in e:
+        doc.text(f"`{e['command']}` failed: {e['error']}")
+        return
+    if "split_cpu_s" not in e:  # results of schema 2: one run, wall time
+        doc.text(
+            f"`{e['command']}` in a fresh process: **{e['seconds']:.1f} s**; `python -c "
+            f'"import torch"` in a fresh process, same run: {e["import_torch_s"]:.2f} s; ratio '
+            f"**{e['ratio']:.2f}x** (wall time). Where its time goes:"
+        )
+        split, total, unit = e["split_s"], e["seconds"], "seconds"
+    else:
+        doc.text(
+            f"`{e['command']}` in a fresh process (imports, embedded Cora, probe, fits, "
+            f'similarity, figures, report) against `python -c "import torch"`, {e["pairs"]} '
+            f"interleaved pairs. CPU time: **{e['cpu_s']:.2f} s** against "
+            f"{e['import_torch_cpu_s']:.2f} s, median ratio **{e['ratio']:.2f}x**; wall time: "
+            f"{e['seconds']:.2f} s against {e['import_torch_s']:.2f} s ({e['wall_ratio']:.2f}x). "
+            f"Peak memory {e['peak_bytes'] / 2**20:.0f} MiB; forward + probe "
+            f"{e['forward_s']:.2f} s wall; {e['after_report_s']:.2f} s wall from the report's "
+            "last file to the process's end. Where the command's CPU time goes (median pair):"
+        )
+        split, total, unit = e["split_cpu_s"], e["cpu_s"], "CPU seconds"
+    doc.table(
+        pd.DataFrame(
+            {
+                "part": list(split),
+                unit: [f"{v:.2f}" for v in split.values()],
+                "share": [f"{100 * v / total:.0f}%" for v in split.values()],
+            }
+        )
+    )
+    doc.text("It printed:")
+    doc.code(e["verdict"])
+
+
 def write_bench_report(
     folder: str | Path,
     r: Mapping[str, Any],
@@ -377,6 +420,29 @@ def _bench_kernels(doc: Document, r: Mapping[str, Any]) -> None:
                 ]
             )
         )
+    if r.get("pyg_ratios"):
+        pr = r["pyg_ratios"]
+        doc.heading("The zoo against PyG layers")
+        doc.text(
+            f"Bare forward (no probe, float32) on Cora, {pr[0]['repeats']} interleaved repeats: "
+            "the zoo's Post-LN model against the same stack built from PyTorch Geometric layers "
+            "(TransformerConv or GATConv and the output projection, or GCNConv with "
+            "cached=True; LayerNorm and FFN as in the zoo), same depth and sizes."
+        )
+        doc.table(
+            pd.DataFrame(
+                [
+                    {
+                        "model": f"{k['model']} {k['conv'].upper()}, depth {k['depth']}",
+                        "PyG layer": k["pyg_layer"],
+                        "zoo": f"{k['zoo_s']:.3f} s",
+                        "PyG": f"{k['pyg_s']:.3f} s",
+                        "ratio": f"{k['ratio']:.2f}x",
+                    }
+                    for k in pr
+                ]
+            )
+        )
     if r.get("metric_baselines"):
         mb = r["metric_baselines"]
         doc.heading("Metric kernels against one-liners")
@@ -438,7 +504,11 @@ def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
     doc.text(
         "Time per probed forward (depth 4) against graph size "
         "(CSBM, average degree 10, every size measured): fitted exponent "
-        f"**{_num(r['size_exponent'], '.2f')}**."
+        f"**{_num(r['size_exponent'], '.2f')}**. Extra peak: the probed forward alone (float32 "
+        "model, one seed, no similarity matrix), above what was resident before it; "
+        "whole-process peak: the maximum resident set of `oversmooth analyze --dataset "
+        "csbm:n=N,degree=10 --depth 4` in a fresh process (float64, five seeds, similarity "
+        "matrix, report)."
     )
     doc.table(
         pd.DataFrame(
@@ -449,6 +519,7 @@ def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
                     if "error" not in s
                     else f"error: {s['error']}",
                     "extra peak MiB": f"{s['peak_mib']:.1f}" if "error" not in s else MISSING,
+                    "whole-process peak MiB": _num(s.get("process_peak_mib"), ".0f"),
                 }
                 for s in r["size"]
             ]
@@ -506,7 +577,15 @@ def _bench_sweep(doc: Document, r: Mapping[str, Any]) -> None:
             f"{', '.join(map(str, sw['depths']))} x seeds {', '.join(map(str, sw['seeds']))} on "
             f"{sw['dataset']} (init mode), once with each worker count, each into a fresh "
             "folder. Cell time: from the sweep's start (workers not yet started) to its last "
-            "cell; the merge into tables and reports is timed apart."
+            "cell; the merge into tables and reports is timed apart. Workers are forked from "
+            "a fork server that has the heavy imports done; it starts once per process, "
+            "before both runs here"
+            + (
+                f" ({sw['server_start_s']:.1f} s; paid by both runs, the ratio would be "
+                f"{_num(sw.get('cold_ratio'), '.2f')}x)."
+                if "server_start_s" in sw
+                else "."
+            )
         )
         doc.table(
             pd.DataFrame(
@@ -526,43 +605,11 @@ def _bench_sweep(doc: Document, r: Mapping[str, Any]) -> None:
         )
         if "steady_ratio" in sw:
             doc.text(
-                "Median cell: a cell's own time in its worker (a worker's first cell also "
-                "pays its lazy imports). Two cells side by side run "
-                f"{sw['steady_ratio']:.2f}x as many cells per second as one alone; each "
-                f"worker first spends {sw['fixed_s']:.1f} s starting and "
-                f"{sw.get('warmup_s', math.nan):.1f} s more on its first cell, in both runs."
+                "Median cell: a cell's own time in its worker. Two cells side by side run "
+                f"{sw['steady_ratio']:.2f}x as many cells per second as one alone; each run "
+                f"spends {sw['fixed_s']:.2f} s outside its cells (starting its workers) and "
+                f"{sw.get('warmup_s', math.nan):.2f} s more on a worker's first cell."
             )
-
-
-def _bench_end_to_end(doc: Document, r: Mapping[str, Any]) -> None:
-    """Section 4: the main command in a fresh process, and where its time goes."""
-    import pandas as pd
-
-    if "end_to_end" in r:
-        e = r["end_to_end"]
-        doc.heading("4. End to end")
-        if "error" in e:
-            doc.text(f"`{e['command']}` failed: {e['error']}")
-        else:
-            doc.text(
-                f"`{e['command']}` in a fresh process (imports, embedded Cora, probe, fits, "
-                f'similarity, figures, report): **{e["seconds"]:.1f} s**; `python -c "import '
-                f'torch"` in a fresh process, same run: {e["import_torch_s"]:.2f} s (median of '
-                f"{len(e['import_torch_all'])}); ratio **{e['ratio']:.2f}x**. The command runs "
-                "through a driver that times the analysis and the report writing; where its "
-                "time goes:"
-            )
-            doc.table(
-                pd.DataFrame(
-                    {
-                        "part": list(e["split_s"]),
-                        "seconds": [f"{v:.2f}" for v in e["split_s"].values()],
-                        "share": [f"{100 * v / e['seconds']:.0f}%" for v in e["split_s"].values()],
-                    }
-                )
-            )
-            doc.text("It printed:")
-            doc.code(e["verdict"])
 
 
 def _bench_section_times(doc: Document, r: Mapping[str, Any]) -> None:

@@ -1,0 +1,294 @@
+"""One-command GPU check: run by scripts/gpu_check.sh (see its header and docs/gpu.md).
+
+python scripts/gpu_check.py [--device cuda|cpu] [--out DIR] [--tiny]
+
+On a CUDA machine (``--device cuda``, the default) it
+
+1. runs the main command, ``oversmooth analyze --model postln --depth 256 --device cuda``,
+   in a fresh process;
+2. checks the metrics against CPU float64 on the same states: a float64 Post-LN SAN runs on
+   the device under a Probe, every layer state is copied to the host, and oversmooth's
+   metric functions recompute each column there (``<= 1e-10`` relative);
+3. checks that a probed forward makes no host synchronisation per layer: CUDA's sync debug
+   mode counts the synchronising calls of a probed forward at two depths, which must be
+   equal (a per-layer sync would add one a layer);
+4. times probed forwards at depth 256 and 1024 on Cora and at depth 4 on a 10^6-node CSBM
+   (CUDA events, peak device memory);
+
+and writes ``report.md`` and ``results.json`` into ``--out`` (default
+``reports/benchmarks/gpu``).  It exits 1 when a check fails.  ``--device cpu`` is the dry run
+CI executes (``--tiny``: small sizes, seconds): every step runs on the CPU, the sync count is
+skipped (it needs CUDA), and the report goes to a temporary folder unless ``--out`` is given.
+Sized for under 5 minutes on one GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+#: Largest relative difference allowed between the device's metrics and CPU float64.
+TOLERANCE = 1e-10
+
+
+def _sizes(tiny: bool) -> dict:
+    if tiny:
+        return {
+            "main_depth": 4,
+            "agree_depth": 6,
+            "sync_depths": (2, 4),
+            "depths": (8, 16),
+            "nodes": 2_000,
+        }
+    return {
+        "main_depth": 256,
+        "agree_depth": 64,
+        "sync_depths": (8, 32),
+        "depths": (256, 1024),
+        "nodes": 1_000_000,
+    }
+
+
+def main_command(device: str, depth: int) -> dict:
+    """``oversmooth analyze`` in a fresh process on ``device``: exit code, wall seconds, the
+    verdict line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "oversmooth.cli.main", "analyze", "--model", "postln"]
+        cmd += ["--depth", str(depth), "--device", device, "--out", str(Path(tmp) / "run")]
+        cmd += ["--quiet", "--json"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+    ok = proc.returncode == 0
+    verdict = json.loads(proc.stdout)["verdict"] if ok else proc.stderr.strip()[-500:]
+    return {"ok": ok, "seconds": seconds, "depth": depth, "verdict": verdict}
+
+
+def _states(model: torch.nn.Module) -> tuple[list[torch.Tensor], list]:
+    """Hooks that copy every layer state the Probe measures (the first block's input, then
+    each block's output) to the host."""
+    states: list[torch.Tensor] = []
+    blocks = model.blocks  # type: ignore[attr-defined]
+    handles = [blocks[0].register_forward_pre_hook(lambda m, a: states.append(a[0].cpu()))]
+    for block in blocks:
+        handles.append(block.register_forward_hook(lambda m, a, o: states.append(o.cpu())))
+    return states, handles
+
+
+def agreement(device: torch.device, depth: int) -> dict:
+    """The Probe's metrics of a float64 model on ``device`` against oversmooth's metric
+    functions on CPU float64, on the same layer states: largest relative difference per
+    column."""
+    from oversmooth import GraphOperator, build_model
+    from oversmooth import metrics as M
+    from oversmooth.data import load
+    from oversmooth.probe import Probe
+
+    data = load("cora")
+    model = build_model(
+        "postln",
+        depth=depth,
+        in_channels=data.num_features,
+        out_channels=7,
+        dtype="float64",
+        device=device,
+    )
+    x, ei = data.x.to(device, torch.float64), data.edge_index.to(device)
+    graph = GraphOperator(ei, num_nodes=data.num_nodes)
+    states, handles = _states(model)
+    try:
+        with torch.no_grad(), Probe(model, graph) as probe:
+            model(x, ei)
+    finally:
+        for handle in handles:
+            handle.remove()
+    frame = probe.to_frame()
+    cpu = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
+    energies = torch.stack([M.laplacian_energy(s, cpu) for s in states])
+    expected = {
+        "laplacian_energy": energies,
+        "dirichlet_energy": torch.stack([M.dirichlet_energy(s, cpu) for s in states]),
+        "feature_norm": torch.stack([M.feature_norm(s) for s in states]),
+        "relative_energy": M.relative_energy(energies),
+    }
+    cosine = [math.nan] + [
+        float(M.mean_cosine_similarity(a, b)) for a, b in zip(states[:-1], states[1:], strict=True)
+    ]
+    for name in ("cosine_prev", "mean_cosine_similarity"):  # the column's name, either
+        if name in frame:
+            expected[name] = torch.tensor(cosine, dtype=torch.float64)
+    worst = {}
+    for name, values in expected.items():
+        got = torch.tensor(frame[name].to_numpy(), dtype=torch.float64)
+        keep = torch.isfinite(values)
+        scale = values[keep].abs().clamp_min(1e-300)
+        worst[name] = float(((got[keep] - values[keep]).abs() / scale).max())
+    return {
+        "depth": depth,
+        "layers": len(states),
+        "max_rel_diff": worst,
+        "ok": len(states) == len(frame) and all(v <= TOLERANCE for v in worst.values()),
+    }
+
+
+def _count_syncs(device: torch.device, depth: int) -> int:
+    """Synchronising calls CUDA's sync debug mode reports during one probed forward."""
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.data import load
+    from oversmooth.probe import Probe
+
+    data = load("cora")
+    model = build_model(
+        "postln", depth=depth, in_channels=data.num_features, out_channels=7, device=device
+    )
+    x, ei = data.x.to(device), data.edge_index.to(device)
+    graph = GraphOperator(ei, num_nodes=data.num_nodes)
+    with torch.no_grad(), Probe(model, graph):
+        model(x, ei)  # warm-up: lazily built structures
+    torch.cuda.synchronize(device)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad(), Probe(model, graph):
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            model(x, ei)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def sync_check(device: torch.device, depths: tuple[int, int]) -> dict:
+    if device.type != "cuda":
+        return {"ok": True, "skipped": "needs CUDA (sync debug mode)"}
+    counts = {depth: _count_syncs(device, depth) for depth in depths}
+    return {"counts": counts, "ok": counts[depths[0]] == counts[depths[1]]}
+
+
+def timings(device: torch.device, depths: tuple[int, ...], nodes: int) -> list[dict]:
+    """Probed forwards (default metrics, float32 model, no float-floor pass), after a
+    warm-up: seconds (CUDA events on a GPU) and peak device memory."""
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.analysis import probe_run
+    from oversmooth.data import csbm, load
+    from oversmooth.experiments.bench import Timer
+
+    rows = []
+    cases = [("cora", load("cora"), depth) for depth in depths]
+    cases.append((f"csbm:n={nodes},degree=10", csbm(n=nodes, degree=10, classes=5), 4))
+    for name, data, depth in cases:
+        model = build_model(
+            "postln",
+            depth=depth,
+            in_channels=data.num_features,
+            out_channels=int(data.y.max()) + 1,
+            device=device,
+        )
+        data = data.to(device)
+        graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
+
+        def forward(
+            model: torch.nn.Module = model, data: object = data, graph: object = graph
+        ) -> None:
+            probe_run(model, data, graph=graph, floor="bound")
+
+        forward()  # warm-up
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        seconds = Timer(device).once(forward)
+        peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+        rows.append(
+            {
+                "graph": name,
+                "nodes": data.num_nodes,
+                "depth": depth,
+                "seconds": seconds,
+                "peak_mib": peak,
+            }
+        )
+        del model, data, graph
+    return rows
+
+
+def write_report(out: Path, results: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    m, a, s = results["main"], results["agreement"], results["sync"]
+    lines = [
+        "# oversmooth GPU check",
+        "",
+        f"`scripts/gpu_check.sh --device {results['device']}` in {results['seconds']:.0f} s on "
+        f"{results['machine']}; torch {torch.__version__}. Overall: "
+        f"**{'passed' if results['ok'] else 'FAILED'}**.",
+        "",
+        "| check | result | status |",
+        "|---|---|---|",
+        f"| `oversmooth analyze --model postln --depth {m['depth']} --device "
+        f"{results['device']}` | {m['seconds']:.1f} s | {'ok' if m['ok'] else 'failed'} |",
+        f"| metrics on the device against CPU float64, same states (depth {a['depth']}, "
+        f"<= {TOLERANCE:g} relative) | largest {max(a['max_rel_diff'].values()):.1e} | "
+        f"{'ok' if a['ok'] else 'failed'} |",
+        "| no host synchronisation per layer in a probed forward | "
+        + (s.get("skipped") or ", ".join(f"depth {d}: {c} syncs" for d, c in s["counts"].items()))
+        + f" | {'ok' if s['ok'] else 'failed'} |",
+        "",
+        "Probed forwards (default metrics, float32 model, after a warm-up):",
+        "",
+        "| graph | nodes | depth | seconds | peak device MiB |",
+        "|---|---|---|---|---|",
+    ]
+    for t in results["timings"]:
+        peak = "—" if t["peak_mib"] is None else f"{t['peak_mib']:.0f}"
+        lines.append(
+            f"| {t['graph']} | {t['nodes']:,} | {t['depth']} | {t['seconds']:.3f} | {peak} |"
+        )
+    lines += ["", f"Verdict of the main command: {m['verdict']}", ""]
+    (out / "report.md").write_text("\n".join(lines))
+
+
+def run(device_name: str, out: Path, tiny: bool) -> dict:
+    started = time.perf_counter()
+    device = torch.device(device_name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: no CUDA device here; try --device cpu")
+    sizes = _sizes(tiny)
+    results: dict = {
+        "device": device_name,
+        "tiny": tiny,
+        "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+        "main": main_command(device_name, sizes["main_depth"]),
+        "agreement": agreement(device, sizes["agree_depth"]),
+        "sync": sync_check(device, sizes["sync_depths"]),
+        "timings": timings(device, sizes["depths"], sizes["nodes"]),
+    }
+    results["ok"] = all(results[k]["ok"] for k in ("main", "agreement", "sync"))
+    results["seconds"] = time.perf_counter() - started
+    write_report(out, results)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="oversmooth's GPU check (see docs/gpu.md)")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (dry run)")
+    parser.add_argument("--out", default=None, help="report folder")
+    parser.add_argument("--tiny", action="store_true", help="small sizes (the CI dry run)")
+    args = parser.parse_args(argv)
+    if args.out is None and torch.device(args.device).type == "cuda":
+        args.out = "reports/benchmarks/gpu"
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="oversmooth-gpu-check-"))
+    results = run(args.device, out, args.tiny)
+    print(f"gpu check {'passed' if results['ok'] else 'FAILED'}: {out / 'report.md'}")
+    return 0 if results["ok"] else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The GPU set (``pytest -m gpu``, skipped without CUDA) and the CPU dry run of
+scripts/gpu_check.sh that CI runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _gpu_check():
+    """scripts/gpu_check.py as a module (scripts are not part of the package)."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_check_dry_run_passes_on_the_cpu(tmp_path):
+    """What CI runs: every step of the check at tiny sizes on the CPU."""
+    out = tmp_path / "gpu"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu", "--tiny"]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["ok"] and results["main"]["ok"] and results["agreement"]["ok"]
+    assert max(results["agreement"]["max_rel_diff"].values()) <= 1e-10
+    assert len(results["timings"]) == 3
+    assert "Overall: **passed**" in (out / "report.md").read_text()
+
+
+def test_a_disagreeing_metric_fails_the_check(monkeypatch):
+    check = _gpu_check()
+    from oversmooth import metrics as M
+
+    real = M.feature_norm
+    monkeypatch.setattr(M, "feature_norm", lambda x, **k: real(x, **k) * (1 + 1e-8))
+    result = check.agreement(torch.device("cpu"), depth=3)
+    assert not result["ok"] and result["max_rel_diff"]["feature_norm"] > 1e-9
+
+
+@pytest.mark.gpu
+@CUDA
+def test_metrics_on_cuda_match_cpu_float64_on_the_same_states():
+    result = _gpu_check().agreement(torch.device("cuda"), depth=16)
+    assert result["ok"], result
+
+
+@pytest.mark.gpu
+@CUDA
+def test_a_probed_forward_makes_no_host_synchronisation_per_layer():
+    result = _gpu_check().sync_check(torch.device("cuda"), (4, 16))
+    assert result["ok"], result
+
+
+@pytest.mark.gpu
+@CUDA
+def test_analysis_on_cuda_agrees_with_the_cpu(tmp_path):
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+
+    runs = {
+        device: run_analysis(AnalysisConfig(depth=8, seeds=(0, 1), device=device))
+        for device in ("cpu", "cuda")
+    }
+    cpu, gpu = (runs[d].metrics for d in ("cpu", "cuda"))
+    assert list(cpu.columns) == list(gpu.columns) and len(cpu) == len(gpu)
+    assert runs["cpu"].label == runs["cuda"].label
+    # different kernels add in different orders: the states agree to float64 rounding
+    energy = torch.tensor(cpu["laplacian_energy"].to_numpy())
+    other = torch.tensor(gpu["laplacian_energy"].to_numpy())
+    assert torch.allclose(energy, other, rtol=1e-9, atol=0)
