@@ -267,7 +267,7 @@ def verdict(
     dtype: str | None = None,
     hidden: int | None = None,
     start: int | None = None,
-    seed: int = 0,
+    bootstrap_seed: int = 0,
 ) -> Verdict:
     """Classify the per-layer energy curve(s) in ``frame`` (rules in the module docstring).
 
@@ -282,7 +282,8 @@ def verdict(
         hidden: width of the states; without ``feature_norm`` the floor assumes an RMS row
             norm of ``sqrt(hidden)`` (no floor when both are absent).
         start: first layer of the fitted window (default 1).
-        seed: seed of the bootstrap (the result is deterministic).
+        bootstrap_seed: seed of the bootstrap's generator (the result is deterministic; not
+            a model seed, which is the frame's ``seed`` column).
     """
     frame = _prepare(frame, energy)
     if dtype is None:
@@ -297,7 +298,7 @@ def verdict(
     n = len(layers)
     if n < MIN_LAYERS:
         return out.done("inconclusive", "few-layers", usable_layers=n)
-    return _decide(out, frame, layers, logs, seed)
+    return _decide(out, frame, layers, logs, bootstrap_seed)
 
 
 class _Rows:
@@ -481,10 +482,14 @@ def _statistics(layers: np.ndarray) -> tuple[Any, LawModel, LawModel]:
 
 
 def _decide(
-    out: _Outcome, frame: pd.DataFrame, layers: np.ndarray, logs: np.ndarray, seed: int
+    out: _Outcome,
+    frame: pd.DataFrame,
+    layers: np.ndarray,
+    logs: np.ndarray,
+    bootstrap_seed: int,
 ) -> Verdict:
     stat, full, shifted = _statistics(layers)
-    ev = Evidence(layers, logs, full, np.random.default_rng(seed))
+    ev = Evidence(layers, logs, full, np.random.default_rng(bootstrap_seed))
     est = dict(zip(_STATS, ev.estimate(stat), strict=True))
     n, k_lo, k_hi = len(layers), int(layers[0]), int(layers[-1])
     window = (k_lo, k_hi)

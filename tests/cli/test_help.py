@@ -253,9 +253,9 @@ def test_the_command_list_needs_no_command_module():
     """`oversmooth --help` lists every command from the table in cli/commands.py, without
     importing the commands (or torch): each summary there is its command's own first line."""
     from oversmooth.cli import commands
-    from oversmooth.cli.main import _new_app
+    from oversmooth.cli.main import new_app
 
-    listed = _new_app()
+    listed = new_app()
     commands.register(listed, only="")
     stubs = typer.main.get_command(listed).commands
     assert list(stubs) == list(commands.COMMANDS) == list(GROUP.commands)

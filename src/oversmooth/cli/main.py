@@ -201,7 +201,7 @@ def root(
         warnings.showwarning = _note
 
 
-def _new_app() -> typer.Typer:
+def new_app() -> typer.Typer:
     """The command group with its root options and no command yet."""
     group = typer.Typer(
         cls=OneLineErrors,
@@ -234,7 +234,7 @@ def _command_named(args: list[str]) -> str | None:
 def __getattr__(name: str) -> typer.Typer:
     """``app``: the group with every command loaded (for tests and ``typer`` tooling)."""
     if name == "app":
-        group = _new_app()
+        group = new_app()
         commands.register(group)
         globals()["app"] = group
         return group
@@ -249,7 +249,7 @@ def main() -> None:
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
         # then ran to the end and exited 0 after `kill -INT`
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        group = _new_app()
+        group = new_app()
         if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
             commands.register(group)
         else:
