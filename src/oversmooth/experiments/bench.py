@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -119,6 +119,17 @@ class Timer:
             self.once(fn)
         return statistics.median(self.once(fn) for _ in range(repeats))
 
+    def interleaved(
+        self, runs: Mapping[str, Callable[[], object]], repeats: int
+    ) -> dict[str, list[float]]:
+        """Every run of ``runs`` once per repeat, in turn, so that drifts in machine load hit
+        them all alike: ``name -> its times``.  No warm-up (the caller's)."""
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, fn in runs.items():
+                times[name].append(self.once(fn))
+        return times
+
 
 # ----------------------------------------------------------------------------- 1. probe overhead
 
@@ -146,10 +157,8 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
 
     bare()  # warm-up
     probed()
-    bare_t, probed_t = [], []
-    for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-        bare_t.append(timer.once(bare))
-        probed_t.append(timer.once(probed))
+    times = timer.interleaved({"bare": bare, "probed": probed}, repeats)
+    bare_t, probed_t = times["bare"], times["probed"]
     b, p = statistics.median(bare_t), statistics.median(probed_t)
     return {
         "depth": depth,
@@ -198,10 +207,7 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
         runs[f"{dtype}_bare"], runs[f"{dtype}_{method}"] = bare, analysed
     for fn in runs.values():  # warm-up
         fn()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):  # interleaved, so drifts in machine load hit all of them
-        for name, fn in runs.items():
-            times[name].append(timer.once(fn))
+    times = timer.interleaved(runs, repeats)
     med = {name: statistics.median(t) for name, t in times.items()}
     return {
         "depth": depth,
@@ -509,6 +515,66 @@ def _max_rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
+def _projections_only(model: DepthModel, x: torch.Tensor, edge_index: torch.Tensor) -> None:
+    """``model``'s forward with every message-passing operator reduced to its projections
+    (``W V X``: no scores, no attention, no aggregation): what no kernel can make faster
+    (GCN's kernel runs ``W V`` as one ``d x d`` projection, so its floor does too)."""
+    from oversmooth.nn.conv import MultiHeadMessagePassing
+
+    def projections(self: MultiHeadMessagePassing, x: torch.Tensor, ctx: object) -> torch.Tensor:
+        if self.conv == "gcn":
+            return torch.nn.functional.linear(x, self.out.weight @ self.value.weight)
+        return self.out(self.value(x))
+
+    saved = MultiHeadMessagePassing.forward
+    MultiHeadMessagePassing.forward = projections  # type: ignore[method-assign]
+    try:
+        with torch.no_grad():
+            model(x, edge_index)
+    finally:
+        MultiHeadMessagePassing.forward = saved  # type: ignore[method-assign]
+
+
+def _kernel_timings(
+    model: DepthModel, x: torch.Tensor, edge_index: torch.Tensor, timer: Timer, repeats: int
+) -> dict:
+    """``model``'s bare forward with the default kernel, with the ``"edge"`` kernel and with
+    projections only, interleaved after a warm-up; the columns of a :func:`kernel_ratios` row
+    after ``model``, ``conv`` and ``depth``.  Leaves ``model`` on the default kernel."""
+    from oversmooth.nn import set_kernel
+    from oversmooth.nn.conv import DEFAULT_KERNEL
+
+    def forward(kernel: str) -> torch.Tensor:
+        set_kernel(model, kernel)
+        with torch.no_grad():
+            return model(x, edge_index)
+
+    floor = partial(_projections_only, model, x, edge_index)
+    reference, fast = forward("edge"), forward(DEFAULT_KERNEL)  # also the warm-up
+    floor()
+    times = timer.interleaved(
+        {
+            "default": partial(forward, DEFAULT_KERNEL),
+            "edge": partial(forward, "edge"),
+            "none": floor,
+        },
+        repeats,
+    )
+    set_kernel(model, DEFAULT_KERNEL)
+    d, e = statistics.median(times["default"]), statistics.median(times["edge"])
+    return {
+        "dtype": str(x.dtype).removeprefix("torch."),
+        "default_kernel": DEFAULT_KERNEL,
+        "default_s": d,
+        "edge_s": e,
+        "ratio": d / e,
+        "projections_s": statistics.median(times["none"]),
+        "max_rel_diff": _max_rel_diff(fast, reference),
+        "tolerance": math.sqrt(torch.finfo(x.dtype).eps),
+        "repeats": repeats,
+    }
+
+
 def kernel_ratios(
     device: torch.device,
     depth: int = 256,
@@ -520,12 +586,8 @@ def kernel_ratios(
     one model per backbone; also the largest relative difference of their outputs."""
     from oversmooth import build_model
     from oversmooth.data import load
-    from oversmooth.nn import conv as conv_module
-    from oversmooth.nn import set_kernel
 
-    default = conv_module.DEFAULT_KERNEL
     data = load("cora").to(device)
-    x, ei = data.x, data.edge_index
     timer = Timer(device)
     rows = []
     for name, conv in backbones:
@@ -537,60 +599,9 @@ def kernel_ratios(
             out_channels=7,
             device=device,
         )
-        xm = x.to(model.decoder.weight.dtype)
-
-        def forward(kernel: str, model: DepthModel = model, xm: torch.Tensor = xm) -> torch.Tensor:
-            set_kernel(model, kernel)
-            with torch.no_grad():
-                return model(xm, ei)
-
-        def projections_only(model: DepthModel = model, xm: torch.Tensor = xm) -> None:
-            # the forward with every message-passing operator reduced to its projections
-            # (W V X, no attention, no aggregation): what no kernel can make faster (GCN's
-            # kernel runs W V as one d x d projection, so its floor does too)
-            mp = conv_module.MultiHeadMessagePassing
-
-            def projections(
-                self: conv_module.MultiHeadMessagePassing, x: torch.Tensor, ctx: object
-            ) -> torch.Tensor:
-                if self.conv == "gcn":
-                    return torch.nn.functional.linear(x, self.out.weight @ self.value.weight)
-                return self.out(self.value(x))
-
-            saved = mp.forward
-            mp.forward = projections  # type: ignore[method-assign]
-            try:
-                with torch.no_grad():
-                    model(xm, ei)
-            finally:
-                mp.forward = saved  # type: ignore[method-assign]
-
-        reference, fast = forward("edge"), forward(default)  # also the warm-up
-        projections_only()
-        times: dict[str, list[float]] = {"default": [], "edge": [], "none": []}
-        for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-            times["default"].append(timer.once(partial(forward, default)))
-            times["edge"].append(timer.once(partial(forward, "edge")))
-            times["none"].append(timer.once(projections_only))
-        set_kernel(model, default)
-        d, e = statistics.median(times["default"]), statistics.median(times["edge"])
-        eps = torch.finfo(xm.dtype).eps
-        rows.append(
-            {
-                "model": name,
-                "conv": conv,
-                "depth": depth,
-                "dtype": str(xm.dtype).removeprefix("torch."),
-                "default_kernel": default,
-                "default_s": d,
-                "edge_s": e,
-                "ratio": d / e,
-                "projections_s": statistics.median(times["none"]),
-                "max_rel_diff": _max_rel_diff(fast, reference),
-                "tolerance": math.sqrt(eps),
-                "repeats": repeats,
-            }
-        )
+        x = data.x.to(model.decoder.weight.dtype)
+        timings = _kernel_timings(model, x, data.edge_index, timer, repeats)
+        rows.append({"model": name, "conv": conv, "depth": depth, **timings})
         del model
     return rows
 
@@ -659,6 +670,20 @@ class _ProjectedConv(torch.nn.Module):
         return self.out(self.conv(x, edge_index))
 
 
+#: The ``pyg_layer`` column of :func:`pyg_ratios`: the PyG layer of each of :data:`PYG_CONVS`.
+_PYG_LAYER_COLUMN: dict[str, str] = {
+    "san": "TransformerConv",
+    "gat": "GATConv",
+    "gcn": "GCNConv(cached=True)",
+}
+
+
+def _no_grad_forward(model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> None:
+    """``model(x, edge_index)`` without gradients, its output dropped."""
+    with torch.no_grad():
+        model(x, edge_index)
+
+
 def pyg_ratios(
     device: torch.device, depth: int = 256, repeats: int = 5, convs: tuple[str, ...] = PYG_CONVS
 ) -> list[dict]:
@@ -671,8 +696,7 @@ def pyg_ratios(
 
     data = load("cora").to(device)
     x, ei = data.x, data.edge_index
-    n = data.num_nodes
-    loops = torch.arange(n, device=device)
+    loops = torch.arange(data.num_nodes, device=device)
     ei_loops = torch.cat([ei, torch.stack([loops, loops])], 1)
     timer = Timer(device)
     rows = []
@@ -686,22 +710,13 @@ def pyg_ratios(
             device=device,
         ).eval()
         pyg = pyg_postln(conv, depth, data.num_features, 7).to(device).eval()
-        pyg_edges = ei if conv == "gcn" else ei_loops
-
-        def zoo_forward(model: torch.nn.Module = zoo) -> None:
-            with torch.no_grad():
-                model(x, ei)
-
-        def pyg_forward(model: torch.nn.Module = pyg, edges: torch.Tensor = pyg_edges) -> None:
-            with torch.no_grad():
-                model(x, edges)
-
-        zoo_forward()  # warm-up (and GCNConv's cache)
-        pyg_forward()
-        times: dict[str, list[float]] = {"zoo": [], "pyg": []}
-        for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-            times["zoo"].append(timer.once(zoo_forward))
-            times["pyg"].append(timer.once(pyg_forward))
+        runs = {
+            "zoo": partial(_no_grad_forward, zoo, x, ei),
+            "pyg": partial(_no_grad_forward, pyg, x, ei if conv == "gcn" else ei_loops),
+        }
+        for fn in runs.values():  # warm-up (and GCNConv's cache)
+            fn()
+        times = timer.interleaved(runs, repeats)
         z, g = statistics.median(times["zoo"]), statistics.median(times["pyg"])
         rows.append(
             {
@@ -711,15 +726,11 @@ def pyg_ratios(
                 "zoo_s": z,
                 "pyg_s": g,
                 "ratio": z / g,
-                "pyg_layer": {
-                    "san": "TransformerConv",
-                    "gat": "GATConv",
-                    "gcn": "GCNConv(cached=True)",
-                }[conv],
+                "pyg_layer": _PYG_LAYER_COLUMN[conv],
                 "repeats": repeats,
             }
         )
-        del zoo, pyg
+        del zoo, pyg, runs
     return rows
 
 
