@@ -255,6 +255,55 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
     return per[deg > 0].mean()
 
 
+def _neighbour_lists(edge_index: torch.Tensor, num_nodes: int) -> list[np.ndarray]:
+    """Each node's in-neighbours (sources of the edges into it), as the loops read them."""
+    src, dst = edge_index.numpy()
+    order = np.argsort(dst, kind="stable")
+    splits = np.cumsum(np.bincount(dst, minlength=num_nodes))[:-1]
+    return np.split(src[order], splits)
+
+
+def _rel_diff(value: float, reference: float) -> float:
+    """``|value - reference| / |reference|`` (a zero reference divides by 1e-300)."""
+    return abs(value - reference) / max(abs(reference), 1e-300)
+
+
+def _against_loop(loop: Callable[[], float], ours_s: float, value: float) -> dict:
+    """The loop's columns of a :func:`metric_kernels` row: one run (it is the slow one)."""
+    t0 = time.perf_counter()
+    loop_value = loop()
+    loop_s = time.perf_counter() - t0
+    return {
+        "loop_s": loop_s,
+        "loop_speedup": loop_s / ours_s,
+        "loop_rel_diff": _rel_diff(loop_value, value),
+    }
+
+
+def _against_dense(
+    dense: Callable[[], torch.Tensor], ours_s: float, value: float, timer: Timer, repeats: int
+) -> dict:
+    """The dense implementation's columns of a :func:`metric_kernels` row."""
+    dense_s = timer.median(dense, repeats)
+    return {
+        "dense_s": dense_s,
+        "dense_speedup": dense_s / ours_s,
+        "dense_rel_diff": _rel_diff(float(dense()), value),
+        "dense_note": "",
+    }
+
+
+def _dense_skipped(num_nodes: int) -> dict:
+    """The dense columns of a graph too large for an ``n x n`` matrix."""
+    gib = num_nodes * num_nodes * 8 / 2**30
+    return {
+        "dense_s": math.nan,
+        "dense_speedup": math.nan,
+        "dense_rel_diff": math.nan,
+        "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB",
+    }
+
+
 def metric_kernels(
     device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000
 ) -> list[dict]:
@@ -270,64 +319,29 @@ def metric_kernels(
         x = torch.randn(n, 32, generator=gen, dtype=torch.float64)
         xd = x.to(device)
         g = GraphOperator(data.edge_index.to(device), num_nodes=n)
-        src, dst = data.edge_index.numpy()
-        order = np.argsort(dst, kind="stable")
-        splits = np.cumsum(np.bincount(dst, minlength=n))[:-1]
-        neighbours = np.split(src[order], splits)
+        neighbours = _neighbour_lists(data.edge_index, n)
         xn = x.numpy()
         for metric, ours, loop, dense in (
-            (
-                "dirichlet_energy",
-                partial(dirichlet_energy, xd, g),
-                partial(_loop_dirichlet, xn, neighbours),
-                _dense_dirichlet,
-            ),
-            (
-                "mean_average_distance",
-                partial(mean_average_distance, xd, g),
-                partial(_loop_mad, xn, neighbours),
-                _dense_mad,
-            ),
+            ("dirichlet_energy", dirichlet_energy, _loop_dirichlet, _dense_dirichlet),
+            ("mean_average_distance", mean_average_distance, _loop_mad, _dense_mad),
         ):
-            t_ours = timer.median(ours, repeats)
-            value = float(ours())
-            t0 = time.perf_counter()
-            loop_value = loop()
-            t_loop = time.perf_counter() - t0  # one run: it is the slow one
+            ours_s = timer.median(partial(ours, xd, g), repeats)
+            value = float(ours(xd, g))
             row = {
                 "graph": name,
                 "nodes": n,
                 "edges": int(data.edge_index.size(1)),
                 "metric": metric,
-                "oversmooth_s": t_ours,
-                "loop_s": t_loop,
-                "loop_speedup": t_loop / t_ours,
-                "loop_rel_diff": abs(loop_value - value) / max(abs(value), 1e-300),
+                "oversmooth_s": ours_s,
+                **_against_loop(partial(loop, xn, neighbours), ours_s, value),
             }
             if n <= dense_limit:
                 adj = torch.zeros(n, n, dtype=torch.float64, device=device)
                 adj[data.edge_index[1].to(device), data.edge_index[0].to(device)] = 1.0
-                t_dense = timer.median(partial(dense, xd, adj), repeats)
-                dense_value = float(dense(xd, adj))
-                row.update(
-                    {
-                        "dense_s": t_dense,
-                        "dense_speedup": t_dense / t_ours,
-                        "dense_rel_diff": abs(dense_value - value) / max(abs(value), 1e-300),
-                        "dense_note": "",
-                    }
-                )
+                row.update(_against_dense(partial(dense, xd, adj), ours_s, value, timer, repeats))
                 del adj
             else:
-                gib = n * n * 8 / 2**30
-                row.update(
-                    {
-                        "dense_s": math.nan,
-                        "dense_speedup": math.nan,
-                        "dense_rel_diff": math.nan,
-                        "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB",
-                    }
-                )
+                row.update(_dense_skipped(n))
             rows.append(row)
     return rows
 
