@@ -357,6 +357,74 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
+def _probed_forward(
+    kind: str, value: int, depth: int, similarity: bool, device: torch.device
+) -> Callable[[], None]:
+    """One probed forward of a Post-LN model, built and ready: on Cora at depth ``value``
+    (``kind="depth"``), or at ``depth`` on a CSBM graph of ``value`` nodes (``"size"``)."""
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.analysis import probe_run
+    from oversmooth.data import csbm, load
+
+    data = (
+        load("cora")
+        if kind == "depth"
+        else csbm(n=value, degree=10, classes=5, features=32, seed=0)
+    )
+    layers = value if kind == "depth" else depth
+    model = build_model(
+        "postln",
+        depth=layers,
+        in_channels=data.num_features,
+        out_channels=int(data.y.max()) + 1,
+        device=device,
+    )
+    data = data.to(device)
+    graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
+
+    def run() -> None:
+        probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
+
+    return run
+
+
+def _measure_cpu(run: Callable[[], None]) -> dict:
+    """``run``'s extra peak resident memory and the time of a warm run, on the CPU.
+
+    First run: the extra peak, with glibc returning every block above 64 KiB to the OS on
+    free so that RSS follows live memory; then the default allocator policy back, a warm-up
+    run and the timed run."""
+    _mmap_threshold(64 * 1024)
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # reset VmHWM to the current RSS
+        reset = True
+    except OSError:
+        reset = False
+    before = _rss_kib("VmRSS") if reset else _rss_kib("VmHWM")
+    run()
+    peak = (_rss_kib("VmHWM") - before) / 1024.0
+    _mmap_threshold(32 * 1024 * 1024)
+    run()
+    t0 = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "peak_mib": peak, "peak_reset": reset}
+
+
+def _measure_cuda(run: Callable[[], None], device: torch.device) -> dict:
+    """``run``'s extra peak of allocated CUDA memory and its time, after a warm-up run."""
+    run()
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    seconds = Timer(device).once(run)
+    return {
+        "seconds": seconds,
+        "peak_mib": (torch.cuda.max_memory_allocated(device) - base) / 2**20,
+        "peak_reset": True,
+    }
+
+
 def _measure_child(
     kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue
 ) -> None:
@@ -365,62 +433,9 @@ def _measure_child(
         torch.set_num_threads(
             int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads()))
         )
-        from oversmooth import GraphOperator, build_model
-        from oversmooth.analysis import probe_run
-        from oversmooth.data import csbm, load
-
         dev = torch.device(device)
-        data = (
-            load("cora")
-            if kind == "depth"
-            else csbm(n=value, degree=10, classes=5, features=32, seed=0)
-        )
-        layers = value if kind == "depth" else depth
-        model = build_model(
-            "postln",
-            depth=layers,
-            in_channels=data.num_features,
-            out_channels=int(data.y.max()) + 1,
-            device=dev,
-        )
-        data = data.to(dev)
-        graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
-
-        def run() -> None:
-            probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
-
-        if dev.type == "cpu":
-            # first run: extra peak memory, with glibc returning every block above 64 KiB to the
-            # OS on free so that RSS follows live memory; then the default allocator policy back,
-            # a warm-up run and the timed run
-            _mmap_threshold(64 * 1024)
-            try:
-                with open("/proc/self/clear_refs", "w") as fh:
-                    fh.write("5")  # reset VmHWM to the current RSS
-                reset = True
-            except OSError:
-                reset = False
-            before = _rss_kib("VmRSS") if reset else _rss_kib("VmHWM")
-            run()
-            peak = (_rss_kib("VmHWM") - before) / 1024.0
-            _mmap_threshold(32 * 1024 * 1024)
-            run()
-            t0 = time.perf_counter()
-            run()
-            seconds = time.perf_counter() - t0
-            queue.put({"seconds": seconds, "peak_mib": peak, "peak_reset": reset})
-        else:
-            run()
-            torch.cuda.reset_peak_memory_stats(dev)
-            base = torch.cuda.memory_allocated(dev)
-            seconds = Timer(dev).once(run)
-            queue.put(
-                {
-                    "seconds": seconds,
-                    "peak_mib": (torch.cuda.max_memory_allocated(dev) - base) / 2**20,
-                    "peak_reset": True,
-                }
-            )
+        run = _probed_forward(kind, value, depth, similarity, dev)
+        queue.put(_measure_cpu(run) if dev.type == "cpu" else _measure_cuda(run, dev))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
