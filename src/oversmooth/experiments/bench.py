@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from torch_geometric.data import Data
 
+    from oversmooth.experiments.sweep import SweepSpec
     from oversmooth.graph import GraphOperator
     from oversmooth.nn.model import DepthModel
 
@@ -879,6 +880,53 @@ def _mark(marks: list[float], done: int, total: int, message: str) -> None:
     marks.append(time.perf_counter())
 
 
+def _sweep_run(spec: SweepSpec, folder: Path) -> dict[str, object]:
+    """One sweep into ``folder``, timed from its first progress call to its last cell: cells,
+    failures, cells per second, the final merge's seconds and the cells' own times."""
+    from oversmooth.experiments.sweep import _records, run_sweep
+
+    marks: list[float] = []
+    t0 = time.perf_counter()
+    result = run_sweep(spec, folder, progress=partial(_mark, marks))
+    wall = time.perf_counter() - t0
+    cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
+    each = [float(r["seconds"]) for r in _records(folder / "cells") if r.get("seconds") is not None]
+    run: dict[str, object] = {
+        "workers": spec.workers,
+        "cells": result.ran,
+        "failed": len(result.failed),
+        "cells_s": cells_s,
+        "merge_s": wall - (marks[-1] - t0) if marks else math.nan,
+        "cells_per_s": result.ran / cells_s if cells_s > 0 else math.nan,
+        # the cells' own times (in their workers): a worker's first cell includes its lazy
+        # imports, so the median is the steady-state cost of a cell
+        "cell_median_s": statistics.median(each) if each else math.nan,
+        "cell_sum_s": sum(each),
+    }
+    if result.failed:
+        run["error"] = str(result.failed[0].get("error", "a cell failed"))[:300]
+    return run
+
+
+def _sweep_ratios(runs: dict[int, dict], server_start: float) -> dict[str, float]:
+    """What :func:`sweep_scaling` derives from its runs (by worker count): ``ratio`` and,
+    with both a 1- and a 2-worker run, ``steady_ratio``, ``fixed_s``, ``warmup_s`` and
+    ``cold_ratio``."""
+    if not (1 in runs and 2 in runs):
+        return {"ratio": math.nan}
+    one, two = runs[1], runs[2]
+    return {
+        "ratio": two["cells_per_s"] / one["cells_per_s"],
+        # cells per second once started: 2 side by side against 1 alone
+        "steady_ratio": 2 * one["cell_median_s"] / two["cell_median_s"],
+        # what both runs pay whatever the worker count: the wall time not spent in cells
+        "fixed_s": one["cells_s"] - one["cell_sum_s"],  # the worker's start
+        # and a first cell's extra time (what a worker still loads then), once per worker
+        "warmup_s": one["cell_sum_s"] - one["cells"] * one["cell_median_s"],
+        "cold_ratio": (server_start + one["cells_s"]) / (server_start + two["cells_s"]),
+    }
+
+
 def sweep_scaling(
     device: torch.device,
     *,
@@ -896,7 +944,7 @@ def sweep_scaling(
     once per process: it is started (and timed, ``server_start_s``) before both runs, so
     neither pays it and the ratio compares the cells themselves.  ``cold_ratio`` is the
     ratio had each run paid that start (a sweep's first in a fresh process)."""
-    from oversmooth.experiments.sweep import SweepSpec, _records, run_sweep, start_worker_server
+    from oversmooth.experiments.sweep import SweepSpec, start_worker_server
 
     t0 = time.perf_counter()
     start_worker_server(wait=True)
@@ -914,44 +962,8 @@ def sweep_scaling(
             spec = SweepSpec(
                 models=models, depths=depths, seeds=seeds, workers=w, device=device.type
             )
-            marks: list[float] = []
-            t0 = time.perf_counter()
-            result = run_sweep(
-                spec,
-                Path(tmp) / f"workers-{w}",
-                progress=partial(_mark, marks),
-            )
-            wall = time.perf_counter() - t0
-            cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
-            records = _records(Path(tmp) / f"workers-{w}" / "cells")
-            each = [float(r["seconds"]) for r in records if r.get("seconds") is not None]
-            run: dict[str, object] = {
-                "workers": w,
-                "cells": result.ran,
-                "failed": len(result.failed),
-                "cells_s": cells_s,
-                "merge_s": wall - (marks[-1] - t0) if marks else math.nan,
-                "cells_per_s": result.ran / cells_s if cells_s > 0 else math.nan,
-                # the cells' own times (in their workers): a worker's first cell includes its
-                # lazy imports, so the median is the steady-state cost of a cell
-                "cell_median_s": statistics.median(each) if each else math.nan,
-                "cell_sum_s": sum(each),
-            }
-            if result.failed:
-                run["error"] = str(result.failed[0].get("error", "a cell failed"))[:300]
-            out["runs"].append(run)
-    rates = {r["workers"]: r["cells_per_s"] for r in out["runs"]}
-    out["ratio"] = rates[2] / rates[1] if 1 in rates and 2 in rates else math.nan
-    runs = {r["workers"]: r for r in out["runs"]}
-    if 1 in runs and 2 in runs:  # cells per second once started: 2 side by side vs 1 alone
-        out["steady_ratio"] = 2 * runs[1]["cell_median_s"] / runs[2]["cell_median_s"]
-        # what both runs pay whatever the worker count: the wall time not spent in cells
-        out["fixed_s"] = runs[1]["cells_s"] - runs[1]["cell_sum_s"]  # the worker's start
-        # and a first cell's extra time (what a worker still loads then), once per worker
-        out["warmup_s"] = runs[1]["cell_sum_s"] - runs[1]["cells"] * runs[1]["cell_median_s"]
-        out["cold_ratio"] = (server_start + runs[1]["cells_s"]) / (
-            server_start + runs[2]["cells_s"]
-        )
+            out["runs"].append(_sweep_run(spec, Path(tmp) / f"workers-{w}"))
+    out.update(_sweep_ratios({r["workers"]: r for r in out["runs"]}, server_start))
     return out
 
 
