@@ -1495,7 +1495,6 @@ def run_bench(
 
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     from oversmooth.runtime import resolve_device
-    from oversmooth.data import csbm, load
     from oversmooth.outputs import check_out
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
@@ -1503,26 +1502,38 @@ def run_bench(
     check_out(out, overwrite)
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     dev = resolve_device(device)
-    say = progress or (lambda msg: None)
     started = time.perf_counter()
     results: dict = {
         "schema_version": SCHEMA_VERSION,
         "quick": quick,
         "machine": machine(dev),
     }
+    _measure_sections(results, dev, quick, progress or (lambda msg: None))
+    _scaling_summary(results)
+    results["gpu"] = torch.cuda.is_available()
+    results["targets"] = targets(results)
+    results["seconds"] = time.perf_counter() - started
+    _write_bench(Path(out), overwrite, results, figures, tables)
+    return results
+
+
+def _measure_sections(
+    results: dict, dev: torch.device, quick: bool, say: Callable[[str], None]
+) -> None:
+    """Every measurement of :func:`run_bench` into ``results``, one section after another,
+    each announced to ``say`` and timed (``results["section_s"]``)."""
+    from oversmooth.data import csbm, load
+
     depth = 16 if quick else 256  # the issue's depth-256 models; tiny ones in the smoke test
     _lap(results, say, f"probe overhead (depth-{depth} Post-LN SAN on Cora)")
     results["probe_overhead"] = probe_overhead(dev, depth, repeats=2 if quick else 7)
     _lap(results, say, f"float64 against float32 (depth-{depth} Post-LN SAN on Cora)")
     results["precision"] = precision_cost(dev, depth, repeats=1 if quick else 4)
-    _lap(
-        results,
-        say,
-        f"default kernel against the edge kernel (depth {8 if quick else 256}, 4 backbones)",
-    )
-    results["kernel_ratios"] = kernel_ratios(dev, 8 if quick else 256, repeats=2 if quick else 5)
-    _lap(results, say, f"the zoo against PyG layers (depth {8 if quick else 256}, SAN, GAT, GCN)")
-    results["pyg_ratios"] = pyg_ratios(dev, 8 if quick else 256, repeats=2 if quick else 5)
+    mp_depth = 8 if quick else 256  # of the message-passing comparisons
+    _lap(results, say, f"default kernel against the edge kernel (depth {mp_depth}, 4 backbones)")
+    results["kernel_ratios"] = kernel_ratios(dev, mp_depth, repeats=2 if quick else 5)
+    _lap(results, say, f"the zoo against PyG layers (depth {mp_depth}, SAN, GAT, GCN)")
+    results["pyg_ratios"] = pyg_ratios(dev, mp_depth, repeats=2 if quick else 5)
     _lap(results, say, "metric kernels against loops, dense matrices and one-liners")
     graphs = [
         ("cora", load("cora")),
@@ -1533,11 +1544,11 @@ def run_bench(
     ]
     results["kernels"] = metric_kernels(dev, graphs, repeats=1 if quick else 3)
     results["metric_baselines"] = metric_baselines(dev, graphs, repeats=3 if quick else 9)
-    depths = [4] if quick else [2, 8, 32, 128, 512]
     _lap(results, say, "scaling in depth")
+    depths = [4] if quick else [2, 8, 32, 128, 512]
     results["depth"] = scaling_depth(dev, depths, similarity_too=not quick)
-    sizes = [1_000, 4_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
     _lap(results, say, "scaling in graph size")
+    sizes = [1_000, 4_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
     results["size"] = scaling_size(dev, sizes, depth=4)
     _lap(results, say, "sweep cells per second with 1 and 2 workers")
     results["sweep"] = (
@@ -1548,22 +1559,20 @@ def run_bench(
     _lap(results, say, "end to end (the README's main command, and `import torch`)")
     results["end_to_end"] = end_to_end(8 if quick else 256, pairs=1 if quick else 5)
     _lap(results, None, None)
+
+
+def _scaling_summary(results: dict) -> None:
+    """The time exponents in depth (from depth 32 on) and in graph size (every size), and
+    the largest peak memory over the smallest across those depths, from the scaling rows."""
     depth_rows = [r for r in results["depth"] if not r["similarity"] and "error" not in r]
-    results["depth_exponent"] = _exponent(
-        [r["depth"] for r in depth_rows if r["depth"] >= 32],
-        [r["seconds"] for r in depth_rows if r["depth"] >= 32],
-    )
+    deep = [r for r in depth_rows if r["depth"] >= 32]
+    results["depth_exponent"] = _exponent([r["depth"] for r in deep], [r["seconds"] for r in deep])
     size_rows = [r for r in results["size"] if "error" not in r]
     results["size_exponent"] = _exponent(  # the issue's range: every size, 10^3 ... 10^6
         [r["nodes"] for r in size_rows], [r["seconds"] for r in size_rows]
     )
-    mems = [r["peak_mib"] for r in depth_rows if r["depth"] >= 32]
+    mems = [r["peak_mib"] for r in deep]
     results["depth_memory_ratio"] = (max(mems) / max(min(mems), 1e-9)) if mems else math.nan
-    results["gpu"] = torch.cuda.is_available()
-    results["targets"] = targets(results)
-    results["seconds"] = time.perf_counter() - started
-    _write_bench(Path(out), overwrite, results, figures, tables)
-    return results
 
 
 def _write_bench(
