@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from torch_geometric.data import Data
 
+    from oversmooth.experiments.sweep import SweepSpec
     from oversmooth.graph import GraphOperator
     from oversmooth.nn.model import DepthModel
 
@@ -119,6 +120,17 @@ class Timer:
             self.once(fn)
         return statistics.median(self.once(fn) for _ in range(repeats))
 
+    def interleaved(
+        self, runs: Mapping[str, Callable[[], object]], repeats: int
+    ) -> dict[str, list[float]]:
+        """Every run of ``runs`` once per repeat, in turn, so that drifts in machine load hit
+        them all alike: ``name -> its times``.  No warm-up (the caller's)."""
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, fn in runs.items():
+                times[name].append(self.once(fn))
+        return times
+
 
 # ----------------------------------------------------------------------------- 1. probe overhead
 
@@ -146,10 +158,8 @@ def probe_overhead(device: torch.device, depth: int = 256, repeats: int = 5) -> 
 
     bare()  # warm-up
     probed()
-    bare_t, probed_t = [], []
-    for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-        bare_t.append(timer.once(bare))
-        probed_t.append(timer.once(probed))
+    times = timer.interleaved({"bare": bare, "probed": probed}, repeats)
+    bare_t, probed_t = times["bare"], times["probed"]
     b, p = statistics.median(bare_t), statistics.median(probed_t)
     return {
         "depth": depth,
@@ -198,10 +208,7 @@ def precision_cost(device: torch.device, depth: int = 256, repeats: int = 5) -> 
         runs[f"{dtype}_bare"], runs[f"{dtype}_{method}"] = bare, analysed
     for fn in runs.values():  # warm-up
         fn()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):  # interleaved, so drifts in machine load hit all of them
-        for name, fn in runs.items():
-            times[name].append(timer.once(fn))
+    times = timer.interleaved(runs, repeats)
     med = {name: statistics.median(t) for name, t in times.items()}
     return {
         "depth": depth,
@@ -249,6 +256,55 @@ def _dense_mad(x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
     return per[deg > 0].mean()
 
 
+def _neighbour_lists(edge_index: torch.Tensor, num_nodes: int) -> list[np.ndarray]:
+    """Each node's in-neighbours (sources of the edges into it), as the loops read them."""
+    src, dst = edge_index.numpy()
+    order = np.argsort(dst, kind="stable")
+    splits = np.cumsum(np.bincount(dst, minlength=num_nodes))[:-1]
+    return np.split(src[order], splits)
+
+
+def _rel_diff(value: float, reference: float) -> float:
+    """``|value - reference| / |reference|`` (a zero reference divides by 1e-300)."""
+    return abs(value - reference) / max(abs(reference), 1e-300)
+
+
+def _against_loop(loop: Callable[[], float], ours_s: float, value: float) -> dict:
+    """The loop's columns of a :func:`metric_kernels` row: one run (it is the slow one)."""
+    t0 = time.perf_counter()
+    loop_value = loop()
+    loop_s = time.perf_counter() - t0
+    return {
+        "loop_s": loop_s,
+        "loop_speedup": loop_s / ours_s,
+        "loop_rel_diff": _rel_diff(loop_value, value),
+    }
+
+
+def _against_dense(
+    dense: Callable[[], torch.Tensor], ours_s: float, value: float, timer: Timer, repeats: int
+) -> dict:
+    """The dense implementation's columns of a :func:`metric_kernels` row."""
+    dense_s = timer.median(dense, repeats)
+    return {
+        "dense_s": dense_s,
+        "dense_speedup": dense_s / ours_s,
+        "dense_rel_diff": _rel_diff(float(dense()), value),
+        "dense_note": "",
+    }
+
+
+def _dense_skipped(num_nodes: int) -> dict:
+    """The dense columns of a graph too large for an ``n x n`` matrix."""
+    gib = num_nodes * num_nodes * 8 / 2**30
+    return {
+        "dense_s": math.nan,
+        "dense_speedup": math.nan,
+        "dense_rel_diff": math.nan,
+        "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB",
+    }
+
+
 def metric_kernels(
     device: torch.device, graphs: list[tuple[str, Data]], repeats: int = 3, dense_limit: int = 10000
 ) -> list[dict]:
@@ -264,64 +320,29 @@ def metric_kernels(
         x = torch.randn(n, 32, generator=gen, dtype=torch.float64)
         xd = x.to(device)
         g = GraphOperator(data.edge_index.to(device), num_nodes=n)
-        src, dst = data.edge_index.numpy()
-        order = np.argsort(dst, kind="stable")
-        splits = np.cumsum(np.bincount(dst, minlength=n))[:-1]
-        neighbours = np.split(src[order], splits)
+        neighbours = _neighbour_lists(data.edge_index, n)
         xn = x.numpy()
         for metric, ours, loop, dense in (
-            (
-                "dirichlet_energy",
-                partial(dirichlet_energy, xd, g),
-                partial(_loop_dirichlet, xn, neighbours),
-                _dense_dirichlet,
-            ),
-            (
-                "mean_average_distance",
-                partial(mean_average_distance, xd, g),
-                partial(_loop_mad, xn, neighbours),
-                _dense_mad,
-            ),
+            ("dirichlet_energy", dirichlet_energy, _loop_dirichlet, _dense_dirichlet),
+            ("mean_average_distance", mean_average_distance, _loop_mad, _dense_mad),
         ):
-            t_ours = timer.median(ours, repeats)
-            value = float(ours())
-            t0 = time.perf_counter()
-            loop_value = loop()
-            t_loop = time.perf_counter() - t0  # one run: it is the slow one
+            ours_s = timer.median(partial(ours, xd, g), repeats)
+            value = float(ours(xd, g))
             row = {
                 "graph": name,
                 "nodes": n,
                 "edges": int(data.edge_index.size(1)),
                 "metric": metric,
-                "oversmooth_s": t_ours,
-                "loop_s": t_loop,
-                "loop_speedup": t_loop / t_ours,
-                "loop_rel_diff": abs(loop_value - value) / max(abs(value), 1e-300),
+                "oversmooth_s": ours_s,
+                **_against_loop(partial(loop, xn, neighbours), ours_s, value),
             }
             if n <= dense_limit:
                 adj = torch.zeros(n, n, dtype=torch.float64, device=device)
                 adj[data.edge_index[1].to(device), data.edge_index[0].to(device)] = 1.0
-                t_dense = timer.median(partial(dense, xd, adj), repeats)
-                dense_value = float(dense(xd, adj))
-                row.update(
-                    {
-                        "dense_s": t_dense,
-                        "dense_speedup": t_dense / t_ours,
-                        "dense_rel_diff": abs(dense_value - value) / max(abs(value), 1e-300),
-                        "dense_note": "",
-                    }
-                )
+                row.update(_against_dense(partial(dense, xd, adj), ours_s, value, timer, repeats))
                 del adj
             else:
-                gib = n * n * 8 / 2**30
-                row.update(
-                    {
-                        "dense_s": math.nan,
-                        "dense_speedup": math.nan,
-                        "dense_rel_diff": math.nan,
-                        "dense_note": f"skipped: the n x n float64 matrix needs {gib:,.0f} GiB",
-                    }
-                )
+                row.update(_dense_skipped(n))
             rows.append(row)
     return rows
 
@@ -337,6 +358,74 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
+def _probed_forward(
+    kind: str, value: int, depth: int, similarity: bool, device: torch.device
+) -> Callable[[], None]:
+    """One probed forward of a Post-LN model, built and ready: on Cora at depth ``value``
+    (``kind="depth"``), or at ``depth`` on a CSBM graph of ``value`` nodes (``"size"``)."""
+    from oversmooth import GraphOperator, build_model
+    from oversmooth.analysis import probe_run
+    from oversmooth.data import csbm, load
+
+    data = (
+        load("cora")
+        if kind == "depth"
+        else csbm(n=value, degree=10, classes=5, features=32, seed=0)
+    )
+    layers = value if kind == "depth" else depth
+    model = build_model(
+        "postln",
+        depth=layers,
+        in_channels=data.num_features,
+        out_channels=int(data.y.max()) + 1,
+        device=device,
+    )
+    data = data.to(device)
+    graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
+
+    def run() -> None:
+        probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
+
+    return run
+
+
+def _measure_cpu(run: Callable[[], None]) -> dict:
+    """``run``'s extra peak resident memory and the time of a warm run, on the CPU.
+
+    First run: the extra peak, with glibc returning every block above 64 KiB to the OS on
+    free so that RSS follows live memory; then the default allocator policy back, a warm-up
+    run and the timed run."""
+    _mmap_threshold(64 * 1024)
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # reset VmHWM to the current RSS
+        reset = True
+    except OSError:
+        reset = False
+    before = _rss_kib("VmRSS") if reset else _rss_kib("VmHWM")
+    run()
+    peak = (_rss_kib("VmHWM") - before) / 1024.0
+    _mmap_threshold(32 * 1024 * 1024)
+    run()
+    t0 = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "peak_mib": peak, "peak_reset": reset}
+
+
+def _measure_cuda(run: Callable[[], None], device: torch.device) -> dict:
+    """``run``'s extra peak of allocated CUDA memory and its time, after a warm-up run."""
+    run()
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    seconds = Timer(device).once(run)
+    return {
+        "seconds": seconds,
+        "peak_mib": (torch.cuda.max_memory_allocated(device) - base) / 2**20,
+        "peak_reset": True,
+    }
+
+
 def _measure_child(
     kind: str, value: int, depth: int, similarity: bool, device: str, queue: Queue
 ) -> None:
@@ -345,62 +434,9 @@ def _measure_child(
         torch.set_num_threads(
             int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads()))
         )
-        from oversmooth import GraphOperator, build_model
-        from oversmooth.analysis import probe_run
-        from oversmooth.data import csbm, load
-
         dev = torch.device(device)
-        data = (
-            load("cora")
-            if kind == "depth"
-            else csbm(n=value, degree=10, classes=5, features=32, seed=0)
-        )
-        layers = value if kind == "depth" else depth
-        model = build_model(
-            "postln",
-            depth=layers,
-            in_channels=data.num_features,
-            out_channels=int(data.y.max()) + 1,
-            device=dev,
-        )
-        data = data.to(dev)
-        graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
-
-        def run() -> None:
-            probe_run(model, data, graph=graph, similarity=similarity, floor="bound")
-
-        if dev.type == "cpu":
-            # first run: extra peak memory, with glibc returning every block above 64 KiB to the
-            # OS on free so that RSS follows live memory; then the default allocator policy back,
-            # a warm-up run and the timed run
-            _mmap_threshold(64 * 1024)
-            try:
-                with open("/proc/self/clear_refs", "w") as fh:
-                    fh.write("5")  # reset VmHWM to the current RSS
-                reset = True
-            except OSError:
-                reset = False
-            before = _rss_kib("VmRSS") if reset else _rss_kib("VmHWM")
-            run()
-            peak = (_rss_kib("VmHWM") - before) / 1024.0
-            _mmap_threshold(32 * 1024 * 1024)
-            run()
-            t0 = time.perf_counter()
-            run()
-            seconds = time.perf_counter() - t0
-            queue.put({"seconds": seconds, "peak_mib": peak, "peak_reset": reset})
-        else:
-            run()
-            torch.cuda.reset_peak_memory_stats(dev)
-            base = torch.cuda.memory_allocated(dev)
-            seconds = Timer(dev).once(run)
-            queue.put(
-                {
-                    "seconds": seconds,
-                    "peak_mib": (torch.cuda.max_memory_allocated(dev) - base) / 2**20,
-                    "peak_reset": True,
-                }
-            )
+        run = _probed_forward(kind, value, depth, similarity, dev)
+        queue.put(_measure_cpu(run) if dev.type == "cpu" else _measure_cuda(run, dev))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
@@ -509,6 +545,66 @@ def _max_rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
+def _projections_only(model: DepthModel, x: torch.Tensor, edge_index: torch.Tensor) -> None:
+    """``model``'s forward with every message-passing operator reduced to its projections
+    (``W V X``: no scores, no attention, no aggregation): what no kernel can make faster
+    (GCN's kernel runs ``W V`` as one ``d x d`` projection, so its floor does too)."""
+    from oversmooth.nn.conv import MultiHeadMessagePassing
+
+    def projections(self: MultiHeadMessagePassing, x: torch.Tensor, ctx: object) -> torch.Tensor:
+        if self.conv == "gcn":
+            return torch.nn.functional.linear(x, self.out.weight @ self.value.weight)
+        return self.out(self.value(x))
+
+    saved = MultiHeadMessagePassing.forward
+    MultiHeadMessagePassing.forward = projections  # type: ignore[method-assign]
+    try:
+        with torch.no_grad():
+            model(x, edge_index)
+    finally:
+        MultiHeadMessagePassing.forward = saved  # type: ignore[method-assign]
+
+
+def _kernel_timings(
+    model: DepthModel, x: torch.Tensor, edge_index: torch.Tensor, timer: Timer, repeats: int
+) -> dict:
+    """``model``'s bare forward with the default kernel, with the ``"edge"`` kernel and with
+    projections only, interleaved after a warm-up; the columns of a :func:`kernel_ratios` row
+    after ``model``, ``conv`` and ``depth``.  Leaves ``model`` on the default kernel."""
+    from oversmooth.nn import set_kernel
+    from oversmooth.nn.conv import DEFAULT_KERNEL
+
+    def forward(kernel: str) -> torch.Tensor:
+        set_kernel(model, kernel)
+        with torch.no_grad():
+            return model(x, edge_index)
+
+    floor = partial(_projections_only, model, x, edge_index)
+    reference, fast = forward("edge"), forward(DEFAULT_KERNEL)  # also the warm-up
+    floor()
+    times = timer.interleaved(
+        {
+            "default": partial(forward, DEFAULT_KERNEL),
+            "edge": partial(forward, "edge"),
+            "none": floor,
+        },
+        repeats,
+    )
+    set_kernel(model, DEFAULT_KERNEL)
+    d, e = statistics.median(times["default"]), statistics.median(times["edge"])
+    return {
+        "dtype": str(x.dtype).removeprefix("torch."),
+        "default_kernel": DEFAULT_KERNEL,
+        "default_s": d,
+        "edge_s": e,
+        "ratio": d / e,
+        "projections_s": statistics.median(times["none"]),
+        "max_rel_diff": _max_rel_diff(fast, reference),
+        "tolerance": math.sqrt(torch.finfo(x.dtype).eps),
+        "repeats": repeats,
+    }
+
+
 def kernel_ratios(
     device: torch.device,
     depth: int = 256,
@@ -520,12 +616,8 @@ def kernel_ratios(
     one model per backbone; also the largest relative difference of their outputs."""
     from oversmooth import build_model
     from oversmooth.data import load
-    from oversmooth.nn import conv as conv_module
-    from oversmooth.nn import set_kernel
 
-    default = conv_module.DEFAULT_KERNEL
     data = load("cora").to(device)
-    x, ei = data.x, data.edge_index
     timer = Timer(device)
     rows = []
     for name, conv in backbones:
@@ -537,60 +629,9 @@ def kernel_ratios(
             out_channels=7,
             device=device,
         )
-        xm = x.to(model.decoder.weight.dtype)
-
-        def forward(kernel: str, model: DepthModel = model, xm: torch.Tensor = xm) -> torch.Tensor:
-            set_kernel(model, kernel)
-            with torch.no_grad():
-                return model(xm, ei)
-
-        def projections_only(model: DepthModel = model, xm: torch.Tensor = xm) -> None:
-            # the forward with every message-passing operator reduced to its projections
-            # (W V X, no attention, no aggregation): what no kernel can make faster (GCN's
-            # kernel runs W V as one d x d projection, so its floor does too)
-            mp = conv_module.MultiHeadMessagePassing
-
-            def projections(
-                self: conv_module.MultiHeadMessagePassing, x: torch.Tensor, ctx: object
-            ) -> torch.Tensor:
-                if self.conv == "gcn":
-                    return torch.nn.functional.linear(x, self.out.weight @ self.value.weight)
-                return self.out(self.value(x))
-
-            saved = mp.forward
-            mp.forward = projections  # type: ignore[method-assign]
-            try:
-                with torch.no_grad():
-                    model(xm, ei)
-            finally:
-                mp.forward = saved  # type: ignore[method-assign]
-
-        reference, fast = forward("edge"), forward(default)  # also the warm-up
-        projections_only()
-        times: dict[str, list[float]] = {"default": [], "edge": [], "none": []}
-        for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-            times["default"].append(timer.once(partial(forward, default)))
-            times["edge"].append(timer.once(partial(forward, "edge")))
-            times["none"].append(timer.once(projections_only))
-        set_kernel(model, default)
-        d, e = statistics.median(times["default"]), statistics.median(times["edge"])
-        eps = torch.finfo(xm.dtype).eps
-        rows.append(
-            {
-                "model": name,
-                "conv": conv,
-                "depth": depth,
-                "dtype": str(xm.dtype).removeprefix("torch."),
-                "default_kernel": default,
-                "default_s": d,
-                "edge_s": e,
-                "ratio": d / e,
-                "projections_s": statistics.median(times["none"]),
-                "max_rel_diff": _max_rel_diff(fast, reference),
-                "tolerance": math.sqrt(eps),
-                "repeats": repeats,
-            }
-        )
+        x = data.x.to(model.decoder.weight.dtype)
+        timings = _kernel_timings(model, x, data.edge_index, timer, repeats)
+        rows.append({"model": name, "conv": conv, "depth": depth, **timings})
         del model
     return rows
 
@@ -659,6 +700,20 @@ class _ProjectedConv(torch.nn.Module):
         return self.out(self.conv(x, edge_index))
 
 
+#: The ``pyg_layer`` column of :func:`pyg_ratios`: the PyG layer of each of :data:`PYG_CONVS`.
+_PYG_LAYER_COLUMN: dict[str, str] = {
+    "san": "TransformerConv",
+    "gat": "GATConv",
+    "gcn": "GCNConv(cached=True)",
+}
+
+
+def _no_grad_forward(model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> None:
+    """``model(x, edge_index)`` without gradients, its output dropped."""
+    with torch.no_grad():
+        model(x, edge_index)
+
+
 def pyg_ratios(
     device: torch.device, depth: int = 256, repeats: int = 5, convs: tuple[str, ...] = PYG_CONVS
 ) -> list[dict]:
@@ -671,8 +726,7 @@ def pyg_ratios(
 
     data = load("cora").to(device)
     x, ei = data.x, data.edge_index
-    n = data.num_nodes
-    loops = torch.arange(n, device=device)
+    loops = torch.arange(data.num_nodes, device=device)
     ei_loops = torch.cat([ei, torch.stack([loops, loops])], 1)
     timer = Timer(device)
     rows = []
@@ -686,22 +740,13 @@ def pyg_ratios(
             device=device,
         ).eval()
         pyg = pyg_postln(conv, depth, data.num_features, 7).to(device).eval()
-        pyg_edges = ei if conv == "gcn" else ei_loops
-
-        def zoo_forward(model: torch.nn.Module = zoo) -> None:
-            with torch.no_grad():
-                model(x, ei)
-
-        def pyg_forward(model: torch.nn.Module = pyg, edges: torch.Tensor = pyg_edges) -> None:
-            with torch.no_grad():
-                model(x, edges)
-
-        zoo_forward()  # warm-up (and GCNConv's cache)
-        pyg_forward()
-        times: dict[str, list[float]] = {"zoo": [], "pyg": []}
-        for _ in range(repeats):  # interleaved, so drifts in machine load hit both
-            times["zoo"].append(timer.once(zoo_forward))
-            times["pyg"].append(timer.once(pyg_forward))
+        runs = {
+            "zoo": partial(_no_grad_forward, zoo, x, ei),
+            "pyg": partial(_no_grad_forward, pyg, x, ei if conv == "gcn" else ei_loops),
+        }
+        for fn in runs.values():  # warm-up (and GCNConv's cache)
+            fn()
+        times = timer.interleaved(runs, repeats)
         z, g = statistics.median(times["zoo"]), statistics.median(times["pyg"])
         rows.append(
             {
@@ -711,15 +756,11 @@ def pyg_ratios(
                 "zoo_s": z,
                 "pyg_s": g,
                 "ratio": z / g,
-                "pyg_layer": {
-                    "san": "TransformerConv",
-                    "gat": "GATConv",
-                    "gcn": "GCNConv(cached=True)",
-                }[conv],
+                "pyg_layer": _PYG_LAYER_COLUMN[conv],
                 "repeats": repeats,
             }
         )
-        del zoo, pyg
+        del zoo, pyg, runs
     return rows
 
 
@@ -839,6 +880,53 @@ def _mark(marks: list[float], done: int, total: int, message: str) -> None:
     marks.append(time.perf_counter())
 
 
+def _sweep_run(spec: SweepSpec, folder: Path) -> dict[str, object]:
+    """One sweep into ``folder``, timed from its first progress call to its last cell: cells,
+    failures, cells per second, the final merge's seconds and the cells' own times."""
+    from oversmooth.experiments.sweep import _records, run_sweep
+
+    marks: list[float] = []
+    t0 = time.perf_counter()
+    result = run_sweep(spec, folder, progress=partial(_mark, marks))
+    wall = time.perf_counter() - t0
+    cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
+    each = [float(r["seconds"]) for r in _records(folder / "cells") if r.get("seconds") is not None]
+    run: dict[str, object] = {
+        "workers": spec.workers,
+        "cells": result.ran,
+        "failed": len(result.failed),
+        "cells_s": cells_s,
+        "merge_s": wall - (marks[-1] - t0) if marks else math.nan,
+        "cells_per_s": result.ran / cells_s if cells_s > 0 else math.nan,
+        # the cells' own times (in their workers): a worker's first cell includes its lazy
+        # imports, so the median is the steady-state cost of a cell
+        "cell_median_s": statistics.median(each) if each else math.nan,
+        "cell_sum_s": sum(each),
+    }
+    if result.failed:
+        run["error"] = str(result.failed[0].get("error", "a cell failed"))[:300]
+    return run
+
+
+def _sweep_ratios(runs: dict[int, dict], server_start: float) -> dict[str, float]:
+    """What :func:`sweep_scaling` derives from its runs (by worker count): ``ratio`` and,
+    with both a 1- and a 2-worker run, ``steady_ratio``, ``fixed_s``, ``warmup_s`` and
+    ``cold_ratio``."""
+    if not (1 in runs and 2 in runs):
+        return {"ratio": math.nan}
+    one, two = runs[1], runs[2]
+    return {
+        "ratio": two["cells_per_s"] / one["cells_per_s"],
+        # cells per second once started: 2 side by side against 1 alone
+        "steady_ratio": 2 * one["cell_median_s"] / two["cell_median_s"],
+        # what both runs pay whatever the worker count: the wall time not spent in cells
+        "fixed_s": one["cells_s"] - one["cell_sum_s"],  # the worker's start
+        # and a first cell's extra time (what a worker still loads then), once per worker
+        "warmup_s": one["cell_sum_s"] - one["cells"] * one["cell_median_s"],
+        "cold_ratio": (server_start + one["cells_s"]) / (server_start + two["cells_s"]),
+    }
+
+
 def sweep_scaling(
     device: torch.device,
     *,
@@ -856,7 +944,7 @@ def sweep_scaling(
     once per process: it is started (and timed, ``server_start_s``) before both runs, so
     neither pays it and the ratio compares the cells themselves.  ``cold_ratio`` is the
     ratio had each run paid that start (a sweep's first in a fresh process)."""
-    from oversmooth.experiments.sweep import SweepSpec, _records, run_sweep, start_worker_server
+    from oversmooth.experiments.sweep import SweepSpec, start_worker_server
 
     t0 = time.perf_counter()
     start_worker_server(wait=True)
@@ -874,44 +962,8 @@ def sweep_scaling(
             spec = SweepSpec(
                 models=models, depths=depths, seeds=seeds, workers=w, device=device.type
             )
-            marks: list[float] = []
-            t0 = time.perf_counter()
-            result = run_sweep(
-                spec,
-                Path(tmp) / f"workers-{w}",
-                progress=partial(_mark, marks),
-            )
-            wall = time.perf_counter() - t0
-            cells_s = marks[-1] - marks[0] if len(marks) >= 2 else math.nan
-            records = _records(Path(tmp) / f"workers-{w}" / "cells")
-            each = [float(r["seconds"]) for r in records if r.get("seconds") is not None]
-            run: dict[str, object] = {
-                "workers": w,
-                "cells": result.ran,
-                "failed": len(result.failed),
-                "cells_s": cells_s,
-                "merge_s": wall - (marks[-1] - t0) if marks else math.nan,
-                "cells_per_s": result.ran / cells_s if cells_s > 0 else math.nan,
-                # the cells' own times (in their workers): a worker's first cell includes its
-                # lazy imports, so the median is the steady-state cost of a cell
-                "cell_median_s": statistics.median(each) if each else math.nan,
-                "cell_sum_s": sum(each),
-            }
-            if result.failed:
-                run["error"] = str(result.failed[0].get("error", "a cell failed"))[:300]
-            out["runs"].append(run)
-    rates = {r["workers"]: r["cells_per_s"] for r in out["runs"]}
-    out["ratio"] = rates[2] / rates[1] if 1 in rates and 2 in rates else math.nan
-    runs = {r["workers"]: r for r in out["runs"]}
-    if 1 in runs and 2 in runs:  # cells per second once started: 2 side by side vs 1 alone
-        out["steady_ratio"] = 2 * runs[1]["cell_median_s"] / runs[2]["cell_median_s"]
-        # what both runs pay whatever the worker count: the wall time not spent in cells
-        out["fixed_s"] = runs[1]["cells_s"] - runs[1]["cell_sum_s"]  # the worker's start
-        # and a first cell's extra time (what a worker still loads then), once per worker
-        out["warmup_s"] = runs[1]["cell_sum_s"] - runs[1]["cells"] * runs[1]["cell_median_s"]
-        out["cold_ratio"] = (server_start + runs[1]["cells_s"]) / (
-            server_start + runs[2]["cells_s"]
-        )
+            out["runs"].append(_sweep_run(spec, Path(tmp) / f"workers-{w}"))
+    out.update(_sweep_ratios({r["workers"]: r for r in out["runs"]}, server_start))
     return out
 
 
@@ -1443,7 +1495,6 @@ def run_bench(
 
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     from oversmooth.runtime import resolve_device
-    from oversmooth.data import csbm, load
     from oversmooth.outputs import check_out
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
@@ -1451,26 +1502,38 @@ def run_bench(
     check_out(out, overwrite)
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     dev = resolve_device(device)
-    say = progress or (lambda msg: None)
     started = time.perf_counter()
     results: dict = {
         "schema_version": SCHEMA_VERSION,
         "quick": quick,
         "machine": machine(dev),
     }
+    _measure_sections(results, dev, quick, progress or (lambda msg: None))
+    _scaling_summary(results)
+    results["gpu"] = torch.cuda.is_available()
+    results["targets"] = targets(results)
+    results["seconds"] = time.perf_counter() - started
+    _write_bench(Path(out), overwrite, results, figures, tables)
+    return results
+
+
+def _measure_sections(
+    results: dict, dev: torch.device, quick: bool, say: Callable[[str], None]
+) -> None:
+    """Every measurement of :func:`run_bench` into ``results``, one section after another,
+    each announced to ``say`` and timed (``results["section_s"]``)."""
+    from oversmooth.data import csbm, load
+
     depth = 16 if quick else 256  # the issue's depth-256 models; tiny ones in the smoke test
     _lap(results, say, f"probe overhead (depth-{depth} Post-LN SAN on Cora)")
     results["probe_overhead"] = probe_overhead(dev, depth, repeats=2 if quick else 7)
     _lap(results, say, f"float64 against float32 (depth-{depth} Post-LN SAN on Cora)")
     results["precision"] = precision_cost(dev, depth, repeats=1 if quick else 4)
-    _lap(
-        results,
-        say,
-        f"default kernel against the edge kernel (depth {8 if quick else 256}, 4 backbones)",
-    )
-    results["kernel_ratios"] = kernel_ratios(dev, 8 if quick else 256, repeats=2 if quick else 5)
-    _lap(results, say, f"the zoo against PyG layers (depth {8 if quick else 256}, SAN, GAT, GCN)")
-    results["pyg_ratios"] = pyg_ratios(dev, 8 if quick else 256, repeats=2 if quick else 5)
+    mp_depth = 8 if quick else 256  # of the message-passing comparisons
+    _lap(results, say, f"default kernel against the edge kernel (depth {mp_depth}, 4 backbones)")
+    results["kernel_ratios"] = kernel_ratios(dev, mp_depth, repeats=2 if quick else 5)
+    _lap(results, say, f"the zoo against PyG layers (depth {mp_depth}, SAN, GAT, GCN)")
+    results["pyg_ratios"] = pyg_ratios(dev, mp_depth, repeats=2 if quick else 5)
     _lap(results, say, "metric kernels against loops, dense matrices and one-liners")
     graphs = [
         ("cora", load("cora")),
@@ -1481,11 +1544,11 @@ def run_bench(
     ]
     results["kernels"] = metric_kernels(dev, graphs, repeats=1 if quick else 3)
     results["metric_baselines"] = metric_baselines(dev, graphs, repeats=3 if quick else 9)
-    depths = [4] if quick else [2, 8, 32, 128, 512]
     _lap(results, say, "scaling in depth")
+    depths = [4] if quick else [2, 8, 32, 128, 512]
     results["depth"] = scaling_depth(dev, depths, similarity_too=not quick)
-    sizes = [1_000, 4_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
     _lap(results, say, "scaling in graph size")
+    sizes = [1_000, 4_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
     results["size"] = scaling_size(dev, sizes, depth=4)
     _lap(results, say, "sweep cells per second with 1 and 2 workers")
     results["sweep"] = (
@@ -1496,22 +1559,20 @@ def run_bench(
     _lap(results, say, "end to end (the README's main command, and `import torch`)")
     results["end_to_end"] = end_to_end(8 if quick else 256, pairs=1 if quick else 5)
     _lap(results, None, None)
+
+
+def _scaling_summary(results: dict) -> None:
+    """The time exponents in depth (from depth 32 on) and in graph size (every size), and
+    the largest peak memory over the smallest across those depths, from the scaling rows."""
     depth_rows = [r for r in results["depth"] if not r["similarity"] and "error" not in r]
-    results["depth_exponent"] = _exponent(
-        [r["depth"] for r in depth_rows if r["depth"] >= 32],
-        [r["seconds"] for r in depth_rows if r["depth"] >= 32],
-    )
+    deep = [r for r in depth_rows if r["depth"] >= 32]
+    results["depth_exponent"] = _exponent([r["depth"] for r in deep], [r["seconds"] for r in deep])
     size_rows = [r for r in results["size"] if "error" not in r]
     results["size_exponent"] = _exponent(  # the issue's range: every size, 10^3 ... 10^6
         [r["nodes"] for r in size_rows], [r["seconds"] for r in size_rows]
     )
-    mems = [r["peak_mib"] for r in depth_rows if r["depth"] >= 32]
+    mems = [r["peak_mib"] for r in deep]
     results["depth_memory_ratio"] = (max(mems) / max(min(mems), 1e-9)) if mems else math.nan
-    results["gpu"] = torch.cuda.is_available()
-    results["targets"] = targets(results)
-    results["seconds"] = time.perf_counter() - started
-    _write_bench(Path(out), overwrite, results, figures, tables)
-    return results
 
 
 def _write_bench(

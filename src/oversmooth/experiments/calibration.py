@@ -89,7 +89,9 @@ def _spread_power(alpha: float, tau: float) -> Callable[[np.ndarray, float], np.
     return lambda k, s: (alpha + tau * s) * np.log(np.maximum(k, 1.0))
 
 
-def _cases() -> tuple[Case, ...]:
+def _pure_law_cases() -> list[Case]:
+    """One law each: exponentials, power laws, and power laws shifted by ``k0`` (their
+    asymptotic exponent reached only for ``k >> k0``)."""
     out = [
         Case(f"exp beta={b:g}", _exp(b), "exponential-smoothing", LN2 / -b, family="exponential")
         for b in (-0.01, -0.05, -0.2)
@@ -109,7 +111,13 @@ def _cases() -> tuple[Case, ...]:
         for k0 in (2.0, 16.0, 64.0, 256.0)
         for a in (-1.0, -3.0)
     ]
-    out += [
+    return out
+
+
+def _late_rate_cases() -> list[Case]:
+    """Curves whose early layers follow another law than the late ones: sums of
+    exponentials (the slowest rate is the truth) and a power start with a weak exponential."""
+    return [
         Case(
             "sum of exp (0.3, 0.08, 0.03)",
             _sum_exp((0.3, 0.08, 0.03), (1.0, 0.1, 0.01)),
@@ -124,9 +132,7 @@ def _cases() -> tuple[Case, ...]:
             LN2 / 0.02,
             family="sum of exponentials",
         ),
-    ]
-    for depth in (64, 256):
-        out.append(
+        *(
             Case(
                 f"k^-4 e^-0.004k, depth {depth}",
                 _mixed(-4.0, -0.004),
@@ -135,26 +141,29 @@ def _cases() -> tuple[Case, ...]:
                 depth=depth,
                 family="power start, weak exponential",
             )
-        )
-    out.append(
+            for depth in (64, 256)
+        ),
         Case(
             "k^-2 e^-0.02k",
             _mixed(-2.0, -0.02),
             "exponential-smoothing",
             LN2 / 0.02,
             family="power start, weak exponential",
-        )
-    )
-    out.append(
+        ),
+    ]
+
+
+def _other_cases() -> list[Case]:
+    """A seed spread of the exponent, growth, a stable curve, and a stretched exponential
+    (no single truth: its labels are listed, never scored)."""
+    return [
         Case(
             "pow alpha=-1, seed spread 0.2",
             _spread_power(-1.0, 0.2),
             "algebraic-smoothing",
             -1.0,
             family="seed spread",
-        )
-    )
-    out += [
+        ),
         Case(
             "growth k^0.3, curse",
             _power(0.3),
@@ -180,7 +189,11 @@ def _cases() -> tuple[Case, ...]:
             family="stretched exponential (no single truth)",
         ),
     ]
-    return tuple(out)
+
+
+def _cases() -> tuple[Case, ...]:
+    """Every calibration case, in the order of the report's tables."""
+    return (*_pure_law_cases(), *_late_rate_cases(), *_other_cases())
 
 
 CASES = _cases()
