@@ -41,7 +41,6 @@ __all__ = [
     "GraphOperator",
     "as_graph",
     "thread_buffers",
-    "as_operator",
     "validate_features",
     "check_edge_index",
     "check_edge_weight",
@@ -267,26 +266,6 @@ class GraphOperator:
         self.runs.graph = batch[self.runs.row]
 
     @property
-    def is_symmetric(self) -> bool:
-        """Whether ``W == W^T`` (an undirected graph with symmetric weights); computed once."""
-        cached = getattr(self, "_symmetric", None)
-        if cached is None:
-            n = self.num_nodes
-            src, dst = self.edge_index
-            fwd = torch.sparse_coo_tensor(
-                torch.stack([dst, src]), self.edge_weight, (n, n)
-            ).coalesce()
-            bwd = torch.sparse_coo_tensor(
-                torch.stack([src, dst]), self.edge_weight, (n, n)
-            ).coalesce()
-            cached = bool(
-                torch.equal(fwd.indices(), bwd.indices())
-                and torch.allclose(fwd.values(), bwd.values(), rtol=1e-12, atol=0.0)
-            )
-            self._symmetric: bool | None = cached
-        return cached
-
-    @property
     def device(self) -> torch.device:
         return self.edge_index.device
 
@@ -309,7 +288,6 @@ class GraphOperator:
         other._inv_degree = self._inv_degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
-        other._symmetric = getattr(self, "_symmetric", None)
         other._csr = {torch.float64: self._csr[torch.float64].to(device)}
         other.runs = self.runs.to(device)
         other.num_graphs = self.num_graphs
@@ -348,9 +326,6 @@ class GraphOperator:
             f"GraphOperator(num_nodes={self.num_nodes}, num_edges={self.num_edges}{graphs}, "
             f"self_loops={self.self_loops}, device={self.device})"
         )
-
-
-GraphLike = GraphOperator | Tensor
 
 
 def _ones(size: int, device: torch.device) -> Tensor:
@@ -586,31 +561,6 @@ def _edge_laplacian(
         else:
             out.index_add_(0, t, diff * prob[part].unsqueeze(1))
     return out
-
-
-def as_operator(
-    graph: GraphLike, num_nodes: int | None = None, device: torch.device | None = None
-) -> GraphOperator:
-    """Return ``graph`` as a :class:`GraphOperator` on ``device``.
-
-    ``graph`` is either an operator (reused; its ``num_nodes`` must match) or an
-    ``edge_index`` tensor (an operator is built on the spot; build one yourself
-    and pass it when you measure many tensors on the same graph).
-    """
-    if isinstance(graph, GraphOperator):
-        if num_nodes is not None and graph.num_nodes != num_nodes:
-            raise ValueError(
-                f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
-            )
-        op = graph
-    elif isinstance(graph, Tensor):
-        op = GraphOperator(graph if device is None else graph.to(device), num_nodes=num_nodes)
-    else:
-        raise TypeError(
-            "graph: expected an edge_index tensor or a "
-            f"GraphOperator, received {type(graph).__name__}"
-        )
-    return op.to(device) if device is not None else op
 
 
 def validate_features(x: Tensor, name: str = "x") -> None:
