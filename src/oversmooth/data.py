@@ -586,6 +586,24 @@ def _parse_params(name: str, text: str) -> dict:
 
 
 def _load_pt(path: Path) -> Data:
+    """The PyG ``Data`` saved at ``path`` (or built from a saved dict of tensors), validated,
+    with float features (``ones`` when it has none) and named after the file."""
+    obj = _read_pt(path)
+    n = obj.num_nodes
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"{path}: num_nodes must be a non-negative integer, received {n!r}")
+    _check_size(f"{path} ({n} nodes)", n, obj.edge_index.size(1), 1 if obj.x is None else 0)
+    obj.x = torch.ones(n, 1) if obj.x is None else _pt_features(path, obj.x)
+    _validate_user_graph(
+        path, obj.edge_index, n, obj.x, getattr(obj, "y", None), getattr(obj, "edge_weight", None)
+    )
+    obj.name = path.stem
+    return obj
+
+
+def _read_pt(path: Path) -> Data:
+    """The ``Data`` in a ``.pt`` file, loaded with ``weights_only=True`` (no arbitrary pickle
+    runs); its ``x``, ``edge_index`` and ``y`` are tensors and ``edge_index`` is ``[2, E]``."""
     from torch_geometric.data import Data
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import BaseStorage, EdgeStorage, GlobalStorage, NodeStorage
@@ -619,6 +637,13 @@ def _load_pt(path: Path) -> Data:
             f"{path}: expected a torch_geometric Data with edge_index, "
             f"received {type(obj).__name__}"
         )
+    _check_pt_tensors(path, obj)
+    return obj
+
+
+def _check_pt_tensors(path: Path, obj: Data) -> None:
+    """``ValueError`` unless ``x``, ``edge_index`` and ``y`` (where present) are tensors and
+    ``edge_index`` is an integer ``[2, num_edges]``."""
     for key in ("x", "edge_index", "y"):
         value = getattr(obj, key, None)
         if value is not None and not isinstance(value, Tensor):
@@ -629,31 +654,23 @@ def _load_pt(path: Path) -> Data:
             f"{path}: edge_index must be an integer tensor of shape [2, num_edges], "
             f"received {obj.edge_index.dtype} {list(obj.edge_index.shape)}"
         )
-    n = obj.num_nodes
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"{path}: num_nodes must be a non-negative integer, received {n!r}")
-    _check_size(f"{path} ({n} nodes)", n, obj.edge_index.size(1), 1 if obj.x is None else 0)
-    if obj.x is None:
-        obj.x = torch.ones(n, 1)
-    elif obj.x.dim() != 2:
+
+
+def _pt_features(path: Path, x: Tensor) -> Tensor:
+    """A saved file's features ``[num_nodes, num_features]`` as float32 or float64 (other real
+    dtypes converted, with a warning)."""
+    if x.dim() != 2:
         raise ValueError(
-            f"{path}: x must be a [num_nodes, num_features] tensor, "
-            f"received shape {list(obj.x.shape)}"
+            f"{path}: x must be a [num_nodes, num_features] tensor, received shape {list(x.shape)}"
         )
-    elif obj.x.dtype.is_complex:
-        raise ValueError(f"{path}: x has complex dtype {obj.x.dtype}; save real features")
-    elif obj.x.dtype not in (torch.float32, torch.float64):
-        # integer/bool (bag-of-words counts, one-hot) and half-precision features are common in
-        # saved PyG datasets; the models and metrics need float, so convert (exactly, for counts)
-        warnings.warn(
-            f"{path}: features have dtype {obj.x.dtype}; converted to float32", stacklevel=2
-        )
-        obj.x = obj.x.to(torch.float32)
-    _validate_user_graph(
-        path, obj.edge_index, n, obj.x, getattr(obj, "y", None), getattr(obj, "edge_weight", None)
-    )
-    obj.name = path.stem
-    return obj
+    if x.dtype.is_complex:
+        raise ValueError(f"{path}: x has complex dtype {x.dtype}; save real features")
+    if x.dtype in (torch.float32, torch.float64):
+        return x
+    # integer/bool (bag-of-words counts, one-hot) and half-precision features are common in
+    # saved PyG datasets; the models and metrics need float, so convert (exactly, for counts)
+    warnings.warn(f"{path}: features have dtype {x.dtype}; converted to float32", stacklevel=3)
+    return x.to(torch.float32)
 
 
 def _read_numeric_csv(path: Path, min_cols: int, what: str) -> np.ndarray:

@@ -41,7 +41,6 @@ __all__ = [
     "GraphOperator",
     "as_graph",
     "thread_buffers",
-    "as_operator",
     "validate_features",
     "check_edge_index",
     "check_edge_weight",
@@ -152,52 +151,40 @@ class GraphOperator:
             operator_bytes(num_nodes, edge_index.size(1)),
             edge_index.device,
         )
-        device = edge_index.device
-        if type(edge_index) is not Tensor:  # e.g. PyG's EdgeIndex: plain index arithmetic here
-            unwrap = getattr(edge_index, "as_tensor", None)
-            edge_index = unwrap() if callable(unwrap) else edge_index.as_subclass(Tensor)
-        edge_index = edge_index.long()
-        if self_loops:
-            loop = torch.arange(num_nodes, device=device)
-            edge_index = torch.cat([edge_index, torch.stack([loop, loop])], dim=1)
-        weight = (
-            _ones(edge_index.size(1), device)  # a broadcast 1: no memory per edge
-            if edge_weight is None
-            else edge_weight.to(device=device, dtype=torch.float64)
-        )
-        if self_loops and edge_weight is not None:
-            weight = torch.cat([weight, torch.ones(num_nodes, dtype=torch.float64, device=device)])
+        edge_index, weight = _plain_edges(edge_index, edge_weight, num_nodes, self_loops)
         self.num_nodes: int = num_nodes
         self.self_loops: bool = self_loops
         self._weighted = edge_weight is not None
         self.edge_index: Tensor = edge_index  # [2, num_edges]
         self.edge_weight: Tensor = weight  # [num_edges], float64
-        src, dst = edge_index
-        # d_i = sum of the weights of the edges that enter i (unit weights: a count, exact)
-        self.degree: Tensor
-        if edge_weight is None:
-            self.degree = torch.bincount(dst, minlength=num_nodes).to(torch.float64)
-        else:
-            self.degree = torch.zeros(num_nodes, dtype=torch.float64, device=device)
-            self.degree.index_add_(0, dst, weight)
+        self.degree: Tensor = _in_degree(
+            edge_index[1], weight if self._weighted else None, num_nodes
+        )
         self.has_neighbors: Tensor = self.degree > 0  # [num_nodes] bool
         self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
         self._inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
+        self._set_matrix(weight)
+        self._set_batch(batch)
+        self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs
+
+    def _set_matrix(self, weight: Tensor) -> None:
+        """Store ``P`` (CSR, float64) and its merged edges (``runs``, a :class:`TargetRuns`),
+        given the weight of every edge ``[num_edges]``."""
         # P[i, j] = w_ij / d_i with i the target: rows are targets, columns sources, merged
         # over repeated edges and sorted by row.  An edge list already sorted by (target,
         # source) without repeats (what oversmooth's loaders produce) is that structure as
         # is: its rows and columns are views of edge_index, its values each edge's P entry.
+        n = self.num_nodes
+        src, dst = self.edge_index
         if _strictly_sorted(dst, src):
             rows, cols = dst, src.contiguous()
             prob, merged_weight = self._edge_values(dst, weight), weight
         else:
             rows, cols, prob, merged_weight = self._coalesced(src, dst, weight)
-        crow = torch.searchsorted(rows, torch.arange(num_nodes + 1, device=device))
-        self._csr = {torch.float64: csr_matrix(crow, cols, prob, (num_nodes, num_nodes))}
-        unit = edge_weight is None and cols.numel() == edge_index.size(1)  # no repeated edge
+        crow = torch.searchsorted(rows, torch.arange(n + 1, device=self.device))
+        self._csr = {torch.float64: csr_matrix(crow, cols, prob, (n, n))}
+        unit = not self._weighted and cols.numel() == self.num_edges  # no repeated edge
         self.runs: TargetRuns = TargetRuns(crow, cols, rows, prob, merged_weight, unit)
-        self._set_batch(batch)
-        self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs
 
     @property
     def edge_prob(self) -> Tensor:
@@ -267,26 +254,6 @@ class GraphOperator:
         self.runs.graph = batch[self.runs.row]
 
     @property
-    def is_symmetric(self) -> bool:
-        """Whether ``W == W^T`` (an undirected graph with symmetric weights); computed once."""
-        cached = getattr(self, "_symmetric", None)
-        if cached is None:
-            n = self.num_nodes
-            src, dst = self.edge_index
-            fwd = torch.sparse_coo_tensor(
-                torch.stack([dst, src]), self.edge_weight, (n, n)
-            ).coalesce()
-            bwd = torch.sparse_coo_tensor(
-                torch.stack([src, dst]), self.edge_weight, (n, n)
-            ).coalesce()
-            cached = bool(
-                torch.equal(fwd.indices(), bwd.indices())
-                and torch.allclose(fwd.values(), bwd.values(), rtol=1e-12, atol=0.0)
-            )
-            self._symmetric: bool | None = cached
-        return cached
-
-    @property
     def device(self) -> torch.device:
         return self.edge_index.device
 
@@ -309,7 +276,6 @@ class GraphOperator:
         other._inv_degree = self._inv_degree.to(device)
         other.has_neighbors = self.has_neighbors.to(device)
         other.num_isolated = self.num_isolated
-        other._symmetric = getattr(self, "_symmetric", None)
         other._csr = {torch.float64: self._csr[torch.float64].to(device)}
         other.runs = self.runs.to(device)
         other.num_graphs = self.num_graphs
@@ -350,13 +316,43 @@ class GraphOperator:
         )
 
 
-GraphLike = GraphOperator | Tensor
-
-
 def _ones(size: int, device: torch.device) -> Tensor:
     """``[size]`` float64 ones as a broadcast view of one value (no memory per entry; writing
     into it raises)."""
     return torch.ones((), dtype=torch.float64, device=device).expand(size)
+
+
+def _plain_edges(
+    edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int, self_loops: bool
+) -> tuple[Tensor, Tensor]:
+    """``edge_index`` as a plain ``long`` tensor and the float64 weight of every edge (a
+    broadcast 1 without weights), with a unit self loop on every node appended for
+    ``self_loops``."""
+    device = edge_index.device
+    if type(edge_index) is not Tensor:  # e.g. PyG's EdgeIndex: plain index arithmetic here
+        unwrap = getattr(edge_index, "as_tensor", None)
+        edge_index = unwrap() if callable(unwrap) else edge_index.as_subclass(Tensor)
+    edge_index = edge_index.long()
+    if self_loops:
+        loop = torch.arange(num_nodes, device=device)
+        edge_index = torch.cat([edge_index, torch.stack([loop, loop])], dim=1)
+    weight = (
+        _ones(edge_index.size(1), device)  # a broadcast 1: no memory per edge
+        if edge_weight is None
+        else edge_weight.to(device=device, dtype=torch.float64)
+    )
+    if self_loops and edge_weight is not None:
+        weight = torch.cat([weight, torch.ones(num_nodes, dtype=torch.float64, device=device)])
+    return edge_index, weight
+
+
+def _in_degree(dst: Tensor, weight: Tensor | None, num_nodes: int) -> Tensor:
+    """``d_i``, the sum of the weights of the edges that enter ``i``, float64 (``weight`` None:
+    unit weights, a count, exact)."""
+    if weight is None:
+        return torch.bincount(dst, minlength=num_nodes).to(torch.float64)
+    degree = torch.zeros(num_nodes, dtype=torch.float64, device=dst.device)
+    return degree.index_add_(0, dst, weight)
 
 
 def _moved(t: Tensor, device: torch.device) -> Tensor:
@@ -586,31 +582,6 @@ def _edge_laplacian(
         else:
             out.index_add_(0, t, diff * prob[part].unsqueeze(1))
     return out
-
-
-def as_operator(
-    graph: GraphLike, num_nodes: int | None = None, device: torch.device | None = None
-) -> GraphOperator:
-    """Return ``graph`` as a :class:`GraphOperator` on ``device``.
-
-    ``graph`` is either an operator (reused; its ``num_nodes`` must match) or an
-    ``edge_index`` tensor (an operator is built on the spot; build one yourself
-    and pass it when you measure many tensors on the same graph).
-    """
-    if isinstance(graph, GraphOperator):
-        if num_nodes is not None and graph.num_nodes != num_nodes:
-            raise ValueError(
-                f"x: expected {graph.num_nodes} rows (the graph's num_nodes), received {num_nodes}"
-            )
-        op = graph
-    elif isinstance(graph, Tensor):
-        op = GraphOperator(graph if device is None else graph.to(device), num_nodes=num_nodes)
-    else:
-        raise TypeError(
-            "graph: expected an edge_index tensor or a "
-            f"GraphOperator, received {type(graph).__name__}"
-        )
-    return op.to(device) if device is not None else op
 
 
 def validate_features(x: Tensor, name: str = "x") -> None:

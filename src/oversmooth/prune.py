@@ -36,9 +36,10 @@ DeeperGCN calls ``layers[0].conv`` directly) is refused.  Every pruned run is a 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -174,43 +175,80 @@ def prune_sensitivity(
         return _prune_any(model, data, layers, mask, callback, stream)
     if stream is not None:
         raise ValueError("stream: an oversmooth model's blocks are its stream; leave it unset")
-    depth = len(model.blocks)
-    chosen = check_layers(layers, depth)
+    chosen = check_layers(layers, len(model.blocks))
     mask_t = _resolve_mask(data, mask)
+    with _eval_mode(model):
+        frame = _prune_blocks(model, data, chosen, mask_t, reuse_prefix, callback)
+    frame.attrs["pruned_as"] = dict.fromkeys(chosen, "block")
+    frame.attrs["identity_on_stream"] = dict.fromkeys(chosen, True)
+    return frame
+
+
+@contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode, put back in the mode it had afterwards."""
     was_training = model.training
     model.eval()
     try:
-        device = next(model.parameters()).device
-        x, edge_index = data.x.to(device), data.edge_index.to(device)
-        edge_weight = getattr(data, "edge_weight", None)
-        edge_weight = None if edge_weight is None else edge_weight.to(device)
-        graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
-        ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
-        h = model.encoder(x)
-        wanted = {k - 1 for k in chosen} if reuse_prefix else set()
-        inputs: dict[int, Tensor] = {}
-        for k, block in enumerate(model.blocks):
-            if k in wanted:
-                inputs[k] = h  # the input of block k, i.e. X^{k} in 0-based block terms
-            h = block(h, ctx)
-        base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask_t, device)
-        rows = []
-        for layer in chosen:
-            if reuse_prefix:
-                out = model.run_blocks(inputs.pop(layer - 1), ctx, start=layer)
-            else:
-                out = model.run_blocks(model.encoder(x), ctx, skip=[layer - 1])
-            logits = model.decoder(out)
-            energy = laplacian_energy(out, graph)
-            rows.append(base.row(layer, logits, energy))
-            if callback is not None:
-                callback(layer)
-        frame = _frame(rows, chosen, base.energy, base.acc)
-        frame.attrs["pruned_as"] = dict.fromkeys(chosen, "block")
-        frame.attrs["identity_on_stream"] = dict.fromkeys(chosen, True)
-        return frame
+        yield
     finally:
         model.train(was_training)
+
+
+def _on_device(data: Data, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
+    """``x``, ``edge_index`` and ``edge_weight`` (None when the data has none) on ``device``."""
+    edge_weight = getattr(data, "edge_weight", None)
+    edge_weight = None if edge_weight is None else edge_weight.to(device)
+    return data.x.to(device), data.edge_index.to(device), edge_weight
+
+
+def _measure(
+    chosen: list[int],
+    base: _Baseline,
+    pruned: Callable[[int], tuple[Tensor, Tensor]],
+    callback: Callable[[int], None] | None,
+) -> pd.DataFrame:
+    """One row per chosen layer from ``pruned(layer)`` (the logits and the final energy with
+    that layer pruned), measured against ``base``."""
+    rows = []
+    for layer in chosen:
+        rows.append(base.row(layer, *pruned(layer)))
+        if callback is not None:
+            callback(layer)
+    return _frame(rows, chosen, base.energy, base.acc)
+
+
+def _prune_blocks(
+    model: DepthModel,
+    data: Data,
+    chosen: list[int],
+    mask: Tensor | None,
+    reuse_prefix: bool,
+    callback: Callable[[int], None] | None,
+) -> pd.DataFrame:
+    """:func:`prune_sensitivity` of an oversmooth model: each pruned block is skipped, from the
+    input or (``reuse_prefix``) from that block's recorded input."""
+    device = next(model.parameters()).device
+    x, edge_index, edge_weight = _on_device(data, device)
+    graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
+    ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
+    h = model.encoder(x)
+    wanted = {k - 1 for k in chosen} if reuse_prefix else set()
+    inputs: dict[int, Tensor] = {}
+    for k, block in enumerate(model.blocks):
+        if k in wanted:
+            inputs[k] = h  # the input of block k, i.e. X^{k} in 0-based block terms
+        h = block(h, ctx)
+    base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask, device)
+
+    def pruned(layer: int) -> tuple[Tensor, Tensor]:
+        if reuse_prefix:
+            out = model.run_blocks(inputs.pop(layer - 1), ctx, start=layer)
+        else:
+            out = model.run_blocks(model.encoder(x), ctx, skip=[layer - 1])
+        return model.decoder(out), laplacian_energy(out, graph)
+
+    return _measure(chosen, base, pruned, callback)
 
 
 def _frame(
@@ -378,7 +416,7 @@ def _prune_any(
     stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of any model through hooks on its layers."""
-    from oversmooth.probe import LayerCalls, stream_plan, find_layers
+    from oversmooth.probe import stream_plan, find_layers
 
     modules, are_blocks = find_layers(model, "residual")
     if stream is not None and are_blocks:
@@ -389,44 +427,57 @@ def _prune_any(
     plan = None if are_blocks else stream_plan(model, modules, stream)
     chosen = check_layers(layers, len(modules))
     mask_t = _resolve_mask(data, mask)
-    was_training = model.training
-    model.eval()
-    try:
+    with _eval_mode(model):
         param = next(iter(model.parameters()), None)
         device = param.device if param is not None else data.x.device
-        x, edge_index = data.x.to(device), data.edge_index.to(device)
-        edge_weight = getattr(data, "edge_weight", None)
-        kwargs = {} if edge_weight is None else {"edge_weight": edge_weight.to(device)}
+        run = _forward(model, data, device)
         graph = as_graph(data, device=device)
-
-        def run() -> Tensor:
-            out = model(x, edge_index, **kwargs)
-            if not isinstance(out, Tensor):
-                raise TypeError(
-                    f"model: expected the forward to return a tensor, received {type(out).__name__}"
-                )
-            return out
-
-        names = {id(m): name for name, m in model.named_modules()}
-        calls = LayerCalls(modules, names)
-        handles = calls.attach()
-        try:
-            logits = run()
-        finally:
-            for handle in handles:
-                handle.remove()
-        _refuse_unreached(calls, chosen, model)
+        logits = _run_counting_calls(model, modules, run, chosen)
         base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
         pruner = _Pruner(modules, plan, run)
-        rows, how, same = [], {}, {}
-        for layer in chosen:
+        how: dict[int, str] = {}
+        same: dict[int, bool | None] = {}
+
+        def pruned(layer: int) -> tuple[Tensor, Tensor]:
             logits, how[layer], same[layer] = pruner.prune(layer)
-            energy = laplacian_energy(logits, graph)
-            rows.append(base.row(layer, logits, energy))
-            if callback is not None:
-                callback(layer)
-        frame = _frame(rows, chosen, base.energy, base.acc)
+            return logits, laplacian_energy(logits, graph)
+
+        frame = _measure(chosen, base, pruned, callback)
         _say_how(frame, how, same)
         return frame
+
+
+def _forward(model: nn.Module, data: Data, device: torch.device) -> Callable[[], Tensor]:
+    """The model's forward on ``data`` (moved to ``device``): ``model(x, edge_index)``, plus
+    ``edge_weight=`` when the data has weights; ``TypeError`` unless it returns a tensor."""
+    x, edge_index, edge_weight = _on_device(data, device)
+    kwargs = {} if edge_weight is None else {"edge_weight": edge_weight}
+
+    def run() -> Tensor:
+        out = model(x, edge_index, **kwargs)
+        if not isinstance(out, Tensor):
+            raise TypeError(
+                f"model: expected the forward to return a tensor, received {type(out).__name__}"
+            )
+        return out
+
+    return run
+
+
+def _run_counting_calls(
+    model: nn.Module, modules: Sequence[nn.Module], run: Callable[[], Tensor], chosen: list[int]
+) -> Tensor:
+    """The unpruned output of ``run``, counting the calls of every layer module on the way;
+    ``ValueError`` for a chosen layer whose module the forward never called."""
+    from oversmooth.probe import LayerCalls
+
+    names = {id(m): name for name, m in model.named_modules()}
+    calls = LayerCalls(modules, names)
+    handles = calls.attach()
+    try:
+        out = run()
     finally:
-        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    _refuse_unreached(calls, chosen, model)
+    return out

@@ -204,6 +204,78 @@ def _parity_conflict(w: Any, labels: np.ndarray, count: int) -> np.ndarray:
     return conflict
 
 
+def _diffusion_weights(
+    graph: Any, edge_weight: Tensor | None, num_nodes: int | None, self_loops: bool
+) -> tuple[Any, int]:
+    """The validated, undirected ``W`` (scipy CSR, float64, repeated edges merged), with a unit
+    self loop on every node when ``self_loops``, and the number of isolated nodes before it."""
+    import scipy.sparse as sp
+
+    w = _weights(graph, edge_weight, num_nodes)
+    w.sum_duplicates()
+    w.eliminate_zeros()
+    _check_symmetric(w)
+    n = w.shape[0]
+    isolated = int(np.count_nonzero(np.diff(w.indptr) == 0))  # no edge, before any self loop
+    if self_loops:  # the zoo's neighbourhood N(i) ∪ {i}: a unit self loop replaces any other
+        w = (w - sp.diags(w.diagonal()) + sp.identity(n, dtype=np.float64)).tocsr()
+        w.eliminate_zeros()
+    return w, isolated
+
+
+def _components(w: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The component of every node and the size of every component; ``ValueError`` when no
+    component has two or more nodes (nothing diffuses)."""
+    from scipy.sparse.csgraph import connected_components
+
+    count, labels = connected_components(w, directed=False)
+    sizes = np.bincount(labels, minlength=count)
+    if not np.any(sizes >= 2):
+        raise ValueError(
+            "spectral_gap: expected a graph with at least one edge between two nodes, "
+            f"received {w.shape[0]} node(s) without one; nothing diffuses"
+        )
+    return labels, sizes
+
+
+def _symmetric_normalised(w: Any) -> Any:
+    """``S = D^{-1/2} W D^{-1/2}`` (an isolated node's row and column stay zero)."""
+    import scipy.sparse as sp
+
+    degree = np.asarray(w.sum(axis=1)).ravel()
+    inv_sqrt = np.zeros(w.shape[0])
+    inv_sqrt[degree > 0] = 1.0 / np.sqrt(degree[degree > 0])
+    return sp.diags(inv_sqrt) @ w @ sp.diags(inv_sqrt)
+
+
+def _component_spectra(
+    s: Any, labels: np.ndarray, sizes: np.ndarray, bipartite: np.ndarray
+) -> dict[int, tuple[float, float]]:
+    """``(lambda_2, lambda_min)`` of every component with two or more nodes, by component."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    spectra: dict[int, tuple[float, float]] = {}
+    for c in np.flatnonzero(sizes >= 2):
+        nodes = order[bounds[c] : bounds[c + 1]]
+        lam2, lam_min = _component_spectrum(s[nodes][:, nodes].tocsr())
+        if bipartite[c]:
+            lam_min = -1.0  # exact: the spectrum of a bipartite graph is symmetric about 0
+        spectra[int(c)] = (lam2, lam_min)
+    return spectra
+
+
+def _slem(lam2: float, lam_min: float) -> float:
+    """The second-largest eigenvalue modulus."""
+    return max(abs(lam2), abs(lam_min))
+
+
+def _slowest(spectra: dict[int, tuple[float, float]], sizes: np.ndarray) -> tuple[float, int]:
+    """The whole graph's per-step energy ratio (the slowest component's, at most 1) and the size
+    of the component that sets it (the largest on a tie)."""
+    ratio, size = max((_slem(*spectrum) ** 2, int(sizes[c])) for c, spectrum in spectra.items())
+    return min(ratio, 1.0), size
+
+
 def spectral_gap(
     graph: Any,
     edge_weight: Tensor | None = None,
@@ -226,52 +298,17 @@ def spectral_gap(
     Returns:
         A :class:`SpectralGap`; ``summary()`` says it in one sentence.
     """
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
-
     if not isinstance(self_loops, bool):
         raise ValueError(f"self_loops: expected True or False, received {self_loops!r}")
-    w = _weights(graph, edge_weight, num_nodes)
-    w.sum_duplicates()
-    w.eliminate_zeros()
-    _check_symmetric(w)
-    n = w.shape[0]
-    isolated = int(np.count_nonzero(np.diff(w.indptr) == 0))  # no edge, before any self loop
-    if self_loops:  # the zoo's neighbourhood N(i) ∪ {i}: a unit self loop replaces any other
-        w = (w - sp.diags(w.diagonal()) + sp.identity(n, dtype=np.float64)).tocsr()
-        w.eliminate_zeros()
-    degree = np.asarray(w.sum(axis=1)).ravel()
-    count, labels = connected_components(w, directed=False)
-    sizes = np.bincount(labels, minlength=count)
-    if not np.any(sizes >= 2):
-        raise ValueError(
-            "spectral_gap: expected a graph with at least one edge between two nodes, "
-            f"received {n} node(s) without one; nothing diffuses"
-        )
-    inv_sqrt = np.zeros(n)
-    inv_sqrt[degree > 0] = 1.0 / np.sqrt(degree[degree > 0])
-    s = sp.diags(inv_sqrt) @ w @ sp.diags(inv_sqrt)
-    bipartite = ~_parity_conflict(w, labels, count) & (sizes >= 2)
-
-    order = np.argsort(labels, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    w, isolated = _diffusion_weights(graph, edge_weight, num_nodes, self_loops)
+    labels, sizes = _components(w)
+    bipartite = ~_parity_conflict(w, labels, len(sizes)) & (sizes >= 2)
+    spectra = _component_spectra(_symmetric_normalised(w), labels, sizes, bipartite)
     largest = int(np.argmax(sizes))
-    ratios, comp_sizes = [], []
-    lcc: tuple[float, float] = (math.nan, math.nan)
-    for c in np.flatnonzero(sizes >= 2):
-        nodes = order[bounds[c] : bounds[c + 1]]
-        lam2, lam_min = _component_spectrum(s[nodes][:, nodes].tocsr())
-        if bipartite[c]:
-            lam_min = -1.0  # exact: the spectrum of a bipartite graph is symmetric about 0
-        ratios.append(max(abs(lam2), abs(lam_min)) ** 2)
-        comp_sizes.append(int(sizes[c]))
-        if c == largest:
-            lcc = (lam2, lam_min)
-    lam2, lam_min = lcc
-    slem = max(abs(lam2), abs(lam_min))
+    lam2, lam_min = spectra[largest]
+    slem = _slem(lam2, lam_min)
     ratio = min(slem**2, 1.0)
-    graph_ratio = min(max(ratios), 1.0)
-    slowest = max(zip(ratios, comp_sizes, strict=True))[1]  # the largest of the slowest ones
+    graph_ratio, slowest = _slowest(spectra, sizes)
     return SpectralGap(
         lambda2=lam2,
         lambda_min=lam_min,
@@ -279,8 +316,8 @@ def spectral_gap(
         energy_ratio=ratio,
         halving_steps=halving_steps(ratio),
         nodes=int(sizes[largest]),
-        num_nodes=int(n),
-        num_components=int(np.count_nonzero(sizes >= 2)),
+        num_nodes=int(w.shape[0]),
+        num_components=len(spectra),
         isolated=isolated,
         bipartite=bool(bipartite[largest]),
         bipartite_components=int(np.count_nonzero(bipartite)),

@@ -282,21 +282,7 @@ def build_model(
         >>> len(model.blocks)
         256
     """
-    known = {f.name for f in dataclasses.fields(ModelConfig)} - {
-        "name",
-        "conv",
-        "depth",
-        "in_channels",
-        "out_channels",
-        "hidden",
-        "heads",
-        "seed",
-    }
-    unknown = set(options) - known
-    if unknown:
-        raise ValueError(
-            f"options: unknown {', '.join(sorted(unknown))}; expected {', '.join(sorted(known))}"
-        )
+    _check_options(options)
     config = ModelConfig(
         name=name,
         conv=conv,
@@ -309,6 +295,23 @@ def build_model(
         **options,
     )
     return model_from_config(config, device)
+
+
+#: The :class:`ModelConfig` fields that :func:`build_model` names as its own arguments.
+_BUILD_ARGUMENTS = frozenset(
+    {"name", "conv", "depth", "in_channels", "out_channels", "hidden", "heads", "seed"}
+)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """``ValueError`` for a :func:`build_model` keyword that is no other :class:`ModelConfig`
+    field."""
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - _BUILD_ARGUMENTS
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(
+            f"options: unknown {', '.join(sorted(unknown))}; expected {', '.join(sorted(known))}"
+        )
 
 
 def model_from_config(config: ModelConfig, device: torch.device | str | None = None) -> DepthModel:
