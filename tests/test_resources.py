@@ -16,7 +16,7 @@ GB = 10**9
 def machine(monkeypatch):
     """A machine with 4 GB of RAM available, whatever this one has."""
     monkeypatch.delenv("OVERSMOOTH_MEMORY_LIMIT", raising=False)
-    monkeypatch.setattr(R, "_host_available", lambda: 4 * GB)
+    monkeypatch.setattr(R, "host_available", lambda: 4 * GB)
 
 
 def test_format_bytes():
@@ -39,7 +39,7 @@ def test_check_allocation_refuses_with_need_and_have(machine):
 
 def test_unknown_memory_never_refuses(monkeypatch):
     monkeypatch.delenv("OVERSMOOTH_MEMORY_LIMIT", raising=False)
-    monkeypatch.setattr(R, "_host_available", lambda: None)
+    monkeypatch.setattr(R, "host_available", lambda: None)
     R.check_allocation("anything", 1e18)
 
 

@@ -374,15 +374,18 @@ def _strictly_sorted(major: Tensor, minor: Tensor) -> bool:
     return bool(up.all())
 
 
+# Tuning constants (module attributes, read each time a kernel runs or an operator is
+# built; tests lower them to run every chunking on small graphs).
+#
 # Edges per chunk are chosen so that one chunk of gathered rows holds at most
 # this many float64 values (2 MiB): small enough to stay in cache, large enough
 # that the Python loop over chunks costs nothing (measured 5x faster than 32 MiB
 # chunks on a 200k-edge graph).
-_CHUNK_VALUES = 1 << 18
+CHUNK_VALUES = 1 << 18
 
 
 def _edge_chunks(num_edges: int, channels: int) -> Iterator[slice]:
-    step = max(1, _CHUNK_VALUES // max(channels, 1))
+    step = max(1, CHUNK_VALUES // max(channels, 1))
     for start in range(0, num_edges, step):
         yield slice(start, start + step)
 
@@ -407,11 +410,11 @@ def csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]
 # The difference kernels run over blocks of this many merged edges (a chunk is one or more
 # blocks); block boundaries and the rows they touch are read to the host once, when the
 # operator is built, so that running the kernels never synchronises.
-_BLOCK = 512
+BLOCK_EDGES = 512
 # Up to this many gathered values (8 MiB of float64) the kernels run in one chunk: on a
 # small graph the fixed cost of a chunk outweighs what smaller chunks save in cache misses
 # (Cora, 32 channels, 1 thread: 0.49 ms in one chunk, 0.61 ms in two).
-_WHOLE_VALUES = 1 << 20
+WHOLE_VALUES = 1 << 20
 
 
 class TargetRuns:
@@ -437,8 +440,8 @@ class TargetRuns:
         self.nnz = col.numel()
         self.unit = unit
         self.graph: Tensor | None = None
-        starts = torch.arange(0, self.nnz, _BLOCK, device=col.device)
-        ends = torch.clamp(starts + _BLOCK, max=self.nnz)
+        starts = torch.arange(0, self.nnz, BLOCK_EDGES, device=col.device)
+        ends = torch.clamp(starts + BLOCK_EDGES, max=self.nnz)
         first = row[starts] if self.nnz else starts
         last = row[ends - 1] + 1 if self.nnz else starts
         # one host transfer, at build time: [value start, first row, row end] of every block
@@ -457,12 +460,12 @@ class TargetRuns:
 
     def chunks(self, channels: int) -> Iterator[tuple[int, int, int, int]]:
         """``(value start, value end, first row, row end)`` of every chunk of about
-        ``_CHUNK_VALUES / channels`` merged edges (whole blocks)."""
-        if self.nnz * channels <= _WHOLE_VALUES:  # one chunk: no per-chunk overhead
+        ``CHUNK_VALUES / channels`` merged edges (whole blocks)."""
+        if self.nnz * channels <= WHOLE_VALUES:  # one chunk: no per-chunk overhead
             if self.nnz:
                 yield 0, self.nnz, 0, self.crow.numel() - 1
             return
-        per = self.scratch_rows(channels) // _BLOCK
+        per = self.scratch_rows(channels) // BLOCK_EDGES
         blocks = self._blocks
         for k in range(0, len(blocks), per):
             group = blocks[k : k + per]
@@ -496,7 +499,7 @@ class TargetRuns:
             prob = self.prob if self.prob.dtype == x.dtype else self.prob.to(x.dtype)
         if scratch is None:
             scratch = self._scratch(x)
-        whole = self.nnz * x.size(1) <= _WHOLE_VALUES
+        whole = self.nnz * x.size(1) <= WHOLE_VALUES
         if laplacian and not whole:
             lap = x.new_zeros(x.shape) if out is None else out.zero_()
         for start, end, first, stop in self.chunks(x.size(1)):
@@ -555,9 +558,9 @@ class TargetRuns:
 
     def scratch_rows(self, channels: int) -> int:
         """Rows of the scratch buffers :meth:`differences` can use for ``channels``."""
-        if self.nnz * channels <= _WHOLE_VALUES:
+        if self.nnz * channels <= WHOLE_VALUES:
             return self.nnz
-        return max(1, (_CHUNK_VALUES // max(channels, 1)) // _BLOCK) * _BLOCK
+        return max(1, (CHUNK_VALUES // max(channels, 1)) // BLOCK_EDGES) * BLOCK_EDGES
 
 
 def _edge_laplacian(

@@ -28,6 +28,7 @@ __all__ = [
     "ResourceError",
     "MAX_ENERGY_ORDER",
     "available_memory",
+    "host_available",
     "format_bytes",
     "check_allocation",
     "graph_bytes",
@@ -75,7 +76,11 @@ def _limit_from_env() -> int | None:
     return int(float(match.group(1)) * scale)
 
 
-def _host_available() -> int | None:
+def host_available() -> int | None:
+    """Bytes of host memory available for new allocations (``MemAvailable`` of
+    ``/proc/meminfo``, else psutil's), or ``None`` when the machine does not say; the
+    memory limit of ``OVERSMOOTH_MEMORY_LIMIT`` is not applied here (see
+    :func:`available_memory`)."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -100,7 +105,7 @@ def available_memory(device: torch.device | str | None = None) -> int | None:
         free, _total = torch.cuda.mem_get_info(device)
         found = int(free)
     else:
-        found = _host_available()
+        found = host_available()
     limit = _limit_from_env()
     if limit is not None:
         found = limit if found is None else min(found, limit)

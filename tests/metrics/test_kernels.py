@@ -48,8 +48,8 @@ def reference(x: torch.Tensor, ei: torch.Tensor, w: torch.Tensor, n: int):
 
 CHUNKINGS = {
     "whole": {},  # the defaults: one chunk
-    "chunks": {"_BLOCK": 4, "_CHUNK_VALUES": 24, "_WHOLE_VALUES": 0},  # 8-edge chunks
-    "blocks": {"_BLOCK": 4, "_CHUNK_VALUES": 1, "_WHOLE_VALUES": 0},  # one block per chunk
+    "chunks": {"BLOCK_EDGES": 4, "CHUNK_VALUES": 24, "WHOLE_VALUES": 0},  # 8-edge chunks
+    "blocks": {"BLOCK_EDGES": 4, "CHUNK_VALUES": 1, "WHOLE_VALUES": 0},  # one block per chunk
 }
 
 
@@ -103,9 +103,9 @@ def test_unit_weights_without_repeats_take_the_unweighted_sum():
 
 
 def test_constant_states_give_exactly_zero_in_every_chunking(monkeypatch):
-    monkeypatch.setattr(G, "_BLOCK", 4)
-    monkeypatch.setattr(G, "_WHOLE_VALUES", 0)
-    monkeypatch.setattr(G, "_CHUNK_VALUES", 24)
+    monkeypatch.setattr(G, "BLOCK_EDGES", 4)
+    monkeypatch.setattr(G, "WHOLE_VALUES", 0)
+    monkeypatch.setattr(G, "CHUNK_VALUES", 24)
     ei, w, n = hub_graph()
     x = torch.full((n, 3), 1e8 + 0.1, dtype=torch.float64)
     assert M.laplacian_energy(x, ei, edge_weight=w).item() == 0.0

@@ -65,6 +65,7 @@ __all__ = [
     "scaling_size",
     "end_to_end",
     "kernel_ratios",
+    "max_rel_diff",
     "pyg_ratios",
     "pyg_postln",
     "metric_baselines",
@@ -537,7 +538,7 @@ def command_peak(n: int, depth: int, device: torch.device) -> dict:
 # ----------------------------------------------------------------------------- 4. kernels
 
 
-def _max_rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+def max_rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     """``max |a - b| / max |b|`` in float64 (0 when both are zero)."""
     a64, b64 = a.detach().to(torch.float64), b.detach().to(torch.float64)
     scale = float(b64.abs().max()) if b64.numel() else 0.0
@@ -599,7 +600,7 @@ def _kernel_timings(
         "edge_s": e,
         "ratio": d / e,
         "projections_s": statistics.median(times["none"]),
-        "max_rel_diff": _max_rel_diff(fast, reference),
+        "max_rel_diff": max_rel_diff(fast, reference),
         "tolerance": math.sqrt(torch.finfo(x.dtype).eps),
         "repeats": repeats,
     }
@@ -866,7 +867,7 @@ def metric_baselines(
                     "oversmooth_s": t_ours,
                     "one_liner_s": t_line,
                     "ratio": t_ours / t_line,
-                    "rel_diff": _max_rel_diff(value, expected),
+                    "rel_diff": max_rel_diff(value, expected),
                     "repeats": repeats,
                 }
             )
