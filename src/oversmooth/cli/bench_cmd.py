@@ -40,7 +40,11 @@ def bench(
     from oversmooth.outputs import claim_folder
 
     formats = output_formats(figure_format, table_format)
-    say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"bench: {msg}", err=True))
+    say = (
+        None
+        if quiet or not is_tty()
+        else (lambda done, total, msg: typer.echo(f"bench: [{done + 1}/{total}] {msg}", err=True))
+    )
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
         results = run_bench(
             out, quick=quick, progress=say, overwrite=overwrite, device=device, **formats

@@ -48,12 +48,14 @@ if TYPE_CHECKING:
 
     from torch_geometric.data import Data
 
+    from oversmooth.analysis import Progress
     from oversmooth.experiments.sweep import SweepSpec
     from oversmooth.graph import GraphOperator
     from oversmooth.nn.model import DepthModel
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SECTIONS",
     "TARGETS",
     "Target",
     "targets",
@@ -1465,16 +1467,22 @@ def machine(device: torch.device) -> dict:
     return env
 
 
-def _lap(results: dict, say: Callable[[str], None] | None, message: str | None) -> None:
+#: Sections of a bench run, each announced to ``progress`` (its total).
+SECTIONS = 9
+
+
+def _lap(results: dict, progress: Progress | None, message: str | None) -> None:
     """Close the section in progress (its seconds go to ``results["section_s"]``) and, with
-    a ``message``, announce and open the next."""
+    a ``message``, announce it as ``progress(sections done, SECTIONS, message)`` and open
+    the next."""
     now = time.perf_counter()
     sections = results.setdefault("section_s", {})
     if "_open" in results:
         name, since = results.pop("_open")
         sections[name] = now - since
-    if message is not None and say is not None:
-        say(message)
+    if message is not None:
+        if progress is not None:
+            progress(len(sections), SECTIONS, message)
         results["_open"] = (message, now)
 
 
@@ -1483,7 +1491,7 @@ def run_bench(
     *,
     quick: bool = False,
     device: str = "auto",
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     overwrite: bool = False,
     figure_formats: Sequence[str] = ("png",),
     table_formats: Sequence[str] = ("csv",),
@@ -1491,8 +1499,9 @@ def run_bench(
     """Run every benchmark, write ``out`` (report.md, report.html, results.json, CSVs,
     plots) and return the results, whose ``targets`` holds one row per :data:`TARGETS`
     entry.  ``quick``: tiny sizes, a smoke test of every measurement (its statuses say
-    nothing about speed).  ``figure_formats`` / ``table_formats``: the plots also as SVG/PDF,
-    the CSVs also as Parquet (:mod:`oversmooth.report.formats`).
+    nothing about speed).  ``progress(done, total, message)`` is called as each of the
+    :data:`SECTIONS` sections starts.  ``figure_formats`` / ``table_formats``: the plots also
+    as SVG/PDF, the CSVs also as Parquet (:mod:`oversmooth.report.formats`).
 
     ``out`` must not exist unless ``overwrite``; that is checked before the benchmarks run."""
     from oversmooth.runtime import resolve_device
@@ -1509,7 +1518,7 @@ def run_bench(
         "quick": quick,
         "machine": machine(dev),
     }
-    _measure_sections(results, dev, quick, progress or (lambda msg: None))
+    _measure_sections(results, dev, quick, progress)
     _scaling_summary(results)
     results["gpu"] = torch.cuda.is_available()
     results["targets"] = targets(results)
@@ -1518,9 +1527,7 @@ def run_bench(
     return results
 
 
-def _measure_sections(
-    results: dict, dev: torch.device, quick: bool, say: Callable[[str], None]
-) -> None:
+def _measure_sections(results: dict, dev: torch.device, quick: bool, say: Progress | None) -> None:
     """Every measurement of :func:`run_bench` into ``results``, one section after another,
     each announced to ``say`` and timed (``results["section_s"]``)."""
     from oversmooth.data import csbm, load
