@@ -10,10 +10,11 @@ from __future__ import annotations
 import gc
 import math
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -401,19 +402,57 @@ def probe_run(
     pass the total over several runs to advance one bar across them.
     """
     param = next(model.parameters())
-    device, dtype = param.device, param.dtype
-    dtype_name = str(dtype).removeprefix("torch.")
+    dtype_name = str(param.dtype).removeprefix("torch.")
     method = resolve_floor_method(floor, dtype_name)
+    inputs = _forward_inputs(data, param.device, param.dtype)
+    graph = _state_graph(model, data, graph, param.device)
+    measure = partial(_probed_forward, model, graph, inputs, metrics, similarity, seed)
+    # float64 with the automatic method: the twin (a second forward) runs only when a layer
+    # comes near the single-step bound (precision.TWIN_MARGIN); otherwise the bound is the floor
+    lazy = floor == "auto" and method == "twin" and "feature_norm" in metrics
+    with _progress_hooks(model, progress, done, total, what):
+        probe, tracker = measure("bound" if lazy else method)
+    frame = probe.to_frame()
+    if lazy and twin_needed(frame, dtype_name):
+        probe, tracker = measure(method)
+        frame = probe.to_frame()
+    frame = add_floor_columns(frame, tracker.to_frame() if tracker else None, dtype_name)
+    frame.attrs["floor_method"] = method if not lazy else ("twin" if tracker else "bound")
+    if similarity:
+        frame.attrs["similarity"] = probe.similarity_matrix().cpu().numpy()
+        frame.attrs["similarity_layers"] = probe.similarity_layers()
+    probe.reset()  # its states go now: the probe sits in a reference cycle with its hooks
+    return frame
+
+
+def _forward_inputs(data: Data, device: torch.device, dtype: torch.dtype) -> tuple:
+    """``(x, edge_index, batch, edge_weight)`` of ``data`` on ``device``, ``x`` in ``dtype``
+    (``batch``: a mini-batch of graphs, whose metrics are then per graph, averaged)."""
     x = data.x.to(device, dtype)
     edge_index = data.edge_index.to(device)
     edge_weight = getattr(data, "edge_weight", None)
     edge_weight = None if edge_weight is None else edge_weight.to(device)
-    batch = getattr(data, "batch", None)  # a mini-batch of graphs: metrics per graph, averaged
+    batch = getattr(data, "batch", None)
     batch = None if batch is None else batch.to(device)
+    return x, edge_index, batch, edge_weight
+
+
+def _state_graph(
+    model: torch.nn.Module, data: Data, graph: GraphOperator | None, device: torch.device
+) -> GraphOperator:
+    """The graph the model's states live on: ``graph`` (default: ``data``'s input graph), or
+    its line graph for an edge-set model."""
     if graph is None:
         graph = input_graph(data, device)
-    if isinstance(model, DepthModel):  # edge-set models: their states live on the line graph
-        graph = model.state_graph(graph)
+    return model.state_graph(graph) if isinstance(model, DepthModel) else graph
+
+
+@contextmanager
+def _progress_hooks(
+    model: torch.nn.Module, progress: Progress | None, done: int, total: int | None, what: str
+) -> Iterator[None]:
+    """Within the block, ``progress(done + k, total, what)`` after block ``k`` of the forward
+    (``total``: ``done + depth`` unless given); no hooks without ``progress``."""
     handles = []
     if progress is not None:
         layers = _layer_modules(model)
@@ -424,30 +463,29 @@ def probe_run(
                 progress(_step, end, what)
 
             handles.append(module.register_forward_hook(hook))
-    # float64 with the automatic method: the twin (a second forward) runs only when a layer
-    # comes near the single-step bound (precision.TWIN_MARGIN); otherwise the bound is the floor
-    lazy = floor == "auto" and method == "twin" and "feature_norm" in metrics
-    probe = Probe(model, graph, metrics=metrics, similarity=similarity)
     try:
-        tracker_method = "bound" if lazy else method
-        with torch.no_grad(), probe, _floor_tracker(model, graph, tracker_method, seed) as tracker:  # type: ignore[arg-type]
-            model(x, edge_index, batch, edge_weight=edge_weight)
+        yield
     finally:
         for handle in handles:
             handle.remove()
-    frame = probe.to_frame()
-    if lazy and twin_needed(frame, dtype_name):
-        probe = Probe(model, graph, metrics=metrics, similarity=similarity)
-        with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
-            model(x, edge_index, batch, edge_weight=edge_weight)
-        frame = probe.to_frame()
-    frame = add_floor_columns(frame, tracker.to_frame() if tracker else None, dtype_name)
-    frame.attrs["floor_method"] = method if not lazy else ("twin" if tracker else "bound")
-    if similarity:
-        frame.attrs["similarity"] = probe.similarity_matrix().cpu().numpy()
-        frame.attrs["similarity_layers"] = probe.similarity_layers()
-    probe.reset()  # its states go now: the probe sits in a reference cycle with its hooks
-    return frame
+
+
+def _probed_forward(
+    model: torch.nn.Module,
+    graph: GraphOperator,
+    inputs: tuple,
+    metrics: Sequence[str],
+    similarity: bool,
+    seed: int,
+    method: str,
+) -> tuple[Probe, FloorTracker | None]:
+    """One forward of ``model`` on ``inputs`` without gradients, under a new :class:`Probe`
+    and the float-floor tracker of ``method`` (None for ``bound``)."""
+    x, edge_index, batch, edge_weight = inputs
+    probe = Probe(model, graph, metrics=metrics, similarity=similarity)
+    with torch.no_grad(), probe, _floor_tracker(model, graph, method, seed) as tracker:  # type: ignore[arg-type]
+        model(x, edge_index, batch, edge_weight=edge_weight)
+    return probe, tracker
 
 
 #: Per-forward structures above this many bytes are freed by a collection after the forward
@@ -572,26 +610,81 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
 
     started = time.perf_counter()
     device = resolve_device(config.device)
-    floor_method = config.floor_method
     dtype = resolve_dtype(config.model.dtype)
     data, out_channels = _load_data(config.dataset, config.data_root)
     _check_memory(config, data, device, dtype)
     data.x = data.x.to(dtype)  # model precision; prune reads data.x too
     graph = input_graph(data, device)
-    frames, similarity, sim_layers, prune_frame = [], None, None, None
-    methods: set[str] = set()
-    meta: dict = {}  # a checkpoint's metadata (its training split)
+    seeds = _probe_seeds(config, data, graph, device, out_channels, progress)
+    metrics = pd.concat(seeds.frames, ignore_index=True)
+    # what was measured, as a Probe's frame says it (plot / write_report read the dtype)
+    metrics.attrs.update({"dtype": config.model.dtype, "model": seeds.model, "capture": "output"})
+    fits, desc = _fits_and_verdict(config, metrics, data, seeds.timings)
+    seeds.timings["total_s"] = time.perf_counter() - started
+    return AnalysisResult(
+        config=_run_record("analyze", config, device, config.floor_method, sorted(seeds.methods)),
+        metrics=metrics,
+        fits=fits,
+        verdict=desc["_verdict"],
+        label=desc["classification"],
+        similarity=seeds.similarity,
+        similarity_layers=seeds.similarity_layers,
+        prune=seeds.prune,
+        environment=environment(device),
+        timings=seeds.timings,
+    )
+
+
+@dataclass
+class _SeedRuns:
+    """What :func:`run_analysis` measured over its seeds, in seed order."""
+
+    frames: list[pd.DataFrame] = field(default_factory=list)  # per seed, with a seed column
+    methods: set[str] = field(default_factory=set)  # the float-floor methods the seeds used
+    similarity: np.ndarray | None = None  # the first seed's, with config.similarity
+    similarity_layers: list[int] | None = None
+    prune: pd.DataFrame | None = None  # the first seed's, with config.prune
+    timings: dict = field(default_factory=lambda: {"forward_s": 0.0, "prune_s": 0.0})
+    model: str = ""  # the class name of the models
+
+    def add(self, seed: int, frame: pd.DataFrame, floor_method: str, keep_sim: bool) -> None:
+        """Keep one seed's frame (its attrs taken off: the floor method, the similarity when
+        ``keep_sim``), with its seed as the first column."""
+        frame.insert(0, "seed", seed)
+        if keep_sim:
+            self.similarity = frame.attrs["similarity"]
+            self.similarity_layers = frame.attrs["similarity_layers"]
+        self.methods.add(str(frame.attrs.get("floor_method", floor_method)))
+        frame.attrs.clear()
+        self.frames.append(frame)
+
+
+def _seed_model(
+    config: AnalysisConfig, data: Data, device: torch.device, out_channels: int, seed: int
+) -> tuple[DepthModel, dict]:
+    """One seed's model and its checkpoint metadata: the checkpoint's model in the run's
+    precision, else a new one initialised with ``seed`` (no metadata)."""
+    if config.checkpoint:
+        model, meta = _trained_model(config, data, device)
+        return model.to(resolve_dtype(config.model.dtype)), meta
+    return model_from_config(config.model_for(data.num_features, out_channels, seed), device), {}
+
+
+def _probe_seeds(
+    config: AnalysisConfig,
+    data: Data,
+    graph: GraphOperator,
+    device: torch.device,
+    out_channels: int,
+    progress: Progress | None,
+) -> _SeedRuns:
+    """One probed forward per seed (timed; the first seed's model also pruned, and its
+    similarity kept), progress counted in layers over the seeds and the pruned layers."""
+    runs = _SeedRuns()
     per_seed = config.model.depth
     total = per_seed * len(config.seeds) + len(config.prune)
-    timings = {"forward_s": 0.0, "prune_s": 0.0}
     for i, seed in enumerate(config.seeds):
-        if config.checkpoint:
-            model, meta = _trained_model(config, data, device)
-            model = model.to(dtype)
-        else:
-            model = model_from_config(
-                config.model_for(data.num_features, out_channels, seed), device
-            )
+        model, meta = _seed_model(config, data, device, out_channels, seed)
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
         frame = probe_run(
@@ -609,40 +702,16 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
         )
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        timings["forward_s"] += time.perf_counter() - t0
+        runs.timings["forward_s"] += time.perf_counter() - t0
         _release_forward(graph, config.model.heads)
-        frame.insert(0, "seed", seed)
-        if keep_sim:
-            similarity = frame.attrs["similarity"]
-            sim_layers = frame.attrs["similarity_layers"]
-        methods.add(str(frame.attrs.get("floor_method", floor_method)))
-        frame.attrs.clear()
-        frames.append(frame)
+        runs.add(seed, frame, config.floor_method, keep_sim)
+        runs.model = type(model).__name__
         if config.prune and i == 0:
             t0 = time.perf_counter()
             done = per_seed * len(config.seeds)
-            prune_frame = _prune(config, model, data, meta, progress, done, total)
-            timings["prune_s"] = time.perf_counter() - t0
-    used = sorted(methods)
-    metrics = pd.concat(frames, ignore_index=True)
-    # what was measured, as a Probe's frame says it (plot / write_report read the dtype)
-    metrics.attrs.update(
-        {"dtype": config.model.dtype, "model": type(model).__name__, "capture": "output"}
-    )
-    fits, desc = _fits_and_verdict(config, metrics, data, timings)
-    timings["total_s"] = time.perf_counter() - started
-    return AnalysisResult(
-        config=_run_record("analyze", config, device, floor_method, used),
-        metrics=metrics,
-        fits=fits,
-        verdict=desc["_verdict"],
-        label=desc["classification"],
-        similarity=similarity,
-        similarity_layers=sim_layers,
-        prune=prune_frame,
-        environment=environment(device),
-        timings=timings,
-    )
+            runs.prune = _prune(config, model, data, meta, progress, done, total)
+            runs.timings["prune_s"] = time.perf_counter() - t0
+    return runs
 
 
 # ----------------------------------------------------------------------------- comparison

@@ -72,6 +72,7 @@ from oversmooth.nn.model import DepthModel
 
 if TYPE_CHECKING:
     import pandas as pd
+    from numpy.typing import NDArray
 
 __all__ = [
     "Probe",
@@ -436,6 +437,28 @@ class LayerCalls:
         return out
 
 
+def _refuse_hetero(model: nn.Module | None, graph: object) -> None:
+    """Refuse a heterogeneous graph or a ``to_hetero`` model, saying what to pass instead."""
+    hetero = hetero_hint(graph)
+    if hetero is not None:
+        raise ValueError(hetero)
+    if model is not None and _is_hetero_model(model):
+        raise ValueError(
+            "model: a to_hetero model is not supported; probe one node type of its "
+            "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
+            "it on data.to_homogeneous()"
+        )
+
+
+def _check_steps(reduce: str, every: int) -> tuple[str, int]:
+    """``reduce`` (over the graphs of a batch) and ``every`` (forward passes), validated."""
+    if reduce not in ("mean", "none"):
+        raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"every: expected a positive integer, received {every!r}")
+    return reduce, every
+
+
 def _check_similarity(dtype: torch.dtype, sample: int | None) -> tuple[torch.dtype, int | None]:
     if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         raise ValueError(f"similarity_dtype: expected a floating dtype, received {dtype}")
@@ -444,6 +467,47 @@ def _check_similarity(dtype: torch.dtype, sample: int | None) -> tuple[torch.dty
             f"similarity_sample: expected a positive number of nodes, received {sample!r}"
         )
     return dtype, sample
+
+
+def _relative_per_step(energy: NDArray, steps: NDArray) -> NDArray:
+    """``relative_energy`` from the Laplacian energies ``[rows, graphs]``: per step, per graph
+    (columns), along the layers."""
+    import numpy as np
+
+    relative = np.full_like(energy, np.nan)
+    for step in np.unique(steps):
+        at = np.flatnonzero(steps == step)
+        relative[at] = relative_energy(torch.from_numpy(energy[at])).numpy()
+    return relative
+
+
+def _per_graph(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> dict[str, NDArray]:
+    """The columns of a frame with one row per graph (``reduce="none"``): ``values`` are
+    ``[rows, graphs]``."""
+    import numpy as np
+
+    graphs = next(iter(values.values())).shape[1]
+    return {
+        "layer": np.repeat(layers, graphs),
+        **{c: v.reshape(-1) for c, v in values.items()},
+        "step": np.repeat(steps, graphs),
+        "graph": np.tile(np.arange(graphs), len(layers)),
+    }
+
+
+def _graph_mean(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> dict[str, NDArray]:
+    """The columns of a frame with one row per layer: ``values`` (``[rows, graphs]``) averaged
+    over the graphs."""
+    import numpy as np
+
+    out = {"layer": layers, **{c: v.mean(axis=1) for c, v in values.items()}, "step": steps}
+    if "relative_energy" in out and next(iter(values.values())).shape[1] > 1:
+        # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the mean is over
+        # the graphs where it is defined (NaN where none is)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out["relative_energy"] = np.nanmean(values["relative_energy"], axis=1)
+    return out
 
 
 class Probe:
@@ -556,22 +620,10 @@ class Probe:
         seed: int = 0,
         stream: Sequence[nn.Module] | None = None,
     ) -> None:
-        hetero = hetero_hint(graph)
-        if hetero is not None:
-            raise ValueError(hetero)
-        if model is not None and _is_hetero_model(model):
-            raise ValueError(
-                "model: a to_hetero model is not supported; probe one node type of its "
-                "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
-                "it on data.to_homogeneous()"
-            )
+        _refuse_hetero(model, graph)
         self._init_metrics(metrics)
-        if reduce not in ("mean", "none"):
-            raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every: expected a positive integer, received {every!r}")
-        self.reduce, self.every, self.capture = reduce, every, capture
-        self.model = model
+        self.reduce, self.every = _check_steps(reduce, every)
+        self.capture, self.model = capture, model
         modules = self._init_layers(model, layers, capture, stream)
         self.num_layers = len(modules) + 1 if modules else None
         if head_energies and not isinstance(model, DepthModel):
@@ -585,33 +637,7 @@ class Probe:
             similarity_dtype, similarity_sample
         )
         self.seed = seed
-        self._graph_arg = graph
-        self._batch = batch
-        self._edge_weight = edge_weight
-        self._self_loops = self_loops
-        self._operator: GraphOperator | None = None
-        # a plain edge_index takes its num_nodes from the first state (trailing isolated
-        # nodes); everything else is normalised (and validated) now
-        self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
-        if mask is not None and self._lazy:
-            raise ValueError(
-                "mask: only with a dense adjacency [B, N, N]; an edge_index graph takes batch="
-            )
-        if _edge_states(model) and not isinstance(graph, GraphOperator):
-            # an edge-set model's states are its edges: measure on the input's line graph
-            line = cast(DepthModel, model).state_graph(
-                as_graph(graph, edge_weight=edge_weight, batch=batch)
-            )
-            self._operator = GraphOperator(
-                line.edge_index, num_nodes=line.num_nodes, self_loops=self_loops, batch=line.batch
-            )
-            self._graph_arg, self._lazy = self._operator, False
-        elif not self._lazy:
-            self._operator = as_graph(
-                graph, edge_weight=edge_weight, batch=batch, mask=mask, self_loops=self_loops
-            )
-        if self._operator is not None:  # the edge pass's plan, built now (it reads the host)
-            K.edge_pairs(self._operator)
+        self._init_graph(graph, edge_weight, batch, mask, self_loops)
         if head_energies and (batch is not None or self._batched):
             raise ValueError(
                 "head_energies: not available per graph; probe one graph of the batch or set "
@@ -694,6 +720,44 @@ class Probe:
         self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
         self._names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
         return modules
+
+    def _init_graph(
+        self,
+        graph: object,
+        edge_weight: Tensor | None,
+        batch: Tensor | None,
+        mask: Tensor | None,
+        self_loops: bool,
+    ) -> None:
+        """The measuring operator: built (and validated) now, on the line graph for an edge-set
+        model, or from the first state for a plain ``edge_index`` (see :meth:`_graph_for`)."""
+        self._graph_arg = graph
+        self._batch = batch
+        self._edge_weight = edge_weight
+        self._self_loops = self_loops
+        self._operator: GraphOperator | None = None
+        # a plain edge_index takes its num_nodes from the first state (trailing isolated
+        # nodes); everything else is normalised (and validated) now
+        self._lazy = isinstance(graph, Tensor) and not _is_adjacency(graph)
+        if mask is not None and self._lazy:
+            raise ValueError(
+                "mask: only with a dense adjacency [B, N, N]; an edge_index graph takes batch="
+            )
+        if _edge_states(self.model) and not isinstance(graph, GraphOperator):
+            # an edge-set model's states are its edges: measure on the input's line graph
+            line = cast(DepthModel, self.model).state_graph(
+                as_graph(graph, edge_weight=edge_weight, batch=batch)
+            )
+            self._operator = GraphOperator(
+                line.edge_index, num_nodes=line.num_nodes, self_loops=self_loops, batch=line.batch
+            )
+            self._graph_arg, self._lazy = self._operator, False
+        elif not self._lazy:
+            self._operator = as_graph(
+                graph, edge_weight=edge_weight, batch=batch, mask=mask, self_loops=self_loops
+            )
+        if self._operator is not None:  # the edge pass's plan, built now (it reads the host)
+            K.edge_pairs(self._operator)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def reset(self) -> None:
@@ -969,8 +1033,22 @@ class Probe:
         if not rows:
             ids = ["step"] + (["graph"] if per_graph else [])
             return self._described(pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]}))
+        keys, data = self._host_values(rows)
+        steps = np.array([s for s, _ in rows])
+        if "relative_energy" in self.metrics:
+            data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps)
+        extra = [c for c in keys if c.startswith("head_energy_")]
+        values = {c: data[c] for c in [*self.metrics, *extra]}
+        layers = np.array([k for _, k in rows])
+        # layer first and the metrics next, as before steps and graphs existed; then the ids
+        out = (_per_graph if per_graph else _graph_mean)(layers, steps, values)
+        return self._described(pd.DataFrame(out))
+
+    def _host_values(self, rows: list[tuple[int, int]]) -> tuple[list[str], dict[str, NDArray]]:
+        """The recorded columns and their values at ``rows`` (``(step, layer)``), copied to the
+        host at once: ``{column: [rows, graphs]}`` (a single graph is one column)."""
         keys = list(self._values[rows[0][0]][rows[0][1]])  # every row holds the same keys
-        # [rows, keys, graphs]; a single graph is one column
+        # [rows, keys, graphs]
         table = (
             torch.stack(
                 [torch.stack([self._values[s][k][c].reshape(-1) for c in keys]) for s, k in rows]
@@ -978,39 +1056,7 @@ class Probe:
             .cpu()
             .numpy()
         )
-        data = {c: table[:, j, :] for j, c in enumerate(keys)}
-        steps = np.array([s for s, _ in rows])
-        if "relative_energy" in self.metrics:
-            energy = data["laplacian_energy"]
-            relative = np.full_like(energy, np.nan)
-            for step in np.unique(steps):  # per step, per graph (columns), along the layers
-                at = np.flatnonzero(steps == step)
-                relative[at] = relative_energy(torch.from_numpy(energy[at])).numpy()
-            data["relative_energy"] = relative
-        extra = [c for c in keys if c.startswith("head_energy_")]
-        columns = [*self.metrics, *extra]
-        graphs = table.shape[2]
-        # layer first and the metrics next, as before steps and graphs existed; then the ids
-        if per_graph:
-            out = {
-                "layer": np.repeat([k for _, k in rows], graphs),
-                **{c: data[c].reshape(-1) for c in columns},
-                "step": np.repeat(steps, graphs),
-                "graph": np.tile(np.arange(graphs), len(rows)),
-            }
-        else:
-            out = {
-                "layer": np.array([k for _, k in rows]),
-                **{c: data[c].mean(axis=1) for c in columns},
-                "step": steps,
-            }
-            if "relative_energy" in out and graphs > 1:
-                # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the
-                # mean is over the graphs where it is defined (NaN where none is)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    out["relative_energy"] = np.nanmean(data["relative_energy"], axis=1)
-        return self._described(pd.DataFrame(out))
+        return keys, {c: table[:, j, :] for j, c in enumerate(keys)}
 
     def _described(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with what was measured in ``frame.attrs`` (see :meth:`to_frame`)."""

@@ -35,7 +35,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 from collections.abc import Callable, Iterator
 
 import torch
@@ -93,6 +93,27 @@ class TrainResult:
     stopped: str  # finished | early-stopped | interrupted
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What every epoch's forwards read, on the run's device: the features (in the model's
+    precision), the graph, the labels and the split masks."""
+
+    x: Tensor
+    edge_index: Tensor
+    edge_weight: Tensor | None
+    y: Tensor
+    masks: dict[str, Tensor]
+
+    def logits(self, model: torch.nn.Module) -> Tensor:
+        """``model``'s forward on the whole graph."""
+        return model(self.x, self.edge_index, edge_weight=self.edge_weight)
+
+    def loss(self, logits: Tensor, split: str) -> Tensor:
+        """The cross-entropy of ``logits`` on the nodes of ``split`` (``"train"``, ``"val"``)."""
+        mask = self.masks[f"{split}_mask"]
+        return F.cross_entropy(logits[mask], self.y[mask])
 
 
 # ----------------------------------------------------------------------------- training
@@ -446,24 +467,25 @@ class _Run:
         atomic_text(folder / "dynamics.csv", frame.to_csv(index=False, float_format="%.10g"))
 
     # -- one epoch --------------------------------------------------------------------------
-    def step(
-        self,
-        epoch: int,
-        x: Tensor,
-        edge_index: Tensor,
-        edge_weight: Tensor | None,
-        y: Tensor,
-        masks: dict[str, Tensor],
-        fork: list,
-    ) -> tuple[dict, str | None]:
+    def step(self, epoch: int, inputs: _Inputs, fork: list) -> tuple[dict, str | None]:
         """Train one epoch; returns its history row and, when it diverged, what went wrong."""
+        row, problem = self._train_pass(epoch, inputs, fork)
+        if problem is None:
+            problem = self._score(epoch, row, inputs, fork)
+        if problem is not None:
+            return {**row, "status": "diverged"}, problem
+        return row, None
+
+    def _train_pass(self, epoch: int, inputs: _Inputs, fork: list) -> tuple[dict, str | None]:
+        """The training forward (dropout drawn from the run's own stream), backward and
+        optimiser step: the epoch's row with its loss and learning rate, and what diverged."""
         model, optimizer = self.model, self.optimizer
         model.train()
         optimizer.zero_grad(set_to_none=True)
         with torch.random.fork_rng(devices=fork):
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=self.rng)))  # dropout
-            logits = model(x, edge_index, edge_weight=edge_weight)
-        loss = F.cross_entropy(logits[masks["train_mask"]], y[masks["train_mask"]])
+            logits = inputs.logits(model)
+        loss = inputs.loss(logits, "train")
         row = {
             "epoch": epoch,
             "loss": float(loss.detach()),
@@ -475,15 +497,20 @@ class _Run:
             "status": "ok",
         }
         if not math.isfinite(row["loss"]):
-            return {**row, "status": "diverged"}, f"the training loss became {row['loss']}"
+            return row, f"the training loss became {row['loss']}"
         loss.backward()
         optimizer.step()
         self.scheduler.step()
         row["lr"] = optimizer.param_groups[0]["lr"]
         bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
         if bad:
-            return {**row, "status": "diverged"}, f"the weights became non-finite ({bad[0]})"
-        model.eval()
+            return row, f"the weights became non-finite ({bad[0]})"
+        return row, None
+
+    def _score(self, epoch: int, row: dict, inputs: _Inputs, fork: list) -> str | None:
+        """The eval-mode forward: the validation loss and the accuracies into ``row`` and, on a
+        probed epoch, the probe's layer rows (pending); returns what diverged, if anything."""
+        self.model.eval()
         every = self.interval
         probe = self.probe if every and epoch % every == 0 else None
         # the eval-mode, no-grad forward that scores the epoch is also the probe's pass (no
@@ -493,15 +520,14 @@ class _Run:
             torch.random.fork_rng(devices=fork),
             probe if probe is not None else nullcontext(),
         ):
-            logits = model(x, edge_index, edge_weight=edge_weight)
-            val = masks["val_mask"]
-            row["val_loss"] = float(F.cross_entropy(logits[val], y[val]))
+            logits = inputs.logits(self.model)
+            row["val_loss"] = float(inputs.loss(logits, "val"))
         for split in ("train", "val", "test"):
-            row[f"{split}_acc"] = _accuracy(logits, y, masks[f"{split}_mask"])
+            row[f"{split}_acc"] = _accuracy(logits, inputs.y, inputs.masks[f"{split}_mask"])
         if not math.isfinite(row["val_loss"]):
             if probe is not None:
                 probe.reset()
-            return {**row, "status": "diverged"}, f"the validation loss became {row['val_loss']}"
+            return f"the validation loss became {row['val_loss']}"
         if probe is not None:
             frame = probe.to_frame()
             probe.reset()  # only this epoch's scalars are kept: memory stays flat
@@ -509,7 +535,7 @@ class _Run:
                 {"epoch": epoch, "layer": int(r["layer"]), **{m: r[m] for m in DYNAMICS_METRICS}}
                 for r in frame.to_dict("records")
             ]
-        return row, None
+        return None
 
     def record(self, row: dict) -> None:
         """Append a finished epoch (and its probe rows) and update the best-so-far."""
@@ -547,9 +573,7 @@ def _check_run_options(resume: bool, overwrite: bool, checkpoint_every: float) -
         )
 
 
-def _training_data(
-    config: TrainConfig, device: torch.device
-) -> tuple[Any, Tensor, tuple, Tensor, dict]:
+def _training_data(config: TrainConfig, device: torch.device) -> tuple[Any, _Inputs]:
     """The dataset (checked for labels, a usable split and no batch the model would mix), its
     features in the model's precision, its edges and edge weights, labels and split masks, all
     on ``device``."""
@@ -577,7 +601,7 @@ def _training_data(
     edge_weight = getattr(data, "edge_weight", None)  # used by every forward when present
     edge_weight = None if edge_weight is None else edge_weight.to(device)
     masks = {k: v.to(device) for k, v in masks.items()}
-    return data, x, (edge_index, edge_weight), y, masks
+    return data, _Inputs(x, edge_index, edge_weight, y, masks)
 
 
 def _optimizer(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
@@ -635,7 +659,26 @@ def train(
     _check_run_options(resume, overwrite, checkpoint_every)
     _check_out(out, resume, overwrite)
     device = resolve_device(config.device)
-    data, x, (edge_index, edge_weight), y, masks = _training_data(config, device)
+    data, inputs = _training_data(config, device)
+    run = _new_run(config, out, data, device, overwrite)
+    empty = out.is_dir() and not any(out.iterdir())
+    with claim_folder(out, overwrite=resume or overwrite or empty):
+        _check_out(out, resume, overwrite)  # again, now that the folder is ours
+        _clean_stale_temporaries(out)
+        if resume:
+            run.restore(out / "last.pt")
+        try:
+            return _train_run(run, inputs, progress, checkpoint_every, report)
+        except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
+            _clean_stale_temporaries(out)
+            raise
+
+
+def _new_run(
+    config: TrainConfig, out: Path, data: Any, device: torch.device, overwrite: bool
+) -> _Run:
+    """A new run on ``data``: the model initialised from ``config``, Adam and its warm-up, and
+    what the checkpoints record of the dataset and the options (``meta``)."""
     num_classes = int(data.y.max()) + 1
     model = model_from_config(config.model_for(data.num_features, num_classes), device)
     optimizer, scheduler = _optimizer(model, config)
@@ -647,51 +690,44 @@ def train(
         "num_classes": num_classes,
         "train_config": config.to_dict(),
     }
-    empty = out.is_dir() and not any(out.iterdir())
-    with claim_folder(out, overwrite=resume or overwrite or empty):
-        _check_out(out, resume, overwrite)  # again, now that the folder is ours
-        _clean_stale_temporaries(out)
-        run = _Run(config, out, model, optimizer, scheduler, meta, device, overwrite)
-        if resume:
-            run.restore(out / "last.pt")
-        if run.interval:  # energies on the input graph (no self loops), as analyze
-            run.probe = Probe(model, edge_index, DYNAMICS_METRICS, edge_weight=edge_weight)
-        requested: dict = {}
-        try:
-            with _deterministic(config.deterministic, device), _stop_on_signals(requested):
-                result = _loop(
-                    run,
-                    x,
-                    (edge_index, edge_weight),
-                    y,
-                    masks,
-                    requested,
-                    progress,
-                    checkpoint_every,
-                    report,
-                )
-            if requested.get("signal") and result.stopped not in STOP_SIGNALS.values():
-                # it came after the last epoch (while the report was written): still obeyed
-                if requested["signal"] == signal.SIGINT:
-                    raise KeyboardInterrupt
-                result = replace(result, stopped=STOP_SIGNALS[requested["signal"]])
-            return result
-        except KeyboardInterrupt:  # a second Ctrl-C: last.pt keeps the last save
-            _clean_stale_temporaries(out)
-            raise
+    return _Run(config, out, model, optimizer, scheduler, meta, device, overwrite)
+
+
+def _train_run(
+    run: _Run,
+    inputs: _Inputs,
+    progress: Callable[[int, int, str], None] | None,
+    checkpoint_every: float,
+    report: ReportWriter | None,
+) -> TrainResult:
+    """Run the epochs with deterministic kernels (when asked) and SIGINT/SIGTERM caught at
+    epoch boundaries; a signal that came after the last epoch is still obeyed."""
+    if run.interval:  # energies on the input graph (no self loops), as analyze
+        run.probe = Probe(
+            run.model, inputs.edge_index, DYNAMICS_METRICS, edge_weight=inputs.edge_weight
+        )
+    requested: dict = {}
+    with _deterministic(run.config.deterministic, run.device), _stop_on_signals(requested):
+        result = _loop(run, inputs, requested, progress, checkpoint_every, report)
+    if requested.get("signal") and result.stopped not in STOP_SIGNALS.values():
+        # it came after the last epoch (while the report was written): still obeyed
+        if requested["signal"] == signal.SIGINT:
+            raise KeyboardInterrupt
+        result = replace(result, stopped=STOP_SIGNALS[requested["signal"]])
+    return result
 
 
 def _loop(
     run: _Run,
-    x: Tensor,
-    graph: tuple[Tensor, Tensor | None],
-    y: Tensor,
-    masks: dict[str, Tensor],
+    inputs: _Inputs,
     requested: dict,
     progress: Callable[[int, int, str], None] | None,
     checkpoint_every: float,
     report: ReportWriter | None,
 ) -> TrainResult:
+    """The epochs after the last completed one up to ``config.epochs`` (or an early stop, or a
+    signal in ``requested``), saving ``last.pt`` every ``checkpoint_every`` seconds and when
+    they end; then the finished run's report and summary."""
     config, out = run.config, run.out
     fork = [run.device] if run.device.type == "cuda" else []
     started = last_save = time.perf_counter()
@@ -704,35 +740,13 @@ def _loop(
         if config.patience is not None and run.bad_epochs >= config.patience:
             stopped = "early-stopped"
             break
-        row, problem = run.step(epoch, x, *graph, y, masks, fork)
+        row, problem = run.step(epoch, inputs, fork)
         if problem is not None:
-            if good["epoch"] > saved_epoch:
-                run.save(good)
-            run.write_history(run.history[: good["history"]] + [row])
-            kept = (
-                f"last.pt keeps epoch {good['epoch']}, the last finite state"
-                if good["epoch"] >= 0
-                else "no checkpoint was saved"
-            )
-            best = (
-                f"best checkpoint (epoch {good['best_epoch']}) kept in {out / 'best.pt'}"
-                if good["best_state_dict"] is not None
-                else "no best checkpoint yet"
-            )
-            raise TrainingDiverged(
-                f"training stopped: {problem} at epoch {epoch}; {kept}; {best}; history.csv ends "
-                "with the diverged epoch; try a lower --lr or a longer --warmup"
-            )
+            _diverged(run, good, saved_epoch, row, f"{problem} at epoch {epoch}")
         run.record(row)
         good = run.snapshot()
         if progress:
-            assert run.best is not None  # set by run.record
-            progress(
-                epoch + 1,
-                config.epochs,
-                f"loss {row['loss']:.3f} train {100 * row['train_acc']:.1f}% "
-                f"val {100 * row['val_acc']:.1f}% best val {100 * run.best['val_acc']:.1f}%",
-            )
+            progress(epoch + 1, config.epochs, _progress_line(row, run.best))
         if "signal" in requested:
             stopped = STOP_SIGNALS[requested["signal"]]
             break
@@ -741,7 +755,44 @@ def _loop(
             saved_epoch, last_save = good["epoch"], time.perf_counter()
     if good["epoch"] > saved_epoch or (good["epoch"] >= 0 and not (out / "history.csv").is_file()):
         run.save(good)
-    seconds = time.perf_counter() - started
+    return _finish(run, stopped, time.perf_counter() - started, report)
+
+
+def _progress_line(row: dict, best: dict | None) -> str:
+    """What the progress callback says of a finished epoch."""
+    assert best is not None  # set by run.record
+    return (
+        f"loss {row['loss']:.3f} train {100 * row['train_acc']:.1f}% "
+        f"val {100 * row['val_acc']:.1f}% best val {100 * best['val_acc']:.1f}%"
+    )
+
+
+def _diverged(run: _Run, good: dict, saved_epoch: int, row: dict, problem: str) -> NoReturn:
+    """Keep the last finite state ``good`` (saved unless it already is) and the history up to
+    the diverged ``row``, then raise :class:`TrainingDiverged` saying what is kept."""
+    if good["epoch"] > saved_epoch:
+        run.save(good)
+    run.write_history(run.history[: good["history"]] + [row])
+    kept = (
+        f"last.pt keeps epoch {good['epoch']}, the last finite state"
+        if good["epoch"] >= 0
+        else "no checkpoint was saved"
+    )
+    best = (
+        f"best checkpoint (epoch {good['best_epoch']}) kept in {run.out / 'best.pt'}"
+        if good["best_state_dict"] is not None
+        else "no best checkpoint yet"
+    )
+    raise TrainingDiverged(
+        f"training stopped: {problem}; {kept}; {best}; history.csv ends with the diverged "
+        "epoch; try a lower --lr or a longer --warmup"
+    )
+
+
+def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None) -> TrainResult:
+    """The run's result; a run that ended (not stopped by a signal) also gets its report and
+    then ``summary.json``, which marks it finished."""
+    out = run.out
     result = TrainResult(
         out, run.best_epoch, run.best or {}, len(run.history), stopped, run.history, seconds
     )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from oversmooth.cli import options as O
 from oversmooth.cli._common import echo_json, handle_errors, output_formats, progress_bar
 from oversmooth.run_configs import TrainConfig
+
+if TYPE_CHECKING:
+    from oversmooth.train import TrainResult
 
 
 @O.config_command(
@@ -49,7 +52,6 @@ def train(
     """
     from oversmooth.report.render import default_out
     from oversmooth.report.writers import write_training_report
-    from oversmooth.train import describe
     from oversmooth.train import train as run_training
 
     formats = output_formats(figure_format, table_format)
@@ -68,6 +70,14 @@ def train(
             checkpoint_every=checkpoint_every,
             report=partial(write_training_report, **formats),
         )
+    _print_result(result, as_json)
+    _exit_if_stopped(result)
+
+
+def _print_result(result: TrainResult, as_json: bool) -> None:
+    """What the run did: a JSON summary, or its description, checkpoint and report."""
+    from oversmooth.train import describe
+
     if as_json:
         echo_json(
             {
@@ -84,6 +94,10 @@ def train(
         typer.echo(f"checkpoint: {result.out / 'best.pt'}")
         if (result.out / "report.html").is_file():  # written once the run has finished
             typer.echo(f"report: {result.out / 'report.html'}")
+
+
+def _exit_if_stopped(result: TrainResult) -> None:
+    """A run stopped by Ctrl-C or SIGTERM says how to continue it and exits 130 / 143."""
     if result.stopped in ("interrupted", "terminated"):
         typer.echo(
             f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
