@@ -509,6 +509,7 @@ def test_similarity_keeps_the_layer_states_of_the_last_step_only():
         for scale in (1.0, 5.0, -1.0):  # passes 0 and 2 are recorded
             model(g.x * scale, g.edge_index)
     assert probe.recorded_steps == [0, 2]
+    assert probe.recorded_layers == [0, 1, 2, 3]  # the input and the 3 convolutions
     with torch.no_grad():
         states = [g.x * -1.0]
         hooks = [c.register_forward_hook(lambda m, a, o: states.append(o)) for c in model.convs]

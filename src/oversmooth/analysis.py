@@ -343,7 +343,11 @@ def _floor_tracker(
     model: DepthModel, graph: GraphOperator, method: str, seed: int
 ) -> FloorTracker | nullcontext[None]:
     """The run's :class:`FloorTracker`, or a context giving ``None`` for the ``bound`` method."""
-    return nullcontext(None) if method == "bound" else FloorTracker(model, graph, method, seed=seed)
+    return (
+        nullcontext(None)
+        if method == "bound"
+        else FloorTracker(model, graph, method, perturbation_seed=seed)
+    )
 
 
 def _layer_modules(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -105,7 +105,7 @@ class FloorTracker:
         model: a :class:`~oversmooth.nn.DepthModel` in float32 or float64.
         graph: the measuring operator (the one given to the Probe).
         method: ``shadow`` or ``twin`` (``bound`` needs no tracker).
-        seed: seed of the twin's input perturbation.
+        perturbation_seed: seed of the twin's input perturbation.
 
     Example:
         >>> with Probe(model, graph) as probe, FloorTracker(model, graph, "shadow") as floor:
@@ -113,7 +113,9 @@ class FloorTracker:
         >>> floor.to_frame()  # columns: layer, float_floor, float64_energy
     """
 
-    def __init__(self, model: nn.Module, graph: GraphOperator, method: str, seed: int = 0) -> None:
+    def __init__(
+        self, model: nn.Module, graph: GraphOperator, method: str, perturbation_seed: int = 0
+    ) -> None:
         if method not in ("shadow", "twin"):
             raise ValueError(f"method: expected shadow or twin, received {method!r}")
         if not isinstance(getattr(model, "blocks", None), nn.ModuleList) or not hasattr(
@@ -122,7 +124,8 @@ class FloorTracker:
             raise TypeError(
                 "model: expected an oversmooth DepthModel (encoder and blocks); use the bound floor"
             )
-        self.model, self.graph, self.method, self.seed = model, graph, method, seed
+        self.model, self.graph, self.method = model, graph, method
+        self.perturbation_seed = perturbation_seed
         self.dtype = next(model.parameters()).dtype
         if method == "shadow" and self.dtype != torch.float32:
             raise ValueError("method: 'shadow' needs a float32 model; use twin for float64")
@@ -158,7 +161,7 @@ class FloorTracker:
     def _reference_input(self, x: Tensor) -> Tensor:
         if self.method == "shadow":
             return x.to(torch.float64)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self.perturbation_seed)
         sign = torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype) * 2 - 1
         return x * (1 + torch.finfo(x.dtype).eps * sign)  # one ulp up or down per entry
 

@@ -592,7 +592,7 @@ class Probe:
             attention blocks and layer 0); the attention is read from each layer's
             ``mp.hook_attention`` (:class:`~oversmooth.nn.hooks.HookPoint`).
         self_loops: add self loops to ``graph`` before measuring.
-        seed: seed of the similarity node sample.
+        sample_seed: seed of the similarity node sample.
         stream: with ``capture="residual"`` on layers that are not blocks, the modules whose
             *input* is the stream before each layer (``L`` of them, e.g.
             ``list(model.norms)``), optionally one more whose input is the stream after the
@@ -617,7 +617,7 @@ class Probe:
         similarity_sample: int | None = None,
         head_energies: bool = False,
         self_loops: bool = False,
-        seed: int = 0,
+        sample_seed: int = 0,
         stream: Sequence[nn.Module] | None = None,
     ) -> None:
         _refuse_hetero(model, graph)
@@ -636,7 +636,7 @@ class Probe:
         self.similarity_dtype, self.similarity_sample = _check_similarity(
             similarity_dtype, similarity_sample
         )
-        self.seed = seed
+        self.sample_seed = sample_seed
         self._init_graph(graph, edge_weight, batch, mask, self_loops)
         if head_energies and (batch is not None or self._batched):
             raise ValueError(
@@ -989,7 +989,7 @@ class Probe:
     def _keep_state(self, k: int, x: Tensor, state: LayerState) -> None:
         if self.similarity_sample is not None and self.similarity_sample < x.size(0):
             if self._sample_index is None or self._sample_index.device != x.device:
-                gen = torch.Generator().manual_seed(self.seed)
+                gen = torch.Generator().manual_seed(self.sample_seed)
                 self._sample_index = torch.randperm(x.size(0), generator=gen)[
                     : self.similarity_sample
                 ].to(x.device)
