@@ -211,8 +211,6 @@ def plot(
             frames without ``frame.attrs["dtype"]`` (a Probe's frame has it); float32 when
             neither says.
     """
-    from oversmooth.report import plots
-
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: expected one of {', '.join(KINDS)}")
     if ax is None:
@@ -221,27 +219,50 @@ def plot(
         _, ax = plt.subplots(figsize=(6.0, 4.2), layout="constrained")
     assert ax is not None
     if kind == "similarity":
-        found = _similarity_of(frame, similarity)
-        if found is None:
-            raise ValueError(
-                "kind='similarity': no similarity matrix; probe with similarity=True and pass "
-                "the Probe, or similarity=probe.similarity_matrix()"
-            )
-        return plots.similarity_heatmap(ax, found[0], found[1])
+        return _plot_similarity(ax, frame, similarity)
     one = _one_pass(_frame_of(frame), step, graph)
     if kind == "relative":
-        if metric not in one:
-            raise ValueError(f"metric={metric!r}: not a column of the frame")
-        curves = [
-            {
-                "label": f"seed {s}" if "seed" in one else metric,
-                "layers": p["layer"],
-                "values": _relative(p, metric),
-            }
-            for s, p in (one.groupby("seed") if "seed" in one else [(0, one)])
-        ]
-        return plots.relative_energy_curves(ax, curves)
+        return _plot_relative(ax, one, metric)
     desc = _describe(one, metric, hidden, _dtype_of(frame, dtype)[0])
+    return _plot_energy(ax, one, metric, desc)
+
+
+def _plot_similarity(ax: Axes, source: Any, similarity: Any) -> Axes:
+    """``kind="similarity"``: the inter-layer similarity heatmap of ``similarity=`` or of the
+    probe ``source``."""
+    from oversmooth.report import plots
+
+    found = _similarity_of(source, similarity)
+    if found is None:
+        raise ValueError(
+            "kind='similarity': no similarity matrix; probe with similarity=True and pass "
+            "the Probe, or similarity=probe.similarity_matrix()"
+        )
+    return plots.similarity_heatmap(ax, found[0], found[1])
+
+
+def _plot_relative(ax: Axes, one: pd.DataFrame, metric: str) -> Axes:
+    """``kind="relative"``: ``|R(X^k)|`` of ``metric`` against the layer, one curve per seed."""
+    from oversmooth.report import plots
+
+    if metric not in one:
+        raise ValueError(f"metric={metric!r}: not a column of the frame")
+    curves = [
+        {
+            "label": f"seed {s}" if "seed" in one else metric,
+            "layers": p["layer"],
+            "values": _relative(p, metric),
+        }
+        for s, p in (one.groupby("seed") if "seed" in one else [(0, one)])
+    ]
+    return plots.relative_energy_curves(ax, curves)
+
+
+def _plot_energy(ax: Axes, one: pd.DataFrame, metric: str, desc: dict) -> Axes:
+    """``kind="energy"``: ``metric`` against the layer (the mean over seeds) with the laws of
+    ``desc`` (:func:`_describe`), titled with its verdict."""
+    from oversmooth.report import plots
+
     mean = one.groupby("layer", sort=True)[metric].mean() if "seed" in one else None
     layers = mean.index if mean is not None else one["layer"]
     values = mean.to_numpy() if mean is not None else one[metric]
@@ -284,23 +305,13 @@ def write_report(
     copies of every figure beside the PNGs, ``table_formats`` (``parquet``, needs pyarrow)
     ``.parquet`` copies of the tables beside the CSVs (:mod:`oversmooth.report.formats`).
     """
-    import pandas as pd
-
+    from oversmooth.analysis import fits_record
+    from oversmooth.outputs import atomic_folder
+    from oversmooth.report.document import Document
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
-    from oversmooth.report.formats import write_table
-
-    from oversmooth.analysis import fits_record
-    from oversmooth.outputs import atomic_folder, write_json
-    from oversmooth.report import plots
-    from oversmooth.report.document import Document
     from oversmooth.report.prose import with_prose
-    from oversmooth.report.render import (
-        halving_profile_section,
-        law_table,
-        rayleigh_section,
-        seed_curves,
-    )
+    from oversmooth.report.render import verdict_section
 
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     one = _one_pass(_frame_of(frame), step, graph)
@@ -310,8 +321,33 @@ def write_report(
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
     record = with_prose(fits_record(_describe(one, "laplacian_energy", hidden, dtype)), title)
     doc = Document(f"oversmooth.write_report: {title}")
-    _verdict_section(doc, record, title)
+    verdict_section(doc, record, title)
     _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
+    _report_sections(doc, one, record, title, found_sim)
+    with atomic_folder(out, overwrite, kind="notebook") as tmp:
+        config = _config_record(attrs, title, step, graph, dtype)
+        _write_data(tmp, one, record, config, found_sim, tables)
+        doc.write(tmp, figures)
+    return Path(out)
+
+
+def _report_sections(
+    doc: Any,
+    one: pd.DataFrame,
+    record: dict,
+    title: str,
+    found_sim: tuple[np.ndarray, list[int]] | None,
+) -> None:
+    """The report's sections after the verdict: the energy with its law, the halving profile,
+    the Rayleigh energy, the relative change, the similarity heatmap and the per-layer table."""
+    from oversmooth.report import plots
+    from oversmooth.report.render import (
+        halving_profile_section,
+        law_table,
+        rayleigh_section,
+        seed_curves,
+    )
+
     curves, _, pooled = seed_curves(one, record)
     if "seed" not in one:
         curves[0]["label"] = title
@@ -338,21 +374,35 @@ def write_report(
         doc.figure(fig, "sim(X^s, X^t) over all pairs of layers", "similarity.png")
     doc.heading("Per-layer table")
     doc.table(one)
-    with atomic_folder(out, overwrite, kind="notebook") as tmp:
-        write_table(one, tmp / "metrics.csv", tables, float_format="%.10g")
-        write_json(tmp / "fits.json", {"mean_over_seeds": record})
-        write_json(tmp / "config.json", _config_record(attrs, title, step, graph, dtype))
-        if found_sim is not None:
-            write_table(
-                pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]),
-                tmp / "similarity.csv",
-                tables,
-                index=True,
-                index_label="layer",
-                float_format="%.8g",
-            )
-        doc.write(tmp, figures)
-    return Path(out)
+
+
+def _write_data(
+    folder: Path,
+    one: pd.DataFrame,
+    record: dict,
+    config: dict,
+    found_sim: tuple[np.ndarray, list[int]] | None,
+    tables: Iterable[str],
+) -> None:
+    """The data files of :func:`write_report` in ``folder``: ``metrics.csv``, ``fits.json``,
+    ``config.json`` and, with a similarity matrix, ``similarity.csv``."""
+    import pandas as pd
+
+    from oversmooth.outputs import write_json
+    from oversmooth.report.formats import write_table
+
+    write_table(one, folder / "metrics.csv", tables, float_format="%.10g")
+    write_json(folder / "fits.json", {"mean_over_seeds": record})
+    write_json(folder / "config.json", config)
+    if found_sim is not None:
+        write_table(
+            pd.DataFrame(found_sim[0], index=found_sim[1], columns=found_sim[1]),
+            folder / "similarity.csv",
+            tables,
+            index=True,
+            index_label="layer",
+            float_format="%.8g",
+        )
 
 
 def _check_energies(one: pd.DataFrame) -> None:
@@ -408,26 +458,6 @@ def _config_record(
         "dtype": dtype,
         "versions": {"oversmooth": __version__},
     }
-
-
-def _verdict_section(doc: Any, record: dict, title: str) -> None:
-    from oversmooth.report.prose import reason_prose, verdict_prose, verdict_record
-    from oversmooth.report.render import evidence_table
-
-    doc.heading("Verdict")
-    found = verdict_record(record) or {}
-    doc.verdict(
-        verdict_prose(record, title),
-        found.get("label") or record.get("classification"),
-        found.get("curse_of_depth"),
-        found.get("collapse"),
-    )
-    reason = reason_prose(record)
-    if reason and found.get("label") != "inconclusive":
-        doc.text(f"Why: {reason}.")
-    evidence = evidence_table(verdict_record(record))
-    if evidence is not None:
-        doc.table(evidence)
 
 
 def _measured_text(

@@ -165,64 +165,89 @@ def energy_curves(
     ``references``: theory lines ``(label, layers, values)``, drawn dashed in grey; they do
     not set the axis range.
     """
-    xs, ys, floors = [], [], []
-    for _i, curve in enumerate(curves):
-        layers = np.asarray(curve["layers"], dtype=float)
-        values = np.asarray(curve["values"], dtype=float)
-        keep = (layers > 0) & np.isfinite(values) & (values > 0)
-        xs.append(layers[keep])
-        ys.append(values[keep])
-        (line,) = ax.plot(
-            layers[keep],
-            values[keep],
-            lw=1.2,
-            label=curve["label"],
-            color=curve.get("color") or model_color(str(curve["label"])),
-        )
-        law = verdict_fit(curve.get("fit"))
-        if law is not None and keep.any():
-            ax.plot(
-                law[0],
-                law[1],
-                "--",
-                color=line.get_color(),
-                lw=1,
-                alpha=0.85,
-                label="  verdict's fitted law",
-            )
-        floor = curve.get("floor")
+    xs, ys, floors = [], [], []  # the points drawn, and the float floors to draw in range
+    for curve in curves:
+        x, y, floor = _energy_curve(ax, curve)
+        xs.append(x)
+        ys.append(y)
         if floor is not None:
-            floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
-            floors.append((layers, floor, line.get_color(), curve["label"]))
-    dashes = [(0, (5, 3)), (0, (1.5, 1.5)), (0, (6, 2, 1, 2))]
-    for i, (label, ref_x, ref_y) in enumerate(references or ()):
-        rx, ry = np.asarray(ref_x, dtype=float), np.asarray(ref_y, dtype=float)
-        ok = (rx > 0) & np.isfinite(ry) & (ry > 0)
-        ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
+            floors.append(floor)
+    _reference_lines(ax, references or ())
     data = np.concatenate(ys) if ys else np.array([])
     if _log_scales(ax, np.concatenate(xs) if xs else [], data):
         _layer_ticks(ax)
         # the y range follows the data alone; the float floor is drawn when part of it falls
         # inside that range, clipped to the axis (a floor far below would squash the curves)
         low, high = _positive(data).min() / 3, _positive(data).max() * 3
-        for layers, floor, color, label in floors:
-            ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
-            if (ok & (floor >= low) & (floor <= high)).any():  # the axis clips the rest
-                ax.plot(
-                    layers[ok],
-                    floor[ok],
-                    color=color,
-                    lw=0.8,
-                    ls="-.",
-                    alpha=0.7,
-                    label=f"  float floor ({label})",
-                )
+        _float_floors(ax, floors, low, high)
         ax.set_ylim(low, high)
     ax.set_xlabel("layer $k$")
     ax.set_ylabel(metric_label)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return ax
+
+
+# a curve's float floor as energy_curves draws it: (layers, floor, colour, label)
+_Floor = tuple[np.ndarray, np.ndarray, Any, Any]
+
+
+def _energy_curve(ax: Axes, curve: Mapping) -> tuple[np.ndarray, np.ndarray, _Floor | None]:
+    """Draw one curve of :func:`energy_curves` (its positive layers and values) and its
+    verdict's fitted law; returns the points drawn and, when the curve has one, its float
+    floor as ``(layers, floor, colour, label)`` for the caller to draw within the axis range."""
+    layers = np.asarray(curve["layers"], dtype=float)
+    values = np.asarray(curve["values"], dtype=float)
+    keep = (layers > 0) & np.isfinite(values) & (values > 0)
+    (line,) = ax.plot(
+        layers[keep],
+        values[keep],
+        lw=1.2,
+        label=curve["label"],
+        color=curve.get("color") or model_color(str(curve["label"])),
+    )
+    law = verdict_fit(curve.get("fit"))
+    if law is not None and keep.any():
+        ax.plot(
+            law[0],
+            law[1],
+            "--",
+            color=line.get_color(),
+            lw=1,
+            alpha=0.85,
+            label="  verdict's fitted law",
+        )
+    floor = curve.get("floor")
+    if floor is None:
+        return layers[keep], values[keep], None
+    floor = np.broadcast_to(np.asarray(floor, dtype=float), layers.shape)
+    return layers[keep], values[keep], (layers, floor, line.get_color(), curve["label"])
+
+
+def _float_floors(ax: Axes, floors: Sequence[_Floor], low: float, high: float) -> None:
+    """Each curve's float floor, dash-dotted in its colour, where part of it lies within
+    ``[low, high]`` (the axis clips the rest)."""
+    for layers, floor, color, label in floors:
+        ok = (layers > 0) & np.isfinite(floor) & (floor > 0)
+        if (ok & (floor >= low) & (floor <= high)).any():
+            ax.plot(
+                layers[ok],
+                floor[ok],
+                color=color,
+                lw=0.8,
+                ls="-.",
+                alpha=0.7,
+                label=f"  float floor ({label})",
+            )
+
+
+def _reference_lines(ax: Axes, references: Sequence[tuple[str, ArrayLike, ArrayLike]]) -> None:
+    """Theory lines ``(label, layers, values)``, dashed in grey, each with its own dashes."""
+    dashes = [(0, (5, 3)), (0, (1.5, 1.5)), (0, (6, 2, 1, 2))]
+    for i, (label, ref_x, ref_y) in enumerate(references):
+        rx, ry = np.asarray(ref_x, dtype=float), np.asarray(ref_y, dtype=float)
+        ok = (rx > 0) & np.isfinite(ry) & (ry > 0)
+        ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
 
 
 def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:

@@ -79,6 +79,7 @@ __all__ = [
     "halving_profile_section",
     "evidence_table",
     "rayleigh_section",
+    "verdict_section",
     "energy_table",
     "accuracy_in_percent",
     "seeds_text",
@@ -531,7 +532,31 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     return True
 
 
+def verdict_section(doc: Document, record: dict, title: str) -> None:
+    """*Verdict*: the banner of a fits.json record (its sentence titled ``title``), why, and
+    the table of what the verdict rests on."""
+    doc.heading("Verdict")
+    label = _verdict_banner(doc, record, title)
+    reason = reason_prose(record)
+    if reason and label != "inconclusive":
+        doc.text(f"Why: {reason}.")
+    evidence = evidence_table(verdict_record(record))
+    if evidence is not None:
+        doc.table(evidence)
+
+
+def _verdict_banner(doc: Document, record: dict, title: str) -> str | None:
+    """The verdict banner of one fits.json record; returns the label it shows."""
+    found = verdict_record(record) or {}
+    label = found.get("label") or record.get("classification")
+    doc.verdict(
+        verdict_prose(record, title), label, found.get("curse_of_depth"), found.get("collapse")
+    )
+    return label
+
+
 def _render_analysis(folder: Path, config: dict) -> Document:
+    """The report of an analyze or prune folder, from its metrics.csv and fits.json."""
     metrics = read_table(folder / "metrics.csv")
     fits = _read_json(folder / "fits.json")
     model, conv, depth, dataset = (
@@ -540,7 +565,6 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         config["model"]["depth"],
         config["dataset"],
     )
-    trained = bool(config.get("checkpoint"))
     command = config.get("command") or "analyze"  # prune writes the same report
     doc = Document(
         f"oversmooth {command}: {model} {conv_label(model, conv)}, depth {depth}, {dataset}"
@@ -548,30 +572,24 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     mean_fit = fits.get("mean_over_seeds", {})
     if "verdict" in fits and not verdict_record(mean_fit):
         mean_fit = {**mean_fit, "verdict": fits["verdict"]}  # an old folder: the frozen text
-    found = verdict_record(mean_fit) or {}
-    doc.heading("Verdict")
-    doc.verdict(
-        verdict_prose(mean_fit, analysis_title(config)),
-        found.get("label") or mean_fit.get("classification"),
-        found.get("curse_of_depth"),
-        found.get("collapse"),
-    )
-    reason = reason_prose(mean_fit)
-    if reason and (found.get("label") or mean_fit.get("classification")) != "inconclusive":
-        doc.text(f"Why: {reason}.")
-    evidence = evidence_table(verdict_record(mean_fit))
-    if evidence is not None:
-        doc.table(evidence)
+    verdict_section(doc, mean_fit, analysis_title(config))
     state = (
         f"on the trained checkpoint `{config['checkpoint']}`"
-        if trained
+        if config.get("checkpoint")
         else "at initialisation " + seeds_text(config["seeds"])
     )
     doc.text(
         f"Measured {state}; energies on the input graph (no self loops), Laplacian energy "
         "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
     )
+    _energy_section(doc, metrics, mean_fit, model)
+    _measure_sections(doc, folder, metrics, config)
+    return doc
 
+
+def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model: str) -> None:
+    """The analyze report's energy per layer with the fitted law and theory lines, the law
+    table, the halving profile and the theory sentences."""
     curves, mean, pooled = seed_curves(metrics, mean_fit)
     references = reference_lines(mean_fit, mean.index.to_numpy(), mean.to_numpy())
     fig = plots.figure()
@@ -594,79 +612,90 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     for sentence in reference_prose(mean_fit, model):
         doc.text(sentence)
 
-    _measure_sections(doc, folder, metrics, config)
-    return doc
-
 
 def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config: dict) -> None:
     """The analyze report's sections after the energy: the Rayleigh energy, relative change,
     adjacent cosine, the similarity heatmap, pruning and the per-layer excerpt."""
-    import pandas as pd
-
     rayleigh_section(doc, metrics, config["model"].get("name"))
     if "relative_energy" in metrics:
         fig = plots.figure()
-        plots.relative_energy_curves(
-            fig.add_subplot(),
-            [
-                {"label": f"seed {s}", "layers": p["layer"], "values": p["relative_energy"]}
-                for s, p in metrics.groupby("seed")
-            ],
-        )
+        plots.relative_energy_curves(fig.add_subplot(), _per_seed(metrics, "relative_energy"))
         doc.heading("Relative energy change")
         doc.figure(fig, "|R(X^k)|, the curse-of-depth indicator, log-log", "relative_energy.png")
     if "mean_cosine_similarity" in metrics:
         fig = plots.figure()
-        plots.cosine_curves(
-            fig.add_subplot(),
-            [
-                {"label": f"seed {s}", "layers": p["layer"], "values": p["mean_cosine_similarity"]}
-                for s, p in metrics.groupby("seed")
-            ],
-        )
+        plots.cosine_curves(fig.add_subplot(), _per_seed(metrics, "mean_cosine_similarity"))
         doc.figure(fig, "Adjacent-layer cosine similarity", "cosine.png")
     if (folder / "similarity.csv").is_file():
-        sim = pd.read_csv(folder / "similarity.csv", index_col=0)
-        fig = plots.figure(5.6, 4.6)
-        plots.similarity_heatmap(
-            fig.add_subplot(),
-            sim.to_numpy(),
-            [int(c) for c in sim.columns],
-            f"seed {config['seeds'][0]}",
-        )
-        doc.heading("Inter-layer similarity")
-        doc.figure(fig, "sim(X^s, X^t) over all pairs of layers (first seed)", "similarity.png")
+        _similarity_section(doc, folder / "similarity.csv", config["seeds"][0])
     if (folder / "prune.csv").is_file():
-        prune = pd.read_csv(folder / "prune.csv")
-        fig = plots.figure(6.0, 3.6)
-        column = "accuracy_drop" if "accuracy_drop" in prune else "logits_change"
-        plots.pruning_bars(
-            fig.add_subplot(),
-            prune["layer"],
-            100 * prune[column] if column == "accuracy_drop" else prune[column],
-            "test accuracy drop (points)"
-            if column == "accuracy_drop"
-            else r"$\|Z_k - Z\|_F / \|Z\|_F$",
-            log=column != "accuracy_drop",
-        )
-        doc.heading("Layer pruning sensitivity")
-        doc.figure(
-            fig,
-            "Test-accuracy drop when one layer is replaced by the identity"
-            if column == "accuracy_drop"
-            else "Relative change of the logits when one layer is replaced by the identity",
-            "pruning.png",
-        )
-        doc.table(accuracy_in_percent(prune))
-    doc.heading("Per-layer table (excerpt)")
-    first = metrics[metrics["seed"] == config["seeds"][0]]
-    picks = sorted(
-        {
-            int(k)
-            for k in [0, 1, 2] + [2**i for i in range(2, 20)] + [int(first["layer"].max())]
-            if k <= first["layer"].max()
-        }
+        _pruning_section(doc, folder / "prune.csv")
+    _layer_excerpt(doc, metrics[metrics["seed"] == config["seeds"][0]])
+
+
+def _per_seed(metrics: pd.DataFrame, column: str) -> list[dict]:
+    """One curve of ``column`` against the layer per seed, labelled by the seed."""
+    return [
+        {"label": f"seed {s}", "layers": p["layer"], "values": p[column]}
+        for s, p in metrics.groupby("seed")
+    ]
+
+
+def _similarity_section(doc: Document, path: Path, seed: int) -> None:
+    """The inter-layer similarity heatmap of ``similarity.csv`` (measured with ``seed``)."""
+    import pandas as pd
+
+    sim = pd.read_csv(path, index_col=0)
+    fig = plots.figure(5.6, 4.6)
+    plots.similarity_heatmap(
+        fig.add_subplot(), sim.to_numpy(), [int(c) for c in sim.columns], f"seed {seed}"
     )
+    doc.heading("Inter-layer similarity")
+    doc.figure(fig, "sim(X^s, X^t) over all pairs of layers (first seed)", "similarity.png")
+
+
+# prune.csv's measure of a pruned layer -> (axis label, caption); the accuracy drop when the
+# run had a checkpoint (and labels to score), else the change of the logits
+_PRUNE_MEASURES = {
+    "accuracy_drop": (
+        "test accuracy drop (points)",
+        "Test-accuracy drop when one layer is replaced by the identity",
+    ),
+    "logits_change": (
+        r"$\|Z_k - Z\|_F / \|Z\|_F$",
+        "Relative change of the logits when one layer is replaced by the identity",
+    ),
+}
+
+
+def _pruning_section(doc: Document, path: Path) -> None:
+    """Each pruned layer's effect (``prune.csv``) as bars, then as a table."""
+    import pandas as pd
+
+    prune = pd.read_csv(path)
+    column = "accuracy_drop" if "accuracy_drop" in prune else "logits_change"
+    label, caption = _PRUNE_MEASURES[column]
+    drop = column == "accuracy_drop"  # a fraction, shown in points on a linear axis
+    fig = plots.figure(6.0, 3.6)
+    plots.pruning_bars(
+        fig.add_subplot(),
+        prune["layer"],
+        100 * prune[column] if drop else prune[column],
+        label,
+        log=not drop,
+    )
+    doc.heading("Layer pruning sensitivity")
+    doc.figure(fig, caption, "pruning.png")
+    doc.table(accuracy_in_percent(prune))
+
+
+def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
+    """Rows of one seed's per-layer table: layers 0-2, the powers of two and the last."""
+    last = first["layer"].max()
+    picks = sorted(
+        {int(k) for k in [0, 1, 2] + [2**i for i in range(2, 20)] + [int(last)] if k <= last}
+    )
+    doc.heading("Per-layer table (excerpt)")
     doc.table(first[first["layer"].isin(picks)])
     doc.text("The full table is `metrics.csv` (one row per layer and seed).")
 
@@ -726,16 +755,9 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     for dataset in config["datasets"]:
         for curve in _comparison_curves(config, fits, dataset):
             record = curve["record"]
-            if record is None:
-                continue
-            found = verdict_record(record) or {}
-            title = comparison_title(dataset, curve["model"], curve["conv"], record, config)
-            doc.verdict(
-                verdict_prose(record, title),
-                found.get("label") or record.get("classification"),
-                found.get("curse_of_depth"),
-                found.get("collapse"),
-            )
+            if record is not None:
+                title = comparison_title(dataset, curve["model"], curve["conv"], record, config)
+                _verdict_banner(doc, record, title)
     if "conv" in summary:  # one line per (model, conv)
         summary = summary.assign(model=summary["model"] + " " + summary["conv"])
     for dataset in config["datasets"]:
@@ -766,31 +788,8 @@ def _comparison_dataset_section(
     deepest = max(config["depths"])
     part = metrics[(metrics["dataset"] == dataset) & (metrics["depth"] == deepest)]
     found = _comparison_curves(config, fits, dataset)
-    curves, references = [], []
     anchor = _diffusion_anchor(found)
-    for curve in found:
-        rows = part[part["model"] == curve["model"]]
-        if "conv" in rows:
-            rows = rows[rows["conv"] == curve["conv"]]
-        if rows.empty:
-            continue
-        mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
-        floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
-        references += reference_lines(
-            curve["record"],
-            mean.index.to_numpy(),
-            mean.to_numpy(),
-            diffusion=curve["label"] == anchor,
-        )
-        curves.append(
-            {
-                "label": curve["label"],
-                "layers": mean.index.to_numpy(),
-                "values": mean.to_numpy(),
-                "fit": curve["record"],
-                "floor": None if floor is None else floor.to_numpy(),
-            }
-        )
+    curves, references = _deepest_curves(part, found, anchor)
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.figure(
@@ -815,6 +814,39 @@ def _comparison_dataset_section(
         for sentence in reference_prose(curve["record"], curve["model"], graph=not said):
             doc.text(sentence)
         said = said or bool(curve["record"] and curve["record"].get("reference"))
+
+
+def _deepest_curves(
+    part: pd.DataFrame, found: list[dict], anchor: str | None
+) -> tuple[list[dict], list[tuple[str, np.ndarray, np.ndarray]]]:
+    """The energy curves of the deepest networks (``part`` of metrics.csv), one per
+    :func:`_comparison_curves` entry that ran, as the geometric mean over seeds with its fit
+    and float floor, and their theory lines (linear diffusion through ``anchor``'s only)."""
+    curves, references = [], []
+    for curve in found:
+        rows = part[part["model"] == curve["model"]]
+        if "conv" in rows:
+            rows = rows[rows["conv"] == curve["conv"]]
+        if rows.empty:
+            continue
+        mean = rows.groupby("layer")["laplacian_energy"].apply(_log_mean)
+        floor = rows.groupby("layer")["float_floor"].max() if "float_floor" in rows else None
+        references += reference_lines(
+            curve["record"],
+            mean.index.to_numpy(),
+            mean.to_numpy(),
+            diffusion=curve["label"] == anchor,
+        )
+        curves.append(
+            {
+                "label": curve["label"],
+                "layers": mean.index.to_numpy(),
+                "values": mean.to_numpy(),
+                "fit": curve["record"],
+                "floor": None if floor is None else floor.to_numpy(),
+            }
+        )
+    return curves, references
 
 
 def _diffusion_anchor(curves: list[dict]) -> str | None:

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from oversmooth.config import upgrade_record
 from oversmooth.report import plots
@@ -52,13 +52,37 @@ def write_training_report(
     folder = Path(folder)
     if not history:
         raise ValueError(f"{folder}: no training history to report; train for at least one epoch")
-    config: dict = {}
-    if (folder / "config.json").is_file():
-        loaded = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        config = upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
+    config = _training_config(folder)
     found = config.get("model")
     model: dict = found if isinstance(found, dict) else {}
     doc = Document(_training_title(config.get("dataset"), model))
+    _training_result(doc, history, best_epoch, summary)
+    _training_curves(doc, history, best_epoch)
+    if dynamics:
+        _dynamics_section(doc, dynamics, best_epoch)
+    doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
+    if config:
+        _training_configuration(doc, config, model, summary)
+    write_beside(pd.DataFrame(list(history)), folder / "history.csv", table_formats)
+    if dynamics:
+        write_beside(pd.DataFrame(list(dynamics)), folder / "dynamics.csv", table_formats)
+    return doc.write(folder, figure_formats)
+
+
+def _training_config(folder: Path) -> dict:
+    """The run's ``config.json`` in today's layout (its ``train`` record); empty without one."""
+    if not (folder / "config.json").is_file():
+        return {}
+    loaded = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
+
+
+def _training_result(
+    doc: Document, history: Sequence[Mapping], best_epoch: int, summary: Mapping[str, Any]
+) -> None:
+    """How the run ended, and the accuracy of each split at the best epoch."""
+    import pandas as pd
+
     doc.heading("Result")
     doc.text(
         f"{summary.get('stopped', 'stopped')} after {summary.get('epochs_run', len(history))} "
@@ -74,6 +98,10 @@ def write_training_report(
             }
         )
     )
+
+
+def _training_curves(doc: Document, history: Sequence[Mapping], best_epoch: int) -> None:
+    """Loss and accuracy against the epoch (``training.png``)."""
     fig = plots.figure(9.6, 3.8)
     ax_loss, ax_acc = fig.subplots(1, 2)
     plots.training_history(ax_loss, ax_acc, history, best_epoch)
@@ -85,25 +113,23 @@ def write_training_report(
         "validation loss), whose weights are `best.pt`",
         "training.png",
     )
-    if dynamics:
-        _dynamics_section(doc, dynamics, best_epoch)
-    doc.text("Per-epoch numbers: `history.csv`; the result: `summary.json`.")
-    if config:
-        settings = {k: v for k, v in config.items() if k != "model"}
-        settings.update({f"model.{k}": v for k, v in model.items()})  # one row per field
-        doc.heading("Configuration")
-        doc.text(
-            "Every setting as the run used it; *(default)* marks a value the run chose itself "
-            "(the option was not given)."
-        )
-        doc.table(training_settings(settings))
-        seconds = summary.get("seconds_this_run")
-        timings = {"training_s": seconds} if isinstance(seconds, (int, float)) else {}
-        reproduce_sections(doc, {**config, "timings": config.get("timings") or timings})
-    write_beside(pd.DataFrame(list(history)), folder / "history.csv", table_formats)
-    if dynamics:
-        write_beside(pd.DataFrame(list(dynamics)), folder / "dynamics.csv", table_formats)
-    return doc.write(folder, figure_formats)
+
+
+def _training_configuration(
+    doc: Document, config: Mapping[str, Any], model: Mapping[str, Any], summary: Mapping[str, Any]
+) -> None:
+    """Every setting of the run, then *Reproduce* and *Environment* (with the run's time)."""
+    settings = {k: v for k, v in config.items() if k != "model"}
+    settings.update({f"model.{k}": v for k, v in model.items()})  # one row per field
+    doc.heading("Configuration")
+    doc.text(
+        "Every setting as the run used it; *(default)* marks a value the run chose itself "
+        "(the option was not given)."
+    )
+    doc.table(training_settings(settings))
+    seconds = summary.get("seconds_this_run")
+    timings = {"training_s": seconds} if isinstance(seconds, (int, float)) else {}
+    reproduce_sections(doc, {**config, "timings": config.get("timings") or timings})
 
 
 def _training_title(dataset: Any, model: Mapping[str, Any]) -> str:
@@ -183,6 +209,13 @@ def _dynamics_section(doc: Document, dynamics: Sequence[Mapping], best_epoch: in
     )
 
 
+def _cost_cells(row: Mapping[str, Any]) -> dict[str, str]:
+    """A scaling row's time and extra peak memory, or the error that stopped it."""
+    if "error" in row:
+        return {"seconds": f"error: {row['error']}", "extra peak MiB": MISSING}
+    return {"seconds": f"{row['seconds']:.3f}", "extra peak MiB": f"{row['peak_mib']:.1f}"}
+
+
 def _bench_depth_table(rows: Sequence[Mapping]) -> Any:
     import pandas as pd
 
@@ -191,10 +224,24 @@ def _bench_depth_table(rows: Sequence[Mapping]) -> Any:
             {
                 "depth": d["depth"],
                 "similarity": "on" if d["similarity"] else "off",
-                "seconds": f"{d['seconds']:.3f}" if "error" not in d else f"error: {d['error']}",
-                "extra peak MiB": f"{d['peak_mib']:.1f}" if "error" not in d else MISSING,
+                **_cost_cells(d),
             }
             for d in rows
+        ]
+    )
+
+
+def _bench_size_table(rows: Sequence[Mapping]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "nodes": f"{s['nodes']:,}",
+                **_cost_cells(s),
+                "whole-process peak MiB": _num(s.get("process_peak_mib"), ".0f"),
+            }
+            for s in rows
         ]
     )
 
@@ -356,6 +403,102 @@ def _bench_overhead(doc: Document, r: Mapping[str, Any]) -> None:
     )
 
 
+def _kernel_row(k: Mapping[str, Any]) -> dict[str, Any]:
+    """One metric on one graph: oversmooth's time against the loop's and the dense code's."""
+    dense = not k["dense_note"]  # else the note says why the dense code did not run
+    return {
+        "graph": k["graph"],
+        "nodes": f"{k['nodes']:,}",
+        "edges": f"{k['edges']:,}",
+        "metric": k["metric"],
+        "oversmooth": f"{k['oversmooth_s'] * 1e3:.2f} ms",
+        "loop": f"{k['loop_s'] * 1e3:.0f} ms",
+        "loop speed-up": f"{k['loop_speedup']:.0f}x",
+        "loop rel. diff": f"{k['loop_rel_diff']:.1e}",
+        "dense": f"{k['dense_s'] * 1e3:.1f} ms" if dense else k["dense_note"],
+        "dense speed-up": f"{k['dense_speedup']:.0f}x" if dense else MISSING,
+        "dense rel. diff": f"{k['dense_rel_diff']:.1e}" if dense else MISSING,
+    }
+
+
+def _model_cell(k: Mapping[str, Any]) -> str:
+    """A bench row's model, e.g. ``postln SAN, depth 64``."""
+    return f"{k['model']} {k['conv'].upper()}, depth {k['depth']}"
+
+
+def _kernel_ratio_row(k: Mapping[str, Any]) -> dict[str, Any]:
+    """One model's bare forward with the default message-passing kernel against ``edge``."""
+    return {
+        "model": _model_cell(k),
+        "dtype": k["dtype"],
+        f"default ({k['default_kernel']})": f"{k['default_s']:.3f} s",
+        "edge": f"{k['edge_s']:.3f} s",
+        "ratio": f"{k['ratio']:.2f}x",
+        "no message passing": _num(k.get("projections_s"), ".3f", " s"),
+        "max rel. diff": f"{k['max_rel_diff']:.1e}",
+        "tolerance": f"{k['tolerance']:.1e}",
+    }
+
+
+def _pyg_row(k: Mapping[str, Any]) -> dict[str, Any]:
+    """One zoo model against the same stack built from PyG layers."""
+    return {
+        "model": _model_cell(k),
+        "PyG layer": k["pyg_layer"],
+        "zoo": f"{k['zoo_s']:.3f} s",
+        "PyG": f"{k['pyg_s']:.3f} s",
+        "ratio": f"{k['ratio']:.2f}x",
+    }
+
+
+def _baseline_row(k: Mapping[str, Any]) -> dict[str, Any]:
+    """One metric function against the one-line tensor expression a user would write."""
+    return {
+        "graph": k["graph"],
+        "metric": k["metric"],
+        "one-liner": k["one_liner"],
+        "oversmooth": f"{k['oversmooth_s'] * 1e3:.3f} ms",
+        "one-liner time": f"{k['one_liner_s'] * 1e3:.3f} ms",
+        "ratio": f"{k['ratio']:.2f}x",
+        "rel. diff": f"{k['rel_diff']:.1e}",
+    }
+
+
+# the further tables of section 2, each shown when results.json has its rows: the key, the
+# heading, the introduction (filled in from the first row) and the table's row of one result
+_KERNEL_TABLES: tuple[tuple[str, str, str, Callable[[Mapping[str, Any]], dict]], ...] = (
+    (
+        "kernel_ratios",
+        "Default kernel against the edge kernel",
+        "Bare forward (no probe) on Cora, {repeats} interleaved repeats; the default "
+        "message-passing kernel is `{default_kernel}`, the reference is `edge` (the "
+        "implementation of commit 340f7a9). Max rel. diff: largest |default - edge| over the "
+        "largest |edge| of the outputs. No message passing: the same forward with every "
+        "message-passing operator reduced to its projections (W V X), the part of the time no "
+        "kernel changes.",
+        _kernel_ratio_row,
+    ),
+    (
+        "pyg_ratios",
+        "The zoo against PyG layers",
+        "Bare forward (no probe, float32) on Cora, {repeats} interleaved repeats: the zoo's "
+        "Post-LN model against the same stack built from PyTorch Geometric layers "
+        "(TransformerConv or GATConv and the output projection, or GCNConv with cached=True; "
+        "LayerNorm and FFN as in the zoo), same depth and sizes.",
+        _pyg_row,
+    ),
+    (
+        "metric_baselines",
+        "Metric kernels against one-liners",
+        "oversmooth's function against the float64 one-line tensor expression a user would "
+        "write (`s`, `d`: the edge list; `inv`, `has`: inverse in-degree and its mask, built "
+        "once like oversmooth's GraphOperator; `y`: a second state; `e`: 256 energies), "
+        "32 channels, {repeats} interleaved repeats.",
+        _baseline_row,
+    ),
+)
+
+
 def _bench_kernels(doc: Document, r: Mapping[str, Any]) -> None:
     """Section 2: metric kernels against loops, dense code, the edge kernel and one-liners."""
     import pandas as pd
@@ -366,115 +509,23 @@ def _bench_kernels(doc: Document, r: Mapping[str, Any]) -> None:
         "oversmoothing code computes them; `dense`: an n x n float64 implementation. Relative "
         "differences are against oversmooth's value."
     )
-    doc.table(
-        pd.DataFrame(
-            [
-                {
-                    "graph": k["graph"],
-                    "nodes": f"{k['nodes']:,}",
-                    "edges": f"{k['edges']:,}",
-                    "metric": k["metric"],
-                    "oversmooth": f"{k['oversmooth_s'] * 1e3:.2f} ms",
-                    "loop": f"{k['loop_s'] * 1e3:.0f} ms",
-                    "loop speed-up": f"{k['loop_speedup']:.0f}x",
-                    "loop rel. diff": f"{k['loop_rel_diff']:.1e}",
-                    "dense": f"{k['dense_s'] * 1e3:.1f} ms"
-                    if not k["dense_note"]
-                    else k["dense_note"],
-                    "dense speed-up": f"{k['dense_speedup']:.0f}x"
-                    if not k["dense_note"]
-                    else MISSING,
-                    "dense rel. diff": f"{k['dense_rel_diff']:.1e}"
-                    if not k["dense_note"]
-                    else MISSING,
-                }
-                for k in r["kernels"]
-            ]
-        )
-    )
-    if r.get("kernel_ratios"):
-        kr = r["kernel_ratios"]
-        doc.heading("Default kernel against the edge kernel")
-        doc.text(
-            f"Bare forward (no probe) on Cora, {kr[0]['repeats']} interleaved repeats; the "
-            f"default message-passing kernel is `{kr[0]['default_kernel']}`, the reference is "
-            "`edge` (the implementation of commit 340f7a9). Max rel. diff: largest "
-            "|default - edge| over the largest |edge| of the outputs. No message passing: the "
-            "same forward with every message-passing operator reduced to its projections "
-            "(W V X), the part of the time no kernel changes."
-        )
-        doc.table(
-            pd.DataFrame(
-                [
-                    {
-                        "model": f"{k['model']} {k['conv'].upper()}, depth {k['depth']}",
-                        "dtype": k["dtype"],
-                        f"default ({k['default_kernel']})": f"{k['default_s']:.3f} s",
-                        "edge": f"{k['edge_s']:.3f} s",
-                        "ratio": f"{k['ratio']:.2f}x",
-                        "no message passing": _num(k.get("projections_s"), ".3f", " s"),
-                        "max rel. diff": f"{k['max_rel_diff']:.1e}",
-                        "tolerance": f"{k['tolerance']:.1e}",
-                    }
-                    for k in kr
-                ]
-            )
-        )
-    if r.get("pyg_ratios"):
-        pr = r["pyg_ratios"]
-        doc.heading("The zoo against PyG layers")
-        doc.text(
-            f"Bare forward (no probe, float32) on Cora, {pr[0]['repeats']} interleaved repeats: "
-            "the zoo's Post-LN model against the same stack built from PyTorch Geometric layers "
-            "(TransformerConv or GATConv and the output projection, or GCNConv with "
-            "cached=True; LayerNorm and FFN as in the zoo), same depth and sizes."
-        )
-        doc.table(
-            pd.DataFrame(
-                [
-                    {
-                        "model": f"{k['model']} {k['conv'].upper()}, depth {k['depth']}",
-                        "PyG layer": k["pyg_layer"],
-                        "zoo": f"{k['zoo_s']:.3f} s",
-                        "PyG": f"{k['pyg_s']:.3f} s",
-                        "ratio": f"{k['ratio']:.2f}x",
-                    }
-                    for k in pr
-                ]
-            )
-        )
-    if r.get("metric_baselines"):
-        mb = r["metric_baselines"]
-        doc.heading("Metric kernels against one-liners")
-        doc.text(
-            "oversmooth's function against the float64 one-line tensor expression a user would "
-            "write (`s`, `d`: the edge list; `inv`, `has`: inverse in-degree and its mask, built "
-            "once like oversmooth's GraphOperator; `y`: a second state; `e`: 256 energies), "
-            f"32 channels, {mb[0]['repeats']} interleaved repeats."
-        )
-        doc.table(
-            pd.DataFrame(
-                [
-                    {
-                        "graph": k["graph"],
-                        "metric": k["metric"],
-                        "one-liner": k["one_liner"],
-                        "oversmooth": f"{k['oversmooth_s'] * 1e3:.3f} ms",
-                        "one-liner time": f"{k['one_liner_s'] * 1e3:.3f} ms",
-                        "ratio": f"{k['ratio']:.2f}x",
-                        "rel. diff": f"{k['rel_diff']:.1e}",
-                    }
-                    for k in mb
-                ]
-            )
-        )
+    doc.table(pd.DataFrame([_kernel_row(k) for k in r["kernels"]]))
+    for key, heading, introduction, row in _KERNEL_TABLES:
+        if r.get(key):
+            doc.heading(heading)
+            doc.text(introduction.format(**r[key][0]))
+            doc.table(pd.DataFrame([row(k) for k in r[key]]))
 
 
 def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
     """Section 3: time and extra peak memory against depth and graph size."""
-    import pandas as pd
-
     doc.heading("3. Scaling")
+    _depth_scaling(doc, r)
+    _size_scaling(doc, r)
+
+
+def _depth_scaling(doc: Document, r: Mapping[str, Any]) -> None:
+    """Time and extra peak memory against depth, with and without the similarity matrix."""
     doc.text(
         "Time per probed forward against depth (Cora, depths >= 32, where the fixed cost of "
         "encoder and decoder no longer dominates): "
@@ -501,6 +552,10 @@ def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
         base=2,
     )
     doc.figure(fig, "Scaling in depth: time and extra peak memory", "scaling_depth.png")
+
+
+def _size_scaling(doc: Document, r: Mapping[str, Any]) -> None:
+    """Time, extra peak memory and whole-process peak against the graph's size."""
     doc.text(
         "Time per probed forward (depth 4) against graph size "
         "(CSBM, average degree 10, every size measured): fitted exponent "
@@ -510,21 +565,7 @@ def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
         "csbm:n=N,degree=10 --depth 4` in a fresh process (float64, five seeds, similarity "
         "matrix, report)."
     )
-    doc.table(
-        pd.DataFrame(
-            [
-                {
-                    "nodes": f"{s['nodes']:,}",
-                    "seconds": f"{s['seconds']:.3f}"
-                    if "error" not in s
-                    else f"error: {s['error']}",
-                    "extra peak MiB": f"{s['peak_mib']:.1f}" if "error" not in s else MISSING,
-                    "whole-process peak MiB": _num(s.get("process_peak_mib"), ".0f"),
-                }
-                for s in r["size"]
-            ]
-        )
-    )
+    doc.table(_bench_size_table(r["size"]))
     fig = plots.figure(10, 3.8)
     ax_t, ax_m = fig.subplots(1, 2)
     plots.cost_curves(
