@@ -90,6 +90,30 @@ def test_quick_atlas_writes_its_folder_in_every_format(quick_atlas):
             pd.testing.assert_frame_equal(parquet, csv, check_dtype=False, rtol=1e-5)
 
 
+def _frame_xs(svg: str, group: str) -> list[float]:
+    """x coordinates of the frame (first path) of the SVG group ``group``."""
+    import re
+
+    body = svg[svg.index(f'<g id="{group}">') :]
+    path = re.search(r'<path d="([^"]*)"', body)
+    assert path is not None
+    return [float(x) for x in re.findall(r"[MLQ] ([-\d.]+) [-\d.]+", path.group(1))]
+
+
+def test_the_figure_legend_sits_beside_the_panels_inside_the_figure(quick_atlas):
+    """The legend is placed outside the panels, right: it must neither leave the figure nor
+    cover a panel (tight layout ignored it, and it was cut off at the right edge)."""
+    import re
+
+    out, _ = quick_atlas
+    svg = (out / "atlas.svg").read_text()
+    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+    legend = _frame_xs(svg, "legend_1")
+    panels = [_frame_xs(svg, g) for g in re.findall(r'<g id="(axes_\d+)">', svg)]
+    assert len(panels) == 4 and max(legend) <= width
+    assert all(max(p) < min(legend) for p in panels)
+
+
 def test_the_report_is_rebuilt_from_the_folder_alone(quick_atlas, tmp_path):
     out, _ = quick_atlas
     copy = tmp_path / "copy"

@@ -582,7 +582,7 @@ def _figure(result: AtlasReport) -> Any:
 
     config = result.config
     panels = len(config.datasets)
-    fig = plots.figure(5.2 * panels + 2.6, 8.4)
+    fig = plots.figure(5.2 * panels + 2.6, 8.4, layout="constrained")  # the outside legend
     axes = fig.subplots(2, panels, squeeze=False)
     for i, name in enumerate(config.datasets):
         curves = _mean_curves(result.curves, name, config)

@@ -22,16 +22,17 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def figure(width: float = 6.0, height: float = 4.2) -> Figure:
-    """A figure of ``width`` x ``height`` inches with tight layout (not registered with
-    pyplot, so it is freed when dropped).
+def figure(width: float = 6.0, height: float = 4.2, layout: str = "tight") -> Figure:
+    """A figure of ``width`` x ``height`` inches (not registered with pyplot, so it is freed
+    when dropped), with tight layout unless ``layout`` says otherwise.
 
     Tight layout fits the axes, their labels and colorbars to the figure from one
     measurement of the drawn text; constrained layout measures it twice over (on the
-    default report's five figures it cost about half of their drawing time)."""
+    default report's five figures it cost about half of their drawing time), but only it
+    makes room for a figure legend placed ``outside`` the axes."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="tight")
+    return Figure(figsize=(width, height), layout=layout)
 
 
 EMPTY_LOG = "nothing to draw on a log axis:\nevery value is zero, negative or not finite"
