@@ -276,15 +276,34 @@ _TABLE_OF = {"preln": 2, "postln": 4, "nonlocal": 6}
 def _ablation_section(
     doc: Any, folder: Path, found: dict, config: ReproduceConfig, tables: Sequence[str]
 ) -> list[str]:
-    """Section 5 (tables of ours ÷ paper per variant) and the discussion sentences it supports."""
+    """Section 4 (tables of ours ÷ paper per variant) and the discussion sentences it supports."""
     import pandas as pd
-
-    from oversmooth.experiments import ablation as A
 
     frame, summary, combos = found["frame"], found["summary"], found["combos"]
     write_table(frame, folder / "ablations.csv", tables, float_format="%.10g")
     write_table(summary, folder / "ablation_summary.csv", tables, float_format="%.6g")
-    described = {a.name: a.description for a in A.ABLATIONS}
+    _ablation_intro(doc, config)
+    sentences = []
+    for arch in ARCHS:
+        part = summary[summary["model"] == arch]
+        doc.text(f"{arch} SAN, the paper's Table {_TABLE_OF[arch]}:")
+        doc.table(pd.DataFrame(_ablation_rows(part)))
+        combo = next(c for c in combos if c["model"] == arch)
+        text = _single_choice_text(arch, part) + _combination_text(combo)
+        unchanged = _unchanged_variants(part)
+        if unchanged:
+            doc.text(
+                f"Rows equal to the baseline change nothing in this model: {', '.join(unchanged)}."
+            )
+        doc.text(text)
+        sentences.append(text)
+    return sentences + _precision_sentence(summary)
+
+
+def _ablation_intro(doc: Any, config: ReproduceConfig) -> None:
+    """Section 4's heading and what its tables show."""
+    from oversmooth.experiments import ablation as A
+
     doc.heading("4. Ablations: one unstated choice at a time (Tables 2, 4, 6 on Cora)")
     doc.text(
         "Each row changes one choice the paper does not state and measures the final-layer "
@@ -296,83 +315,103 @@ def _ablation_section(
         "arguments of `build_model` (`encoder`, `init`, `ffn=0`, `norm`, `self_loops`, `heads`, "
         "`score_scale`, `nonlocal_norm`, `dtype`); the last three rows change the measure only."
     )
-    sentences = []
-    for arch in ARCHS:
-        part = summary[summary["model"] == arch]
-        rows = []
-        for name, rowset in part.groupby("ablation", sort=False):
-            cells = {}
-            for r in rowset.itertuples():
-                lo, hi = r.min / r.paper, r.max / r.paper
-                cells[f"depth {r.depth}"] = f"{r.ratio:.2g} [{lo:.2g}, {hi:.2g}]"
-            worst = float(rowset["worst_factor"].iloc[0])
-            rows.append(
-                {
-                    "variant": name,
-                    "what changes": described.get(name, name),
-                    **cells,
-                    "worst": f"{worst:.3g}×",
-                    f"within {A.WITHIN:g}×": "yes" if worst <= A.WITHIN else "no",
-                }
-            )
-        doc.text(f"{arch} SAN, the paper's Table {_TABLE_OF[arch]}:")
-        doc.table(pd.DataFrame(rows))
-        worst_of = part.groupby("ablation", sort=False)["worst_factor"].first()
-        base = float(worst_of["baseline"])
-        worsts = worst_of.drop("baseline").dropna()
-        within = [n for n, w in worsts.items() if w <= A.WITHIN]
-        best_name = worsts.idxmin() if len(worsts) else "none"
-        best_worst = float(worsts.min()) if len(worsts) else math.nan
-        base_ratios = part[part["ablation"] == "baseline"]["ratio"].to_numpy()
-        unchanged = [
-            n
-            for n, rowset in part.groupby("ablation", sort=False)
-            if n != "baseline"
-            and np.allclose(rowset["ratio"].to_numpy(), base_ratios, rtol=1e-9, atol=0)
-        ]
-        combo = next(c for c in combos if c["model"] == arch)
-        text = (
-            f"Table {_TABLE_OF[arch]} ({arch}): with oversmooth's defaults the worst depth is off "
-            f"by {base:.3g}×. "
-            + (
-                f"Single choices that bring it within {A.WITHIN:g}× at every depth: "
-                f"{', '.join(within)}. "
-                if within
-                else f"No single choice brings it within {A.WITHIN:g}× at every depth; the "
-                f"closest is {best_name} ({best_worst:.3g}×). "
-            )
+
+
+def _ablation_rows(part: pd.DataFrame) -> list[dict]:
+    """One model's ablation table: per variant, ours ÷ paper at each depth with its seed range,
+    the worst factor and whether every depth is within :data:`ablation.WITHIN`."""
+    from oversmooth.experiments import ablation as A
+
+    described = {a.name: a.description for a in A.ABLATIONS}
+    rows = []
+    for name, rowset in part.groupby("ablation", sort=False):
+        cells = {}
+        for r in rowset.itertuples():
+            lo, hi = r.min / r.paper, r.max / r.paper
+            cells[f"depth {r.depth}"] = f"{r.ratio:.2g} [{lo:.2g}, {hi:.2g}]"
+        worst = float(rowset["worst_factor"].iloc[0])
+        rows.append(
+            {
+                "variant": name,
+                "what changes": described.get(name, name),
+                **cells,
+                "worst": f"{worst:.3g}×",
+                f"within {A.WITHIN:g}×": "yes" if worst <= A.WITHIN else "no",
+            }
         )
-        if combo.get("combination") and " + " in combo["combination"]:
-            verdict = "within" if combo["worst_factor"] <= A.WITHIN else "not within"
-            text += (
-                f"The greedy search over combinations ends at {combo['combination']} "
-                f"({combo['worst_factor']:.3g}×, {verdict} {A.WITHIN:g}×)."
-            )
-        elif combo.get("tries"):
-            text += (
-                "No combination tried improves on the best single choice ("
-                + "; ".join(f"{t['combination']}: {t['worst_factor']:.3g}×" for t in combo["tries"])
-                + ")."
-            )
-        else:
-            text += "No variant improves on the defaults, so no combination was tried."
-        if unchanged:
-            doc.text(
-                f"Rows equal to the baseline change nothing in this model: {', '.join(unchanged)}."
-            )
-        doc.text(text)
-        sentences.append(text)
+    return rows
+
+
+def _unchanged_variants(part: pd.DataFrame) -> list[str]:
+    """The variants whose ratios equal the baseline's at every depth in one model's rows."""
+    base_ratios = part[part["ablation"] == "baseline"]["ratio"].to_numpy()
+    return [
+        n
+        for n, rowset in part.groupby("ablation", sort=False)
+        if n != "baseline"
+        and np.allclose(rowset["ratio"].to_numpy(), base_ratios, rtol=1e-9, atol=0)
+    ]
+
+
+def _single_choice_text(arch: str, part: pd.DataFrame) -> str:
+    """How far the defaults are from the paper's table for ``arch``, and which single choices
+    bring every depth within :data:`ablation.WITHIN` (or the closest one)."""
+    from oversmooth.experiments import ablation as A
+
+    worst_of = part.groupby("ablation", sort=False)["worst_factor"].first()
+    base = float(worst_of["baseline"])
+    worsts = worst_of.drop("baseline").dropna()
+    within = [n for n, w in worsts.items() if w <= A.WITHIN]
+    best_name = worsts.idxmin() if len(worsts) else "none"
+    best_worst = float(worsts.min()) if len(worsts) else math.nan
+    return (
+        f"Table {_TABLE_OF[arch]} ({arch}): with oversmooth's defaults the worst depth is off "
+        f"by {base:.3g}×. "
+        + (
+            f"Single choices that bring it within {A.WITHIN:g}× at every depth: "
+            f"{', '.join(within)}. "
+            if within
+            else f"No single choice brings it within {A.WITHIN:g}× at every depth; the "
+            f"closest is {best_name} ({best_worst:.3g}×). "
+        )
+    )
+
+
+def _combination_text(combo: dict) -> str:
+    """What the greedy search over combinations of variants found for one model."""
+    from oversmooth.experiments import ablation as A
+
+    if combo.get("combination") and " + " in combo["combination"]:
+        verdict = "within" if combo["worst_factor"] <= A.WITHIN else "not within"
+        return (
+            f"The greedy search over combinations ends at {combo['combination']} "
+            f"({combo['worst_factor']:.3g}×, {verdict} {A.WITHIN:g}×)."
+        )
+    if combo.get("tries"):
+        return (
+            "No combination tried improves on the best single choice ("
+            + "; ".join(f"{t['combination']}: {t['worst_factor']:.3g}×" for t in combo["tries"])
+            + ")."
+        )
+    return "No variant improves on the defaults, so no combination was tried."
+
+
+def _precision_sentence(summary: pd.DataFrame) -> list[str]:
+    """The float64 and float32 Post-LN energies at the deepest ablation depth beside the
+    paper's (empty when the float32 row was not run)."""
+    from oversmooth.experiments import ablation as A
+
     post = summary[(summary["model"] == "postln") & (summary["depth"] == max(A.DEPTHS))]
     by = post.set_index("ablation")
-    if "float32" in by.index and "baseline" in by.index:
-        sentences.append(
-            f"Precision at the deepest Post-LN point (depth {max(A.DEPTHS)}): the float64 models "
-            f"end at {by.loc['baseline', 'geomean']:.3g} (seed range "
-            f"{by.loc['baseline', 'min']:.2g}–{by.loc['baseline', 'max']:.2g}), the float32 models "
-            f"at {by.loc['float32', 'geomean']:.3g} ({by.loc['float32', 'min']:.2g}–"
-            f"{by.loc['float32', 'max']:.2g}), the paper reports {by.loc['baseline', 'paper']:.3g}."
-        )
-    return sentences
+    if "float32" not in by.index or "baseline" not in by.index:
+        return []
+    return [
+        f"Precision at the deepest Post-LN point (depth {max(A.DEPTHS)}): the float64 models "
+        f"end at {by.loc['baseline', 'geomean']:.3g} (seed range "
+        f"{by.loc['baseline', 'min']:.2g}–{by.loc['baseline', 'max']:.2g}), the float32 models "
+        f"at {by.loc['float32', 'geomean']:.3g} ({by.loc['float32', 'min']:.2g}–"
+        f"{by.loc['float32', 'max']:.2g}), the paper reports {by.loc['baseline', 'paper']:.3g}."
+    ]
 
 
 # ----------------------------------------------------------------------------- Table 8
@@ -616,39 +655,16 @@ def _write(
     pd: ModuleType,
     formats: tuple[Sequence[str], Sequence[str]] = (("png",), ("csv",)),
 ) -> None:
-    from oversmooth.outputs import write_json
+    """Write the report folder: its data files, the report (figures in ``formats[0]``, tables
+    also in ``formats[1]``) and ``config.json``."""
     from oversmooth.report.document import Document
-    from oversmooth.report.prose import comparison_fits
 
     tables = formats[1]
-    paper = paper_tables()
     datasets = results["datasets"]
-    table = _energy_table(san.summary, paper, datasets)
-    write_table(table, folder / "energy_vs_paper.csv", tables, float_format="%.6g")
-    for conv, res in {"san": san, **other}.items():
-        summary, metrics = res.summary, res.metrics
-        write_table(summary, folder / f"final_energy_{conv}.csv", tables, float_format="%.10g")
-        write_table(metrics, folder / f"per_layer_{conv}.csv", tables, float_format="%.10g")
-    fits = {
-        conv: comparison_fits(res.fits, res.config) for conv, res in (("san", san), *other.items())
-    }
-    write_json(folder / "fits.json", fits)
+    table = _energy_table(san.summary, paper_tables(), datasets)
+    _write_data(folder, table, san, other, tables)
     doc = Document("oversmooth reproduce: Guan & He (2025), Tables 2/4/6, Figures 1-2, Table 8")
-    doc.heading("What this is")
-    doc.text(
-        f"Generated by `oversmooth reproduce {'--quick' if config.quick else '--full'}` "
-        f"in {results['seconds'] / 60:.1f} minutes "
-        f"{_where(config)}. Source of the reference numbers: {paper['source']}. "
-        f"Seeds: {', '.join(map(str, config.seeds))}. Energies are the Laplacian energy "
-        f"(1/n)·‖PX − X‖²_F of the last block's output on the input graph, with the models "
-        f"run in {config.dtype}."
-    )
-    if results["skipped_datasets"]:
-        doc.text(
-            "Not included (their files were not available offline under --data-root): "
-            f"{', '.join(results['skipped_datasets'])}."
-        )
-
+    _intro_section(doc, config, results)
     _tables_section(doc, table, datasets, pd)
     verdict_rows = _curves_section(doc, san, other, pd)
     prune = _training_section(doc, folder, config, trained, pd, tables)
@@ -670,18 +686,68 @@ def _write(
         doc.text(paragraph)
     _reproduce_section(doc, config, san.environment)
     doc.write(folder, formats[0])
+    _write_config(folder, config, results, san.environment)
+
+
+def _write_data(
+    folder: Path,
+    table: pd.DataFrame,
+    san: ComparisonResult,
+    other: dict,
+    tables: Sequence[str],
+) -> None:
+    """The numbers behind sections 1 and 2: the energy against the paper's tables, every
+    backbone's final energies, per-layer metrics and fitted laws (``fits.json``)."""
+    from oversmooth.outputs import write_json
+    from oversmooth.report.prose import comparison_fits
+
+    write_table(table, folder / "energy_vs_paper.csv", tables, float_format="%.6g")
+    for conv, res in {"san": san, **other}.items():
+        summary, metrics = res.summary, res.metrics
+        write_table(summary, folder / f"final_energy_{conv}.csv", tables, float_format="%.10g")
+        write_table(metrics, folder / f"per_layer_{conv}.csv", tables, float_format="%.10g")
+    fits = {
+        conv: comparison_fits(res.fits, res.config) for conv, res in (("san", san), *other.items())
+    }
+    write_json(folder / "fits.json", fits)
+
+
+def _intro_section(doc: Document, config: ReproduceConfig, results: dict) -> None:
+    """The opening "What this is" section: the command, its duration, the reference and the
+    datasets left out."""
+    paper = paper_tables()
+    doc.heading("What this is")
+    doc.text(
+        f"Generated by `oversmooth reproduce {'--quick' if config.quick else '--full'}` "
+        f"in {results['seconds'] / 60:.1f} minutes "
+        f"{_where(config)}. Source of the reference numbers: {paper['source']}. "
+        f"Seeds: {', '.join(map(str, config.seeds))}. Energies are the Laplacian energy "
+        f"(1/n)·‖PX − X‖²_F of the last block's output on the input graph, with the models "
+        f"run in {config.dtype}."
+    )
+    if results["skipped_datasets"]:
+        doc.text(
+            "Not included (their files were not available offline under --data-root): "
+            f"{', '.join(results['skipped_datasets'])}."
+        )
+
+
+def _write_config(folder: Path, config: ReproduceConfig, results: dict, env: dict) -> None:
+    """``config.json``: the settings, datasets and duration of the run, and where it ran."""
+    from oversmooth.outputs import write_json
+
     write_json(
         folder / "config.json",
         {
             "command": "reproduce",
             "quick": config.quick,
             "seeds": list(config.seeds),
-            "datasets": datasets,
+            "datasets": results["datasets"],
             "train_depth": config.train_depth,
             "train_epochs": config.train_epochs,
             "trained": list(config.trained),
             "seconds": results["seconds"],
-            "environment": san.environment,
+            "environment": env,
         },
     )
 
@@ -793,8 +859,6 @@ def _training_section(
 ) -> pd.DataFrame:
     """Section 3: accuracies, similarity (Figure 2) and pruning (Table 8) of the trained
     models; returns the pruning table."""
-    from oversmooth.report import plots
-
     doc.heading(f"3. After training at depth {config.train_depth} (Figure 2, Table 8)")
     doc.text(
         "Both models trained with the paper's recipe except length and rate: "
@@ -804,10 +868,21 @@ def _training_section(
         "the paper trains 256 layers for 5000 epochs at 1e-4 for Post-LN. "
         "Pruning uses the test nodes of the same split."
     )
-    acc_rows = []
+    doc.table(pd.DataFrame(_accuracy_rows(trained)))
+    _similarity_figure(doc, trained)
+    prune = pd.DataFrame(_pruning_rows(folder, trained, tables))
+    doc.table(prune)
+    _pruning_figure(doc, prune, trained)
+    return prune
+
+
+def _accuracy_rows(trained: dict) -> list[dict]:
+    """Per trained model: epochs run, the best epoch and its train, validation and test
+    accuracy (%)."""
+    rows = []
     for arch, item in trained.items():
         best = item["train"].best
-        acc_rows.append(
+        rows.append(
             {
                 "model": arch,
                 "epochs": item["train"].epochs_run,
@@ -817,7 +892,13 @@ def _training_section(
                 "test %": 100 * best["test_acc"],
             }
         )
-    doc.table(pd.DataFrame(acc_rows))
+    return rows
+
+
+def _similarity_figure(doc: Document, trained: dict) -> None:
+    """Figure 2: the inter-layer cosine similarity of each trained model, side by side."""
+    from oversmooth.report import plots
+
     fig = plots.figure(10.5, 4.6)
     axes = fig.subplots(1, 2)
     for ax, (arch, item) in zip(axes, trained.items(), strict=False):
@@ -828,12 +909,17 @@ def _training_section(
         "Inter-layer cosine similarity of the trained models (the paper's Figure 2)",
         "figure2_similarity.png",
     )
-    prune_rows = []
+
+
+def _pruning_rows(folder: Path, trained: dict, tables: Sequence[str]) -> list[dict]:
+    """Per trained model and pruned layer: test accuracy with that layer replaced by the
+    identity, unpruned and the drop; each model's pruning table is written to the folder."""
+    rows = []
     for arch, item in trained.items():
         p = item["analysis"].prune
         base = p.attrs["baseline"]["accuracy"]
         for layer, acc in zip(p["layer"], p["accuracy"], strict=True):
-            prune_rows.append(
+            rows.append(
                 {
                     "model": arch,
                     "layer": int(layer),
@@ -843,8 +929,13 @@ def _training_section(
                 }
             )
         write_table(p, folder / f"pruning_{arch}.csv", tables, float_format="%.6g")
-    prune = pd.DataFrame(prune_rows)
-    doc.table(prune)
+    return rows
+
+
+def _pruning_figure(doc: Document, prune: pd.DataFrame, trained: dict) -> None:
+    """The test-accuracy drop against the pruned layer of each trained model (Table 8)."""
+    from oversmooth.report import plots
+
     fig = plots.figure(6.4, 3.8)
     plots.accuracy_drop_curves(
         fig.add_subplot(),
@@ -858,8 +949,6 @@ def _training_section(
         "(the paper's Table 8)",
         "table8_pruning.png",
     )
-
-    return prune
 
 
 def _reproduce_section(doc: Document, config: ReproduceConfig, env: dict) -> None:

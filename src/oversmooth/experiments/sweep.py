@@ -92,6 +92,8 @@ from oversmooth.report.formats import write_table
 if TYPE_CHECKING:
     import pandas as pd
 
+    from oversmooth.analysis import AnalysisConfig, AnalysisResult, ComparisonResult
+
 __all__ = [
     "SweepSpec",
     "load_spec",
@@ -370,55 +372,10 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
         "version": __version__,
     }
     try:
-        from oversmooth.analysis import AnalysisConfig, run_analysis
-        from oversmooth.report.prose import analysis_title, verdict_text
+        from oversmooth.analysis import run_analysis
 
-        model = ModelConfig(
-            **{k: v for k, v in options.items() if k in _SWEEPABLE_MODEL_FIELDS},
-            **{field: cell[axis.removesuffix("s")] for field, axis in GRID_OF.items()},
-        )
-        where = {"device": options["device"], "data_root": options.get("data_root")}
-        if cell["mode"] == "trained":
-            from oversmooth.config import default_of
-            from oversmooth.report.writers import write_training_report
-            from oversmooth.train import TrainConfig, train
-
-            run_dir = Path(out) / "runs" / record["id"]
-            # trained in float32, as `oversmooth train` does; analysed in the sweep's dtype
-            trained = replace(model, dtype=default_of(TrainConfig, "model.dtype"))
-            result = train(
-                TrainConfig(
-                    model=trained, dataset=cell["dataset"], epochs=options["epochs"], **where
-                ),
-                run_dir,
-                overwrite=True,
-                report=write_training_report,
-            )
-            if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
-                raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")
-            record["training"] = {"best_epoch": result.best_epoch, **result.best}
-            config = AnalysisConfig.from_checkpoint(
-                str(run_dir / "best.pt"), {**where, "similarity": False, "model.dtype": model.dtype}
-            )
-        else:
-            config = AnalysisConfig(
-                model=model,
-                dataset=cell["dataset"],
-                seeds=(cell["seed"],),
-                similarity=False,
-                **where,
-            )
-        analysis = run_analysis(config)
-        frame = analysis.metrics.drop(columns=["seed"])
-        record.update(
-            {
-                "status": "ok",
-                "final_energy": float(frame["laplacian_energy"].iloc[-1]),
-                "classification": analysis.label,
-                "verdict": verdict_text(analysis.verdict, analysis_title(analysis.config)),
-                "metrics": {c: frame[c].tolist() for c in frame.columns},
-            }
-        )
+        config = _cell_analysis(cell, options, Path(out) / "runs" / record["id"], record)
+        record.update(_finished_fields(run_analysis(config)))
     except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
         record.update(
             {
@@ -429,6 +386,64 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
         )
     record["seconds"] = time.perf_counter() - started
     return record
+
+
+def _cell_model(cell: dict, options: dict) -> ModelConfig:
+    """The model of ``cell``: its grid coordinates, and every other field from ``options``."""
+    return ModelConfig(
+        **{k: v for k, v in options.items() if k in _SWEEPABLE_MODEL_FIELDS},
+        **{field: cell[axis.removesuffix("s")] for field, axis in GRID_OF.items()},
+    )
+
+
+def _cell_analysis(cell: dict, options: dict, run_dir: Path, record: dict) -> AnalysisConfig:
+    """The analysis of ``cell``: its model at initialisation, or (trained mode) the best
+    checkpoint of its training into ``run_dir``, whose best scores go into ``record``."""
+    from oversmooth.analysis import AnalysisConfig
+
+    model = _cell_model(cell, options)
+    where = {"device": options["device"], "data_root": options.get("data_root")}
+    if cell["mode"] != "trained":
+        return AnalysisConfig(
+            model=model,
+            dataset=cell["dataset"],
+            seeds=(cell["seed"],),
+            similarity=False,
+            **where,
+        )
+    from oversmooth.config import default_of
+    from oversmooth.report.writers import write_training_report
+    from oversmooth.train import TrainConfig, train
+
+    # trained in float32, as `oversmooth train` does; analysed in the sweep's dtype
+    trained = replace(model, dtype=default_of(TrainConfig, "model.dtype"))
+    result = train(
+        TrainConfig(model=trained, dataset=cell["dataset"], epochs=options["epochs"], **where),
+        run_dir,
+        overwrite=True,
+        report=write_training_report,
+    )
+    if result.stopped in ("interrupted", "terminated"):  # a signal sent to the worker
+        raise RuntimeError(f"training {result.stopped} after {result.epochs_run} epochs")
+    record["training"] = {"best_epoch": result.best_epoch, **result.best}
+    return AnalysisConfig.from_checkpoint(
+        str(run_dir / "best.pt"), {**where, "similarity": False, "model.dtype": model.dtype}
+    )
+
+
+def _finished_fields(analysis: AnalysisResult) -> dict[str, Any]:
+    """What a finished cell's record holds besides its identity: the per-layer metrics (the
+    seed column dropped), the final energy, the classification and the verdict line."""
+    from oversmooth.report.prose import analysis_title, verdict_text
+
+    frame = analysis.metrics.drop(columns=["seed"])
+    return {
+        "status": "ok",
+        "final_energy": float(frame["laplacian_energy"].iloc[-1]),
+        "classification": analysis.label,
+        "verdict": verdict_text(analysis.verdict, analysis_title(analysis.config)),
+        "metrics": {c: frame[c].tolist() for c in frame.columns},
+    }
 
 
 def _write_cell(folder: Path, record: dict) -> None:
@@ -745,96 +760,146 @@ def _run_local(
     worker has its own pipe, so a worker that dies is known with the cell it was computing:
     that cell alone is retried once in a fresh worker, then recorded as failed.
     """
-    from multiprocessing.connection import wait
-
-    ctx = worker_context()
+    pool = _WorkerPool(worker_context(), deque(todo), options, out, on_done, cell_fn)
     start_worker_server()
-    queue = deque(todo)
-    deaths: dict[str, int] = {}
-    slots: list[dict] = []  # {"proc", "conn", "cell"}: one per live worker
+    try:
+        pool.run(workers)
+    finally:
+        pool.stop()  # only on an error or Ctrl-C is any worker left: their cells are redone later
 
-    def start() -> dict:
-        """A new worker, registered in ``slots`` before it starts (so that the clean-up below
-        stops it even when its start is interrupted)."""
-        parent_conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(
+
+@dataclass(eq=False)  # compared (``slots.remove``) by identity
+class _Slot:
+    """One live local worker: its process, the main process's end of its pipe, and the cell
+    it is computing (``None`` while idle)."""
+
+    proc: Any
+    conn: Any
+    cell: dict | None = None
+
+
+@dataclass
+class _WorkerPool:
+    """The local backend's workers and the cells still to compute (:func:`_run_local`).
+
+    Every worker is registered in ``slots`` before it starts, so that :meth:`stop` stops it
+    even when its start is interrupted."""
+
+    ctx: Any
+    queue: deque[dict]
+    options: dict
+    out: Path
+    on_done: Callable[[dict], None]
+    cell_fn: CellFn
+    slots: list[_Slot] = field(default_factory=list)  # one per live worker
+    deaths: dict[str, int] = field(default_factory=dict)  # cell id -> workers died on it
+
+    def run(self, workers: int) -> None:
+        """Start up to ``workers`` workers and feed them cells until the queue is empty and
+        every worker has exited."""
+        from multiprocessing.connection import wait
+
+        for _ in range(min(workers, len(self.queue))):
+            self.start()
+        for slot in self.slots:
+            self.assign(slot)
+        while self.slots:
+            ready = set(wait([s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]))
+            for slot in list(self.slots):
+                if slot.conn in ready or slot.proc.sentinel in ready:
+                    self._serve(slot, gone=slot.proc.sentinel in ready)
+
+    def start(self) -> _Slot:
+        """A new worker, registered in ``slots`` before it starts (with Ctrl-C held back)."""
+        parent_conn, child_conn = self.ctx.Pipe()
+        proc = self.ctx.Process(
             target=_worker_main,
             args=(child_conn, os.getpid()),
             daemon=True,
             name="oversmooth-sweep-worker",
         )
-        slot = {"proc": proc, "conn": parent_conn, "cell": None}
-        slots.append(slot)
+        slot = _Slot(proc, parent_conn)
+        self.slots.append(slot)
         try:
             _start_blocked(proc)
         finally:
             child_conn.close()
         return slot
 
-    def assign(slot: dict) -> None:
-        slot["cell"] = queue.popleft()
+    def assign(self, slot: _Slot) -> None:
+        """Send ``slot``'s worker the next cell of the queue."""
+        slot.cell = self.queue.popleft()
         try:
-            slot["conn"].send((cell_fn, slot["cell"], options, str(out)))
+            slot.conn.send((self.cell_fn, slot.cell, self.options, str(self.out)))
         except OSError:  # it has just died: its sentinel fires next, and the cell goes back
             pass
 
-    def died(slot: dict) -> None:
-        slot["proc"].join(5)
-        cell = slot["cell"]
-        reason = f"worker died ({_exit_reason(slot['proc'].exitcode)})"
-        deaths[cell_id(cell)] = deaths.get(cell_id(cell), 0) + 1
-        if deaths[cell_id(cell)] >= 2:
-            on_done(failed_record(cell, options, f"{reason} twice while computing this cell"))
-        else:
-            queue.appendleft(cell)  # retried first, in a fresh worker
-
-    try:
-        for _ in range(min(workers, len(queue))):
-            start()
-        for slot in slots:
-            assign(slot)
-        while slots:
-            ready = set(wait([s["conn"] for s in slots] + [s["proc"].sentinel for s in slots]))
-            for slot in list(slots):
-                if slot["conn"] not in ready and slot["proc"].sentinel not in ready:
-                    continue
-                record, gone = None, slot["proc"].sentinel in ready
+    def _serve(self, slot: _Slot, gone: bool) -> None:
+        """Handle a worker that sent a record or exited (``gone``): pass the record on, then
+        give it the next cell, let it exit when none is left, or replace it if it died."""
+        gone = self._receive(slot) or gone
+        if not gone and slot.proc.is_alive():
+            if slot.cell is None and self.queue:
+                self.assign(slot)
+            elif slot.cell is None:
                 try:
-                    if slot["conn"].poll():
-                        record = slot["conn"].recv()
-                except (EOFError, OSError):
-                    gone = True  # its end of the pipe closed: the worker is dying
-                if record is not None:
-                    slot["cell"] = None
-                    on_done(record)
-                if not gone and slot["proc"].is_alive():
-                    if slot["cell"] is None and queue:
-                        assign(slot)
-                    elif slot["cell"] is None:
-                        try:
-                            slot["conn"].send(None)  # nothing left for it: let it exit
-                        except OSError:
-                            pass
-                        slot["proc"].join(5)
-                        slot["conn"].close()
-                        slots.remove(slot)
-                    continue
-                if slot["cell"] is not None:
-                    died(slot)
-                slot["proc"].join(5)
-                slot["conn"].close()
-                slots.remove(slot)
-                if queue:
-                    assign(start())
-    finally:
-        for slot in slots:  # only on an error or Ctrl-C: stop now; their cells are redone later
-            if slot["proc"].pid is None:  # interrupted before it started
-                slot["conn"].close()
+                    slot.conn.send(None)  # nothing left for it: let it exit
+                except OSError:
+                    pass
+                self._remove(slot)
+            return
+        if slot.cell is not None:
+            self._died(slot)
+        self._remove(slot)
+        if self.queue:
+            self.assign(self.start())
+
+    def _receive(self, slot: _Slot) -> bool:
+        """Pass on the record ``slot``'s worker sent, if any; whether its pipe has closed (the
+        worker is dying)."""
+        record, closed = None, False
+        try:
+            if slot.conn.poll():
+                record = slot.conn.recv()
+        except (EOFError, OSError):
+            closed = True
+        if record is not None:
+            slot.cell = None
+            self.on_done(record)
+        return closed
+
+    def _died(self, slot: _Slot) -> None:
+        """The worker of ``slot`` died computing its cell: retry the cell first, in a fresh
+        worker, or record it as failed if a worker already died on it."""
+        slot.proc.join(5)
+        cell = slot.cell
+        assert cell is not None
+        reason = f"worker died ({_exit_reason(slot.proc.exitcode)})"
+        self.deaths[cell_id(cell)] = self.deaths.get(cell_id(cell), 0) + 1
+        if self.deaths[cell_id(cell)] >= 2:
+            self.on_done(
+                failed_record(cell, self.options, f"{reason} twice while computing this cell")
+            )
+        else:
+            self.queue.appendleft(cell)  # retried first, in a fresh worker
+
+    def _remove(self, slot: _Slot) -> None:
+        """Wait for ``slot``'s worker to exit, close its pipe and forget it."""
+        slot.proc.join(5)
+        slot.conn.close()
+        self.slots.remove(slot)
+
+    def stop(self) -> None:
+        """Stop every worker still registered: kill it, or close the pipe of one interrupted
+        before it started."""
+        for slot in self.slots:
+            if slot.proc.pid is None:  # interrupted before it started
+                slot.conn.close()
                 continue
-            if slot["proc"].is_alive():
-                slot["proc"].kill()
-            slot["proc"].join(5)
-            slot["conn"].close()
+            if slot.proc.is_alive():
+                slot.proc.kill()
+            slot.proc.join(5)
+            slot.conn.close()
 
 
 @dataclass
@@ -883,37 +948,58 @@ def run_sweep(
     keys = {cell_id(c): cell_key(c, options) for c in cells}
     with claim_folder(out, False, reuse="sweep"):
         created = not out.exists()
-        cells_dir = out / "cells"
-        records = _records(cells_dir) if cells_dir.is_dir() else []
-        _check_same_options(out, records, options)
-        finished = _finished(records, keys)
-        todo = [c for c in cells if cell_id(c) not in finished]
+        todo, stale = _unfinished(out, cells, options, keys)
         started = time.perf_counter()
-        with _backend(spec, options, fingerprints, bool(todo)) as run_cells:
-            try:
-                cells_dir.mkdir(parents=True, exist_ok=True)
-                if not (out / MARKER).is_file():  # new, or begun by a version before the marker
-                    write_marker(out, "sweep")
-                _clean_litter(out)
-                write_json(out / "spec.json", spec.to_dict())
-                failed = _run_todo(
-                    run_cells,
-                    todo,
-                    out,
-                    len(cells),
-                    _stale(records, keys, finished),
-                    progress,
-                    cell_fn,
-                )
-                merge(out, spec, **formats)
-            except BaseException:
-                if created and not any(cells_dir.glob("*.json")):
-                    shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave no folder
-                raise
+        with (
+            _backend(spec, options, fingerprints, bool(todo)) as run_cells,
+            _removed_if_nothing_finished(out, created),
+        ):
+            _prepare_folder(out, spec)
+            failed = _run_todo(run_cells, todo, out, len(cells), stale, progress, cell_fn)
+            merge(out, spec, **formats)
     total = len(cells)
     return SweepResult(
         out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
     )
+
+
+def _unfinished(
+    out: Path, cells: list[dict], options: dict, keys: dict[str, str]
+) -> tuple[list[dict], int]:
+    """The cells not yet finished in ``out`` with these options (id -> key ``keys``), and how
+    many finished ones are recomputed because another oversmooth version computed them.
+
+    Raises:
+        ValueError: ``out`` holds cells computed with other options.
+    """
+    cells_dir = out / "cells"
+    records = _records(cells_dir) if cells_dir.is_dir() else []
+    _check_same_options(out, records, options)
+    finished = _finished(records, keys)
+    todo = [c for c in cells if cell_id(c) not in finished]
+    return todo, _stale(records, keys, finished)
+
+
+@contextmanager
+def _removed_if_nothing_finished(out: Path, created: bool) -> Iterator[None]:
+    """On an error or Ctrl-C in the block, remove ``out`` if this sweep created it and no cell
+    finished: a sweep that computed nothing leaves no folder."""
+    try:
+        yield
+    except BaseException:
+        if created and not any((out / "cells").glob("*.json")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _prepare_folder(out: Path, spec: SweepSpec) -> None:
+    """Make ``out/cells``, mark ``out`` as a sweep folder, clear what dead processes left in it
+    and write the spec beside the cells."""
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    if not (out / MARKER).is_file():  # new, or begun by a version before the marker
+        write_marker(out, "sweep")
+    _clean_litter(out)
+    write_json(out / "spec.json", spec.to_dict())
 
 
 Runner = Callable[[list[dict], Path, Callable[[dict], None], CellFn], None]
@@ -1025,15 +1111,6 @@ def merge(
     """
     import pandas as pd
 
-    from oversmooth.analysis import (
-        ComparisonConfig,
-        ComparisonResult,
-        describe_frame,
-        fits_record,
-    )
-    from oversmooth.report.render import write_comparison
-    from oversmooth.runtime import environment, resolve_device
-
     out = Path(out)
     records = _records(out / "cells")
     if spec is not None:
@@ -1046,48 +1123,69 @@ def merge(
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
     write_table(failed_rows, out / "failed.csv", table_formats)
     if spec is not None and len(summary):
+        from oversmooth.report.render import write_comparison
+
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
-            models = [m for m in spec.models if m in set(part["model"])]
-            datasets = [d for d in spec.datasets if d in set(part["dataset"])]
-            depths = sorted(set(part["depth"]))
-            fits, verdicts = {}, []
-            for dataset in datasets:
-                for model in models:  # the verdict pools every seed at the deepest depth
-                    rows_dm = layer_rows[
-                        (layer_rows["dataset"] == dataset)
-                        & (layer_rows["model"] == model)
-                        & (layer_rows["depth"] == depths[-1])
-                    ]
-                    if len(rows_dm):
-                        desc = describe_frame(rows_dm, spec.model.hidden, dtype=spec.model.dtype)
-                        fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depths[-1]}
-                        verdicts.append(desc["_verdict"])
-            seeds = tuple(sorted(set(part["seed"])))
-            config = ComparisonConfig(
-                models=tuple(models),
-                depths=tuple(depths),
-                convs=(conv,),
-                datasets=tuple(datasets),
-                seeds=seeds,
-                model=replace(
-                    spec.model, name=models[0], conv=conv, depth=depths[0], seed=seeds[0]
-                ),
-                device=spec.device,
-            )
-            result = ComparisonResult(
-                config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
-                metrics=layer_rows.drop(columns=["mode", "conv"]),
-                summary=part.drop(columns=["mode", "conv"]),
-                fits=fits,
-                verdicts=verdicts,
-                environment=environment(resolve_device(spec.device)),
-            )
             write_comparison(
-                result,
+                _group_comparison(spec, mode, conv, part, layer_rows),
                 out / f"report-{conv}-{mode}",
                 overwrite=True,
                 figure_formats=figure_formats,
                 table_formats=table_formats,
             )
     return metrics, summary
+
+
+def _group_comparison(
+    spec: SweepSpec, mode: str, conv: str, part: pd.DataFrame, layer_rows: pd.DataFrame
+) -> ComparisonResult:
+    """The cells of one (``mode``, ``conv``) group as the result of ``oversmooth compare``:
+    ``part`` their summary rows, ``layer_rows`` their per-layer rows."""
+    from oversmooth.analysis import ComparisonResult
+    from oversmooth.runtime import environment, resolve_device
+
+    models = [m for m in spec.models if m in set(part["model"])]
+    datasets = [d for d in spec.datasets if d in set(part["dataset"])]
+    depths = sorted(set(part["depth"]))
+    fits, verdicts = _deepest_fits(spec, layer_rows, models, datasets, depths[-1])
+    seeds = tuple(sorted(set(part["seed"])))
+    config = ComparisonConfig(
+        models=tuple(models),
+        depths=tuple(depths),
+        convs=(conv,),
+        datasets=tuple(datasets),
+        seeds=seeds,
+        model=replace(spec.model, name=models[0], conv=conv, depth=depths[0], seed=seeds[0]),
+        device=spec.device,
+    )
+    return ComparisonResult(
+        config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
+        metrics=layer_rows.drop(columns=["mode", "conv"]),
+        summary=part.drop(columns=["mode", "conv"]),
+        fits=fits,
+        verdicts=verdicts,
+        environment=environment(resolve_device(spec.device)),
+    )
+
+
+def _deepest_fits(
+    spec: SweepSpec, layer_rows: pd.DataFrame, models: list[str], datasets: list[str], depth: int
+) -> tuple[dict, list]:
+    """The fitted laws (by ``dataset/model``) and verdicts at ``depth``, the deepest of the
+    group, each pooling every seed of that dataset and model."""
+    from oversmooth.analysis import describe_frame, fits_record
+
+    fits, verdicts = {}, []
+    for dataset in datasets:
+        for model in models:
+            rows = layer_rows[
+                (layer_rows["dataset"] == dataset)
+                & (layer_rows["model"] == model)
+                & (layer_rows["depth"] == depth)
+            ]
+            if len(rows):
+                desc = describe_frame(rows, spec.model.hidden, dtype=spec.model.dtype)
+                fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depth}
+                verdicts.append(desc["_verdict"])
+    return fits, verdicts
