@@ -10,7 +10,7 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def figure(width: float = 6.0, height: float = 4.2, layout: str = "tight") -> Figure:
+def figure(
+    width: float = 6.0,
+    height: float = 4.2,
+    layout: Literal["tight", "constrained"] = "tight",
+) -> Figure:
     """A figure of ``width`` x ``height`` inches (not registered with pyplot, so it is freed
     when dropped), with tight layout unless ``layout`` says otherwise.
 
