@@ -8,7 +8,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
-from oversmooth.experiments.reproduce import DEPTHS, _available, _energy_table, paper_tables
+from oversmooth.experiments.reproduce import DEPTHS, dataset_available, energy_table, paper_tables
 from oversmooth.config import ModelConfig
 
 
@@ -29,20 +29,20 @@ def test_energy_table_ratios():
         for d in DEPTHS
         for s in (0, 1)
     ]
-    table = _energy_table(pd.DataFrame(rows), paper_tables(), ["cora"])
+    table = energy_table(pd.DataFrame(rows), paper_tables(), ["cora"])
     row = table[(table["model"] == "postln") & (table["depth"] == 2)].iloc[0]
     assert row["ours_mean"] == 3.0 and math.isclose(row["ours_std"], math.sqrt(2.0))
     assert math.isclose(row["ratio"], 3.0 / 0.558)
 
 
 def test_optional_datasets_need_local_files(tmp_path):
-    assert _available("cora", None) and not _available("pubmed", None)
-    assert not _available("pubmed", str(tmp_path))
+    assert dataset_available("cora", None) and not dataset_available("pubmed", None)
+    assert not dataset_available("pubmed", str(tmp_path))
     raw = tmp_path / "PubMed" / "raw"
     raw.mkdir(parents=True)
     for suffix in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):
         (raw / f"ind.pubmed.{suffix}").write_bytes(b"")
-    assert _available("pubmed", str(tmp_path))
+    assert dataset_available("pubmed", str(tmp_path))
 
 
 def test_cli_refuses_to_overwrite_before_any_work(tmp_path):
@@ -77,7 +77,11 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
         train_epochs=2,
         trained=(str(run),),
     )
-    out = R.run_reproduction(config, tmp_path / "repro")
+    calls = []
+    out = R.run_reproduction(config, tmp_path / "repro", progress=lambda *call: calls.append(call))
+    total = R.stage_count(config)  # every stage announced once, counted from 0
+    assert [(done, t) for done, t, _ in calls] == [(k, total) for k in range(total)]
+    assert calls[-1][2] == "writing the report"
     text = (out / "report.md").read_text()
     for piece in ("Tables 2, 4, 6", "Figure 1", "Table 8", "Discussion", "arXiv:2512.08475"):
         assert piece in text
@@ -108,20 +112,22 @@ def test_whole_pipeline_on_a_tiny_grid(tmp_path, monkeypatch):
 
 
 def test_plain_sentence_states_only_what_the_verdicts_give():
-    from oversmooth.experiments.reproduce import _plain_fastest
+    from oversmooth.experiments.reproduce import plain_halving_sentence
 
     rows = [
         {"conv": "san", "model": "plain", "halving": 0.87},
         {"conv": "san", "model": "postln", "halving": 13.5},
         {"conv": "gcn", "model": "plain", "halving": None},
     ]
-    assert _plain_fastest(rows) == (
+    assert plain_halving_sentence(rows) == (
         " Its energy halves every 0.87 (SAN) layers: faster than any "
         "other model with an exponential verdict."
     )
     rows[0]["halving"] = 20.0  # slower than Post-LN: no claim that it is the fastest
-    assert _plain_fastest(rows) == " Its energy halves every 20 (SAN) layers."
-    assert _plain_fastest(rows[1:]) == ""  # no exponential verdict for plain: nothing claimed
+    assert plain_halving_sentence(rows) == " Its energy halves every 20 (SAN) layers."
+    assert (
+        plain_halving_sentence(rows[1:]) == ""
+    )  # no exponential verdict for plain: nothing claimed
 
 
 def test_reproduce_section_command_parses_back_to_the_same_config(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from oversmooth.cli.main import app
 from tests.conftest import held_folder
 from oversmooth.experiments.sweep import (
     SweepSpec,
-    _write_cell,
+    write_cell,
     cell_id,
     cell_key,
     load_spec,
@@ -419,7 +419,7 @@ def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
     for cell in spec.cells():
         record = run_cell(cell, spec.options(), str(tmp_path / "s"))
         assert record["status"] == "ok", record.get("error")
-        _write_cell(tmp_path / "s" / "cells", record)
+        write_cell(tmp_path / "s" / "cells", record)
     merge(tmp_path / "s", spec)
     report = tmp_path / "s" / "report-san-init"
     figures = sorted(p.name for p in report.glob("*.png"))

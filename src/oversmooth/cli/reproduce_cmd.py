@@ -38,7 +38,13 @@ def reproduce(
 
     formats = output_formats(figure_format, table_format)
     config = ReproduceConfig.preset(**given.values())
-    say = None if quiet or not is_tty() else (lambda msg: typer.echo(f"reproduce: {msg}", err=True))
+    say = (
+        None
+        if quiet or not is_tty()
+        else (
+            lambda done, total, msg: typer.echo(f"reproduce: [{done + 1}/{total}] {msg}", err=True)
+        )
+    )
     with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
         folder = run_reproduction(config, out, overwrite=overwrite, progress=say, **formats)
     if as_json:  # what config.json records, less the environment, plus where the report is

@@ -37,10 +37,18 @@ from oversmooth.config import ModelConfig, upgrade_record
 if TYPE_CHECKING:
     import pandas as pd
 
-    from oversmooth.analysis import ComparisonResult
+    from oversmooth.analysis import ComparisonResult, Progress
     from oversmooth.report.document import Document
 
-__all__ = ["ReproduceConfig", "paper_tables", "run_reproduction"]
+__all__ = [
+    "ReproduceConfig",
+    "paper_tables",
+    "run_reproduction",
+    "stage_count",
+    "dataset_available",
+    "energy_table",
+    "plain_halving_sentence",
+]
 
 ARCHS = ("preln", "postln", "nonlocal")
 DEPTHS = (2, 32, 64, 128, 256)
@@ -96,7 +104,7 @@ class ReproduceConfig:
         )
 
 
-def _available(name: str, data_root: str | None) -> bool:
+def dataset_available(name: str, data_root: str | None) -> bool:
     """Whether a benchmark's files are already on disk (nothing is downloaded here)."""
     if name in ("cora", "citeseer"):
         return True
@@ -195,12 +203,13 @@ def run_reproduction(
     out: str | Path,
     *,
     overwrite: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     figure_formats: Sequence[str] = ("png",),
     table_formats: Sequence[str] = ("csv",),
 ) -> Path:
     """Run everything and write the report folder ``out`` atomically; its figures also in
-    ``figure_formats`` (SVG, PDF) and its tables also in ``table_formats`` (Parquet)."""
+    ``figure_formats`` (SVG, PDF) and its tables also in ``table_formats`` (Parquet).
+    ``progress(done, total, message)`` is called as each stage starts."""
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, run_analysis
@@ -208,7 +217,7 @@ def run_reproduction(
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
 
-    say = progress or (lambda msg: None)
+    say = _Stages(progress, stage_count(config))
     formats = (check_figures(figure_formats), check_tables(table_formats))
     out = check_out(Path(out), overwrite)
     if config.data_root is not None:
@@ -217,7 +226,7 @@ def run_reproduction(
         _trained_run(run)
     started = time.perf_counter()
     datasets = [
-        d for d in (*config.datasets, *OPTIONAL_DATASETS) if _available(d, config.data_root)
+        d for d in (*config.datasets, *OPTIONAL_DATASETS) if dataset_available(d, config.data_root)
     ]
     results: dict = {
         "datasets": datasets,
@@ -244,6 +253,25 @@ def run_reproduction(
         results["seconds"] = time.perf_counter() - started
         _write(tmp, config, results, san, other, trained, pd, formats)
     return out
+
+
+def stage_count(config: ReproduceConfig) -> int:
+    """The stages :func:`run_reproduction` announces: SAN, GCN and GAT at initialisation, the
+    float32 floor, the ablations and their greedy combination per architecture (with
+    ``config.ablations``), two trainings, one pruning per ``--trained`` run, the report."""
+    return 3 + 1 + (1 + len(ARCHS) if config.ablations else 0) + 2 + len(config.trained) + 1
+
+
+class _Stages:
+    """``say(message)`` for the stages of a run: ``progress(stages done, total, message)``."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(self.done, self.total, message)
+        self.done += 1
 
 
 # ----------------------------------------------------------------------------- ablations
@@ -602,7 +630,8 @@ def _table8_reading() -> str:
 # ----------------------------------------------------------------------------- writing
 
 
-def _energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd.DataFrame:
+def energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd.DataFrame:
+    """Final-layer energies per (dataset, model, depth) beside the paper's, with their ratio."""
     import pandas as pd
 
     rows = []
@@ -661,7 +690,7 @@ def _write(
 
     tables = formats[1]
     datasets = results["datasets"]
-    table = _energy_table(san.summary, paper_tables(), datasets)
+    table = energy_table(san.summary, paper_tables(), datasets)
     _write_data(folder, table, san, other, tables)
     doc = Document("oversmooth reproduce: Guan & He (2025), Tables 2/4/6, Figures 1-2, Table 8")
     _intro_section(doc, config, results)
@@ -1049,7 +1078,7 @@ def _where(config: ReproduceConfig) -> str:
     return "on the CPU" if device.type == "cpu" else f"on {device} (GPU)"
 
 
-def _plain_fastest(verdict_rows: list[dict]) -> str:
+def plain_halving_sentence(verdict_rows: list[dict]) -> str:
     """A sentence on the plain stack's halving lengths, only as far as the verdicts give them."""
     plain = {
         r["conv"]: r["halving"] for r in verdict_rows if r["model"] == "plain" and r["halving"]
@@ -1177,7 +1206,7 @@ def _beyond_paragraph(verdict_rows: list[dict]) -> str:
         )
         + ". The plain stack (no residual, no LayerNorm), the textbook oversmoothing case, is "
         f"classified {_by_backbone(labels, 'plain', ('san', 'gcn', 'gat'))}."
-        + _plain_fastest(verdict_rows)
+        + plain_halving_sentence(verdict_rows)
     )
 
 

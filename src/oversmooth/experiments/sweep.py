@@ -102,6 +102,7 @@ __all__ = [
     "run_cell",
     "run_sweep",
     "merge",
+    "write_cell",
     "WORKER_PRELOAD",
     "worker_context",
     "start_worker_server",
@@ -446,7 +447,8 @@ def _finished_fields(analysis: AnalysisResult) -> dict[str, Any]:
     }
 
 
-def _write_cell(folder: Path, record: dict) -> None:
+def write_cell(folder: Path, record: dict) -> None:
+    """Write one cell's record as ``folder/<cell id>.json`` (atomically, one line)."""
     write_json(folder / f"{record['id']}.json", record, indent=None)
 
 
@@ -1055,7 +1057,7 @@ def _run_todo(
 
     def on_done(record: dict) -> None:
         nonlocal done_count
-        _write_cell(out / "cells", record)
+        write_cell(out / "cells", record)
         done_count += 1
         if record.get("status") != "ok":
             failed.append(record)
