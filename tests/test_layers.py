@@ -28,7 +28,7 @@ LAYERS = {
         "outputs",
         "config",
         "_data",
-        "_version",
+        "version",
     ],
     "compute": [
         "graph",

@@ -416,7 +416,7 @@ def test_overwrite_replaces_the_old_run_only_at_the_first_save(tmp_path, monkeyp
 def test_nan_scores_are_written_as_strict_json(tmp_path, monkeypatch):
     from .test_outputs import strict_json
 
-    monkeypatch.setattr(T, "_accuracy", lambda logits, y, mask: float("nan"))
+    monkeypatch.setattr(T, "accuracy", lambda logits, y, mask: float("nan"))
     T.train(T.TrainConfig(**TINY, epochs=2), tmp_path / "run")
     summary = strict_json((tmp_path / "run" / "summary.json").read_text())
     assert summary["test_acc"] is None and summary["val_acc"] is None

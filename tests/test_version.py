@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import oversmooth
-from oversmooth import _version as version_module
-from oversmooth._version import commit, git_commit, recorded
+from oversmooth import version as version_module
+from oversmooth.version import commit, git_commit, recorded
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO / "src" / "oversmooth" / "_version.py"
+SOURCE = REPO / "src" / "oversmooth" / "version.py"
 
 
 def _git(*args: str, cwd: Path = REPO) -> str:
@@ -41,7 +41,7 @@ def test_recorded_replaces_only_the_unset_commit():
 
 
 def test_an_installed_copy_outside_any_work_tree_knows_no_commit_from_git(tmp_path):
-    copy = tmp_path / "_version.py"
+    copy = tmp_path / "version.py"
     shutil.copy(SOURCE, copy)
     assert git_commit(copy) is None
 
@@ -76,8 +76,8 @@ def test_a_wheel_records_the_commit_it_was_built_from(tmp_path):
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("oversmooth-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        archive.extract("oversmooth/_version.py", tmp_path / "installed")
-    copy = tmp_path / "installed" / "oversmooth" / "_version.py"
+        archive.extract("oversmooth/version.py", tmp_path / "installed")
+    copy = tmp_path / "installed" / "oversmooth" / "version.py"
     spec = importlib.util.spec_from_file_location("built_version", copy)
     assert spec is not None and spec.loader is not None
     built_version = importlib.util.module_from_spec(spec)

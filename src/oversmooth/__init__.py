@@ -7,7 +7,7 @@ import os as _os
 import sys as _sys
 from typing import TYPE_CHECKING
 
-from oversmooth._version import __version__
+from oversmooth.version import __version__
 
 
 def _interrupted_at_start_up(signum: int, frame: object) -> None:

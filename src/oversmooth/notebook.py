@@ -447,7 +447,7 @@ def _config_record(
 ) -> dict:
     """``config.json`` of :func:`write_report`: what the frame says it measured, and what the
     report shows of it."""
-    from oversmooth._version import __version__
+    from oversmooth.version import __version__
 
     probe = {k: v for k, v in attrs.items() if isinstance(v, (str, int, float, list, type(None)))}
     return {

@@ -280,7 +280,7 @@ def _command_line() -> str:
 def write_marker(folder: str | os.PathLike, kind: str) -> None:
     """Mark ``folder`` as written by oversmooth (:data:`MARKER`): what wrote it (``kind``,
     e.g. ``analyze``), the package version, the command line and the time."""
-    from oversmooth._version import __version__
+    from oversmooth.version import __version__
 
     write_json(
         Path(folder) / MARKER,

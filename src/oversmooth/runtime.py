@@ -47,7 +47,7 @@ def environment(device: torch.device) -> dict:
     import pandas
     import scipy
 
-    from oversmooth._version import __version__, commit
+    from oversmooth.version import __version__, commit
 
     try:  # its version without importing it (seconds) when the run never needed it
         pyg_version: str | None = version("torch_geometric")

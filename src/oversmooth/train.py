@@ -71,6 +71,7 @@ __all__ = [
     "TrainResult",
     "train",
     "TrainingDiverged",
+    "accuracy",
 ]
 
 
@@ -142,7 +143,9 @@ DYNAMICS_METRICS = ["laplacian_energy", "dirichlet_energy", "relative_energy", "
 DYNAMICS_COLUMNS = ["epoch", "layer", *DYNAMICS_METRICS]
 
 
-def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
+def accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
+    """The share of the nodes in ``mask`` whose largest logit is their label (a fraction in
+    [0, 1]; NaN for an empty mask)."""
     return (
         float((logits[mask].argmax(1) == y[mask]).double().mean())
         if int(mask.sum())
@@ -523,7 +526,7 @@ class _Run:
             logits = inputs.logits(self.model)
             row["val_loss"] = float(inputs.loss(logits, "val"))
         for split in ("train", "val", "test"):
-            row[f"{split}_acc"] = _accuracy(logits, inputs.y, inputs.masks[f"{split}_mask"])
+            row[f"{split}_acc"] = accuracy(logits, inputs.y, inputs.masks[f"{split}_mask"])
         if not math.isfinite(row["val_loss"]):
             if probe is not None:
                 probe.reset()

@@ -14,7 +14,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from oversmooth._version import __version__
+from oversmooth.version import __version__
 from oversmooth.cli import _common, commands
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from oversmooth._version import __version__
+from oversmooth.version import __version__
 
 __all__ = ["cell_id", "cell_key", "failed_record"]
 

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from oversmooth._version import __version__
+from oversmooth.version import __version__
 from oversmooth.experiments.cells import cell_id, cell_key, failed_record
 from oversmooth.config import (
     DERIVED,

@@ -67,7 +67,7 @@ def _write_recorded(copy: Path) -> None:
     The old copy is removed first, never edited: it may be a hard link to the source."""
     text = Path(__file__).read_text(encoding="utf-8")
     copy.unlink(missing_ok=True)
-    found = git_commit(Path.cwd() / "src" / "oversmooth" / "_version.py")
+    found = git_commit(Path.cwd() / "src" / "oversmooth" / "version.py")
     copy.write_text(recorded(text, found), encoding="utf-8")
 
 
@@ -80,7 +80,7 @@ def __getattr__(name: str) -> Any:
         class BuildPy(build_py):
             def run(self) -> None:
                 super().run()
-                copy = Path(self.build_lib) / "oversmooth" / "_version.py"
+                copy = Path(self.build_lib) / "oversmooth" / "version.py"
                 if not getattr(self, "editable_mode", False) and copy.parent.is_dir():
                     _write_recorded(copy)  # (an editable install asks git at run time)
 
@@ -91,7 +91,7 @@ def __getattr__(name: str) -> Any:
         class Sdist(sdist):
             def make_release_tree(self, base_dir: str, files: Any) -> None:
                 super().make_release_tree(base_dir, files)
-                _write_recorded(Path(base_dir) / "src" / "oversmooth" / "_version.py")
+                _write_recorded(Path(base_dir) / "src" / "oversmooth" / "version.py")
 
         return Sdist
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
