@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAIN_COMMAND = "oversmooth analyze --model postln --depth 256"
-TEST_COMMAND = 'pip install torch==2.13.0 && pip install ".[test]" && pytest'
+TEST_COMMAND = 'pip install torch==2.13.0 && pip install ".[test]" && pytest -n 2'
 
 
 def text() -> str:
@@ -39,7 +39,7 @@ def test_ci_runs_the_test_command_of_the_readme():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "pip install -q torch==2.13.0" in ci
     assert 'pip install -q ".[test]"' in ci
-    assert re.search(r"^pytest$", ci, re.M)
+    assert re.search(r"^pytest -n 2$", ci, re.M)  # the README's command, TEST_COMMAND
 
 
 def test_readme_stays_a_short_entry_page():
