@@ -286,25 +286,17 @@ def _bench_end_to_end(doc: Document, r: Mapping[str, Any]) -> None:
     if "error" in e:
         doc.text(f"`{e['command']}` failed: {e['error']}")
         return
-    if "split_cpu_s" not in e:  # results of schema 2: one run, wall time
-        doc.text(
-            f"`{e['command']}` in a fresh process: **{e['seconds']:.1f} s**; `python -c "
-            f'"import torch"` in a fresh process, same run: {e["import_torch_s"]:.2f} s; ratio '
-            f"**{e['ratio']:.2f}x** (wall time). Where its time goes:"
-        )
-        split, total, unit = e["split_s"], e["seconds"], "seconds"
-    else:
-        doc.text(
-            f"`{e['command']}` in a fresh process (imports, embedded Cora, probe, fits, "
-            f'similarity, figures, report) against `python -c "import torch"`, {e["pairs"]} '
-            f"interleaved pairs. CPU time: **{e['cpu_s']:.2f} s** against "
-            f"{e['import_torch_cpu_s']:.2f} s, median ratio **{e['ratio']:.2f}x**; wall time: "
-            f"{e['seconds']:.2f} s against {e['import_torch_s']:.2f} s ({e['wall_ratio']:.2f}x). "
-            f"Peak memory {e['peak_bytes'] / 2**20:.0f} MiB; forward + probe "
-            f"{e['forward_s']:.2f} s wall; {e['after_report_s']:.2f} s wall from the report's "
-            "last file to the process's end. Where the command's CPU time goes (median pair):"
-        )
-        split, total, unit = e["split_cpu_s"], e["cpu_s"], "CPU seconds"
+    doc.text(
+        f"`{e['command']}` in a fresh process (imports, embedded Cora, probe, fits, "
+        f'similarity, figures, report) against `python -c "import torch"`, {e["pairs"]} '
+        f"interleaved pairs. CPU time: **{e['cpu_s']:.2f} s** against "
+        f"{e['import_torch_cpu_s']:.2f} s, median ratio **{e['ratio']:.2f}x**; wall time: "
+        f"{e['seconds']:.2f} s against {e['import_torch_s']:.2f} s ({e['wall_ratio']:.2f}x). "
+        f"Peak memory {e['peak_bytes'] / 2**20:.0f} MiB; forward + probe "
+        f"{e['forward_s']:.2f} s wall; {e['after_report_s']:.2f} s wall from the report's "
+        "last file to the process's end. Where the command's CPU time goes (median pair):"
+    )
+    split, total, unit = e["split_cpu_s"], e["cpu_s"], "CPU seconds"
     doc.table(
         pd.DataFrame(
             {
