@@ -302,17 +302,17 @@ def test_reproduce_floor_paragraph_follows_the_numbers(monkeypatch):
     table = pd.DataFrame(
         {"dataset": ["cora"], "model": ["postln"], "depth": [256], "paper": [1.32e-12]}
     )
-    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, table)
+    (text,) = R.floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, table)
     assert (
         "ends at the floor" in text and "1.32e-12 at depth 256 sits at that float32 floor" in text
     )
     assert "seed 0: from layer 256" in text
-    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 1e-20)}, table)
+    (text,) = R.floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 1e-20)}, table)
     assert "stays above the floor" in text and "lies above that float32 floor" in text
     no_paper = table.assign(paper=[float("nan")])
-    (text,) = R._floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, no_paper)
+    (text,) = R.floor_finding({"float32_floor": _fake_float32_run(2.7e-12, 2.7e-12)}, no_paper)
     assert "paper" not in text
-    assert R._floor_finding({}, table) == []
+    assert R.floor_finding({}, table) == []
 
 
 def test_verdict_names_the_floor_and_the_float64_value(deep):

@@ -48,6 +48,7 @@ __all__ = [
     "dataset_available",
     "energy_table",
     "plain_halving_sentence",
+    "floor_finding",
 ]
 
 ARCHS = ("preln", "postln", "nonlocal")
@@ -711,7 +712,7 @@ def _write(
         paragraphs.append(
             "Table 8 from the longer runs (section 3b). " + " ".join(table8) + _table8_reading()
         )
-    for paragraph in paragraphs + _floor_finding(results, table):
+    for paragraph in paragraphs + floor_finding(results, table):
         doc.text(paragraph)
     _reproduce_section(doc, config, san.environment)
     doc.write(folder, formats[0])
@@ -1016,7 +1017,7 @@ def command_line(config: ReproduceConfig) -> str:
     return shlex.join(["oversmooth", "reproduce", quick, *options])
 
 
-def _floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
+def floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
     """The float32-floor paragraph: Post-LN SAN run in float32 next to its float64 shadow."""
     from oversmooth.precision import AT_FLOOR_FACTOR
 
