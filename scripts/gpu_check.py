@@ -175,31 +175,17 @@ def sync_check(device: torch.device, depths: tuple[int, int]) -> dict:
 
 def timings(device: torch.device, depths: tuple[int, ...], nodes: int) -> list[dict]:
     """Probed forwards (default metrics, float32 model, no float-floor pass), after a
-    warm-up: seconds (CUDA events on a GPU) and peak device memory."""
-    from oversmooth import GraphOperator, build_model
-    from oversmooth.analysis import probe_run
-    from oversmooth.data import csbm, load
-    from oversmooth.experiments.bench import Timer
+    warm-up: seconds (CUDA events on a GPU) and peak device memory.  The forwards are the
+    bench's (:func:`oversmooth.experiments.bench.probed_forward`): Post-LN SAN on Cora at each
+    depth, and at depth 4 on a CSBM graph of ``nodes`` nodes."""
+    from oversmooth.data import load
+    from oversmooth.experiments.bench import Timer, probed_forward
 
+    cases = [("cora", "depth", depth, load("cora").num_nodes, depth) for depth in depths]
+    cases.append((f"csbm:n={nodes},degree=10", "size", nodes, nodes, 4))
     rows = []
-    cases = [("cora", load("cora"), depth) for depth in depths]
-    cases.append((f"csbm:n={nodes},degree=10", csbm(n=nodes, degree=10, classes=5), 4))
-    for name, data, depth in cases:
-        model = build_model(
-            "postln",
-            depth=depth,
-            in_channels=data.num_features,
-            out_channels=int(data.y.max()) + 1,
-            device=device,
-        )
-        data = data.to(device)
-        graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
-
-        def forward(
-            model: torch.nn.Module = model, data: object = data, graph: object = graph
-        ) -> None:
-            probe_run(model, data, graph=graph, floor="bound")
-
+    for name, kind, value, num_nodes, depth in cases:
+        forward = probed_forward(kind, value, depth, False, device)
         forward()  # warm-up
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -208,13 +194,13 @@ def timings(device: torch.device, depths: tuple[int, ...], nodes: int) -> list[d
         rows.append(
             {
                 "graph": name,
-                "nodes": data.num_nodes,
+                "nodes": num_nodes,
                 "depth": depth,
                 "seconds": seconds,
                 "peak_mib": peak,
             }
         )
-        del model, data, graph
+        del forward
     return rows
 
 

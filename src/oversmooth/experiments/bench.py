@@ -75,6 +75,7 @@ __all__ = [
     "measured",
     "command_analyze",
     "command_peak",
+    "probed_forward",
 ]
 
 #: Version of the layout of ``results.json``; raise it whenever a key is added, renamed or
@@ -361,7 +362,7 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
-def _probed_forward(
+def probed_forward(
     kind: str, value: int, depth: int, similarity: bool, device: torch.device
 ) -> Callable[[], None]:
     """One probed forward of a Post-LN model, built and ready: on Cora at depth ``value``
@@ -438,7 +439,7 @@ def _measure_child(
             int(os.environ.get("OVERSMOOTH_BENCH_THREADS", torch.get_num_threads()))
         )
         dev = torch.device(device)
-        run = _probed_forward(kind, value, depth, similarity, dev)
+        run = probed_forward(kind, value, depth, similarity, dev)
         queue.put(_measure_cpu(run) if dev.type == "cpu" else _measure_cuda(run, dev))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
