@@ -34,6 +34,8 @@ def test_benchmark_report_has_the_current_schema_version_and_targets():
     absent = [t.key for t in bench.TARGETS if t.key not in recorded]
     assert not absent, f"reports/benchmarks/results.json lacks targets {absent}"
     assert not results["quick"], "the committed benchmark report must come from a full run"
+    # the progress total the bench announces is its number of sections
+    assert len(results["section_s"]) == bench.SECTIONS, list(results["section_s"])
 
 
 def test_paper_reproduction_records_the_current_package_version():

@@ -349,3 +349,4 @@ def test_quick_bench_runs_every_measurement(tmp_path):
     assert [t["key"] for t in results["targets"]] == [t.key for t in bench.TARGETS]
     assert all(t["status"] in ("met", "missed") for t in results["targets"]), results["targets"]
     assert "## Targets" in (out / "report.md").read_text()
+    assert len(results["section_s"]) == bench.SECTIONS  # the progress total is right
