@@ -100,6 +100,19 @@ def is_tty() -> bool:
     return sys.stderr.isatty()
 
 
+def stage_lines(command: str, enabled: bool) -> Callable[[int, int, str], None] | None:
+    """A progress callback that prints ``command: [k/N] message`` on stderr as each of a long
+    run's N stages starts (no bar: a bar's refresh thread would disturb what the bench times),
+    or None when disabled or stderr is not a terminal."""
+    if not enabled or not is_tty():
+        return None
+
+    def say(done: int, total: int, message: str) -> None:
+        typer.echo(f"{command}: [{done + 1}/{total}] {message}", err=True)
+
+    return say
+
+
 class progress_bar:
     """A rich progress bar on stderr with an ETA, or nothing when disabled or stderr is not a
     terminal.

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, is_tty, output_formats
+from oversmooth.cli._common import echo_json, handle_errors, output_formats, stage_lines
 
 
 @handle_errors
@@ -40,11 +40,7 @@ def bench(
     from oversmooth.outputs import claim_folder
 
     formats = output_formats(figure_format, table_format)
-    say = (
-        None
-        if quiet or not is_tty()
-        else (lambda done, total, msg: typer.echo(f"bench: [{done + 1}/{total}] {msg}", err=True))
-    )
+    say = stage_lines("bench", not quiet)
     with claim_folder(out, overwrite):  # refused at once if out exists or another run holds it
         results = run_bench(
             out, quick=quick, progress=say, overwrite=overwrite, device=device, **formats

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, is_tty, output_formats
+from oversmooth.cli._common import echo_json, handle_errors, output_formats, stage_lines
 from oversmooth.experiments.reproduce import ReproduceConfig
 
 
@@ -38,13 +38,7 @@ def reproduce(
 
     formats = output_formats(figure_format, table_format)
     config = ReproduceConfig.preset(**given.values())
-    say = (
-        None
-        if quiet or not is_tty()
-        else (
-            lambda done, total, msg: typer.echo(f"reproduce: [{done + 1}/{total}] {msg}", err=True)
-        )
-    )
+    say = stage_lines("reproduce", not quiet)
     with claim_folder(out, overwrite):  # held through the final write; a second run fails at once
         folder = run_reproduction(config, out, overwrite=overwrite, progress=say, **formats)
     if as_json:  # what config.json records, less the environment, plus where the report is
