@@ -241,9 +241,19 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: OpenMP settings the command makes unless the environment already has them, read when torch
+#: loads its OpenMP runtime (so before any command imports torch).  Torch's threads otherwise
+#: spin, waiting for the next parallel region: on a 256-layer model of Cora's size, regions of
+#: microseconds, the spinning was a third of the command's CPU time on 2 cores, and with the
+#: cores shared (another job, a sweep's other worker) a forward took 10-20 times longer.
+OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def main() -> None:
     """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
+    for name, value in OPENMP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
