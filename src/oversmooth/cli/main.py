@@ -249,11 +249,17 @@ def __getattr__(name: str) -> typer.Typer:
 OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
+def set_openmp_defaults() -> None:
+    """Put :data:`OPENMP_DEFAULTS` in the environment where it has no value of its own; of
+    effect only before torch is first imported."""
+    for name, value in OPENMP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
 def main() -> None:
     """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
-    for name, value in OPENMP_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    set_openmp_defaults()
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep

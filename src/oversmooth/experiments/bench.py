@@ -981,9 +981,10 @@ def sweep_scaling(
 _DRIVER = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
+from oversmooth.cli.main import main, set_openmp_defaults
+set_openmp_defaults()  # as the command does, before torch loads
 import oversmooth.analysis as A
 import oversmooth.report.render as R
-from oversmooth.cli.main import main
 phases = {"import_s": time.perf_counter() - t0, "import_cpu_s": time.process_time() - c0}
 target = sys.argv[1]
 def save():
