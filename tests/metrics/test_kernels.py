@@ -362,3 +362,18 @@ def test_an_undirected_graph_too_large_for_pairs_takes_the_chunked_pass(monkeypa
     chunked_lap, chunked_total = kernels.edge_pass(x, op)
     assert torch.allclose(lap, chunked_lap, rtol=1e-13, atol=1e-15)
     assert total.item() == pytest.approx(chunked_total.item(), rel=1e-14)
+
+
+def test_pairs_are_not_built_for_a_graph_with_more_pairs_than_ever_measured(monkeypatch):
+    # more pairs than PAIRS_VALUES: no width is measured by pairs, so none are built (at 10^6
+    # nodes they were 0.3 GiB kept for nothing) and the pass over every edge runs, unchanged
+    ei, w, n = symmetric_hub(same_weights=False)
+    op = GraphOperator(ei, w, num_nodes=n)
+    monkeypatch.setattr(kernels, "PAIRS_VALUES", (op.runs.nnz - n) // 2 - 1)
+    assert kernels.edge_pairs(op) is None
+    x = torch.randn(n, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    lap, total = kernels.edge_pass(x, op)
+    want_lap, want_total = op.runs.differences(x)
+    assert torch.equal(lap, want_lap) and torch.equal(total, want_total)
+    monkeypatch.setattr(kernels, "PAIRS_VALUES", op.runs.nnz)  # a bound it fits: built
+    assert kernels.edge_pairs(GraphOperator(ei, w, num_nodes=n)) is not None

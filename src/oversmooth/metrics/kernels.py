@@ -353,10 +353,16 @@ _PAIRS: weakref.WeakKeyDictionary[TargetRuns, EdgePairs | None] = weakref.WeakKe
 
 def edge_pairs(op: GraphOperator) -> EdgePairs | None:
     """The :class:`EdgePairs` of ``op`` (built once per operator), or None when some edge has
-    no reverse or ``op`` is batched."""
+    no reverse, ``op`` is batched or it has more pairs than :data:`PAIRS_VALUES` (never
+    measured by pairs: :func:`edge_pass` takes the chunked pass)."""
     runs = op.runs
     if runs in _PAIRS:
         return _PAIRS[runs]
+    if (runs.nnz - op.num_nodes) // 2 > PAIRS_VALUES:
+        # at least this many pairs (every edge but a self loop is half of one): more values
+        # than edge_pass ever measures by pairs, whatever the width, so building them (at 10^6
+        # nodes 0.3 GiB kept, a 1 GiB transient and seconds of sorting) would buy nothing
+        return None
     pairs = None if op.batch is not None else _build_pairs(runs, op.num_nodes)
     _PAIRS[runs] = pairs
     return pairs
