@@ -995,7 +995,10 @@ class Probe:
                 ].to(x.device)
             unit = K.unit_rows(x[self._sample_index].to(torch.float64), state.narrow)
         else:
-            unit = state.unit
+            # state.unit's rows, formed here and not cached on the state: the state lives on as
+            # the previous one through the next layer's forward (at 10^6 nodes and 32
+            # channels the cached rows were 256 MiB more at the model's peak)
+            unit = K.unit_rows(state.x, state.narrow)
         self._states[k] = unit.to(self.similarity_dtype, copy=True)
 
     # -- results --------------------------------------------------------------------------------
