@@ -14,6 +14,7 @@ from oversmooth import GraphOperator, Probe, build_model, prune_sensitivity
 from oversmooth.data import load
 from oversmooth.nn.conv import aggregate
 from oversmooth.config import ModelConfig
+import oversmooth.probe as probe_module
 
 from .pyg_models import DeeperGCN, PreLNTransformer, TwoNormLists, small_graph
 
@@ -672,3 +673,43 @@ def test_an_empty_metric_list_is_refused_at_construction():
     for empty in ([], "", " , "):
         with pytest.raises(ValueError, match="metrics: expected at least one metric name"):
             oversmooth.Probe(None, edge_index, metrics=empty)
+
+
+@pytest.mark.parametrize("name", ["postln", "preln", "nonlocal", "plain", "diffusion"])
+def test_large_float64_states_measured_without_a_copy_give_the_same_numbers(
+    cora, monkeypatch, name
+):
+    # a large float64 state of an oversmooth model is measured as is (no float64 copy); every
+    # number, the similarity matrix included, is the copy's bit for bit
+    model = build_model(name, depth=4, in_channels=cora.num_features, out_channels=7)
+    model = model.to(torch.float64)
+    x = cora.x.to(torch.float64)
+
+    def run():
+        with Probe(model, cora.edge_index, similarity=True) as probe, torch.no_grad():
+            model(x, cora.edge_index)
+        return probe.to_frame(), probe.similarity_matrix()
+
+    copied, copied_sim = run()
+    monkeypatch.setattr(probe_module, "KEEP_VALUES", 0)  # every state counts as large
+    shared, shared_sim = run()
+    assert copied.equals(shared) and torch.equal(copied_sim, shared_sim)
+
+
+def test_a_state_written_in_place_after_it_was_measured_is_refused(cora, monkeypatch):
+    monkeypatch.setattr(probe_module, "KEEP_VALUES", 0)
+    model = build_model("postln", depth=3, in_channels=cora.num_features, out_channels=7)
+    model = model.to(torch.float64)
+
+    # block 1 writes into its input (block 0's output, measured without a copy)
+    def write_input(module, args):
+        args[0].mul_(1.0)  # the same values, but written
+
+    model.blocks[1].register_forward_pre_hook(write_input)
+    with (
+        pytest.raises(RuntimeError, match="written in place"),
+        Probe(model, cora.edge_index) as probe,
+        torch.no_grad(),
+    ):
+        model(cora.x.to(torch.float64), cora.edge_index)
+    assert probe is not None
