@@ -369,3 +369,40 @@ def test_to_dense_batch_matches_pyg():
     dense, mask = to_dense_batch(values, ctx)
     expected, expected_mask = pyg_to_dense_batch(values, batch, batch_size=3)
     assert torch.equal(dense, expected) and torch.equal(mask, expected_mask)
+
+
+class LargestGather(TorchDispatchMode):
+    """Records the largest output of ``index_select``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        if "index_select" in str(func):
+            self.largest = max(self.largest, out.numel())
+        return out
+
+
+def test_softmax_numerators_in_slices_equal_the_whole_pass():
+    """Over SUBTRACT_VALUES values without autograd the maxima are subtracted slice by slice
+    (no [h E] gather of them): the same values, bit for bit, as in one pass (autograd's)."""
+    from oversmooth.nn.kernel import SUBTRACT_VALUES, softmax_numerators_
+
+    gen = torch.Generator().manual_seed(3)
+    runs = 2 * SUBTRACT_VALUES // 37 + 11
+    counts = torch.randint(1, 75, (runs,), generator=gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    row = torch.repeat_interleave(torch.arange(runs), counts)
+    scores = torch.randn(int(offsets[-1]), dtype=torch.float64, generator=gen) * 30
+    assert scores.numel() > 2 * SUBTRACT_VALUES
+    leaf = scores.clone().requires_grad_()
+    whole = softmax_numerators_(leaf * 1.0, row, offsets).detach()
+    given = scores.clone()
+    with LargestGather() as seen:
+        sliced = softmax_numerators_(given, row, offsets)
+    assert 0 < seen.largest <= SUBTRACT_VALUES  # no gather of every value's maximum
+    assert torch.equal(sliced, whole)
+    top = torch.segment_reduce(scores, "max", offsets=offsets)
+    assert torch.equal(sliced, (scores - top[row]).exp())

@@ -19,11 +19,18 @@ PLACEMENTS = ("preln", "postln", "plain")
 
 
 class FFN(nn.Sequential):
-    """Two-layer MLP ``d -> ffn -> d`` with ReLU."""
+    """Two-layer MLP ``d -> ffn -> d`` with ReLU.
+
+    The ReLU works in place on the first projection's output (its own temporary, which
+    autograd does not need: a Linear's backward reads its input): one ``[n, ffn]`` array
+    less at the forward's peak, 512 MiB in float64 at 10^6 nodes and ``ffn = 64``."""
 
     def __init__(self, channels: int, hidden: int, dropout: float = 0.0) -> None:
         super().__init__(
-            nn.Linear(channels, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
+            nn.Linear(channels, hidden),
+            nn.ReLU(inplace=True),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, channels),
         )
 
 

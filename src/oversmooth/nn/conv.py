@@ -374,7 +374,12 @@ class MultiHeadMessagePassing(nn.Module):
         if self.hook_attention.active:
             alpha = weights.detach() / total.detach().view(-1).index_select(0, plan.row)
             self._emit_attention(plan.per_edge(alpha), ctx)  # [E, h]
+        # the h E weights and the values are freed before the division and the projection
+        # (autograd keeps what it needs): at 10^6 nodes, 4 heads and float64, 0.9 GiB less
+        # alive at the forward's peak
+        del scores, weights, xv, operand
         out = (summed[:, :-1] / total).view(n, h, -1)
+        del summed, total
         if self.nonlocal_:
             return self._nonlocal_output(out, x)
         return self.out(out.view(n, h * hd))
