@@ -713,3 +713,37 @@ def test_a_state_written_in_place_after_it_was_measured_is_refused(cora, monkeyp
     ):
         model(cora.x.to(torch.float64), cora.edge_index)
     assert probe is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_similarity_rows_spilled_to_files_give_the_same_matrix(monkeypatch, tmp_path, dtype):
+    """Rows over SPILL_BYTES go to temporary files (TMPDIR) and are read back in blocks: the
+    same matrix bit for bit, and the files are gone once the probe is."""
+    import gc
+    import tempfile
+
+    import oversmooth.probe as probe_module
+
+    data = load("cora")
+    model = build_model(
+        "postln", depth=6, in_channels=data.num_features, out_channels=7, dtype="float64"
+    )
+
+    def matrix() -> tuple[torch.Tensor, list[int]]:
+        with Probe(model, data.edge_index, similarity=True, similarity_dtype=dtype) as probe:
+            model(data.x.double(), data.edge_index)
+        out = probe.similarity_matrix()
+        files = [f.stat().st_size for f in tmp_path.iterdir()]
+        del probe
+        gc.collect()
+        return out, files
+
+    in_memory, files = matrix()
+    assert files == []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(probe_module, "SPILL_BYTES", 0)
+    spilled, files = matrix()
+    assert len(files) == 7  # layers 0..6, one file each while the probe lived
+    assert files == [data.num_nodes * 32 * dtype.itemsize] * 7
+    assert torch.equal(spilled, in_memory)
+    assert list(tmp_path.iterdir()) == []

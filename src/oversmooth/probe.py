@@ -45,7 +45,10 @@ Example:
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 from collections.abc import Callable, Sequence
@@ -580,7 +583,8 @@ class Probe:
         reduce: ``"mean"`` or ``"none"`` over the graphs of a batch.
         every: record every ``every``-th forward pass only.
         similarity: keep every layer state (compactly) to return the ``L x L``
-            similarity matrix; memory then grows with depth.
+            similarity matrix; memory then grows with depth, except on the CPU where a
+            layer's rows over :data:`SPILL_BYTES` go to a temporary file (``TMPDIR``).
         similarity_dtype: storage of the kept unit rows: float32 (default;
             error ~1e-7) or float16 (half the memory; error ~1e-3 per entry).
         similarity_sample: keep only this many nodes (a seeded uniform sample
@@ -768,7 +772,7 @@ class Probe:
         # previous state, and of the state being recorded (see _float64_state)
         self._prev_version: int | None = None
         self._next_version: int | None = None
-        self._states: dict[int, Tensor] = {}
+        self._states: dict[int, Tensor | SpilledRows] = {}
         self._sample_index: Tensor | None = None
         self._workspace = Workspace()
         self._stream_width: int | None = None
@@ -1024,7 +1028,9 @@ class Probe:
             # the previous one through the next layer's forward (at 10^6 nodes and 32
             # channels the cached rows were 256 MiB more at the model's peak)
             unit = K.unit_rows(state.x, state.narrow)
-        self._states[k] = unit.to(self.similarity_dtype, copy=True)
+        rows = unit.to(self.similarity_dtype, copy=True)
+        del unit
+        self._states[k] = spill_rows(rows) if _spills(rows) else rows
 
     # -- results --------------------------------------------------------------------------------
     @property
@@ -1133,7 +1139,7 @@ class Probe:
             raise ValueError(
                 "similarity: no layer was recorded yet; run the model inside the with block"
             )
-        states = [self._states[k] for k in layers]
+        states = [self._states[k] for k in layers]  # tensors, or rows read back from files
         size = len(layers)
         device = states[0].device
         out = torch.full((size, size), float("nan"), dtype=torch.float64, device=device)
@@ -1156,3 +1162,66 @@ class Probe:
 
     def similarity_layers(self) -> list[int]:
         return sorted(self._states)
+
+
+#: A layer's kept unit rows (the similarity matrix's input) larger than this, on the CPU,
+#: are written to a temporary file (in ``tempfile.gettempdir()``: ``TMPDIR``) and read back
+#: in blocks when the matrix is formed, so that memory does not grow with depth: at 10^6
+#: nodes and 32 channels each layer's rows are 128 MiB.  They stay in memory on a GPU (a copy
+#: to the host would synchronise every layer) or where the file cannot be written.
+SPILL_BYTES = 64 * 2**20
+
+
+def _spills(rows: Tensor) -> bool:
+    return rows.device.type == "cpu" and rows.numel() * rows.element_size() > SPILL_BYTES
+
+
+class SpilledRows:
+    """Rows ``[n, d]`` of one dtype kept in a temporary file and read back by row slices
+    (``rows[a:b]``, a CPU tensor) into memory of the slice's size: the file is never mapped,
+    so its pages do not count in the process's resident memory.  The file is removed when
+    this object is."""
+
+    def __init__(self, rows: Tensor, path: str) -> None:
+        self.shape, self.dtype, self.device = rows.shape, rows.dtype, rows.device
+        self.path = path
+        self._remove = weakref.finalize(self, _remove_file, path)
+
+    @property
+    def row_bytes(self) -> int:
+        return int(torch.Size(self.shape[1:]).numel()) * self.dtype.itemsize
+
+    def __getitem__(self, index: slice) -> Tensor:
+        start, stop, step = index.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("SpilledRows: only contiguous row slices can be read")
+        count = max(stop - start, 0)
+        out = torch.empty((count, *self.shape[1:]), dtype=self.dtype)
+        with open(self.path, "rb") as fh:
+            fh.seek(start * self.row_bytes)
+            got = fh.readinto(out.view(-1).view(torch.uint8).numpy().data)
+        if got != count * self.row_bytes:
+            raise OSError(f"{self.path}: similarity rows cut short ({got} bytes read)")
+        return out
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def spill_rows(rows: Tensor) -> Tensor | SpilledRows:
+    """``rows`` (contiguous, on the CPU) written to a temporary file, as :class:`SpilledRows`;
+    ``rows`` itself when the file cannot be written (no space, no temporary folder)."""
+    path = None
+    try:
+        fd, path = tempfile.mkstemp(prefix="oversmooth-similarity-", suffix=".rows")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(rows.contiguous().view(-1).view(torch.uint8).numpy().data)
+    except OSError:
+        if path is not None:
+            _remove_file(path)
+        return rows
+    return SpilledRows(rows, path)
