@@ -169,15 +169,17 @@ def model_bytes(
 
 # Whole-process peak of `oversmooth analyze` (maximum resident set), measured on
 # csbm:n=N,degree=10 (E = 10 N directed edges, 32 features), depth 4, hidden 32, heads 4,
-# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 426 MiB, 1e5:
-# 852 MiB, 1e6: 4.52 GiB (tests/test_resources.py).  At 10^6 nodes the peak is the first
-# seed's forward: the process (~0.3 GiB), the graph (edge list, float64 features: 0.4 GiB),
-# the operator (0.1 GiB), the model's per-forward structures (the edge list with self loops,
-# the attention plan: 0.5 GiB), one block's attention (scores, projections, products), the
-# probe's states and the similarity matrix's unit rows.
-_PROCESS_BASE = 420 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
-_EDGE_VALUES_AT_PEAK = 8  # values per head and edge (self loops included) alive at the peak
-_NODE_STATES_AT_PEAK = 8  # [num_nodes, hidden] states alive at the peak
+# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 425 MiB, 1e5:
+# 978 MiB, 1e6: 3.18 GiB (tests/test_resources.py; 4.52 GiB at 10^6 before the forward freed
+# its attention temporaries early and the similarity's rows went to files past 64 MiB).  At
+# 10^6 nodes the peak is inside a block of the first seed's forward: the process (~0.3 GiB),
+# the graph (edge list, float64 features: 0.4 GiB), the operator (0.1 GiB), the model's
+# per-forward structures (the edge list with self loops, the attention plan: 0.5 GiB), the
+# block's input, queries and keys, scores, values and products.  Between 10^4 and 10^6 the
+# peak per node is highest at 10^5 (arrays of a few MiB come from the fragmenting heap).
+_PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
+_EDGE_VALUES_AT_PEAK = 7  # values per head and edge (self loops included) alive at the peak
+_NODE_STATES_AT_PEAK = 6  # [num_nodes, hidden] states alive at the peak
 
 
 def analysis_bytes(
@@ -192,7 +194,7 @@ def analysis_bytes(
     nodes and ``num_edges`` directed edges: the process, the graph held in the model's
     precision, its operator, and the forward pass's working set (per head and edge, and per
     node and hidden channel, in ``element_size`` bytes).  Calibrated against the measured
-    peaks above (estimate / measured: 1.11, 1.10, 1.20 at 10^4, 10^5, 10^6 nodes; settings
+    peaks above (estimate / measured: 1.42, 1.01, 1.50 at 10^4, 10^5, 10^6 nodes; settings
     other than the measured ones are not calibrated)."""
     graph = 16 * num_edges + element_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
