@@ -747,3 +747,29 @@ def test_similarity_rows_spilled_to_files_give_the_same_matrix(monkeypatch, tmp_
     assert files == [data.num_nodes * 32 * dtype.itemsize] * 7
     assert torch.equal(spilled, in_memory)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_probe_names_modules_only_when_a_message_needs_a_name(cora, monkeypatch):
+    """Walking all of a deep model's modules costs milliseconds a probe; a forward where every
+    layer runs once needs no name, so no walk runs to its end (the table is the same)."""
+    model = build_model("postln", depth=3, in_channels=cora.num_features, out_channels=7)
+    model.eval()
+    with Probe(model, cora) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    want = probe.to_frame()
+    total = len(list(model.modules()))
+    walked: list[int] = []  # modules yielded by each walk
+    original = type(model).named_modules
+
+    def counting(self, *args, **kwargs):
+        walked.append(0)
+        for item in original(self, *args, **kwargs):
+            walked[-1] += 1
+            yield item
+
+    monkeypatch.setattr(type(model), "named_modules", counting)
+    with Probe(model, cora) as probe, torch.no_grad():
+        model(cora.x, cora.edge_index)
+    frame = probe.to_frame()
+    assert all(count < total for count in walked), (walked, total)
+    assert frame.equals(want) and frame.attrs["dtype"] == "float32"

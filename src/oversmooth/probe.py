@@ -51,7 +51,7 @@ import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -233,7 +233,7 @@ class StreamPlan:
     norms: tuple[nn.Module, ...] = ()
     finals: tuple[nn.Module, ...] = ()
 
-    def describe(self, names: dict[int, str]) -> str:
+    def describe(self, names: Mapping[int, str]) -> str:
         def span(modules: Sequence[nn.Module]) -> str:
             return f"{names.get(id(modules[0]), '?')}..{names.get(id(modules[-1]), '?')}"
 
@@ -360,6 +360,31 @@ class _StreamTap:
             self.emit(len(self.layers), x)
 
 
+class _ModuleNames(Mapping[int, str]):
+    """``id(module) -> its name in model`` (the class name for the root), built from
+    ``model.named_modules()`` on first use: walking a deep model costs milliseconds, and the
+    names are needed only to describe a module in a message."""
+
+    def __init__(self, model: nn.Module | None) -> None:
+        self._model = model
+        self._names: dict[int, str] | None = None
+
+    def _built(self) -> dict[int, str]:
+        if self._names is None:
+            modules = () if self._model is None else self._model.named_modules()
+            self._names = {id(m): name or type(m).__name__ for name, m in modules}
+        return self._names
+
+    def __getitem__(self, key: int) -> str:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+
 class LayerCalls:
     """Counts, in each forward, the calls of every layer module, to report the layers that did
     not run or ran a different number of times than the others.
@@ -371,12 +396,17 @@ class LayerCalls:
     def __init__(
         self,
         layers: Sequence[nn.Module],
-        names: dict[int, str],
+        names: Mapping[int, str],
         direct: Callable[[int, Tensor, Tensor], None] | None = None,
     ) -> None:
         self.layers, self._direct = list(layers), direct
-        self.names = [names.get(id(m), type(m).__name__) for m in self.layers]
+        self._by_id = names  # read only when a layer is named (a lazy mapping stays unbuilt)
         self.reset()
+
+    @property
+    def names(self) -> list[str]:
+        """The name of each layer module in the model (its class name when not found)."""
+        return [self._by_id.get(id(m), type(m).__name__) for m in self.layers]
 
     def reset(self) -> None:
         """A new forward pass."""
@@ -421,6 +451,8 @@ class LayerCalls:
         counts = [c for c in self.calls if c]
         usual = max(set(counts), key=counts.count) if counts else 0
         out = []
+        if all(calls == usual for calls in self.calls) and usual:
+            return []  # every layer ran alike: no names needed
         for k, (name, calls) in enumerate(zip(self.names, self.calls, strict=True)):
             if calls == usual and calls:
                 continue
@@ -707,7 +739,8 @@ class Probe:
                     "model: None records only what probe.record(k, x) is given; pass the model "
                     "to record its layers, or leave layers and stream unset"
                 )
-            self.layers, self._stream_inputs, self._plan, self._names = [], False, None, {}
+            self.layers, self._stream_inputs, self._plan = [], False, None
+            self._names = _ModuleNames(None)
             return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
@@ -722,7 +755,7 @@ class Probe:
                 "outputs are the stream already); leave stream unset"
             )
         self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
-        self._names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
+        self._names = _ModuleNames(model)  # walked only when a message names a module
         return modules
 
     def _init_graph(
@@ -1095,8 +1128,9 @@ class Probe:
     def _described(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with what was measured in ``frame.attrs`` (see :meth:`to_frame`)."""
         model = self.model
-        params = [] if model is None else [p for p in model.parameters() if p.is_floating_point()]
-        dtype = params[0].dtype if params else self._state_dtype
+        params = () if model is None else model.parameters()
+        first = next((p for p in params if p.is_floating_point()), None)  # not a list of all
+        dtype = first.dtype if first is not None else self._state_dtype
         seed = model.config.seed if isinstance(model, DepthModel) else None
         layers = len(self.layers) + 1 if self.layers else None
         missing = (

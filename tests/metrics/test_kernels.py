@@ -325,6 +325,26 @@ def test_pairs_give_the_edge_lists_laplacian_and_edge_sum(same_weights):
     assert total.item() == pytest.approx(all_total.item(), rel=1e-14)
 
 
+@pytest.mark.parametrize("same_weights", [True, False])
+def test_pairs_write_the_laplacian_into_out_with_the_sparse_products_numbers(same_weights):
+    """The pass by pairs writes ``Delta x`` into a given buffer (a probe's, reused from layer
+    to layer) and gives the signed matrix's sparse product, bit for bit."""
+    ei, w, n = symmetric_hub(same_weights=same_weights)
+    op = GraphOperator(ei, w, num_nodes=n)
+    pairs = kernels.edge_pairs(op)
+    assert pairs is not None
+    gen = torch.Generator().manual_seed(4)
+    for width in (1, 5, 32):
+        x = 3.0 + 1e-6 * torch.randn(n, width, dtype=torch.float64, generator=gen)
+        out = torch.full_like(x, float("nan"))  # beta = 0: what the buffer held is ignored
+        lap, total = kernels.edge_pass(x, op, out=out)
+        assert lap is out
+        diff = x[pairs.src] - x[pairs.dst]
+        assert torch.equal(lap, torch.sparse.mm(pairs.signed, diff))
+        fresh, again = kernels.edge_pass(x, op)
+        assert torch.equal(fresh, lap) and torch.equal(again, total)
+
+
 def test_pairs_of_unit_weights_and_constant_states():
     ei = torch.tensor([[0, 1, 1, 2, 2, 0, 2, 3], [1, 0, 2, 1, 0, 2, 3, 2]])
     op = GraphOperator(ei, num_nodes=5)  # node 4 isolated

@@ -65,3 +65,20 @@ def test_workspace_alternates_two_buffers_so_the_previous_state_survives():
     assert ws.laplacian(x) is not None and ws.laplacian(torch.zeros(5, 3)) is None
     y = torch.zeros(5, 3)  # another shape: new buffers
     assert tuple(ws.state(y).shape) == (5, 3)
+
+
+def test_a_state_known_finite_on_the_host_adds_no_poison(monkeypatch):
+    """A wide CPU state whose sum of squares was read (the fast path) is known finite: its
+    values are returned as they are; a narrow state (never read) and a GPU's path add the
+    poison, which changes nothing but NaN/Inf."""
+    x = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    value = torch.tensor(0.25, dtype=torch.float64)
+    s = _state(x)
+    assert s.clean and s.poisoned(value) is value
+    narrow = _state(x.float())
+    assert not narrow.clean and torch.equal(narrow.poisoned(value), value)
+    x[5, 2] = float("inf")
+    assert not _state(x).clean and math.isnan(_state(x).poisoned(value).item())
+    monkeypatch.setattr(kernels, "host_reads_free", lambda x: False)  # a GPU's path
+    s = _state(x[:5])
+    assert not s.clean and torch.equal(s.poisoned(value), value)

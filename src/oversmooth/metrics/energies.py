@@ -66,14 +66,14 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
     if order % 2:
         total = s.edge_sum if order == 1 else K.edge_pass(y, op, laplacian=False)[1]
         assert total is not None
-        return 0.5 * total / s.nodes + s.poison
+        return s.poisoned(0.5 * total / s.nodes)
     if measure == "counting" and op.batch is None:
         flat = y.reshape(-1)
-        return torch.dot(flat, flat) / max(op.num_nodes, 1) + s.poison
+        return s.poisoned(torch.dot(flat, flat) / max(op.num_nodes, 1))
     sq = torch.linalg.vecdot(y, y)  # [n]
     if measure == "degree":
         sq = op.degree * sq
-    return K.segment_sum(sq, op) / s.nodes + s.poison
+    return s.poisoned(K.segment_sum(sq, op) / s.nodes)
 
 
 def energy_kernel(order: int, measure: str = "degree") -> Callable[[LayerState], Tensor]:

@@ -331,9 +331,10 @@ class EdgePairs:
         return thread_buffers(self._local, (self.pairs, x.size(1)), x)
 
     def differences(
-        self, x: Tensor, laplacian: bool, edge_sum: bool
+        self, x: Tensor, laplacian: bool, edge_sum: bool, out: Tensor | None = None
     ) -> tuple[Tensor | None, Tensor | None]:
-        """``Delta x`` and ``sum_e w_e ||x_src - x_dst||^2`` from one gather of the pairs."""
+        """``Delta x`` (into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2`` from one
+        gather of the pairs."""
         first, second = self.scratch(x)
         d = torch.index_select(x, 0, self.src, out=first)
         d.sub_(torch.index_select(x, 0, self.dst, out=second))  # x_j - x_i, j < i
@@ -344,7 +345,10 @@ class EdgePairs:
                 total = 2.0 * torch.dot(flat, flat)
             else:
                 total = torch.dot(torch.linalg.vecdot(d, d), self.weight)
-        lap = torch.sparse.mm(self.signed, d) if laplacian else None  # [n, d]
+        lap = None
+        if laplacian:  # [n, d]; addmm with beta=0 is torch.sparse.mm's product, bit for bit
+            out = x.new_empty(x.shape) if out is None else out
+            lap = torch.addmm(out, self.signed, d, beta=0, out=out)
         return lap, total
 
 
@@ -400,7 +404,7 @@ def edge_pass(
     out: Tensor | None = None,
 ) -> tuple[Tensor | None, Tensor | None]:
     """From one pass over the edge differences: ``Delta x`` ``[n, d]`` (with ``laplacian``;
-    into ``out`` when given and the pass is chunked) and ``sum_e w_e ||x_src - x_dst||^2``
+    into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2``
     (with ``edge_sum``; 0-d, or ``[B]`` for a batched ``op``).  Not poisoned (see
     :func:`poison`).
 
@@ -411,7 +415,7 @@ def edge_pass(
     if not differentiable and op.batch is None:
         pairs = edge_pairs(op)
         if pairs is not None and pairs.pairs * x64.size(1) <= PAIRS_VALUES:
-            return pairs.differences(x64, laplacian, edge_sum)
+            return pairs.differences(x64, laplacian, edge_sum, out)
     return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out)
 
 

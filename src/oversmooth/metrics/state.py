@@ -154,6 +154,19 @@ class LayerState:
         return self._poison
 
     @property
+    def clean(self) -> bool:
+        """Whether every entry is known to be finite already: the fast path's sum of squares of
+        a wide state was read on the CPU (:attr:`fast`) and lies in the safe range.  Then
+        :attr:`poison` is 0 and :meth:`poisoned` adds nothing.  Narrow states are not read
+        (their fast path needs no host read), so they are never known clean."""
+        return not self.narrow and self.fast
+
+    def poisoned(self, value: Tensor) -> Tensor:
+        """``value + poison``: NaN where ``x`` holds a NaN or an Inf (per graph), else ``value``
+        itself (adding the poison's 0 changes no bit of a value other than -0)."""
+        return value if self.clean else value + self.poison
+
+    @property
     def feature_norm(self) -> Tensor:
         """``sqrt((1/n) ||x||_F^2)`` per graph (Inf with an infinite entry, NaN with a NaN)."""
         if self.fast:
@@ -194,7 +207,7 @@ class LayerState:
         out = None if self._workspace is None else self._workspace.laplacian(self.x)
         lap, total = K.edge_pass(self.x, self.graph, True, True, out)
         assert lap is not None and total is not None
-        self._lap, self._edge_sum = lap, total + self.poison
+        self._lap, self._edge_sum = lap, self.poisoned(total)
 
     @property
     def laplacian(self) -> Tensor:
