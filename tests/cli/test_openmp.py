@@ -17,7 +17,7 @@ try:
     main()
 except SystemExit:
     pass
-print("SPIN=" + os.environ.get("GOMP_SPINCOUNT", ""), "TORCH=" + str("torch" in sys.modules))
+print("SPIN=" + os.environ.get("GOMP_SPINCOUNT", "") + ";", "TORCH=" + str("torch" in sys.modules))
 """
 
 
@@ -31,5 +31,5 @@ def test_openmp_spin_count_is_set_before_torch_loads(given, expected):
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, check=True
     ).stdout
-    assert f"SPIN={expected}" in out
+    assert f"SPIN={expected};" in out
     assert "TORCH=True" in out  # the command loaded torch after the setting
