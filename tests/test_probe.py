@@ -773,3 +773,23 @@ def test_a_probe_names_modules_only_when_a_message_needs_a_name(cora, monkeypatc
     frame = probe.to_frame()
     assert all(count < total for count in walked), (walked, total)
     assert frame.equals(want) and frame.attrs["dtype"] == "float32"
+
+
+def test_similarity_rows_stay_in_memory_where_no_file_can_be_written(monkeypatch, tmp_path):
+    """A temporary folder that cannot be written (missing here) keeps the rows in memory: the
+    same matrix, no error."""
+    import tempfile
+
+    import oversmooth.probe as probe_module
+
+    data = load("cora")
+    model = build_model("postln", depth=3, in_channels=data.num_features, out_channels=7)
+    with Probe(model, data.edge_index, similarity=True) as probe:
+        model(data.x, data.edge_index)
+    expected = probe.similarity_matrix()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    monkeypatch.setattr(probe_module, "SPILL_BYTES", 0)
+    with Probe(model, data.edge_index, similarity=True) as probe:
+        model(data.x, data.edge_index)
+    assert torch.equal(probe.similarity_matrix(), expected)
+    assert not (tmp_path / "missing").exists()
