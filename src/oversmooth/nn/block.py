@@ -23,7 +23,7 @@ class FFN(nn.Sequential):
 
     The ReLU works in place on the first projection's output (its own temporary, which
     autograd does not need: a Linear's backward reads its input): one ``[n, ffn]`` array
-    less at the forward's peak, 512 MiB in float64 at 10^6 nodes and ``ffn = 64``."""
+    less while the FFN runs, 512 MiB in float64 at 10^6 nodes and ``ffn = 64``."""
 
     def __init__(self, channels: int, hidden: int, dropout: float = 0.0) -> None:
         super().__init__(
