@@ -8,7 +8,8 @@ scorer computes its scores for both back-ends of the core:
 
 - ``edge``: one score per edge of the list ``src -> dst``: ``[E, h]``;
 - ``csr``: the scores as the values of a :class:`~oversmooth.nn.kernel.CsrPlan`'s
-  block-diagonal structure (row ``i * h + t``, column ``j * h + t``): ``[h E]``.
+  block-diagonal structure (row ``i * h + t``, column ``j * h + t``): ``[h E]``; or, for one
+  head ``t`` (``head=t``), as the values of the one-head plan: ``[E]``.
 
 ========  ====================  ===========================================================
 conv      scorer                :math:`e^h_{ij}`
@@ -72,9 +73,12 @@ class Scorer(nn.Module):
         ``[n, d]`` (and ``values = V X`` ``[n, h, head_dim]`` when :attr:`reads_values`)."""
         raise NotImplementedError
 
-    def csr_scores(self, x: Tensor, value_weight: Tensor, plan: CsrPlan) -> Tensor:
+    def csr_scores(
+        self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
+    ) -> Tensor:
         """Scores ``[h E]`` in the order of ``plan``'s values (``value_weight``: ``V``'s
-        ``[d, d]`` weight, read when :attr:`reads_values`)."""
+        ``[d, d]`` weight, read when :attr:`reads_values`); with ``head``, that head's
+        scores ``[E]`` in the order of the one-head ``plan``'s values (the same numbers)."""
         raise NotImplementedError
 
 
@@ -109,8 +113,15 @@ class SANScorer(Scorer):
         q, k = self.queries_keys(x)
         return (q[dst] * k[src]).sum(-1) * self.scale  # [E, h]
 
-    def csr_scores(self, x: Tensor, value_weight: Tensor, plan: CsrPlan) -> Tensor:
-        n, h = x.size(0), self.heads
+    def csr_scores(
+        self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
+    ) -> Tensor:
+        n, h, hd = x.size(0), self.heads, self.head_dim
+        if head is not None:  # Q_t X and K_t X only: [n, hd] each
+            rows = slice(head * hd, (head + 1) * hd)
+            q = F.linear(x, self.query.weight[rows])
+            k = F.linear(x, self.key.weight[rows])
+            return sampled_dot(q, k, plan.blocks, self.scale)
         q, k = self.queries_keys(x)  # freed on return when autograd does not keep them
         return sampled_dot(q.view(n * h, -1), k.view(n * h, -1), plan.blocks, self.scale)
 
@@ -139,12 +150,19 @@ class GATScorer(Scorer):
         a_src = (values * self.att_src).sum(-1)
         return F.leaky_relu(a_dst[dst] + a_src[src], 0.2)
 
-    def csr_scores(self, x: Tensor, value_weight: Tensor, plan: CsrPlan) -> Tensor:
+    def csr_scores(
+        self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
+    ) -> Tensor:
         # a_t . V_t x = (V_t^T a_t) . x: each side is one [d, h] projection of x
         n, h = x.size(0), self.heads
         value = value_weight.view(h, self.head_dim, -1)  # [h, hd, d]
-        a_dst = F.linear(x, (value * self.att_dst.unsqueeze(-1)).sum(1)).view(n * h)
-        a_src = F.linear(x, (value * self.att_src.unsqueeze(-1)).sum(1)).view(n * h)
+        att_dst, att_src = self.att_dst, self.att_src
+        if head is not None:  # one head: [d, 1] projections, [n] per side
+            value = value[head : head + 1]
+            att_dst, att_src = att_dst[head : head + 1], att_src[head : head + 1]
+            h = 1
+        a_dst = F.linear(x, (value * att_dst.unsqueeze(-1)).sum(1)).view(n * h)
+        a_src = F.linear(x, (value * att_src.unsqueeze(-1)).sum(1)).view(n * h)
         scores = a_dst.index_select(0, plan.row)
         return F.leaky_relu(scores.add_(a_src.index_select(0, plan.blocks.col)), 0.2)
 
@@ -165,7 +183,9 @@ class GCNScorer(Scorer):
     def edge_scores(self, x: Tensor, values: Tensor | None, src: Tensor, dst: Tensor) -> Tensor:
         return x.new_zeros(src.numel(), self.heads)
 
-    def csr_scores(self, x: Tensor, value_weight: Tensor, plan: CsrPlan) -> Tensor:
+    def csr_scores(
+        self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
+    ) -> Tensor:
         return x.new_zeros(plan.blocks.nnz)
 
     def extra_repr(self) -> str:
