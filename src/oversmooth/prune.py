@@ -228,8 +228,9 @@ def _prune_blocks(
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of an oversmooth model: each pruned block is skipped, from the
     input or (``reuse_prefix``) from that block's recorded input."""
-    device = next(model.parameters()).device
-    x, edge_index, edge_weight = _on_device(data, device)
+    param = next(model.parameters())
+    x, edge_index, edge_weight = _on_device(data, param.device)
+    x = x.to(param.dtype)  # the model's precision, as its forward casts it
     graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
     ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
     h = model.encoder(x)
@@ -239,7 +240,7 @@ def _prune_blocks(
         if k in wanted:
             inputs[k] = h  # the input of block k, i.e. X^{k} in 0-based block terms
         h = block(h, ctx)
-    base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask, device)
+    base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask, param.device)
 
     def pruned(layer: int) -> tuple[Tensor, Tensor]:
         if reuse_prefix:

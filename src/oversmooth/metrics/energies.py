@@ -70,7 +70,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
     if measure == "counting" and op.batch is None:
         flat = y.reshape(-1)
         return s.poisoned(torch.dot(flat, flat) / max(op.num_nodes, 1))
-    sq = torch.linalg.vecdot(y, y)  # [n]
+    sq = K.row_dots(y, y)  # [n]
     if measure == "degree":
         sq = op.degree * sq
     return s.poisoned(K.segment_sum(sq, op) / s.nodes)

@@ -45,7 +45,7 @@ def _cosine(prev: LayerState, cur: LayerState) -> Tensor:
             both = prev.norms * cur.norms  # [n]
             if both_narrow:  # checked norms are >= 2**-400: only here can a row be zero
                 both = torch.where(both == 0, 1.0, both)  # a zero row gives 0 / 1
-            return torch.linalg.vecdot(prev.x, cur.x).div_(both).sum() / cur.x.size(0)
+            return K.row_dots(prev.x, cur.x).div_(both).sum() / cur.x.size(0)
     return K.mean_unit_cosine(prev.unit, cur.unit, cur.op)
 
 

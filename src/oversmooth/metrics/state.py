@@ -126,7 +126,7 @@ class LayerState:
     def squares(self) -> Tensor:
         """``[n]`` the row sums of squares ``||x_i||^2`` (unscaled)."""
         if self._squares is None:
-            self._squares = torch.linalg.vecdot(self.x, self.x)
+            self._squares = K.row_dots(self.x, self.x)
         return self._squares
 
     @property

@@ -42,23 +42,49 @@ class FFN(nn.Sequential):
             nn.Linear(hidden, channels),
         )
 
+    @property
+    def block_rows(self) -> int:
+        """Rows per block when the FFN runs blockwise (:data:`FFN_BLOCK_VALUES` hidden values)."""
+        return max(1, FFN_BLOCK_VALUES // self[0].out_features)
+
     def forward(self, x: Tensor) -> Tensor:
-        first, last = self[0], self[-1]
-        rows = max(1, FFN_BLOCK_VALUES // first.out_features)
-        if x.size(0) <= rows or not self._blockwise(x):
+        rows = self.block_rows
+        if x.size(0) <= rows or not self.blockwise(x):
             return super().forward(x)
-        out = x.new_empty(x.size(0), last.out_features)
+        out = x.new_empty(x.size(0), self[-1].out_features)
         for start in range(0, x.size(0), rows):
             out[start : start + rows] = super().forward(x[start : start + rows])
         return out
 
-    def _blockwise(self, x: Tensor) -> bool:
+    def blockwise(self, x: Tensor) -> bool:
+        """Whether the FFN may run on blocks of ``x``'s rows: evaluation mode, autograd records
+        nothing, and no hook sits on a sublayer."""
         if self.training or any(m._forward_hooks or m._forward_pre_hooks for m in self):
             return False
-        return not (
-            torch.is_grad_enabled()
-            and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        )
+        return not _records(x, self)
+
+    def add_into_(self, y: Tensor, norm: LayerNorm | None = None) -> Tensor:
+        """``y + FFN(norm(y))`` (``norm`` optional, node statistics) written over ``y`` a block of
+        rows at a time: the numbers of the residual sum, without the FFN's ``[n, d]`` output
+        (nor the normalised ``[n, d]`` input).  Only for an array ``y`` the caller owns, where
+        :meth:`blockwise` holds and no hook sits on the FFN (nor on ``norm``)."""
+        rows = self.block_rows
+        for start in range(0, y.size(0), rows):
+            part = y[start : start + rows]
+            part.add_(super().forward(part if norm is None else norm(part)))
+        return y
+
+
+#: Post-LN blocks normalise their residual sums in place, this many rows at a time, when
+#: there are more rows and autograd records nothing (:meth:`Block._normalise`).
+NORM_BLOCK_ROWS = 1 << 16
+
+
+def _records(x: Tensor, module: nn.Module) -> bool:
+    """Whether autograd would record an operation of ``module`` on ``x``."""
+    return torch.is_grad_enabled() and (
+        x.requires_grad or any(p.requires_grad for p in module.parameters())
+    )
 
 
 class Block(nn.Module):
@@ -92,15 +118,51 @@ class Block(nn.Module):
             y = self._residual(self.mp, self.mp(self.norm1(x, b, g), ctx), x)
             if self.ffn is None:
                 return y
+            if self._fused_ffn(y, ctx):  # y is the block's own residual sum
+                return self.ffn.add_into_(y, self.norm2)
             return self._residual(self.ffn, self.ffn(self.norm2(y, b, g)), y)
         if self.placement == "postln":
-            y = self.norm1(self._residual(self.mp, self.mp(x, ctx), x), b, g)
+            y = self._normalise(self.norm1, self._residual(self.mp, self.mp(x, ctx), x), ctx)
             if self.ffn is None:
                 return y
+            if self._fused_ffn(y, ctx):  # y is norm1's new output (or the sum it overwrote)
+                return self._normalise(self.norm2, self.ffn.add_into_(y), ctx)
             total = self._residual(self.ffn, self.ffn(y), y)
             del y  # not alive beside the normalised output: one [n, d] array less at the peak
-            return self.norm2(total, b, g)
+            return self._normalise(self.norm2, total, ctx)
         return self.act(self.mp(x, ctx))
+
+    def _fused_ffn(self, y: Tensor, ctx: GraphContext) -> bool:
+        """Whether the FFN sublayer and its residual sum run fused over blocks of rows
+        (:meth:`FFN.add_into_`): more rows than a block, the zoo's own FFN and node-statistics
+        LayerNorms, no hook on any of them (nor a global one), no autograd, evaluation mode."""
+        ffn = self.ffn
+        if type(ffn) is not FFN or y.size(0) <= ffn.block_rows or not ffn.blockwise(y):
+            return False
+        norms = (self.norm1, self.norm2)
+        if any(type(m) is not LayerNorm or m.mode != "node" for m in norms):
+            return False
+        hooked = (ffn, *norms)
+        return not (
+            nn.modules.module._global_forward_hooks
+            or nn.modules.module._global_forward_pre_hooks
+            or any(m._forward_hooks or m._forward_pre_hooks for m in hooked)
+        )
+
+    @staticmethod
+    def _normalise(norm: LayerNorm, total: Tensor, ctx: GraphContext) -> Tensor:
+        """``norm(total)`` for a residual sum ``total`` of this block's own: with node
+        statistics, when autograd records nothing and no hook sits on ``norm``, written over
+        ``total`` a block of rows at a time (each row is normalised on its own: the same
+        numbers, one ``[n, d]`` array less)."""
+        if not (type(norm) is LayerNorm and norm.mode == "node" and total.size(0) > NORM_BLOCK_ROWS):
+            return norm(total, ctx.batch, ctx.num_graphs)
+        if norm._forward_hooks or norm._forward_pre_hooks or _records(total, norm):
+            return norm(total, ctx.batch, ctx.num_graphs)
+        for start in range(0, total.size(0), NORM_BLOCK_ROWS):
+            rows = total[start : start + NORM_BLOCK_ROWS]
+            rows.copy_(norm(rows))
+        return total
 
     @staticmethod
     def _residual(sublayer: nn.Module, out: Tensor, skip: Tensor) -> Tensor:

@@ -442,7 +442,14 @@ class MultiHeadMessagePassing(nn.Module):
             if self.hook_factor.active:
                 self.hook_factor.emit(torch.cat(factors))
             return out
-        return self.out(out.view(n, h * hd))
+        # W's projection written over the heads' outputs a block of rows at a time (the same
+        # numbers row by row): no second [n, d] array
+        flat = out.view(n, h * hd)
+        rows = max(1, BY_HEAD_VALUES // (4 * self.channels))
+        for start in range(0, n, rows):
+            part = flat[start : start + rows]
+            part.copy_(self.out(part))
+        return flat
 
     def _head_factor(self, px: Tensor, x: Tensor) -> Tensor:
         """One head's nonlocal factor ``[1]`` from its ``P_t X`` ``[n, d]`` (see

@@ -220,8 +220,9 @@ class EdgeSetModel(DepthModel):
     ) -> Tensor:
         skipped = self.check_input(x, skip)
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
-        h = self.encoder(x, edge_index, edge_attr)  # [num_edges, hidden]
-        h = self.run_blocks(h, ctx, skip=skipped)
+        # the encoder's output [num_edges, hidden] is handed over, not kept in this frame
+        dtype = self.decoder.weight.dtype
+        h = self.run_blocks(self.encoder(x.to(dtype), edge_index, edge_attr), ctx, skip=skipped)
         return self.decoder(edge_to_node_mean(h, edge_index, x.size(0)))
 
 

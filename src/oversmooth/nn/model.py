@@ -92,6 +92,8 @@ class DepthModel(nn.Module):
     see :class:`~oversmooth.nn.conv.GraphContext`); returns logits
     ``[num_nodes, out_channels]``.  ``skip`` names 0-based indices into
     :attr:`blocks` to replace by the identity in this forward (pruning, probes).
+    ``x`` may be of any floating dtype: it is cast to the model's precision on the way into
+    the encoder (so float32 features need no float64 copy that outlives the encoder).
     The blocks run in a loop (no recursion) and keep no activations beyond what
     autograd needs, so depth 1024 and more work.
     """
@@ -177,7 +179,8 @@ class DepthModel(nn.Module):
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
         # the encoder's output [num_nodes, hidden] is handed over, not kept in this frame:
         # the blocks let it go after the first (256 MiB of float64 at 10^6 nodes)
-        return self.decoder(self.run_blocks(self.encoder(x), ctx, skip=skipped))
+        dtype = self.decoder.weight.dtype
+        return self.decoder(self.run_blocks(self.encoder(x.to(dtype)), ctx, skip=skipped))
 
     def check_input(self, x: Tensor, skip: Iterable[int] | None) -> frozenset[int]:
         """Validate the features ``x`` ``[num_nodes, in_channels]`` and ``skip``; returns the
