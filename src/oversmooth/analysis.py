@@ -530,6 +530,7 @@ def _check_memory(
         config.model.heads,
         dtype.itemsize,
         hidden=config.model.hidden,
+        feature_size=data.x.element_size(),
     )
     check_allocation(
         f"analyze on {config.dataset} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges)",

@@ -480,10 +480,16 @@ class TargetRuns:
         num_graphs: int = 1,
         out: Tensor | None = None,
         scratch: tuple[Tensor, Tensor] | None = None,
+        squares: bool = False,
     ) -> tuple[Tensor | None, Tensor | None]:
         """From one pass over the edge differences: ``Delta x`` ``[n, d]`` (with
         ``laplacian``) and ``sum_e w_e ||x_src - x_dst||^2`` (with ``edge_sum``; 0-d, or
         ``[num_graphs]`` when :attr:`graph` is set).
+
+        ``squares`` (with ``laplacian``, :attr:`graph` unset): ``||Delta x||_F^2`` (0-d) in
+        place of ``Delta x``; on a graph of several chunks each row's square is summed once
+        the chunks holding its edges are done, so ``Delta x`` is never formed whole (each row
+        the same numbers as in ``Delta x``; the sum over rows in another order).
 
         ``out`` (``[n, d]``, zeroed here) receives ``Delta x`` when the graph takes several
         chunks; ``scratch``: two buffers of :meth:`scratch_rows` rows ``x.size(1)`` columns
@@ -493,13 +499,18 @@ class TargetRuns:
         if edge_sum:
             total = x.new_zeros(()) if self.graph is None else x.new_zeros(num_graphs)
         if x.requires_grad and torch.is_grad_enabled():  # differentiable: fresh tensors
-            return self._differentiable(x, laplacian, total)
+            lap, total = self._differentiable(x, laplacian, total)
+            if lap is not None and squares:
+                return lap.square().sum(), total
+            return lap, total
         lap = None
         if laplacian:
             prob = self.prob if self.prob.dtype == x.dtype else self.prob.to(x.dtype)
         if scratch is None:
             scratch = self._scratch(x)
         whole = self.nnz * x.size(1) <= WHOLE_VALUES
+        if laplacian and squares and not whole and self.graph is None:
+            return self._streamed_squares(x, prob, scratch, total)
         if laplacian and not whole:
             lap = x.new_zeros(x.shape) if out is None else out.zero_()
         for start, end, first, stop in self.chunks(x.size(1)):
@@ -523,7 +534,43 @@ class TargetRuns:
                     lap[first:stop].add_(torch.sparse.mm(block, diff))
         if laplacian and lap is None:  # no edge at all
             lap = x.new_zeros(x.shape)
+        if laplacian and squares:
+            assert lap is not None
+            flat = lap.reshape(-1)
+            return torch.dot(flat, flat), total
         return lap, total
+
+    def _streamed_squares(
+        self, x: Tensor, prob: Tensor, scratch: tuple[Tensor, Tensor], total: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`differences` with ``squares`` over several chunks: each chunk's rows of
+        ``Delta x`` (a row cut by the chunk's end is carried into the next chunk, where the
+        rest of its edges are added: the same sum as in ``Delta x``) and the squares of its
+        finished rows."""
+        squares = x.new_zeros(())
+        carry: Tensor | None = None  # the unfinished last row of the previous chunk
+        chunks = list(self.chunks(x.size(1)))
+        for k, (start, end, first, stop) in enumerate(chunks):
+            size = end - start
+            s, t = self.col[start:end], self.row[start:end]
+            diff = torch.index_select(x, 0, s, out=scratch[0][:size])
+            diff.sub_(torch.index_select(x, 0, t, out=scratch[1][:size]))  # x_src - x_dst
+            if total is not None:
+                total = self._add_squares(total, diff, start, end)
+            rows = self.crow[first : stop + 1].clamp(start, end) - start
+            if size > self._positions.numel():
+                self._positions = torch.arange(size, device=x.device)
+            block = torch.sparse.mm(
+                csr_matrix(rows, self._positions[:size], prob[start:end], (stop - first, size)),
+                diff,
+            )
+            if carry is not None:
+                block[0].add_(carry)
+            cut = k + 1 < len(chunks) and chunks[k + 1][2] == stop - 1
+            carry = block[-1].clone() if cut else None
+            done = (block[:-1] if cut else block).reshape(-1)
+            squares += torch.dot(done, done)
+        return squares, total
 
     def _differentiable(
         self, x: Tensor, laplacian: bool, total: Tensor | None

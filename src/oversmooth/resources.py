@@ -168,18 +168,22 @@ def model_bytes(
 
 
 # Whole-process peak of `oversmooth analyze` (maximum resident set), measured on
-# csbm:n=N,degree=10 (E = 10 N directed edges, 32 features), depth 4, hidden 32, heads 4,
-# float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 425 MiB, 1e5:
-# 978 MiB, 1e6: 3.18 GiB (tests/test_resources.py; 4.52 GiB at 10^6 before the forward freed
-# its attention temporaries early and the similarity's rows went to files past 64 MiB).  At
-# 10^6 nodes the peak is inside a block of the first seed's forward: the process (~0.3 GiB),
-# the graph (edge list, float64 features: 0.4 GiB), the operator (0.1 GiB), the model's
-# per-forward structures (the edge list with self loops, the attention plan: 0.5 GiB), the
-# block's input, queries and keys, scores, values and products.  Between 10^4 and 10^6 the
-# peak per node is highest at 10^5 (arrays of a few MiB come from the fragmenting heap).
+# csbm:n=N,degree=10 (E = 10 N directed edges, 32 float32 features), depth 4, hidden 32,
+# heads 4, float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 443 MiB,
+# 1e5: 728 MiB, 1e6: 1.88 GiB (tests/test_resources.py; 3.18 GiB at 10^6 before attention ran
+# head by head, the FFN, LayerNorm and row dot products in blocks of rows, and the features
+# stayed float32; 4.52 GiB before the forward freed its attention temporaries early and the
+# similarity's rows went to files past 64 MiB).  At 10^6 nodes the peak is inside a block's
+# attention or the probe's edge pass: the process (~0.3 GiB), the graph (edge list, features:
+# 0.3 GiB), the operator (0.1 GiB), the model's per-forward structures (the edge list with
+# self loops, the one-head plan: 0.3 GiB), the block's input and the heads' outputs, one
+# head's scores, values and product.  Attention runs head by head above
+# oversmooth.nn.conv.BY_HEAD_VALUES values (heads times edges), so the edge term is per edge
+# there and per head and edge below.
 _PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
 _EDGE_VALUES_AT_PEAK = 7  # values per head and edge (self loops included) alive at the peak
-_NODE_STATES_AT_PEAK = 6  # [num_nodes, hidden] states alive at the peak
+_EDGE_VALUES_BY_HEAD = 4  # values per edge alive at the peak when attention runs head by head
+_NODE_STATES_AT_PEAK = 5  # [num_nodes, hidden] states alive at the peak
 
 
 def analysis_bytes(
@@ -189,19 +193,24 @@ def analysis_bytes(
     heads: int,
     element_size: int = 8,
     hidden: int = 32,
+    feature_size: int = 4,
 ) -> int:
     """Estimated whole-process peak (bytes) of one analysis of a graph with ``num_nodes``
-    nodes and ``num_edges`` directed edges: the process, the graph held in the model's
-    precision, its operator, and the forward pass's working set (per head and edge, and per
-    node and hidden channel, in ``element_size`` bytes).  Calibrated against the measured
-    peaks above (estimate / measured: 1.42, 1.01, 1.50 at 10^4, 10^5, 10^6 nodes; settings
-    other than the measured ones are not calibrated)."""
-    graph = 16 * num_edges + element_size * num_nodes * num_features + 8 * num_nodes
+    nodes and ``num_edges`` directed edges: the process, the graph (features of
+    ``feature_size`` bytes), its operator, and the forward pass's working set (per head and
+    edge, or per edge where attention runs head by head, and per node and hidden channel, in
+    ``element_size`` bytes).  Calibrated against the measured peaks above (estimate /
+    measured: 1.35, 1.04, 1.30 at 10^4, 10^5, 10^6 nodes; settings other than the measured
+    ones are not calibrated)."""
+    from oversmooth.nn.conv import BY_HEAD_VALUES
+
+    graph = 16 * num_edges + feature_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
-    forward = element_size * (
-        _EDGE_VALUES_AT_PEAK * max(heads, 1) * (num_edges + num_nodes)
-        + _NODE_STATES_AT_PEAK * num_nodes * hidden
-    )
+    slots = max(heads, 1) * (num_edges + num_nodes)
+    edge_values = _EDGE_VALUES_BY_HEAD * (num_edges + num_nodes)
+    if heads <= 1 or slots <= BY_HEAD_VALUES:
+        edge_values = _EDGE_VALUES_AT_PEAK * slots
+    forward = element_size * (edge_values + _NODE_STATES_AT_PEAK * num_nodes * hidden)
     return int(_PROCESS_BASE + graph + operator + forward)
 
 

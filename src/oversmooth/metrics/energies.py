@@ -60,6 +60,8 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
     """E_m of the state: ``Delta`` applied ``m // 2`` times (the first from the state's edge
     pass), then the gradient integral (odd ``m``) or the measure's sum of squares (even)."""
     op = s.graph
+    if order == 2 and measure == "counting" and op.batch is None:  # ||Delta x||^2 / n
+        return s.poisoned(s.laplacian_squares / max(op.num_nodes, 1))
     y = s.x
     for k in range(order // 2):
         y = s.laplacian if k == 0 else K.laplacian(y, op)

@@ -423,11 +423,14 @@ def edge_pass(
     laplacian: bool = True,
     edge_sum: bool = True,
     out: Tensor | None = None,
+    squares: bool = False,
 ) -> tuple[Tensor | None, Tensor | None]:
     """From one pass over the edge differences: ``Delta x`` ``[n, d]`` (with ``laplacian``;
     into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2``
     (with ``edge_sum``; 0-d, or ``[B]`` for a batched ``op``).  Not poisoned (see
-    :func:`poison`).
+    :func:`poison`).  ``squares`` (one graph): ``||Delta x||_F^2`` (0-d) in place of
+    ``Delta x``, which a large graph then never holds whole
+    (:meth:`~oversmooth.graph.TargetRuns.differences`).
 
     An undirected graph that fits :data:`PAIRS_VALUES` is measured by its pairs
     (:class:`EdgePairs`); any other by :meth:`TargetRuns.differences` over every edge.
@@ -436,8 +439,12 @@ def edge_pass(
     if not differentiable and op.batch is None:
         pairs = edge_pairs(op)
         if pairs is not None and pairs.pairs * x64.size(1) <= PAIRS_VALUES:
-            return pairs.differences(x64, laplacian, edge_sum, out)
-    return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out)
+            lap, total = pairs.differences(x64, laplacian, edge_sum, out)
+            if lap is not None and squares:
+                flat = lap.reshape(-1)
+                return torch.dot(flat, flat), total
+            return lap, total
+    return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out, squares=squares)
 
 
 def laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tensor:
