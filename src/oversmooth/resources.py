@@ -19,8 +19,10 @@ have failed or thrashed anyway.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+from typing import Any
 
 import torch
 
@@ -50,6 +52,25 @@ _BLOCK_OVERHEAD = 80 * 1024
 
 class ResourceError(ValueError):
     """The requested work needs more memory (or time) than the machine has."""
+
+
+def release_heap() -> None:
+    """Hand the heap memory already freed back to the system: glibc's ``malloc_trim(0)``,
+    which also returns the free pages between live blocks (a no-op where the C library has
+    none).  Arrays below glibc's mmap threshold (up to 32 MiB) come from the heap, and the
+    holes the temporaries of one block of a large forward leave there stay resident until
+    trimmed (about 0.15 GB at 10^6 nodes)."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL(None).malloc_trim
+        except (AttributeError, OSError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None  # libc's malloc_trim once looked up (False: none)
 
 
 def format_bytes(n: float) -> str:

@@ -10,6 +10,8 @@ nonlocal (each head scaled by its Laplacian energy).
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -31,8 +33,10 @@ class FFN(nn.Sequential):
     autograd does not need: a Linear's backward reads its input): one ``[n, ffn]`` array
     less while the FFN runs, 512 MiB in float64 at 10^6 nodes and ``ffn = 64``.  When autograd
     records nothing, the model is in evaluation mode and no hook sits on the sublayers, rows
-    go through in blocks of :data:`FFN_BLOCK_VALUES` hidden values written into one output:
-    each row's numbers are those of the whole, and the ``[n, ffn]`` array is never formed."""
+    go through in blocks of :data:`FFN_BLOCK_VALUES` hidden values written into one output, and
+    the ``[n, ffn]`` array is never formed.  Each row's numbers are those of the whole to
+    rounding (a product over fewer rows may take another BLAS kernel; at the default block size
+    they were equal bit for bit on the CPU)."""
 
     def __init__(self, channels: int, hidden: int, dropout: float = 0.0) -> None:
         super().__init__(
@@ -45,13 +49,15 @@ class FFN(nn.Sequential):
     @property
     def block_rows(self) -> int:
         """Rows per block when the FFN runs blockwise (:data:`FFN_BLOCK_VALUES` hidden values)."""
-        return max(1, FFN_BLOCK_VALUES // self[0].out_features)
+        first = cast(nn.Linear, self[0])
+        return max(1, FFN_BLOCK_VALUES // first.out_features)
 
     def forward(self, x: Tensor) -> Tensor:
         rows = self.block_rows
         if x.size(0) <= rows or not self.blockwise(x):
             return super().forward(x)
-        out = x.new_empty(x.size(0), self[-1].out_features)
+        last = cast(nn.Linear, self[-1])
+        out = x.new_empty(x.size(0), last.out_features)
         for start in range(0, x.size(0), rows):
             out[start : start + rows] = super().forward(x[start : start + rows])
         return out
@@ -65,9 +71,10 @@ class FFN(nn.Sequential):
 
     def add_into_(self, y: Tensor, norm: LayerNorm | None = None) -> Tensor:
         """``y + FFN(norm(y))`` (``norm`` optional, node statistics) written over ``y`` a block of
-        rows at a time: the numbers of the residual sum, without the FFN's ``[n, d]`` output
-        (nor the normalised ``[n, d]`` input).  Only for an array ``y`` the caller owns, where
-        :meth:`blockwise` holds and no hook sits on the FFN (nor on ``norm``)."""
+        rows at a time: the residual sum (to rounding, as :meth:`forward` over blocks), without
+        the FFN's ``[n, d]`` output (nor the normalised ``[n, d]`` input).  Only for an array
+        ``y`` the caller owns, where :meth:`blockwise` holds and no hook sits on the FFN (nor
+        on ``norm``)."""
         rows = self.block_rows
         for start in range(0, y.size(0), rows):
             part = y[start : start + rows]
@@ -154,8 +161,10 @@ class Block(nn.Module):
         """``norm(total)`` for a residual sum ``total`` of this block's own: with node
         statistics, when autograd records nothing and no hook sits on ``norm``, written over
         ``total`` a block of rows at a time (each row is normalised on its own: the same
-        numbers, one ``[n, d]`` array less)."""
-        if not (type(norm) is LayerNorm and norm.mode == "node" and total.size(0) > NORM_BLOCK_ROWS):
+        numbers to rounding, one ``[n, d]`` array less)."""
+        if not (
+            type(norm) is LayerNorm and norm.mode == "node" and total.size(0) > NORM_BLOCK_ROWS
+        ):
             return norm(total, ctx.batch, ctx.num_graphs)
         if norm._forward_hooks or norm._forward_pre_hooks or _records(total, norm):
             return norm(total, ctx.batch, ctx.num_graphs)

@@ -443,7 +443,7 @@ class MultiHeadMessagePassing(nn.Module):
                 self.hook_factor.emit(torch.cat(factors))
             return out
         # W's projection written over the heads' outputs a block of rows at a time (the same
-        # numbers row by row): no second [n, d] array
+        # numbers to rounding): no second [n, d] array
         flat = out.view(n, h * hd)
         rows = max(1, BY_HEAD_VALUES // (4 * self.channels))
         for start in range(0, n, rows):

@@ -156,7 +156,8 @@ class GATScorer(Scorer):
         # a_t . V_t x = (V_t^T a_t) . x: each side is one [d, h] projection of x
         n, h = x.size(0), self.heads
         value = value_weight.view(h, self.head_dim, -1)  # [h, hd, d]
-        att_dst, att_src = self.att_dst, self.att_src
+        att_dst: Tensor = self.att_dst
+        att_src: Tensor = self.att_src
         if head is not None:  # one head: [d, 1] projections, [n] per side
             value = value[head : head + 1]
             att_dst, att_src = att_dst[head : head + 1], att_src[head : head + 1]

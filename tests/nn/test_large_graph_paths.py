@@ -1,0 +1,133 @@
+"""The paths a large graph takes without autograd (issue 30: a 10^6-node analysis in 2 GB)
+give the numbers of the whole-array paths: attention head by head, the FFN and LayerNorm over
+blocks of rows, residual sums added into the sublayer's own output, features cast by the model.
+Each test lowers the size threshold so that a small graph takes the large-graph path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from oversmooth.nn import block as B
+from oversmooth.nn import conv as C
+from oversmooth.nn.model import build_model
+
+from tests.nn.test_conv import random_graph
+
+N = 400
+
+
+def _forward(model, x, ei, w=None):
+    with torch.no_grad():
+        return model(x, ei, edge_weight=w)
+
+
+def _model(name, conv="san", depth=3):
+    return build_model(name, conv=conv, depth=depth, in_channels=6, out_channels=3, dtype="float64")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("conv", ["san", "gat"])
+@pytest.mark.parametrize("name", ["postln", "preln", "nonlocal", "nonlocal-preln"])
+def test_attention_head_by_head_equals_all_heads_at_once(monkeypatch, name, conv, weighted):
+    ei, w = random_graph(N, 3000, seed=1)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model(name, conv)
+    weight = w if weighted else None
+    whole = _forward(model, x, ei, weight)
+    taken = []
+    by_head = C.MultiHeadMessagePassing._csr_by_head
+
+    def spy(self, *args):
+        taken.append(self.heads)
+        return by_head(self, *args)
+
+    monkeypatch.setattr(C, "BY_HEAD_VALUES", 16)
+    monkeypatch.setattr(C.MultiHeadMessagePassing, "_csr_by_head", spy)
+    split = _forward(model, x, ei, weight)
+    assert taken == [4] * 3  # every block ran head by head
+    torch.testing.assert_close(split, whole, rtol=1e-12, atol=1e-12)
+
+
+def test_head_by_head_emits_every_heads_nonlocal_factor(monkeypatch):
+    ei, _ = random_graph(N, 3000, seed=2)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model("nonlocal", depth=1)
+    mp = model.blocks[0].mp
+    seen: list[torch.Tensor] = []
+    mp.hook_factor.register_forward_hook(lambda m, a, out: seen.append(out.clone()))
+    _forward(model, x, ei)
+    monkeypatch.setattr(C, "BY_HEAD_VALUES", 16)
+    _forward(model, x, ei)
+    assert len(seen) == 2 and seen[1].shape == (4,)
+    torch.testing.assert_close(seen[1], seen[0], rtol=1e-12, atol=0)
+
+
+def test_head_by_head_is_not_taken_under_autograd_or_an_attention_hook(monkeypatch):
+    ei, _ = random_graph(N, 3000, seed=3)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model("postln", depth=1)
+    monkeypatch.setattr(C, "BY_HEAD_VALUES", 16)
+    mp = model.blocks[0].mp
+    ctx = model.context(ei, N)
+    h = model.encoder(x)
+    assert mp._by_head(h.detach(), ctx) is False  # parameters require grad, grad enabled
+    with torch.no_grad():
+        assert mp._by_head(h, ctx) is True
+        handle = mp.hook_attention.register_forward_hook(lambda *a: None)
+        assert mp._by_head(h, ctx) is False  # the hook reads the [E, h] weights
+        handle.remove()
+    out = model(x, ei)  # with gradients: the all-heads kernel, and they flow
+    out.sum().backward()
+    assert mp.scorer.query.weight.grad is not None
+
+
+@pytest.mark.parametrize("name", ["postln", "preln", "nonlocal"])
+def test_ffn_and_norms_over_blocks_of_rows_give_the_same_numbers(monkeypatch, name):
+    """The same to rounding: a product over a few rows may take another BLAS kernel than over
+    all of them (at the default 65536-row blocks the outputs were equal bit for bit)."""
+    ei, _ = random_graph(N, 3000, seed=4)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model(name).eval()
+    whole = _forward(model, x, ei)
+    fused = []
+    add_into = B.FFN.add_into_
+    monkeypatch.setattr(B.FFN, "add_into_", lambda self, *a: fused.append(1) or add_into(self, *a))
+    monkeypatch.setattr(B, "FFN_BLOCK_VALUES", 64 * 7)  # 7 rows of the 64-wide hidden layer
+    monkeypatch.setattr(B, "NORM_BLOCK_ROWS", 9)
+    blocks = _forward(model, x, ei)
+    assert len(fused) == 3
+    torch.testing.assert_close(blocks, whole, rtol=1e-13, atol=1e-13)
+
+
+def test_a_hook_on_a_sublayer_keeps_the_whole_array_paths(monkeypatch):
+    """A hook sees what the sublayer returns: the FFN is then called whole, and an output the
+    hook hands back (here the sublayer's own input) is never added into in place."""
+    ei, _ = random_graph(N, 3000, seed=5)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model("postln", depth=2).eval()
+    monkeypatch.setattr(B, "FFN_BLOCK_VALUES", 64 * 7)
+    monkeypatch.setattr(B, "NORM_BLOCK_ROWS", 9)
+    outputs: list[tuple] = []
+    ffn = model.blocks[0].ffn
+    ffn.register_forward_hook(lambda m, a, out: outputs.append(out.shape))
+    # the attention sublayer replaced by the identity through a hook: its input comes back
+    model.blocks[1].mp.register_forward_hook(lambda m, args, out: args[0])
+    with torch.no_grad():
+        h = model.encoder(x)
+        ctx = model.context(ei, N)
+        h1 = model.blocks[0](h, ctx)
+        kept = h1.clone()
+        h2 = model.blocks[1](h1, ctx)
+    assert outputs == [(N, 32)]  # one call of the whole FFN
+    assert torch.equal(h1, kept)  # the block's input was not added into
+    assert torch.isfinite(h2).all()
+
+
+def test_float32_features_into_a_float64_model_equal_the_cast_features():
+    ei, _ = random_graph(N, 3000, seed=6)
+    x = torch.randn(N, 6)
+    model = _model("postln", depth=2)
+    torch.testing.assert_close(
+        _forward(model, x, ei), _forward(model, x.double(), ei), rtol=0, atol=0
+    )
