@@ -120,6 +120,13 @@ def test_operator_model_and_energy_order_are_refused(machine):
 MEASURED_PEAKS = {10**4: 453316 * 1024, 10**5: 745640 * 1024, 10**6: 1971888 * 1024}
 
 
+def test_the_estimate_splits_attention_where_the_kernel_does():
+    from oversmooth.nn.conv import BY_HEAD_VALUES
+    from oversmooth.resources import BY_HEAD_VALUES as ESTIMATED
+
+    assert ESTIMATED == BY_HEAD_VALUES
+
+
 @pytest.mark.parametrize("nodes", sorted(MEASURED_PEAKS))
 def test_analysis_estimate_is_within_1_and_1_5_of_the_measured_peak(nodes):
     from oversmooth.resources import analysis_bytes, graph_bytes

@@ -37,6 +37,8 @@ __all__ = [
     "operator_bytes",
     "model_bytes",
     "analysis_bytes",
+    "BY_HEAD_VALUES",
+    "release_heap",
     "check_energy_order",
 ]
 
@@ -199,12 +201,15 @@ def model_bytes(
 # 0.3 GiB), the operator (0.1 GiB), the model's per-forward structures (the edge list with
 # self loops, the one-head plan: 0.3 GiB), the block's input and the heads' outputs, one
 # head's scores, values and product.  Attention runs head by head above
-# oversmooth.nn.conv.BY_HEAD_VALUES values (heads times edges), so the edge term is per edge
+# BY_HEAD_VALUES values (heads times edges), so the edge term is per edge
 # there and per head and edge below.
 _PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
 _EDGE_VALUES_AT_PEAK = 7  # values per head and edge (self loops included) alive at the peak
 _EDGE_VALUES_BY_HEAD = 4  # values per edge alive at the peak when attention runs head by head
 _NODE_STATES_AT_PEAK = 5  # [num_nodes, hidden] states alive at the peak
+#: oversmooth.nn.conv.BY_HEAD_VALUES (this base layer imports no model code; a test keeps the
+#: two equal)
+BY_HEAD_VALUES = 1 << 22
 
 
 def analysis_bytes(
@@ -223,8 +228,6 @@ def analysis_bytes(
     ``element_size`` bytes).  Calibrated against the measured peaks above (estimate /
     measured: 1.35, 1.04, 1.30 at 10^4, 10^5, 10^6 nodes; settings other than the measured
     ones are not calibrated)."""
-    from oversmooth.nn.conv import BY_HEAD_VALUES
-
     graph = 16 * num_edges + feature_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
     slots = max(heads, 1) * (num_edges + num_nodes)
