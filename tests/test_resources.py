@@ -117,7 +117,7 @@ def test_operator_model_and_energy_order_are_refused(machine):
 
 # whole-process peaks of `analyze --dataset csbm:n=N,degree=10 --depth 4` (max RSS, bytes;
 # oversmooth.experiments.bench.measured, 2 cores, torch 2.13)
-MEASURED_PEAKS = {10**4: 453316 * 1024, 10**5: 745640 * 1024, 10**6: 1971888 * 1024}
+MEASURED_PEAKS = {10**4: 453316 * 1024, 10**5: 745640 * 1024, 10**6: 1876836 * 1024}
 
 
 def test_the_estimate_splits_attention_where_the_kernel_does():
