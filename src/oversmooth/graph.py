@@ -514,24 +514,14 @@ class TargetRuns:
         if laplacian and not whole:
             lap = x.new_zeros(x.shape) if out is None else out.zero_()
         for start, end, first, stop in self.chunks(x.size(1)):
-            size = end - start
-            s, t = self.col[start:end], self.row[start:end]
-            diff = torch.index_select(x, 0, s, out=scratch[0][:size])
-            diff.sub_(torch.index_select(x, 0, t, out=scratch[1][:size]))  # x_src - x_dst
-            if total is not None:
-                total = self._add_squares(total, diff, start, end)
+            diff, total = self._chunk_differences(x, start, end, scratch, total)
             if laplacian:
-                rows = self.crow[first : stop + 1]
-                rows = rows if whole else rows.clamp(start, end) - start
-                if size > self._positions.numel():
-                    self._positions = torch.arange(size, device=x.device)
-                shape = (stop - first, size)
-                block = csr_matrix(rows, self._positions[:size], prob[start:end], shape)
+                block = self._chunk_rows(diff, prob, (start, end, first, stop), whole)
                 if whole:
-                    lap = torch.sparse.mm(block, diff)
+                    lap = block
                 else:
                     assert lap is not None
-                    lap[first:stop].add_(torch.sparse.mm(block, diff))
+                    lap[first:stop].add_(block)
         if laplacian and lap is None:  # no edge at all
             lap = x.new_zeros(x.shape)
         if laplacian and squares:
@@ -539,6 +529,32 @@ class TargetRuns:
             flat = lap.reshape(-1)
             return torch.dot(flat, flat), total
         return lap, total
+
+    def _chunk_differences(
+        self, x: Tensor, start: int, end: int, scratch: tuple[Tensor, Tensor], total: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """The differences ``x_src - x_dst`` of the merged edges ``start:end`` (in ``scratch``)
+        and ``total`` plus their weighted squares (``total`` None: not summed)."""
+        size = end - start
+        diff = torch.index_select(x, 0, self.col[start:end], out=scratch[0][:size])
+        diff.sub_(torch.index_select(x, 0, self.row[start:end], out=scratch[1][:size]))
+        if total is not None:
+            total = self._add_squares(total, diff, start, end)
+        return diff, total
+
+    def _chunk_rows(
+        self, diff: Tensor, prob: Tensor, chunk: tuple[int, int, int, int], whole: bool
+    ) -> Tensor:
+        """Rows ``first:stop`` of ``Delta x`` from the chunk's differences ``diff`` (one CSR
+        product; with several chunks, only the part of each row's edges in this chunk)."""
+        start, end, first, stop = chunk
+        size = end - start
+        rows = self.crow[first : stop + 1]
+        rows = rows if whole else rows.clamp(start, end) - start
+        if size > self._positions.numel():
+            self._positions = torch.arange(size, device=diff.device)
+        block = csr_matrix(rows, self._positions[:size], prob[start:end], (stop - first, size))
+        return torch.sparse.mm(block, diff)
 
     def _streamed_squares(
         self, x: Tensor, prob: Tensor, scratch: tuple[Tensor, Tensor], total: Tensor | None
@@ -550,20 +566,10 @@ class TargetRuns:
         squares = x.new_zeros(())
         carry: Tensor | None = None  # the unfinished last row of the previous chunk
         chunks = list(self.chunks(x.size(1)))
-        for k, (start, end, first, stop) in enumerate(chunks):
-            size = end - start
-            s, t = self.col[start:end], self.row[start:end]
-            diff = torch.index_select(x, 0, s, out=scratch[0][:size])
-            diff.sub_(torch.index_select(x, 0, t, out=scratch[1][:size]))  # x_src - x_dst
-            if total is not None:
-                total = self._add_squares(total, diff, start, end)
-            rows = self.crow[first : stop + 1].clamp(start, end) - start
-            if size > self._positions.numel():
-                self._positions = torch.arange(size, device=x.device)
-            block = torch.sparse.mm(
-                csr_matrix(rows, self._positions[:size], prob[start:end], (stop - first, size)),
-                diff,
-            )
+        for k, chunk in enumerate(chunks):
+            start, end, first, stop = chunk
+            diff, total = self._chunk_differences(x, start, end, scratch, total)
+            block = self._chunk_rows(diff, prob, chunk, whole=False)
             if carry is not None:
                 block[0].add_(carry)
             cut = k + 1 < len(chunks) and chunks[k + 1][2] == stop - 1
