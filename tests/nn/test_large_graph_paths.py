@@ -10,6 +10,7 @@ import torch
 
 from oversmooth.nn import block as B
 from oversmooth.nn import conv as C
+from oversmooth.nn import scorers as S
 from oversmooth.nn.model import build_model
 
 from tests.nn.test_conv import random_graph
@@ -26,10 +27,14 @@ def _model(name, conv="san", depth=3):
     return build_model(name, conv=conv, depth=depth, in_channels=6, out_channels=3, dtype="float64")
 
 
+@pytest.mark.parametrize("row_block", [None, 37])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("conv", ["san", "gat"])
 @pytest.mark.parametrize("name", ["postln", "preln", "nonlocal", "nonlocal-preln"])
-def test_attention_head_by_head_equals_all_heads_at_once(monkeypatch, name, conv, weighted):
+def test_attention_head_by_head_equals_all_heads_at_once(
+    monkeypatch, name, conv, weighted, row_block
+):
+    """Head by head, and (``row_block``) with queries and products a block of rows at a time."""
     ei, w = random_graph(N, 3000, seed=1)
     x = torch.randn(N, 6, dtype=torch.float64)
     model = _model(name, conv)
@@ -44,6 +49,9 @@ def test_attention_head_by_head_equals_all_heads_at_once(monkeypatch, name, conv
 
     monkeypatch.setattr(C, "BY_HEAD_VALUES", 16)
     monkeypatch.setattr(C.MultiHeadMessagePassing, "_csr_by_head", spy)
+    if row_block is not None:
+        monkeypatch.setattr(C, "ROW_BLOCK", row_block)
+        monkeypatch.setattr(S, "ROW_BLOCK", row_block)
     split = _forward(model, x, ei, weight)
     assert taken == [4] * 3  # every block ran head by head
     torch.testing.assert_close(split, whole, rtol=1e-12, atol=1e-12)

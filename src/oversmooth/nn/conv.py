@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
-from oversmooth.nn.kernel import CsrPlan, softmax_numerators_, sparse_matmul
+from oversmooth.nn.kernel import ROW_BLOCK, CsrPlan, softmax_numerators_, sparse_matmul
 from oversmooth.nn.scorers import SANScorer, make_scorer
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
 
@@ -406,10 +406,12 @@ class MultiHeadMessagePassing(nn.Module):
 
     def _csr_by_head(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """:meth:`_csr` one head at a time, over the one-head plan (``E`` values): the same
-        operations on each head's part, so the same output, with ``[E]`` and ``[n, hd + 1]``
-        temporaries where :meth:`_csr` holds ``[h E]`` and ``[n h, hd + 1]`` ones, and a plan
-        of ``E`` rows and columns in place of ``h E`` (at 10^6 nodes of degree 10, 4 heads and
-        float64: about 1 GB less at the forward's peak).  Without autograd only."""
+        operations on each head's part, so the same output to rounding, with ``[E]`` and
+        ``[n, hd + 1]`` temporaries where :meth:`_csr` holds ``[h E]`` and ``[n h, hd + 1]``
+        ones, and a plan of ``E`` rows and columns in place of ``h E`` (at 10^6 nodes of degree
+        10, 4 heads and float64: about 1 GB less at the forward's peak).  The plain operator
+        also forms its queries and products a block of rows at a time
+        (:data:`~oversmooth.nn.kernel.ROW_BLOCK`).  Without autograd only."""
         n, h, hd = x.size(0), self.heads, self.head_dim
         plan = ctx.plan(1)
         log_weight = ctx.plan_values("log_weight", 1)
@@ -426,18 +428,19 @@ class MultiHeadMessagePassing(nn.Module):
             if log_weight is not None:
                 scores.add_(log_weight.to(scores.dtype))
             weights = softmax_numerators_(scores, plan.row, plan.offsets)
+            del scores  # the same array as weights: gone with it, before the next head's
             if not self.nonlocal_:
-                operand = self._values_and_ones(x, head=t).view(n, hd + 1)
-            summed = sparse_matmul(weights, operand, plan.blocks)  # [n, c + 1]
-            del scores, weights
-            if self.nonlocal_:
-                px = summed[:, :-1].div_(summed[:, -1:])  # P_t X, [n, d]
-                factor = self._head_factor(px, x)
-                factors.append(factor)
-                out.addmm_(px, (out_weight[t] @ value[t]).t() * factor)
-            else:
-                torch.div(summed[:, :-1], summed[:, -1:], out=out[:, t])
-            del summed
+                values = self._values_and_ones(x, head=t).view(n, hd + 1)
+                self._product_by_rows(weights, values, plan, out[:, t])
+                del weights, values
+                continue
+            summed = sparse_matmul(weights, operand, plan.blocks)  # [n, d + 1]
+            del weights
+            px = summed[:, :-1].div_(summed[:, -1:])  # P_t X, [n, d]
+            factor = self._head_factor(px, x)
+            factors.append(factor)
+            out.addmm_(px, (out_weight[t] @ value[t]).t() * factor)
+            del summed, px
         if self.nonlocal_:
             if self.hook_factor.active:
                 self.hook_factor.emit(torch.cat(factors))
@@ -450,6 +453,19 @@ class MultiHeadMessagePassing(nn.Module):
             part = flat[start : start + rows]
             part.copy_(self.out(part))
         return flat
+
+    @staticmethod
+    def _product_by_rows(weights: Tensor, operand: Tensor, plan: CsrPlan, out: Tensor) -> None:
+        """``P_t V_t X`` into ``out`` ``[n, hd]`` from the softmax numerators ``weights`` and
+        the operand ``[V_t X | 1]``: one CSR product and division per block of
+        :data:`~oversmooth.nn.kernel.ROW_BLOCK` rows (no ``[n, hd + 1]`` product whole)."""
+        blocks = [(0, out.size(0), 0, weights.numel())]
+        if out.size(0) > ROW_BLOCK:
+            blocks = plan.row_blocks(ROW_BLOCK)
+        for first, stop, start, end in blocks:
+            layout = plan.blocks.rows(first, stop, start, end) if len(blocks) > 1 else plan.blocks
+            summed = sparse_matmul(weights[start:end], operand, layout)
+            torch.div(summed[:, :-1], summed[:, -1:], out=out[first:stop])
 
     def _head_factor(self, px: Tensor, x: Tensor) -> Tensor:
         """One head's nonlocal factor ``[1]`` from its ``P_t X`` ``[n, d]`` (see

@@ -53,6 +53,10 @@ from torch import Tensor
 from oversmooth.graph import csr_matrix
 
 
+#: Head-by-head attention (:meth:`~oversmooth.nn.conv.MultiHeadMessagePassing._csr_by_head`)
+#: forms queries and products over blocks of this many rows (:meth:`CsrPlan.row_blocks`).
+ROW_BLOCK = 1 << 16
+
 #: Plans whose indices all stay below this bound use int32 indices, larger ones int64.
 INT32_LIMIT = 2**31
 
@@ -96,8 +100,22 @@ class SparseLayout:
         crow_t, col_t, perm_t = self._t
         return csr_matrix(crow_t, col_t, values.index_select(0, perm_t), self.shape[::-1])
 
-    def sampled(self, left: Tensor, right: Tensor, scale: float = 1.0) -> Tensor:
-        """``scale * (left @ right.T)`` at this structure's entries: ``[nnz]``, in CSR order.
+    def rows(self, first: int, stop: int, start: int, end: int) -> SparseLayout:
+        """Rows ``first:stop`` of this structure, whose values are ``start:end`` (a
+        :meth:`CsrPlan.row_blocks` entry): its own row pointer, a view of the columns, no
+        transpose (forward only)."""
+
+        def no_transpose() -> tuple[Tensor, Tensor, Tensor]:
+            raise RuntimeError("a block of rows of a sparse layout has no backward")
+
+        crow = self.crow[first : stop + 1] - start
+        return SparseLayout(crow, self.col[start:end], (stop - first, self.shape[1]), no_transpose)
+
+    def sampled(
+        self, left: Tensor, right: Tensor, scale: float = 1.0, out: Tensor | None = None
+    ) -> Tensor:
+        """``scale * (left @ right.T)`` at this structure's entries: ``[nnz]``, in CSR order
+        (into ``out`` when given).
 
         The only allocation is the result: the mask is a broadcast zero (``beta = 0`` still
         reads it, so it must hold zeros) and the product is written through ``out``, which
@@ -105,7 +123,7 @@ class SparseLayout:
         for a result of its own.
         """
         mask = self.matrix(left.new_zeros(()).expand(self.nnz))
-        values = left.new_empty(self.nnz)
+        values = left.new_empty(self.nnz) if out is None else out
         torch.sparse.sampled_addmm(
             mask, left, right.t(), beta=0.0, alpha=scale, out=self.matrix(values)
         )
@@ -141,6 +159,7 @@ class CsrPlan:
         del src_heads, base, step
         self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t)
         self._placement: tuple[Tensor, Tensor] | None = None
+        self._row_blocks: dict[int, list[tuple[int, int, int, int]]] = {}
         self._rect: SparseLayout | None = None
         self._by_source: tuple[Tensor, Tensor] | None = None
 
@@ -167,6 +186,20 @@ class CsrPlan:
         base = rank.add_(crow.index_select(0, node) * (self.heads - 1))
         step = (crow[1:] - crow[:-1]).index_select(0, node)
         return base, step
+
+    def row_blocks(self, rows: int) -> list[tuple[int, int, int, int]]:
+        """The rows of :attr:`blocks` in blocks of ``rows``: ``(first, stop, start, end)``,
+        rows ``first:stop`` holding the values ``start:end``.  One host read of the row
+        pointer per plan and block size (a forward's plan: none per layer)."""
+        if rows not in self._row_blocks:
+            size = self.offsets.numel() - 1
+            edges = list(range(0, size, rows)) + [size]
+            index = torch.tensor(edges, device=self.offsets.device)
+            values = self.offsets.index_select(0, index).tolist()
+            self._row_blocks[rows] = [
+                (edges[k], edges[k + 1], values[k], values[k + 1]) for k in range(len(edges) - 1)
+            ]
+        return self._row_blocks[rows]
 
     @property
     def placement(self) -> tuple[Tensor, Tensor]:
@@ -307,7 +340,7 @@ class _SampledDot(torch.autograd.Function):
         return d_left, d_right, None, None
 
 
-def _records(*tensors: Tensor) -> bool:
+def records(*tensors: Tensor) -> bool:
     """Whether autograd would record an operation on ``tensors``.  When it would not, the
     products below call their forward directly: the same numbers, without the ~25 us a
     :class:`torch.autograd.Function` call costs (a tenth of GCN's product on Cora)."""
@@ -316,7 +349,7 @@ def _records(*tensors: Tensor) -> bool:
 
 def sparse_matmul(values: Tensor, dense: Tensor, layout: SparseLayout) -> Tensor:
     """``A @ dense`` for ``A`` = ``layout`` with ``values``, differentiable in both."""
-    if not _records(values, dense):
+    if not records(values, dense):
         return torch.sparse.mm(layout.matrix(values), dense)
     out: Tensor = _SparseMatmul.apply(values, dense, layout)
     return out
@@ -324,7 +357,7 @@ def sparse_matmul(values: Tensor, dense: Tensor, layout: SparseLayout) -> Tensor
 
 def sampled_dot(left: Tensor, right: Tensor, layout: SparseLayout, scale: float) -> Tensor:
     """``scale * (left @ right.T)`` at ``layout``'s entries (its values, in CSR order)."""
-    if not _records(left, right):
+    if not records(left, right):
         return layout.sampled(left, right, scale)
     out: Tensor = _SampledDot.apply(left, right, layout, scale)
     return out

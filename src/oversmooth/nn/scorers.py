@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from oversmooth.nn.kernel import CsrPlan, sampled_dot
+from oversmooth.nn.kernel import ROW_BLOCK, CsrPlan, records, sampled_dot
 from oversmooth.registry import CONVS
 
 __all__ = ["GATScorer", "GCNScorer", "SANScorer", "SCORERS", "Scorer", "make_scorer"]
@@ -117,11 +117,17 @@ class SANScorer(Scorer):
         self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
     ) -> Tensor:
         n, h, hd = x.size(0), self.heads, self.head_dim
-        if head is not None:  # Q_t X and K_t X only: [n, hd] each
+        if head is not None:  # K_t X [n, hd]; Q_t X whole, or a block of rows at a time
             rows = slice(head * hd, (head + 1) * hd)
-            q = F.linear(x, self.query.weight[rows])
-            k = F.linear(x, self.key.weight[rows])
-            return sampled_dot(q, k, plan.blocks, self.scale)
+            wq, wk = self.query.weight[rows], self.key.weight[rows]
+            k = F.linear(x, wk)
+            if n <= ROW_BLOCK or records(x, wq, wk):
+                return sampled_dot(F.linear(x, wq), k, plan.blocks, self.scale)
+            scores = x.new_empty(plan.blocks.nnz)
+            for first, stop, start, end in plan.row_blocks(ROW_BLOCK):
+                layout = plan.blocks.rows(first, stop, start, end)
+                layout.sampled(F.linear(x[first:stop], wq), k, self.scale, out=scores[start:end])
+            return scores
         q, k = self.queries_keys(x)  # freed on return when autograd does not keep them
         return sampled_dot(q.view(n * h, -1), k.view(n * h, -1), plan.blocks, self.scale)
 
