@@ -192,15 +192,15 @@ def model_bytes(
 
 # Whole-process peak of `oversmooth analyze` (maximum resident set), measured on
 # csbm:n=N,degree=10 (E = 10 N directed edges, 32 float32 features), depth 4, hidden 32,
-# heads 4, float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 443 MiB,
-# 1e5: 728 MiB, 1e6: 1.79 GiB (tests/test_resources.py; 3.18 GiB at 10^6 before attention ran
+# heads 4, float64, five seeds with the similarity matrix, CPU, torch 2.13: N = 1e4: 435 MiB,
+# 1e5: 710 MiB, 1e6: 1.68 GiB (tests/test_resources.py; 3.18 GiB at 10^6 before attention ran
 # head by head, the FFN, LayerNorm and row dot products in blocks of rows, and the features
 # stayed float32; 4.52 GiB before the forward freed its attention temporaries early and the
 # similarity's rows went to files past 64 MiB).  At 10^6 nodes the peak is inside a block's
 # attention or the probe's edge pass: the process (~0.3 GiB), the graph (edge list, features:
 # 0.3 GiB), the operator (0.1 GiB), the model's per-forward structures (the edge list with
 # self loops, the one-head plan: 0.3 GiB), the block's input and the heads' outputs, one
-# head's scores, values and product.  Attention runs head by head above
+# head's keys, scores and values (queries and products a block of rows at a time).  Attention runs head by head above
 # BY_HEAD_VALUES values (heads times edges), so the edge term is per edge
 # there and per head and edge below.
 _PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
@@ -226,7 +226,7 @@ def analysis_bytes(
     ``feature_size`` bytes), its operator, and the forward pass's working set (per head and
     edge, or per edge where attention runs head by head, and per node and hidden channel, in
     ``element_size`` bytes).  Calibrated against the measured peaks above (estimate /
-    measured: 1.35, 1.04, 1.36 at 10^4, 10^5, 10^6 nodes; settings other than the measured
+    measured: 1.38, 1.06, 1.45 at 10^4, 10^5, 10^6 nodes; settings other than the measured
     ones are not calibrated)."""
     graph = 16 * num_edges + feature_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
