@@ -200,9 +200,9 @@ def model_bytes(
 # attention or the probe's edge pass: the process (~0.3 GiB), the graph (edge list, features:
 # 0.3 GiB), the operator (0.1 GiB), the model's per-forward structures (the edge list with
 # self loops, the one-head plan: 0.3 GiB), the block's input and the heads' outputs, one
-# head's keys, scores and values (queries and products a block of rows at a time).  Attention runs head by head above
-# BY_HEAD_VALUES values (heads times edges), so the edge term is per edge
-# there and per head and edge below.
+# head's keys, scores and values (queries and products a block of rows at a time).
+# Attention runs head by head above BY_HEAD_VALUES values (heads times edges), so the edge
+# term is per edge there and per head and edge below.
 _PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy, matplotlib
 _EDGE_VALUES_AT_PEAK = 7  # values per head and edge (self loops included) alive at the peak
 _EDGE_VALUES_BY_HEAD = 4  # values per edge alive at the peak when attention runs head by head
