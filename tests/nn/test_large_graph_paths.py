@@ -5,6 +5,7 @@ Each test lowers the size threshold so that a small graph takes the large-graph 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -139,3 +140,49 @@ def test_float32_features_into_a_float64_model_equal_the_cast_features():
     torch.testing.assert_close(
         _forward(model, x, ei), _forward(model, x.double(), ei), rtol=0, atol=0
     )
+
+
+@pytest.mark.parametrize("name", ["postln", "preln", "nonlocal"])
+def test_a_probed_analysis_on_the_large_graph_paths_measures_the_same(monkeypatch, name):
+    """Every large-graph path at once (attention by head and by blocks of rows, FFN and
+    LayerNorm in blocks, row dots, unit rows, the streamed Laplacian energy, heap trimming)
+    against the whole-array paths: every column of the probe's table, and the similarity."""
+    import oversmooth.analysis as A
+    from oversmooth import graph as G
+    from oversmooth import probe as P
+    from oversmooth.data import csbm
+    from oversmooth.metrics import kernels as K
+    from oversmooth.metrics import state as MS
+
+    data = csbm(n=600, degree=8, features=6, seed=3)
+    model = _model(name, depth=4)
+
+    def run():
+        frame = A.probe_run(model, data, similarity=True)
+        return frame, frame.attrs["similarity"]
+
+    whole, whole_sim = run()
+    for module, name_, value in [
+        (C, "BY_HEAD_VALUES", 16),
+        (C, "ROW_BLOCK", 50),
+        (S, "ROW_BLOCK", 50),
+        (B, "FFN_BLOCK_VALUES", 64 * 40),
+        (B, "NORM_BLOCK_ROWS", 45),
+        (K, "ROW_DOT_VALUES", 32 * 30),
+        (P, "UNIT_BLOCK_VALUES", 32 * 25),
+        (MS, "KEEP_VALUES", 0),
+        (K, "PAIRS_VALUES", 0),
+        (G, "WHOLE_VALUES", 0),
+        (G, "CHUNK_VALUES", 4096),
+        (A, "TRIM_SIZE", 0),
+    ]:
+        monkeypatch.setattr(module, name_, value)
+    large, large_sim = run()
+    assert list(large.columns) == list(whole.columns)
+    for column in whole.columns:
+        a, b = whole[column].to_numpy(), large[column].to_numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=0, equal_nan=True, err_msg=column)
+        else:
+            assert (a == b).all(), column
+    assert abs(large_sim - whole_sim).max() <= 1e-7  # kept as float32 rows
