@@ -66,7 +66,7 @@ def release_heap() -> None:
     if _TRIM is None:
         try:
             _TRIM = ctypes.CDLL(None).malloc_trim
-        except (AttributeError, OSError):
+        except (AttributeError, OSError, TypeError):  # no glibc; Windows takes no None
             _TRIM = False
     if _TRIM:
         _TRIM(0)
