@@ -472,6 +472,13 @@ def _progress_hooks(
                 progress(_step, end, what)
 
             handles.append(module.register_forward_hook(hook))
+    with _removed_after(handles):
+        yield
+
+
+@contextmanager
+def _removed_after(handles: list) -> Iterator[None]:
+    """Within the block, the hooks of ``handles``; removed after it, whatever happens."""
     try:
         yield
     finally:
@@ -495,11 +502,8 @@ def _heap_hooks(model: torch.nn.Module, graph: GraphOperator) -> Iterator[None]:
     if graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu":
         for module in _layer_modules(model):
             handles.append(module.register_forward_pre_hook(lambda *_: release_heap()))
-    try:
+    with _removed_after(handles):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _probed_forward(

@@ -1055,9 +1055,8 @@ class Probe:
                 self._sample_index = torch.randperm(x.size(0), generator=gen)[
                     : self.similarity_sample
                 ].to(x.device)
-            unit = K.unit_rows(x[self._sample_index].to(torch.float64), state.narrow)
-            rows = unit.to(self.similarity_dtype, copy=True)
-            del unit
+            sample = x[self._sample_index].to(torch.float64)
+            rows = unit_rows_as(sample, state.narrow, self.similarity_dtype)
         else:
             # state.unit's rows, formed here and not cached on the state: the state lives on as
             # the previous one through the next layer's forward (at 10^6 nodes and 32

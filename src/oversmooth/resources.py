@@ -207,8 +207,8 @@ _PROCESS_BASE = 560 * 2**20  # the interpreter with torch, numpy, pandas, scipy,
 _EDGE_VALUES_AT_PEAK = 7  # values per head and edge (self loops included) alive at the peak
 _EDGE_VALUES_BY_HEAD = 4  # values per edge alive at the peak when attention runs head by head
 _NODE_STATES_AT_PEAK = 5  # [num_nodes, hidden] states alive at the peak
-#: oversmooth.nn.conv.BY_HEAD_VALUES (this base layer imports no model code; a test keeps the
-#: two equal)
+#: Above this many attention values (heads times edges) the zoo's attention runs head by head
+#: without autograd (oversmooth.nn.conv reads it from here): the estimate splits there too.
 BY_HEAD_VALUES = 1 << 22
 
 

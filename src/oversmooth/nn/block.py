@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import cast
 
-import torch
 from torch import Tensor, nn
 
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing
+from oversmooth.nn.kernel import records
 from oversmooth.nn.norm import LayerNorm
 
 PLACEMENTS = ("preln", "postln", "plain")
@@ -65,9 +65,7 @@ class FFN(nn.Sequential):
     def blockwise(self, x: Tensor) -> bool:
         """Whether the FFN may run on blocks of ``x``'s rows: evaluation mode, autograd records
         nothing, and no hook sits on a sublayer."""
-        if self.training or any(m._forward_hooks or m._forward_pre_hooks for m in self):
-            return False
-        return not _records(x, self)
+        return not (self.training or _hooked(*self) or _records(x, self))
 
     def add_into_(self, y: Tensor, norm: LayerNorm | None = None) -> Tensor:
         """``y + FFN(norm(y))`` (``norm`` optional, node statistics) written over ``y`` a block of
@@ -89,9 +87,20 @@ NORM_BLOCK_ROWS = 1 << 16
 
 def _records(x: Tensor, module: nn.Module) -> bool:
     """Whether autograd would record an operation of ``module`` on ``x``."""
-    return torch.is_grad_enabled() and (
-        x.requires_grad or any(p.requires_grad for p in module.parameters())
-    )
+    return records(x, *module.parameters())
+
+
+def _hooked(*modules: nn.Module) -> bool:
+    """Whether a forward hook or pre-hook sits on one of ``modules``, or on every module (a
+    global one): what such a hook returns or reads must be what the module computes whole."""
+    if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def _row_norm(norm: nn.Module) -> bool:
+    """Whether ``norm`` is the zoo's LayerNorm with node statistics (each row on its own)."""
+    return type(norm) is LayerNorm and norm.mode == "node"
 
 
 class Block(nn.Module):
@@ -147,14 +156,7 @@ class Block(nn.Module):
         if type(ffn) is not FFN or y.size(0) <= ffn.block_rows or not ffn.blockwise(y):
             return False
         norms = (self.norm1, self.norm2)
-        if any(type(m) is not LayerNorm or m.mode != "node" for m in norms):
-            return False
-        hooked = (ffn, *norms)
-        return not (
-            nn.modules.module._global_forward_hooks
-            or nn.modules.module._global_forward_pre_hooks
-            or any(m._forward_hooks or m._forward_pre_hooks for m in hooked)
-        )
+        return all(_row_norm(m) for m in norms) and not _hooked(ffn, *norms)
 
     @staticmethod
     def _normalise(norm: LayerNorm, total: Tensor, ctx: GraphContext) -> Tensor:
@@ -162,11 +164,8 @@ class Block(nn.Module):
         statistics, when autograd records nothing and no hook sits on ``norm``, written over
         ``total`` a block of rows at a time (each row is normalised on its own: the same
         numbers to rounding, one ``[n, d]`` array less)."""
-        if not (
-            type(norm) is LayerNorm and norm.mode == "node" and total.size(0) > NORM_BLOCK_ROWS
-        ):
-            return norm(total, ctx.batch, ctx.num_graphs)
-        if norm._forward_hooks or norm._forward_pre_hooks or _records(total, norm):
+        small = total.size(0) <= NORM_BLOCK_ROWS
+        if small or not _row_norm(norm) or _hooked(norm) or _records(total, norm):
             return norm(total, ctx.batch, ctx.num_graphs)
         for start in range(0, total.size(0), NORM_BLOCK_ROWS):
             rows = total[start : start + NORM_BLOCK_ROWS]
@@ -180,9 +179,7 @@ class Block(nn.Module):
         :class:`FFN`, without hooks, which could hand back another tensor); the same numbers
         (an addition is commutative), one ``[n, d]`` array less.  Autograd allows it: both
         sublayers end in a product whose backward does not read its output."""
-        own = type(sublayer) in (MultiHeadMessagePassing, FFN) and not (
-            sublayer._forward_hooks or nn.modules.module._global_forward_hooks
-        )
+        own = type(sublayer) in (MultiHeadMessagePassing, FFN) and not _hooked(sublayer)
         if own and out.shape == skip.shape and out.dtype == skip.dtype:
             return out.add_(skip)
         return skip + out

@@ -32,9 +32,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
-from oversmooth.nn.kernel import ROW_BLOCK, CsrPlan, softmax_numerators_, sparse_matmul
+from oversmooth.nn.kernel import ROW_BLOCK, CsrPlan, records, softmax_numerators_, sparse_matmul
 from oversmooth.nn.scorers import SANScorer, make_scorer
 from oversmooth.registry import CONVS  # re-exported: the one registry of conv names
+from oversmooth.resources import BY_HEAD_VALUES
 
 
 def resolve_conv(conv: str) -> str:
@@ -50,10 +51,11 @@ def resolve_conv(conv: str) -> str:
 KERNELS = ("edge", "csr")
 DEFAULT_KERNEL = "csr"
 
-#: Above this many attention values (heads times edges with self loops) the ``"csr"`` kernel
-#: runs head by head when autograd records nothing (:meth:`MultiHeadMessagePassing._by_head`):
-#: at 4 heads about 10^6 edges; Cora's 4 heads hold 5 * 10^4.
-BY_HEAD_VALUES = 1 << 22
+#: Above :data:`BY_HEAD_VALUES` attention values (heads times edges with self loops) the
+#: ``"csr"`` kernel runs head by head when autograd records nothing
+#: (:meth:`MultiHeadMessagePassing._by_head`): at 4 heads about 10^6 edges; Cora's 4 heads hold
+#: 5 * 10^4.  The constant lives in :mod:`oversmooth.resources`, whose memory estimate splits
+#: there too.
 
 
 def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
@@ -399,10 +401,7 @@ class MultiHeadMessagePassing(nn.Module):
             return False
         if self.hook_attention.active:
             return False
-        return not (
-            torch.is_grad_enabled()
-            and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        )
+        return not records(x, *self.parameters())
 
     def _csr_by_head(self, x: Tensor, ctx: GraphContext) -> Tensor:
         """:meth:`_csr` one head at a time, over the one-head plan (``E`` values): the same
@@ -448,9 +447,8 @@ class MultiHeadMessagePassing(nn.Module):
         # W's projection written over the heads' outputs a block of rows at a time (the same
         # numbers to rounding): no second [n, d] array
         flat = out.view(n, h * hd)
-        rows = max(1, BY_HEAD_VALUES // (4 * self.channels))
-        for start in range(0, n, rows):
-            part = flat[start : start + rows]
+        for first, stop, _, _ in plan.row_blocks(ROW_BLOCK):
+            part = flat[first:stop]
             part.copy_(self.out(part))
         return flat
 
@@ -459,11 +457,8 @@ class MultiHeadMessagePassing(nn.Module):
         """``P_t V_t X`` into ``out`` ``[n, hd]`` from the softmax numerators ``weights`` and
         the operand ``[V_t X | 1]``: one CSR product and division per block of
         :data:`~oversmooth.nn.kernel.ROW_BLOCK` rows (no ``[n, hd + 1]`` product whole)."""
-        blocks = [(0, out.size(0), 0, weights.numel())]
-        if out.size(0) > ROW_BLOCK:
-            blocks = plan.row_blocks(ROW_BLOCK)
-        for first, stop, start, end in blocks:
-            layout = plan.blocks.rows(first, stop, start, end) if len(blocks) > 1 else plan.blocks
+        for first, stop, start, end in plan.row_blocks(ROW_BLOCK):
+            layout = plan.blocks.rows(first, stop, start, end)
             summed = sparse_matmul(weights[start:end], operand, layout)
             torch.div(summed[:, :-1], summed[:, -1:], out=out[first:stop])
 

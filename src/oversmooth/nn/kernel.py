@@ -108,6 +108,8 @@ class SparseLayout:
         def no_transpose() -> tuple[Tensor, Tensor, Tensor]:
             raise RuntimeError("a block of rows of a sparse layout has no backward")
 
+        if (first, stop, start, end) == (0, self.shape[0], 0, self.nnz):
+            return self
         crow = self.crow[first : stop + 1] - start
         return SparseLayout(crow, self.col[start:end], (stop - first, self.shape[1]), no_transpose)
 
@@ -189,10 +191,13 @@ class CsrPlan:
 
     def row_blocks(self, rows: int) -> list[tuple[int, int, int, int]]:
         """The rows of :attr:`blocks` in blocks of ``rows``: ``(first, stop, start, end)``,
-        rows ``first:stop`` holding the values ``start:end``.  One host read of the row
-        pointer per plan and block size (a forward's plan: none per layer)."""
+        rows ``first:stop`` holding the values ``start:end``.  One block of all when there
+        are no more than ``rows`` rows; otherwise one host read of the row pointer per plan and
+        block size (a forward's plan: none per layer)."""
+        size = self.offsets.numel() - 1
+        if size <= rows:
+            return [(0, size, 0, self.blocks.nnz)]
         if rows not in self._row_blocks:
-            size = self.offsets.numel() - 1
             edges = list(range(0, size, rows)) + [size]
             index = torch.tensor(edges, device=self.offsets.device)
             values = self.offsets.index_select(0, index).tolist()

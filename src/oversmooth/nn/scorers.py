@@ -117,11 +117,11 @@ class SANScorer(Scorer):
         self, x: Tensor, value_weight: Tensor, plan: CsrPlan, head: int | None = None
     ) -> Tensor:
         n, h, hd = x.size(0), self.heads, self.head_dim
-        if head is not None:  # K_t X [n, hd]; Q_t X whole, or a block of rows at a time
+        if head is not None:  # K_t X [n, hd]; Q_t X a block of rows at a time
             rows = slice(head * hd, (head + 1) * hd)
             wq, wk = self.query.weight[rows], self.key.weight[rows]
             k = F.linear(x, wk)
-            if n <= ROW_BLOCK or records(x, wq, wk):
+            if records(x, wq, wk):  # differentiable: whole
                 return sampled_dot(F.linear(x, wq), k, plan.blocks, self.scale)
             scores = x.new_empty(plan.blocks.nnz)
             for first, stop, start, end in plan.row_blocks(ROW_BLOCK):
