@@ -117,7 +117,9 @@ def test_local_workers_are_forked_from_a_server_with_the_imports_done():
     code = (
         "import importlib, os, sys\n"
         "def threads(): return len(os.listdir('/proc/self/task'))\n"
-        f"for name in {list(WORKER_PRELOAD)!r}: importlib.import_module(name)\n"
+        f"for name in {list(WORKER_PRELOAD)!r}:\n"
+        "    try: importlib.import_module(name)\n"
+        "    except ImportError: pass\n"
         "before = threads()\n"
         "import torch\n"
         "torch.randn(512, 512) @ torch.randn(512, 512)\n"
@@ -130,6 +132,29 @@ def test_local_workers_are_forked_from_a_server_with_the_imports_done():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     before, after = map(int, out.stdout.split())
     assert after > before, (before, after)
+
+
+def imports_of_a_cell(cell: dict, options: dict, out: str) -> dict:
+    """run_cell, and the modules it imported that the worker did not have yet."""
+    import gc
+
+    before = set(sys.modules)
+    record = run_cell(cell, options, out)
+    record["imported"] = sorted(set(sys.modules) - before)
+    record["frozen"] = gc.get_freeze_count()
+    return record
+
+
+def test_a_workers_first_cell_finds_its_modules_loaded_and_frozen(tmp_path):
+    from oversmooth.experiments.sweep import _records
+
+    result = run_sweep(SweepSpec(**TINY), tmp_path / "w", cell_fn=imports_of_a_cell)
+    assert result.ran == 1 and not result.failed
+    (record,) = _records(tmp_path / "w" / "cells")
+    heavy = ("torch", "pandas", "numpy", "scipy", "statistics", "oversmooth", "matplotlib")
+    late = [m for m in record["imported"] if m.split(".")[0] in heavy]
+    assert not late, f"imported on the worker's first cell, not by the fork server: {late}"
+    assert record["frozen"] > 100_000  # the inherited imports, out of the collector's way
 
 
 def test_rerun_skips_finished_cells(tmp_path):

@@ -4,7 +4,12 @@ report."""
 from __future__ import annotations
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import analyze_and_report, handle_errors, output_formats
+from oversmooth.cli._common import (
+    analyze_and_report,
+    handle_errors,
+    load_run_modules,
+    output_formats,
+)
 from oversmooth.run_configs import AnalysisConfig
 
 
@@ -38,6 +43,7 @@ def analyze(
     Example: oversmooth analyze --model postln --depth 256
     """
     formats = output_formats(figure_format, table_format)
+    load_run_modules()  # before the options are built: building them imports torch
     config = O.build(AnalysisConfig, given)
     # every option at its default
     bare = not (given or out or overwrite or as_json or quiet or figure_format or table_format)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import analyze_and_report, handle_errors, output_formats
+from oversmooth.cli._common import (
+    analyze_and_report,
+    handle_errors,
+    load_run_modules,
+    output_formats,
+)
 from oversmooth.run_configs import AnalysisConfig
 
 #: this command's own defaults: Table 8 prunes Pre-LN models, and a pruning run needs no
@@ -39,6 +44,7 @@ def prune(
     Example: oversmooth prune --model preln --depth 256 --prune-layers 2,32,64,96,128,160,192,224
     """
     formats = output_formats(figure_format, table_format)
+    load_run_modules()  # before the options are built: building them imports torch
     config = O.build(AnalysisConfig, given, **DEFAULTS)
     if not config.prune:
         raise ValueError("--prune-layers: expected the layers to prune, e.g. --prune-layers 2,32")
