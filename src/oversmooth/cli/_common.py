@@ -35,13 +35,14 @@ FINISHED = {"exit_now": False}
 
 
 def load_run_modules() -> None:
-    """Import what an analysis run uses (torch, pandas, the analysis and the report) with the
-    garbage collector paused, then move every object the imports made into the collector's
-    permanent generation (idempotent: a second call only re-freezes).
+    """Import what an analysis run uses (torch, pandas, the analysis, the report and the
+    matplotlib that draws its figures) with the garbage collector paused, then move every
+    object the imports made into the collector's permanent generation (idempotent: a second
+    call only re-freezes).
 
     Imports make almost no garbage, but hundreds of thousands of long-lived objects, over
     which the collector's automatic passes are pure cost (measured on 2 cores: 0.3 s of the
-    1.9 s the imports take).  Once frozen, the collections the run itself triggers (building
+    2.2 s the imports take).  Once frozen, the collections the run itself triggers (building
     depth-256 models makes hundreds of thousands of objects) do not traverse them again
     either (9 full collections cost 0.4-0.6 s of `oversmooth analyze`)."""
     import gc
@@ -49,6 +50,7 @@ def load_run_modules() -> None:
     enabled = gc.isenabled()
     gc.disable()
     try:
+        import matplotlib.figure  # noqa: F401
         import pandas  # noqa: F401
         import torch  # noqa: F401
 
