@@ -12,6 +12,7 @@ import torch
 from oversmooth.nn import block as B
 from oversmooth.nn import conv as C
 from oversmooth.nn import scorers as S
+from oversmooth.nn import model as M
 from oversmooth.nn.model import build_model
 
 from tests.nn.test_conv import random_graph
@@ -142,10 +143,53 @@ def test_float32_features_into_a_float64_model_equal_the_cast_features():
     )
 
 
+def _spy_encoder_blocks(monkeypatch, model, rows):
+    """Lower the encoder's block size to ``rows``; returns the list of row counts that each call
+    of the encoder's first Linear received."""
+    monkeypatch.setattr(M, "ENCODER_BLOCK_ROWS", rows)
+    seen: list[int] = []
+    linear = next(m for m in model.encoder if isinstance(m, torch.nn.Linear))
+    original = linear.forward
+    monkeypatch.setattr(linear, "forward", lambda x: seen.append(x.size(0)) or original(x))
+    return seen
+
+
+@pytest.mark.parametrize("encoder", ["mlp", "linear"])
+def test_the_encoder_over_blocks_of_rows_gives_the_same_numbers(monkeypatch, encoder):
+    ei, _ = random_graph(N, 3000, seed=7)
+    x = torch.randn(N, 6)  # float32 features, cast block by block
+    model = build_model(
+        "postln", depth=2, in_channels=6, out_channels=3, dtype="float64", encoder=encoder
+    )
+    whole = _forward(model, x, ei)
+    seen = _spy_encoder_blocks(monkeypatch, model, 70)
+    split = _forward(model, x, ei)
+    assert seen == [70] * 5 + [50]
+    torch.testing.assert_close(split, whole, rtol=1e-12, atol=1e-12)
+
+
+def test_the_encoder_runs_whole_under_autograd_in_training_or_with_a_hook(monkeypatch):
+    ei, _ = random_graph(N, 3000, seed=8)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = _model("postln", depth=1)
+    seen = _spy_encoder_blocks(monkeypatch, model, 70)
+    model(x, ei).sum().backward()  # autograd records
+    model.train()
+    with torch.no_grad():
+        model(x, ei)  # training mode (dropout would draw per block)
+    model.eval()
+    handle = model.encoder.register_forward_hook(lambda *a: None)
+    _forward(model, x, ei)  # a hook reads the encoder's whole output
+    handle.remove()
+    assert seen == [N, N, N]
+    _forward(model, x, ei)
+    assert seen[3:] == [70] * 5 + [50]
+
+
 @pytest.mark.parametrize("name", ["postln", "preln", "nonlocal"])
 def test_a_probed_analysis_on_the_large_graph_paths_measures_the_same(monkeypatch, name):
-    """Every large-graph path at once (attention by head and by blocks of rows, FFN and
-    LayerNorm in blocks, row dots, unit rows, the streamed Laplacian energy, heap trimming)
+    """Every large-graph path at once (the encoder, attention by head and by blocks of rows, FFN
+    and LayerNorm in blocks, row dots, unit rows, the streamed Laplacian energy, heap trimming)
     against the whole-array paths: every column of the probe's table, and the similarity."""
     import oversmooth.analysis as A
     from oversmooth import graph as G
@@ -175,6 +219,7 @@ def test_a_probed_analysis_on_the_large_graph_paths_measures_the_same(monkeypatc
         (G, "WHOLE_VALUES", 0),
         (G, "CHUNK_VALUES", 4096),
         (A, "TRIM_SIZE", 0),
+        (M, "ENCODER_BLOCK_ROWS", 70),
     ]:
         monkeypatch.setattr(module, name_, value)
     large, large_sim = run()

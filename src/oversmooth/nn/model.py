@@ -37,9 +37,10 @@ from oversmooth.graph import (
     check_edge_weight,
     validate_features,
 )
-from oversmooth.nn.block import Block
+from oversmooth.nn.block import Block, _hooked
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
+from oversmooth.nn.kernel import records
 from oversmooth.runtime import resolve_dtype
 from oversmooth.registry import CONVS, MODELS  # MODELS re-exported: the one registry of model names
 
@@ -82,6 +83,11 @@ class Diffusion(nn.Module):
 
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
         return self.mp(x, ctx)
+
+
+#: Without autograd and in evaluation mode, :meth:`DepthModel.encode` runs the encoder on blocks
+#: of this many rows of a larger input.
+ENCODER_BLOCK_ROWS = 1 << 16
 
 
 class DepthModel(nn.Module):
@@ -179,8 +185,35 @@ class DepthModel(nn.Module):
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
         # the encoder's output [num_nodes, hidden] is handed over, not kept in this frame:
         # the blocks let it go after the first (256 MiB of float64 at 10^6 nodes)
+        return self.decoder(self.run_blocks(self.encode(x), ctx, skip=skipped))
+
+    def encode(self, x: Tensor) -> Tensor:
+        """The encoder's output ``[num_nodes, hidden]`` for the features ``x`` (any floating
+        dtype, cast to the model's on the way in).
+
+        Without autograd, in evaluation mode and with no hook on the encoder, an input of more
+        than :data:`ENCODER_BLOCK_ROWS` rows is cast and encoded a block of rows at a time into
+        one output: neither the cast copy of ``x`` nor the MLP's hidden array is formed whole
+        (at 10^6 nodes and 32 float32 features, 0.5 GB less at the encoder's peak in float64).
+        Each row's numbers are those of the whole to rounding (a product over fewer rows may
+        take another BLAS kernel)."""
         dtype = self.decoder.weight.dtype
-        return self.decoder(self.run_blocks(self.encoder(x.to(dtype)), ctx, skip=skipped))
+        encoder, rows = self.encoder, ENCODER_BLOCK_ROWS
+        whole = (
+            x.size(0) <= rows
+            or encoder.training
+            or _hooked(encoder, *encoder.modules())
+            or records(x, *encoder.parameters())
+        )
+        if whole:
+            return encoder(x.to(dtype))
+        first = encoder(x[:rows].to(dtype))
+        out = first.new_empty(x.size(0), first.size(1))
+        out[:rows] = first
+        del first
+        for start in range(rows, x.size(0), rows):
+            out[start : start + rows] = encoder(x[start : start + rows].to(dtype))
+        return out
 
     def check_input(self, x: Tensor, skip: Iterable[int] | None) -> frozenset[int]:
         """Validate the features ``x`` ``[num_nodes, in_channels]`` and ``skip``; returns the
