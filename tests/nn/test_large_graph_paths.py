@@ -231,3 +231,34 @@ def test_a_probed_analysis_on_the_large_graph_paths_measures_the_same(monkeypatc
         else:
             assert (a == b).all(), column
     assert abs(large_sim - whole_sim).max() <= 1e-7  # kept as float32 rows
+
+
+@pytest.mark.parametrize("kernel", ["csr", "edge"])
+@pytest.mark.parametrize("conv", ["san", "gat", "gcn"])
+def test_int32_edge_lists_give_the_numbers_of_int64_ones(monkeypatch, conv, kernel):
+    """The model's graph context holds its edges as int32 (half the memory of int64 at 10^6
+    nodes): outputs and gradients are those of int64 edges bit for bit, and the attention
+    handed to hooks still has int64 edges."""
+    from oversmooth.nn import set_kernel
+
+    ei, w = random_graph(N, 3000, seed=9)
+    x = torch.randn(N, 6, dtype=torch.float64)
+    model = set_kernel(_model("postln", conv, depth=2), kernel)
+    ctx = model.context(ei, N, None, None)
+    assert ctx.src.dtype == ctx.dst.dtype == torch.int32
+    seen = []
+    model.blocks[0].mp.hook_attention.register_forward_hook(lambda m, a, out: seen.append(out))
+
+    def run():
+        model.zero_grad()
+        out = model(x, ei, edge_weight=w)
+        out.square().sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return out.detach(), grads
+
+    narrow = run()
+    monkeypatch.setattr(C, "index_dtype", lambda bound: torch.int64)
+    wide = run()
+    assert torch.equal(narrow[0], wide[0]) and torch.equal(narrow[1], wide[1])
+    assert [(a.src.dtype, a.dst.dtype) for a in seen] == [(torch.int64, torch.int64)] * 2
+    torch.testing.assert_close(seen[0].src, seen[1].src, rtol=0, atol=0)

@@ -36,8 +36,13 @@ class AttentionWeights:
     """
 
     weights: Tensor  # [E, h]
-    src: Tensor  # [E]
-    dst: Tensor  # [E]
+    src: Tensor  # [E] int64
+    dst: Tensor  # [E] int64
+
+    def __post_init__(self) -> None:
+        # the operator's own edge list may be int32 (GraphContext): users get int64 indices
+        object.__setattr__(self, "src", self.src.long())
+        object.__setattr__(self, "dst", self.dst.long())
 
 
 class HookPoint(nn.Module):
