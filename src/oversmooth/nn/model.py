@@ -65,10 +65,11 @@ class MeanPropagation(nn.Module):
 
     def forward(self, x: Tensor, ctx: GraphContext) -> Tensor:
         alpha = ctx.mean().to(x.dtype)  # [E] P_ij of every edge j -> i
+        src, dst = ctx.edges()
         if self.hook_attention.active:
             weights = alpha.detach().unsqueeze(1).expand(-1, self.heads)
-            self.hook_attention.emit(AttentionWeights(weights, ctx.src, ctx.dst))
-        return aggregate(x[ctx.src] * alpha.unsqueeze(1), ctx.dst, x.size(0))
+            self.hook_attention.emit(AttentionWeights(weights, src, dst))
+        return aggregate(x[src] * alpha.unsqueeze(1), dst, x.size(0))
 
     def extra_repr(self) -> str:
         return "P = D~^-1 A~ (GCN mean with self loop), no parameter"
