@@ -228,25 +228,24 @@ def _prune_blocks(
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of an oversmooth model: each pruned block is skipped, from the
     input or (``reuse_prefix``) from that block's recorded input."""
-    param = next(model.parameters())
-    x, edge_index, edge_weight = _on_device(data, param.device)
-    x = x.to(param.dtype)  # the model's precision, as its forward casts it
+    device = next(model.parameters()).device
+    x, edge_index, edge_weight = _on_device(data, device)
     graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
     ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
-    h = model.encoder(x)
+    h = model.encode(x)  # in the model's precision, as its forward
     wanted = {k - 1 for k in chosen} if reuse_prefix else set()
     inputs: dict[int, Tensor] = {}
     for k, block in enumerate(model.blocks):
         if k in wanted:
             inputs[k] = h  # the input of block k, i.e. X^{k} in 0-based block terms
         h = block(h, ctx)
-    base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask, param.device)
+    base = _Baseline.of(model.decoder(h), laplacian_energy(h, graph), data, mask, device)
 
     def pruned(layer: int) -> tuple[Tensor, Tensor]:
         if reuse_prefix:
             out = model.run_blocks(inputs.pop(layer - 1), ctx, start=layer)
         else:
-            out = model.run_blocks(model.encoder(x), ctx, skip=[layer - 1])
+            out = model.run_blocks(model.encode(x), ctx, skip=[layer - 1])
         return model.decoder(out), laplacian_energy(out, graph)
 
     return _measure(chosen, base, pruned, callback)

@@ -167,7 +167,7 @@ def final_energies(
         torch.manual_seed(seed)  # the dropout mask of train_mode, reproducible
         model.train(ablation.train_mode)
         ctx = model.context(edge_index, x.size(0))
-        h = model.encoder(x)
+        h = model.encode(x)
         for k, block in enumerate(model.blocks, start=1):
             h = block(h, ctx)
             if k in wanted:

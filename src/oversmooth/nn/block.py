@@ -10,6 +10,7 @@ nonlocal (each head scaled by its Laplacian energy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from torch import Tensor, nn
@@ -56,16 +57,12 @@ class FFN(nn.Sequential):
         rows = self.block_rows
         if x.size(0) <= rows or not self.blockwise(x):
             return super().forward(x)
-        last = cast(nn.Linear, self[-1])
-        out = x.new_empty(x.size(0), last.out_features)
-        for start in range(0, x.size(0), rows):
-            out[start : start + rows] = super().forward(x[start : start + rows])
-        return out
+        return by_rows(super().forward, x, rows)
 
     def blockwise(self, x: Tensor) -> bool:
         """Whether the FFN may run on blocks of ``x``'s rows: evaluation mode, autograd records
         nothing, and no hook sits on a sublayer."""
-        return not (self.training or _hooked(*self) or _records(x, self))
+        return not (self.training or hooked(*self) or _records(x, self))
 
     def add_into_(self, y: Tensor, norm: LayerNorm | None = None) -> Tensor:
         """``y + FFN(norm(y))`` (``norm`` optional, node statistics) written over ``y`` a block of
@@ -90,7 +87,20 @@ def _records(x: Tensor, module: nn.Module) -> bool:
     return records(x, *module.parameters())
 
 
-def _hooked(*modules: nn.Module) -> bool:
+def by_rows(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
+    """``fn`` over blocks of ``rows`` rows of ``x``, written into one output (shape and dtype
+    from the first block's result): ``fn(x)`` to rounding for a row-wise ``fn``, without its
+    whole-size temporaries."""
+    first = fn(x[:rows])
+    out = first.new_empty((x.size(0), *first.shape[1:]))
+    out[:rows] = first
+    del first
+    for start in range(rows, x.size(0), rows):
+        out[start : start + rows] = fn(x[start : start + rows])
+    return out
+
+
+def hooked(*modules: nn.Module) -> bool:
     """Whether a forward hook or pre-hook sits on one of ``modules``, or on every module (a
     global one): what such a hook returns or reads must be what the module computes whole."""
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
@@ -156,7 +166,7 @@ class Block(nn.Module):
         if type(ffn) is not FFN or y.size(0) <= ffn.block_rows or not ffn.blockwise(y):
             return False
         norms = (self.norm1, self.norm2)
-        return all(_row_norm(m) for m in norms) and not _hooked(ffn, *norms)
+        return all(_row_norm(m) for m in norms) and not hooked(ffn, *norms)
 
     @staticmethod
     def _normalise(norm: LayerNorm, total: Tensor, ctx: GraphContext) -> Tensor:
@@ -165,7 +175,7 @@ class Block(nn.Module):
         ``total`` a block of rows at a time (each row is normalised on its own: the same
         numbers to rounding, one ``[n, d]`` array less)."""
         small = total.size(0) <= NORM_BLOCK_ROWS
-        if small or not _row_norm(norm) or _hooked(norm) or _records(total, norm):
+        if small or not _row_norm(norm) or hooked(norm) or _records(total, norm):
             return norm(total, ctx.batch, ctx.num_graphs)
         for start in range(0, total.size(0), NORM_BLOCK_ROWS):
             rows = total[start : start + NORM_BLOCK_ROWS]
@@ -179,7 +189,7 @@ class Block(nn.Module):
         :class:`FFN`, without hooks, which could hand back another tensor); the same numbers
         (an addition is commutative), one ``[n, d]`` array less.  Autograd allows it: both
         sublayers end in a product whose backward does not read its output."""
-        own = type(sublayer) in (MultiHeadMessagePassing, FFN) and not _hooked(sublayer)
+        own = type(sublayer) in (MultiHeadMessagePassing, FFN) and not hooked(sublayer)
         if own and out.shape == skip.shape and out.dtype == skip.dtype:
             return out.add_(skip)
         return skip + out

@@ -203,7 +203,6 @@ def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
     same numbers, bit for bit): subtract each target's (detached) maximum, exponentiate,
     divide by each target's sum plus ``1e-16``.
     """
-    index = index.long()  # older torch releases scatter with int64 indices only
     spread = index.view(-1, 1).expand_as(scores)
     size = (num_nodes,) + scores.shape[1:]
     top = scores.new_zeros(size).scatter_reduce_(

@@ -36,13 +36,8 @@ class AttentionWeights:
     """
 
     weights: Tensor  # [E, h]
-    src: Tensor  # [E] int64
+    src: Tensor  # [E] int64 (GraphContext.edges)
     dst: Tensor  # [E] int64
-
-    def __post_init__(self) -> None:
-        # the operator's own edge list may be int32 (GraphContext): users get int64 indices
-        object.__setattr__(self, "src", self.src.long())
-        object.__setattr__(self, "dst", self.dst.long())
 
 
 class HookPoint(nn.Module):

@@ -37,7 +37,7 @@ from oversmooth.graph import (
     check_edge_weight,
     validate_features,
 )
-from oversmooth.nn.block import Block, _hooked
+from oversmooth.nn.block import Block, by_rows, hooked
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.kernel import records
@@ -203,18 +203,12 @@ class DepthModel(nn.Module):
         whole = (
             x.size(0) <= rows
             or encoder.training
-            or _hooked(encoder, *encoder.modules())
+            or hooked(*encoder.modules())
             or records(x, *encoder.parameters())
         )
         if whole:
             return encoder(x.to(dtype))
-        first = encoder(x[:rows].to(dtype))
-        out = first.new_empty(x.size(0), first.size(1))
-        out[:rows] = first
-        del first
-        for start in range(rows, x.size(0), rows):
-            out[start : start + rows] = encoder(x[start : start + rows].to(dtype))
-        return out
+        return by_rows(lambda part: encoder(part.to(dtype)), x, rows)
 
     def check_input(self, x: Tensor, skip: Iterable[int] | None) -> frozenset[int]:
         """Validate the features ``x`` ``[num_nodes, in_channels]`` and ``skip``; returns the
