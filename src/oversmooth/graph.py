@@ -401,6 +401,12 @@ with warnings.catch_warnings():
     )
 
 
+def squared_sum(t: Tensor) -> Tensor:
+    """``sum(t ** 2)`` over every entry (0-d): one dot product of the flattened array."""
+    flat = t.reshape(-1)
+    return torch.dot(flat, flat)
+
+
 def csr_matrix(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
     """The sparse CSR matrix with row pointer ``crow``, columns ``col`` and ``values``
     (invariants not checked: callers build them sorted)."""
@@ -500,9 +506,7 @@ class TargetRuns:
             total = x.new_zeros(()) if self.graph is None else x.new_zeros(num_graphs)
         if x.requires_grad and torch.is_grad_enabled():  # differentiable: fresh tensors
             lap, total = self._differentiable(x, laplacian, total)
-            if lap is not None and squares:
-                return lap.square().sum(), total
-            return lap, total
+            return (squared_sum(lap) if lap is not None and squares else lap), total
         lap = None
         if laplacian:
             prob = self.prob if self.prob.dtype == x.dtype else self.prob.to(x.dtype)
@@ -526,8 +530,7 @@ class TargetRuns:
             lap = x.new_zeros(x.shape)
         if laplacian and squares:
             assert lap is not None
-            flat = lap.reshape(-1)
-            return torch.dot(flat, flat), total
+            return squared_sum(lap), total
         return lap, total
 
     def _chunk_differences(
@@ -601,8 +604,7 @@ class TargetRuns:
             sq = (diff * diff).sum(dim=1) * self.weight[start:end]
             return total.index_add_(0, self.graph[start:end], sq)
         if self.unit:
-            flat = diff.reshape(-1)
-            return total + torch.dot(flat, flat)
+            return total + squared_sum(diff)
         return total + torch.dot((diff * diff).sum(dim=1), self.weight[start:end])
 
     def _scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:

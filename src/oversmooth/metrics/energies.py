@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from oversmooth.graph import GraphOperator, _edge_chunks, as_graph
+from oversmooth.graph import GraphOperator, _edge_chunks, as_graph, squared_sum
 from oversmooth.metrics import kernels as K
 from oversmooth.metrics.kernels import Reduce
 from oversmooth.metrics.state import LayerState
@@ -70,8 +70,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
         assert total is not None
         return s.poisoned(0.5 * total / s.nodes)
     if measure == "counting" and op.batch is None:
-        flat = y.reshape(-1)
-        return s.poisoned(torch.dot(flat, flat) / max(op.num_nodes, 1))
+        return s.poisoned(squared_sum(y) / max(op.num_nodes, 1))
     sq = K.row_dots(y, y)  # [n]
     if measure == "degree":
         sq = op.degree * sq

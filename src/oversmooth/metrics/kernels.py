@@ -35,6 +35,7 @@ from oversmooth.graph import (
     as_graph,
     csr_matrix,
     dense_to_rows,
+    squared_sum,
     thread_buffers,
     validate_features,
 )
@@ -362,8 +363,7 @@ class EdgePairs:
         total = None
         if edge_sum:
             if self.unit:
-                flat = d.reshape(-1)
-                total = 2.0 * torch.dot(flat, flat)
+                total = 2.0 * squared_sum(d)
             else:
                 total = torch.dot(torch.linalg.vecdot(d, d), self.weight)
         lap = None
@@ -440,10 +440,7 @@ def edge_pass(
         pairs = edge_pairs(op)
         if pairs is not None and pairs.pairs * x64.size(1) <= PAIRS_VALUES:
             lap, total = pairs.differences(x64, laplacian, edge_sum, out)
-            if lap is not None and squares:
-                flat = lap.reshape(-1)
-                return torch.dot(flat, flat), total
-            return lap, total
+            return (squared_sum(lap) if lap is not None and squares else lap), total
     return op.runs.differences(x64, laplacian, edge_sum, op.num_graphs, out, squares=squares)
 
 

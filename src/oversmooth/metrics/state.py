@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from oversmooth.graph import GraphOperator
+from oversmooth.graph import GraphOperator, squared_sum
 from oversmooth.metrics import kernels as K
 
 __all__ = ["LayerState", "Workspace"]
@@ -244,8 +244,7 @@ class LayerState:
         if self._lap_squares is not None:
             return self._lap_squares
         assert self._lap is not None
-        flat = self._lap.reshape(-1)
-        return torch.dot(flat, flat)
+        return squared_sum(self._lap)
 
     @property
     def edge_sum(self) -> Tensor:
