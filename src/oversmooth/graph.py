@@ -32,7 +32,7 @@ import math
 
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -399,6 +399,19 @@ with warnings.catch_warnings():
     torch.sparse_csr_tensor(
         torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (0, 0)
     )
+
+
+def by_rows(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
+    """``fn`` over blocks of ``rows`` rows of ``x``, written into one output (shape and dtype
+    from the first block's result): ``fn(x)`` to rounding for a row-wise ``fn``, without its
+    whole-size temporaries."""
+    first = fn(x[:rows])
+    out = first.new_empty((x.size(0), *first.shape[1:]))
+    out[:rows] = first
+    del first
+    for start in range(rows, x.size(0), rows):
+        out[start : start + rows] = fn(x[start : start + rows])
+    return out
 
 
 def squared_sum(t: Tensor) -> Tensor:

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from oversmooth.graph import GraphOperator, as_graph, dense_to_rows, hetero_hint
+from oversmooth.graph import GraphOperator, as_graph, by_rows, dense_to_rows, hetero_hint
 from oversmooth.metrics import kernels as K
 from oversmooth.metrics.energies import relative_energy
 from oversmooth.metrics.registry import (
@@ -1209,10 +1209,7 @@ def unit_rows_as(x64: Tensor, narrow: bool, dtype: torch.dtype) -> Tensor:
     rows = max(1, UNIT_BLOCK_VALUES // max(1, x64.size(1)))
     if x64.size(0) <= rows:
         return K.unit_rows(x64, narrow).to(dtype, copy=True)
-    out = torch.empty(x64.shape, dtype=dtype, device=x64.device)
-    for start in range(0, x64.size(0), rows):
-        out[start : start + rows] = K.unit_rows(x64[start : start + rows], narrow)
-    return out
+    return by_rows(lambda part: K.unit_rows(part, narrow).to(dtype), x64, rows)
 
 
 #: A layer's kept unit rows (the similarity matrix's input) larger than this, on the CPU,

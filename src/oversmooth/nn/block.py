@@ -10,11 +10,11 @@ nonlocal (each head scaled by its Laplacian energy).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import cast
 
 from torch import Tensor, nn
 
+from oversmooth.graph import by_rows
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing
 from oversmooth.nn.kernel import records
 from oversmooth.nn.norm import LayerNorm
@@ -85,19 +85,6 @@ NORM_BLOCK_ROWS = 1 << 16
 def _records(x: Tensor, module: nn.Module) -> bool:
     """Whether autograd would record an operation of ``module`` on ``x``."""
     return records(x, *module.parameters())
-
-
-def by_rows(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
-    """``fn`` over blocks of ``rows`` rows of ``x``, written into one output (shape and dtype
-    from the first block's result): ``fn(x)`` to rounding for a row-wise ``fn``, without its
-    whole-size temporaries."""
-    first = fn(x[:rows])
-    out = first.new_empty((x.size(0), *first.shape[1:]))
-    out[:rows] = first
-    del first
-    for start in range(rows, x.size(0), rows):
-        out[start : start + rows] = fn(x[start : start + rows])
-    return out
 
 
 def hooked(*modules: nn.Module) -> bool:

@@ -33,11 +33,12 @@ from oversmooth.config import (  # noqa: F401
 )
 from oversmooth.graph import (
     GraphOperator,
+    by_rows,
     check_edge_index,
     check_edge_weight,
     validate_features,
 )
-from oversmooth.nn.block import Block, by_rows, hooked
+from oversmooth.nn.block import Block, hooked
 from oversmooth.nn.conv import GraphContext, MultiHeadMessagePassing, aggregate
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
 from oversmooth.nn.kernel import records
