@@ -128,9 +128,11 @@ class LawModel:
         (kept where it lowers the residual), so ``k0`` is not quantised to the grid."""
         y = np.atleast_2d(curves)
         y = y - y.mean(axis=1, keepdims=True)  # intercept is free: centring keeps the RSS exact
-        coef = np.einsum("gpn,mn->mgp", self.pinv, y)
+        # batched products (matmul) rather than einsum: the same sums, several times faster
+        coef = np.matmul(self.pinv, y.T).transpose(2, 0, 1)  # [m, G, p]
         # RSS of a least-squares projection: |y|^2 - coef . (D^T y), no fitted curves stored
-        proj = np.einsum("mgp,gnp,mn->mg", coef, self.design, y, optimize=True)
+        moments = np.matmul(self.design.transpose(0, 2, 1), y.T).transpose(2, 0, 1)  # D^T y
+        proj = (coef * moments).sum(axis=-1)
         rss = np.maximum((y**2).sum(axis=1)[:, None] - proj, 0.0)  # [m, G]
         best = np.argmin(rss, axis=1)
         rows = np.arange(len(y))
@@ -151,10 +153,9 @@ class LawModel:
         if self.exponential:
             cols.append(np.broadcast_to(self.k / self.scale, (len(k0), len(self.k))))
         design = np.stack(cols, axis=-1)  # [m, n, p]
-        gram = np.einsum("mnp,mnq->mpq", design, design)
-        rhs = np.einsum("mnp,mn->mp", design, y)
-        coef = np.linalg.solve(gram, rhs[..., None])[..., 0]
-        return coef, ((y - np.einsum("mnp,mp->mn", design, coef)) ** 2).sum(axis=1)
+        rows = design.transpose(0, 2, 1)  # [m, p, n]
+        coef = np.linalg.solve(rows @ design, rows @ y[..., None])[..., 0]
+        return coef, ((y - (design @ coef[..., None])[..., 0]) ** 2).sum(axis=1)
 
     def _refine(
         self,
@@ -224,8 +225,8 @@ def profile_interval(
     n, p = len(y), model.design.shape[-1]
     if not model.exponential:
         return math.nan, math.nan, float(n)
-    coef = np.einsum("gpn,n->gp", model.pinv, y)
-    resid = y[None, :] - np.einsum("gnp,gp->gn", model.design, coef)
+    coef = model.pinv @ y  # [G, p]
+    resid = y[None, :] - (model.design @ coef[..., None])[..., 0]
     rss = (resid**2).sum(axis=1)
     best = int(np.argmin(rss))
     r = resid[best]
@@ -235,7 +236,7 @@ def profile_interval(
     n_eff = max(n * (1 - rho) / (1 + rho), p + 2.0)
     z = quantile(level)
     allowed = rss <= rss[best] * (1 + z**2 / (n_eff - p))
-    inv = np.einsum("gpn,gqn->gpq", model.pinv, model.pinv)[:, 2, 2]  # (X'X)^-1 of beta's column
+    inv = (model.pinv[:, 2, :] ** 2).sum(axis=1)  # (X'X)^-1 of beta's column: a pinv row's norm^2
     sigma2 = rss[best] / (n - p) * (1 + rho) / (1 - rho)
     half = quantile(level, n_eff - p) * np.sqrt(sigma2 * inv)
     beta = coef[:, 2]
