@@ -24,7 +24,7 @@ from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import geometric_mean
 from oversmooth.graph import GraphOperator
 from oversmooth.config import MAX_DEPTH
-from oversmooth.nn.model import MODELS, DepthModel, model_from_config
+from oversmooth.nn.model import MODELS, DepthModel, seeded_models
 from oversmooth.precision import (
     twin_needed,
     FloorTracker,
@@ -696,15 +696,20 @@ class _SeedRuns:
         self.frames.append(frame)
 
 
-def _seed_model(
-    config: AnalysisConfig, data: Data, device: torch.device, out_channels: int, seed: int
-) -> tuple[DepthModel, dict]:
-    """One seed's model and its checkpoint metadata: the checkpoint's model in the run's
-    precision, else a new one initialised with ``seed`` (no metadata)."""
+def _seed_models(
+    config: AnalysisConfig, data: Data, device: torch.device, out_channels: int
+) -> Iterator[tuple[int, DepthModel, dict]]:
+    """Each seed's model and its checkpoint metadata: the checkpoint's model in the run's
+    precision, else the model initialised with the seed (no metadata; one model object whose
+    weights are re-drawn per seed, :func:`~oversmooth.nn.model.seeded_models`)."""
     if config.checkpoint:
-        model, meta = _trained_model(config, data, device)
-        return model.to(resolve_dtype(config.model.dtype)), meta
-    return model_from_config(config.model_for(data.num_features, out_channels, seed), device), {}
+        for seed in config.seeds:
+            model, meta = _trained_model(config, data, device)
+            yield seed, model.to(resolve_dtype(config.model.dtype)), meta
+        return
+    first = config.model_for(data.num_features, out_channels, config.seeds[0])
+    for seed, model in seeded_models(first, config.seeds, device):
+        yield seed, model, {}
 
 
 def _probe_seeds(
@@ -720,8 +725,7 @@ def _probe_seeds(
     runs = _SeedRuns()
     per_seed = config.model.depth
     total = per_seed * len(config.seeds) + len(config.prune)
-    for i, seed in enumerate(config.seeds):
-        model, meta = _seed_model(config, data, device, out_channels, seed)
+    for i, (seed, model, meta) in enumerate(_seed_models(config, data, device, out_channels)):
         keep_sim = config.similarity and i == 0
         t0 = time.perf_counter()
         frame = probe_run(
@@ -785,8 +789,8 @@ def _compare_seeds(
     model_cfg, several = run.model, len(config.convs) > 1
     where = f"{model_cfg.name}{' ' + model_cfg.conv if several else ''} depth {model_cfg.depth}"
     frames = []
-    for seed in config.seeds:
-        model = model_from_config(run.model_for(data.num_features, out_channels, seed), device)
+    first = run.model_for(data.num_features, out_channels, config.seeds[0])
+    for seed, model in seeded_models(first, config.seeds, device):
         frame = probe_run(
             model,
             data,

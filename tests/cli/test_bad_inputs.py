@@ -201,6 +201,14 @@ def workdir(tmp_path_factory):
 
         return wire
 
+    def after_first(fn):  # a generator of models: the first is built, then the tripwire
+        @functools.wraps(fn)
+        def wire(*args, **kwargs):
+            next(iter(fn(*args, **kwargs)))
+            raise WorkStarted(fn.__name__)
+
+        return wire
+
     def instead(fn):
         @functools.wraps(fn)
         def wire(*args, **kwargs):
@@ -214,7 +222,7 @@ def workdir(tmp_path_factory):
     report = [*BASE["analyze"], "--out", str(folder / "a_report")]  # what `report` reads
     assert RUNNER.invoke(GROUP, report).exit_code == 0
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(analysis, "model_from_config", after(analysis.model_from_config))
+        patch.setattr(analysis, "seeded_models", after_first(analysis.seeded_models))
         patch.setattr(train, "model_from_config", after(train.model_from_config))
         patch.setattr(bench, "machine", instead(bench.machine))
         patch.setattr(sweep, "claim_folder", instead(sweep.claim_folder))

@@ -5,7 +5,14 @@ from oversmooth.nn.block import FFN, Block
 from oversmooth.nn.conv import CONVS, KERNELS, GraphContext, MultiHeadMessagePassing, set_kernel
 from oversmooth.nn.edgeset import EdgeSetModel, line_graph
 from oversmooth.nn.hooks import AttentionWeights, HookPoint
-from oversmooth.nn.model import MODELS, DepthModel, ModelConfig, build_model, model_from_config
+from oversmooth.nn.model import (
+    MODELS,
+    DepthModel,
+    ModelConfig,
+    build_model,
+    model_from_config,
+    seeded_models,
+)
 from oversmooth.nn.norm import LayerNorm
 from oversmooth.nn.scorers import SCORERS, GATScorer, GCNScorer, SANScorer, Scorer, make_scorer
 
@@ -32,5 +39,6 @@ __all__ = [
     "line_graph",
     "make_scorer",
     "model_from_config",
+    "seeded_models",
     "set_kernel",
 ]
