@@ -350,3 +350,27 @@ def test_quick_bench_runs_every_measurement(tmp_path):
     assert all(t["status"] in ("met", "missed") for t in results["targets"]), results["targets"]
     assert "## Targets" in (out / "report.md").read_text()
     assert len(results["section_s"]) == bench.SECTIONS  # the progress total is right
+
+
+def test_the_sweep_row_reads_the_median_of_interleaved_pairs(tmp_path):
+    assert bench.median_index([1.7, 1.9, 1.8]) == 2
+    assert bench.median_index([1.7, math.nan, 1.8, 1.9]) == 0  # lower middle; NaN lowest
+    results = _fake_results()
+    runs = []
+    for pair, (one, two) in enumerate([(1.0, 1.60), (1.0, 1.75), (1.0, 1.70)]):
+        for w, rate in ((1, one), (2, two)):
+            runs.append(
+                {"workers": w, "cells": 8, "failed": 0, "cells_s": 8 / rate, "merge_s": 0.1}
+                | {"cells_per_s": rate, "pair": pair}
+            )
+    results["sweep"].update(runs=runs, ratios=[1.60, 1.75, 1.70], ratio=1.70, pair=2)
+    row = next(t for t in bench.targets(results) if t["key"] == "sweep_workers")
+    assert row["status"] == "missed" and row["value"] == 1.70
+    assert "1.70x (1.70 / 1.00 cells/s), median of 1.60x, 1.75x, 1.70x" in row["measured"]
+    assert "4.7 s with 2" in row["reason"]  # the median pair's runs: 8 cells at 1.70 per s
+    from oversmooth.report.writers import write_bench_report
+
+    results["targets"] = bench.targets(results)
+    write_bench_report(tmp_path, results)
+    text = (tmp_path / "report.md").read_text()
+    assert "in 3 interleaved pairs (ratio: the median of 1.60x, 1.75x, 1.70x)" in text

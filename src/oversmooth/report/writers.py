@@ -608,8 +608,15 @@ def _bench_sweep(doc: Document, r: Mapping[str, Any]) -> None:
         doc.text(
             f"`oversmooth sweep` of {', '.join(sw['models'])} x depths "
             f"{', '.join(map(str, sw['depths']))} x seeds {', '.join(map(str, sw['seeds']))} on "
-            f"{sw['dataset']} (init mode), once with each worker count, each into a fresh "
-            "folder. Cell time: from the sweep's start (workers not yet started) to its last "
+            f"{sw['dataset']} (init mode), with 1 worker and with 2, each into a fresh folder"
+            + (
+                f", in {len(sw['ratios'])} interleaved pairs (ratio: the median of "
+                + ", ".join(f"{x:.2f}x" for x in sw["ratios"])
+                + ")"
+                if len(sw.get("ratios", ())) > 1
+                else ""
+            )
+            + ". Cell time: from the sweep's start (workers not yet started) to its last "
             "cell; the merge into tables and reports is timed apart. Workers are forked from "
             "a fork server that has the heavy imports done; it starts once per process, "
             "before both runs here"
@@ -624,6 +631,7 @@ def _bench_sweep(doc: Document, r: Mapping[str, Any]) -> None:
             pd.DataFrame(
                 [
                     {
+                        **({"pair": w["pair"] + 1} if "pair" in w else {}),
                         "workers": w["workers"],
                         "cells": w["cells"],
                         "failed": w["failed"],
@@ -638,7 +646,8 @@ def _bench_sweep(doc: Document, r: Mapping[str, Any]) -> None:
         )
         if "steady_ratio" in sw:
             doc.text(
-                "Median cell: a cell's own time in its worker. Two cells side by side run "
+                "Median cell: a cell's own time in its worker. In the median pair, two cells "
+                "side by side run "
                 f"{sw['steady_ratio']:.2f}x as many cells per second as one alone; each run "
                 f"spends {sw['fixed_s']:.2f} s outside its cells (starting its workers) and "
                 f"{sw.get('warmup_s', math.nan):.2f} s more on a worker's first cell."
