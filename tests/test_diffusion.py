@@ -210,3 +210,43 @@ def test_analyze_report_shows_the_references(tmp_path):
     )
     text = (write_analysis(run_analysis(cfg), tmp_path / "analyze") / "report.md").read_text()
     assert "halves the energy every 95.5 steps" in text and "Theorem 4.1" in text
+
+
+def test_the_reference_of_a_graph_seen_before_is_a_copy_of_the_first(monkeypatch):
+    import oversmooth.analysis as analysis
+
+    calls = []
+    real = analysis.spectral_gap
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "spectral_gap", counted)
+    monkeypatch.setattr(analysis, "_REFERENCE_CACHE", {})
+    edge_index, weight = _barbell(2)
+    data = Data(edge_index=edge_index, edge_weight=weight, num_nodes=30)
+    first = analysis.diffusion_reference(data)
+    first["energy_ratio"] = -1.0  # a caller's change does not reach the cache
+    again = analysis.diffusion_reference(
+        Data(edge_index=edge_index.clone(), edge_weight=weight.clone(), num_nodes=30)
+    )
+    assert (
+        len(calls) == 1
+        and again["energy_ratio"] == spectral_gap(data, self_loops=True).graph_energy_ratio
+    )
+    # other weights, another edge list or no weights: another graph
+    other = analysis.diffusion_reference(
+        Data(edge_index=edge_index, edge_weight=weight * 2, num_nodes=30)
+    )
+    analysis.diffusion_reference(Data(edge_index=edge_index, num_nodes=30))
+    analysis.diffusion_reference(
+        Data(edge_index=_barbell(1)[0], edge_weight=_barbell(1)[1], num_nodes=30)
+    )
+    assert len(calls) == 4 and other["computed"]
+    for _ in range(analysis.REFERENCE_CACHE_SIZE):  # the oldest graphs leave the cache
+        analysis.diffusion_reference(
+            Data(edge_index=edge_index, edge_weight=torch.rand(weight.numel()) + 0.5, num_nodes=30)
+        )
+    analysis.diffusion_reference(data)
+    assert len(analysis._REFERENCE_CACHE) == analysis.REFERENCE_CACHE_SIZE and len(calls) == 9
