@@ -233,6 +233,11 @@ def _fake_results(default_kernel: str = "fast", rel_diff: float = 0.0) -> dict:
             ],
             "ratio": 2.0,
         },
+        "startup": {
+            "repeats": 5,
+            "seconds": {"--version": 0.12, "--help": 0.15, "analyze --help": 0.31},
+            "slowest": "analyze --help",
+        },
         "end_to_end": {
             "command": "oversmooth analyze --model postln --depth 256",
             "depth": 256,
@@ -374,3 +379,45 @@ def test_the_sweep_row_reads_the_median_of_interleaved_pairs(tmp_path):
     write_bench_report(tmp_path, results)
     text = (tmp_path / "report.md").read_text()
     assert "in 3 interleaved pairs (ratio: the median of 1.60x, 1.75x, 1.70x)" in text
+
+
+def test_the_startup_row_is_the_slowest_help_and_the_report_lists_every_case(tmp_path):
+    results = _fake_results()
+    row = next(t for t in bench.targets(results) if t["key"] == "startup")
+    assert row["status"] == "met" and row["value"] == 0.31 and row["target"] == "<= 0.5 s"
+    assert (
+        row["measured"]
+        == "0.31 s (`oversmooth analyze --help`); `--version` 0.12 s, `--help` 0.15 s"
+    )
+    results["startup"]["seconds"]["sweep --help"] = 0.7
+    results["startup"]["slowest"] = "sweep --help"
+    row = next(t for t in bench.targets(results) if t["key"] == "startup")
+    assert row["status"] == "missed"
+    assert row["reason"].startswith(
+        "slowest: `oversmooth sweep --help` 0.70 s, `oversmooth analyze"
+    )
+    results["targets"] = bench.targets(results)
+    from oversmooth.report.writers import write_bench_report
+
+    write_bench_report(tmp_path, results)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Start-up" in text and "| oversmooth sweep --help | 0.70 |" in text
+    results["startup"] = {"error": "oversmooth --help exited 1: boom"}
+    row = next(t for t in bench.targets(results) if t["key"] == "startup")
+    assert row["status"] == "not measured" and "boom" in row["reason"]
+
+
+def test_startup_times_runs_every_case_in_a_fresh_process(monkeypatch):
+    from oversmooth.cli.commands import COMMANDS
+
+    seen = []
+
+    def fake(cmd, timeout=0.0):
+        seen.append(tuple(cmd[3:]))
+        return {"returncode": 0, "wall_s": 0.2 if cmd[3:] == ["--version"] else 0.3, "stderr": ""}
+
+    monkeypatch.setattr(bench, "measured", fake)
+    out = bench.startup_times(repeats=2)
+    assert len(seen) == 2 * (2 + len(COMMANDS)) and seen[0] == ("--version",)
+    assert out["seconds"]["--version"] == 0.2 and out["slowest"] != "--version"
+    assert set(out["seconds"]) == {"--version", "--help", *(f"{c} --help" for c in COMMANDS)}

@@ -72,6 +72,8 @@ __all__ = [
     "pyg_postln",
     "metric_baselines",
     "sweep_scaling",
+    "median_index",
+    "startup_times",
     "measured",
     "command_analyze",
     "command_peak",
@@ -80,7 +82,7 @@ __all__ = [
 
 #: Version of the layout of ``results.json``; raise it whenever a key is added, renamed or
 #: changes meaning, so that ``tests/test_reports_fresh.py`` flags the committed report.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Depth-256 backbones whose default message-passing kernel is timed against ``"edge"``.
 BACKBONES: tuple[tuple[str, str], ...] = (
@@ -1144,6 +1146,32 @@ def end_to_end(depth: int = 256, pairs: int = 3) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- 8. start-up
+
+#: How :func:`startup_times` starts the command: as the ``oversmooth`` script does.
+_CLI = "from oversmooth.cli.main import main; main()"
+
+
+def startup_times(repeats: int = 5) -> dict:
+    """Wall seconds of ``oversmooth --version``, ``oversmooth --help`` and ``oversmooth
+    <command> --help`` for every command, each in a fresh process, all the cases in turn
+    ``repeats`` times: the median of each case (``seconds``) and the slowest median."""
+    from oversmooth.cli.commands import COMMANDS
+
+    cases = [("--version",), ("--help",), *((name, "--help") for name in COMMANDS)]
+    samples: dict[str, list[float]] = {" ".join(case): [] for case in cases}
+    for _ in range(repeats):
+        for case in cases:
+            run = measured([sys.executable, "-c", _CLI, *case], timeout=120.0)
+            if run["returncode"] != 0:
+                err = run["stderr"].strip()[-300:]
+                return {"error": f"oversmooth {' '.join(case)} exited {run['returncode']}: {err}"}
+            samples[" ".join(case)].append(run["wall_s"])
+    seconds = {case: statistics.median(values) for case, values in samples.items()}
+    slowest = max(seconds, key=lambda case: seconds[case])
+    return {"repeats": repeats, "seconds": seconds, "slowest": slowest}
+
+
 # ----------------------------------------------------------------------------- targets
 
 
@@ -1230,6 +1258,13 @@ TARGETS: tuple[Target, ...] = (
         )
         for graph in _GRAPHS
         for metric in ONE_LINERS
+    ),
+    Target(
+        "startup",
+        "`oversmooth --version`, `oversmooth --help` and `oversmooth <command> --help` for every "
+        "command: the slowest, wall seconds (each in a fresh process, median of 5)",
+        0.5,
+        unit=" s",
     ),
     Target(
         "sweep_workers",
@@ -1381,6 +1416,21 @@ def _metric_value(key: str, r: dict) -> tuple[float, str, str, bool]:
     return row["ratio"], measured, reason, False
 
 
+def _startup_value(key: str, r: dict) -> tuple[float, str, str, bool]:
+    """The slowest of ``--version``, ``--help`` and every command's ``--help``."""
+    st = r["startup"]
+    if "error" in st:
+        return math.nan, MISSING_TEXT, st["error"], False
+    seconds, slowest = st["seconds"], st["slowest"]
+    measured = (
+        f"{seconds[slowest]:.2f} s (`oversmooth {slowest}`); `--version` "
+        f"{seconds['--version']:.2f} s, `--help` {seconds['--help']:.2f} s"
+    )
+    ranked = sorted(seconds, key=lambda case: -seconds[case])[:3]
+    reason = "slowest: " + ", ".join(f"`oversmooth {c}` {seconds[c]:.2f} s" for c in ranked)
+    return seconds[slowest], measured, reason, False
+
+
 def _sweep_value(key: str, r: dict) -> tuple[float, str, str, bool]:
     """Two sweep workers against one."""
     sw = r["sweep"]
@@ -1424,6 +1474,7 @@ _TARGET_VALUES: tuple[tuple[str, Callable[[str, dict], tuple[float, str, str, bo
     ("size_", _size_value),
     ("command_memory", _size_value),
     ("metric_", _metric_value),
+    ("startup", _startup_value),
     ("sweep_workers", _sweep_value),
 )
 
@@ -1495,7 +1546,7 @@ def machine(device: torch.device) -> dict:
 
 
 #: Sections of a bench run, each announced to ``progress`` (its total).
-SECTIONS = 9
+SECTIONS = 10
 
 
 def _lap(results: dict, progress: Progress | None, message: str | None) -> None:
@@ -1593,6 +1644,8 @@ def _measure_sections(results: dict, dev: torch.device, quick: bool, say: Progre
     )
     _lap(results, say, "end to end (the README's main command, and `import torch`)")
     results["end_to_end"] = end_to_end(8 if quick else 256, pairs=1 if quick else 5)
+    _lap(results, say, "start-up: --version, --help and every command's --help")
+    results["startup"] = startup_times(repeats=1 if quick else 5)
     _lap(results, None, None)
 
 

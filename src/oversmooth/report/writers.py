@@ -310,6 +310,33 @@ def _bench_end_to_end(doc: Document, r: Mapping[str, Any]) -> None:
     doc.code(e["verdict"])
 
 
+def _bench_startup(doc: Document, r: Mapping[str, Any]) -> None:
+    """Start-up: ``--version``, ``--help`` and every command's ``--help``."""
+    import pandas as pd
+
+    if "startup" not in r:
+        return
+    st = r["startup"]
+    doc.heading("Start-up")
+    if "error" in st:
+        doc.text(f"Not measured: {st['error']}")
+        return
+    doc.text(
+        "Each case in a fresh process (as the `oversmooth` script starts it), all the cases in "
+        f"turn {st['repeats']} times; wall seconds, median of each. Help is built without "
+        "importing torch."
+    )
+    seconds = st["seconds"]
+    doc.table(
+        pd.DataFrame(
+            {
+                "command": [f"oversmooth {case}" for case in seconds],
+                "seconds": [f"{v:.2f}" for v in seconds.values()],
+            }
+        )
+    )
+
+
 def write_bench_report(
     folder: str | Path,
     r: Mapping[str, Any],
@@ -330,6 +357,7 @@ def write_bench_report(
         _bench_precision,
         _bench_sweep,
         _bench_end_to_end,
+        _bench_startup,
         _bench_section_times,
     ):
         section(doc, r)
