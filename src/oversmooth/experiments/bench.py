@@ -1114,7 +1114,7 @@ def end_to_end(depth: int = 256, pairs: int = 3) -> dict:
             run["phases"] = json.loads(phases_file.read_text())
             runs.append({"torch": torch_run, "command": run})
     ratios = [r["command"]["cpu_s"] / r["torch"]["cpu_s"] for r in runs]
-    middle = sorted(range(len(runs)), key=lambda i: ratios[i])[len(runs) // 2]
+    middle = median_index(ratios)
     run, ph = runs[middle]["command"], runs[middle]["command"]["phases"]
     # process_time() at the report's end counts everything since the process began
     measured_parts = ph["import_cpu_s"] + ph["analysis_cpu_s"] + ph["report_cpu_s"]

@@ -111,9 +111,10 @@ class Draws:
 
     def check(self, seed: int) -> bool:
         """Replays the recording under ``seed`` (the one the model was built with): true, and
-        :attr:`replayable` stays so, when that gives the built weights and generator state."""
-        if not self.replayable:
-            return False
+        :attr:`replayable` stays so, when that gives the built weights and generator state.
+        Once passed, the check is not run again."""
+        if self.checked or not self.replayable:
+            return self.checked
         built = {n: w.clone() for n, w in self.weights.items()}
         with torch.random.fork_rng(devices=[]):
             self._replay(seed)

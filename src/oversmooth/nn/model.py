@@ -368,15 +368,13 @@ def seeded_models(
     nothing is recorded (recording makes the building about 30% slower).
     """
     seeds = list(seeds)
-    draws: Draws | None = None
+    draws = Draws() if len(seeds) > 1 else None
     model: DepthModel | None = None
-    first = 0
     for seed in seeds:
         seeded = dataclasses.replace(config, seed=seed)
-        if model is None or draws is None:
-            draws = Draws() if len(seeds) > 1 else None
-            model, first = _build(seeded, device, draws), seed
-        elif draws.replayable and (draws.checked or draws.check(first)):
+        if model is None:
+            model = _build(seeded, device, draws)
+        elif draws is not None and draws.check(seeds[0]):
             draws.redraw(model, seed)
             model.config = seeded
         else:
