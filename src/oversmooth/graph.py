@@ -414,6 +414,13 @@ def by_rows(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
     return out
 
 
+def host_reads_free(x: Tensor) -> bool:
+    """Whether reading a value of ``x`` to the host costs nothing (a CPU tensor): the metrics'
+    and the csr kernel's CPU shortcuts read one value per layer, which on a GPU would stall
+    the pipeline once per layer."""
+    return x.device.type == "cpu"
+
+
 def squared_sum(t: Tensor) -> Tensor:
     """``sum(t ** 2)`` over every entry (0-d): one dot product of the flattened array."""
     flat = t.reshape(-1)

@@ -4,6 +4,8 @@ a backward pass that creates nothing n x n; the pure-torch replacements of PyG h
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import Tensor
@@ -388,15 +390,16 @@ class LargestGather(TorchDispatchMode):
 def test_softmax_numerators_in_slices_equal_the_whole_pass():
     """Over SUBTRACT_VALUES values without autograd the maxima are subtracted slice by slice
     (no [h E] gather of them): the same values, bit for bit, as in one pass (autograd's)."""
-    from oversmooth.nn.kernel import SUBTRACT_VALUES, softmax_numerators_
+    from oversmooth.nn.kernel import SUBTRACT_VALUES, bounded_scores, softmax_numerators_
 
     gen = torch.Generator().manual_seed(3)
     runs = 2 * SUBTRACT_VALUES // 37 + 11
     counts = torch.randint(1, 75, (runs,), generator=gen)
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
     row = torch.repeat_interleave(torch.arange(runs), counts)
-    scores = torch.randn(int(offsets[-1]), dtype=torch.float64, generator=gen) * 30
+    scores = torch.randn(int(offsets[-1]), dtype=torch.float64, generator=gen) * 60
     assert scores.numel() > 2 * SUBTRACT_VALUES
+    assert not bounded_scores(scores)  # the maxima are subtracted
     leaf = scores.clone().requires_grad_()
     whole = softmax_numerators_(leaf * 1.0, row, offsets).detach()
     given = scores.clone()
@@ -406,3 +409,45 @@ def test_softmax_numerators_in_slices_equal_the_whole_pass():
     assert torch.equal(sliced, whole)
     top = torch.segment_reduce(scores, "max", offsets=offsets)
     assert torch.equal(sliced, (scores - top[row]).exp())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_numerators_skip_the_maxima_only_for_bounded_scores(dtype):
+    """Scores whose moduli are all at most log(largest float) / 4 are exponentiated as they
+    are: the same softmax as with each run's maximum subtracted (to rounding), no term
+    subnormal.  One score past the bound, or a NaN, takes the maxima again."""
+    from oversmooth.nn.kernel import bounded_scores, softmax_numerators_
+
+    gen = torch.Generator().manual_seed(5)
+    counts = torch.randint(1, 40, (300,), generator=gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    row = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+    limit = math.log(torch.finfo(dtype).max) / 4
+    scores = (torch.rand(int(offsets[-1]), generator=gen, dtype=torch.float64) * 2 - 1) * limit
+    scores = scores.to(dtype)
+    scores[7] = limit * (1 - 1e-6)  # at the bound (inside it once rounded)
+    scores[8] = -limit * (1 - 1e-6)
+    assert bounded_scores(scores)
+
+    def softmax(numerators: torch.Tensor) -> torch.Tensor:
+        sums = torch.segment_reduce(numerators.double(), "sum", offsets=offsets)
+        return numerators.double() / sums[row]
+
+    fast = softmax_numerators_(scores.clone(), row, offsets)
+    assert torch.equal(fast, scores.exp())
+    assert fast.min() >= torch.finfo(dtype).tiny  # nothing subnormal
+    top = torch.segment_reduce(scores, "max", offsets=offsets)
+    slow = (scores - top[row]).exp()
+    tol = 8 * torch.finfo(dtype).eps * limit  # exp's relative error grows with |s|
+    torch.testing.assert_close(softmax(fast), softmax(slow), rtol=tol, atol=0)
+
+    past = scores.clone()
+    past[3] = limit * 1.01
+    assert not bounded_scores(past)
+    top = torch.segment_reduce(past, "max", offsets=offsets)
+    assert torch.equal(softmax_numerators_(past.clone(), row, offsets), (past - top[row]).exp())
+    poisoned = scores.clone()
+    poisoned[0] = float("nan")
+    assert not bounded_scores(poisoned)
+    assert not bounded_scores(scores[:0])
+    assert not bounded_scores(scores.half())

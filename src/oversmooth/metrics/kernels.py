@@ -35,6 +35,7 @@ from oversmooth.graph import (
     as_graph,
     csr_matrix,
     dense_to_rows,
+    host_reads_free,
     squared_sum,
     thread_buffers,
     validate_features,
@@ -145,11 +146,6 @@ def poison(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
     # NaN propagates through the min and max, +-Inf * 0 = NaN; one pass, no n x d temporary
     low, high = torch.aminmax(x64)
     return low * 0.0 + high * 0.0
-
-
-def host_reads_free(x: Tensor) -> bool:
-    """Whether reading a value of ``x`` to the host costs nothing (a CPU tensor)."""
-    return x.device.type == "cpu"
 
 
 def within(value: Tensor, bounds: tuple[float, float]) -> bool:

@@ -404,7 +404,7 @@ class MultiHeadMessagePassing(nn.Module):
                 xv = self._values_and_ones(x)
             operand, layout = xv.view(n * h, hd + 1), plan.blocks
         summed = sparse_matmul(weights, operand, layout)  # [n h, c + 1]
-        total = summed[:, -1:]  # every row's sum of weights (>= 1: the max's term is 1)
+        total = summed[:, -1:]  # every row's sum of weights (> 0, see softmax_numerators_)
         if self.hook_attention.active:
             alpha = weights.detach() / total.detach().view(-1).index_select(0, plan.row)
             self._emit_attention(plan.per_edge(alpha), ctx)  # [E, h]
