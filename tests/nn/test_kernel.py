@@ -451,3 +451,39 @@ def test_softmax_numerators_skip_the_maxima_only_for_bounded_scores(dtype):
     assert not bounded_scores(poisoned)
     assert not bounded_scores(scores[:0])
     assert not bounded_scores(scores.half())
+
+
+@pytest.mark.parametrize("rows", [None, 7])
+def test_float64_sampled_products_by_gathering_equal_sampled_addmm(monkeypatch, rows):
+    """Float64 on the CPU gathers the operands' rows (a few values at a time here), for the
+    whole structure and for a block of its rows: torch.sparse.sampled_addmm's numbers bit
+    for bit, and float32 still goes through sampled_addmm."""
+    gen = torch.Generator().manual_seed(8)
+    ei, _ = random_graph(60, 400, gen)
+    plan = CsrPlan(ei[0], ei[1], 60, 3)
+    layout = plan.blocks
+    if rows is not None:
+        first, stop, start, end = plan.row_blocks(rows)[2]
+        layout = layout.rows(first, stop, start, end)
+        assert layout.row_shift == first > 0
+    left = torch.randn(layout.shape[0], 5, dtype=torch.float64, generator=gen)
+    right = torch.randn(layout.shape[1], 5, dtype=torch.float64, generator=gen)
+
+    def addmm(a: Tensor, b: Tensor, scale: float) -> Tensor:
+        mask = layout.matrix(torch.zeros(layout.nnz, dtype=a.dtype))
+        return torch.sparse.sampled_addmm(mask, a, b.t(), beta=0.0, alpha=scale).values()
+
+    monkeypatch.setattr(kernel_module, "SAMPLED_VALUES", 13)
+    gathered = []
+    monkeypatch.setattr(
+        kernel_module.SparseLayout,
+        "_gathered",
+        lambda self, *a, _f=kernel_module.SparseLayout._gathered: (
+            gathered.append(1) or _f(self, *a)
+        ),
+    )
+    for scale in (1.0, 0.35):
+        assert torch.equal(layout.sampled(left, right, scale), addmm(left, right, scale))
+    assert len(gathered) == 2
+    narrow = layout.sampled(left.float(), right.float(), 0.35)
+    assert len(gathered) == 2 and torch.equal(narrow, addmm(left.float(), right.float(), 0.35))

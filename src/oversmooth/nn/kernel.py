@@ -60,6 +60,10 @@ from oversmooth.graph import csr_matrix, host_reads_free
 #: forms queries and products over blocks of this many rows (:meth:`CsrPlan.row_blocks`).
 ROW_BLOCK = 1 << 16
 
+#: :meth:`SparseLayout.sampled` in float64 on the CPU gathers this many values' operand rows
+#: at a time (two temporaries of ``SAMPLED_VALUES x columns`` floats: 4 MiB each for 8).
+SAMPLED_VALUES = 1 << 16
+
 #: Plans whose indices all stay below this bound use int32 indices, larger ones int64.
 INT32_LIMIT = 2**31
 
@@ -83,8 +87,12 @@ class SparseLayout:
         col: Tensor,
         shape: tuple[int, int],
         transpose: Callable[[], tuple[Tensor, Tensor, Tensor]],
+        row: Tensor | None = None,
+        row_shift: int = 0,
     ) -> None:
         self.crow, self.col, self.shape = crow, col, shape
+        # every value's row (less row_shift), where the owner keeps them (a plan does)
+        self.row, self.row_shift = row, row_shift
         self._transpose = transpose
         self._t: tuple[Tensor, Tensor, Tensor] | None = None
 
@@ -114,7 +122,9 @@ class SparseLayout:
         if (first, stop, start, end) == (0, self.shape[0], 0, self.nnz):
             return self
         crow = self.crow[first : stop + 1] - start
-        return SparseLayout(crow, self.col[start:end], (stop - first, self.shape[1]), no_transpose)
+        row = None if self.row is None else self.row[start:end]
+        shape = (stop - first, self.shape[1])
+        return SparseLayout(crow, self.col[start:end], shape, no_transpose, row, first)
 
     def sampled(
         self, left: Tensor, right: Tensor, scale: float = 1.0, out: Tensor | None = None
@@ -125,14 +135,32 @@ class SparseLayout:
         The only allocation is the result: the mask is a broadcast zero (``beta = 0`` still
         reads it, so it must hold zeros) and the product is written through ``out``, which
         spares the copy of ``crow``/``col`` that :func:`torch.sparse.sampled_addmm` makes
-        for a result of its own.
+        for a result of its own.  Float64 on the CPU, where the rows are known, takes
+        :meth:`_gathered` instead.
         """
-        mask = self.matrix(left.new_zeros(()).expand(self.nnz))
         values = left.new_empty(self.nnz) if out is None else out
+        if self.row is not None and left.dtype == torch.float64 and left.device.type == "cpu":
+            return self._gathered(left, right, scale, values)
+        mask = self.matrix(left.new_zeros(()).expand(self.nnz))
         torch.sparse.sampled_addmm(
             mask, left, right.t(), beta=0.0, alpha=scale, out=self.matrix(values)
         )
         return values
+
+    def _gathered(self, left: Tensor, right: Tensor, scale: float, values: Tensor) -> Tensor:
+        """:meth:`sampled` by gathering both operands' rows, :data:`SAMPLED_VALUES` values at
+        a time: the same numbers (each dot product summed in the same order, then scaled) as
+        :func:`torch.sparse.sampled_addmm`, whose float64 CPU kernel is slow: 0.65 ms against
+        0.38 ms for the 53,056 values of 4 heads on Cora (0.10 ms in float32, where it
+        stays)."""
+        assert self.row is not None
+        for start in range(0, self.nnz, SAMPLED_VALUES):
+            stop = min(start + SAMPLED_VALUES, self.nnz)
+            index = self.row[start:stop]
+            rows = left.index_select(0, index - self.row_shift if self.row_shift else index)
+            rows.mul_(right.index_select(0, self.col[start:stop]))
+            torch.sum(rows, dim=1, out=values[start:stop])
+        return values if scale == 1.0 else values.mul_(scale)
 
 
 class CsrPlan:
@@ -162,7 +190,7 @@ class CsrPlan:
         for t, position in enumerate(self._positions(base, step)):
             col[position] = src_heads + t
         del src_heads, base, step
-        self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t)
+        self.blocks = SparseLayout(self.offsets, col, (n * h, n * h), self._blocks_t, self.row)
         self._placement: tuple[Tensor, Tensor] | None = None
         self._row_blocks: dict[int, list[tuple[int, int, int, int]]] = {}
         self._rect: SparseLayout | None = None
@@ -288,7 +316,7 @@ class CsrPlan:
         if self._rect is None:
             col = torch.div(self.blocks.col, self.heads, rounding_mode="floor")
             shape = (self.num_nodes * self.heads, self.num_nodes)
-            self._rect = SparseLayout(self.offsets, col, shape, self._rect_t)
+            self._rect = SparseLayout(self.offsets, col, shape, self._rect_t, self.row)
         return self._rect
 
     def _rect_t(self) -> tuple[Tensor, Tensor, Tensor]:
