@@ -226,16 +226,16 @@ CSR_SCORED = [
 
 @pytest.mark.parametrize("key", CSR_SCORED)
 def test_skipping_the_maxima_moves_outputs_by_rounding_only(key, one_thread, monkeypatch):
-    """Without autograd, where every score is bounded, the csr kernel exponentiates the scores
-    as they are: the same outputs as the recorded path (maxima subtracted) but for rounding
-    (within 1024 units of the last place of the case's largest value, through three blocks),
-    and the shortcut is really taken.  With autograd (training) it never is: bit for bit the
-    recorded numbers, gradients included."""
-    calls: list[tuple[bool, bool]] = []  # (autograd records the scores, shortcut taken)
+    """In float64 without autograd, where every score is bounded, the csr kernel exponentiates
+    the scores as they are: the same outputs as the recorded path (maxima subtracted) but for
+    rounding (within 1024 units of the last place of the case's largest value, through three
+    blocks), and the shortcut is really taken.  With autograd (training) or in float32 it
+    never is: bit for bit the recorded numbers, gradients included."""
+    calls: list[tuple[bool, bool]] = []  # (the maxima path is required, shortcut taken)
 
     def counted(scores: Tensor, row: Tensor, offsets: Tensor) -> Tensor:
-        recorded = scores.requires_grad
-        calls.append((recorded, not recorded and kernel_module.bounded_scores(scores)))
+        keep = scores.requires_grad or scores.dtype != torch.float64
+        calls.append((keep, not keep and kernel_module.bounded_scores(scores)))
         return numerators(scores, row, offsets)
 
     numerators = conv_module.softmax_numerators_
@@ -244,12 +244,12 @@ def test_skipping_the_maxima_moves_outputs_by_rounding_only(key, one_thread, mon
     subtract_maxima(monkeypatch)
     slow = [t.detach() for t in CASES[key]()]
     first = calls[: len(calls) // 2]  # the calls of the run with the shortcut available
-    assert first and all(taken == (not recorded) for recorded, taken in first)
-    if all(recorded for recorded, _ in calls):
+    assert first and all(taken == (not keep) for keep, taken in first)
+    if all(keep for keep, _ in calls):
         for a, b in zip(fast, slow, strict=True):
             assert torch.equal(a.nan_to_num(), b.nan_to_num()), key
         return
-    assert not any(recorded for recorded, _ in calls)
+    assert not any(keep for keep, _ in calls)
     scale = max(float(t.nan_to_num().abs().max()) for t in slow)
     for a, b in zip(fast, slow, strict=True):
         assert torch.equal(a.isnan(), b.isnan()), key  # the head energies' undefined rows

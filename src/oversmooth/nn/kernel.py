@@ -9,9 +9,9 @@ and the product is ``[n, h, hd]`` again, with no transpose.  The nonlocal varian
 
 - scores ``<q_i, k_j>`` by :func:`torch.sparse.sampled_addmm` (no ``[E, h, hd]`` gather),
 - the softmax's numerators ``exp(e - max)`` over each row's contiguous run of values, in
-  place (on the CPU and without autograd, ``exp(e)`` alone when every score is small enough
-  for it to be safe, :func:`bounded_scores`, which spares the row maxima: 6-10% of a
-  depth-256 SAN or GAT forward on Cora),
+  place (float64 on the CPU without autograd: ``exp(e)`` alone when every score is small
+  enough for it to be safe, :func:`bounded_scores`, which spares the row maxima: 10% of a
+  depth-256 float64 SAN forward on Cora),
 - aggregation by a CSR ``spmm`` (:func:`torch.sparse.mm`) over the operand with a column of
   ones, which also sums each row's numerators; one division normalises the product.
 
@@ -405,16 +405,20 @@ SUBTRACT_VALUES = 1 << 19
 
 
 def bounded_scores(scores: Tensor) -> bool:
-    """Whether ``exp`` of ``scores`` is safe without subtracting the maxima: on the CPU (where
-    reading a value to the host costs nothing) every score's modulus at most
-    ``log(largest float) / 4`` (22 in float32, 177 in float64).  Every ``exp(s)`` then lies in
-    ``[M**-0.25, M**0.25]`` for the largest float ``M``: no term overflows or is subnormal, and
-    a run's sum, or its product with values of any sensible size, stays far from ``M``.  One
-    pass over the scores with no temporary, where the maxima (a segment reduction, a gather
-    of each value's maximum and a subtraction) took about a tenth of a SAN block's time on
-    Cora.  False on a GPU (the read would stall the pipeline), for a narrower float than
-    float32 (too little range to spare) and for NaN scores."""
-    if not host_reads_free(scores) or scores.dtype not in (torch.float32, torch.float64):
+    """Whether ``exp`` of float64 ``scores`` is safe without subtracting the maxima: on the
+    CPU (where reading a value to the host costs nothing) every score's modulus at most
+    ``log(largest float) / 4`` (177).  Every ``exp(s)`` then lies in ``[M**-0.25, M**0.25]``
+    for the largest float ``M``: no term overflows or is subnormal, and a run's sum, or its
+    product with values of any sensible size, stays far from ``M``.  One pass over the scores
+    with no temporary, where the maxima (a segment reduction, a gather of each value's maximum
+    and a subtraction) took about a tenth of a SAN block's time on Cora.
+
+    False on a GPU (the read would stall the pipeline), for NaN scores, and for any other
+    dtype: float32 keeps the maxima and its numbers, because a deep float32 stack ends at its
+    float floor, where the energies are rounding noise and another rounding gives other noise
+    (the numbers docs/precision.md reports); a float64 stack ends some 10^15 times above its
+    floor, where the last bits do not show."""
+    if not host_reads_free(scores) or scores.dtype != torch.float64:
         return False
     if not scores.numel():
         return False
