@@ -254,3 +254,34 @@ def test_log_y_labels_are_plain_text_at_matplotlib_ticks(low, high, expected):
     theirs = [t.get_text() for t in ax.get_yticklabels(which="both")]
     assert ours == [plots.plain_label(text) for text in theirs]
     assert sum(bool(t) for t in theirs) == sum(bool(t) for t in ours) >= 2
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 2), (2, 2)])
+def test_tight_layout_in_one_pass_gives_matplotlibs_subplot_parameters(shape):
+    """plots.figure's tight layout measures the axes once (no rect): on figures of one or more
+    axes, with long labels, a legend and a colorbar, the subplot parameters are those of
+    matplotlib's default tight layout, which measures twice."""
+    from matplotlib.figure import Figure
+
+    def draw(fig: Figure) -> tuple[float, ...]:
+        axes = fig.subplots(*shape, squeeze=False).ravel()
+        for i, ax in enumerate(axes[:-1]):
+            ax.plot([1, 10, 100], [1.0, 1e-6, 1e-13], label=f"curve {i}")
+            plots.log_y(ax)
+            ax.set_ylabel("a long label " * (i + 1))
+            ax.set_xlabel("layer $k$")
+            ax.set_title(f"panel {i}")
+            ax.legend()
+        image = axes[-1].imshow(np.eye(3))
+        axes[-1].set_ylabel("layer $s$")
+        fig.colorbar(image, ax=axes[-1], label="similarity")
+        fig.draw_without_rendering()  # runs the layout
+        p = fig.subplotpars
+        return (p.left, p.right, p.bottom, p.top, p.wspace, p.hspace)
+
+    fig = plots.figure(8.0, 5.0)
+    assert fig.get_layout_engine().get()["rect"] is None
+    ours = draw(fig)
+    theirs = draw(Figure(figsize=(8.0, 5.0), layout="tight"))
+    assert ours == pytest.approx(theirs, rel=0, abs=1e-12)
+    assert ours != pytest.approx((0.125, 0.9, 0.11, 0.88, 0.2, 0.2))  # the layout moved them
