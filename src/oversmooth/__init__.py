@@ -22,6 +22,12 @@ if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "overs
     import signal as _signal
 
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
+    # numpy's and scipy's OpenBLAS take their thread count from the environment when they
+    # load (numpy's below, with oversmooth.verdict): one thread, unless the user set one.  The
+    # command's numpy and scipy work (the verdict's fits, the spectral step) is small or
+    # vector-sized; a second thread only spins (docs/analyze.md, "Threads").  Torch (MKL and
+    # OpenMP) does not read this variable.
+    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
     from oversmooth.graph import GraphOperator, as_graph
