@@ -348,3 +348,35 @@ def test_pyg_gat_at_initialisation_is_norm_collapse_not_oversmoothing():
     assert verdict_kind(v.label, v.curse_of_depth, v.collapse) in ("norm collapse", "inconclusive")
     assert verdict_kind("exponential-smoothing", False, "norm-collapse") == "norm collapse"
     assert verdict_kind("exponential-smoothing", False, "both") == "oversmoothing"
+
+
+def test_one_seed_verdict_is_computed_once_and_equals_the_seeds_own(monkeypatch):
+    """With one seed the pooled verdict is that seed's (the same rows): run_analysis computes
+    it once (a sweep cell's verdict cost half as much) and fits.json's two records agree
+    with the verdict of the seed's own rows, without sharing anything."""
+    import oversmooth.analysis as A
+    from oversmooth.analysis import AnalysisConfig, describe_frame, fits_record, run_analysis
+
+    calls = []
+    original = A.describe_frame
+    monkeypatch.setattr(A, "describe_frame", lambda *a, **k: calls.append(1) or original(*a, **k))
+    config = AnalysisConfig(
+        model=ModelConfig("postln", depth=24, hidden=8, heads=2, dtype="float64", seed=3),
+        dataset="cora",
+        seeds=(3,),
+    )
+    result = run_analysis(config)
+    assert len(calls) == 1
+    own = fits_record(describe_frame(result.metrics, 8, dtype="float64"))
+    per_seed, pooled = result.fits["per_seed"]["3"], result.fits["mean_over_seeds"]
+    assert json.dumps(per_seed, sort_keys=True, default=str) == json.dumps(
+        own, sort_keys=True, default=str
+    )
+    assert "reference" in pooled and "reference" not in per_seed
+    assert {k: v for k, v in pooled.items() if k != "reference"} == per_seed
+    per_seed["evidence"]["mutated"] = True  # separate objects: the pooled record is untouched
+    assert "mutated" not in pooled["evidence"]
+    calls.clear()
+    model = ModelConfig("postln", depth=24, hidden=8, heads=2, dtype="float64")
+    run_analysis(AnalysisConfig(model=model, dataset="cora", seeds=(0, 1)))
+    assert len(calls) == 3  # two seeds: each seed's own and the pooled one
