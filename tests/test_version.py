@@ -85,3 +85,19 @@ def test_a_wheel_records_the_commit_it_was_built_from(tmp_path):
     assert built_version.__commit__ == head  # a clean clone: no "-dirty"
     assert built_version.commit() == head and built_version.__version__ == oversmooth.__version__
     assert "__commit__: str | None = None\n" in SOURCE.read_text()  # the source is untouched
+
+
+def test_the_checkout_commit_is_asked_of_git_once_per_process(monkeypatch):
+    """A sweep worker records the commit in every cell: git runs (three calls, 7 ms) only for
+    the first."""
+    import oversmooth.version as version_module
+
+    calls = []
+    monkeypatch.setattr(version_module, "__commit__", None)
+    monkeypatch.setattr(version_module, "git_commit", lambda path: calls.append(path) or "abc")
+    version_module._checkout_commit.cache_clear()
+    try:
+        assert version_module.commit() == version_module.commit() == "abc"
+        assert len(calls) == 1
+    finally:
+        version_module._checkout_commit.cache_clear()

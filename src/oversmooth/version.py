@@ -11,6 +11,7 @@ about the source tree (an editable install, a checkout on ``sys.path``).  A comm
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -47,8 +48,14 @@ def git_commit(path: str | Path) -> str | None:
 
 def commit() -> str | None:
     """The commit of the running code: the one recorded at build time, else git's answer for
-    this file's own work tree (None when neither knows)."""
-    return __commit__ or git_commit(Path(__file__).resolve())
+    this file's own work tree (None when neither knows), asked once per process (three git
+    calls, 7 ms: a sweep's worker records it in every cell)."""
+    return __commit__ or _checkout_commit()
+
+
+@functools.cache
+def _checkout_commit() -> str | None:
+    return git_commit(Path(__file__).resolve())
 
 
 def recorded(source: str, found: str | None) -> str:
