@@ -285,3 +285,14 @@ def test_tight_layout_in_one_pass_gives_matplotlibs_subplot_parameters(shape):
     theirs = draw(Figure(figsize=(8.0, 5.0), layout="tight"))
     assert ours == pytest.approx(theirs, rel=0, abs=1e-12)
     assert ours != pytest.approx((0.125, 0.9, 0.11, 0.88, 0.2, 0.2))  # the layout moved them
+
+
+@pytest.mark.parametrize(("base", "expected"), [(10, "10\u00b3"), (2, "2\u2074")])
+def test_log_x_labels_are_plain_text_in_its_base(base, expected):
+    fig = plots.figure()
+    ax = fig.add_subplot()
+    ax.plot([1, 1000], [1.0, 2.0])
+    plots.log_x(ax, base)
+    labels = [t.get_text() for t in ax.get_xticklabels(which="both")]
+    assert expected in labels
+    assert not any("$" in text for text in labels)

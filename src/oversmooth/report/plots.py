@@ -96,16 +96,24 @@ def plain_label(label: str) -> str:
     return number["number"] if number is not None else label
 
 
-def _plain_log_formatter() -> Any:
-    """matplotlib's default log-axis formatter (the one a log scale sets for its major and its
-    minor ticks) with :func:`plain_label` labels."""
+def _plain_log_formatter(base: float = 10.0) -> Any:
+    """matplotlib's default log-axis formatter (the one a log scale of ``base`` sets for its
+    major and its minor ticks) with :func:`plain_label` labels."""
     from matplotlib.ticker import LogFormatterSciNotation
 
     class _PlainLog(LogFormatterSciNotation):
         def __call__(self, x: float, pos: int | None = None) -> str:
             return plain_label(super().__call__(x, pos))
 
-    return _PlainLog(10.0)
+    return _PlainLog(base)
+
+
+def log_x(ax: Axes, base: float = 10) -> None:
+    """A log x axis of ``base`` labelled in plain text (:func:`plain_label`), as :func:`log_y`
+    labels its y axis."""
+    ax.set_xscale("log", base=base)
+    ax.xaxis.set_major_formatter(_plain_log_formatter(base))
+    ax.xaxis.set_minor_formatter(_plain_log_formatter(base))
 
 
 def log_y(ax: Axes) -> None:
@@ -154,7 +162,7 @@ def _log_scales(
         )
         return False
     if x_log:
-        ax.set_xscale("log", base=base)
+        log_x(ax, base)
     if y_log:
         log_y(ax)
     return True
@@ -528,7 +536,7 @@ def cost_curves(
         (ax_time, "seconds per probed forward"),
         (ax_memory, "extra peak memory (MiB)"),
     ):
-        ax.set_xscale("log", base=base)
+        log_x(ax, base)
         log_y(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
