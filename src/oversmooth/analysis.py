@@ -617,18 +617,17 @@ def _fits_and_verdict(
     references) and the pooled :func:`describe_frame` result; adds the spectral step's time."""
     model = config.model
     fits: dict = {"per_seed": {}}
-    groups = list(metrics.groupby("seed", sort=True))
-    # the verdict pools the seeds (shared law, one intercept per seed); of one seed, it is
-    # that seed's own verdict (the same rows), so it is computed once (a sweep's cell)
-    desc = describe_frame(metrics, model.hidden, dtype=model.dtype) if len(groups) == 1 else None
+    # the verdict pools the seeds (shared law, one intercept per seed)
+    desc = describe_frame(metrics, model.hidden, dtype=model.dtype)
+    groups = metrics.groupby("seed", sort=True)
     for seed, frame in groups:
         fits["per_seed"][str(seed)] = (
-            copy.deepcopy(fits_record(desc))  # nothing shared with the pooled record
-            if desc is not None
+            # of one seed, the pooled verdict is the seed's own (the same rows): a copy of it,
+            # sharing nothing with the pooled record
+            copy.deepcopy(fits_record(desc))
+            if groups.ngroups == 1
             else fits_record(describe_frame(frame, model.hidden, dtype=model.dtype))
         )
-    if desc is None:
-        desc = describe_frame(metrics, model.hidden, dtype=model.dtype)
     t0 = time.perf_counter()
     desc["reference"] = theory_reference(model.name, desc, diffusion_reference(data))
     timings["spectral_s"] = time.perf_counter() - t0

@@ -421,9 +421,7 @@ def bounded_scores(scores: Tensor) -> bool:
     float floor, where the energies are rounding noise and another rounding gives other noise
     (the numbers docs/precision.md reports); a float64 stack ends some 10^15 times above its
     floor, where the last bits do not show."""
-    if not host_reads_free(scores) or scores.dtype != torch.float64:
-        return False
-    if not scores.numel():
+    if not host_reads_free(scores) or scores.dtype != torch.float64 or not scores.numel():
         return False
     limit = math.log(torch.finfo(scores.dtype).max) / 4
     # one pass for both ends (a NaN fails both comparisons); the inf-norm took 8x longer

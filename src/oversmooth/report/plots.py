@@ -10,6 +10,7 @@ finite on it stays linear and says why, instead of failing the whole report.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable, Mapping, Sequence
@@ -96,24 +97,32 @@ def plain_label(label: str) -> str:
     return number["number"] if number is not None else label
 
 
-def _plain_log_formatter(base: float = 10.0) -> Any:
-    """matplotlib's default log-axis formatter (the one a log scale of ``base`` sets for its
-    major and its minor ticks) with :func:`plain_label` labels."""
+@functools.cache
+def _plain_log_formatter_class() -> Any:
+    """matplotlib's default log-axis formatter (the one a log scale sets for its major and its
+    minor ticks) with :func:`plain_label` labels (the class, made once)."""
     from matplotlib.ticker import LogFormatterSciNotation
 
-    class _PlainLog(LogFormatterSciNotation):
+    class PlainLogFormatter(LogFormatterSciNotation):
         def __call__(self, x: float, pos: int | None = None) -> str:
             return plain_label(super().__call__(x, pos))
 
-    return _PlainLog(base)
+    return PlainLogFormatter
+
+
+def _plain_log_labels(axis: Any, base: float) -> None:
+    """Label the major and minor ticks of ``axis``, on a log scale of ``base``, in plain
+    text."""
+    formatter = _plain_log_formatter_class()
+    axis.set_major_formatter(formatter(base))
+    axis.set_minor_formatter(formatter(base))
 
 
 def log_x(ax: Axes, base: float = 10) -> None:
     """A log x axis of ``base`` labelled in plain text (:func:`plain_label`), as :func:`log_y`
     labels its y axis."""
     ax.set_xscale("log", base=base)
-    ax.xaxis.set_major_formatter(_plain_log_formatter(base))
-    ax.xaxis.set_minor_formatter(_plain_log_formatter(base))
+    _plain_log_labels(ax.xaxis, base)
 
 
 def log_y(ax: Axes) -> None:
@@ -132,8 +141,7 @@ def log_y(ax: Axes) -> None:
 
     ax.set_yscale("log")
     ax.yaxis.set_minor_locator(_SparseMinor(base=10.0, subs="auto"))
-    ax.yaxis.set_major_formatter(_plain_log_formatter())
-    ax.yaxis.set_minor_formatter(_plain_log_formatter())
+    _plain_log_labels(ax.yaxis, 10.0)
 
 
 def _positive(values: ArrayLike) -> np.ndarray:
