@@ -29,6 +29,7 @@ from oversmooth.config import (
     leaf_fields,
     options_of,
     upgrade_record,
+    with_data_sizes,
 )
 from oversmooth.experiments.sweep import SweepSpec
 from oversmooth.registry import CONVS, MODELS, NORMS
@@ -295,6 +296,25 @@ def test_an_old_flat_record_reads_as_today_s():
     )
     reproduce = {"command": "reproduce", "quick": True, "seeds": [0], "dtype": "float64"}
     assert upgrade_record(reproduce) == reproduce  # no model: nothing to nest
+
+
+def test_config_json_records_the_data_sizes_and_reads_back_without_them():
+    """config.json holds the sizes the model was built with (one pair for all datasets, else
+    None), never the config's placeholder; reading it back leaves them to the data."""
+    record = ComparisonConfig(datasets=("cora", "citeseer")).to_dict()
+    assert record["model"]["in_channels"] == 1  # the placeholder the record must not keep
+    one = with_data_sizes(record, [(1433, 7), (1433, 7)])
+    assert (one["model"]["in_channels"], one["model"]["out_channels"]) == (1433, 7)
+    two = with_data_sizes(record, [(1433, 7), (3703, 6)])
+    assert (two["model"]["in_channels"], two["model"]["out_channels"]) == (None, None)
+    assert record["model"]["in_channels"] == 1  # not written through
+    for written in (one, two):
+        assert from_record(ComparisonConfig, written) == ComparisonConfig(
+            **{"datasets": ("cora", "citeseer")}
+        )
+        assert reproduce_command({"command": "compare", **written}) == reproduce_command(
+            {"command": "compare", **record}
+        )
 
 
 def test_an_old_train_record_resumes(tmp_path):

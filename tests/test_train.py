@@ -420,7 +420,9 @@ def test_nan_scores_are_written_as_strict_json(tmp_path, monkeypatch):
     T.train(T.TrainConfig(**TINY, epochs=2), tmp_path / "run")
     summary = strict_json((tmp_path / "run" / "summary.json").read_text())
     assert summary["test_acc"] is None and summary["val_acc"] is None
-    strict_json((tmp_path / "run" / "config.json").read_text())
+    config = strict_json((tmp_path / "run" / "config.json").read_text())
+    # the sizes the model was built with (the data's features and classes)
+    assert (config["model"]["in_channels"], config["model"]["out_channels"]) == (1433, 7)
 
 
 def test_probe_records_dynamics_without_changing_training(tmp_path):

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import geometric_mean
 from oversmooth.graph import GraphOperator
-from oversmooth.config import MAX_DEPTH
+from oversmooth.config import MAX_DEPTH, with_data_sizes
 from oversmooth.nn.model import MODELS, DepthModel, seeded_models
 from oversmooth.precision import (
     twin_needed,
@@ -670,13 +670,15 @@ def _run_record(
     device: torch.device,
     floor_method: str,
     used: list[str],
+    sizes: list[tuple[int, int]],
 ) -> dict:
-    """What config.json keeps of a run: the command, its configuration, the device and the
-    float-floor methods it resolved to (``used``: with auto in float64, the twin runs only
-    where a layer nears the bound)."""
+    """What config.json keeps of a run: the command, its configuration (the model's input and
+    output sizes those of the data, ``sizes``: see :func:`~oversmooth.config.with_data_sizes`),
+    the device and the float-floor methods it resolved to (``used``: with auto in float64, the
+    twin runs only where a layer nears the bound)."""
     return {
         "command": command,
-        **config.to_dict(),
+        **with_data_sizes(config.to_dict(), sizes),
         "device_resolved": str(device),
         "floor_method": floor_method,
         "floor_methods_used": used,
@@ -706,7 +708,14 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     fits, desc = _fits_and_verdict(config, metrics, data, seeds.timings)
     seeds.timings["total_s"] = time.perf_counter() - started
     return AnalysisResult(
-        config=_run_record("analyze", config, device, config.floor_method, sorted(seeds.methods)),
+        config=_run_record(
+            "analyze",
+            config,
+            device,
+            config.floor_method,
+            sorted(seeds.methods),
+            [(data.num_features, out_channels)],
+        ),
         metrics=metrics,
         fits=fits,
         verdict=desc["_verdict"],
@@ -882,9 +891,10 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     curves = [(m, c) for c in config.convs for m in config.models]
     total = sum(config.depths) * len(config.seeds) * len(curves) * len(config.datasets)
     done = 0
-    frames, fits, verdicts = [], {}, []
+    frames, fits, verdicts, sizes = [], {}, [], []
     for dataset in config.datasets:
         data, out_channels = _load_data(dataset, config.data_root)
+        sizes.append((data.num_features, out_channels))
         graph = input_graph(data, device)
         diffusion = diffusion_reference(data)  # once per graph, shared by every model
         for model_name, conv in curves:
@@ -909,7 +919,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     metrics = pd.concat(frames, ignore_index=True)
     summary = pd.DataFrame([_final_row(f) for f in frames])
     return ComparisonResult(
-        config=_run_record("compare", config, device, floor_method, used),
+        config=_run_record("compare", config, device, floor_method, used, sizes),
         metrics=metrics,
         summary=summary,
         fits=fits,

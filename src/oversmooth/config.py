@@ -50,6 +50,7 @@ __all__ = [
     "command_options",
     "set_by_run",
     "upgrade_record",
+    "with_data_sizes",
 ]
 
 DTYPE_NAMES = ("float32", "float64")
@@ -771,14 +772,30 @@ def command_options(
     return out
 
 
+def with_data_sizes(record: dict, sizes: Collection[tuple[int, int]]) -> dict:
+    """``record`` (a run config's ``to_dict()``) with ``model.in_channels`` and
+    ``model.out_channels`` as the run's data set them (``sizes``: one ``(features, classes)``
+    pair per dataset): the pair all datasets share, else None (each dataset its own), never
+    the config's placeholder."""
+    pairs = set(sizes)
+    features, classes = next(iter(pairs)) if len(pairs) == 1 else (None, None)
+    return {
+        **record,
+        "model": {**record["model"], "in_channels": features, "out_channels": classes},
+    }
+
+
 def from_record(config: type[C], record: Mapping[str, Any]) -> C:
     """The run config ``config`` a ``config.json`` record describes (today's layout or an
     older flat one, see :func:`upgrade_record`); keys that are no field of ``config``
-    (``command``, ``environment``, ...) are ignored, lists read as tuples, and fields the
-    record lacks keep ``config``'s defaults."""
+    (``command``, ``environment``, ...) are ignored, as are the :data:`DERIVED` sizes (the
+    data's, which the run sets again), lists read as tuples, and fields the record lacks keep
+    ``config``'s defaults."""
     record = upgrade_record(record)
     values: dict[str, Any] = {}
     for path in leaf_fields(config):
+        if path in DERIVED:  # the data's sizes (or None): a run sets them from its data again
+            continue
         try:
             value = value_at(record, path)
         except KeyError:

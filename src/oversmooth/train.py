@@ -49,7 +49,7 @@ from oversmooth.checkpoint import (
     _atomic_save,
     _read,
 )
-from oversmooth.config import MODEL_FIELDS, ModelConfig, upgrade_record
+from oversmooth.config import MODEL_FIELDS, ModelConfig, upgrade_record, with_data_sizes
 from oversmooth.nn.model import DepthModel, model_from_config
 from oversmooth.outputs import (
     MARKER,
@@ -405,9 +405,10 @@ class _Run:
 
     def _write_config(self, folder: Path) -> None:
         config = self.config
+        sizes = [(self.meta["num_features"], self.meta["num_classes"])]
         record = {
             "command": "train",
-            **config.to_dict(),
+            **with_data_sizes(config.to_dict(), sizes),
             # what the settings left to their default (None above) resolved to
             "learning_rate": config.learning_rate,
             "warmup_epochs": config.warmup_epochs,

@@ -94,6 +94,8 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
     assert config["model"]["name"] == model and config["environment"]["torch"]
+    # the sizes the model was built with (Cora's features and classes), not a placeholder
+    assert (config["model"]["in_channels"], config["model"]["out_channels"]) == (1433, 7)
     assert "data:image/png;base64," in (out / "report.html").read_text()
 
 
