@@ -169,8 +169,11 @@ def test_reference_lines_go_through_the_curve_at_the_late_window_start():
     values = np.r_[np.nan, 3.0 ** -np.arange(1, 11)]
     (d_label, dx, dy), (a_label, ax_, ay) = reference_lines(record, layers, values)
     assert "×0.5/step" in d_label and "Thm 4.1" in a_label
-    assert dx[0] == 4 and dx[-1] == 10 and np.allclose(dy, 3.0**-4 * 0.5 ** (dx - 4))
-    assert np.allclose(ay, 3.0**-4 * 4 / ax_) and ax_[-1] == pytest.approx(10)
+    # through the curve at layer 4, drawn over every positive layer with a value (1 to 10)
+    assert dx[0] == 1 and dx[-1] == 10 and np.allclose(dy, 3.0**-4 * 0.5 ** (dx - 4))
+    assert dy[dx == 4] == pytest.approx(3.0**-4)
+    assert np.allclose(ay, 3.0**-4 * 4 / ax_) and ax_[0] == pytest.approx(1)
+    assert ax_[-1] == pytest.approx(10)
     not_computed = {"reference": {"diffusion": {"computed": False, "reason": "too big"}}}
     assert reference_lines(not_computed, layers, values) == []
     assert reference_lines({"reference": {}}, layers, values, algebraic=False) == []

@@ -99,13 +99,17 @@ def test_reports_read_the_dtype_from_the_frame(tmp_path):
 
 
 def test_write_report_has_verdict_banner(probed, tmp_path):
+    from oversmooth.report.document import verdict_heading, verdict_kind
+
     probe, frame = probed
     out = oversmooth.write_report(probe, tmp_path / "rep", title="PyG GCN, 12 layers", step=1)
     names = {p.name for p in out.iterdir()}
     assert {"report.md", "report.html", "energy.png", "similarity.png", "metrics.csv"} <= names
     md = (out / "report.md").read_text(encoding="utf-8")
-    label = oversmooth.verdict(frame[frame.step == 1]).label
-    assert f"**Verdict: {label}.**" in md and "PyG GCN, 12 layers" in md
+    found = oversmooth.verdict(frame[frame.step == 1])
+    kind = verdict_kind(found.label, found.curse_of_depth, found.collapse)
+    assert f"**Verdict: {verdict_heading(found.label, kind)}.**" in md
+    assert "PyG GCN, 12 layers" in md
     assert "verdict" in (out / "report.html").read_text(encoding="utf-8").lower()
     with pytest.raises(FileExistsError):
         oversmooth.write_report(frame, out, step=1)

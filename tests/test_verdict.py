@@ -344,8 +344,8 @@ def test_pyg_gat_at_initialisation_is_norm_collapse_not_oversmoothing():
     assert v.trend == "decay" and v.collapse == "norm-collapse" and not v.oversmoothing
     assert v.evidence["norm_decades"] < -15 and v.evidence["scale_free_decades"] > -6
     assert "mostly norm collapse, not oversmoothing" in verdict_text(v)
-    # the banner never says oversmoothing for it: grey while the law is open, blue once named
-    assert verdict_kind(v.label, v.curse_of_depth, v.collapse) in ("norm collapse", "inconclusive")
+    # the banner never says oversmoothing for it, whether the law is named or open
+    assert verdict_kind(v.label, v.curse_of_depth, v.collapse) == "norm collapse"
     assert verdict_kind("exponential-smoothing", False, "norm-collapse") == "norm collapse"
     assert verdict_kind("exponential-smoothing", False, "both") == "oversmoothing"
 

@@ -524,12 +524,14 @@ def _decide(
     evidence.update(_late_numbers(est, layers, shifted, logs))
     evidence["fit_curve"] = _fit_curve(full, layers, logs)
     profile = _profile(ev, layers)
-    trend, collapse = _trend(point, half), None
+    trend = _trend(point, half)
     common: dict[str, Any] = dict(
         usable_layers=n, window=window, evidence=evidence, profile=profile, trend=trend
     )
+    # the decades of the energy, the norm and the scale-free energy are recorded for every
+    # trend (a growing energy can hide directions that converge); a decay is also named by them
+    collapse = _collapse(frame, out.rows, layers, evidence)
     if trend == "decay":
-        collapse = _collapse(frame, out.rows, layers, evidence)
         common["collapse"] = collapse
     if trend == "flat":
         return out.done("stable", "stable", curse_of_depth=False, **common)

@@ -68,6 +68,11 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
     if model == "preln":
         assert found["trend"] == "growth" and summary["curse_of_depth"] is True
         assert "curse of depth" in summary["verdict"]
+        # the raw energy grows with the norm while the directions converge: both are said
+        assert (
+            found["evidence"]["norm_decades"] > 1 and found["evidence"]["scale_free_decades"] < -0.5
+        )
+        assert "the directions still converge" in summary["verdict"]
     if model == "postln":  # float64 by default: far below the float32 floor (about 1e-12)
         assert found["trend"] == "decay" and found["collapse"] == "oversmoothing"
         assert summary["final_energy"] < 1e-13 and not summary["final_at_floor"]

@@ -91,7 +91,32 @@ def test_verdict_banner_is_coloured_by_kind(tmp_path, label, curse, kind):
     page = (tmp_path / "report.html").read_text()
     assert f'class="verdict verdict-{kind}"' in page and f".verdict-{kind}{{" in page
     assert "<code>10</code>" in page
-    assert f"**Verdict: {label}.**" in (tmp_path / "report.md").read_text()
+    heading = label if kind == label else f"{label} · {kind.replace('-', ' ')}"
+    assert f"**Verdict: {heading}.**" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("curse", "collapse", "kind", "heading"),
+    [
+        (None, None, "inconclusive", "inconclusive"),
+        (None, "oversmoothing", "oversmoothing", "law inconclusive · oversmoothing"),
+        (None, "both", "oversmoothing", "law inconclusive · oversmoothing"),
+        (None, "norm-collapse", "norm collapse", "law inconclusive · norm collapse"),
+        (True, None, "curse of depth", "law inconclusive · curse of depth"),
+        (False, None, "inconclusive", "inconclusive"),
+    ],
+)
+def test_an_inconclusive_law_keeps_what_was_decided(tmp_path, curse, collapse, kind, heading):
+    """``inconclusive`` is the law only: the banner still says oversmoothing, norm collapse or
+    the curse of depth when the verdict decided it."""
+    doc = Document("t")
+    doc.verdict("text", "inconclusive", curse, collapse)
+    doc.write(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert f'class="verdict verdict-{kind.replace(" ", "-")}"' in page
+    label = "law inconclusive" if kind != "inconclusive" else "inconclusive"
+    assert f'<div class="verdict-label">{label}' in page
+    assert f"**Verdict: {heading}.**" in (tmp_path / "report.md").read_text()
 
 
 def test_figures_are_saved_and_shown_at_their_natural_size_or_the_column(tmp_path):

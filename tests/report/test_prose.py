@@ -156,3 +156,60 @@ def test_records_of_older_versions_keep_their_words():
 
 def test_the_package_root_says_a_verdict():
     assert oversmooth.verdict_text is verdict_text
+
+
+def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
+    """No ``inf`` reaches a reader: an interval with no upper end reads "or more", a late slope
+    of the wrong sign "no late halving", and a k0 at the top of its grid says so."""
+    from oversmooth.report.prose import _late_clause, _shift_text, _span
+
+    assert _span((11.5, None)) == "11.5 or more" and _span((None, None)) == "unbounded"
+    assert _span((-math.inf, 3.0)) == "up to 3" and _span((1.0, 2.0)) == "1-2"
+    late = {"late_slope_interval": [-0.5, 0.06], "late_window": [9, 16]}
+    assert _late_clause({**late, "late_slope": -0.2}, True) == (
+        f"late halving length {math.log(2) / 0.2:.3g} layers over layers 9-16 "
+        f"(95% interval {math.log(2) / 0.5:.3g} or more)"
+    )
+    flat = _late_clause({**late, "late_slope": 0.01}, True)
+    assert flat.startswith("no late halving: the energy does not decay over layers 9-16")
+    assert "inf" not in flat
+    assert _shift_text(16.0, [1, 16]) == "16 (the largest the fit tries: the shift may be larger)"
+    assert _shift_text(2.0, [1, 16]) == "2" and _shift_text(16.0, None) == "16"
+
+
+@pytest.mark.parametrize(
+    ("trend", "collapse", "sf", "nd", "said"),
+    [
+        (
+            "growth",
+            None,
+            -1.08,
+            1.52,
+            "; the directions still converge: the scale-free energy "
+            "falls (-1.1 decades) while the squared feature norm changes +1.5 decades",
+        ),
+        ("growth", None, -0.1, 0.6, ""),  # inside the stable band: nothing to say
+        (
+            "decay",
+            "oversmoothing",
+            -11.0,
+            3.8e-8,
+            "; the nodes converge (scale-free energy -11 decades, squared norm 0)",
+        ),
+        (
+            "decay",
+            "norm-collapse",
+            -2.0,
+            -84.0,
+            "; mostly norm collapse, not oversmoothing: the "
+            "squared feature norm falls by 84 decades, the scale-free energy changes only -2",
+        ),
+    ],
+)
+def test_the_norm_and_direction_clause(trend, collapse, sf, nd, said):
+    """What the energy's change is made of, for a decay and for a growth; a zero reads 0, a
+    fall is never a negative fall."""
+    from oversmooth.report.prose import _collapse_clause
+
+    ev = {"scale_free_decades": sf, "norm_decades": nd}
+    assert _collapse_clause({"trend": trend, "collapse": collapse}, ev) == said

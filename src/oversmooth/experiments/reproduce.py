@@ -436,7 +436,7 @@ def _precision_sentence(summary: pd.DataFrame) -> list[str]:
         return []
     return [
         f"Precision at the deepest Post-LN point (depth {max(A.DEPTHS)}): the float64 models "
-        f"end at {by.loc['baseline', 'geomean']:.3g} (seed range "
+        f"end at a geometric mean over seeds of {by.loc['baseline', 'geomean']:.3g} (seed range "
         f"{by.loc['baseline', 'min']:.2g}–{by.loc['baseline', 'max']:.2g}), the float32 models "
         f"at {by.loc['float32', 'geomean']:.3g} ({by.loc['float32', 'min']:.2g}–"
         f"{by.loc['float32', 'max']:.2g}), the paper reports {by.loc['baseline', 'paper']:.3g}."
@@ -1163,7 +1163,9 @@ def _agreement_paragraphs(table: pd.DataFrame, config: ReproduceConfig) -> list[
     nonloc = cora[(cora["model"] == "nonlocal") & (cora["depth"] == DEPTHS[-1])].iloc[0]
     out.append(
         f"Orders of magnitude. Post-LN at depth {DEPTHS[-1]} ends at {post['ours_mean']:.2g} "
-        f"against the paper's {post['paper']:.2g} (ratio {post['ratio']:.2g}) with the models run "
+        "(the arithmetic mean over seeds, as in the tables above, which the seed with the "
+        f"largest energy dominates) against the paper's {post['paper']:.2g} (ratio "
+        f"{post['ratio']:.2g}) with the models run "
         f"in {config.dtype}; the float32-floor paragraph below says what the paper's number most "
         f"likely is. Pre-LN energies are {np.nanmedian(pre['ratio']):.2g} times the paper's "
         "(median over depths): the growth agrees (the energy grows with depth, its relative "

@@ -78,13 +78,27 @@ def verdict_kind(
     ``healthy`` or ``inconclusive``.  A growing curve with the curse of depth is ``curse of
     depth``; a decay whose fall is the features shrinking, not the nodes converging
     (``collapse == "norm-collapse"``, :attr:`oversmooth.verdict.Verdict.collapse`), is ``norm
-    collapse``, never ``oversmoothing``."""
+    collapse``, never ``oversmoothing``.  An ``inconclusive`` label leaves only the law
+    undecided: a fall whose nodes converge is still ``oversmoothing`` (a shrinking one ``norm
+    collapse``), a growth with the curse of depth still ``curse of depth``."""
     kind = _KINDS.get(label or "", "inconclusive")
-    if kind == "healthy" and curse_of_depth:
+    if kind == "inconclusive" and collapse in ("oversmoothing", "both"):
+        return "oversmoothing"
+    if kind in ("healthy", "inconclusive") and curse_of_depth:
         return "curse of depth"
-    if kind == "oversmoothing" and collapse == "norm-collapse":
+    if kind in ("oversmoothing", "inconclusive") and collapse == "norm-collapse":
         return "norm collapse"
     return kind
+
+
+def verdict_heading(label: str | None, kind: str) -> str:
+    """The banner's words: the label, and its kind where that says more (``law inconclusive ·
+    oversmoothing``)."""
+    if not label or label == kind:
+        return kind
+    if label == "inconclusive":
+        return "inconclusive" if kind == "inconclusive" else f"law inconclusive · {kind}"
+    return f"{label} · {kind}"
 
 
 # ----------------------------------------------------------------------------- inline Markdown
@@ -295,7 +309,7 @@ class Document:
                 out.append(f"![{alt}]({quote(payload.name)})\n\n*{caption}*")
             elif kind == "verdict":
                 text, label, banner = payload
-                out.append(f"> **Verdict: {safe(str(label or banner))}.** {safe(text)}")
+                out.append(f"> **Verdict: {safe(verdict_heading(label, banner))}.** {safe(text)}")
             else:
                 fence = "```"
                 while fence in payload:
@@ -327,14 +341,16 @@ class Document:
             elif kind == "verdict":
                 text, label, banner = payload
                 cls = banner.replace(" ", "-")
+                undecided = label == "inconclusive" and banner != "inconclusive"
+                shown = "law inconclusive" if undecided else (label or banner)
                 kind = (
                     f'<span class="verdict-kind">{html.escape(banner)}</span>'
-                    if label and label != banner
+                    if shown != banner
                     else ""
                 )
                 body.append(
                     f'<div class="verdict verdict-{cls}" role="note">'
-                    f'<div class="verdict-label">{html.escape(label or banner)}{kind}</div>'
+                    f'<div class="verdict-label">{html.escape(shown)}{kind}</div>'
                     f"<p>{inline_html(text)}</p></div>"
                 )
             else:
@@ -526,12 +542,17 @@ def _md_table(frame: pd.DataFrame, index: bool = False) -> str:
 
 
 def _html_table(frame: pd.DataFrame, index: bool = False) -> str:
+    """The table as HTML: text columns' cells in inline Markdown (code, emphasis, links, as
+    report.md shows them), numbers as they are."""
     cols, rows, text = _rows(frame, index)
     cls = [' class="text"' if t else "" for t in text]
     head = "".join(f"<th{c}>{html.escape(name)}</th>" for c, name in zip(cls, cols, strict=True))
     body = "".join(
         "<tr>"
-        + "".join(f"<td{c}>{html.escape(v)}</td>" for c, v in zip(cls, row, strict=True))
+        + "".join(
+            f"<td{c}>{inline_html(v) if t else html.escape(v)}</td>"
+            for c, t, v in zip(cls, text, row, strict=True)
+        )
         + "</tr>"
         for row in rows
     )

@@ -312,7 +312,7 @@ def _energy_curve(ax: Axes, curve: Mapping) -> tuple[np.ndarray, np.ndarray, _Fl
             color=line.get_color(),
             lw=1,
             alpha=0.85,
-            label="  verdict's fitted law",
+            label="verdict's fitted law",
         )
     floor = curve.get("floor")
     if floor is None:
@@ -334,7 +334,7 @@ def _float_floors(ax: Axes, floors: Sequence[_Floor], low: float, high: float) -
                 lw=0.8,
                 ls="-.",
                 alpha=0.7,
-                label=f"  float floor ({label})",
+                label=f"float floor ({label})",
             )
 
 

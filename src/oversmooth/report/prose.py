@@ -244,8 +244,19 @@ def _terms_text(ev: Mapping[str, Any]) -> str:
     return (
         f"exponential factor e^(beta k) with beta {ev['beta']:.3g} ({ev['level']:.0%} interval "
         f"{lo:.3g} to {hi:.3g}), power term {ev['power_term_decades']:+.2f} decades, "
-        f"shift k0 {ev['k0']:.3g}"
+        f"shift k0 {_shift_text(ev['k0'], ev.get('window'))}"
     )
+
+
+def _shift_text(k0: float, window: Any) -> str:
+    """``k0``, said to sit at the top of the range the fit searches (the window's last layer,
+    :data:`oversmooth.lawfit.K0_MAX_FACTOR` times it) when it does: the shift may be larger."""
+    from oversmooth.lawfit import K0_MAX_FACTOR
+
+    top = window[1] * K0_MAX_FACTOR if isinstance(window, (list, tuple)) and window else None
+    if top is not None and k0 >= top * (1 - 1e-9):
+        return f"{k0:.3g} (the largest the fit tries: the shift may be larger)"
+    return f"{k0:.3g}"
 
 
 def _note_text(note: Mapping[str, Any]) -> str:
@@ -308,11 +319,22 @@ def dropped_text(dropped: Mapping[str, int]) -> str:
 
 def _span(pair: Any, fmt: str = ".3g") -> str:
     """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
-    reads ``inf``."""
-    lo, hi = (math.inf if v is None else float(v) for v in pair)
+    is said in words: ``11.5 or more``, ``up to 3``, ``unbounded``."""
+    lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
+    if math.isinf(lo) and math.isinf(hi):
+        return "unbounded"
+    if math.isinf(hi):
+        return f"{format(lo, fmt)} or more"
+    if math.isinf(lo):
+        return f"up to {format(hi, fmt)}"
     if fmt == ".2f":
         return f"{lo:.2f} to {hi:.2f}"
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def _decades(value: float) -> str:
+    """A change in decades, signed; one that rounds to zero at two digits reads ``0``."""
+    return "0" if abs(value) < 0.005 else f"{value:+.2g}"
 
 
 def _sentence(found: Mapping[str, Any]) -> str:
@@ -330,7 +352,11 @@ def _sentence(found: Mapping[str, Any]) -> str:
         body = _exponential_text(label == "exponential-smoothing", found, rate, asym, level)
     elif label in ("algebraic-smoothing", "power-law-growth"):
         smoothing = label == "algebraic-smoothing"
-        shift = f" (shift k0 {rate['shift']:.3g})" if rate.get("shift") else ""
+        shift = (
+            f" (shift k0 {_shift_text(rate['shift'], ev.get('window'))})"
+            if rate.get("shift")
+            else ""
+        )
         body = (
             f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
             f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
@@ -379,25 +405,36 @@ def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
     lo, hi = sorted(length(s) for s in ev["late_slope_interval"])
     window = ev["late_window"]
     word = "halving" if decay else "doubling"
-    return (
-        f"late {word} length {length(ev['late_slope']):.3g} layers over layers "
-        f"{window[0]}-{window[1]} ({REPORT_LEVEL:.0%} interval {_span((lo, hi))})"
-    )
+    point = length(ev["late_slope"])
+    level = f"{REPORT_LEVEL:.0%} interval {_span((lo, hi))}"
+    if math.isinf(point):
+        return (
+            f"no late {word}: the energy does not {'decay' if decay else 'grow'} over layers "
+            f"{window[0]}-{window[1]} (slope of log E {ev['late_slope']:+.2g} per layer; "
+            f"{word} length {level})"
+        )
+    return f"late {word} length {point:.3g} layers over layers {window[0]}-{window[1]} ({level})"
 
 
 def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     """What a decay is made of: the nodes converging, the features shrinking, or both."""
     collapse = found.get("collapse")
-    if not collapse or ev.get("scale_free_decades") is None:
+    if ev.get("scale_free_decades") is None:
         return ""
-    sf, nd = ev["scale_free_decades"], ev["norm_decades"]
+    sf, nd = _decades(ev["scale_free_decades"]), _decades(ev["norm_decades"])
+    if found.get("trend") == "growth" and ev["scale_free_decades"] <= -STABLE_DECADES:
+        return (
+            f"; the directions still converge: the scale-free energy falls ({sf} decades) "
+            f"while the squared feature norm changes {nd} decades"
+        )
+    if not collapse:
+        return ""
     clauses = {
-        "oversmoothing": f"the nodes converge (scale-free energy {sf:+.2g} decades, "
-        f"squared norm {nd:+.2g})",
-        "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature "
-        f"norm falls {nd:+.2g} decades, the scale-free energy only {sf:+.2g}",
-        "both": f"the nodes converge and the features shrink (scale-free energy {sf:+.2g} "
-        f"decades, squared norm {nd:+.2g})",
+        "oversmoothing": f"the nodes converge (scale-free energy {sf} decades, squared norm {nd})",
+        "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature norm "
+        f"falls by {abs(ev['norm_decades']):.2g} decades, the scale-free energy changes only {sf}",
+        "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
+        f"squared norm {nd})",
     }
     return "; " + clauses[collapse]
 

@@ -281,9 +281,13 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         rows.append(
             (f"beta, {level:.0%} interval" if level else "beta interval", f"{lo:.3g} to {hi:.3g}")
         )
-    for key in ("energy_decades", "norm_decades", "scale_free_decades"):
+    for key, name in (
+        ("energy_decades", "energy decades (last sixteenth of the layers against the first)"),
+        ("norm_decades", "squared feature norm decades (same layers)"),
+        ("scale_free_decades", "scale-free energy decades (same layers)"),
+    ):
         if ev.get(key) is not None:
-            rows.append((key.replace("_", " "), f"{ev[key]:+.3g}"))
+            rows.append((name, f"{ev[key]:+.2f}"))
     uncertainty = uncertainty_text(record)
     if uncertainty:
         rows.append(("intervals from", uncertainty))
@@ -338,9 +342,12 @@ def halving_profile_section(doc: Document, records: Mapping[str, dict | None], n
     doc.heading("Local halving length")
     doc.figure(
         fig,
-        "Local halving length −ln 2 / (d log E/dk) along depth (sliding-window slopes of the "
-        "seed-pooled curve), with the 95% band from the same seed-and-bootstrap intervals as "
-        "the verdict; a flat line is an exponential, a line rising in proportion to k a power law",
+        "Local halving length −ln 2 / (d log E/dk) along depth: slopes over sliding windows of "
+        "the curve the verdict fits (its seeds together), each with the 95% band of the "
+        "verdict's seed-and-bootstrap estimator over that window. The verdict's late interval "
+        "is wider than the band where the rate still moves: it adds the drift between the last "
+        "two quarters. A flat line is an exponential, a line rising in proportion to k a power "
+        "law; a band running off the top has no upper bound (the slope may be zero there)",
         name,
     )
 
@@ -379,8 +386,8 @@ def reference_lines(
     """Theory lines for :func:`plots.energy_curves` from a fits.json record's ``"reference"``:
     linear diffusion's ``ratio^(k - k0)`` and the nonlocal bound's ``(k / k0)^slope``, both
     through the measured curve (``layers``, ``values``) at ``k0``, the start of the verdict's late
-    window
-    (the first positive layer when it has no value there)."""
+    window (the first positive layer when it has no value there), drawn over every positive
+    layer so that their slopes can be told from the curve's, not only over the late window."""
     ref = (record or {}).get("reference") or {}
     k = np.asarray(layers, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
@@ -391,19 +398,19 @@ def reference_lines(
     span = (found.get("evidence") or {}).get("late_window") or []
     at = np.flatnonzero(ok & (k == span[0])) if span else np.array([], dtype=int)
     i = int(at[0]) if at.size else int(np.flatnonzero(ok)[0])
-    k0, v0, k1 = k[i], v[i], k[ok].max()
+    k0, v0, k1, first = k[i], v[i], k[ok].max(), k[ok].min()
     if k1 <= k0:
         return []
     lines = []
     spec = ref.get("diffusion") or {}
     ratio = spec.get("energy_ratio") if spec.get("computed") else None
     if diffusion and isinstance(ratio, (int, float)) and 0.0 < ratio < 1.0:
-        grid = np.arange(k0, k1 + 1)
+        grid = np.arange(first, k1 + 1)
         lines.append((f"linear diffusion, ×{ratio:.4g}/step", grid, v0 * ratio ** (grid - k0)))
     bound = ref.get("algebraic") or {}
     slope = bound.get("slope")
     if algebraic and isinstance(slope, (int, float)):
-        grid = np.geomspace(k0, k1, 100)
+        grid = np.geomspace(first, k1, 100)
         lines.append((f"$k^{{{slope:g}}}$ bound (Thm 4.1)", grid, v0 * (grid / k0) ** slope))
     return lines
 
@@ -493,11 +500,13 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     if "laplacian_energy" not in metrics or "feature_norm" not in metrics:
         return False
     norm = metrics["feature_norm"].to_numpy(dtype=float)
-    positive = norm[np.isfinite(norm) & (norm > 0)]
+    usable = metrics[np.isfinite(norm) & (norm > 0)]
     no_layernorm = (
         model is not None and model in MODELS and MODELS[model].placement in ("plain", "diffusion")
     )
-    spread = positive.max() / positive.min() if len(positive) else 1.0
+    # the seeds' geometric-mean norm, max over min along the layers the figure shows
+    curve = usable.groupby("layer")["feature_norm"].apply(_log_mean)
+    spread = float(curve.max() / curve.min()) if len(curve) else 1.0
     if not (no_layernorm or spread > 10.0):
         return False
     groups = metrics.groupby("seed") if "seed" in metrics else [("", metrics)]
@@ -517,7 +526,8 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     why = (
         "this model has no LayerNorm"
         if no_layernorm
-        else f"the feature norm changes {spread:.3g}-fold"
+        else f"the feature norm, a geometric mean over seeds, changes {spread:.3g}-fold over "
+        f"layers {int(curve.index.min())}-{int(curve.index.max())}"
     )
     doc.text(
         f"The raw energy mixes smoothing with the scale of the features ({why}), so the "
@@ -800,12 +810,7 @@ def _comparison_dataset_section(
             if len(seeds) > 1
             else f"(seed {seeds[0]}), log-log, with each verdict's fitted law"
         )
-        + (
-            f"; dashed grey: linear diffusion through the {anchor} curve and the nonlocal "
-            "bound through each nonlocal curve, at the start of the late window"
-            if references
-            else ""
-        ),
+        + _reference_caption(references, anchor),
         f"energy_{file_stem(dataset)}.png",
     )
     halving_profile_section(doc, {c["label"]: c["record"] for c in found}, f"halving_{dataset}.png")
@@ -814,6 +819,20 @@ def _comparison_dataset_section(
         for sentence in reference_prose(curve["record"], curve["model"], graph=not said):
             doc.text(sentence)
         said = said or bool(curve["record"] and curve["record"].get("reference"))
+
+
+def _reference_caption(
+    references: list[tuple[str, np.ndarray, np.ndarray]], anchor: str | None
+) -> str:
+    """The caption's words for the theory lines drawn (:func:`reference_lines`), only those."""
+    drawn = []
+    if any(label.startswith("linear diffusion") for label, _, _ in references):
+        drawn.append(f"linear diffusion through the {anchor} curve")
+    if any("bound" in label for label, _, _ in references):
+        drawn.append("the nonlocal bound through each nonlocal curve")
+    if not drawn:
+        return ""
+    return f"; dashed grey: {' and '.join(drawn)}, at the start of the late window"
 
 
 def _deepest_curves(
