@@ -27,6 +27,7 @@ from oversmooth.config import (
     command_options,
     from_record,
     leaf_fields,
+    option,
     options_of,
     upgrade_record,
     with_data_sizes,
@@ -393,3 +394,21 @@ def test_config_and_every_command_help_import_no_torch():
     assert done.returncode == 0, done.stderr
     count, torch_loaded = done.stdout.split()
     assert int(count) >= 11 and torch_loaded == "False"
+
+
+def test_a_list_of_datasets_keeps_each_datasets_parameters(tmp_path):
+    """``--datasets csbm:n=200,degree=5,cora`` is two datasets: a ``key=value`` item after a
+    name with parameters is one of its parameters, not a dataset of its own."""
+    parse = option("datasets").parse
+    assert parse("csbm:n=200,degree=5,cora,csbm:n=50") == (
+        "csbm:n=200,degree=5",
+        "cora",
+        "csbm:n=50",
+    )
+    assert parse("cora,csbm:degree=4,n=64") == ("cora", "csbm:degree=4,n=64")
+    args = ["--models", "preln", "--depths", "2", "--seeds", "0", "-q", "--json"]
+    datasets = ["--datasets", "csbm:n=60,degree=4,karate", "--out", str(tmp_path / "c")]
+    result = runner.invoke(app, ["compare", *args, *datasets])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["summary"]
+    assert [r["dataset"] for r in rows] == ["csbm:n=60,degree=4", "karate"]

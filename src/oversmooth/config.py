@@ -383,19 +383,36 @@ class Option:
 
 
 def _parse_list(flag: str, text: Any, integers: bool, minimum: int) -> tuple:
-    """``"2,32,64"`` -> ``(2, 32, 64)`` (or names), with a clear error naming the option."""
+    """``"2,32,64"`` -> ``(2, 32, 64)`` (or names), with a clear error naming the option.
+
+    A ``key=value`` item after a name with parameters belongs to it: ``"csbm:n=200,degree=5,
+    cora"`` is the two datasets ``csbm:n=200,degree=5`` and ``cora``.  An empty item (``0,,1``,
+    ``0,``) is refused, never dropped."""
     if isinstance(text, (list, tuple)):
         return tuple(text)
-    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    parts = [p.strip() for p in str(text).split(",")]
+    example = "0,1,2" if "seed" in flag else "2,32,64"
+    if any(not p for p in parts) and any(parts):
+        raise ValueError(
+            f"{flag}: an empty item in {text!r}; expected comma-separated "
+            f"{'integers like ' + example if integers else 'names'} with nothing between two commas"
+        )
+    parts = [p for p in parts if p]
     if not integers:
         if not parts:
             raise ValueError(f"{flag}: expected comma-separated names, received {text!r}")
-        return tuple(dict.fromkeys(parts))
+        names: list[str] = []
+        for part in parts:
+            if names and "=" in part and ":" not in part and ":" in names[-1]:
+                names[-1] += "," + part  # the parameter of the name before it
+            else:
+                names.append(part)
+        return tuple(dict.fromkeys(names))
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:
         raise ValueError(
-            f"{flag}: expected comma-separated integers like 2,32,64, received {text!r}"
+            f"{flag}: expected comma-separated integers like {example}, received {text!r}"
         ) from None
     if not values:
         raise ValueError(f"{flag}: expected at least one integer, received {text!r}")

@@ -93,6 +93,8 @@ def files(tmp_path_factory):
         (["analyze", "--dataset", "{root}/huge.pt", "-q"], "sum past the float64 range"),
         (["analyze", *FAST, "--seeds", ""], "--seeds: expected at least one integer"),
         (["analyze", *FAST, "--seeds", "0,0"], "seeds: 0 appears twice"),
+        (["analyze", *FAST, "--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),
+        (["compare", "--datasets", "karate,", "--depths", "2", "-q"], "--datasets: an empty item"),
         (["compare", "--datasets", "karate", "--depths", "2", "--seeds", "", "-q"], "--seeds"),
         (["analyze", "--dataset", "", "-q"], "dataset: empty name"),
         (["sweep", "{root}/empty.toml", "-q"], "the spec is empty"),
