@@ -55,12 +55,12 @@ def test_failure_keeps_old_folder_and_leaves_no_litter(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
     write_marker(out, "analyze")
-    (out / "old").write_text("keep")
+    (out / "old.csv").write_text("keep")
     with pytest.raises(RuntimeError):
         with atomic_folder(out, overwrite=True) as tmp:
             (tmp / "new").write_text("x")
             raise RuntimeError("boom")
-    assert (out / "old").read_text() == "keep"
+    assert (out / "old.csv").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
@@ -221,6 +221,30 @@ def test_overwrite_replaces_an_empty_a_marked_or_an_earlier_versions_folder(tmp_
     with atomic_folder(legacy, overwrite=True) as tmp:
         (tmp / "c.csv").write_text("3")
     assert sorted(p.name for p in legacy.iterdir()) == [MARKER, "c.csv"]
+
+
+def test_overwrite_keeps_what_the_user_put_into_an_oversmooth_folder(tmp_path):
+    """A marked folder is ours, but a file or folder the user added to it since is not:
+    replacing the folder would delete it, so --overwrite refuses, naming it, and changes
+    nothing; a resumed run (which writes into the folder) keeps it and goes on."""
+    out = tmp_path / "r"
+    with atomic_folder(out, overwrite=False, kind="analyze") as tmp:
+        (tmp / "metrics.csv").write_text("1")
+        (tmp / "energy.svg").write_text("<svg/>")  # every figure and table format is ours
+        (tmp / "metrics.parquet").write_bytes(b"PAR1")
+    (out / "notes.txt").write_text("mine")
+    (out / "mydata").mkdir()
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(FileExistsError, match="did not write") as info:
+        with atomic_folder(out, overwrite=True):
+            raise AssertionError("no work may start")
+    assert "mydata/, notes.txt" in str(info.value) and "move it out" in str(info.value)
+    assert sorted(p.name for p in out.iterdir()) == before
+    (out / "notes.txt").unlink()
+    (out / "mydata").rmdir()
+    with atomic_folder(out, overwrite=True) as tmp:
+        (tmp / "metrics.csv").write_text("2")
+    assert (out / "metrics.csv").read_text() == "2"
 
 
 def test_a_folder_that_becomes_foreign_during_the_run_is_not_replaced(tmp_path):

@@ -401,15 +401,15 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
 def test_overwrite_replaces_the_old_run_only_at_the_first_save(tmp_path, monkeypatch):
     out = tmp_path / "run"
     T.train(T.TrainConfig(epochs=2, **TINY), out)
-    (out / "stale.txt").write_text("from the old run")
+    (out / "stale.csv").write_text("from the old run")
     with monkeypatch.context() as m:
         m.setattr(T.F, "cross_entropy", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
         with pytest.raises(RuntimeError, match="boom"):
             T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
     saved = lambda: torch.load(out / "last.pt", weights_only=True)["history"]  # noqa: E731
-    assert (out / "stale.txt").is_file() and len(saved()) == 2
+    assert (out / "stale.csv").is_file() and len(saved()) == 2
     T.train(T.TrainConfig(epochs=1, **TINY), out, overwrite=True)
-    assert not (out / "stale.txt").exists() and len(saved()) == 1
+    assert not (out / "stale.csv").exists() and len(saved()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 

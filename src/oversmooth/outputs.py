@@ -36,7 +36,8 @@ replaces only a folder with that marker, or an empty one; a folder written by an
 earlier version (no marker) counts as ours when its ``config.json`` /
 ``spec.json`` / ``results.json`` says which command wrote it and every other
 entry is a file or folder kind oversmooth writes (:func:`folder_kind`).  Anything
-else is refused, naming what is in it.
+else is refused, naming what is in it; so is a folder of ours that holds anything of
+another kind (a user's ``notes.txt``), which replacing it would delete.
 
 Claims are re-entrant within one process: a command that claims its folder
 early and writes it later through :func:`atomic_folder` holds one lock.
@@ -266,8 +267,10 @@ def file_stem(text: str) -> str:
 # ----------------------------------------------------------------------------- ours or refused
 
 # what the earlier versions (before the marker) wrote into their folders
-_OUTPUT_SUFFIXES = frozenset({".csv", ".json", ".png", ".md", ".html", ".pt"})
-_OUTPUT_FOLDERS = re.compile(r"^(cells|runs|training|report-.+)$")
+_OUTPUT_SUFFIXES = frozenset(
+    {".csv", ".json", ".png", ".svg", ".pdf", ".parquet", ".md", ".html", ".pt"}
+)
+_OUTPUT_FOLDERS = re.compile(r"^(cells|runs|training|gpu|report-.+)$")
 _LITTER = re.compile(r"^\..+\.(tmp|old)-\d+$|^\..+\.lock$")
 
 
@@ -370,6 +373,16 @@ def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -
             f"--out: {out} holds the output of oversmooth {found}, not of a {kind}, so this run "
             f"will not {action} it: choose another --out"
         )
+    if action == "replace":  # the whole folder goes: so would anything put into it since
+        added = [e for e in sorted(out.iterdir(), key=lambda p: p.name) if not _ours_by_name(e)]
+        if added:
+            shown = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in added]
+            more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+            raise FileExistsError(
+                f"--out: {out} also holds what oversmooth did not write ({', '.join(shown[:3])}"
+                f"{more}), which replacing the folder would delete: move it out, or choose "
+                "another --out"
+            )
 
 
 def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None) -> Path:
