@@ -159,6 +159,14 @@ def test_report_names_the_missing_or_corrupt_file(tmp_path):
     one_line_error(run("report", out), 2, f"{out / 'metrics.csv'}: missing")
     (out / "metrics.csv").write_text("seed,layer\n0,1\n")
     one_line_error(run("report", out), 2, "metrics.csv: no column laplacian_energy")
+    # cut short, or a number edited into text: refused, never drawn from what is left
+    good = "seed,layer,laplacian_energy\n0,0,1.5\n0,1,0.75\n0,2,0.375\n"
+    (out / "metrics.csv").write_text(good[:-9])
+    one_line_error(run("report", out), 2, "metrics.csv: the last row ends without a newline")
+    (out / "metrics.csv").write_text(good.replace("0,2,0.375", "0,2"))
+    one_line_error(run("report", out), 2, "metrics.csv: line 4 has 2 fields, the header 3")
+    (out / "metrics.csv").write_text(good.replace("0.75", "abc"))
+    one_line_error(run("report", out), 2, "column laplacian_energy holds 'abc' on line 3")
     (out / "config.json").write_bytes(b"\xff\xfe")
     one_line_error(run("report", out), 2, "config.json: not UTF-8")
 

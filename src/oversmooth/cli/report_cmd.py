@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,7 +53,9 @@ def report(
 
 def _read_json(path: Path) -> object:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; expected a folder from analyze/prune/compare")
+        raise FileNotFoundError(
+            f"{path}: missing; expected a folder from analyze, prune, compare or atlas"
+        )
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -69,7 +74,14 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
             raise FileNotFoundError(f"{path}: missing; {_RERUN}")
         return
     try:
-        frame = pd.read_csv(path)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; the file is corrupt, {_RERUN}") from None
+    except OSError as exc:
+        raise PermissionError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    _check_rows(path, text)
+    try:
+        frame = pd.read_csv(io.StringIO(text))
     except Exception as exc:  # noqa: BLE001 - pandas raises several types for a corrupt file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{path}: not a readable CSV ({first[:120]}); {_RERUN}") from None
@@ -77,6 +89,55 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
     if missing or frame.empty:
         what = f"no column {', '.join(missing)}" if missing else "no rows"
         raise ValueError(f"{path}: {what}; {_RERUN}")
+    _check_numbers(path, frame)
+
+
+def _check_rows(path: Path, text: str) -> None:
+    """Every row as long as the header, and the file ending with its last row's newline (as
+    oversmooth writes it): a file cut short would otherwise be read as fewer rows, its last one
+    padded with blanks, and drawn without a word."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return  # read_csv says the file is empty
+    if not text.endswith("\n"):
+        raise ValueError(f"{path}: the last row ends without a newline (cut short?); {_RERUN}")
+    width = len(rows[0])
+    for number, row in enumerate(rows[1:], start=2):
+        if row and len(row) != width:
+            raise ValueError(
+                f"{path}: line {number} has {len(row)} fields, the header {width}; {_RERUN}"
+            )
+
+
+def _check_numbers(path: Path, frame: Any) -> None:
+    """A column of numbers (most of its values read as numbers) with a value that does not: the
+    file was edited or damaged, and the renderer would stop inside pandas."""
+    import pandas as pd
+
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+            continue
+        numbers = pd.to_numeric(values, errors="coerce")
+        bad = numbers.isna() & values.notna()
+        if bad.any() and numbers.notna().sum() > bad.sum():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise ValueError(
+                f"{path}: column {column} holds {values.iloc[row]!r} on line {row + 2}, "
+                f"expected a number; {_RERUN}"
+            )
+
+
+def _check_writable(folder: Path) -> None:
+    """The report is rebuilt in place: the folder must take new files."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".oversmooth-write-test-"):
+            pass
+    except OSError as exc:
+        raise PermissionError(
+            f"{folder}: cannot write into it ({exc.strerror or exc}); the report is rebuilt in "
+            "place: make the folder writable, or copy it and pass the copy"
+        ) from None
 
 
 def _check_fits(path: Path, command: str) -> None:
@@ -114,7 +175,9 @@ def check_report_folder(folder: Path) -> None:
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
-        raise ValueError(f"{folder}: not a folder; pass one written by analyze, prune or compare")
+        raise ValueError(
+            f"{folder}: not a folder; pass one written by analyze, prune, compare or atlas"
+        )
     config_path = folder / "config.json"
     config = _read_json(config_path)
     if not isinstance(config, dict):
@@ -123,7 +186,7 @@ def check_report_folder(folder: Path) -> None:
     command = config.get("command")
     if command not in _NEEDS:
         raise ValueError(
-            f"{config_path}: unknown command {command!r}; expected analyze, prune or compare"
+            f"{config_path}: unknown command {command!r}; expected a folder of analyze, prune, compare or atlas"
         )
     missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:
@@ -136,6 +199,7 @@ def check_report_folder(folder: Path) -> None:
     if command != "compare":
         for name, columns in _OPTIONAL.items():
             _check_csv(folder / name, columns, required=False)
+    _check_writable(folder)
 
 
 def _is_atlas(folder: Path) -> bool:
