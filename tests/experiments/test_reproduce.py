@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 from typer.testing import CliRunner
@@ -169,3 +170,34 @@ def test_table8_positions_and_bad_trained_runs(tmp_path):
         app, ["reproduce", "--trained", str(tmp_path / "run"), "--out", str(tmp_path / "o2")]
     )
     assert result.exit_code != 0 and "expected an `oversmooth train` run folder" in result.output
+
+
+def test_a_damaged_trained_run_is_refused_before_any_work(tmp_path):
+    """Each file of a --trained run is read before the reproduction starts, and a fault is one
+    line naming the file: not a TypeError, not a bare JSON message, not a damaged best.pt found
+    after minutes of work."""
+    import shutil
+
+    import pytest
+
+    from oversmooth import train as T
+    from oversmooth.config import ModelConfig
+    from oversmooth.experiments.reproduce import ReproduceConfig, run_reproduction
+
+    good = tmp_path / "run"
+    T.train(T.TrainConfig(model=ModelConfig("preln", depth=8, hidden=8, heads=2), epochs=1), good)
+    damages = [
+        ("config.json", b"[1]", "config.json holds a JSON list"),
+        ("config.json", b"{bad", "config.json is not valid JSON (line 1, column 2"),
+        ("summary.json", b"\xff", "summary.json is not UTF-8 text"),
+        ("best.pt", b"not a checkpoint", "best.pt"),
+    ]
+    for i, (name, data, said) in enumerate(damages):
+        run = tmp_path / f"damaged{i}"
+        shutil.copytree(good, run)
+        (run / name).write_bytes(data)
+        with pytest.raises(ValueError, match=re.escape(said)):
+            run_reproduction(ReproduceConfig(trained=(str(run),)), tmp_path / "out")
+        assert not (tmp_path / "out").exists()  # refused before any work
+    with pytest.raises(ValueError, match="a file; pass the `oversmooth train` run folder"):
+        run_reproduction(ReproduceConfig(trained=(str(good / "best.pt"),)), tmp_path / "out")

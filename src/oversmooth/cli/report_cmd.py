@@ -186,7 +186,8 @@ def check_report_folder(folder: Path) -> None:
     command = config.get("command")
     if command not in _NEEDS:
         raise ValueError(
-            f"{config_path}: unknown command {command!r}; expected a folder of analyze, prune, compare or atlas"
+            f"{config_path}: unknown command {command!r}; expected a folder of analyze, prune, "
+            "compare or atlas"
         )
     missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:

@@ -224,7 +224,7 @@ def run_reproduction(
     if config.data_root is not None:
         check_path_text(config.data_root, "--data-root")
     for run in config.trained:  # refused before minutes of work, not after
-        _trained_run(run)
+        _trained_run(run, load=True)
     started = time.perf_counter()
     datasets = [
         d for d in (*config.datasets, *OPTIONAL_DATASETS) if dataset_available(d, config.data_root)
@@ -452,12 +452,19 @@ def table8_layers(depth: int) -> list[int]:
     return sorted({2, *(depth * k // 8 for k in range(1, 8))} & set(range(1, depth + 1)))
 
 
-def _trained_run(run: str) -> tuple[Path, dict, dict]:
+def _trained_run(run: str, load: bool = False) -> tuple[Path, dict, dict]:
     """``(best.pt, config.json, summary.json)`` of an ``oversmooth train`` run folder, or one
-    line saying what is missing."""
+    line saying what is missing or damaged (with ``load``, best.pt is loaded too: a damaged
+    checkpoint is found before the reproduction's minutes of work, not after them)."""
+    from oversmooth.checkpoint import load_checkpoint
     from oversmooth.outputs import check_path_text
 
     folder = Path(check_path_text(run, "--trained"))
+    if folder.is_file():
+        raise ValueError(
+            f"--trained {run}: a file; pass the `oversmooth train` run folder that holds it "
+            f"({folder.parent})"
+        )
     files = [folder / "best.pt", folder / "config.json", folder / "summary.json"]
     missing = [f.name for f in files if not f.is_file()]
     if missing:
@@ -465,15 +472,37 @@ def _trained_run(run: str) -> tuple[Path, dict, dict]:
             f"--trained {run}: expected an `oversmooth train` run folder with best.pt, "
             f"config.json and summary.json, missing {', '.join(missing)}"
         )
-    config = upgrade_record(json.loads(files[1].read_text(encoding="utf-8")))
-    summary = json.loads(files[2].read_text(encoding="utf-8"))
-    depth = (config.get("model") or {}).get("depth", 0)
-    if depth < 8:
+    config = upgrade_record(_json_object(run, files[1]))
+    summary = _json_object(run, files[2])
+    model = config.get("model")
+    depth = model.get("depth", 0) if isinstance(model, dict) else 0
+    if not isinstance(depth, int) or depth < 8:
         raise ValueError(
             f"--trained {run}: expected a model of depth 8 or more (eight pruned layers), "
             f"received depth {depth}"
         )
+    if load:
+        load_checkpoint(files[0], map_location="cpu")  # its own one-line CheckpointError
     return files[0], config, summary
+
+
+def _json_object(run: str, path: Path) -> dict:
+    """A JSON object file of a ``--trained`` run, or one line naming the file and the fault."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"--trained {run}: {path.name} is not UTF-8 text (damaged?)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"--trained {run}: {path.name} is not valid JSON (line {exc.lineno}, column "
+            f"{exc.colno}: {exc.msg}); the run folder is damaged"
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"--trained {run}: {path.name} holds a JSON {type(value).__name__}, expected the "
+            "object `oversmooth train` writes; the run folder is damaged"
+        )
+    return value
 
 
 def _prune_trained_run(run: str, config: ReproduceConfig, say: Callable[[str], None]) -> dict:
