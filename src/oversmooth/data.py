@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from importlib import resources
@@ -618,12 +619,20 @@ def _read_pt(path: Path) -> Data:
         BaseStorage,
     ]
     try:
-        with torch.serialization.safe_globals(safe):
+        with torch.serialization.safe_globals(safe), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: not the user's
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure here is a bad file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if found:
+            why = f"it holds a {found.group(1)}, which a safe (weights-only) load refuses"
+        else:
+            why = (
+                f"{type(exc).__name__}: the file is corrupted, truncated or not a torch file, or "
+                "holds objects other than tensors, which a safe (weights-only) load refuses"
+            )
         raise ValueError(
-            f"{path}: not a loadable PyG Data file ({first[:160]}); save one with torch.save(data, "
+            f"{path}: not a loadable PyG Data file ({why}); save one with torch.save(data, "
             "path) or a dict of tensors with keys x, edge_index[, y]"
         ) from None
     if isinstance(obj, dict):
