@@ -625,15 +625,12 @@ def _read_pt(path: Path) -> Data:
     except Exception as exc:  # noqa: BLE001 - any failure here is a bad file
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
         if found:
-            why = f"it holds a {found.group(1)}, which a safe (weights-only) load refuses"
+            why = f"it holds a {found.group(1)}, which a safe load refuses"
         else:
-            why = (
-                f"{type(exc).__name__}: the file is corrupted, truncated or not a torch file, or "
-                "holds objects other than tensors, which a safe (weights-only) load refuses"
-            )
+            why = f"{type(exc).__name__}: damaged, not a torch file, or objects beyond tensors"
         raise ValueError(
-            f"{path}: not a loadable PyG Data file ({why}); save one with torch.save(data, "
-            "path) or a dict of tensors with keys x, edge_index[, y]"
+            f"{path}: not a loadable PyG Data file ({why}); expected one saved with "
+            "torch.save(data, path), or a dict of tensors with keys x, edge_index[, y]"
         ) from None
     if isinstance(obj, dict):
         if "edge_index" not in obj:

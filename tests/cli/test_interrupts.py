@@ -57,6 +57,33 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, stage):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize("stage", ["libtorch_cpu", "claimed"])
+def test_sigterm_is_one_line_and_143_and_leaves_nothing(tmp_path, stage):
+    """SIGTERM (a scheduler's stop, `kill`) ends a command like Ctrl-C does, with 143: one line,
+    the half-written folder and the claim's lock file removed (it used to kill at once, silent,
+    leaving .NAME.lock beside --out)."""
+    out = tmp_path / "a"
+    proc = subprocess.Popen(
+        [*CLI, "analyze", "--depth", "256", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lock = tmp_path / ".a.lock"
+    start = time.perf_counter()
+    while proc.poll() is None and not (
+        lock.exists() if stage == "claimed" else _loaded(proc.pid, stage)
+    ):
+        assert time.perf_counter() - start < 60
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err.splitlines()) == (143, ["terminated"])
+    assert list(tmp_path.iterdir()) == []
+
+
 SIGINT_BIT = 1 << (signal.SIGINT - 1)  # in /proc/PID/status's SigBlk and SigIgn masks
 
 

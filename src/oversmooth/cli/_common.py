@@ -85,6 +85,23 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the command's main thread like Ctrl-C (so every cleanup runs: the
+    half-written folder removed, the claim on --out released); the exit code is 143."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """The CLI's SIGTERM handler (:class:`Terminated`)."""
+    raise Terminated
+
+
+def stopped(exc: KeyboardInterrupt) -> typer.Exit:
+    """One line for Ctrl-C (exit 130) or SIGTERM (exit 143): 128 + the signal's number."""
+    terminated = isinstance(exc, Terminated)
+    typer.echo("terminated" if terminated else "interrupted", err=True)
+    return typer.Exit(143 if terminated else 130)
+
+
 def handle_errors(fn: F) -> F:
     """Turn library exceptions into one line on stderr and an exit code."""
 
@@ -94,9 +111,8 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            raise stopped(exc) from None
         except USER_ERRORS as exc:
             if DEBUG["on"]:
                 traceback.print_exc()

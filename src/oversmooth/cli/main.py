@@ -147,8 +147,9 @@ class OneLineErrors(TyperGroup):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except typer.Abort as exc:
             # click turns a Ctrl-C outside a command body (while parsing) into Abort
-            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
-                interrupted()
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, KeyboardInterrupt):
+                interrupted(cause)
             typer.echo("aborted", err=True)
             sys.exit(1)
         except Exception as exc:  # noqa: BLE001 - click's usage errors, by interface
@@ -164,12 +165,12 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def interrupted() -> NoReturn:
-    """Ctrl-C, whenever it comes: one line on stderr and exit code 130 (128 + SIGINT); a
-    second Ctrl-C while this runs is ignored."""
+def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
+    """Ctrl-C or SIGTERM, whenever it comes: one line on stderr and exit code 130 (128 +
+    SIGINT) or 143 (128 + SIGTERM); a second signal while this runs is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    typer.echo("interrupted", err=True)
-    sys.exit(130)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(_common.stopped(exc or KeyboardInterrupt()).exit_code)
 
 
 def _note(message, category, filename, lineno, file=None, line=None) -> None:
@@ -273,6 +274,10 @@ def main() -> None:
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
         # then ran to the end and exited 0 after `kill -INT`
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # SIGTERM likewise (the default kills at once: no line, the --out claim's lock file
+        # left behind), unless the process was started with it ignored
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, _common.raise_terminated)
         group = new_app()
         if "_OVERSMOOTH_COMPLETE" in os.environ:  # completing a command's options needs them all
             commands.register(group)
@@ -285,8 +290,8 @@ def main() -> None:
             if done.code in (0, None) and _common.FINISHED["exit_now"]:
                 _exit_now()
             raise
-    except KeyboardInterrupt:
-        interrupted()
+    except KeyboardInterrupt as exc:
+        interrupted(exc)
 
 
 def _exit_now() -> NoReturn:
