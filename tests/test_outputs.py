@@ -380,3 +380,37 @@ def test_read_table_reads_an_older_folders_column_names(tmp_path):
         "mean_average_distance_global",
     ]
     assert frame["mean_average_distance_global"].iloc[0] == 0.25
+
+
+def test_the_replaced_folder_goes_even_when_read_only(tmp_path, monkeypatch):
+    """--overwrite of a read-only folder (mode 555): the old copy renamed aside is removed, its
+    folders made writable first; what still cannot go is a warning, never a silent hidden
+    .NAME.old-PID left beside the output."""
+    import os
+
+    from oversmooth.outputs import _remove_tree
+
+    real_unlink = os.unlink
+    refused = set()
+
+    def unlink_once(path, *args, **kwargs):  # as a non-root user in a 555 folder, once
+        if str(path).endswith("a.csv") and not refused:
+            refused.add(path)
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_unlink(path, *args, **kwargs)
+
+    old = tmp_path / ".r.old-1"
+    old.mkdir()
+    (old / "a.csv").write_text("1")
+    monkeypatch.setattr(os, "unlink", unlink_once)
+    _remove_tree(old)
+    assert refused and not old.exists()
+
+    def never(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    old.mkdir()
+    (old / "a.csv").write_text("1")
+    monkeypatch.setattr(os, "unlink", never)
+    with pytest.warns(UserWarning, match=r"could not be removed \(Permission denied\); delete it"):
+        _remove_tree(old)

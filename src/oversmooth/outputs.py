@@ -644,9 +644,35 @@ def move_into_place(tmp: Path, out: Path) -> None:
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         out.rename(old)
         tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_tree(old)
     else:
         tmp.rename(out)
+
+
+def _remove_tree(folder: Path) -> None:
+    """Remove the replaced folder, read-only parts included (its folders made writable first,
+    as the owner may); what still cannot go is said in a warning, never left without a word."""
+
+    def writable_and_again(function: Callable, path: str, _exc: object) -> None:
+        parent = os.path.dirname(path)
+        for where in (parent, path):
+            try:
+                os.chmod(where, os.stat(where).st_mode | 0o700)
+            except OSError:
+                pass
+        function(path)
+
+    handler = {"onexc" if sys.version_info >= (3, 12) else "onerror": writable_and_again}
+    try:
+        shutil.rmtree(folder, **handler)  # type: ignore[arg-type]
+    except OSError as exc:
+        import warnings
+
+        warnings.warn(
+            f"the replaced folder's copy {folder} could not be removed ({exc.strerror or exc}); "
+            "delete it by hand",
+            stacklevel=2,
+        )
 
 
 def atomic_file(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
