@@ -94,6 +94,11 @@ def files(tmp_path_factory):
         (["analyze", *FAST, "--seeds", ""], "--seeds: expected at least one integer"),
         (["analyze", *FAST, "--seeds", "0,0"], "seeds: 0 appears twice"),
         (["analyze", *FAST, "--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),
+        # the option the user typed, not the config field behind it, nor pydantic's prefix
+        (["analyze", *FAST, "--block-dropout", "2"], "--block-dropout: expected a probability"),
+        (["prune", *FAST, "--prune-layers", "9"], "--prune-layers: expected layer numbers"),
+        (["train", "--probe-every", "-1", "--epochs", "1"], "--probe-every: expected an integer"),
+        (["analyze", "--model", "foo"], "'--model' / '-m': 'foo' is not one of"),
         (["compare", "--datasets", "karate,", "--depths", "2", "-q"], "--datasets: an empty item"),
         (["compare", "--datasets", "karate", "--depths", "2", "--seeds", "", "-q"], "--seeds"),
         (["analyze", "--dataset", "", "-q"], "dataset: empty name"),

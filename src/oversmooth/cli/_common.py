@@ -14,6 +14,7 @@ still exits 2, anything else is re-raised.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -102,6 +103,30 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
     return typer.Exit(143 if terminated else 130)
 
 
+_FIELD = re.compile(r"^([a-z][a-z0-9_]*): ")
+# a check's own name for a field's values; "dataset" names one of --dataset or --datasets
+_FIELD_FLAGS = {"layers": "--prune-layers", "dataset": "dataset"}
+
+
+def as_flag(text: str) -> str:
+    """An error that starts with a config field's name (``block_dropout: ...``, as the
+    configs, usable from Python, say it) names the command-line option instead."""
+    from oversmooth.config import option
+
+    found = _FIELD.match(text)
+    if found is None:
+        return text
+    name = found.group(1)
+    flag = _FIELD_FLAGS.get(name)
+    for field in (name, f"model.{name}"):
+        if flag is None:
+            try:
+                flag = option(field).flag
+            except KeyError:
+                continue
+    return text if flag is None else flag + text[len(name) :]
+
+
 def handle_errors(fn: F) -> F:
     """Turn library exceptions into one line on stderr and an exit code."""
 
@@ -117,7 +142,7 @@ def handle_errors(fn: F) -> F:
             if DEBUG["on"]:
                 traceback.print_exc()
             text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise fail(text, 2) from None
+            raise fail(as_flag(text), 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise

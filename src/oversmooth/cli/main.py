@@ -160,7 +160,9 @@ class OneLineErrors(TyperGroup):
             if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
                 raise
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            typer.echo(f"error: {exc.format_message()}{hint}", err=True)
+            # typer checks choices through pydantic, whose messages start "Value error, "
+            message = exc.format_message().replace(": Value error, ", ": ")
+            typer.echo(f"error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
 

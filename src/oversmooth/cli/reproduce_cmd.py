@@ -30,8 +30,9 @@ def reproduce(
     side with its numbers.
 
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
-    under --data-root.  --device auto is new: the default was cpu (pass --device cpu for
-    that).  Example: oversmooth reproduce --quick --overwrite
+    under --data-root.
+
+    Example: oversmooth reproduce --quick --overwrite
     """
     from oversmooth.experiments.reproduce import run_reproduction
     from oversmooth.outputs import claim_folder

@@ -32,10 +32,10 @@ def sweep(
     and reports.
 
     Rerun the same command to finish an interrupted sweep: finished cells are skipped,
-    failed ones retried; a folder whose cells were computed with other options is
-    refused.  --device auto is new: the default was cpu (a sweep folder begun on cpu is
-    refused when auto resolves to cuda; pass --device cpu for it).  Example:
-    oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2
+    failed ones retried; a folder whose cells were computed with other options (a
+    device included: --device auto picks cuda where there is one) is refused.
+
+    Example: oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2
     --out reports/sweep
     """
     from oversmooth.experiments.sweep import load_spec, run_sweep
