@@ -53,6 +53,13 @@ def _read(
     path: Path, map_location: str | torch.device | None, required: dict[str, str] = CHECKPOINT_KEYS
 ) -> dict:
     check_path_text(path, "checkpoint")
+    if path.is_dir():
+        inside = ", ".join(p.name for p in sorted(path.glob("*.pt"))[:3])
+        hint = f"the checkpoints in it: {inside}" if inside else "it holds no .pt file"
+        raise IsADirectoryError(
+            f"{path}: a folder, expected a checkpoint file ({hint}; a training run's best is "
+            "RUN/best.pt)"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:

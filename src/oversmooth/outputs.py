@@ -237,7 +237,7 @@ def check_out_name(out: str | os.PathLike) -> Path:
         if mine == here or mine in here.parents:
             what = "the current folder" if mine == here else "a parent of the current folder"
             raise ValueError(
-                f"--out: {text} is {what} ({mine}); expected a folder of its own for the "
+                f"--out: {text} is {what} ({here}); expected a folder of its own for the "
                 f"output; {_TRY}"
             )
     if path.is_symlink() and not path.exists():
