@@ -166,6 +166,10 @@ def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
     T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
     with pytest.raises(C.CheckpointError, match="was trained with lr=None, not 0.01"):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
+    # fewer epochs than already ran: refused, and config.json still says what ran
+    with pytest.raises(C.CheckpointError, match="has trained 2 epochs already, more than --epo"):
+        T.train(T.TrainConfig(epochs=1, **TINY), tmp_path / "run", resume=True)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["epochs"] == 2
     post = dict(TINY, model=replace(TINY["model"], name="postln"))
     T.train(T.TrainConfig(epochs=20, patience=1, **post), tmp_path / "post")
     with pytest.raises(

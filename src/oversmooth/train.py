@@ -368,6 +368,11 @@ class _Run:
                 f"{self.epoch} (expected {self.epoch + 1}); the file is inconsistent: "
                 "start a new --out"
             )
+        if self.config.epochs < len(self.history):  # config.json would record fewer than ran
+            raise CheckpointError(
+                f"--resume: {path} has trained {len(self.history)} epochs already, more than "
+                f"--epochs {self.config.epochs}; pass --epochs {len(self.history)} or more"
+            )
         self.best = dict(state["best"]) if state["best"] else None
         self.best_state = state["best_state_dict"]
         self.resumed = True
@@ -662,6 +667,15 @@ def train(
     out = check_out_name(out)  # before Path(): Path("") is "."
     _check_run_options(resume, overwrite, checkpoint_every)
     _check_out(out, resume, overwrite)
+    if config.warmup_epochs > config.epochs:
+        import warnings
+
+        warnings.warn(
+            f"--warmup {config.warmup_epochs} is longer than --epochs {config.epochs}: the "
+            f"learning rate rises to only {config.epochs / config.warmup_epochs:.0%} of its peak "
+            f"{config.learning_rate:g} in this run",
+            stacklevel=2,
+        )
     device = resolve_device(config.device)
     data, inputs = _training_data(config, device)
     run = _new_run(config, out, data, device, overwrite)
@@ -824,7 +838,7 @@ def describe(result: TrainResult) -> str:
         "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
     )
     return (
-        f"{result.stopped} after {result.epochs_run} epochs; "
+        f"{result.stopped} after {result.epochs_run} epoch{'' if result.epochs_run == 1 else 's'}; "
         f"best validation at epoch {result.best_epoch}: "
         f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
     )
