@@ -161,10 +161,10 @@ def test_the_package_root_says_a_verdict():
 def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
     """No ``inf`` reaches a reader: an interval with no upper end reads "or more", a late slope
     of the wrong sign "no late halving", and a k0 at the top of its grid says so."""
-    from oversmooth.report.prose import _late_clause, _shift_text, _span
+    from oversmooth.report.prose import _late_clause, _shift_text, span_text
 
-    assert _span((11.5, None)) == "11.5 or more" and _span((None, None)) == "unbounded"
-    assert _span((-math.inf, 3.0)) == "up to 3" and _span((1.0, 2.0)) == "1-2"
+    assert span_text((11.5, None)) == "11.5 or more" and span_text((None, None)) == "unbounded"
+    assert span_text((-math.inf, 3.0)) == "up to 3" and span_text((1.0, 2.0)) == "1-2"
     late = {"late_slope_interval": [-0.5, 0.06], "late_window": [9, 16]}
     assert _late_clause({**late, "late_slope": -0.2}, True) == (
         f"late halving length {math.log(2) / 0.2:.3g} layers over layers 9-16 "

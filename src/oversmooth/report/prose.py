@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRETTY",
+    "span_text",
     "analysis_fits",
     "analysis_title",
     "comparison_fits",
@@ -317,7 +318,7 @@ def dropped_text(dropped: Mapping[str, int]) -> str:
     )
 
 
-def _span(pair: Any, fmt: str = ".3g") -> str:
+def span_text(pair: Any, fmt: str = ".3g") -> str:
     """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
     is said in words: ``11.5 or more``, ``up to 3``, ``unbounded``."""
     lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
@@ -360,7 +361,7 @@ def _sentence(found: Mapping[str, Any]) -> str:
         body = (
             f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
             f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
-            f"({level} {_span(rate['interval'], '.2f')})"
+            f"({level} {span_text(rate['interval'], '.2f')})"
         )
     else:
         body = f"inconclusive: {reason_text(found)}"
@@ -381,7 +382,7 @@ def _exponential_text(
     body = (
         f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
         f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
-        f"{window[0]}-{window[1]} ({level} {_span(rate['interval'])})"
+        f"{window[0]}-{window[1]} ({level} {span_text(rate['interval'])})"
     )
     if found.get("asymptotic") is False and asym:
         word = "halving" if smoothing else "doubling"
@@ -389,7 +390,8 @@ def _exponential_text(
         longer = "rising" if ev.get("late_drift", 0.0) * sign < 0 else "falling"
         body += (
             f"; not yet asymptotic: the local {word} length is still {longer} "
-            f"(asymptotic {word} length {asym['value']:.3g}, interval {_span(asym['interval'])})"
+            f"(asymptotic {word} length {asym['value']:.3g}, "
+            f"interval {span_text(asym['interval'])})"
         )
     return body
 
@@ -406,7 +408,7 @@ def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
     window = ev["late_window"]
     word = "halving" if decay else "doubling"
     point = length(ev["late_slope"])
-    level = f"{REPORT_LEVEL:.0%} interval {_span((lo, hi))}"
+    level = f"{REPORT_LEVEL:.0%} interval {span_text((lo, hi))}"
     if math.isinf(point):
         return (
             f"no late {word}: the energy does not {'decay' if decay else 'grow'} over layers "

@@ -58,6 +58,7 @@ from oversmooth.report.prose import (
     reference_prose,
     summary_table,
     uncertainty_text,
+    span_text,
     verdict_prose,
     verdict_record,
 )
@@ -207,7 +208,14 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
         late = MISSING
         if isinstance(slope, (int, float)) and slope != 0:
             word = "halves" if slope < 0 else "doubles"
-            late = f"{word} every {format_cell(math.log(2) / abs(slope))}"
+            late = f"{word} every {format_cell(math.log(2) / abs(slope))} layers"
+            span = ev.get("late_slope_interval")
+            if isinstance(span, (list, tuple)) and len(span) == 2:
+                lengths = [
+                    math.log(2) / abs(s) if isinstance(s, (int, float)) and s * slope > 0 else None
+                    for s in span
+                ]
+                late += f" (95% {span_text(lengths)})"
             if ev.get("late_asymptotic") is False:
                 late += " (still moving)"
         rate = found.get("rate")
@@ -705,9 +713,15 @@ def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
     picks = sorted(
         {int(k) for k in [0, 1, 2] + [2**i for i in range(2, 20)] + [int(last)] if k <= last}
     )
+    rows = first[first["layer"].isin(picks)]
+    constant = [c for c in ("step",) if c in rows and rows[c].nunique() <= 1]
     doc.heading("Per-layer table (excerpt)")
-    doc.table(first[first["layer"].isin(picks)])
-    doc.text("The full table is `metrics.csv` (one row per layer and seed).")
+    doc.table(rows.drop(columns=constant))
+    seed = f"seed {first['seed'].iloc[0]}'s " if "seed" in first else ""
+    doc.text(
+        f"The {seed}rows at layers 0-2, the powers of two and the last; the full table is "
+        "`metrics.csv` (one row per layer and seed)."
+    )
 
 
 def _comparison_curves(config: dict, fits: dict, dataset: str) -> list[dict]:
