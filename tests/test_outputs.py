@@ -414,3 +414,27 @@ def test_the_replaced_folder_goes_even_when_read_only(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "unlink", never)
     with pytest.warns(UserWarning, match=r"could not be removed \(Permission denied\); delete it"):
         _remove_tree(old)
+
+
+def test_a_failed_swap_puts_the_old_output_back(tmp_path, monkeypatch):
+    """--overwrite renames the old folder aside, then the new one into place: when the second
+    rename fails, the old folder goes back to its name (left aside, the next run would sweep
+    it away as a dead process's litter)."""
+    from pathlib import Path
+
+    out = tmp_path / "r"
+    with atomic_folder(out, overwrite=False) as tmp:
+        (tmp / "a.csv").write_text("old")
+    real = Path.rename
+
+    def refuse_the_new(self, target):
+        if self.name.startswith(".r.tmp-"):
+            raise OSError(5, "Input/output error")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", refuse_the_new)
+    with pytest.raises(OSError, match="Input/output error"):
+        with atomic_folder(out, overwrite=True) as tmp:
+            (tmp / "a.csv").write_text("new")
+    assert (out / "a.csv").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]

@@ -53,8 +53,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sys
-import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -419,8 +420,7 @@ def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = No
         )
     try:
         if ancestor == parent:
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".oversmooth-write-test-"):
-                pass
+            probe_writable(parent)
         elif not os.access(ancestor, os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, "permission denied")
     except OSError as exc:
@@ -428,6 +428,20 @@ def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = No
             f"--out: cannot write into {ancestor} ({exc.strerror or exc}); choose another folder"
         ) from None
     return out
+
+
+def probe_writable(folder: Path) -> None:
+    """Create and remove a file in ``folder`` (an ``OSError`` when it cannot take one).  The
+    file is named after this process and removed in ``finally``, so a signal that lands while
+    it exists (Ctrl-C, SIGTERM) does not leave it behind."""
+    path = Path(folder) / f".oversmooth-write-test-{os.getpid()}"
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _make_parents(out: Path) -> list[Path]:
@@ -569,6 +583,23 @@ def remove_unheld_lock(lock: str | os.PathLike) -> bool:
     return True
 
 
+def _hold_signals() -> object:
+    """Hold Ctrl-C and SIGTERM back (the kernel keeps them pending) through a step that must
+    not be cut in two; returns what :func:`_release_signals` restores.  Only the main thread
+    receives signals: elsewhere, and without ``pthread_sigmask``, this does nothing."""
+    if not hasattr(signal, "pthread_sigmask") or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _release_signals(held: object) -> None:
+    """Deliver what :func:`_hold_signals` held back (its handler runs here)."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]
+
+
 @contextmanager
 def claim_folder(
     out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None
@@ -590,13 +621,18 @@ def claim_folder(
         return
     lock = _lock_path(out)
     created = _make_parents(out)
+    # a signal between creating the lock file and the ``try`` that releases it would leave
+    # the file behind: held back until the claim is recorded, delivered inside the ``try``
+    held = _hold_signals()
     try:
         fd = _acquire(lock, out)
     except BaseException:
+        _release_signals(held)
         _drop_empty(created)
         raise
     _HELD[key] = [1, fd]
     try:
+        _release_signals(held)
         clean_stale_siblings(out)
         check_out(out, overwrite, reuse=reuse)  # what appeared between the check and the claim
         yield out
@@ -619,8 +655,8 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool, kind: str = "report")
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             write_marker(tmp, kind)
             yield tmp
             if out.exists() and not overwrite:
@@ -642,8 +678,16 @@ def move_into_place(tmp: Path, out: Path) -> None:
     if out.exists():
         check_ours(out)
         old = out.parent / f".{out.name}.old-{os.getpid()}"
-        out.rename(old)
-        tmp.rename(out)
+        held = _hold_signals()  # never stopped between the two renames: out would be gone
+        try:
+            out.rename(old)
+            try:
+                tmp.rename(out)
+            except BaseException:
+                old.rename(out)  # the old output back in its place, not left to be swept
+                raise
+        finally:
+            _release_signals(held)
         _remove_tree(old)
     else:
         tmp.rename(out)

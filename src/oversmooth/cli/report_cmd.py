@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +12,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.config import upgrade_record, value_at
-from oversmooth.outputs import check_path_text
+from oversmooth.outputs import check_path_text, probe_writable
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -131,8 +130,7 @@ def _check_numbers(path: Path, frame: Any) -> None:
 def _check_writable(folder: Path) -> None:
     """The report is rebuilt in place: the folder must take new files."""
     try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".oversmooth-write-test-"):
-            pass
+        probe_writable(folder)
     except OSError as exc:
         raise PermissionError(
             f"{folder}: cannot write into it ({exc.strerror or exc}); the report is rebuilt in "
