@@ -30,42 +30,12 @@ def _loaded(pid: int, library: str) -> bool:
         return False
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/PID/maps")
-@pytest.mark.parametrize(
-    "stage",
-    [
-        "_multiarray_umath",  # numpy's core: inside `import oversmooth` (verdict.py imports it)
-        "libtorch_cpu",  # torch: inside the command's loading (commands.register)
-    ],
-)
-def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, stage):
-    # sent as soon as the stage's shared library is mapped, whatever the machine's load
+def _analyze_signalled(tmp_path: Path, stage: str, sig: signal.Signals) -> tuple[int, list[str]]:
+    """Run the README's main command into ``tmp_path/a`` and send ``sig`` to its process group
+    as soon as ``stage`` is reached (a shared library mapped, or ``claimed``: the lock file of
+    --out exists), whatever the machine's load; returns (exit code, stderr lines)."""
     proc = subprocess.Popen(
         [*CLI, "analyze", "--depth", "256", "--out", str(tmp_path / "a")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    start = time.perf_counter()
-    while not _loaded(proc.pid, stage) and proc.poll() is None:
-        assert time.perf_counter() - start < 60
-        time.sleep(0.002)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err.splitlines()) == (130, ["interrupted"])
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/PID/maps")
-@pytest.mark.parametrize("stage", ["libtorch_cpu", "claimed"])
-def test_sigterm_is_one_line_and_143_and_leaves_nothing(tmp_path, stage):
-    """SIGTERM (a scheduler's stop, `kill`) ends a command like Ctrl-C does, with 143: one line,
-    the half-written folder and the claim's lock file removed (it used to kill at once, silent,
-    leaving .NAME.lock beside --out)."""
-    out = tmp_path / "a"
-    proc = subprocess.Popen(
-        [*CLI, "analyze", "--depth", "256", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,9 +48,31 @@ def test_sigterm_is_one_line_and_143_and_leaves_nothing(tmp_path, stage):
     ):
         assert time.perf_counter() - start < 60
         time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err.splitlines()) == (143, ["terminated"])
+    return proc.returncode, err.splitlines()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize(
+    "stage",
+    [
+        "_multiarray_umath",  # numpy's core: inside `import oversmooth` (verdict.py imports it)
+        "libtorch_cpu",  # torch: inside the command's loading (commands.register)
+    ],
+)
+def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, stage):
+    assert _analyze_signalled(tmp_path, stage, signal.SIGINT) == (130, ["interrupted"])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize("stage", ["libtorch_cpu", "claimed"])
+def test_sigterm_is_one_line_and_143_and_leaves_nothing(tmp_path, stage):
+    """SIGTERM (a scheduler's stop, `kill`) ends a command like Ctrl-C does, with 143: one line,
+    the half-written folder and the claim's lock file removed (it used to kill at once, silent,
+    leaving .NAME.lock beside --out)."""
+    assert _analyze_signalled(tmp_path, stage, signal.SIGTERM) == (143, ["terminated"])
     assert list(tmp_path.iterdir()) == []
 
 
