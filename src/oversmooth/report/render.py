@@ -355,7 +355,8 @@ def halving_profile_section(doc: Document, records: Mapping[str, dict | None], n
         "verdict's seed-and-bootstrap estimator over that window. The verdict's late interval "
         "is wider than the band where the rate still moves: it adds the drift between the last "
         "two quarters. A flat line is an exponential, a line rising in proportion to k a power "
-        "law; a band running off the top has no upper bound (the slope may be zero there)",
+        "law; a band running off the top has no upper bound (the slope may be zero there), "
+        "and the line breaks where the local slope is not a decay at all",
         name,
     )
 
