@@ -100,7 +100,8 @@ def _exit_if_stopped(result: TrainResult) -> None:
     """A run stopped by Ctrl-C or SIGTERM says how to continue it and exits 130 / 143."""
     if result.stopped in ("interrupted", "terminated"):
         typer.echo(
-            f"{result.stopped}: epoch {result.epochs_run - 1} saved; continue with the same "
+            f"{result.stopped}: {result.epochs_run} epoch{'' if result.epochs_run == 1 else 's'} "
+            "saved; continue with the same "
             f"command plus --resume --out {result.out}",
             err=True,
         )
