@@ -46,3 +46,29 @@ def test_matrix_csv_is_the_file_pandas_writes(tmp_path, matrix):
     assert (tmp_path / "fast.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes()
     back = pd.read_csv(tmp_path / "fast.csv", index_col=0)
     assert [int(c) for c in back.columns] == labels
+
+
+def test_per_seed_curves_carry_their_median_of_the_drawn_quantity():
+    """Five seeds' |R| and cosine curves cross into a tangle at depth 256: they are drawn thin
+    and light under their per-layer median (of |R|, the quantity drawn); one seed is drawn as
+    it is."""
+    import pandas as pd
+
+    from oversmooth.report.render import _per_seed
+
+    frame = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1, 2, 2],
+            "layer": [1, 2, 1, 2, 1, 2],
+            "relative_energy": [-0.5, 0.1, 0.2, -0.3, 0.4, 0.2],
+        }
+    )
+    curves = _per_seed(frame, "relative_energy")
+    assert [c["label"] for c in curves] == ["seed 0", "seed 1", "seed 2", "median of 3 seeds"]
+    assert all(c["alpha"] < 1 for c in curves[:3]) and curves[-1]["color"] == "black"
+    assert list(curves[-1]["values"]) == [
+        0.4,
+        0.2,
+    ]  # medians of |R|: {0.5, 0.2, 0.4}, {0.1, 0.3, 0.2}
+    one = _per_seed(frame[frame["seed"] == 0], "relative_energy")
+    assert [c["label"] for c in one] == ["seed 0"] and "alpha" not in one[0]

@@ -357,7 +357,14 @@ def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         xs.append(layers[keep])
         ys.append(values[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
-        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
+        ax.plot(
+            layers[keep],
+            values[keep],
+            lw=curve.get("lw", 1),
+            alpha=curve.get("alpha", 1.0),
+            label=curve["label"],
+            color=color,
+        )
     if _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else []):
         _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
@@ -376,7 +383,14 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         keep = (layers > 0) & np.isfinite(values)
         xs.append(layers[keep])
         color = curve.get("color") or model_color(str(curve["label"]))
-        ax.plot(layers[keep], values[keep], lw=1, label=curve["label"], color=color)
+        ax.plot(
+            layers[keep],
+            values[keep],
+            lw=curve.get("lw", 1),
+            alpha=curve.get("alpha", 1.0),
+            label=curve["label"],
+            color=color,
+        )
     if _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False):
         _layer_ticks(ax)
     ax.set_xlabel("layer $k$")

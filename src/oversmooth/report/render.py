@@ -653,11 +653,29 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
 
 
 def _per_seed(metrics: pd.DataFrame, column: str) -> list[dict]:
-    """One curve of ``column`` against the layer per seed, labelled by the seed."""
-    return [
-        {"label": f"seed {s}", "layers": p["layer"], "values": p[column]}
-        for s, p in metrics.groupby("seed")
+    """One curve of ``column`` against the layer per seed, labelled by the seed; with several
+    seeds drawn thin and light under their median per layer (in black), which a deep network's
+    five crossing curves would otherwise hide."""
+    groups = list(metrics.groupby("seed"))
+    several = len(groups) > 1
+    style = {"lw": 0.8, "alpha": 0.45} if several else {}
+    curves = [
+        {"label": f"seed {s}", "layers": p["layer"], "values": p[column], **style}
+        for s, p in groups
     ]
+    if several:
+        values = metrics[column].abs() if column == "relative_energy" else metrics[column]
+        median = values.groupby(metrics["layer"]).median()  # of |R|: the figure draws |R|
+        curves.append(
+            {
+                "label": f"median of {len(groups)} seeds",
+                "layers": median.index,
+                "values": median.to_numpy(),
+                "color": "black",
+                "lw": 1.5,
+            }
+        )
+    return curves
 
 
 def _similarity_section(doc: Document, path: Path, seed: int) -> None:
