@@ -234,8 +234,12 @@ def test_csv_errors_name_file_and_line(tmp_path):
         D.load(tmp_path / "ragged.csv")
     (tmp_path / "e.csv").write_text("0,1\n1,5\n")
     (tmp_path / "x.csv").write_text("1\n2\n3\n")
-    with pytest.raises(ValueError, match=r"edge index out of range: node ids must lie in \[0, 2\]"):
+    # the file whose rows count the nodes is the one named (it may be the one to fix)
+    with pytest.raises(ValueError, match=r"x.csv: 3 rows, one per node, but .*e.csv names node 5"):
         D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    (tmp_path / "y3.csv").write_text("0\n1\n1\n")
+    with pytest.raises(ValueError, match=r"y3.csv: 3 rows, one per node, but .*e.csv names node"):
+        D.load(tmp_path / "e.csv", labels=tmp_path / "y3.csv")
     (tmp_path / "e2.csv").write_text("0,1\n1,2\n")
     (tmp_path / "y.csv").write_text("0\n1\n")
     with pytest.raises(ValueError, match="labels have 2 rows, expected one per node \\(3\\)"):

@@ -746,7 +746,11 @@ def _validate_user_graph(
     x: Tensor | None,
     y: Tensor | None,
     edge_weight: Tensor | None = None,
+    counted_by: str | None = None,
 ) -> None:
+    """Refuse a graph whose parts disagree, in one line; ``counted_by`` names the file whose
+    rows set the number of nodes (a features or labels CSV), the file to fix when the edge
+    list names more nodes than it has rows."""
     from oversmooth.graph import check_edge_weight
 
     try:  # weights are used by every command: refuse negative, NaN and Inf ones here
@@ -754,9 +758,15 @@ def _validate_user_graph(
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: {exc}; fix or drop the weight column/attribute") from None
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        lo, hi = int(edge_index.min()), int(edge_index.max())
+        if counted_by is not None and lo >= 0:
+            raise ValueError(
+                f"{counted_by}: {n} rows, one per node, but {path} names node {hi}; expected "
+                f"one row per node id 0..{hi} (or number the edge list's nodes from 0)"
+            )
         raise ValueError(
             f"{path}: edge index out of range: node ids must lie in [0, {n - 1}] for {n} nodes, "
-            f"received [{int(edge_index.min())}, {int(edge_index.max())}]"
+            f"received [{lo}, {hi}]"
         )
     if n == 0:
         raise ValueError(f"{path}: the graph has 0 nodes; expected at least one node")
@@ -804,7 +814,8 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         if x is not None
         else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
     )
-    _validate_user_graph(path, pairs, n, x, y, weight)
+    counted_by = features if x is not None else labels if y is not None else None
+    _validate_user_graph(path, pairs, n, x, y, weight, str(counted_by) if counted_by else None)
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
         x = torch.ones(n, 1)
