@@ -773,9 +773,10 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc.heading(f"What was measured at depth {max(config['depths'])}")
     doc.text(
         "Each curve's fitted change in decades, its late halving (or doubling) length, the late "
-        "relative change |R| and adjacent cosine, and whether the fall is the nodes converging "
-        "(oversmoothing) or the features shrinking (norm collapse): decisive even where the "
-        "law cannot be named. Then the law and its rates, all from the verdict."
+        "relative change |R| and adjacent cosine (the curse-of-depth test of a growing curve: "
+        "— for a decay), and whether the fall is the nodes converging (oversmoothing) or the "
+        "features shrinking (norm collapse): decisive even where the law cannot be named. Then "
+        "the law and its rates, all from the verdict."
     )
     doc.table(law_table(fits))
     doc.heading(
