@@ -347,6 +347,19 @@ def _reference_lines(ax: Axes, references: Sequence[tuple[str, ArrayLike, ArrayL
         ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
 
 
+def _curve_line(ax: Axes, curve: Mapping, layers: np.ndarray, values: np.ndarray) -> None:
+    """One curve of a per-layer figure, in its colour (its model's, or the cycle's), width and
+    opacity (``lw``, ``alpha``: a seed drawn light under the seeds' median)."""
+    ax.plot(
+        layers,
+        values,
+        lw=curve.get("lw", 1),
+        alpha=curve.get("alpha", 1.0),
+        label=curve["label"],
+        color=curve.get("color") or model_color(str(curve["label"])),
+    )
+
+
 def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
     """``|R(X^k)|`` on log-log axes (curse of depth: it decays towards 0)."""
     xs, ys = [], []
@@ -356,15 +369,7 @@ def relative_energy_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         keep = (layers > 0) & np.isfinite(values) & (values > 0)
         xs.append(layers[keep])
         ys.append(values[keep])
-        color = curve.get("color") or model_color(str(curve["label"]))
-        ax.plot(
-            layers[keep],
-            values[keep],
-            lw=curve.get("lw", 1),
-            alpha=curve.get("alpha", 1.0),
-            label=curve["label"],
-            color=color,
-        )
+        _curve_line(ax, curve, layers[keep], values[keep])
     if _log_scales(ax, np.concatenate(xs) if xs else [], np.concatenate(ys) if ys else []):
         _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
@@ -382,15 +387,7 @@ def cosine_curves(ax: Axes, curves: Iterable[Mapping]) -> Axes:
         values = np.asarray(curve["values"], dtype=float)
         keep = (layers > 0) & np.isfinite(values)
         xs.append(layers[keep])
-        color = curve.get("color") or model_color(str(curve["label"]))
-        ax.plot(
-            layers[keep],
-            values[keep],
-            lw=curve.get("lw", 1),
-            alpha=curve.get("alpha", 1.0),
-            label=curve["label"],
-            color=color,
-        )
+        _curve_line(ax, curve, layers[keep], values[keep])
     if _log_scales(ax, np.concatenate(xs) if xs else [], [], y_log=False):
         _layer_ticks(ax)
     ax.set_xlabel("layer $k$")
