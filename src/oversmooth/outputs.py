@@ -345,14 +345,24 @@ def folder_kind(folder: str | os.PathLike) -> str | None:
     return None
 
 
+def _not_ours(folder: Path) -> list[Path]:
+    """The entries of ``folder`` (by name) that are no kind of file or folder oversmooth writes."""
+    return [e for e in sorted(folder.iterdir(), key=lambda p: p.name) if not _ours_by_name(e)]
+
+
+def _named(entries: list[Path]) -> str:
+    """The first three of ``entries`` for a message (folders with a ``/``), and how many more."""
+    shown = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in entries[:3]]
+    more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+    return ", ".join(shown) + more
+
+
 def _foreign(folder: Path) -> str:
     """What is in ``folder`` that oversmooth would not have written, for a message."""
     entries = sorted(folder.iterdir(), key=lambda p: p.name)
     if _legacy_kind(folder) is not None:
-        entries = [e for e in entries if not _ours_by_name(e)] or entries
-    shown = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in entries[:3]]
-    more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
-    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {', '.join(shown)}{more}"
+        entries = _not_ours(folder) or entries
+    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {_named(entries)}"
 
 
 def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -> None:
@@ -375,14 +385,11 @@ def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -
             f"will not {action} it: choose another --out"
         )
     if action == "replace":  # the whole folder goes: so would anything put into it since
-        added = [e for e in sorted(out.iterdir(), key=lambda p: p.name) if not _ours_by_name(e)]
+        added = _not_ours(out)
         if added:
-            shown = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in added]
-            more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
             raise FileExistsError(
-                f"--out: {out} also holds what oversmooth did not write ({', '.join(shown[:3])}"
-                f"{more}), which replacing the folder would delete: move it out, or choose "
-                "another --out"
+                f"--out: {out} also holds what oversmooth did not write ({_named(added)}), "
+                "which replacing the folder would delete: move it out, or choose another --out"
             )
 
 

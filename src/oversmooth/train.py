@@ -830,6 +830,11 @@ def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None
     return result
 
 
+def epochs_text(count: int) -> str:
+    """``1 epoch``, ``15 epochs``."""
+    return f"{count} epoch{'' if count == 1 else 's'}"
+
+
 def describe(result: TrainResult) -> str:
     b = result.best
     if not b:
@@ -838,7 +843,7 @@ def describe(result: TrainResult) -> str:
         "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.2f}%"
     )
     return (
-        f"{result.stopped} after {result.epochs_run} epoch{'' if result.epochs_run == 1 else 's'}; "
+        f"{result.stopped} after {epochs_text(result.epochs_run)}; "
         f"best validation at epoch {result.best_epoch}: "
         f"train {pct(b['train_acc'])}, val {pct(b['val_acc'])}, test {pct(b['test_acc'])}"
     )

@@ -104,27 +104,31 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
 
 
 _FIELD = re.compile(r"^([a-z][a-z0-9_]*): ")
-# a check's own name for a field's values; "dataset" names one of --dataset or --datasets
-_FIELD_FLAGS = {"layers": "--prune-layers", "dataset": "dataset"}
+_FIELD_FLAGS = {"layers": "--prune-layers"}  # a check's own name for a field's values
+_KEPT = {"dataset"}  # --dataset or --datasets, whichever was typed: the name says both
 
 
 def as_flag(text: str) -> str:
     """An error that starts with a config field's name (``block_dropout: ...``, as the
     configs, usable from Python, say it) names the command-line option instead."""
-    from oversmooth.config import option
-
     found = _FIELD.match(text)
-    if found is None:
+    if found is None or found.group(1) in _KEPT:
         return text
     name = found.group(1)
-    flag = _FIELD_FLAGS.get(name)
-    for field in (name, f"model.{name}"):
-        if flag is None:
-            try:
-                flag = option(field).flag
-            except KeyError:
-                continue
+    flag = _FIELD_FLAGS.get(name) or _flag_of(name)
     return text if flag is None else flag + text[len(name) :]
+
+
+def _flag_of(name: str) -> str | None:
+    """The long flag of the option that sets the field ``name`` (or ``model.name``)."""
+    from oversmooth.config import option
+
+    for field in (name, f"model.{name}"):
+        try:
+            return option(field).flag
+        except KeyError:
+            continue
+    return None
 
 
 def handle_errors(fn: F) -> F:

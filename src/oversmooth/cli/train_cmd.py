@@ -99,9 +99,10 @@ def _print_result(result: TrainResult, as_json: bool) -> None:
 def _exit_if_stopped(result: TrainResult) -> None:
     """A run stopped by Ctrl-C or SIGTERM says how to continue it and exits 130 / 143."""
     if result.stopped in ("interrupted", "terminated"):
+        from oversmooth.train import epochs_text  # loaded already: the run came from it
+
         typer.echo(
-            f"{result.stopped}: {result.epochs_run} epoch{'' if result.epochs_run == 1 else 's'} "
-            "saved; continue with the same "
+            f"{result.stopped}: {epochs_text(result.epochs_run)} saved; continue with the same "
             f"command plus --resume --out {result.out}",
             err=True,
         )

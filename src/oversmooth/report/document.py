@@ -91,14 +91,19 @@ def verdict_kind(
     return kind
 
 
+def _banner_label(label: str | None, kind: str) -> str:
+    """The banner's label: ``law inconclusive`` where only the law is (the kind says what was
+    decided), else the label (or the kind without one)."""
+    if label == "inconclusive" and kind != "inconclusive":
+        return "law inconclusive"
+    return label or kind
+
+
 def verdict_heading(label: str | None, kind: str) -> str:
     """The banner's words: the label, and its kind where that says more (``law inconclusive ·
     oversmoothing``)."""
-    if not label or label == kind:
-        return kind
-    if label == "inconclusive":
-        return "inconclusive" if kind == "inconclusive" else f"law inconclusive · {kind}"
-    return f"{label} · {kind}"
+    shown = _banner_label(label, kind)
+    return shown if shown == kind else f"{shown} · {kind}"
 
 
 # ----------------------------------------------------------------------------- inline Markdown
@@ -341,8 +346,7 @@ class Document:
             elif kind == "verdict":
                 text, label, banner = payload
                 cls = banner.replace(" ", "-")
-                undecided = label == "inconclusive" and banner != "inconclusive"
-                shown = "law inconclusive" if undecided else (label or banner)
+                shown = _banner_label(label, banner)
                 kind = (
                     f'<span class="verdict-kind">{html.escape(banner)}</span>'
                     if shown != banner

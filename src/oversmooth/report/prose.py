@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRETTY",
+    "doubling_length",
+    "late_length_span",
     "span_text",
     "analysis_fits",
     "analysis_title",
@@ -396,19 +398,25 @@ def _exponential_text(
     return body
 
 
+def doubling_length(slope: Any, decay: bool) -> float:
+    """Layers per factor 2 of a slope of log E: its halving length for a decay, its doubling
+    length for a growth; ``inf`` for a slope (or a JSON null) that does not go that way."""
+    ok = isinstance(slope, (int, float)) and slope * (-1 if decay else 1) > 0
+    return math.log(2) / abs(slope) if ok else math.inf
+
+
+def late_length_span(ev: Mapping[str, Any], decay: bool) -> str:
+    """The late halving (doubling) length's interval in words (:func:`span_text`), from the
+    late slope's."""
+    return span_text(sorted(doubling_length(s, decay) for s in ev["late_slope_interval"]))
+
+
 def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
     """What was measured even when the law is undecided: the late halving (doubling) length."""
-    ln2 = math.log(2)
-    sign = -1 if decay else 1
-
-    def length(slope: float | None) -> float:
-        return ln2 / abs(slope) if slope is not None and slope * sign > 0 else math.inf
-
-    lo, hi = sorted(length(s) for s in ev["late_slope_interval"])
     window = ev["late_window"]
     word = "halving" if decay else "doubling"
-    point = length(ev["late_slope"])
-    level = f"{REPORT_LEVEL:.0%} interval {span_text((lo, hi))}"
+    point = doubling_length(ev["late_slope"], decay)
+    level = f"{REPORT_LEVEL:.0%} interval {late_length_span(ev, decay)}"
     if math.isinf(point):
         return (
             f"no late {word}: the energy does not {'decay' if decay else 'grow'} over layers "

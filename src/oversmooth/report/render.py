@@ -58,7 +58,7 @@ from oversmooth.report.prose import (
     reference_prose,
     summary_table,
     uncertainty_text,
-    span_text,
+    late_length_span,
     verdict_prose,
     verdict_record,
 )
@@ -211,11 +211,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
             late = f"{word} every {format_cell(math.log(2) / abs(slope))} layers"
             span = ev.get("late_slope_interval")
             if isinstance(span, (list, tuple)) and len(span) == 2:
-                lengths = [
-                    math.log(2) / abs(s) if isinstance(s, (int, float)) and s * slope > 0 else None
-                    for s in span
-                ]
-                late += f" (95% {span_text(lengths)})"
+                late += f" (95% {late_length_span(ev, slope < 0)})"
             if ev.get("late_asymptotic") is False:
                 late += " (still moving)"
         rate = found.get("rate")
