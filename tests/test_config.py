@@ -412,3 +412,28 @@ def test_a_list_of_datasets_keeps_each_datasets_parameters(tmp_path):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["summary"]
     assert [r["dataset"] for r in rows] == ["csbm:n=60,degree=4", "karate"]
+
+
+def test_one_dataset_in_two_spellings_is_refused_before_any_work(tmp_path):
+    """``karate,KARATE`` ran the graph twice and wrote ``energy_karate.png`` beside
+    ``energy_KARATE.png`` (one file on a case-insensitive file system); parameters in another
+    order, a default given explicitly and ``./g.pt`` for ``g.pt`` are the same dataset too."""
+    from oversmooth.data import check_distinct, dataset_identity
+
+    same = [
+        ("karate", "KARATE"),
+        ("csbm:n=200,degree=5", "csbm:degree=5.0,n=200"),
+        ("csbm", "csbm:n=1000"),
+        ("g.pt", "./g.pt"),
+    ]
+    for a, b in same:
+        assert dataset_identity(a) == dataset_identity(b), (a, b)
+        with pytest.raises(ValueError, match=f"'{a}' and '{b}' are the same dataset"):
+            check_distinct([a, "cora", b])
+    check_distinct(["cora", "citeseer", "csbm:n=200", "csbm:n=300", "a.pt", "b/a.pt"])
+    args = ["--models", "preln", "--depths", "2", "--seeds", "0", "-q"]
+    out = tmp_path / "c"
+    result = runner.invoke(app, ["compare", *args, "-d", "karate,KARATE", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--datasets: 'karate' and 'KARATE' are the same dataset" in result.output
+    assert not out.exists()

@@ -884,6 +884,9 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     energies, fits at the deepest depth."""
     import pandas as pd
 
+    from oversmooth.data import check_distinct
+
+    check_distinct(config.datasets)
     started = time.perf_counter()
     device = resolve_device(config.device)
     floor_method = config.floor_method

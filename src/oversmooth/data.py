@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -939,6 +939,47 @@ def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
             raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
         return key, {}
     return key, _parse_params(key, params)
+
+
+def dataset_identity(name_or_path: str | os.PathLike) -> str:
+    """What ``name_or_path`` loads, as one string: two spellings of the same dataset (``karate``
+    and ``KARATE``, ``csbm:n=200,degree=5`` and ``csbm:degree=5,n=200``, ``g.pt`` and
+    ``./g.pt``) give the same.  Reads no file; a name :func:`load` would refuse is its own
+    identity (the refusal comes from the check of the name)."""
+    text = os.fspath(name_or_path)
+    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
+        return "path:" + os.path.normpath(os.path.abspath(text))
+    name, _, params = text.partition(":")
+    key = name.strip().lower()
+    if key not in DATASETS:
+        return "name:" + text
+    if DATASETS[key].kind != "synthetic":
+        return "name:" + (key if not params else text)
+    try:
+        parsed = _parse_params(key, params)
+    except ValueError:
+        return "name:" + text
+    import inspect
+
+    signature = inspect.signature(_SYNTHETIC[key]).parameters
+    full = {k: p.default for k, p in signature.items() if p.default is not p.empty}
+    full.update(parsed)  # csbm and csbm:n=<its default> load the same graph
+    return "name:" + key + ":" + ",".join(f"{k}={float(v)!r}" for k, v in sorted(full.items()))
+
+
+def check_distinct(names: Sequence[str], option: str = "datasets") -> None:
+    """Refuse a list that names one dataset twice in two spellings (``karate,KARATE``): it
+    would run twice, and its per-dataset files (``energy_karate.png``, ``energy_KARATE.png``)
+    collide on a case-insensitive file system.  The same spelling twice is dropped where
+    the list is parsed."""
+    seen: dict[str, str] = {}
+    for name in names:
+        identity = dataset_identity(name)
+        if identity in seen and seen[identity] != name:
+            raise ValueError(
+                f"{option}: {seen[identity]!r} and {name!r} are the same dataset; give it once"
+            )
+        seen.setdefault(identity, name)
 
 
 def check_spec(name_or_path: str | os.PathLike) -> None:

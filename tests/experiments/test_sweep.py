@@ -503,3 +503,11 @@ def test_a_spec_sets_any_model_field_and_the_command_line_overrides_it(tmp_path)
     changed = load_spec(spec, {"model.norm": "node", "depths": (3,)})
     assert changed.model.norm == "node" and changed.depths == (3,) and changed.model.ffn == 0
     assert "norm" not in changed.options()  # at its default: the identity of older cells
+
+
+def test_a_sweep_refuses_one_dataset_in_two_spellings():
+    from oversmooth.experiments.sweep import _check_datasets
+
+    spec = SweepSpec(models=("preln",), depths=(2,), seeds=(0,), datasets=("karate", "KARATE"))
+    with pytest.raises(ValueError, match="'karate' and 'KARATE' are the same dataset"):
+        _check_datasets(spec)

@@ -29,7 +29,7 @@ def compare(
     Example: oversmooth compare --models preln,postln,nonlocal --depths 2,32,64,128,256
     """
     from oversmooth.analysis import run_comparison
-    from oversmooth.data import check_spec
+    from oversmooth.data import check_distinct, check_spec
     from oversmooth.outputs import claim_folder
     from oversmooth.report.prose import comparison_verdicts, summary_table
     from oversmooth.report.render import default_out, write_comparison
@@ -38,6 +38,7 @@ def compare(
     config = O.build(ComparisonConfig, given)
     for dataset in config.datasets:  # every dataset is valid before the first cell runs
         check_spec(dataset)
+    check_distinct(config.datasets, "--datasets")
     # held from this check to the final rename: a second run into the same folder fails at once
     target = out if out is not None else default_out("compare", "-".join(config.models))
     with claim_folder(target, overwrite) as target:

@@ -302,9 +302,11 @@ def run_atlas(config: AtlasConfig, progress: Progress | None = None) -> AtlasRes
     ``progress(done, total, what)`` is called after each probed forward."""
     import pandas as pd
 
+    from oversmooth.data import check_distinct
     from oversmooth.experiments import pyg_zoo as zoo
     from oversmooth.runtime import environment, resolve_device
 
+    check_distinct(config.datasets)
     device = resolve_device(config.device)
     started = time.perf_counter()
     graphs = {name: _load(name, device) for name in config.datasets}

@@ -214,6 +214,7 @@ def run_reproduction(
     import pandas as pd
 
     from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.data import check_distinct
     from oversmooth.outputs import atomic_folder, check_out, check_path_text
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
@@ -225,9 +226,12 @@ def run_reproduction(
         check_path_text(config.data_root, "--data-root")
     for run in config.trained:  # refused before minutes of work, not after
         _trained_run(run, load=True)
+    check_distinct(config.datasets)
     started = time.perf_counter()
-    datasets = [
-        d for d in (*config.datasets, *OPTIONAL_DATASETS) if dataset_available(d, config.data_root)
+    datasets = [  # an optional benchmark among config.datasets runs once, in its place there
+        d
+        for d in dict.fromkeys((*config.datasets, *OPTIONAL_DATASETS))
+        if dataset_available(d, config.data_root)
     ]
     results: dict = {
         "datasets": datasets,

@@ -541,9 +541,10 @@ def _check_datasets(spec: SweepSpec) -> dict[str, str]:
 
     Returns each dataset's fingerprint for the Ray backend (every node must read the same
     graph), an empty dict for the local one."""
-    from oversmooth.data import load
+    from oversmooth.data import check_distinct, load
     from oversmooth.resources import check_allocation, model_bytes
 
+    check_distinct(spec.datasets)
     fingerprints = {}
     deepest, m = max(spec.depths), spec.model
     for name in spec.datasets:
