@@ -282,7 +282,7 @@ def _bench_end_to_end(doc: Document, r: Mapping[str, Any]) -> None:
     if "end_to_end" not in r:
         return
     e = r["end_to_end"]
-    doc.heading("4. End to end")
+    doc.heading("End to end")
     if "error" in e:
         doc.text(f"`{e['command']}` failed: {e['error']}")
         return
@@ -404,7 +404,7 @@ def _bench_overhead(doc: Document, r: Mapping[str, Any]) -> None:
     import pandas as pd
 
     po = r["probe_overhead"]
-    doc.heading("1. Probe overhead")
+    doc.heading("Probe overhead")
     doc.text(
         f"Depth-{po['depth']} Post-LN SAN on Cora, bare forward against forward with the default "
         "probe (Laplacian and Dirichlet energy, relative energy, adjacent cosine, feature norm), "
@@ -523,7 +523,7 @@ def _bench_kernels(doc: Document, r: Mapping[str, Any]) -> None:
     """Section 2: metric kernels against loops, dense code, the edge kernel and one-liners."""
     import pandas as pd
 
-    doc.heading("2. Metric kernels against the alternatives")
+    doc.heading("Metric kernels against the alternatives")
     doc.text(
         "`loop`: a per-node Python loop over adjacency lists (numpy rows), the way public "
         "oversmoothing code computes them; `dense`: an n x n float64 implementation. Relative "
@@ -539,7 +539,7 @@ def _bench_kernels(doc: Document, r: Mapping[str, Any]) -> None:
 
 def _bench_scaling(doc: Document, r: Mapping[str, Any]) -> None:
     """Section 3: time and extra peak memory against depth and graph size."""
-    doc.heading("3. Scaling")
+    doc.heading("Scaling")
     _depth_scaling(doc, r)
     _size_scaling(doc, r)
 
