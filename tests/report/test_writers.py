@@ -65,3 +65,34 @@ def test_settings_show_what_a_default_resolved_to():
         "probe_every": "0 (off: no dynamics.csv)",
         "device": "auto (cpu)",
     }
+
+
+def test_report_rebuilds_a_training_run_from_its_files(tmp_path):
+    """`oversmooth report RUN` redraws a finished training run (training.png, dynamics.png,
+    report.md/html) from history.csv, summary.json and dynamics.csv; an unfinished run or a
+    damaged history is refused in one line that names the file."""
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app, ["train", "--model", "preln", "--depth", "2", "--epochs", "3", "--out", str(out), "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    md = (out / "report.md").read_text()
+    for name in ("training.png", "dynamics.png", "report.html", "report.md"):
+        (out / name).unlink()
+    result = runner.invoke(app, ["report", str(out), "--figure-format", "svg"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"report: {out / 'report.html'}"
+    assert (out / "report.md").read_text() == md
+    for name in ("training.png", "training.svg", "dynamics.png", "dynamics.svg", "report.html"):
+        assert (out / name).is_file(), name
+
+    history = (out / "history.csv").read_text()
+    (out / "history.csv").write_text(history.replace("val_loss", "vl", 1))
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code != 0
+    assert "history.csv: no column val_loss; rerun the command that wrote it" in result.output
+    (out / "history.csv").write_text(history)
+    (out / "summary.json").unlink()
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code != 0
+    assert "summary.json: missing; the run has not finished" in result.output

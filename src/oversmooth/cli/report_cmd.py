@@ -32,6 +32,10 @@ _CONFIG_KEYS = {  # dotted paths in the record (an older flat one is upgraded fi
     "compare": ("models", "convs", "depths", "datasets"),
 }
 _CONFIG_KEYS["prune"] = _CONFIG_KEYS["analyze"]
+# a training run's report reads its history (one row per epoch), the result in summary.json
+# and dynamics.csv, the layers' energies at the probed epochs, when the run has one
+_TRAIN_HISTORY = ("epoch", "loss", "val_loss", "train_acc", "val_acc", "test_acc")
+_TRAIN_DYNAMICS = ("epoch", "layer", "laplacian_energy")
 _RERUN = "rerun the command that wrote it"
 
 
@@ -39,7 +43,7 @@ def report(
     folder: Annotated[
         Path,
         typer.Argument(
-            metavar="FOLDER", help="A folder written by analyze, prune, compare or atlas."
+            metavar="FOLDER", help="A folder written by analyze, prune, compare, atlas or train."
         ),
     ],
     figure_format: O.FigureFormat = None,
@@ -53,7 +57,7 @@ def report(
 def _read_json(path: Path) -> object:
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path}: missing; expected a folder from analyze, prune, compare or atlas"
+            f"{path}: missing; expected a folder from analyze, prune, compare, atlas or train"
         )
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -174,7 +178,7 @@ def check_report_folder(folder: Path) -> None:
         raise FileNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
         raise ValueError(
-            f"{folder}: not a folder; pass one written by analyze, prune, compare or atlas"
+            f"{folder}: not a folder; pass one written by analyze, prune, compare, atlas or train"
         )
     config_path = folder / "config.json"
     config = _read_json(config_path)
@@ -185,7 +189,7 @@ def check_report_folder(folder: Path) -> None:
     if command not in _NEEDS:
         raise ValueError(
             f"{config_path}: unknown command {command!r}; expected a folder of analyze, prune, "
-            "compare or atlas"
+            "compare, atlas or train"
         )
     missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:
@@ -201,13 +205,42 @@ def check_report_folder(folder: Path) -> None:
     _check_writable(folder)
 
 
-def _is_atlas(folder: Path) -> bool:
-    """A folder of ``oversmooth atlas`` (its config.json says so)."""
+def _command_of(folder: Path) -> object:
+    """The command that wrote ``folder`` as its config.json says, else None
+    (:func:`check_report_folder` then says what is wrong)."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False  # check_report_folder says what is wrong
-    return isinstance(config, dict) and config.get("command") == "atlas"
+        return None
+    return config.get("command") if isinstance(config, dict) else None
+
+
+def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
+    """Redraw a finished ``oversmooth train`` folder: ``training.png``, ``dynamics.png`` (when
+    the run probed its layers), ``report.md`` and ``report.html``, from ``history.csv``,
+    ``summary.json`` and ``dynamics.csv``; the checkpoints are not read."""
+    import pandas as pd
+
+    from oversmooth.report.writers import write_training_report
+
+    summary_path = folder / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(
+            f"{summary_path}: missing; the run has not finished (resume it with oversmooth "
+            f"train --resume --out {folder}), or it was written by an older oversmooth"
+        )
+    summary = _read_json(summary_path)
+    best = summary.get("best_epoch") if isinstance(summary, dict) else None
+    if not isinstance(summary, dict) or isinstance(best, bool) or not isinstance(best, int):
+        raise ValueError(f"{summary_path}: expected an object with an integer best_epoch; {_RERUN}")
+    _check_csv(folder / "history.csv", _TRAIN_HISTORY, required=True)
+    _check_csv(folder / "dynamics.csv", _TRAIN_DYNAMICS, required=False)
+    _check_writable(folder)
+    history = pd.read_csv(folder / "history.csv").to_dict("records")
+    dynamics = None
+    if (folder / "dynamics.csv").is_file():
+        dynamics = pd.read_csv(folder / "dynamics.csv").to_dict("records")
+    write_training_report(folder, history, best, summary, dynamics, figure_formats=formats)
 
 
 def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) -> None:
@@ -215,10 +248,14 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     from oversmooth.report.render import render_report
 
     formats = figure_formats(figure_format)
-    if _is_atlas(folder):  # its own renderer, from atlas.csv, curves.csv and fits.json
+    command = _command_of(folder)
+    if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
         from oversmooth.experiments.atlas import render_atlas
 
         render_atlas(folder, formats)
+    elif command == "train":
+        check_path_text(folder, "FOLDER")
+        _render_training(folder, formats)
     else:
         check_report_folder(folder)
         render_report(folder, figure_formats=formats)
