@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -157,8 +158,8 @@ def test_no_hooks_remain_even_after_an_exception(cora):
 
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
-        # 3 blocks, their 3 call counters, layer 0, the two step hooks, 3 attention points
-        assert count_hooks() == 12
+        # 3 blocks (start, output), their 3 call counters, the two step hooks, 3 attention points
+        assert count_hooks() == 14
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
@@ -622,7 +623,7 @@ def test_deeper_gcn_first_block_is_read_from_its_conv_and_reported(capture, tmp_
     model = DeeperGCN(5).double().eval()
     with torch.no_grad():
         states = model.stream(data.x, data.edge_index)
-    with pytest.warns(UserWarning, match=r"layer 1 \(layers\.0\): the forward never calls"):
+    with pytest.warns(UserWarning, match=r"layers\.0: the forward never calls the module"):
         with Probe(model, data, capture=capture) as probe, torch.no_grad():
             model(data.x, data.edge_index)
             model(data.x, data.edge_index)  # warned once, not per pass
@@ -652,16 +653,105 @@ class Unused(torch.nn.Module):
 
 
 def test_layers_that_did_not_run_like_the_others_are_reported():
+    """Rows are the layer calls in the order they ran: convs 1, 2, 3, 2 are layers 1-4."""
     data = small_graph()
     model = Unused().double().eval()
     with pytest.warns(UserWarning) as caught:
         with Probe(model, data) as probe, torch.no_grad():
             model(data.x, data.edge_index)
     message = str(caught[0].message)
-    assert "layer 1 (convs.0): never ran" in message and "layer 3 (convs.2): ran 2 times" in message
+    assert "convs.0: never ran in the forward" in message
+    assert "convs.2: ran 2 times in one forward where 1 was expected" in message
     frame = probe.to_frame()
-    assert frame["layer"].tolist() == [2, 3, 4]  # layer 0 is the input of convs[0]: not seen
-    assert frame.attrs["missing_layers"] == [0, 1] and frame.attrs["layers"] == 5
+    assert frame["layer"].tolist() == [0, 1, 2, 3, 4]
+    assert frame.attrs["missing_layers"] == [] and frame.attrs["layers"] == 5
+    with torch.no_grad():
+        states, x = [data.x], data.x  # the input of the first call, then each call's output
+        for conv in [*model.convs[1:], model.convs[2]]:
+            states.append(conv(x, data.edge_index))
+            x = torch.tanh(states[-1])
+    for k, state in enumerate(states):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+
+
+class Tied(torch.nn.Module):
+    """One convolution for every layer (weight tying): ``ModuleList([conv] * depth)``."""
+
+    def __init__(self, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        conv = GCNConv(5, 5)
+        self.convs = torch.nn.ModuleList([conv] * depth)
+
+    def forward(self, x, edge_index, keep=None):
+        for conv in self.convs:
+            x = conv(x, edge_index)
+            if keep is not None:
+                keep.append(x)
+            x = torch.tanh(x)
+        return x
+
+
+class Reversed(torch.nn.Module):
+    """Its forward runs ``convs`` from the last to the first."""
+
+    def __init__(self, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(depth))
+
+    def forward(self, x, edge_index, keep=None):
+        for conv in reversed(self.convs):
+            x = conv(x, edge_index)
+            if keep is not None:
+                keep.append(x)
+            x = torch.tanh(x)
+        return x
+
+
+@pytest.mark.parametrize("cls", [Tied, Reversed])
+def test_layers_are_the_calls_in_the_order_they_ran(cls):
+    """A weight-tied stack (one module listed for every layer) gave the last call's state for
+    every layer (relative change 0, cosine 1: a fake curse of depth), and a stack run in
+    reverse its curve reversed, both without a word: layer k is the k-th call's output."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = cls().double().eval()
+    keep = [data.x]
+    with torch.no_grad():
+        model(data.x, data.edge_index, keep=keep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to report: every layer ran as listed
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3, 4] and frame.attrs["gaps"] == []
+    for k, state in enumerate(keep):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+    if cls is Tied:
+        with pytest.raises(ValueError, match=r"convs\.0 stands for 4 of the 4 layers"):
+            Probe(model, data, capture="residual")
+
+
+def test_calls_beyond_the_layers_are_reported_not_recorded():
+    """A forward that runs its stack twice (two views of a graph) keeps the first pass."""
+    data = small_graph()
+    model = Reversed().double().eval()
+
+    def twice(x, edge_index):
+        return Reversed.forward(model, Reversed.forward(model, x, edge_index), edge_index)
+
+    model.forward = twice
+    with pytest.warns(UserWarning, match="made 8 layer calls for 4 layers; the rows hold the "):
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2, 3, 4]
 
 
 def test_an_empty_metric_list_is_refused_at_construction():
@@ -793,3 +883,97 @@ def test_similarity_rows_stay_in_memory_where_no_file_can_be_written(monkeypatch
         model(data.x, data.edge_index)
     assert torch.equal(probe.similarity_matrix(), expected)
     assert not (tmp_path / "missing").exists()
+
+
+class FunctionalPreLN(torch.nn.Module):
+    """``h = h + conv(norm(h))`` with the norm a function (``shared=False``) or one module for
+    every block (``shared=True``): no list of norms tells the probe where the stream runs."""
+
+    def __init__(self, shared: bool, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.ln = torch.nn.LayerNorm(8) if shared else None
+
+    def norm(self, h):
+        return self.ln(h) if self.ln is not None else torch.nn.functional.layer_norm(h, (8,))
+
+    def forward(self, x, edge_index):
+        h = x
+        for conv in self.convs:
+            h = h + conv(self.norm(h), edge_index)
+        return h
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_pre_ln_stack_with_a_functional_or_shared_norm_is_reported(shared):
+    """Its layers see norm(h): the probe read norm(h) as the stream (a growing stream measured
+    as a decaying one) without a word; now a warning says so."""
+    torch.manual_seed(0)
+    data = small_graph()
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    model = FunctionalPreLN(shared).double().eval()
+    with pytest.warns(UserWarning, match="look like Pre-LN with a norm that is a function or one"):
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index)
+    assert "every row before the last holds norm(h)" in probe.to_frame().attrs["gaps"][0]
+    # a Post-LN stack (h = norm(h + conv(h))) reads the stream rightly: no warning
+    post = FunctionalPreLN(shared).double().eval()
+    post.forward = lambda x, ei: _post_ln(post, x, ei)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(post, data.edge_index, capture="residual") as probe, torch.no_grad():
+            post(x, data.edge_index)
+    assert probe.to_frame().attrs["gaps"] == []
+
+
+def _post_ln(model, x, edge_index):
+    h = x
+    for conv in model.convs:
+        h = model.norm(h + conv(h, edge_index))
+    return h
+
+
+class PreLNWithFFNNorms(torch.nn.Module):
+    """Pre-LN blocks with paired ``norms`` and an FFN per block that starts with its own
+    LayerNorm (``ffns[k] = Sequential(LayerNorm, Linear)``), no final norm."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(8) for _ in range(depth))
+        self.ffns = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)) for _ in range(depth)
+        )
+
+    def forward(self, x, edge_index, keep=None):
+        h = x
+        for conv, norm, ffn in zip(self.convs, self.norms, self.ffns, strict=True):
+            h = h + conv(norm(h), edge_index)
+            h = h + ffn(h)
+            if keep is not None:
+                keep.append(h)
+        return h
+
+
+def test_a_norm_inside_each_block_s_ffn_is_not_a_final_norm():
+    """The last block's FFN norm was read as a final norm: layer L was the state inside the
+    last block (before its FFN), not the stream after it."""
+    torch.manual_seed(0)
+    data = small_graph()
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64)
+    model = PreLNWithFFNNorms().double().eval()
+    keep = [x]
+    with torch.no_grad():
+        model(x, data.edge_index, keep=keep)
+    with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+        model(x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    for k, state in enumerate(keep):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )

@@ -29,9 +29,14 @@ Which state is layer ``k`` (one convention for every model): layer 0 is the
   output (see :class:`Probe`).
 - models without one module per layer: ``Probe(None, graph)`` and ``probe.record(k, x)``.
 
-A layer module that the forward does not call, or calls a different number of times than the
-others, is reported: a warning at the end of the forward naming it, and
-``frame.attrs["gaps"]``.  A layer whose forward calls only its ``conv`` (PyG's DeeperGCN
+Layers are counted in the order the forward *calls* them, not by their place in the list:
+layer ``k`` is the output of the ``k``-th layer call (the stream entering the ``k + 1``-th with
+``capture="residual"`` between plain layers).  A stack run in another order is measured in the
+order it ran, and one module listed for several layers (weight tying, ``ModuleList([conv] *
+L)``) gives one row per call.  A layer module that the forward does not call, or calls a
+different number of times than the others, is reported: a warning at the end of the forward
+naming it, and ``frame.attrs["gaps"]``; calls beyond the ``L`` layers are not recorded (a note
+says so).  A layer whose forward calls only its ``conv`` (PyG's DeeperGCN
 example runs ``layers[0].conv``) is read from that conv.
 
 Every forward pass of the model is a ``step``; per-graph values on a PyG ``Batch``.
@@ -277,9 +282,16 @@ def stream_plan(
     if not lists:  # single norms (an input or a final norm) do not sit between stream and layer
         return StreamPlan()
     if len(lists) == 1 and len(lists[0]) == len(layers):
-        ids = {id(m) for m in lists[0]}
+        # a final norm sits outside every ModuleList: a norm inside one (e.g. the first module
+        # of each block's FFN, ffns[k] = Sequential(LayerNorm, ...)) runs inside the blocks
+        in_lists = {
+            id(m)
+            for lst in model.modules()
+            if isinstance(lst, nn.ModuleList)
+            for m in lst.modules()
+        }
         return StreamPlan(
-            norms=tuple(lists[0]), finals=tuple(m for m in outside if id(m) not in ids)
+            norms=tuple(lists[0]), finals=tuple(m for m in outside if id(m) not in in_lists)
         )
     names = {id(m): n for n, m in model.named_modules()}
     found = ", ".join(f"{names[id(lst)]} ({len(lst)})" for lst in lists)
@@ -312,6 +324,7 @@ class _StreamTap:
         self.prenorm = False  # the last layer read its stream at its paired norm
         self.awaiting = False  # the stream after the last block is still to be read
         self.width: int | None = None
+        self.calls = 0  # layer calls so far: the row of the stream entering the next one
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
@@ -330,7 +343,8 @@ class _StreamTap:
         for norm in plan.finals:
             handles.append(norm.register_forward_pre_hook(self._final_input))
         if len(plan.taps) != last + 1:
-            handles.append(self.layers[-1].register_forward_hook(self._after_last))
+            for layer in self.layers:  # the stream after the last call, whichever layer it was
+                handles.append(layer.register_forward_hook(self._after_layer))
         return handles
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
@@ -343,21 +357,32 @@ class _StreamTap:
         return hook
 
     def _layer_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        """Layer module ``k`` starts: the stream entering it (its paired norm's input, else its
+        own) is the row of its place in the calls, not of its place in the list."""
+
         def hook(module: nn.Module, args: tuple) -> None:
             stream = self.pending.pop(k, None)
             self.prenorm = stream is not None
-            self.emit(k, first_tensor(args) if stream is None else stream)
+            self.awaiting = False
+            row, self.calls = self.calls, self.calls + 1
+            self.emit(row, first_tensor(args) if stream is None else stream)
 
         return hook
 
-    def _after_last(self, module: nn.Module, args: tuple, output: object) -> None:
-        self.awaiting = True
+    def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
+        self.awaiting = True  # until another layer starts: then this was not the last
+
+    @property
+    def end_row(self) -> int:
+        """The row of the stream after the last block: ``L`` with ``stream=`` taps, else the
+        number of layer calls."""
+        return len(self.layers) if self.plan.taps else self.calls
 
     def _final_input(self, module: nn.Module, args: tuple) -> None:
         x = first_tensor(args)
         if self.awaiting and self.prenorm and x.shape[-1] == self.width:
             self.awaiting = False
-            self.emit(len(self.layers), x)
+            self.emit(self.calls, x)
 
 
 class _ModuleNames(Mapping[int, str]):
@@ -385,9 +410,17 @@ class _ModuleNames(Mapping[int, str]):
         return len(self._built())
 
 
+def distinct(modules: Sequence[nn.Module]) -> list[nn.Module]:
+    """``modules`` without repeats (by identity), in first-appearance order: the modules to
+    hook once each, also when one module stands for several layers (weight tying,
+    ``ModuleList([conv] * L)``)."""
+    return list({id(m): m for m in modules}.values())
+
+
 class LayerCalls:
     """Counts, in each forward, the calls of every layer module, to report the layers that did
-    not run or ran a different number of times than the others.
+    not run or ran a different number of times than the others.  A module listed ``m`` times
+    (weight tying) is expected to run ``m`` times.
 
     A layer whose ``conv`` the forward calls directly, not through the layer (PyG's DeeperGCN
     example runs ``layers[0].conv``), is read from that conv when ``direct`` is given:
@@ -399,7 +432,8 @@ class LayerCalls:
         names: Mapping[int, str],
         direct: Callable[[int, Tensor, Tensor], None] | None = None,
     ) -> None:
-        self.layers, self._direct = list(layers), direct
+        self.layers, self._direct = distinct(layers), direct
+        self.listed = [sum(m is other for other in layers) for m in self.layers]
         self._by_id = names  # read only when a layer is named (a lazy mapping stays unbuilt)
         self.reset()
 
@@ -446,28 +480,32 @@ class LayerCalls:
         return hook
 
     def notes(self) -> list[str]:
-        """One line per layer that did not run like the others in the last forward (layer
-        ``k + 1`` is the output of layer module ``k``)."""
-        counts = [c for c in self.calls if c]
+        """One line per layer module that did not run like the others in the last forward
+        (the rows are the layer calls in the order they ran: see :class:`Probe`)."""
+        per_listing = [c / m for c, m in zip(self.calls, self.listed, strict=True)]
+        counts = [c for c in per_listing if c]
         usual = max(set(counts), key=counts.count) if counts else 0
         out = []
-        if all(calls == usual for calls in self.calls) and usual:
+        if all(calls == usual for calls in per_listing) and usual:
             return []  # every layer ran alike: no names needed
         for k, (name, calls) in enumerate(zip(self.names, self.calls, strict=True)):
-            if calls == usual and calls:
+            if per_listing[k] == usual and calls:
                 continue
             if not calls and self.direct[k]:
                 out.append(
-                    f"layer {k + 1} ({name}): the forward never calls the module but its .conv "
-                    f"directly; layer {k + 1} is read from that conv (the rest of the block does "
-                    "not run)"
+                    f"{name}: the forward never calls the module but its .conv directly; its "
+                    "layer is read from that conv (the rest of the block does not run)"
                 )
             elif not calls:
-                out.append(f"layer {k + 1} ({name}): never ran in the forward; no row for it")
-            else:
                 out.append(
-                    f"layer {k + 1} ({name}): ran {calls} times in one forward, the other layers "
-                    f"{usual}; its row holds the last call"
+                    f"{name}: never ran in the forward; the rows are the layer calls that ran, "
+                    "in their order"
+                )
+            else:
+                expected = f"{usual * self.listed[k]:g}"
+                out.append(
+                    f"{name}: ran {calls} times in one forward where {expected} was expected; "
+                    "each call is a row, in the order they ran"
                 )
         return out
 
@@ -545,11 +583,35 @@ def _graph_mean(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> 
     return out
 
 
+def normalised_rows(x: Tensor) -> bool:
+    """Whether ``x`` ``[n, d]`` looks like the output of a LayerNorm with its initial affine
+    (most rows of mean 0 and variance just under 1): how :class:`Probe` tells, at run time,
+    that what it reads as the stream at a layer's input is ``norm(h)``."""
+    if x.dim() != 2 or x.size(0) == 0 or x.size(1) < 4 or not x.is_floating_point():
+        return False
+    z = x.detach().to(torch.float64)
+    var, mean = torch.var_mean(z, dim=1, correction=0)
+    rows = (mean.abs() <= 1e-3) & (var >= 0.5) & (var <= 1.0 + 1e-3)
+    return bool(rows.to(torch.float64).mean() >= 0.9)
+
+
+PRENORM_NOTE = (
+    "capture='residual': the stream read at the first layer's input has normalised rows (mean "
+    "0, variance 1) but the stream after the last block does not: the blocks look like Pre-LN "
+    "with a norm that is a function or one module shared by the blocks (h = h + "
+    "conv(norm(h))), so every row before the last holds norm(h), not the stream h; keep the "
+    "pre-norms in a ModuleList paired with the layers (model.norms), pass stream=[...] (modules "
+    "whose input is h), or record h yourself: Probe(None, graph) and probe.record(k, h)"
+)
+
+
 class Probe:
     """Record per-layer measures of ``model`` inside a ``with`` block.
 
     **Which state is layer k** (one convention for every model): layer 0 is the *input*
-    of the first recorded layer module, layer ``k >= 1`` what the ``k``-th one hands on:
+    of the first layer call of the forward, layer ``k >= 1`` what the ``k``-th call hands on
+    (calls counted in the order they run, whatever the module's place in the list; a module
+    listed for several layers, weight tying, is one layer per call):
 
     - ``capture="output"`` (default): the output of layer module ``k``: an oversmooth
       ``DepthModel``'s block ``k`` (layer 0 = the encoder output), a PyG ``BasicGNN``'s
@@ -740,6 +802,7 @@ class Probe:
                     "to record its layers, or leave layers and stream unset"
                 )
             self.layers, self._stream_inputs, self._plan = [], False, None
+            self._check_prenorm = False
             self._names = _ModuleNames(None)
             return []
         if layers is None:
@@ -754,7 +817,25 @@ class Probe:
                 "stream: only with capture='residual' on layers that are not blocks (whose "
                 "outputs are the stream already); leave stream unset"
             )
+        if self._stream_inputs and len(distinct(modules)) != len(modules):
+            names = _ModuleNames(model)
+            tied = next(m for m in modules if sum(m is o for o in modules) > 1)
+            raise ValueError(
+                f"capture='residual': {names.get(id(tied), type(tied).__name__)} stands for "
+                f"{sum(m is tied for m in modules)} of the {len(modules)} layers (weight "
+                "tying), and the stream between plain layers is read at each one's own place; "
+                "use capture='output' (each call of a layer is a row, in the order they run), "
+                "or record the stream yourself: Probe(None, graph) and probe.record(k, x)"
+            )
         self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
+        # each layer's input taken as the stream (no norms paired, no taps): a Pre-LN block
+        # whose norm is a function or shared would hand norm(h) instead; checked at run time
+        self._check_prenorm = (
+            self._plan is not None
+            and not self._plan.taps
+            and not self._plan.norms
+            and not _is_basic_gnn(model)
+        )
         self._names = _ModuleNames(model)  # walked only when a message names a module
         return modules
 
@@ -813,6 +894,9 @@ class Probe:
         self._step = 0  # the step being recorded
         self._active = True
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
+        self._started = False  # a layer module has started in this forward (layer 0 read)
+        self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
+        self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         self._state_dtype: torch.dtype | None = None
         self._attention: dict[int, AttentionWeights] = {}  # layer k -> its block's attention
 
@@ -834,9 +918,9 @@ class Probe:
             if self._tap is not None:
                 self._handles.extend(self._tap.attach())
             elif self.layers:
-                self._handles.append(self.layers[0].register_forward_pre_hook(self._pre_hook(0)))
-                for k, module in enumerate(self.layers, start=1):
-                    self._handles.append(module.register_forward_hook(self._make_hook(k)))
+                for module in distinct(self.layers):
+                    self._handles.append(module.register_forward_pre_hook(self._layer_starts))
+                    self._handles.append(module.register_forward_hook(self._layer_output))
             if self.head_energies:
                 for k, point in self._attention_points():
                     self._handles.append(point.register_forward_hook(self._keep_attention(k)))
@@ -861,18 +945,30 @@ class Probe:
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
+        self._started = False  # a layer module has started in this forward (layer 0 read)
+        self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
+        self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         if self._tap is not None:
             self._tap.reset()
 
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
-        new = [note for note in self._calls.notes() if note not in self._gaps]
+        notes = self._calls.notes()
+        if self._prenorm_suspect:
+            notes.append(PRENORM_NOTE)
+        made = self._calls_made if self._tap is None else self._tap.calls
+        if made > len(self.layers):  # e.g. the stack run twice in one forward
+            notes.append(
+                f"the forward made {made} layer calls for {len(self.layers)} layers; the rows "
+                f"hold the first {len(self.layers)}"
+            )
+        new = [note for note in notes if note not in self._gaps]
         if new:
             self._gaps.update(dict.fromkeys(new))
             warnings.warn(
-                f"Probe: {type(self.model).__name__}'s forward did not run every layer module "
-                f"once: {'; '.join(new)} (frame.attrs['gaps'])",
+                f"Probe: in {type(self.model).__name__}'s forward: {'; '.join(new)} "
+                "(frame.attrs['gaps'])",
                 stacklevel=2,
             )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
@@ -881,11 +977,12 @@ class Probe:
         self._workspace = Workspace()
 
     def _record_stream_end(self, output: object) -> None:
-        last = len(self.layers)
+        assert self._tap is not None
+        last = self._tap.end_row
         x = output if isinstance(output, Tensor) else None
         width = self._stream_width
         if x is not None and x.dim() in (2, 3) and width is not None and x.shape[-1] == width:
-            self.record(last, x)
+            self._stream_end_state(last, x)
         elif not self._warned:
             self._warned = True
             warnings.warn(
@@ -896,30 +993,47 @@ class Probe:
             )
 
     def _stream_state(self, k: int, x: Tensor) -> None:
-        if self._active:
+        if self._active and k < cast(int, self.num_layers):  # not beyond L (a note says so)
+            if self._check_prenorm and k == 0:
+                self._first_normalised = normalised_rows(x)
             self.record(k, x)
+
+    def _stream_end_state(self, k: int, x: Tensor) -> None:
+        """The stream after the last block: recorded, and compared with the first layer's
+        input (see :data:`PRENORM_NOTE`)."""
+        if self._check_prenorm and self._first_normalised and not normalised_rows(x):
+            self._prenorm_suspect = True
+        self.record(k, x)
 
     def _conv_alone(self, k: int, inp: Tensor, out: Tensor) -> None:
         """Layer module ``k`` skipped, its conv called directly: the conv reads the layer (and
-        layer 0 when it is the first)."""
-        if self._active:
-            if k == 0:
+        layer 0 when it is the first call)."""
+        if not self._started:
+            self._started = True
+            if self._active:
                 self.record(0, inp)
-            self.record(k + 1, out)
+        self._called_layer(out)
 
-    def _pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
-        def hook(module: nn.Module, args: tuple) -> None:
+    def _layer_starts(self, module: nn.Module, args: tuple) -> None:
+        """A layer module starts: layer 0 is the input of the first one the forward calls."""
+        if not self._started:
+            self._started = True
             if self._active:
-                self.record(k, first_tensor(args))
+                self.record(0, first_tensor(args))
 
-        return hook
+    def _layer_output(self, module: nn.Module, args: tuple, output: object) -> None:
+        self._called_layer(first_tensor(output) if self._active else None)
 
-    def _make_hook(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
-        def hook(module: nn.Module, args: tuple, output: object) -> None:
-            if self._active:
-                self.record(k, first_tensor(output))
-
-        return hook
+    def _called_layer(self, x: Tensor | None) -> None:
+        """A layer call ended with output ``x``: it is the next row (layer ``k`` is the output
+        of the ``k``-th layer call of the forward, whatever the module's place in the list, so
+        a stack run in another order, or one module called for several layers, is measured
+        in the order it ran).  Calls beyond the ``L`` layers are not recorded (a note says
+        so at the end of the forward)."""
+        self._calls_made += 1
+        k = self._calls_made
+        if x is not None and k < cast(int, self.num_layers):
+            self.record(k, x)
 
     def _attention_points(self) -> list[tuple[int, HookPoint]]:
         """``(k, point)``: the attention hook point of the operator (``mp``) of layer module
