@@ -87,3 +87,18 @@ def test_a_layer_that_cannot_be_made_the_identity_is_measured_and_said_so():
         frame = prune_sensitivity(gcn, data, layers=[1, 2])
     assert frame.attrs["identity_on_stream"] == {1: False, 2: True}
     assert frame.attrs["pruned_as"] == {1: "input", 2: "input"}
+
+
+def test_tied_or_reordered_layers_are_refused_not_pruned_by_their_list_place():
+    """One module listed for every layer (weight tying) cannot lose one layer by being taken
+    out, and a stack run in another order than listed would be pruned by the wrong number (a
+    Probe counts layers in the order they run)."""
+    from .pyg_models import small_graph
+    from .test_probe import Reversed, Tied
+
+    data = small_graph()
+    data.x = data.x.double()
+    with pytest.raises(ValueError, match=r"convs\.0 stands for 4 of the 4 layers \(weight tying\)"):
+        prune_sensitivity(Tied().double().eval(), data)
+    with pytest.raises(ValueError, match="runs its layers in another order than they are listed"):
+        prune_sensitivity(Reversed().double().eval(), data)

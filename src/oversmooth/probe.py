@@ -445,6 +445,7 @@ class LayerCalls:
     def reset(self) -> None:
         """A new forward pass."""
         self.calls = [0] * len(self.layers)  # calls through the layer module
+        self.order: list[int] = []  # the layer modules in the order of their first call
         self.direct = [0] * len(self.layers)  # calls of its conv alone
         self._running = [0] * len(self.layers)
 
@@ -460,6 +461,8 @@ class LayerCalls:
 
     def _enter(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
+            if not self.calls[k]:
+                self.order.append(k)
             self.calls[k] += 1
             self._running[k] += 1
 

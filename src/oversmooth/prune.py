@@ -469,9 +469,18 @@ def _run_counting_calls(
 ) -> Tensor:
     """The unpruned output of ``run``, counting the calls of every layer module on the way;
     ``ValueError`` for a chosen layer whose module the forward never called."""
-    from oversmooth.probe import LayerCalls
+    from oversmooth.probe import LayerCalls, distinct
 
     names = {id(m): name for name, m in model.named_modules()}
+    tied = [m for m in distinct(modules) if sum(m is other for other in modules) > 1]
+    if tied:
+        count = sum(m is tied[0] for m in modules)
+        raise ValueError(
+            f"layers: {names.get(id(tied[0]), type(tied[0]).__name__)} stands for {count} of "
+            f"the {len(modules)} layers (weight tying): taking the module out would remove all "
+            f"{count} of them, not one layer; prune such a layer by hand (run the forward with "
+            "that one call skipped)"
+        )
     calls = LayerCalls(modules, names)
     handles = calls.attach()
     try:
@@ -479,5 +488,13 @@ def _run_counting_calls(
     finally:
         for handle in handles:
             handle.remove()
+    if calls.order != sorted(calls.order):
+        ran = ", ".join(calls.names[k] for k in calls.order)
+        raise ValueError(
+            f"layers: {type(model).__name__}'s forward runs its layers in another order than "
+            f"they are listed ({ran}); a Probe numbers layers in the order they run and "
+            "pruning by their place in the list would name other layers: list the modules in "
+            "the order the forward runs them"
+        )
     _refuse_unreached(calls, chosen, model)
     return out
