@@ -380,3 +380,38 @@ def test_one_seed_verdict_is_computed_once_and_equals_the_seeds_own(monkeypatch)
     model = ModelConfig("postln", depth=24, hidden=8, heads=2, dtype="float64")
     run_analysis(AnalysisConfig(model=model, dataset="cora", seeds=(0, 1)))
     assert len(calls) == 3  # two seeds: each seed's own and the pooled one
+
+
+def test_a_frame_without_floor_columns_drops_rows_below_twelve_times_the_bound():
+    """A Probe's frame of a user's float32 model has no at_floor column: the verdict held its
+    rows to the single-step bound itself, 12 times weaker than the at_floor rule
+    (docs/precision.md), so a curve flattening at its float floor was fitted as the law (a
+    halving length of 2.49 layers, 95% interval 2.37-2.63, for a true 2.31)."""
+    from oversmooth.fit import AT_FLOOR_FACTOR, float_floor
+
+    rng = np.random.default_rng(0)
+    layers = np.arange(0, 121)
+    norm = 2.0
+    bound = float_floor(np.full(len(layers), norm))[0]  # float32: (eps * norm)^2
+    rows = []
+    for seed in range(5):
+        exact = 10.0 * np.exp(-0.3 * layers)
+        noise = bound * AT_FLOOR_FACTOR * rng.uniform(0.2, 0.6, len(layers))  # under 12x
+        energy = exact + noise
+        rows.append(
+            pd.DataFrame(
+                {"seed": seed, "layer": layers, "laplacian_energy": energy, "feature_norm": norm}
+            )
+        )
+    frame = pd.concat(rows, ignore_index=True)
+    found = verdict(frame, dtype="float32")
+    below = (10.0 * np.exp(-0.3 * layers) + 0) < AT_FLOOR_FACTOR * bound
+    assert found.dropped.get("at_floor", 0) >= 5 * int(below.sum()) - 5 * 3
+    assert any(note["code"] == "floor" for note in found.notes)
+    # the rows left are biased by up to a factor 2 near the cut: the late rate's interval
+    # carries that bias (late_floor_bias) and holds the true halving length
+    assert found.label in ("exponential-smoothing", "inconclusive"), found.label
+    if found.rate is not None:
+        low, high = found.rate.interval
+        assert low <= np.log(2) / 0.3 <= high, (low, high)
+        assert found.to_dict()["evidence"]["late_floor_bias"] > 0.005

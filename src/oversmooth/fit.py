@@ -97,6 +97,11 @@ def geometric_mean(values: ArrayLike) -> float:
     return float(np.exp(np.mean(np.log(np.maximum(v, 1e-300)))))
 
 
+#: A layer is at the float floor when its energy is below this many times the floor (see
+#: :mod:`oversmooth.precision`: an energy above it is within a factor 2 of the exact one).
+AT_FLOOR_FACTOR = 12.0
+
+
 def float_floor(
     feature_norm: ArrayLike, dtype_eps: float = float(np.finfo(np.float32).eps)
 ) -> np.ndarray:

@@ -51,6 +51,7 @@ from torch import Tensor, nn
 
 # the floor methods are a config choice (oversmooth.config, torch-free)
 from oversmooth.config import FLOOR_METHODS, resolve_floor_method
+from oversmooth.fit import AT_FLOOR_FACTOR  # beside float_floor (torch-free: the verdict's too)
 from oversmooth.runtime import resolve_dtype
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ __all__ = [
     "TWIN_MARGIN",
 ]
 
-AT_FLOOR_FACTOR = 12.0
 # float64 with the automatic floor method: the twin forward runs only when some layer's energy
 # is below TWIN_MARGIN x AT_FLOOR_FACTOR x the single-step bound.  Measured at depth 256 on
 # Cora (seeds 0-9, float64): the twin's floor is at most 6.5 (Post-LN), 15 (Pre-LN) and 201

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from oversmooth.registry import upgrade_columns
-from oversmooth.fit import float_floor, geometric_mean
+from oversmooth.fit import AT_FLOOR_FACTOR, float_floor, geometric_mean
 from oversmooth.lawfit import (
     BOOTSTRAP_DRAWS,
     K0_MAX_FACTOR,
@@ -330,6 +330,22 @@ class _Rows:
         self.final_at_floor = bool(at_floor[layers == last].any())
         self.usable = deep & finite & ~nonpos & ~at_floor
         self.values = values
+        floor = _floor_values(frame, dtype, hidden)
+        self.floor = np.zeros(len(frame)) if floor is None else np.nan_to_num(floor, nan=0.0)
+
+    def log_errors(self, layers: np.ndarray) -> np.ndarray:
+        """Per layer of ``layers``, the largest error of ``log E`` that rounding at the float
+        floor ``f`` allows in any seed: ``sqrt(E)`` is within ``sqrt(f)`` of the exact one, so
+        ``|log E - log E_exact| <= 2 log(1 + sqrt(f / E))``."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(self.usable, self.floor / self.values, 0.0)
+        errors = 2.0 * np.log1p(np.sqrt(np.clip(np.nan_to_num(ratio), 0.0, None)))
+        rows = self.frame["layer"].to_numpy()
+        worst = np.zeros(len(layers))
+        at = np.searchsorted(layers, rows)
+        hit = (at < len(layers)) & (layers[np.minimum(at, len(layers) - 1)] == rows)
+        np.maximum.at(worst, at[hit], errors[hit])
+        return worst
 
     def curves(self, start: int | None) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
         """Layers usable in every seed from ``start`` on, and ``[seeds, n]`` log energies."""
@@ -350,24 +366,36 @@ class _Rows:
         return layers, logs, dropped
 
 
+def _floor_values(frame: pd.DataFrame, dtype: str, hidden: int | None) -> np.ndarray | None:
+    """Per row, the float floor the energy is measured against: the ``float_floor`` column,
+    else the single-step bound of ``dtype`` from ``feature_norm`` (or ``hidden``); None when
+    the table says nothing of it."""
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    if "float_floor" in frame:
+        return frame["float_floor"].to_numpy(dtype=np.float64)
+    if "feature_norm" in frame:
+        return float_floor(frame["feature_norm"].to_numpy(dtype=np.float64), eps)
+    if hidden is not None:
+        return float_floor(np.full(len(frame), math.sqrt(hidden)), eps)
+    return None
+
+
 def _at_floor(
     frame: pd.DataFrame, values: np.ndarray, dtype: str, hidden: int | None
 ) -> np.ndarray:
-    """Rows at the float floor: the ``at_floor`` column, else energies below ``float_floor``
-    or below the single-step bound of ``dtype`` computed from ``feature_norm`` (or ``hidden``)."""
+    """Rows at the float floor: the ``at_floor`` column, else (as
+    :func:`~oversmooth.precision.mark_at_floor` marks it) energies below
+    :data:`~oversmooth.fit.AT_FLOOR_FACTOR` times ``float_floor``, or times the single-step
+    bound of ``dtype`` computed from ``feature_norm`` (or ``hidden``): a frame of a user's own
+    model (a Probe's, without floor columns) was held to the bound itself, 12 times weaker,
+    and a float32 curve flattening at its floor was fitted as the law."""
     if "at_floor" in frame:
         return frame["at_floor"].fillna(False).astype(bool).to_numpy()
-    eps = float(np.finfo(np.dtype(dtype)).eps)
-    if "float_floor" in frame:
-        floor = frame["float_floor"].to_numpy(dtype=np.float64)
-    elif "feature_norm" in frame:
-        floor = float_floor(frame["feature_norm"].to_numpy(dtype=np.float64), eps)
-    elif hidden is not None:
-        floor = float_floor(np.full(len(frame), math.sqrt(hidden)), eps)
-    else:
+    floor = _floor_values(frame, dtype, hidden)
+    if floor is None:
         return np.zeros(len(frame), bool)
     with np.errstate(invalid="ignore"):
-        return values < floor
+        return values < AT_FLOOR_FACTOR * floor
 
 
 @dataclass
@@ -521,7 +549,8 @@ def _decide(
         "bootstrap_draws": BOOTSTRAP_DRAWS,
         "bootstrap_block": ev.block,
     }
-    evidence.update(_late_numbers(est, layers, shifted, logs))
+    floor_bias = float(np.abs(_quarter(layers, 4)) @ out.rows.log_errors(layers))
+    evidence.update(_late_numbers(est, layers, shifted, logs, floor_bias))
     evidence["fit_curve"] = _fit_curve(full, layers, logs)
     profile = _profile(ev, layers)
     trend = _trend(point, half)
@@ -608,19 +637,30 @@ def _named_law(
 
 
 def _late_numbers(
-    est: dict[str, Estimate], layers: np.ndarray, shifted: LawModel, logs: np.ndarray
+    est: dict[str, Estimate],
+    layers: np.ndarray,
+    shifted: LawModel,
+    logs: np.ndarray,
+    floor_bias: float = 0.0,
 ) -> dict[str, Any]:
     """The late slope (per layer, ``REPORT_LEVEL`` interval), whether it still drifts, and the
     shifted power law's asymptotic exponent: recorded for every decided trend, so theory can
-    be set beside the same kind of number whatever the label."""
+    be set beside the same kind of number whatever the label.
+
+    ``floor_bias``: the most the float floor can move the late slope (the slope's weights
+    applied to each layer's largest rounding error of ``log E``, :meth:`_Rows.log_errors`),
+    added to its interval: rounding is not noise that averages out but a bias that grows as
+    the curve nears the floor, where a noise-free curve's interval would otherwise shrink
+    around a slope the rounding bent."""
     late, drift = est["slope_late"], est["drift"]
     size = max(MIN_QUARTER, len(layers) // 4)
     excess = max(abs(drift.value) - drift.halfwidth(LEVEL), 0.0)
-    h = late.halfwidth(REPORT_LEVEL) + excess
+    h = late.halfwidth(REPORT_LEVEL) + excess + floor_bias
     alpha = est["alpha_shifted"]
     return {
         "late_window": [int(layers[-size]), int(layers[-1])],
         "late_slope_interval": [late.value - h, late.value + h],
+        "late_floor_bias": floor_bias,
         "late_asymptotic": not (
             excess > 0 and abs(drift.value) > ASYMPTOTIC_DRIFT * abs(late.value)
         ),
