@@ -415,3 +415,34 @@ def test_a_frame_without_floor_columns_drops_rows_below_twelve_times_the_bound()
         low, high = found.rate.interval
         assert low <= np.log(2) / 0.3 <= high, (low, high)
         assert found.to_dict()["evidence"]["late_floor_bias"] > 0.005
+
+
+def test_a_rate_still_moving_has_an_asymptotic_interval_open_on_the_side_it_moves():
+    """Linear diffusion on a ring with a few chords, 200 layers: the local halving length is
+    still rising toward the spectral one (log 2 / -log slem^2), which the closed interval of
+    beta and the late rate left out (19.4-34.0 for a true 37.3 on the audit's graph)."""
+    import torch
+
+    n, depth = 240, 200
+    rng = np.random.default_rng(1)
+    edges = {(i, (i + 1) % n) for i in range(n)} | {(i, (i + 2) % n) for i in range(n)}
+    edges |= {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(6)}
+    adj = np.zeros((n, n))
+    for i, j in edges:
+        adj[i, j] = adj[j, i] = 1.0
+    src, dst = np.nonzero(adj)
+    edge_index = torch.tensor(np.vstack([src, dst]))
+    step = (adj + np.eye(n)) / (adj + np.eye(n)).sum(1, keepdims=True)
+    slem = np.sort(np.abs(np.linalg.eigvals(step)))[-2]
+    truth = np.log(2) / -np.log(slem**2)
+    x = torch.tensor(rng.standard_normal((n, 8)))
+    with oversmooth.Probe(None, edge_index) as probe:
+        for k in range(depth + 1):
+            probe.record(k, x)
+            x = torch.tensor(step) @ x
+    found = verdict(probe.to_frame().assign(seed=0), dtype="float64")
+    assert found.label == "exponential-smoothing" and found.asymptotic is False
+    late, asym = found.rate, found.asymptotic_rate
+    assert late.interval[1] < truth  # the late rate has not got there yet
+    assert asym.interval[0] <= truth <= asym.interval[1] and asym.interval[1] == np.inf
+    assert "interval" in verdict_text(found) and "or more" in verdict_text(found)
