@@ -977,3 +977,43 @@ def test_a_norm_inside_each_block_s_ffn_is_not_a_final_norm():
         assert frame["laplacian_energy"][k] == pytest.approx(
             M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
         )
+
+
+class ByKeyword(torch.nn.Module):
+    """Calls its convolutions by keyword: ``conv(x=h, edge_index=ei)`` (a hook's args empty)."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(depth))
+
+    def forward(self, x, edge_index, keep=None):
+        for conv in self.convs:
+            x = x + torch.tanh(conv(x=x, edge_index=edge_index))
+            if keep is not None:
+                keep.append(x)
+        return x
+
+
+def test_layers_called_by_keyword_are_read_from_their_keyword_arguments():
+    """A TypeError ('expected a tensor ..., received tuple') named the wrong problem."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = ByKeyword().double().eval()
+    keep = [data.x]
+    with torch.no_grad():
+        model(data.x, data.edge_index, keep=keep)
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    for k, state in enumerate(keep):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+    with Probe(model, data) as probe, torch.no_grad():  # layer 0: the first call's input
+        model(data.x, data.edge_index)
+    assert probe.to_frame()["laplacian_energy"][0] == pytest.approx(
+        M.laplacian_energy(data.x, data.edge_index).item(), rel=1e-12
+    )

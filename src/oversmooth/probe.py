@@ -194,6 +194,25 @@ def first_tensor(output: object) -> Tensor:
     )
 
 
+def inputs_of(args: tuple, kwargs: dict) -> tuple:
+    """A module's positional arguments, or, for a call by keyword (``conv(x=h,
+    edge_index=ei)``, where a hook's ``args`` is empty), its keyword values with ``x`` first:
+    what :func:`first_tensor` reads the state from."""
+    if args or not kwargs:
+        return args
+    return tuple(v for key, v in sorted(kwargs.items(), key=lambda item: item[0] != "x"))
+
+
+def input_hook(fn: Callable[[nn.Module, tuple], None]) -> Callable[[nn.Module, tuple, dict], None]:
+    """``fn(module, args)`` as a forward pre-hook registered ``with_kwargs=True``: it sees the
+    keyword arguments too (:func:`inputs_of`)."""
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        fn(module, inputs_of(args, kwargs))
+
+    return hook
+
+
 def _is_norm(module: nn.Module) -> bool:
     """A normalisation layer: torch's LayerNorm, GroupNorm and batch/instance norms, PyG's norms
     and any class whose name ends in ``Norm``."""
@@ -334,14 +353,24 @@ class _StreamTap:
         handles = []
         plan, last = self.plan, len(self.layers)
         for k, tap in enumerate(plan.taps):
-            handles.append(tap.register_forward_pre_hook(self._tap_input(k)))
+            handles.append(
+                tap.register_forward_pre_hook(input_hook(self._tap_input(k)), with_kwargs=True)
+            )
         if not plan.taps:
             for k, layer in enumerate(self.layers):
-                handles.append(layer.register_forward_pre_hook(self._layer_input(k)))
+                handles.append(
+                    layer.register_forward_pre_hook(
+                        input_hook(self._layer_input(k)), with_kwargs=True
+                    )
+                )
         for k, norm in enumerate(plan.norms):
-            handles.append(norm.register_forward_pre_hook(self._norm_input(k)))
+            handles.append(
+                norm.register_forward_pre_hook(input_hook(self._norm_input(k)), with_kwargs=True)
+            )
         for norm in plan.finals:
-            handles.append(norm.register_forward_pre_hook(self._final_input))
+            handles.append(
+                norm.register_forward_pre_hook(input_hook(self._final_input), with_kwargs=True)
+            )
         if len(plan.taps) != last + 1:
             for layer in self.layers:  # the stream after the last call, whichever layer it was
                 handles.append(layer.register_forward_hook(self._after_layer))
@@ -456,7 +485,7 @@ class LayerCalls:
             conv = getattr(layer, "conv", None)
             if self._direct is not None and isinstance(conv, nn.Module):
                 handles.append(layer.register_forward_hook(self._leave(k)))
-                handles.append(conv.register_forward_hook(self._conv_alone(k)))
+                handles.append(conv.register_forward_hook(self._conv_alone(k), with_kwargs=True))
         return handles
 
     def _enter(self, k: int) -> Callable[[nn.Module, tuple], None]:
@@ -474,11 +503,11 @@ class LayerCalls:
 
         return hook
 
-    def _conv_alone(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
-        def hook(module: nn.Module, args: tuple, output: object) -> None:
+    def _conv_alone(self, k: int) -> Callable[[nn.Module, tuple, dict, object], None]:
+        def hook(module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
             if not self._running[k] and self._direct is not None:
                 self.direct[k] += 1
-                self._direct(k, first_tensor(args), first_tensor(output))
+                self._direct(k, first_tensor(inputs_of(args, kwargs)), first_tensor(output))
 
         return hook
 
@@ -922,7 +951,11 @@ class Probe:
                 self._handles.extend(self._tap.attach())
             elif self.layers:
                 for module in distinct(self.layers):
-                    self._handles.append(module.register_forward_pre_hook(self._layer_starts))
+                    self._handles.append(
+                        module.register_forward_pre_hook(
+                            input_hook(self._layer_starts), with_kwargs=True
+                        )
+                    )
                     self._handles.append(module.register_forward_hook(self._layer_output))
             if self.head_energies:
                 for k, point in self._attention_points():

@@ -266,14 +266,14 @@ def _frame(
     return frame
 
 
-def _replace_hook(layer: int, mode: str) -> Callable[[nn.Module, tuple, object], object]:
-    """Forward hook that hands on zeros (``mode="zero"``) or the module's input
-    (``mode="input"``) instead of its output."""
+def _replace_hook(layer: int, mode: str) -> Callable[[nn.Module, tuple, dict, object], object]:
+    """Forward hook (registered ``with_kwargs=True``) that hands on zeros (``mode="zero"``) or
+    the module's input (``mode="input"``) instead of its output."""
 
-    def hook(module: nn.Module, args: tuple, output: object) -> object:
-        from oversmooth.probe import first_tensor
+    def hook(module: nn.Module, args: tuple, kwargs: dict, output: object) -> object:
+        from oversmooth.probe import first_tensor, inputs_of
 
-        inp, out = first_tensor(args), first_tensor(output)
+        inp, out = first_tensor(inputs_of(args, kwargs)), first_tensor(output)
         if mode == "zero":
             inp = torch.zeros_like(out)
         elif inp.shape != out.shape:
@@ -336,7 +336,9 @@ class _Pruner:
                 states[k] = x.detach().clone()
 
         tap = None if self.plan is None else _StreamTap(self.plan, self.modules, keep)
-        handles = [self.modules[at].register_forward_hook(_replace_hook(layer, mode))]
+        handles = [
+            self.modules[at].register_forward_hook(_replace_hook(layer, mode), with_kwargs=True)
+        ]
         try:
             handles += [] if tap is None else tap.attach()
             out = self.run()
