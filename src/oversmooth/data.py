@@ -947,7 +947,11 @@ def dataset_identity(name_or_path: str | os.PathLike) -> str:
     ``./g.pt``) give the same.  Reads no file; a name :func:`load` would refuse is its own
     identity (the refusal comes from the check of the name)."""
     text = os.fspath(name_or_path)
-    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
+    try:
+        exists = Path(text).exists()
+    except (OSError, ValueError):  # a name no file system can look up (too long, NUL)
+        exists = False
+    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or exists:
         return "path:" + os.path.normpath(os.path.abspath(text))
     name, _, params = text.partition(":")
     key = name.strip().lower()
