@@ -629,10 +629,7 @@ def test_deeper_gcn_first_block_is_read_from_its_conv_and_reported(capture, tmp_
             model(data.x, data.edge_index)  # warned once, not per pass
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [0, 1, 2, 3] * 2
-    for k, state in enumerate(states):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    assert_energies(frame, states, data.edge_index)
     assert len(frame.attrs["gaps"]) == 1 and "layers.0" in frame.attrs["gaps"][0]
     assert frame.attrs["missing_layers"] == []
 
@@ -670,10 +667,7 @@ def test_layers_that_did_not_run_like_the_others_are_reported():
         for conv in [*model.convs[1:], model.convs[2]]:
             states.append(conv(x, data.edge_index))
             x = torch.tanh(states[-1])
-    for k, state in enumerate(states):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    assert_energies(frame, states, data.edge_index)
 
 
 class Tied(torch.nn.Module):
@@ -730,10 +724,7 @@ def test_layers_are_the_calls_in_the_order_they_ran(cls):
             model(data.x, data.edge_index)
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [0, 1, 2, 3, 4] and frame.attrs["gaps"] == []
-    for k, state in enumerate(keep):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    assert_energies(frame, keep, data.edge_index)
     if cls is Tied:
         with pytest.raises(ValueError, match=r"convs\.0 stands for 4 of the 4 layers"):
             Probe(model, data, capture="residual")
@@ -973,10 +964,7 @@ def test_a_norm_inside_each_block_s_ffn_is_not_a_final_norm():
         model(x, data.edge_index)
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [0, 1, 2, 3]
-    for k, state in enumerate(keep):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    assert_energies(frame, keep, data.edge_index)
 
 
 class ByKeyword(torch.nn.Module):
@@ -1008,12 +996,18 @@ def test_layers_called_by_keyword_are_read_from_their_keyword_arguments():
         model(data.x, data.edge_index)
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [0, 1, 2, 3]
-    for k, state in enumerate(keep):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    assert_energies(frame, keep, data.edge_index)
     with Probe(model, data) as probe, torch.no_grad():  # layer 0: the first call's input
         model(data.x, data.edge_index)
     assert probe.to_frame()["laplacian_energy"][0] == pytest.approx(
         M.laplacian_energy(data.x, data.edge_index).item(), rel=1e-12
     )
+
+
+def assert_energies(frame, states, edge_index) -> None:
+    """Layer k of ``frame`` has the Laplacian energy of ``states[k]`` (to 1e-12)."""
+    assert len(frame) >= len(states)
+    for k, state in enumerate(states):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, edge_index).item(), rel=1e-12
+        ), k
