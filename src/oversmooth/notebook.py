@@ -428,11 +428,12 @@ def _check_energies(one: pd.DataFrame) -> None:
 
 
 def _layer_notes(doc: Any, attrs: dict) -> None:
-    """The probe's notes on layers that did not run like the others (``frame.attrs``)."""
+    """The probe's notes on the layers (``frame.attrs``): layers that did not run like the
+    others, calls beyond the layers, a stream read as norm(h)."""
     gaps, missing = attrs.get("gaps") or [], attrs.get("missing_layers") or []
     if not gaps and not missing:
         return
-    doc.heading("Layers not measured as the others")
+    doc.heading("What the probe noticed about the layers")
     if missing:
         doc.text(
             f"No row for layer(s) {', '.join(map(str, missing))} of {attrs.get('layers')}: "

@@ -1239,8 +1239,9 @@ class Probe:
         ``capture``, ``seed`` (an oversmooth model's ``config.seed``; None when unknown),
         ``stream`` (how the stream was read with ``capture="residual"`` between plain layers,
         else None), ``layers`` (number of layer states, ``L + 1``), ``missing_layers`` (layers
-        without a row in some recorded step) and ``gaps`` (one line per layer module that did
-        not run like the others)."""
+        without a row in some recorded step) and ``gaps`` (the notes warned about: one line per
+        layer module that did not run like the others, calls beyond the layers, a stream that
+        looks like ``norm(h)``)."""
         import numpy as np
         import pandas as pd
 
