@@ -520,3 +520,19 @@ def test_a_run_whose_report_fails_is_not_marked_finished(tmp_path):
         T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run", report=full)
     assert (tmp_path / "run" / "last.pt").is_file()  # resumable
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_history_lr_is_the_rate_each_epoch_trained_at(tmp_path):
+    """The lr column held the next epoch's rate (written after the scheduler's step): a 3-epoch
+    warm-up to 1e-4 read 6.7e-5, 1e-4, 1e-4 where Adam stepped at 3.3e-5, 6.7e-5, 1e-4."""
+    config = T.TrainConfig(
+        model=ModelConfig("postln", depth=1, hidden=8, heads=2), epochs=4, warmup=3
+    )
+    result = T.train(config, tmp_path / "run")
+    peak = config.learning_rate
+    want = [peak * min(1.0, (e + 1) / 3) for e in range(4)]
+    assert [r["lr"] for r in result.history] == pytest.approx(want, rel=1e-12)
+    import pandas as pd
+
+    written = pd.read_csv(tmp_path / "run" / "history.csv")["lr"].tolist()
+    assert written == pytest.approx(want, rel=1e-5)

@@ -508,9 +508,8 @@ class _Run:
         if not math.isfinite(row["loss"]):
             return row, f"the training loss became {row['loss']}"
         loss.backward()
-        optimizer.step()
-        self.scheduler.step()
-        row["lr"] = optimizer.param_groups[0]["lr"]
+        optimizer.step()  # at row["lr"], the rate this epoch used (read before the step)
+        self.scheduler.step()  # the next epoch's rate: not this row's
         bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
         if bad:
             return row, f"the weights became non-finite ({bad[0]})"
