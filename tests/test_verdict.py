@@ -446,3 +446,22 @@ def test_a_rate_still_moving_has_an_asymptotic_interval_open_on_the_side_it_move
     assert late.interval[1] < truth  # the late rate has not got there yet
     assert asym.interval[0] <= truth <= asym.interval[1] and asym.interval[1] == np.inf
     assert "interval" in verdict_text(found) and "or more" in verdict_text(found)
+
+
+def test_the_collapse_decades_add_up_with_the_printed_fall():
+    """With a constant norm the scale-free energy falls as much as the energy: block means
+    over the first and last sixteenth gave 7.2 decades beside a printed fall of 7.6."""
+    layers = np.arange(0, 129)
+    frame = pd.DataFrame(
+        {
+            "seed": 0,
+            "layer": layers,
+            "laplacian_energy": np.exp2(-layers / 5.0),
+            "feature_norm": 3.0 * np.exp2(-layers / 40.0),  # the norm falls too, linearly in log
+        }
+    )
+    ev = verdict(frame, dtype="float64").to_dict()["evidence"]
+    fall = 127 / 5 * np.log10(2)
+    assert ev["energy_decades"] == pytest.approx(-fall, rel=1e-6)
+    assert ev["norm_decades"] == pytest.approx(-2 * 127 / 40 * np.log10(2), rel=1e-6)
+    assert ev["scale_free_decades"] == pytest.approx(ev["energy_decades"] - ev["norm_decades"])

@@ -164,6 +164,7 @@ def _diffusion_reference(data: Any) -> dict:
         halving_steps=gap.graph_halving_steps,
         slowest_nodes=gap.slowest_nodes,
         num_components=gap.num_components,
+        isolated=gap.isolated,
         lcc_nodes=gap.nodes,
         lcc_lambda2=gap.lambda2,
         lcc_lambda_min=gap.lambda_min,

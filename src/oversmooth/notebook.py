@@ -483,8 +483,7 @@ def _measured_text(
         passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
     doc.text(
         "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
-        f"with P = D⁻¹W on the probed graph, accumulated in float64; the model ran in {dtype}."
-        + passes
-        + (f" {assumed}" if assumed else "")
+        f"with P = D⁻¹W on the probed graph (0 at an isolated node), accumulated in float64; "
+        f"the model ran in {dtype}." + passes + (f" {assumed}" if assumed else "")
     )
     _layer_notes(doc, attrs)

@@ -1099,7 +1099,11 @@ def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 **{k: r["cell"][k] for k in keys},
                 "final_energy": r["final_energy"],
                 "classification": r["classification"],
-                **{f"best_{k}": v for k, v in r.get("training", {}).items()},
+                # the trained cell's numbers at its best epoch: best_test_acc, ..., best_epoch
+                **{
+                    k if k.startswith("best_") else f"best_{k}": v
+                    for k, v in r.get("training", {}).items()
+                },
                 "seconds": r.get("seconds"),
             }
         )

@@ -72,7 +72,7 @@ METRICS: Registry[Metric] = Registry(
         for m in (
             _layer(
                 "laplacian_energy",
-                "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure)",
+                "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure; 0 at an isolated node)",
                 default=True,
             ),
             _layer(

@@ -603,10 +603,17 @@ def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -
     if ratio is None:
         return None
     parts = int(ref.get("num_components") or 1)
+    isolated = int(ref.get("isolated") or 0)
+    alone = (
+        f"; its {isolated} isolated node{'s have' if isolated != 1 else ' has'} no energy"
+        if isolated
+        else ""
+    )
+    edges = " with edges" if isolated else ""
     where = (
-        f"the slowest of its {parts} components, {ref.get('slowest_nodes')} nodes"
+        f"the slowest of its {parts} components{edges}, {ref.get('slowest_nodes')} nodes{alone}"
         if parts > 1
-        else "its one component"
+        else f"its one component{edges}{alone}"
     )
     decays = ratio < 1.0 and steps is not None
     if not decays:

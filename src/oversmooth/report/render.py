@@ -286,9 +286,9 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
             (f"beta, {level:.0%} interval" if level else "beta interval", f"{lo:.3g} to {hi:.3g}")
         )
     for key, name in (
-        ("energy_decades", "energy decades (last sixteenth of the layers against the first)"),
-        ("norm_decades", "squared feature norm decades (same layers)"),
-        ("scale_free_decades", "scale-free energy decades (same layers)"),
+        ("energy_decades", "energy decades (the fitted change over the window)"),
+        ("norm_decades", "squared feature norm decades (first to last layer of the window)"),
+        ("scale_free_decades", "scale-free energy decades (their difference)"),
     ):
         if ev.get(key) is not None:
             rows.append((name, f"{ev[key]:+.2f}"))
@@ -595,7 +595,7 @@ def _render_analysis(folder: Path, config: dict) -> Document:
     )
     doc.text(
         f"Measured {state}; energies on the input graph (no self loops), Laplacian energy "
-        "(1/n)·‖PX − X‖²_F with P = D⁻¹W, accumulated in float64."
+        "(1/n)·‖PX − X‖²_F with P = D⁻¹W (0 at an isolated node), accumulated in float64."
     )
     _energy_section(doc, metrics, mean_fit, model)
     _measure_sections(doc, folder, metrics, config)
@@ -644,7 +644,7 @@ def _measure_sections(doc: Document, folder: Path, metrics: pd.DataFrame, config
     if (folder / "similarity.csv").is_file():
         _similarity_section(doc, folder / "similarity.csv", config["seeds"][0])
     if (folder / "prune.csv").is_file():
-        _pruning_section(doc, folder / "prune.csv")
+        _pruning_section(doc, folder / "prune.csv", config["seeds"][0])
     _layer_excerpt(doc, metrics[metrics["seed"] == config["seeds"][0]])
 
 
@@ -701,8 +701,9 @@ _PRUNE_MEASURES = {
 }
 
 
-def _pruning_section(doc: Document, path: Path) -> None:
-    """Each pruned layer's effect (``prune.csv``) as bars, then as a table."""
+def _pruning_section(doc: Document, path: Path, seed: int) -> None:
+    """Each pruned layer's effect (``prune.csv``, measured on the model of ``seed``, the run's
+    first) as bars, then as a table."""
     import pandas as pd
 
     prune = pd.read_csv(path)
@@ -718,7 +719,7 @@ def _pruning_section(doc: Document, path: Path) -> None:
         log=not drop,
     )
     doc.heading("Layer pruning sensitivity")
-    doc.figure(fig, caption, "pruning.png")
+    doc.figure(fig, f"{caption} (the model of seed {seed}, the run's first)", "pruning.png")
     doc.table(accuracy_in_percent(prune))
 
 
