@@ -21,7 +21,8 @@ Which state is layer ``k`` (one convention for every model): layer 0 is the
   output of ``model.convs[k-1]``, *before* the activation, norm and dropout
   that BasicGNN applies between convolutions (``capture="residual"``: the state
   after them, i.e. the input of the next convolution).
-- ``layers=[m0, m1, ...]``: layer 0 is the input of ``m0``, layer ``k`` the output of ``m{k-1}``.
+- ``layers=[m0, m1, ...]``: layer 0 is the input of ``m0``, layer ``k`` the output of ``m{k-1}``
+  when the forward calls them in that order (in any case: of the ``k``-th call among them).
 - skips in ``forward`` (``h = h + conv(norm(h))`` over ``convs``/``norms`` ModuleLists, e.g.
   a Pre-LN ``TransformerConv`` stack) with ``capture="residual"``: layer ``k`` is the stream
   ``h`` after block ``k`` -- the input of block ``k + 1``'s pre-norm (the conv's input when no
@@ -645,14 +646,15 @@ class Probe:
     (calls counted in the order they run, whatever the module's place in the list; a module
     listed for several layers, weight tying, is one layer per call):
 
-    - ``capture="output"`` (default): the output of layer module ``k``: an oversmooth
-      ``DepthModel``'s block ``k`` (layer 0 = the encoder output), a PyG ``BasicGNN``'s
-      ``convs[k-1]`` (before the activation, norm and dropout BasicGNN applies between
-      convolutions), ``layers[k-1]`` when given, else ``model.convs``/``layers``/``blocks``.
+    - ``capture="output"`` (default): the output of the ``k``-th layer call, among the layer
+      modules: an oversmooth ``DepthModel``'s blocks (layer 0 = the encoder output), a PyG
+      ``BasicGNN``'s ``convs`` (before the activation, norm and dropout BasicGNN applies
+      between convolutions), ``layers`` when given, else ``model.convs``/``layers``/``blocks``
+      (for a stack run in list order: block ``k``, ``convs[k-1]``, ``layers[k-1]``).
     - ``capture="residual"``: the residual stream.  Blocks whose outputs are the stream are
       used directly (``DepthModel`` blocks, a ``model.blocks`` ModuleList, PyG
       ``DeepGCNLayer``).  Otherwise (convolutions inside a ``forward`` with skip
-      connections, or ``layers=`` given) layer ``k < L`` is the stream entering layer module
+      connections, or ``layers=`` given) layer ``k < L`` is the stream entering the layer call
       ``k + 1`` and layer ``L`` the stream after the last block:
 
       * norms outside the layers, one ``ModuleList`` paired with them (``model.norms``): where
