@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -447,6 +448,12 @@ def distinct(modules: Sequence[nn.Module]) -> list[nn.Module]:
     return list({id(m): m for m in modules}.values())
 
 
+def tied_module(modules: Sequence[nn.Module]) -> tuple[nn.Module, int] | None:
+    """The first module listed for several layers (weight tying) and how many, else None."""
+    counts = Counter(id(m) for m in modules)
+    return next(((m, counts[id(m)]) for m in modules if counts[id(m)] > 1), None)
+
+
 class LayerCalls:
     """Counts, in each forward, the calls of every layer module, to report the layers that did
     not run or ran a different number of times than the others.  A module listed ``m`` times
@@ -454,16 +461,19 @@ class LayerCalls:
 
     A layer whose ``conv`` the forward calls directly, not through the layer (PyG's DeeperGCN
     example runs ``layers[0].conv``), is read from that conv when ``direct`` is given:
-    ``direct(k, conv_input, conv_output)``."""
+    ``direct(k, conv_input, conv_output)``.  ``start(x)`` is called with the input of the
+    first layer call of each forward (through a layer or its conv alone): layer 0."""
 
     def __init__(
         self,
         layers: Sequence[nn.Module],
         names: Mapping[int, str],
         direct: Callable[[int, Tensor, Tensor], None] | None = None,
+        start: Callable[[Tensor], None] | None = None,
     ) -> None:
-        self.layers, self._direct = distinct(layers), direct
-        self.listed = [sum(m is other for other in layers) for m in self.layers]
+        self.layers, self._direct, self._start = distinct(layers), direct, start
+        counts = Counter(id(m) for m in layers)
+        self.listed = [counts[id(m)] for m in self.layers]
         self._by_id = names  # read only when a layer is named (a lazy mapping stays unbuilt)
         self.reset()
 
@@ -478,19 +488,29 @@ class LayerCalls:
         self.order: list[int] = []  # the layer modules in the order of their first call
         self.direct = [0] * len(self.layers)  # calls of its conv alone
         self._running = [0] * len(self.layers)
+        self._started = False  # a layer call has started in this forward (start called)
+
+    def _first(self, inputs: tuple) -> None:
+        """A layer call starts: the first of the forward hands its input to ``start``."""
+        if not self._started:
+            self._started = True
+            if self._start is not None:
+                self._start(first_tensor(inputs))
 
     def attach(self) -> list:
         handles = []
         for k, layer in enumerate(self.layers):
-            handles.append(layer.register_forward_pre_hook(self._enter(k)))
+            handles.append(layer.register_forward_pre_hook(self._enter(k), with_kwargs=True))
             conv = getattr(layer, "conv", None)
             if self._direct is not None and isinstance(conv, nn.Module):
                 handles.append(layer.register_forward_hook(self._leave(k)))
                 handles.append(conv.register_forward_hook(self._conv_alone(k), with_kwargs=True))
         return handles
 
-    def _enter(self, k: int) -> Callable[[nn.Module, tuple], None]:
-        def hook(module: nn.Module, args: tuple) -> None:
+    def _enter(self, k: int) -> Callable[[nn.Module, tuple, dict], None]:
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            if not self._started:
+                self._first(inputs_of(args, kwargs))
             if not self.calls[k]:
                 self.order.append(k)
             self.calls[k] += 1
@@ -507,8 +527,11 @@ class LayerCalls:
     def _conv_alone(self, k: int) -> Callable[[nn.Module, tuple, dict, object], None]:
         def hook(module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
             if not self._running[k] and self._direct is not None:
+                inp = first_tensor(inputs_of(args, kwargs))
+                if not self._started:
+                    self._first((inp,))
                 self.direct[k] += 1
-                self._direct(k, first_tensor(inputs_of(args, kwargs)), first_tensor(output))
+                self._direct(k, inp, first_tensor(output))
 
         return hook
 
@@ -780,8 +803,10 @@ class Probe:
         self._tap = (
             None if self._plan is None else _StreamTap(self._plan, modules, self._stream_state)
         )
-        direct = None if self._stream_inputs else self._conv_alone
-        self._calls = LayerCalls(modules, self._names, direct)
+        direct = start = None
+        if not self._stream_inputs:  # the tap reads the stream itself, layer 0 included
+            direct, start = self._conv_alone, self._layer_zero
+        self._calls = LayerCalls(modules, self._names, direct, start)
         self.reset()
 
     def _init_metrics(self, metrics: Sequence[str] | str) -> None:
@@ -851,15 +876,15 @@ class Probe:
                 "stream: only with capture='residual' on layers that are not blocks (whose "
                 "outputs are the stream already); leave stream unset"
             )
-        if self._stream_inputs and len(distinct(modules)) != len(modules):
-            names = _ModuleNames(model)
-            tied = next(m for m in modules if sum(m is o for o in modules) > 1)
+        tied = tied_module(modules) if self._stream_inputs else None
+        if tied is not None:
+            module, count = tied
+            name = _ModuleNames(model).get(id(module), type(module).__name__)
             raise ValueError(
-                f"capture='residual': {names.get(id(tied), type(tied).__name__)} stands for "
-                f"{sum(m is tied for m in modules)} of the {len(modules)} layers (weight "
-                "tying), and the stream between plain layers is read at each one's own place; "
-                "use capture='output' (each call of a layer is a row, in the order they run), "
-                "or record the stream yourself: Probe(None, graph) and probe.record(k, x)"
+                f"capture='residual': {name} stands for {count} of the {len(modules)} layers "
+                "(weight tying), and the stream between plain layers is read at each one's own "
+                "place; use capture='output' (each call of a layer is a row, in the order they "
+                "run), or record the stream yourself: Probe(None, graph) and probe.record(k, x)"
             )
         self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
         # each layer's input taken as the stream (no norms paired, no taps): a Pre-LN block
@@ -928,7 +953,6 @@ class Probe:
         self._step = 0  # the step being recorded
         self._active = True
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
-        self._started = False  # a layer module has started in this forward (layer 0 read)
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         self._state_dtype: torch.dtype | None = None
@@ -951,13 +975,8 @@ class Probe:
             self._handles.extend(self._calls.attach())
             if self._tap is not None:
                 self._handles.extend(self._tap.attach())
-            elif self.layers:
+            elif self.layers:  # layer 0 comes from self._calls (its first call)
                 for module in distinct(self.layers):
-                    self._handles.append(
-                        module.register_forward_pre_hook(
-                            input_hook(self._layer_starts), with_kwargs=True
-                        )
-                    )
                     self._handles.append(module.register_forward_hook(self._layer_output))
             if self.head_energies:
                 for k, point in self._attention_points():
@@ -983,7 +1002,6 @@ class Probe:
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
-        self._started = False  # a layer module has started in this forward (layer 0 read)
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         if self._tap is not None:
@@ -1044,20 +1062,15 @@ class Probe:
         self.record(k, x)
 
     def _conv_alone(self, k: int, inp: Tensor, out: Tensor) -> None:
-        """Layer module ``k`` skipped, its conv called directly: the conv reads the layer (and
-        layer 0 when it is the first call)."""
-        if not self._started:
-            self._started = True
-            if self._active:
-                self.record(0, inp)
+        """Layer module ``k`` skipped, its conv called directly: the conv reads the layer (its
+        input is layer 0 when it is the first call: :class:`LayerCalls`)."""
         self._called_layer(out)
 
-    def _layer_starts(self, module: nn.Module, args: tuple) -> None:
-        """A layer module starts: layer 0 is the input of the first one the forward calls."""
-        if not self._started:
-            self._started = True
-            if self._active:
-                self.record(0, first_tensor(args))
+    def _layer_zero(self, x: Tensor) -> None:
+        """Layer 0: the input of the forward's first layer call (handed on by
+        :class:`LayerCalls`)."""
+        if self._active:
+            self.record(0, x)
 
     def _layer_output(self, module: nn.Module, args: tuple, output: object) -> None:
         self._called_layer(first_tensor(output) if self._active else None)

@@ -471,14 +471,14 @@ def _run_counting_calls(
 ) -> Tensor:
     """The unpruned output of ``run``, counting the calls of every layer module on the way;
     ``ValueError`` for a chosen layer whose module the forward never called."""
-    from oversmooth.probe import LayerCalls, distinct
+    from oversmooth.probe import LayerCalls, tied_module
 
     names = {id(m): name for name, m in model.named_modules()}
-    tied = [m for m in distinct(modules) if sum(m is other for other in modules) > 1]
-    if tied:
-        count = sum(m is tied[0] for m in modules)
+    tied = tied_module(modules)
+    if tied is not None:
+        module, count = tied
         raise ValueError(
-            f"layers: {names.get(id(tied[0]), type(tied[0]).__name__)} stands for {count} of "
+            f"layers: {names.get(id(module), type(module).__name__)} stands for {count} of "
             f"the {len(modules)} layers (weight tying): taking the module out would remove all "
             f"{count} of them, not one layer; prune such a layer by hand (run the forward with "
             "that one call skipped)"
