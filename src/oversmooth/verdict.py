@@ -320,7 +320,8 @@ class _Rows:
         deep = layers > 0
         finite = np.isfinite(values)
         nonpos = finite & (values <= 0) & deep
-        at_floor = _at_floor(frame, values, dtype, hidden) & finite & ~nonpos
+        floor = _floor_values(frame, dtype, hidden)
+        at_floor = _at_floor(frame, values, floor) & finite & ~nonpos
         self.dropped = {
             "layer_0": int((~deep).sum()),
             "nonfinite": int((deep & ~finite).sum()),
@@ -330,7 +331,6 @@ class _Rows:
         self.final_at_floor = bool(at_floor[layers == last].any())
         self.usable = deep & finite & ~nonpos & ~at_floor
         self.values = values
-        floor = _floor_values(frame, dtype, hidden)
         self.floor = np.zeros(len(frame)) if floor is None else np.nan_to_num(floor, nan=0.0)
 
     def log_errors(self, layers: np.ndarray) -> np.ndarray:
@@ -380,18 +380,15 @@ def _floor_values(frame: pd.DataFrame, dtype: str, hidden: int | None) -> np.nda
     return None
 
 
-def _at_floor(
-    frame: pd.DataFrame, values: np.ndarray, dtype: str, hidden: int | None
-) -> np.ndarray:
+def _at_floor(frame: pd.DataFrame, values: np.ndarray, floor: np.ndarray | None) -> np.ndarray:
     """Rows at the float floor: the ``at_floor`` column, else (as
     :func:`~oversmooth.precision.mark_at_floor` marks it) energies below
     :data:`~oversmooth.fit.AT_FLOOR_FACTOR` times ``float_floor``, or times the single-step
-    bound of ``dtype`` computed from ``feature_norm`` (or ``hidden``): a frame of a user's own
+    bound (``floor``: :func:`_floor_values`): a frame of a user's own
     model (a Probe's, without floor columns) was held to the bound itself, 12 times weaker,
     and a float32 curve flattening at its floor was fitted as the law."""
     if "at_floor" in frame:
         return frame["at_floor"].fillna(False).astype(bool).to_numpy()
-    floor = _floor_values(frame, dtype, hidden)
     if floor is None:
         return np.zeros(len(frame), bool)
     with np.errstate(invalid="ignore"):
@@ -811,17 +808,12 @@ def _collapse(
     norm = part["feature_norm"].to_numpy(dtype=np.float64)
     if not np.all(np.isfinite(norm) & (norm > 0)):
         return None
-    log_e = np.log10(part[rows.energy].to_numpy(dtype=np.float64))
-    table = part.assign(_e=log_e, _n=2 * np.log10(norm)).groupby("layer")[["_e", "_n"]].mean()
     # the energy's change is the fitted one the verdict prints ("decays by X decades over
     # layers a-b"); the norm's is read at the same two ends, so that the scale-free change
     # (their difference) is comparable with it: block means over the first and last sixteenth
     # measured between the blocks' centres, 6% short of an exponential's fall at depth 128
-    energy_dec = evidence.get("change_decades")
-    if energy_dec is None:
-        energy_dec = _end_to_end(table["_e"])
-    energy_dec = float(energy_dec)
-    norm_dec = _end_to_end(table["_n"])
+    energy_dec = float(evidence["change_decades"])
+    norm_dec = _end_to_end(part.assign(_n=2 * np.log10(norm)).groupby("layer")["_n"].mean())
     scale_free = energy_dec - norm_dec
     evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
     if energy_dec >= -STABLE_DECADES:
