@@ -907,6 +907,17 @@ def _check_data_root(data_root: str | os.PathLike) -> None:
         )
 
 
+def _names_a_file(text: str) -> bool:
+    """Whether a dataset argument is a file path rather than a name: a ``.pt``/``.csv`` ending,
+    a folder separator, or an existing file (a name no file system can look up is not)."""
+    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text:
+        return True
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # too long, a NUL
+        return False
+
+
 def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
     """An existing ``.pt``/``.csv`` path, or a known dataset key with its parsed parameters;
     every name, parameter and path error of :func:`load` is raised here."""
@@ -917,7 +928,7 @@ def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
             f"({', '.join(DATASETS)}) or a .pt/.csv path"
         )
     check_path_text(text, "dataset")  # a name no file system can look up is refused here
-    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or Path(text).exists():
+    if _names_a_file(text):
         path = Path(text)
         if path.is_dir():
             raise ValueError(f"{path}: is a folder; pass a .pt or .csv file or a dataset name")
@@ -947,11 +958,7 @@ def dataset_identity(name_or_path: str | os.PathLike) -> str:
     ``./g.pt``) give the same.  Reads no file; a name :func:`load` would refuse is its own
     identity (the refusal comes from the check of the name)."""
     text = os.fspath(name_or_path)
-    try:
-        exists = Path(text).exists()
-    except (OSError, ValueError):  # a name no file system can look up (too long, NUL)
-        exists = False
-    if text.endswith((".pt", ".pth", ".csv")) or os.sep in text or exists:
+    if _names_a_file(text):
         return "path:" + os.path.normpath(os.path.abspath(text))
     name, _, params = text.partition(":")
     key = name.strip().lower()
