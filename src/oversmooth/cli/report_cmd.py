@@ -69,13 +69,15 @@ def _read_json(path: Path) -> object:
         ) from None
 
 
-def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
+def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> Any:
+    """The table at ``path`` (a DataFrame; None for a missing optional one), checked: readable,
+    whole, with ``columns`` and rows; one line naming the file otherwise."""
     import pandas as pd
 
     if not path.is_file():
         if required:
             raise FileNotFoundError(f"{path}: missing; {_RERUN}")
-        return
+        return None
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -93,6 +95,7 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> None:
         what = f"no column {', '.join(missing)}" if missing else "no rows"
         raise ValueError(f"{path}: {what}; {_RERUN}")
     _check_numbers(path, frame)
+    return frame
 
 
 def _check_rows(path: Path, text: str) -> None:
@@ -219,10 +222,9 @@ def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
     """Redraw a finished ``oversmooth train`` folder: ``training.png``, ``dynamics.png`` (when
     the run probed its layers), ``report.md`` and ``report.html``, from ``history.csv``,
     ``summary.json`` and ``dynamics.csv``; the checkpoints are not read."""
-    import pandas as pd
-
     from oversmooth.report.writers import write_training_report
 
+    check_path_text(folder, "FOLDER")
     summary_path = folder / "summary.json"
     if not summary_path.is_file():
         raise FileNotFoundError(
@@ -233,13 +235,11 @@ def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
     best = summary.get("best_epoch") if isinstance(summary, dict) else None
     if not isinstance(summary, dict) or isinstance(best, bool) or not isinstance(best, int):
         raise ValueError(f"{summary_path}: expected an object with an integer best_epoch; {_RERUN}")
-    _check_csv(folder / "history.csv", _TRAIN_HISTORY, required=True)
-    _check_csv(folder / "dynamics.csv", _TRAIN_DYNAMICS, required=False)
+    history = _check_csv(folder / "history.csv", _TRAIN_HISTORY, required=True)
+    dynamics = _check_csv(folder / "dynamics.csv", _TRAIN_DYNAMICS, required=False)
     _check_writable(folder)
-    history = pd.read_csv(folder / "history.csv").to_dict("records")
-    dynamics = None
-    if (folder / "dynamics.csv").is_file():
-        dynamics = pd.read_csv(folder / "dynamics.csv").to_dict("records")
+    history = history.to_dict("records")
+    dynamics = None if dynamics is None else dynamics.to_dict("records")
     write_training_report(folder, history, best, summary, dynamics, figure_formats=formats)
 
 
@@ -254,7 +254,6 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
 
         render_atlas(folder, formats)
     elif command == "train":
-        check_path_text(folder, "FOLDER")
         _render_training(folder, formats)
     else:
         check_report_folder(folder)
