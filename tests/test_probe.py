@@ -713,12 +713,7 @@ def test_layers_are_the_calls_in_the_order_they_ran(cls):
     """A weight-tied stack (one module listed for every layer) gave the last call's state for
     every layer (relative change 0, cosine 1: a fake curse of depth), and a stack run in
     reverse its curve reversed, both without a word: layer k is the k-th call's output."""
-    torch.manual_seed(0)
-    data = small_graph()
-    model = cls().double().eval()
-    keep = [data.x]
-    with torch.no_grad():
-        model(data.x, data.edge_index, keep=keep)
+    data, model, keep = _with_states(cls)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to report: every layer ran as listed
         with Probe(model, data) as probe, torch.no_grad():
@@ -987,12 +982,7 @@ class ByKeyword(torch.nn.Module):
 
 def test_layers_called_by_keyword_are_read_from_their_keyword_arguments():
     """A TypeError ('expected a tensor ..., received tuple') named the wrong problem."""
-    torch.manual_seed(0)
-    data = small_graph()
-    model = ByKeyword().double().eval()
-    keep = [data.x]
-    with torch.no_grad():
-        model(data.x, data.edge_index, keep=keep)
+    data, model, keep = _with_states(ByKeyword)
     with Probe(model, data, capture="residual") as probe, torch.no_grad():
         model(data.x, data.edge_index)
     frame = probe.to_frame()
@@ -1012,3 +1002,15 @@ def assert_energies(frame, states, edge_index) -> None:
         assert frame["laplacian_energy"][k] == pytest.approx(
             M.laplacian_energy(state, edge_index).item(), rel=1e-12
         ), k
+
+
+def _with_states(cls):
+    """A seeded float64 ``cls()`` in eval mode on the small graph, and the states its forward
+    hands to ``keep`` (the input first)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = cls().double().eval()
+    keep = [data.x]
+    with torch.no_grad():
+        model(data.x, data.edge_index, keep=keep)
+    return data, model, keep
