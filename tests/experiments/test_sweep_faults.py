@@ -143,18 +143,20 @@ def scenario(root: Path, baseline: dict, sig: signal.Signals, target: str, seed:
     seen: set[int] = set()
     hit = None
     deadline = time.time() + 120
-    # The moment: during start-up in a quarter of the runs, else just after the k-th cell.
+    # The moment: during start-up in a quarter of the runs, else just after the k-th cell, with
+    # at least half the cells still to run: a cell here takes about 0.1 s on 2 workers, and a hit
+    # drawn after the 11th cell plus up to 0.2 s once landed after the sweep had ended (CI)
     if rng.random() < 0.25:
         moment, after = time.time() + rng.uniform(0.2, 4.0), 0
     else:
-        moment, after = None, rng.randint(1, CELLS - 1)
+        moment, after = None, rng.randint(1, CELLS // 2)
     for tick in itertools.count():
         if proc.poll() is not None or time.time() > deadline:
             break
         if tick % 5 == 0:  # reading /proc costs; cells are counted more often
             seen |= _descendants(proc.pid)
         if moment is None and _count_cells(out) >= after:
-            moment = time.time() + rng.uniform(0.0, 0.2)
+            moment = time.time() + rng.uniform(0.0, 0.1)
         if moment is not None and time.time() >= moment:
             if target == "main" or _workers(proc.pid):
                 seen |= _descendants(proc.pid)
