@@ -41,6 +41,7 @@ def test_the_gpu_check_dry_run_passes_on_the_cpu(tmp_path):
     assert results["ok"] and results["main"]["ok"] and results["agreement"]["ok"]
     assert max(results["agreement"]["max_rel_diff"].values()) <= 1e-10
     assert len(results["timings"]) == 3
+    assert results["sync"]["simulated"] and results["sync"]["ok"]
     assert "Overall: **passed**" in (out / "report.md").read_text()
 
 
@@ -52,6 +53,50 @@ def test_a_disagreeing_metric_fails_the_check(monkeypatch):
     monkeypatch.setattr(M, "feature_norm", lambda x, **k: real(x, **k) * (1 + 1e-8))
     result = check.agreement(torch.device("cpu"), depth=3)
     assert not result["ok"] and result["max_rel_diff"]["feature_norm"] > 1e-9
+
+
+def test_the_simulated_gpu_paths_read_nothing_per_layer():
+    """Step 3 without CUDA: the GPU's code paths, forced on the CPU, at two depths."""
+    from oversmooth import graph
+
+    result = _gpu_check().simulated_host_reads((2, 5))
+    assert result["ok"] and not result["per_layer"], result
+    assert len(result["counts"]) == 4
+    for by_depth in result["counts"].values():
+        assert by_depth[2] == by_depth[5] > 0  # the runs' own reads, once per run
+    # the patches are gone: CPU shortcuts and torch's own methods are back
+    assert graph.host_reads_free(torch.zeros(1))
+    assert all(m not in vars(torch.Tensor) for m in ("cpu", "numpy", "tolist"))
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        lambda x: x.sum().item(),
+        lambda x: float(x[0, 0]),
+        lambda x: x.cpu(),
+        lambda x: x[x > 0],
+        lambda x: bool((x > 0).any()),
+    ],
+    ids=["item", "float", "cpu", "boolean-mask", "bool"],
+)
+def test_the_simulation_catches_a_host_read_per_layer(monkeypatch, planted):
+    """A read planted in the Probe's per-layer record fails the simulated check, and the
+    report names the line."""
+    from oversmooth.probe import Probe
+
+    real = Probe.record
+
+    def record(self, *args, **kwargs):
+        planted(torch.ones(3, 2))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Probe, "record", record)
+    check = _gpu_check()
+    monkeypatch.setattr(check, "SIMULATED", check.SIMULATED[:1])
+    result = check.simulated_host_reads((2, 4))
+    assert not result["ok"]
+    assert any("test_gpu.py" in line or "probe.py" in line for line in result["per_layer"])
 
 
 @pytest.mark.gpu
