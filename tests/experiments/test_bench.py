@@ -303,6 +303,25 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
     assert "fork server's start (2.5 s, once per process)" in sweep["reason"]
 
 
+def test_a_missed_metric_row_says_what_the_function_does_that_its_one_liner_does_not():
+    rows = {t["key"]: t for t in bench.targets(_fake_results())}
+    assert "µs a call more: it forms each row's sum" in rows["metric_feature_norm_cora"]["reason"]
+    # what the reasons say of the one-liners and of oversmooth holds
+    import torch.nn.functional as F
+
+    from oversmooth.metrics import feature_norm, mean_cosine_similarity
+
+    for norm, one_liner in ((1e-9, 0.01), (1e160, 0.0)):
+        row = torch.tensor([[0.6 * norm, 0.8 * norm]], dtype=torch.float64)
+        assert F.cosine_similarity(row, row, dim=1).item() == pytest.approx(one_liner)
+        assert mean_cosine_similarity(row, row).item() == pytest.approx(1.0, rel=1e-15)
+    assert "norm 1e-9 has cosine 0.01" in bench.ONE_LINER_GAPS["mean_cosine_similarity"]
+    for entry, one_liner in ((1e200, math.inf), (1e-170, 0.0)):
+        x = torch.full((4, 3), entry, dtype=torch.float64)
+        assert (x * x).sum().div(4).sqrt().item() == one_liner
+        assert feature_norm(x).item() == pytest.approx(entry * math.sqrt(3), rel=1e-15)
+
+
 def test_a_default_kernel_that_is_the_reference_or_disagrees_is_missed():
     rows = bench.targets(_fake_results(default_kernel="edge"))
     kernels = [t for t in rows if t["key"].startswith("kernel_")]
