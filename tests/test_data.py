@@ -4,6 +4,7 @@ stats."""
 from __future__ import annotations
 
 import pickle
+import sys
 import urllib.error
 
 import pytest
@@ -83,6 +84,23 @@ def test_offline_download_failure_names_files_and_leaves_nothing(tmp_path, monke
     assert not root.exists()
     with pytest.raises(D.DatasetUnavailableError, match="ms_academic_cs.npz"):
         D.load("cs", data_root=root)
+
+
+def test_quiet_drops_the_lines_pyg_prints_while_it_downloads(tmp_path, monkeypatch, capsys):
+    from torch_geometric.datasets import Amazon
+
+    def offline(self):
+        print("Downloading https://example.org/photo.npz", file=sys.stderr)  # as PyG does
+        raise urllib.error.URLError("network unreachable")
+
+    monkeypatch.setattr(Amazon, "download", offline)
+    with pytest.raises(D.DatasetUnavailableError):
+        D.load("photo", data_root=tmp_path)
+    assert "Downloading" in capsys.readouterr().err
+    with D.pyg_messages(False), pytest.raises(D.DatasetUnavailableError, match="offline"):
+        D.load("photo", data_root=tmp_path)
+    assert capsys.readouterr().err == ""
+    assert D._PYG_MESSAGES == [True]  # restored on the way out, also after an error
 
 
 def test_synthetic_generators():

@@ -25,10 +25,12 @@ the ``torch_geometric.data.Data`` itself for PyG benchmarks and ``.pt`` files.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import re
 import warnings
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -50,6 +52,7 @@ __all__ = [
     "GraphData",
     "DatasetUnavailableError",
     "load",
+    "pyg_messages",
     "csbm",
     "csbm_batch",
     "ring",
@@ -350,6 +353,25 @@ def _missing_files_message(name: str, root: Path) -> str:
     )
 
 
+#: Whether torch_geometric's dataset classes may print their "Downloading ...", "Processing..."
+#: lines to stderr (:func:`pyg_messages`).
+_PYG_MESSAGES = [True]
+
+
+@contextmanager
+def pyg_messages(enabled: bool) -> Iterator[None]:
+    """Within it, with ``enabled`` False, the lines torch_geometric's dataset classes print to
+    stderr while they download and process a dataset are dropped (their classes take no
+    ``log`` argument): what the command line's ``--quiet`` asks.  Errors are not affected:
+    they are raised."""
+    previous = _PYG_MESSAGES[0]
+    _PYG_MESSAGES[0] = enabled
+    try:
+        yield
+    finally:
+        _PYG_MESSAGES[0] = previous
+
+
 def _load_pyg(name: str, data_root: Path | None) -> Data:
     import torch_geometric.datasets as pyg_datasets
 
@@ -368,7 +390,8 @@ def _load_pyg(name: str, data_root: Path | None) -> Data:
         if not p.exists()
     ]
     try:
-        dataset = cls(root=str(root), name=pyg_name)
+        with nullcontext() if _PYG_MESSAGES[0] else redirect_stderr(io.StringIO()):
+            dataset = cls(root=str(root), name=pyg_name)
     except (OSError, ValueError, RuntimeError) as exc:  # URLError is an OSError
         for folder in reversed(created):
             if folder.is_dir() and not any(folder.iterdir()):

@@ -188,9 +188,16 @@ class progress_bar:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and is_tty()
+        self.quiet = not enabled  # --quiet: torch_geometric's download lines too
         self._progress = None
+        self._messages = None
 
     def __enter__(self):
+        if self.quiet:
+            from oversmooth.data import pyg_messages
+
+            self._messages = pyg_messages(False)
+            self._messages.__enter__()
         if not self.enabled:
             return None
         from rich.console import Console
@@ -223,6 +230,8 @@ class progress_bar:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+        if self._messages is not None:
+            self._messages.__exit__(*exc)
 
 
 def output_formats(figure_format: str | None, table_format: str | None) -> dict:
