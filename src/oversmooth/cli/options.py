@@ -208,7 +208,10 @@ Json = Annotated[bool, typer.Option("--json", help="Print a machine-readable sum
 Quiet = Annotated[
     bool,
     typer.Option(
-        "--quiet", "-q", help="No progress bar (it is also off when stderr is not a terminal)."
+        "--quiet",
+        "-q",
+        help="No progress bar (it is also off when stderr is not a terminal) and no download "
+        "messages; errors and warnings still print.",
     ),
 ]
 DataRoot = Annotated[  # commands without a config (datasets): the table's text and default
