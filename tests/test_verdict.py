@@ -465,3 +465,43 @@ def test_the_collapse_decades_add_up_with_the_printed_fall():
     assert ev["energy_decades"] == pytest.approx(-fall, rel=1e-6)
     assert ev["norm_decades"] == pytest.approx(-2 * 127 / 40 * np.log10(2), rel=1e-6)
     assert ev["scale_free_decades"] == pytest.approx(ev["energy_decades"] - ev["norm_decades"])
+
+
+def _two_seeds(decades: tuple[float, float], depth: int = 64) -> pd.DataFrame:
+    """Two seeds whose energies change by ``decades`` each over ``depth`` layers (a little
+    noise): too few seeds for a pooled interval to decide."""
+    rng = np.random.default_rng(2)
+    k = np.arange(depth + 1)
+    rows = [
+        pd.DataFrame(
+            {
+                "layer": k,
+                "seed": seed,
+                "laplacian_energy": 10.0 ** (d * k / depth + 0.05 * rng.standard_normal(k.size)),
+            }
+        )
+        for seed, d in enumerate(decades)
+    ]
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_an_undecided_trend_says_what_each_seed_does_alone():
+    """Two seeds that both fall by many decades, by different amounts: the pooled interval
+    (one degree of freedom between seeds) cannot rule out a stable curve, and the verdict
+    says so beside each seed's own change instead of leaving a 'stable' reading open."""
+    v = verdict(_two_seeds((-2.0, -9.0)))
+    assert v.label == "inconclusive" and v.reason == "no-trend"
+    low, high = sorted(v.evidence["seed_changes"])
+    # the fit's change over layers 1-64 (layer 0 is never fitted): 63/64 of each seed's fall
+    assert low == pytest.approx(-9.0 * 63 / 64, abs=0.05)
+    assert high == pytest.approx(-2.0 * 63 / 64, abs=0.05)
+    text = verdict_text(v)
+    assert f"the 2 seeds alone change by {low:+.2f} and {high:+.2f} decades" in text
+    assert "(every seed falls: more seeds narrow the interval)" in text
+    # seeds that disagree in direction get their numbers, and no hint
+    v = verdict(_two_seeds((-3.0, 3.0)))
+    assert v.reason == "no-trend" and "the 2 seeds alone change by -2.9" in verdict_text(v)
+    assert "more seeds" not in verdict_text(v)
+    # one seed: nothing to add
+    one = verdict(_two_seeds((-2.0, -9.0)).query("seed == 0"))
+    assert "seed_changes" not in one.evidence and "seeds alone" not in verdict_text(one)

@@ -562,6 +562,9 @@ def _decide(
     if trend == "flat":
         return out.done("stable", "stable", curse_of_depth=False, **common)
     if trend is None:
+        if len(logs) > 1:  # what each seed does alone, beside the pooled interval it widens
+            changes = np.atleast_2d(stat(logs))[:, _STATS.index("change")] / ln10
+            evidence["seed_changes"] = [float(c) for c in changes]
         return out.done("inconclusive", "no-trend", **common)
 
     fit = _Fitted(est, full, shifted, layers, logs, evidence)

@@ -173,7 +173,7 @@ def reason_text(found: Verdict | Mapping[str, Any]) -> str:
     if code == "no-trend":
         return (
             f"the fitted energy changes by {change}: cannot tell a stable curve "
-            f"(within +-{STABLE_DECADES:g} decades) from a trend"
+            f"(within +-{STABLE_DECADES:g} decades) from a trend" + _seed_changes_text(ev)
         )
     terms = _terms_text(ev)
     if code == "exp-constant-rate":
@@ -230,6 +230,22 @@ def _open_law(code: Any, ev: Mapping[str, Any]) -> str:
             "ruled out, nor a law whose local rate falls like 1/k"
         )
     raise ValueError(f"reason: unknown code {code!r}")
+
+
+def _seed_changes_text(ev: Mapping[str, Any]) -> str:
+    """Each seed's own fitted change beside a pooled interval too wide to decide (empty for one
+    seed, or a record without them): when every seed trends the same way beyond the stable
+    band, it is the few seeds and their spread that keep the pooled interval open."""
+    changes = ev.get("seed_changes")
+    if not changes or len(changes) < 2:
+        return ""
+    low, high = min(changes), max(changes)
+    span = f"{low:+.2f} and {high:+.2f}" if len(changes) == 2 else f"{low:+.2f} to {high:+.2f}"
+    text = f"; the {len(changes)} seeds alone change by {span} decades"
+    if high < -STABLE_DECADES or low > STABLE_DECADES:
+        verb = "falls" if high < 0 else "rises"
+        text += f" (every seed {verb}: more seeds narrow the interval)"
+    return text
 
 
 def _change_text(ev: Mapping[str, Any]) -> str:
