@@ -103,6 +103,7 @@ class GraphContext:
     gcn_weight: Tensor | None = None  # [num_edges + num_nodes] w_ij / sum_k w_ik
     dense_index: Tensor | None = None  # [num_nodes] graph * max_nodes + position (batches)
     max_nodes: int = 0  # the largest graph of the batch
+    graph_sizes: Tensor | None = None  # [num_graphs] nodes per graph (batches)
     _plans: dict[int, CsrPlan] = field(default_factory=dict, repr=False, compare=False)
     _spread: dict[tuple[str, int], Tensor] = field(default_factory=dict, repr=False, compare=False)
     _wide: tuple[Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
@@ -166,16 +167,21 @@ class GraphContext:
         count = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add_(
             0, dst, torch.ones_like(dst, dtype=dtype)
         )
-        num_graphs = None
+        num_graphs = size = None
         dense_index, max_nodes = None, 0
         if batch is not None:
             num_graphs = int(batch.max()) + 1 if batch.numel() else 0
             size = torch.zeros(num_graphs, dtype=torch.long, device=batch.device)
             size.index_add_(0, batch, torch.ones_like(batch))
             max_nodes = int(size.max()) if num_graphs else 0
+            # each element's place among its graph's elements, in their order, whatever the
+            # order of the graph ids (an edge-set batch maps edges to graphs by their source:
+            # not grouped by graph unless the edge list is)
+            order = torch.argsort(batch, stable=True)
             start = torch.cumsum(size, 0) - size
-            position = torch.arange(num_nodes, device=batch.device) - start[batch]
-            dense_index = batch * max_nodes + position  # batch sorted, as PyG's loaders give
+            position = torch.empty_like(batch)
+            position[order] = torch.arange(num_nodes, device=batch.device) - start[batch[order]]
+            dense_index = batch * max_nodes + position
         log_weight = gcn_weight = None
         if edge_weight is not None:
             w = edge_weight.to(device=src.device, dtype=dtype)[keep]
@@ -193,6 +199,7 @@ class GraphContext:
             gcn_weight,
             dense_index,
             max_nodes,
+            size,
         )
 
 
@@ -236,10 +243,26 @@ def propagate_heads(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tenso
     return aggregate(x[src].unsqueeze(1) * alpha.unsqueeze(-1), dst, x.size(0))
 
 
-def head_energy(px: Tensor, x: Tensor) -> Tensor:
+def head_energy(px: Tensor, x: Tensor, ctx: GraphContext | None = None) -> Tensor:
     """Each head's Laplacian energy :math:`\\frac1n \\|P_h X - X\\|_F^2` from ``px = P_h X``:
-    ``[h]``."""
-    return (px - x.unsqueeze(1)).square_().sum(dim=(0, 2)) / x.size(0)
+    ``[h]``; for a batch of graphs (``ctx.batch``), each graph's own, over its own ``n``
+    nodes: ``[B, h]``."""
+    if ctx is None or ctx.batch is None:
+        return (px - x.unsqueeze(1)).square_().sum(dim=(0, 2)) / x.size(0)
+    assert ctx.num_graphs is not None and ctx.graph_sizes is not None
+    per_node = (px - x.unsqueeze(1)).square_().sum(dim=2)  # [n, h]
+    total = per_node.new_zeros(ctx.num_graphs, per_node.size(1))
+    total.index_add_(0, ctx.batch, per_node)
+    return total / ctx.graph_sizes.clamp_min(1).to(total.dtype).unsqueeze(1)
+
+
+def per_node(factor: Tensor, ctx: GraphContext) -> Tensor:
+    """Per-head factors ``[h]`` as they multiply ``[n, h, ...]`` values (``[1, h]``), or per
+    graph ``[B, h]`` spread to the nodes of each graph (``[n, h]``)."""
+    if factor.dim() == 1:
+        return factor.unsqueeze(0)
+    assert ctx.batch is not None
+    return factor.index_select(0, ctx.batch)
 
 
 class MultiHeadMessagePassing(nn.Module):
@@ -366,7 +389,7 @@ class MultiHeadMessagePassing(nn.Module):
         src, dst = ctx.edges()
         if self.nonlocal_:
             px = propagate_heads(x, alpha, src, dst)  # [n, h, d] = P_h X
-            heads_out = self._nonlocal_values(px, x)
+            heads_out = self._nonlocal_values(px, x, ctx)
         else:
             assert xv is not None  # computed above for the plain operator
             heads_out = aggregate(xv[src] * alpha.unsqueeze(-1), dst, n)  # P_h X V_h
@@ -415,7 +438,7 @@ class MultiHeadMessagePassing(nn.Module):
         out = (summed[:, :-1] / total).view(n, h, -1)
         del summed, total
         if self.nonlocal_:
-            return self._nonlocal_output(out, x)
+            return self._nonlocal_output(out, x, ctx)
         return self.out(out.view(n, h * hd))
 
     def _by_head(self, x: Tensor, ctx: GraphContext) -> bool:
@@ -461,13 +484,16 @@ class MultiHeadMessagePassing(nn.Module):
             summed = sparse_matmul(weights, operand, plan.blocks)  # [n, d + 1]
             del weights
             px = summed[:, :-1].div_(summed[:, -1:])  # P_t X, [n, d]
-            factor = self._head_factor(px, x)
+            factor = self._head_factor(px, x, ctx)  # [1], or [B, 1] per graph
             factors.append(factor)
-            out.addmm_(px, (out_weight[t] @ value[t]).t() * factor)
+            if factor.dim() == 1:
+                out.addmm_(px, (out_weight[t] @ value[t]).t() * factor)
+            else:
+                out.addmm_(px.mul_(per_node(factor, ctx)), (out_weight[t] @ value[t]).t())
             del summed, px
         if self.nonlocal_:
             if self.hook_factor.active:
-                self.hook_factor.emit(torch.cat(factors))
+                self.hook_factor.emit(torch.cat(factors, dim=-1))
             return out
         # W's projection written over the heads' outputs a block of rows at a time (the same
         # numbers to rounding): no second [n, d] array
@@ -487,11 +513,20 @@ class MultiHeadMessagePassing(nn.Module):
             summed = sparse_matmul(weights[start:end], operand, layout)
             torch.div(summed[:, :-1], summed[:, -1:], out=out[first:stop])
 
-    def _head_factor(self, px: Tensor, x: Tensor) -> Tensor:
-        """One head's nonlocal factor ``[1]`` from its ``P_t X`` ``[n, d]`` (see
-        :meth:`_nonlocal_factor`, which emits them)."""
-        factor = head_energy(px.unsqueeze(1), x)
-        return factor * x.size(0) if self.nonlocal_norm == "sum" else factor
+    def _head_factor(self, px: Tensor, x: Tensor, ctx: GraphContext) -> Tensor:
+        """One head's nonlocal factor ``[1]`` (per graph of a batch: ``[B, 1]``) from its
+        ``P_t X`` ``[n, d]`` (see :meth:`_nonlocal_factor`, which emits them)."""
+        return self._sum_norm(head_energy(px.unsqueeze(1), x, ctx), x, ctx)
+
+    def _sum_norm(self, factor: Tensor, x: Tensor, ctx: GraphContext) -> Tensor:
+        """``factor`` (a mean over each graph's nodes) as the ``"sum"`` norm asks: times the
+        graph's node count."""
+        if self.nonlocal_norm != "sum":
+            return factor
+        if factor.dim() == 1:
+            return factor * x.size(0)
+        assert ctx.graph_sizes is not None
+        return factor * ctx.graph_sizes.to(factor.dtype).unsqueeze(1)
 
     def _value_weight(self) -> Tensor:
         return self.value.weight.view(self.heads, self.head_dim, self.channels)  # [h, hd, d]
@@ -527,36 +562,44 @@ class MultiHeadMessagePassing(nn.Module):
         if not self.nonlocal_:
             return sparse_matmul(mean, F.linear(x, weight), plan.blocks)
         px = sparse_matmul(mean, x.contiguous(), plan.blocks)  # P X, [n, d]
-        factor = self._nonlocal_factor(px.unsqueeze(1), x, heads=self.heads)  # [1]
-        return F.linear(px, weight) * factor
+        factor = self._nonlocal_factor(px.unsqueeze(1), x, ctx, heads=self.heads)  # [1] / [B, 1]
+        return F.linear(px, weight) * per_node(factor, ctx)
 
-    def _nonlocal_factor(self, px: Tensor, x: Tensor, heads: int | None = None) -> Tensor:
+    def _nonlocal_factor(
+        self, px: Tensor, x: Tensor, ctx: GraphContext, heads: int | None = None
+    ) -> Tensor:
         """Every head's factor :math:`\\frac1n\\|P_h X - X\\|^2` (``"sum"``: without the
-        ``1/n``) from ``px = P_h X`` ``[n, h, d]``: ``[h]``; emitted to ``hook_factor``
-        repeated to ``heads`` entries when given (heads sharing one ``P``)."""
-        factor = head_energy(px, x)  # [h]
-        if self.nonlocal_norm == "sum":  # ||P_h X - X||^2 without the 1/n
-            factor = factor * x.size(0)
+        ``1/n``) from ``px = P_h X`` ``[n, h, d]``: ``[h]``, or for a batch each graph's own
+        over its own nodes, ``[B, h]`` (a graph's output does not depend on the others of its
+        batch); emitted to ``hook_factor`` repeated to ``heads`` entries when given (heads
+        sharing one ``P``)."""
+        factor = self._sum_norm(head_energy(px, x, ctx), x, ctx)  # [h] or [B, h]
         if self.hook_factor.active:
             kept = factor.detach()
-            self.hook_factor.emit(kept if heads is None else kept.expand(heads))
+            if heads is not None:
+                kept = kept.expand(*kept.shape[:-1], heads)
+            self.hook_factor.emit(kept)
         return factor
 
-    def _nonlocal_values(self, px: Tensor, x: Tensor) -> Tensor:
+    def _nonlocal_values(self, px: Tensor, x: Tensor, ctx: GraphContext) -> Tensor:
         """``(1/n)||P_h X - X||^2 * P_h X V_h`` for each head, from ``px = P_h X`` ``[n, h, d]``."""
-        factor = self._nonlocal_factor(px, x)
+        factor = self._nonlocal_factor(px, x, ctx)
         values = torch.einsum("nhd,hed->nhe", px, self._value_weight())  # [n, h, hd]
-        return values * factor.view(1, -1, 1)
+        return values * per_node(factor, ctx).unsqueeze(-1)
 
-    def _nonlocal_output(self, px: Tensor, x: Tensor) -> Tensor:
+    def _nonlocal_output(self, px: Tensor, x: Tensor, ctx: GraphContext) -> Tensor:
         """The nonlocal operator's output ``[n, d]`` from ``px = P_h X`` ``[n, h, d]``, with
         the value and output projections folded: :math:`\\sum_h f_h (P_h X) V_h^\\top
         W_h^\\top` is one projection of ``[P_1 X | ... | P_h X]`` (``[n, h d]``, contiguous)
         by the stacked ``f_h W_h V_h`` (``W_h`` the columns of ``W`` that read head ``h``)."""
         n, h, hd = x.size(0), self.heads, self.head_dim
-        factor = self._nonlocal_factor(px, x)
+        factor = self._nonlocal_factor(px, x, ctx)
         out_weight = self.out.weight.view(-1, h, hd).transpose(0, 1)  # [h, d, hd]
-        stacked = torch.bmm(out_weight, self._value_weight()) * factor.view(h, 1, 1)
+        stacked = torch.bmm(out_weight, self._value_weight())
+        if factor.dim() == 1:  # one factor per head: folded into the projection
+            stacked = stacked * factor.view(h, 1, 1)
+        else:  # per graph: on the rows of each graph
+            px = px * per_node(factor, ctx).unsqueeze(-1)
         return F.linear(px.reshape(n, -1), stacked.transpose(0, 1).reshape(stacked.size(1), -1))
 
     def _global(self, x: Tensor, ctx: GraphContext) -> Tensor:
@@ -590,9 +633,11 @@ class MultiHeadMessagePassing(nn.Module):
                 attn_mask=mask[:, None, None, :],
                 scale=scorer.scale,
             )
-            out = out.transpose(1, 2)[mask]  # [n, h, c]
+            # back in the order of the input's rows (not grouped by graph: an edge-set batch)
+            assert ctx.dense_index is not None
+            out = out.transpose(1, 2).reshape(b * m, h, -1).index_select(0, ctx.dense_index)
         if self.nonlocal_:
-            return self._nonlocal_values(out, x)
+            return self._nonlocal_values(out, x, ctx)
         return out
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
