@@ -610,9 +610,15 @@ def _relative_per_step(energy: NDArray, steps: NDArray) -> NDArray:
     return relative
 
 
-def _per_graph(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> dict[str, NDArray]:
+#: The key under which :meth:`Probe.record` keeps which graph ids of a batch have a node.
+PRESENT = "_graphs_present"
+
+
+def _per_graph(
+    layers: NDArray, steps: NDArray, values: dict[str, NDArray], present: NDArray | None = None
+) -> dict[str, NDArray]:
     """The columns of a frame with one row per graph (``reduce="none"``): ``values`` are
-    ``[rows, graphs]``."""
+    ``[rows, graphs]`` (NaN for a graph id without a node)."""
     import numpy as np
 
     graphs = next(iter(values.values())).shape[1]
@@ -624,12 +630,22 @@ def _per_graph(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> d
     }
 
 
-def _graph_mean(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> dict[str, NDArray]:
+def _graph_mean(
+    layers: NDArray, steps: NDArray, values: dict[str, NDArray], present: NDArray | None = None
+) -> dict[str, NDArray]:
     """The columns of a frame with one row per layer: ``values`` (``[rows, graphs]``) averaged
-    over the graphs."""
+    over the graphs; with ``present`` (``[rows, graphs]``), over the graphs that have a node
+    (a graph id without one has nothing to measure; a NaN of a graph that has nodes still makes
+    the mean NaN)."""
     import numpy as np
 
-    out = {"layer": layers, **{c: v.mean(axis=1) for c, v in values.items()}, "step": steps}
+    def mean(v: NDArray) -> NDArray:
+        if present is None:
+            return v.mean(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(present, v, 0.0).sum(axis=1) / present.sum(axis=1)
+
+    out = {"layer": layers, **{c: mean(v) for c, v in values.items()}, "step": steps}
     if "relative_energy" in out and next(iter(values.values())).shape[1] > 1:
         # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the mean is over
         # the graphs where it is defined (NaN where none is)
@@ -1162,6 +1178,8 @@ class Probe:
             row.update(self._between(state, op))
         if self.head_energies:
             row.update(self._head_energies(k, state.x))
+        if op.batch is not None:  # graph ids without a node: nothing measured (to_frame)
+            row[PRESENT] = K.graphs_present(op).to(torch.float64)
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         self._stream_width = x.size(1)
@@ -1266,6 +1284,7 @@ class Probe:
             ids = ["step"] + (["graph"] if per_graph else [])
             return self._described(pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]}))
         keys, data = self._host_values(rows)
+        present = data.pop(PRESENT) > 0 if PRESENT in data else None
         steps = np.array([s for s, _ in rows])
         if "relative_energy" in self.metrics:
             data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps)
@@ -1273,7 +1292,9 @@ class Probe:
         values = {c: data[c] for c in [*self.metrics, *extra]}
         layers = np.array([k for _, k in rows])
         # layer first and the metrics next, as before steps and graphs existed; then the ids
-        out = (_per_graph if per_graph else _graph_mean)(layers, steps, values)
+        if present is not None and not present.all():
+            values = {c: np.where(present, v, np.nan) for c, v in values.items()}
+        out = (_per_graph if per_graph else _graph_mean)(layers, steps, values, present)
         return self._described(pd.DataFrame(out))
 
     def _host_values(self, rows: list[tuple[int, int]]) -> tuple[list[str], dict[str, NDArray]]:

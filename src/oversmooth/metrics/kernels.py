@@ -21,6 +21,8 @@ state on a GPU, where a host read would stall the pipeline) takes the scaled pat
 
 from __future__ import annotations
 
+import math
+
 import threading
 import weakref
 from typing import Literal
@@ -49,6 +51,7 @@ __all__ = [
     "prepare",
     "batch_operator",
     "finish",
+    "graphs_present",
     "poison",
     "host_reads_free",
     "within",
@@ -121,13 +124,25 @@ def batch_operator(batch: object, x: Tensor) -> GraphOperator | None:
 
 def finish(value: Tensor, op: GraphOperator | None, reduce: str) -> Tensor:
     """Apply ``reduce`` to a per-graph value: ``"mean"`` averages the graphs of a batch (a
-    single graph is returned as is, 0-d); ``"none"`` keeps one value per graph ``[B]``."""
+    single graph is returned as is, 0-d); ``"none"`` keeps one value per graph ``[B]``.
+
+    A graph id without a node (a gap in the batch vector's ids; in an edge-set model's
+    line graph, a graph without edges) has nothing to measure: its value is NaN and the mean
+    is over the other graphs (a NaN of a graph that has nodes still makes the mean NaN)."""
     if reduce not in ("mean", "none"):
         raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
-    batched = op is not None and op.batch is not None
+    if op is None or op.batch is None:
+        return value if reduce == "mean" else value.unsqueeze(0)
+    present = graphs_present(op).view(-1, *([1] * (value.dim() - 1)))
     if reduce == "none":
-        return value if batched else value.unsqueeze(0)
-    return value.mean(dim=0) if batched else value
+        return torch.where(present, value, math.nan)
+    return torch.where(present, value, 0.0).sum(dim=0) / present.sum(dim=0)
+
+
+def graphs_present(op: GraphOperator) -> Tensor:
+    """``[B]`` True for each graph id of a batched ``op`` that has at least one node."""
+    assert op.graph_nodes is not None
+    return op.graph_nodes > 0
 
 
 # -- poison, host reads, segments ----------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""A graph id with nothing to measure (no node; in an edge-set model's line graph, a graph
+without edges) is NaN per graph and left out of the mean, wherever it sits in the batch.
+Before, it counted as a graph whose every metric is 0: the mean moved with its place."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from oversmooth import Probe, build_model
+from oversmooth import metrics as M
+
+# graph 0: nodes 0-1, graph 2: nodes 2-4; graph id 1 has no node
+EDGES = torch.tensor([[0, 1, 2, 3, 3, 4], [1, 0, 3, 2, 4, 3]])
+BATCH = torch.tensor([0, 0, 2, 2, 2])
+GRAPH_FUNCTIONS = {
+    "laplacian_energy": lambda x, **k: M.laplacian_energy(x, EDGES, **k),
+    "dirichlet_energy": lambda x, **k: M.dirichlet_energy(x, EDGES, **k),
+    "feature_norm": M.feature_norm,
+    "effective_rank": M.effective_rank,
+    "mean_cosine_similarity": lambda x, **k: M.mean_cosine_similarity(x, x.flip(1), **k),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAPH_FUNCTIONS))
+def test_a_graph_id_without_nodes_is_nan_and_left_out_of_the_mean(name):
+    fn = GRAPH_FUNCTIONS[name]
+    x = torch.randn(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    per_graph = fn(x, batch=BATCH, reduce="none")
+    own = None if "energy" in name else fn(x[:2]).item()  # graph-free: graph 0 alone
+    assert per_graph.shape == (3,) and math.isnan(per_graph[1])
+    assert not per_graph[[0, 2]].isnan().any()
+    mean = fn(x, batch=BATCH).item()
+    assert mean == pytest.approx(per_graph[[0, 2]].mean().item(), rel=1e-15)
+    if own is not None:
+        assert per_graph[0].item() == pytest.approx(own, rel=1e-14)
+    # a NaN in a graph that has nodes still makes the mean NaN
+    x[3, 0] = math.nan
+    assert math.isnan(fn(x, batch=BATCH).item())
+
+
+def _edge_set_batch(edgeless_at: int):
+    """Three graphs, one of them a single node without edges, at place ``edgeless_at``: the
+    node features, the batch as Data, and each graph with edges alone."""
+    gen = torch.Generator().manual_seed(3)
+    sizes = [4, 1, 5]
+    sizes.insert(edgeless_at, sizes.pop(1))
+    edges, batch, offset, alone = [], [], 0, []
+    for g, n in enumerate(sizes):
+        if n > 1:
+            ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+            ring = torch.cat([ring, ring.flip(0)], dim=1)
+            edges.append(ring + offset)
+            alone.append((offset, n, ring))
+        batch.append(torch.full((n,), g))
+        offset += n
+    x = torch.randn(offset, 6, dtype=torch.float64, generator=gen)
+    data = Data(x=x, edge_index=torch.cat(edges, dim=1), batch=torch.cat(batch), num_nodes=offset)
+    return data, alone
+
+
+@pytest.mark.parametrize("edgeless_at", [0, 1, 2])
+def test_an_edge_set_batch_with_an_edgeless_graph_averages_the_graphs_with_edges(edgeless_at):
+    model = build_model(
+        "postln", conv="esa", depth=3, in_channels=6, out_channels=2, dtype="float64"
+    )
+    data, alone = _edge_set_batch(edgeless_at)
+    with torch.no_grad(), Probe(model, data) as probe:
+        model(data.x, data.edge_index, data.batch)
+    frame = probe.to_frame()
+    expected = []
+    for offset, n, ring in alone:
+        with torch.no_grad(), Probe(model, ring) as own:
+            model(data.x[offset : offset + n], ring)
+        expected.append(own.to_frame())
+    for column in ("laplacian_energy", "dirichlet_energy", "feature_norm"):
+        mean = (expected[0][column] + expected[1][column]) / 2
+        assert frame[column].to_numpy() == pytest.approx(mean.to_numpy(), rel=1e-12)
+    with torch.no_grad(), Probe(model, data, reduce="none") as probe:
+        model(data.x, data.edge_index, data.batch)
+    rows = probe.to_frame()
+    if edgeless_at < 2:  # the last id is no id at all: graphs are counted from the edges
+        empty = rows[rows["graph"] == edgeless_at]
+        assert len(empty) == 4 and empty["laplacian_energy"].isna().all()
