@@ -32,6 +32,22 @@ def test_embedded_copy_equals_planetoid_from_raw(planetoid_root, name, pyg):
     _same_graph(D.load(name, data_root=planetoid_root), embedded)
 
 
+def test_a_data_root_without_coras_files_keeps_the_shipped_copy(tmp_path, monkeypatch):
+    """``--data-root`` given for PubMed alone: Cora and CiteSeer come from the package, with
+    nothing downloaded (before, the load tried to download them there and failed offline,
+    which stopped ``oversmooth reproduce --data-root``)."""
+    from torch_geometric.datasets import Planetoid
+
+    def offline(self):
+        raise urllib.error.URLError("network unreachable")
+
+    monkeypatch.setattr(Planetoid, "download", offline)
+    (tmp_path / "PubMed" / "raw").mkdir(parents=True)
+    assert not D.on_disk("cora", tmp_path)
+    _same_graph(D.load("cora", data_root=tmp_path), D.load("cora"))
+    assert not (tmp_path / "Cora").exists()
+
+
 def test_embedded_files_are_small():
     from importlib import resources
 

@@ -63,6 +63,7 @@ __all__ = [
     "split_masks",
     "graph_stats",
     "default_data_root",
+    "on_disk",
 ]
 
 
@@ -130,6 +131,18 @@ _PYG = {
 }
 # Planetoid names that can also be read from user-supplied raw files
 _PLANETOID_RAW = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+
+
+def on_disk(name: str, data_root: str | os.PathLike) -> bool:
+    """Whether the files of benchmark ``name`` (a PyG one, or ``cora``/``citeseer`` as
+    Planetoid raw files) are under ``data_root`` already, raw or processed: nothing is
+    downloaded to tell."""
+    if name in _PLANETOID_RAW:
+        folder, files = Path(data_root) / _PLANETOID_RAW[name], _planetoid_files(name)
+    else:
+        _, pyg_name, files = _PYG[name]
+        folder = Path(data_root) / pyg_name
+    return (folder / "processed").is_dir() or all((folder / "raw" / f).is_file() for f in files)
 
 
 def default_data_root() -> Path:
@@ -872,8 +885,9 @@ def load(
         name_or_path: a name from :data:`DATASETS` (synthetic ones take
             ``name:key=value,...``), or a ``.pt`` / ``.csv`` file.
         data_root: where PyG benchmarks live (default :func:`default_data_root`).
-            Given for ``cora``/``citeseer``, the Planetoid raw files there are
-            read instead of the embedded copies.
+            For ``cora``/``citeseer``, Planetoid raw (or processed) files there are read
+            instead of the shipped copies when they are there; otherwise the shipped copies
+            are used (nothing is downloaded for them).
         features: node features CSV for an edge-list CSV (one row per node, in node order).
         labels: node labels CSV for an edge-list CSV (one row per node, in node order).
         directed: keep a CSV edge list as given instead of adding reverse edges.
@@ -910,8 +924,8 @@ def load(
     kind = DATASETS[key].kind
     if kind == "synthetic":
         return _SYNTHETIC[key](**kwargs)
-    if kind == "embedded" and data_root is None:
-        return _load_embedded(key)
+    if kind == "embedded" and (data_root is None or not on_disk(key, data_root)):
+        return _load_embedded(key)  # the shipped copy, unless the user's raw files are there
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
 
 

@@ -107,15 +107,13 @@ class ReproduceConfig:
 
 def dataset_available(name: str, data_root: str | None) -> bool:
     """Whether a benchmark's files are already on disk (nothing is downloaded here)."""
-    if name in ("cora", "citeseer"):
+    if name in ("cora", "citeseer"):  # shipped: read from data_root only when there
         return True
     if data_root is None:
         return False
-    from oversmooth.data import _PYG
+    from oversmooth.data import on_disk
 
-    _, pyg_name, files = _PYG[name]
-    folder = Path(data_root) / pyg_name
-    return (folder / "processed").is_dir() or all((folder / "raw" / f).is_file() for f in files)
+    return on_disk(name, data_root)
 
 
 def _initialisation_runs(
