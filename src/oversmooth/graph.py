@@ -122,7 +122,8 @@ class GraphOperator:
     Args:
         edge_index: ``[2, num_edges]`` integer tensor, source row then target row.
         edge_weight: optional ``[num_edges]`` non-negative weights (default 1).
-        num_nodes: number of nodes ``n`` (default ``edge_index.max() + 1``).
+        num_nodes: number of nodes ``n`` (default: the length of ``batch`` when given, else
+            ``edge_index.max() + 1``).
         self_loops: add a self loop of weight 1 to every node first.
 
     Example:
@@ -142,6 +143,8 @@ class GraphOperator:
         self_loops: bool = False,
         batch: Tensor | None = None,
     ) -> None:
+        if num_nodes is None and isinstance(batch, Tensor) and batch.dim() == 1:
+            num_nodes = batch.numel()  # one graph id per node: isolated last nodes count too
         num_nodes = check_edge_index(edge_index, num_nodes)
         check_edge_weight(edge_weight, edge_index.size(1))
         from oversmooth.resources import check_allocation, operator_bytes

@@ -85,3 +85,19 @@ def test_an_edge_set_batch_with_an_edgeless_graph_averages_the_graphs_with_edges
     if edgeless_at < 2:  # the last id is no id at all: graphs are counted from the edges
         empty = rows[rows["graph"] == edgeless_at]
         assert len(empty) == 4 and empty["laplacian_energy"].isna().all()
+
+
+def test_a_batch_vector_gives_the_node_count_when_the_last_nodes_have_no_edges():
+    """``Probe(model, edge_index, batch=...)`` with an isolated node last: the batch vector
+    counts it (the node count came from the edge list, and the batch was refused as too
+    long)."""
+    from oversmooth import GraphOperator
+
+    ei = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])
+    batch = torch.tensor([0, 0, 0, 1, 1, 2])
+    assert GraphOperator(ei, batch=batch).num_nodes == 6
+    model = build_model("postln", conv="esa", depth=2, in_channels=3, out_channels=2)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), Probe(model, ei, batch=batch) as probe:
+        model(x, ei, batch)
+    assert len(probe.to_frame()) == 3
