@@ -1348,7 +1348,9 @@ class Probe:
         """``[L, L]`` float64 matrix of sim(X^s, X^t) over the recorded layers (needs
         ``similarity=True``).
 
-        Entries between layers of different widths are NaN.
+        Entries between layers of different widths are NaN.  On a batch, each entry is the
+        mean over the graphs of each graph's own ``(1/n_g) sum_i cos`` (as every metric is):
+        its adjacent-layer entries are the Probe's ``mean_cosine_similarity``.
         """
         if not self.similarity:
             raise ValueError(
@@ -1368,6 +1370,7 @@ class Probe:
             groups.setdefault(tuple(s.shape), []).append(i)
         for shape, idx in groups.items():
             n = shape[0]
+            weights = self._row_weights(n, device)  # None: one graph, every row 1/n
             gram = torch.zeros(len(idx), len(idx), dtype=torch.float64, device=device)
             step = max(1, (1 << 22) // max(1, len(idx) * shape[1]))
             for start in range(0, n, step):
@@ -1375,10 +1378,34 @@ class Probe:
                     torch.float64
                 )
                 flat = block.reshape(len(idx), -1)
-                gram += flat @ flat.T
+                if weights is None:
+                    gram += flat @ flat.T
+                else:
+                    part = weights[start : start + step].view(1, -1, 1)
+                    gram += (block * part).reshape(len(idx), -1) @ flat.T
             index = torch.tensor(idx, device=device)
-            out[index.unsqueeze(1), index.unsqueeze(0)] = gram / max(n, 1)
+            out[index.unsqueeze(1), index.unsqueeze(0)] = (
+                gram / max(n, 1) if weights is None else gram
+            )
         return out
+
+    def _row_weights(self, rows: int, device: torch.device) -> Tensor | None:
+        """On a batch, each kept row's weight in the mean over graphs of the per-graph means:
+        ``1 / (B n_g)`` for a row of graph ``g`` (``n_g`` its kept rows, ``B`` the graphs with
+        any); None for one graph."""
+        op = self._operator
+        if op is None or op.batch is None:
+            return None
+        if rows == op.num_nodes:
+            graph = op.batch
+        elif self._sample_index is not None and rows == self._sample_index.numel():
+            graph = op.batch.index_select(0, self._sample_index.to(op.batch.device))
+        else:
+            return None
+        counts = torch.zeros(op.num_graphs, dtype=torch.float64, device=graph.device)
+        counts.index_add_(0, graph, torch.ones_like(graph, dtype=torch.float64))
+        present = (counts > 0).sum()
+        return (1.0 / (counts.index_select(0, graph) * present)).to(device)
 
     def similarity_layers(self) -> list[int]:
         return sorted(self._states)

@@ -1,6 +1,8 @@
-"""A graph id with nothing to measure (no node; in an edge-set model's line graph, a graph
-without edges) is NaN per graph and left out of the mean, wherever it sits in the batch.
-Before, it counted as a graph whose every metric is 0: the mean moved with its place."""
+"""Means over the graphs of a batch: a graph id with nothing to measure (no node; in an
+edge-set model's line graph, a graph without edges) is NaN per graph and left out of the mean,
+wherever it sits in the batch (before, it counted as a graph whose every metric is 0: the mean
+moved with its place); the batch vector gives the node count; the similarity matrix is a mean
+over graphs like every other metric."""
 
 from __future__ import annotations
 
@@ -101,3 +103,35 @@ def test_a_batch_vector_gives_the_node_count_when_the_last_nodes_have_no_edges()
     with torch.no_grad(), Probe(model, ei, batch=batch) as probe:
         model(x, ei, batch)
     assert len(probe.to_frame()) == 3
+
+
+def test_the_similarity_matrix_of_a_batch_is_the_mean_over_graphs():
+    """Graphs of 30, 1, 8 and 60 nodes: each entry is the mean of the graphs' own means (before,
+    one mean over all nodes, which let the large graph weigh 60 times the one-node graph),
+    and its adjacent-layer entries are the Probe's own cosine column."""
+    gen = torch.Generator().manual_seed(4)
+    sizes, edges, offset = (30, 1, 8, 60), [], 0
+    for n in sizes:
+        if n > 1:
+            ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n]) + offset
+            edges.append(torch.cat([ring, ring.flip(0)], dim=1))
+        offset += n
+    ei = torch.cat(edges, dim=1)
+    batch = torch.cat([torch.full((n,), g) for g, n in enumerate(sizes)])
+    x = torch.randn(offset, 5, dtype=torch.float64, generator=gen)
+    model = build_model("postln", depth=4, in_channels=5, out_channels=2, dtype="float64")
+    states = []
+    hooks = [model.blocks[0].register_forward_pre_hook(lambda m, a: states.append(a[0]))]
+    hooks += [b.register_forward_hook(lambda m, a, o: states.append(o)) for b in model.blocks]
+    probe = Probe(model, ei, batch=batch, similarity=True, similarity_dtype=torch.float64)
+    with torch.no_grad(), probe:
+        model(x, ei, batch)
+    for h in hooks:
+        h.remove()
+    sim = probe.similarity_matrix()
+    expected = M.layer_similarity(states, batch=batch)
+    torch.testing.assert_close(sim, expected, rtol=1e-12, atol=1e-14)
+    cosine = probe.to_frame()["mean_cosine_similarity"].to_numpy()[1:]
+    assert torch.diagonal(sim, 1).numpy() == pytest.approx(cosine, rel=1e-12)
+    everywhere = M.layer_similarity(states)  # one mean over all nodes: not what a batch gives
+    assert (sim - everywhere).abs().max() > 1e-3
