@@ -1014,3 +1014,33 @@ def _with_states(cls):
     with torch.no_grad():
         model(data.x, data.edge_index, keep=keep)
     return data, model, keep
+
+
+def test_a_probe_kept_across_batches_of_other_graphs_says_it_measures_its_own_graph():
+    """A loader's batches of the same node count are measured on the Probe's graph, not
+    theirs: the Probe warns (frame.attrs['gaps']); a batch of another size is refused with
+    the cure.  The same graph again (the same tensor or an equal copy) says nothing."""
+    import warnings
+
+    from oversmooth.probe import GRAPH_CHANGED_NOTE
+
+    model = build_model("postln", depth=2, in_channels=3, out_channels=2)
+    ring = torch.stack([torch.arange(6), (torch.arange(6) + 1) % 6])
+    other = torch.stack([torch.arange(6), (torch.arange(6) + 2) % 6])
+    x = torch.randn(6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.no_grad(), Probe(model, ring) as probe:
+            model(x, ring)
+            model(x, ring)
+            model(x, ring.clone())
+    assert not probe.to_frame().attrs["gaps"]
+    with pytest.warns(UserWarning, match="other graph inputs"):
+        with torch.no_grad(), Probe(model, ring) as probe:
+            model(x, ring)
+            model(x, other)
+    assert GRAPH_CHANGED_NOTE in probe.to_frame().attrs["gaps"]
+    with pytest.raises(ValueError, match="build one Probe per batch"):
+        with torch.no_grad(), Probe(model, ring) as probe:
+            model(x, ring)
+            model(x[:4], torch.tensor([[0, 1, 2], [1, 2, 3]]))

@@ -610,6 +610,31 @@ def _relative_per_step(energy: NDArray, steps: NDArray) -> NDArray:
     return relative
 
 
+#: The note of a Probe whose recorded forwards ran on different graph inputs.
+GRAPH_CHANGED_NOTE = (
+    "a recorded forward ran on other graph inputs (edge_index, batch) than the first one, "
+    "and every step is measured on the graph the Probe was built with: for the mini-batches "
+    "of a loader build one Probe per batch (if the graph changes on purpose, e.g. edges "
+    "dropped, the measuring graph stays the one given)"
+)
+
+
+def graph_inputs(args: tuple, kwargs: dict) -> list[Tensor]:
+    """The integer tensors among a forward's arguments (``edge_index``, a ``batch`` vector),
+    with a ``Data``-like argument's ``edge_index`` and ``batch``: what tells one graph from
+    another between forwards."""
+    found: list[Tensor] = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Tensor):
+            if not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+                found.append(value)
+        elif isinstance(getattr(value, "edge_index", None), Tensor):
+            found.append(value.edge_index)
+            if isinstance(getattr(value, "batch", None), Tensor):
+                found.append(value.batch)
+    return found
+
+
 #: The key under which :meth:`Probe.record` keeps which graph ids of a batch have a node.
 PRESENT = "_graphs_present"
 
@@ -973,6 +998,9 @@ class Probe:
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         self._state_dtype: torch.dtype | None = None
         self._attention: dict[int, AttentionWeights] = {}  # layer k -> its block's attention
+        # the first recorded forward's integer inputs, and whether a later one's differed
+        self._first_inputs: list[tuple[Tensor, int]] | None = None
+        self._graph_changed = False
 
     def __enter__(self) -> Probe:
         self.attach()
@@ -986,7 +1014,9 @@ class Probe:
         if self._handles or self.model is None:
             return
         try:
-            self._handles.append(self.model.register_forward_pre_hook(self._on_forward))
+            self._handles.append(
+                self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
+            )
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
             self._handles.extend(self._calls.attach())
             if self._tap is not None:
@@ -1009,11 +1039,13 @@ class Probe:
         self._attention.clear()
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _on_forward(self, module: nn.Module, args: tuple) -> None:
+    def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """A new forward pass of the model: a new step (recorded or skipped by ``every``)."""
         self._step = self._passes
         self._passes += 1
         self._active = self._step % self.every == 0
+        if self._active:
+            self._check_graph_inputs(graph_inputs(args, kwargs))
         self._prev = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
@@ -1023,10 +1055,28 @@ class Probe:
         if self._tap is not None:
             self._tap.reset()
 
+    def _check_graph_inputs(self, inputs: list[Tensor]) -> None:
+        """Note a recorded forward whose integer inputs (``edge_index``, ``batch``) differ from
+        the first recorded forward's: every step is measured on the graph the Probe was built
+        with, so the mini-batches of a loader would be measured on the first one's graph.  The
+        same tensors cost nothing to check; equal copies one comparison per forward."""
+        if self._first_inputs is None:
+            self._first_inputs = [(t, t._version) for t in inputs]
+            return
+        same = len(inputs) == len(self._first_inputs) and all(
+            (t is first and t._version == version)
+            or (t.shape == first.shape and t.device == first.device and torch.equal(t, first))
+            for t, (first, version) in zip(inputs, self._first_inputs, strict=True)
+        )
+        if not same:
+            self._graph_changed = True
+
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
         notes = self._calls.notes()
+        if self._graph_changed:
+            notes.append(GRAPH_CHANGED_NOTE)
         if self._prenorm_suspect:
             notes.append(PRENORM_NOTE)
         made = self._calls_made if self._tap is None else self._tap.calls
@@ -1138,9 +1188,12 @@ class Probe:
                 )
             x = dense_to_rows(x, op, "layer state")
         if op is None or op.num_nodes != x.size(0):
-            if not self._lazy:
-                assert op is not None
-                as_graph(op, num_nodes=x.size(0))  # raises: wrong number of rows
+            if op is not None:  # built (or taken from the first state) with other rows
+                raise ValueError(
+                    f"Probe: a layer state has {x.size(0)} rows, the graph the Probe was built "
+                    f"with {op.num_nodes} nodes; every forward is measured on that graph: for "
+                    "the mini-batches of a loader build one Probe per batch"
+                )
             graph = cast(Tensor, self._graph_arg)
             op = self._operator = as_graph(
                 graph,
