@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -240,6 +241,27 @@ def test_arguments_are_checked(pl, cora):
         EnergyMonitor(cora, metrics=("dirichlet_energy",))
     with pytest.raises(ValueError, match="pass model="):
         EnergyMonitor(cora).target(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    # one value per layer and metric is logged: per-graph rows are refused up front (they
+    # failed at the first probe, inside fit)
+    with pytest.raises(ValueError, match="reduce='none' gives one row per graph"):
+        EnergyMonitor(cora, probe_options={"reduce": "none"})
+
+
+def test_a_batch_with_the_default_forward_is_warned_about(pl):
+    """The default forward does not pass data.batch: a model that reads it would be probed on
+    another computation than it trains on."""
+    from torch_geometric.data import Batch, Data
+
+    from oversmooth.lightning import EnergyMonitor
+
+    graphs = [Data(x=torch.randn(n, 3), edge_index=torch.tensor([[0, 1], [1, 0]])) for n in (3, 4)]
+    batch = Batch.from_data_list(graphs)
+    with pytest.warns(UserWarning, match="does not pass it"):
+        EnergyMonitor(batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        EnergyMonitor(batch, forward_fn=lambda m, d: m(d.x, d.edge_index, d.batch))
+        EnergyMonitor(graphs[0])
 
 
 @QUIET

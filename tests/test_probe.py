@@ -564,6 +564,34 @@ def test_residual_capture_of_a_pre_ln_stack_with_a_head_skips_the_last_layer():
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
 
 
+def test_residual_capture_leaves_out_a_pooled_readout_of_the_streams_width():
+    """A Pre-LN stack ending in a sum over each graph ([graphs, hidden]): the output has the
+    stream's width but not its rows, so it is no layer (it failed inside the forward)."""
+    from torch_geometric.data import Batch, Data
+    from torch_geometric.nn import GCNConv, global_add_pool
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 8)
+            self.convs = torch.nn.ModuleList([GCNConv(8, 8) for _ in range(3)])
+            self.norms = torch.nn.ModuleList([torch.nn.LayerNorm(8) for _ in range(3)])
+
+        def forward(self, x, edge_index, batch):
+            h = self.lin(x)
+            for conv, norm in zip(self.convs, self.norms, strict=True):
+                h = h + torch.relu(conv(norm(h), edge_index))
+            return global_add_pool(h, batch)
+
+    graphs = [Data(x=torch.randn(n, 6), edge_index=torch.tensor([[0, 1], [1, 0]])) for n in (3, 5)]
+    data = Batch.from_data_list(graphs)
+    model = Pooled().double().eval()
+    with pytest.warns(UserWarning, match=r"shape \[2, 8\]\) is not the stream \(8 rows"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x.double(), data.edge_index, data.batch)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+
+
 def test_residual_capture_says_when_it_cannot_tell_the_stream():
     data = small_graph()
     model = TwoNormLists(5).double().eval()

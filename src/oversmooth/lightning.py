@@ -15,6 +15,7 @@ oversmooth`` never imports it.  ``lightning.pytorch`` is used when installed, el
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +159,21 @@ class EnergyMonitor(pl.Callback):
         self.judge = judge
         self.prefix = prefix
         self.probe_options = dict(probe_options or {})
+        if self.probe_options.get("reduce", "mean") != "mean":
+            raise ValueError(
+                f"probe_options: reduce={self.probe_options['reduce']!r} gives one row per graph "
+                "and the monitor logs one value per layer and metric (the mean over the "
+                "graphs of a batch); leave reduce out, or run a Probe yourself for per-graph rows"
+            )
+        if forward_fn is default_forward and getattr(data, "batch", None) is not None:
+            warnings.warn(
+                "EnergyMonitor: data holds several graphs (a batch vector) and the default "
+                "forward, module(data.x, data.edge_index), does not pass it: a model that reads "
+                "the batch (a pooled readout, graph-mode LayerNorm, global attention) would be "
+                "probed on another computation than it trains on; pass forward_fn=, e.g. "
+                "lambda m, d: m(d.x, d.edge_index, d.batch)",
+                stacklevel=2,
+            )
         self.frames: dict[int, pd.DataFrame] = {}
         self.verdicts: dict[int, Verdict] = {}
         self.titles: dict[int, str] = {}

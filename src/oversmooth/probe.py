@@ -990,6 +990,7 @@ class Probe:
         self._sample_index: Tensor | None = None
         self._workspace = Workspace()
         self._stream_width: int | None = None
+        self._stream_rows: int | None = None
         self._passes = 0  # forward passes of the model seen
         self._step = 0  # the step being recorded
         self._active = True
@@ -1102,15 +1103,24 @@ class Probe:
         assert self._tap is not None
         last = self._tap.end_row
         x = output if isinstance(output, Tensor) else None
-        width = self._stream_width
-        if x is not None and x.dim() in (2, 3) and width is not None and x.shape[-1] == width:
+        width, rows = self._stream_width, self._stream_rows
+        # the stream has the states' width and, as node rows, their rows (not a pooled readout)
+        stream = (
+            x is not None
+            and x.dim() in (2, 3)
+            and width is not None
+            and x.shape[-1] == width
+            and (x.dim() == 3 or x.size(0) == rows)
+        )
+        if stream:
+            assert x is not None
             self._stream_end_state(last, x)
         elif not self._warned:
             self._warned = True
             warnings.warn(
                 f"capture='residual': the model's output ({_shape(output)}) is not the stream "
-                f"of width {width}; layer {last} is not recorded (pass layers=[...] of the "
-                f"blocks to record it)",
+                f"({rows} rows of width {width}); layer {last} is not recorded (pass "
+                f"layers=[...] of the blocks to record it)",
                 stacklevel=2,
             )
 
@@ -1236,6 +1246,7 @@ class Probe:
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         self._stream_width = x.size(1)
+        self._stream_rows = x.size(0)
         if self.similarity:
             self._keep_state(k, x, state)
 
