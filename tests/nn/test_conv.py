@@ -54,3 +54,30 @@ def test_no_host_sync_in_the_block_forward(monkeypatch, name, conv, kernel):
     monkeypatch.undo()
     assert calls == []
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("kernel", ["edge", "csr"])
+@pytest.mark.parametrize("conv", ["san", "gcn", "gat"])
+def test_without_self_loops_a_node_whose_in_edges_weigh_zero_keeps_its_own(conv, kernel):
+    """``self_loops=False``: a node whose only in-edge weighs 0 has no neighbour to average,
+    so it keeps its self loop like a node without in-edges (before, its row of P was 0/0 and
+    the NaN spread to every node it reaches)."""
+    ei = torch.tensor([[0, 1, 2, 1, 3], [1, 2, 3, 0, 0]])
+    w = torch.tensor([0.0, 1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    model = build_model(
+        "preln",
+        conv=conv,
+        depth=2,
+        in_channels=3,
+        out_channels=2,
+        dtype="float64",
+        self_loops=False,
+    )
+    set_kernel(model, kernel)
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(x, ei, edge_weight=w)
+        # the same as the edge left out: node 1 then has no in-edge and keeps its loop
+        alone = model(x, ei[:, 1:], edge_weight=w[1:])
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, alone, rtol=1e-12, atol=1e-14)

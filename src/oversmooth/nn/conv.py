@@ -154,12 +154,14 @@ class GraphContext:
         self_loops: bool = True,
     ) -> GraphContext:
         """``self_loops=False`` (an ablation) attends over ``N(i)`` only; a node without
-        in-neighbours then keeps its self loop, so that no row of ``P`` is empty."""
+        in-neighbours (or, with ``edge_weight``, whose in-edges all weigh 0) then keeps its
+        self loop, so that no row of ``P`` is empty."""
         keep = edge_index[0] != edge_index[1]
         loop = torch.arange(num_nodes, device=edge_index.device)
         if not self_loops:
+            counted = keep if edge_weight is None else keep & (edge_weight.to(keep.device) > 0)
             indegree = torch.zeros(num_nodes, dtype=torch.long, device=edge_index.device)
-            indegree.index_add_(0, edge_index[1][keep], torch.ones_like(edge_index[1][keep]))
+            indegree.index_add_(0, edge_index[1][counted], torch.ones_like(edge_index[1][counted]))
             loop = loop[indegree == 0]  # one host sync per forward, none per layer
         index = index_dtype(num_nodes)
         src = torch.cat([edge_index[0][keep].to(index), loop.to(index)])
