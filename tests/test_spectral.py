@@ -115,6 +115,24 @@ def test_refuses_directed_and_edgeless_graphs():
         spectral_gap(_undirected([(0, 1)]), self_loops=1)  # type: ignore[arg-type]
 
 
+def test_a_one_way_edge_beside_heavy_edges_is_still_refused():
+    """Each edge is checked against its reverse on its own scale: a one-way edge of weight 1
+    passed beside a triangle of weight 1e13 (the tolerance was 1e-12 of the heaviest edge),
+    and the symmetric solver read it as two-way: a halving length of 24.5 for 37.9."""
+    heavy = _undirected([(0, 1), (1, 2), (2, 0)])
+    light = torch.cat([_undirected([(4, 5), (5, 6), (6, 3)]), torch.tensor([[3], [4]])], dim=1)
+    edge_index = torch.cat([heavy, light], dim=1)  # 3 -> 4 without 4 -> 3
+    weight = torch.cat([torch.full((heavy.size(1),), 1e13), torch.ones(light.size(1))])
+    with pytest.raises(ValueError, match="undirected"):
+        spectral_gap(edge_index, edge_weight=weight.double())
+    # rounding between the two directions of an edge is not a direction
+    ring = _undirected([(3, 4), (4, 5), (5, 3)])
+    both = torch.cat([heavy, ring], dim=1)
+    w = torch.cat([torch.full((heavy.size(1),), 1e13), torch.ones(ring.size(1))]).double()
+    w[0] *= 1 + 1e-15
+    assert spectral_gap(both, edge_weight=w).num_components == 2
+
+
 def test_accepts_pyg_data():
     from torch_geometric.data import Data
 
