@@ -253,3 +253,29 @@ def test_the_reference_of_a_graph_seen_before_is_a_copy_of_the_first(monkeypatch
         )
     analysis.diffusion_reference(data)
     assert len(analysis._REFERENCE_CACHE) == analysis.REFERENCE_CACHE_SIZE and len(calls) == 9
+
+
+def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
+    """Linear diffusion's local halving length grows toward the spectral one from below: a
+    late window that looks settled (asymptotic True) at 0.0002x the spectral length is a
+    transient, and the sentence says so for the diffusion model (another model's faster rate
+    is its own)."""
+    ref = {
+        "diffusion": {
+            "computed": True,
+            "energy_ratio": 0.99999841,
+            "halving_steps": 436110.0,
+            "num_components": 1,
+            "measured": {
+                "halving_layers": 101.5,
+                "interval": [90.0, 115.0],
+                "span": [226, 300],
+                "source": "late",
+                "asymptotic": True,
+            },
+        }
+    }
+    (sentence,) = reference_prose({"reference": ref}, "diffusion")
+    assert "0.000233× the diffusion length -- not yet asymptotic: linear diffusion's" in sentence
+    (other,) = reference_prose({"reference": ref}, "postln")
+    assert "0.000233× the diffusion length." in other and "not yet asymptotic" not in other

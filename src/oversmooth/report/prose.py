@@ -606,7 +606,13 @@ def comparison_verdicts(fits: Mapping[str, Any], config: Mapping[str, Any]) -> l
 # ----------------------------------------------------------------------------- theory
 
 
-def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -> str | None:
+def _diffusion_sentence(
+    ref: Mapping[str, Any], name: str, graph: bool = True, linear: bool = False
+) -> str | None:
+    """``linear``: the curve is the ``diffusion`` model's own, ``X <- P~X`` with this very
+    ``P~``: its local halving length grows toward the spectral one from below (its energy is a
+    sum of decaying exponentials, log-convex in k), so a shorter one means the slowest
+    eigenvector does not dominate yet, however settled the late window looks."""
     operator = "X ← P̃X, P̃ = D̃⁻¹Ã the GCN mean with self loops"
     if not ref.get("computed"):
         reason = ref.get("reason")
@@ -661,10 +667,17 @@ def _diffusion_sentence(ref: Mapping[str, Any], name: str, graph: bool = True) -
         if decays and steps is not None:
             tail += f", {halving / steps:.3g}× the diffusion length"
             settled = measured.get("asymptotic")
-            if settled is False or (settled is None and halving < 0.9 * steps):
+            short = halving < 0.9 * steps
+            if settled is False or (settled is None and short):
                 tail += (
                     " -- not yet asymptotic: the local halving length is still moving, and the "
                     "spectral length holds only once the slowest eigenvector dominates"
+                )
+            elif linear and short:
+                tail += (
+                    " -- not yet asymptotic: linear diffusion's local halving length grows "
+                    "toward the spectral one from below and reaches it only once the slowest "
+                    "eigenvector dominates, however steady it looks over these layers"
                 )
     else:
         tail = f"no exponential was fitted to the measured {name} curve"
@@ -715,7 +728,7 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
     out = []
     diffusion, algebraic = ref.get("diffusion"), ref.get("algebraic")
     if isinstance(diffusion, Mapping):
-        sentence = _diffusion_sentence(diffusion, name, graph)
+        sentence = _diffusion_sentence(diffusion, name, graph, linear=model == "diffusion")
         if sentence:
             out.append(sentence)
     if isinstance(algebraic, Mapping):
