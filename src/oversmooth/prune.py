@@ -175,6 +175,13 @@ def prune_sensitivity(
         return _prune_any(model, data, layers, mask, callback, stream)
     if stream is not None:
         raise ValueError("stream: an oversmooth model's blocks are its stream; leave it unset")
+    from oversmooth.registry import CONVS
+
+    if CONVS[model.config.conv].elements == "edges":
+        raise ValueError(
+            f"model: expected a node-level conv, received conv={model.config.conv!r} (its blocks "
+            "run over edges; pruning is not implemented for it)"
+        )
     chosen = check_layers(layers, len(model.blocks))
     mask_t = _resolve_mask(data, mask)
     with _eval_mode(model):
@@ -230,8 +237,11 @@ def _prune_blocks(
     input or (``reuse_prefix``) from that block's recorded input."""
     device = next(model.parameters()).device
     x, edge_index, edge_weight = _on_device(data, device)
-    graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes)
-    ctx = model.context(edge_index, x.size(0), getattr(data, "batch", None), edge_weight)
+    batch = getattr(data, "batch", None)
+    batch = None if batch is None else batch.to(device)
+    # energies per graph of a batch, then their mean, as the Probe measures them
+    graph = GraphOperator(edge_index, edge_weight, num_nodes=data.num_nodes, batch=batch)
+    ctx = model.context(edge_index, x.size(0), batch, edge_weight)
     h = model.encode(x)  # in the model's precision, as its forward
     wanted = {k - 1 for k in chosen} if reuse_prefix else set()
     inputs: dict[int, Tensor] = {}
