@@ -279,3 +279,8 @@ def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
     assert "0.000233× the diffusion length -- not yet asymptotic: linear diffusion's" in sentence
     (other,) = reference_prose({"reference": ref}, "postln")
     assert "0.000233× the diffusion length." in other and "not yet asymptotic" not in other
+    # a ratio that rounds to 1 at 6 digits is written as 1 - d
+    ref["diffusion"]["energy_ratio"] = 0.99999997
+    assert (
+        "(per-step ratio 1 - 3e-08 = SLEM²" in reference_prose({"reference": ref}, "diffusion")[0]
+    )

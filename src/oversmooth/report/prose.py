@@ -646,7 +646,7 @@ def _diffusion_sentence(
     else:
         head = (
             f"Linear diffusion on this graph ({operator}) halves the energy every {steps:.3g} "
-            f"steps (per-step ratio {ratio:.6g} = SLEM², {where})"
+            f"steps (per-step ratio {_ratio_text(ratio)} = SLEM², {where})"
         )
     measured = ref.get("measured") or {}
     halving = _num(measured.get("halving_layers"))
@@ -684,6 +684,13 @@ def _diffusion_sentence(
     if not graph:
         return tail[0].upper() + tail[1:] + "."
     return f"{head}; {tail}."
+
+
+def _ratio_text(ratio: float) -> str:
+    """A per-step ratio with 6 significant digits, or as ``1 - d`` where those round to 1 (a
+    weighted ring's 0.99999841 read "1")."""
+    text = f"{ratio:.6g}"
+    return f"1 - {1.0 - ratio:.3g}" if text == "1" and ratio < 1.0 else text
 
 
 def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
