@@ -258,6 +258,15 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
     from oversmooth.data import load
 
     data = load(name, data_root=data_root)
+    if str(name).lower().endswith(".csv"):
+        # load gives a CSV without a features file the feature 1 on every node: a model maps
+        # equal rows to equal rows, so every energy would be 0 at every layer
+        raise ValueError(
+            f"dataset {name}: an edge-list CSV has no node features on the command line (every "
+            "node would get the feature 1, and every energy would be 0 at every layer); save it "
+            "with its features as a .pt and pass that: torch.save(oversmooth.data.load("
+            f"'{name}', features='x.csv', labels='y.csv').to_pyg(), 'graph.pt')"
+        )
     if getattr(data, "y", None) is None:
         out_channels = 2
     else:

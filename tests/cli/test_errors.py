@@ -83,6 +83,9 @@ def files(tmp_path_factory):
         # missing files, folders where files are expected
         (["analyze", "--dataset", "{root}/missing.csv", "--quiet"], "missing.csv: no such file"),
         (["analyze", "--dataset", "{root}/folder.csv", "--quiet"], "folder.csv: is a folder"),
+        # a CSV's nodes would all get the feature 1 (every energy 0): refused, with the cure
+        (["analyze", "--dataset", "{root}/edges.csv", "--quiet"], "has no node features"),
+        (["compare", "--datasets", "{root}/edges.csv", "--depths", "2", "-q"], "save it with"),
         (["datasets", "--stats", "{root}/edges.csv", "--features", "{root}/folder.csv"], "folder"),
         (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list"),
         (["report", "{root}/nothing-here"], "no such folder"),
