@@ -409,6 +409,30 @@ def test_weighted_csv_is_symmetrised_like_pyg_to_undirected(tmp_path):
     (tmp_path / "w.csv").write_text("\n".join(rows) + "\n")
     g = D.load(tmp_path / "w.csv")
     n = int(pairs.max()) + 1
-    edge_index, edge_weight = to_undirected(pairs, weight, num_nodes=n, reduce="max")
+    off = pairs[0] != pairs[1]  # self loops dropped, as an unweighted CSV's
+    edge_index, edge_weight = to_undirected(pairs[:, off], weight[off], num_nodes=n, reduce="max")
     assert torch.equal(g.edge_index, edge_index)
     assert torch.equal(g.edge_weight, edge_weight) and g.edge_weight.dtype == torch.float64
+
+
+def test_a_csv_made_undirected_drops_self_loops_with_or_without_weights(tmp_path):
+    """The same rows with and without a weight column of ones give the same graph (the
+    weighted path kept a self loop the unweighted one dropped), and homophily counts the
+    edges between two nodes only (a self loop joined a label to itself)."""
+    rows = ["0,1", "1,2", "2,0", "2,3", "1,1", "0,1"]
+    (tmp_path / "u.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "w.csv").write_text("\n".join(r + ",1" for r in rows) + "\n")
+    (tmp_path / "y.csv").write_text("0\n1\n1\n0\n")
+    u = D.load(tmp_path / "u.csv", labels=tmp_path / "y.csv")
+    w = D.load(tmp_path / "w.csv", labels=tmp_path / "y.csv")
+    assert set(map(tuple, u.edge_index.t().tolist())) == set(map(tuple, w.edge_index.t().tolist()))
+    assert bool((w.edge_index[0] != w.edge_index[1]).all())
+    for graph in (u, w):
+        stats = D.graph_stats(graph)
+        assert stats["self_loops"] == 0 and stats["homophily"] == 0.25  # 2 of 8, exactly
+    # a graph that keeps its self loop (a .pt): the loop is not an edge between two labels
+    from torch_geometric.data import Data
+
+    looped = Data(x=u.x, edge_index=torch.cat([u.edge_index, torch.tensor([[1], [1]])], 1), y=u.y)
+    stats = D.graph_stats(looped)
+    assert stats["self_loops"] == 1 and stats["homophily"] == 0.25

@@ -291,7 +291,7 @@ def _unique_sorted_(keys: np.ndarray) -> int:
 
 def _undirected_max(pairs: Tensor, weight: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     """Both directions of each weighted pair, a pair given twice (either way) once with the
-    larger weight, self loops kept, sorted by source then target (what
+    larger weight, sorted by source then target (what
     ``torch_geometric.utils.to_undirected(..., reduce="max")`` returns)."""
     src, dst = pairs
     key = torch.cat([src * num_nodes + dst, dst * num_nodes + src])
@@ -859,6 +859,8 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         edge_index, extra = pairs, ({"edge_weight": weight} if weight is not None else {})
     else:
         if weight is not None:
+            loop = pairs[0] == pairs[1]  # dropped, as the unweighted path does
+            pairs, weight = pairs[:, ~loop], weight[~loop]
             edge_index, weight = _undirected_max(pairs, weight, n)
             extra = {"edge_weight": weight}
         else:
@@ -1080,7 +1082,7 @@ def split_masks(data: GraphData | Data, split: str = "random", seed: int = 0) ->
 
 def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
     """Nodes, undirected edges (unordered pairs, self loops excluded), features,
-    classes, edge homophily (fraction of edges joining equal labels) and
+    classes, edge homophily (fraction of the edges between two nodes joining equal labels) and
     isolated nodes (no edge in either direction)."""
     n = int(data.num_nodes)
     src, dst = data.edge_index
@@ -1098,8 +1100,9 @@ def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
         "self_loops": int((~off).sum()),
         "features": int(data.x.size(1)) if data.x is not None else 0,
         "classes": int(y.max()) + 1 if y is not None and y.numel() else 0,
-        "homophily": float((y[src] == y[dst]).float().mean())
-        if y is not None and src.numel()
+        # over the edges between two nodes (a self loop joins a label to itself), in float64
+        "homophily": float((y[src[off]] == y[dst[off]]).double().mean())
+        if y is not None and bool(off.any())
         else float("nan"),
         "isolated_nodes": int((~touched).sum()),
     }
