@@ -454,3 +454,23 @@ def test_rayleigh_energy_closed_forms():
     assert M.rayleigh_energy(torch.zeros(3, 2), ei).item() == 0.0  # zero state: 0, not NaN
     assert M.rayleigh_energy(torch.full((3, 2), 7.0), ei).item() == 0.0
     assert math.isnan(M.rayleigh_energy(torch.tensor([[0.0], [math.nan], [1.0]]), ei).item())
+
+
+def test_mad_counts_each_neighbour_once_whatever_the_graphs_form():
+    """MAD averages over each node's neighbours as a set: a repeated edge counts once and a
+    zero-weight edge is no neighbour, so an edge list, its dense adjacency and its sparse one
+    give one value (the edge list counted the repeat twice: 0.640 for 0.412)."""
+    from oversmooth import GraphOperator
+
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.2], [0.0, 1.0]], dtype=torch.float64)
+    ei = torch.tensor([[0, 0, 1, 0], [2, 2, 2, 3]])  # 0 -> 2 twice; 0 -> 3 of weight 0 below
+    w = torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    dense = torch.zeros(4, 4, dtype=torch.float64)
+    dense[0, 2], dense[1, 2] = 2.0, 1.0
+    expected = M.mean_average_distance(x, ei[:, [0, 2]])  # node 2's neighbours {0, 1} only
+    for graph in (GraphOperator(ei, w, num_nodes=4), dense, dense.to_sparse()):
+        assert M.mean_average_distance(x, graph).item() == pytest.approx(expected.item(), rel=1e-15)
+    # unweighted, the repeat still counts once: the same as the edge list without it
+    assert M.mean_average_distance(x, ei).item() == pytest.approx(
+        M.mean_average_distance(x, ei[:, [0, 2, 3]]).item(), rel=1e-15
+    )

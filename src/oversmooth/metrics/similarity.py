@@ -68,16 +68,20 @@ def _angular(prev: LayerState, cur: LayerState) -> Tensor:
 
 
 def _mad_neighbors(s: LayerState) -> Tensor:
+    """Over each node's neighbours as a set: the operator's merged edges (a repeated edge
+    once), those of positive weight (a zero-weight edge is no neighbour, as for the degree),
+    so an edge list, a dense or a sparse adjacency of one graph give one value."""
     x64, op = s.x, s.graph
     exponent = K.row_exponents(x64)
     dist = x64.new_zeros(op.num_nodes)
     count = x64.new_zeros(op.num_nodes)
-    src, dst = op.edge_index
-    for part in _edge_chunks(op.num_edges, x64.size(1)):
-        a, b = src[part], dst[part]
+    runs = op.runs  # merged edges: target row, source col, summed weight
+    src, dst, present = runs.col, runs.row, (runs.weight > 0).to(x64.dtype)
+    for part in _edge_chunks(runs.nnz, x64.size(1)):
+        a, b, on = src[part], dst[part], present[part]
         gap = K.cosine_distance(x64[b], exponent[b], x64[a], exponent[a])  # [chunk]
-        dist.index_add_(0, b, gap)
-        count.index_add_(0, b, torch.ones_like(gap))
+        dist.index_add_(0, b, gap * on)
+        count.index_add_(0, b, on)
     has = count > 0
     per_node = torch.where(has, dist / count.clamp_min(1.0), 0.0)
     if op.batch is None:
