@@ -81,3 +81,10 @@ def test_without_self_loops_a_node_whose_in_edges_weigh_zero_keeps_its_own(conv,
         alone = model(x, ei[:, 1:], edge_weight=w[1:])
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, alone, rtol=1e-12, atol=1e-14)
+
+
+def test_edge_attributes_given_to_a_node_model_are_refused_in_one_line():
+    model = build_model("postln", conv="san", depth=2, in_channels=3, out_channels=2)
+    ei = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match="only the edge-set models read them"):
+        model(torch.randn(2, 3), ei, edge_attr=torch.randn(2, 4))

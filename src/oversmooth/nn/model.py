@@ -183,7 +183,14 @@ class DepthModel(nn.Module):
         *,
         edge_weight: Tensor | None = None,
         skip: Iterable[int] | None = None,
+        edge_attr: Tensor | None = None,
     ) -> Tensor:
+        if edge_attr is not None:  # said in one line, not as Python's unexpected keyword
+            raise ValueError(
+                f"edge_attr: a {self.config.conv!r} model reads no edge attributes; only the "
+                "edge-set models read them (conv='esa', built with edge_channels=); pass "
+                "edge_weight= for scalar edge weights"
+            )
         skipped = self.check_input(x, skip)
         ctx = self.context(edge_index, x.size(0), batch, edge_weight)
         # the encoder's output [num_nodes, hidden] is handed over, not kept in this frame:
