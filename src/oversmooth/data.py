@@ -291,9 +291,11 @@ def _unique_sorted_(keys: np.ndarray) -> int:
 
 def _undirected_max(pairs: Tensor, weight: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     """Both directions of each weighted pair, a pair given twice (either way) once with the
-    larger weight, sorted by source then target (what
-    ``torch_geometric.utils.to_undirected(..., reduce="max")`` returns)."""
-    src, dst = pairs
+    larger weight, no self loops (as :func:`_symmetric`), sorted by source then target (what
+    ``torch_geometric.utils.to_undirected(..., reduce="max")`` returns for the pairs without
+    loops)."""
+    off = pairs[0] != pairs[1]
+    src, dst, weight = pairs[0][off], pairs[1][off], weight[off]
     key = torch.cat([src * num_nodes + dst, dst * num_nodes + src])
     unique, inverse = torch.unique(key, return_inverse=True)  # sorted
     both = torch.cat([weight, weight])
@@ -859,8 +861,6 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         edge_index, extra = pairs, ({"edge_weight": weight} if weight is not None else {})
     else:
         if weight is not None:
-            loop = pairs[0] == pairs[1]  # dropped, as the unweighted path does
-            pairs, weight = pairs[:, ~loop], weight[~loop]
             edge_index, weight = _undirected_max(pairs, weight, n)
             extra = {"edge_weight": weight}
         else:

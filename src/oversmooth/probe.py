@@ -152,7 +152,7 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     )
 
 
-def _edge_states(model: nn.Module | None) -> bool:
+def edge_states(model: nn.Module | None) -> bool:
     """An oversmooth model whose block states are edge states (``conv="esa"``)."""
     from oversmooth.registry import CONVS
 
@@ -635,13 +635,7 @@ def graph_inputs(args: tuple, kwargs: dict) -> list[Tensor]:
     return found
 
 
-#: The key under which :meth:`Probe.record` keeps which graph ids of a batch have a node.
-PRESENT = "_graphs_present"
-
-
-def _per_graph(
-    layers: NDArray, steps: NDArray, values: dict[str, NDArray], present: NDArray | None = None
-) -> dict[str, NDArray]:
+def _per_graph(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> dict[str, NDArray]:
     """The columns of a frame with one row per graph (``reduce="none"``): ``values`` are
     ``[rows, graphs]`` (NaN for a graph id without a node)."""
     import numpy as np
@@ -961,7 +955,7 @@ class Probe:
             raise ValueError(
                 "mask: only with a dense adjacency [B, N, N]; an edge_index graph takes batch="
             )
-        if _edge_states(self.model) and not isinstance(graph, GraphOperator):
+        if edge_states(self.model) and not isinstance(graph, GraphOperator):
             # an edge-set model's states are its edges: measure on the input's line graph
             line = cast(DepthModel, self.model).state_graph(
                 as_graph(graph, edge_weight=edge_weight, batch=batch)
@@ -981,6 +975,7 @@ class Probe:
     def reset(self) -> None:
         """Forget everything recorded (hooks stay attached)."""
         self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
+        self._present: dict[int, Tensor] = {}  # step -> [B] the graph ids with a node (batches)
         self._prev: LayerState | None = None  # the previous layer's state (between metrics)
         # the version counter of a state measured without a copy (None for a copy): of the
         # previous state, and of the state being recorded (see _float64_state)
@@ -1241,8 +1236,8 @@ class Probe:
             row.update(self._between(state, op))
         if self.head_energies:
             row.update(self._head_energies(k, state.x))
-        if op.batch is not None:  # graph ids without a node: nothing measured (to_frame)
-            row[PRESENT] = K.graphs_present(op).to(torch.float64)
+        if op.batch is not None and self._step not in self._present:
+            self._present[self._step] = K.graphs_present(op)  # once a step (to_frame)
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         self._stream_width = x.size(1)
@@ -1348,7 +1343,7 @@ class Probe:
             ids = ["step"] + (["graph"] if per_graph else [])
             return self._described(pd.DataFrame({c: [] for c in ["layer", *self.metrics, *ids]}))
         keys, data = self._host_values(rows)
-        present = data.pop(PRESENT) > 0 if PRESENT in data else None
+        present = self._present_rows(rows)
         steps = np.array([s for s, _ in rows])
         if "relative_energy" in self.metrics:
             data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps)
@@ -1358,8 +1353,21 @@ class Probe:
         # layer first and the metrics next, as before steps and graphs existed; then the ids
         if present is not None and not present.all():
             values = {c: np.where(present, v, np.nan) for c, v in values.items()}
-        out = (_per_graph if per_graph else _graph_mean)(layers, steps, values, present)
+        if per_graph:
+            out = _per_graph(layers, steps, values)
+        else:
+            out = _graph_mean(layers, steps, values, present)
         return self._described(pd.DataFrame(out))
+
+    def _present_rows(self, rows: list[tuple[int, int]]) -> NDArray | None:
+        """``[rows, graphs]`` whether each graph id of the row's step has a node (one host
+        copy); None for one graph."""
+        if not self._present:
+            return None
+        steps = sorted(self._present)
+        table = torch.stack([self._present[s] for s in steps]).cpu().numpy()
+        at = {s: i for i, s in enumerate(steps)}
+        return table[[at[s] for s, _ in rows]]
 
     def _host_values(self, rows: list[tuple[int, int]]) -> tuple[list[str], dict[str, NDArray]]:
         """The recorded columns and their values at ``rows`` (``(step, layer)``), copied to the
@@ -1461,13 +1469,14 @@ class Probe:
         if op is None or op.batch is None:
             return None
         if rows == op.num_nodes:
-            graph = op.batch
+            graph, counts = op.batch, op.graph_nodes
         elif self._sample_index is not None and rows == self._sample_index.numel():
             graph = op.batch.index_select(0, self._sample_index.to(op.batch.device))
+            counts = torch.zeros(op.num_graphs, dtype=torch.float64, device=graph.device)
+            counts.index_add_(0, graph, torch.ones_like(graph, dtype=torch.float64))
         else:
             return None
-        counts = torch.zeros(op.num_graphs, dtype=torch.float64, device=graph.device)
-        counts.index_add_(0, graph, torch.ones_like(graph, dtype=torch.float64))
+        assert counts is not None
         present = (counts > 0).sum()
         return (1.0 / (counts.index_select(0, graph) * present)).to(device)
 

@@ -175,9 +175,9 @@ def prune_sensitivity(
         return _prune_any(model, data, layers, mask, callback, stream)
     if stream is not None:
         raise ValueError("stream: an oversmooth model's blocks are its stream; leave it unset")
-    from oversmooth.registry import CONVS
+    from oversmooth.probe import edge_states
 
-    if CONVS[model.config.conv].elements == "edges":
+    if edge_states(model):
         raise ValueError(
             f"model: expected a node-level conv, received conv={model.config.conv!r} (its blocks "
             "run over edges; pruning is not implemented for it)"

@@ -668,16 +668,16 @@ def _diffusion_sentence(
             tail += f", {halving / steps:.3g}× the diffusion length"
             settled = measured.get("asymptotic")
             short = halving < 0.9 * steps
-            if settled is False or (settled is None and short):
-                tail += (
-                    " -- not yet asymptotic: the local halving length is still moving, and the "
-                    "spectral length holds only once the slowest eigenvector dominates"
+            if settled is False or (short and (settled is None or linear)):
+                why = (
+                    "linear diffusion's local halving length grows toward the spectral one "
+                    "from below, however steady it looks over these layers"
+                    if linear and settled
+                    else "the local halving length is still moving"
                 )
-            elif linear and short:
                 tail += (
-                    " -- not yet asymptotic: linear diffusion's local halving length grows "
-                    "toward the spectral one from below and reaches it only once the slowest "
-                    "eigenvector dominates, however steady it looks over these layers"
+                    f" -- not yet asymptotic: {why}, and the spectral length holds only once "
+                    "the slowest eigenvector dominates"
                 )
     else:
         tail = f"no exponential was fitted to the measured {name} curve"
