@@ -14,6 +14,7 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
+from oversmooth.allocator import keep_freed_memory
 from oversmooth.version import __version__
 from oversmooth.cli import _common, commands
 
@@ -271,6 +272,7 @@ def main() -> None:
     """The ``oversmooth`` command: loads the command it runs and lists the others by name, so
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
     set_openmp_defaults()
+    keep_freed_memory()  # freed temporaries reused without page faults (oversmooth.allocator)
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep

@@ -399,9 +399,11 @@ def _measure_cpu(run: Callable[[], None]) -> dict:
     """``run``'s extra peak resident memory and the time of a warm run, on the CPU.
 
     First run: the extra peak, with glibc returning every block above 64 KiB to the OS on
-    free so that RSS follows live memory; then the default allocator policy back, a warm-up
-    run and the timed run."""
-    _mmap_threshold(64 * 1024)
+    free so that RSS follows live memory; then the command's allocator policy
+    (:func:`~oversmooth.allocator.keep_freed_memory`), a warm-up run and the timed run."""
+    from oversmooth.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, mallopt
+
+    mallopt(64 * 1024)
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # reset VmHWM to the current RSS
@@ -411,7 +413,7 @@ def _measure_cpu(run: Callable[[], None]) -> dict:
     before = _rss_kib("VmRSS") if reset else _rss_kib("VmHWM")
     run()
     peak = (_rss_kib("VmHWM") - before) / 1024.0
-    _mmap_threshold(32 * 1024 * 1024)
+    mallopt(MMAP_THRESHOLD, TRIM_THRESHOLD)
     run()
     t0 = time.perf_counter()
     run()
@@ -445,16 +447,6 @@ def _measure_child(
         queue.put(_measure_cpu(run) if dev.type == "cpu" else _measure_cuda(run, dev))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
-
-
-def _mmap_threshold(size: int) -> bool:
-    """glibc's M_MMAP_THRESHOLD through mallopt (False where unavailable)."""
-    try:
-        import ctypes
-
-        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, size))  # M_MMAP_THRESHOLD = -3
-    except (OSError, AttributeError):
-        return False
 
 
 def _isolated(

@@ -678,6 +678,9 @@ def _worker_main(conn: Any, main_pid: int) -> None:
     gc.freeze()
     import torch
 
+    from oversmooth.allocator import keep_freed_memory
+
+    keep_freed_memory()  # the fork server's process never went through the command's start
     torch.set_num_threads(1)
     while True:
         try:

@@ -166,8 +166,10 @@ def run_cell_on_node(
     trained cell, its run folder's files (relative path -> bytes) for the driver to write."""
     import ray
 
+    from oversmooth.allocator import keep_freed_memory
     from oversmooth.experiments.cells import cell_id, failed_record
 
+    keep_freed_memory()  # as the command does (idempotent: a Ray worker runs many tasks)
     node_id = ray.get_runtime_context().get_node_id()
     if node_id not in checked:  # joined after the start: check it for this cell's dataset
         wanted = {**expected, "datasets": {cell["dataset"]: expected["datasets"][cell["dataset"]]}}
