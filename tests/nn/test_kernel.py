@@ -5,6 +5,7 @@ a backward pass that creates nothing n x n; the pure-torch replacements of PyG h
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -487,5 +488,16 @@ def test_float64_sampled_products_by_gathering_equal_sampled_addmm(monkeypatch, 
     for scale in (1.0, 0.35):
         assert torch.equal(layout.sampled(left, right, scale), addmm(left, right, scale))
     assert len(gathered) == 2
+    # the rows are gathered into buffers kept per thread: a result is the caller's own,
+    # untouched by the next call, and threads do not share the buffers
+    kept = layout.sampled(left, right)
+    layout.sampled(left * 3, right)
+    assert torch.equal(kept, addmm(left, right, 1.0))
+    with ThreadPoolExecutor(2) as pool:
+        scaled = [left * (k + 1) for k in range(8)]
+        results = list(pool.map(lambda a: layout.sampled(a, right), scaled))
+    for a, result in zip(scaled, results, strict=True):
+        assert torch.equal(result, addmm(a, right, 1.0))
+    gathered.clear()
     narrow = layout.sampled(left.float(), right.float(), 0.35)
-    assert len(gathered) == 2 and torch.equal(narrow, addmm(left.float(), right.float(), 0.35))
+    assert not gathered and torch.equal(narrow, addmm(left.float(), right.float(), 0.35))
