@@ -505,3 +505,94 @@ def test_an_undecided_trend_says_what_each_seed_does_alone():
     # one seed: nothing to add
     one = verdict(_two_seeds((-2.0, -9.0)).query("seed == 0"))
     assert "seed_changes" not in one.evidence and "seeds alone" not in verdict_text(one)
+
+
+def test_the_asymptotic_point_is_the_late_rate_once_that_has_stopped_moving():
+    """Audit of the atlas: PyG's GCN read "halves every 1.065" from beta, which trades against
+    a power term that is nearly straight over the window (k0 at the grid's top), while every
+    quarter of its curve halves every 0.89-0.98 layers.  E = (k + 128)^-17 e^{-0.65 k} is that
+    shape: its local rate over the last quarter is 0.65 + 17/(k + 128), 0.72-0.74."""
+    k = np.arange(129.0)
+    e = (k + 128.0) ** -17.0 * np.exp(-0.65 * k)
+    v = verdict(pd.DataFrame({"layer": k.astype(int), "laplacian_energy": e}), dtype="float64")
+    assert v.label == "exponential-smoothing" and v.asymptotic is True
+    local = 0.65 + 17.0 / (k[97:] + 128.0)
+    assert v.asymptotic_rate.exponent == v.evidence["late_slope"] == v.rate.exponent
+    assert -local.max() <= v.asymptotic_rate.exponent <= -local.min()
+    # the interval still spans beta's, which this point no longer is
+    lo, hi = v.asymptotic_rate.exponent_interval
+    assert lo <= v.evidence["beta"] <= hi
+    # while the late rate moves, the point is beta (k^-2 e^-0.02k: see above)
+    moving = verdict(_mixed(-2.0, -0.02))
+    assert moving.asymptotic is False
+    assert moving.asymptotic_rate.exponent == moving.evidence["beta"]
+
+
+def test_a_stable_curve_whose_layers_barely_change_is_the_curse_of_depth():
+    """Audit of the atlas: APPNP on Cora (a propagation at its fixed point, adjacent cosine
+    1.000) was "stable" with the curse flag hard-coded False, against the legend."""
+    fixed = _labels("power", 0.0, 0.02, draws=2, seeds=2, cosine=0.999)
+    for v in fixed:
+        assert v.label == "stable" and v.curse_of_depth is True
+        assert "curse of depth (vanishing relative change)" in verdict_text(v)
+        assert v.evidence["curse_r_high"] < 0.05
+    for v in _labels("power", 0.0, 0.02, draws=1, seeds=2, cosine=0.3):
+        assert v.label == "stable" and v.curse_of_depth is False
+        assert "not the curse of depth" in verdict_text(v)
+
+
+def test_an_exponent_whose_shift_sits_at_the_top_of_the_grid_is_open_on_the_steep_side():
+    """Audit of the paper reproduction: the nonlocal GAT's exponent -7.30 (95% -12.95 to
+    -1.65) had k0 = 256, the grid's top; 512 and 1024 fitted as well with -12.4 and -22.4."""
+    straight = synthetic_frame("exponential", -0.05, 0.05, rng=np.random.default_rng(11))
+    ev = verdict(straight).evidence
+    assert ev["shift_at_top"] is True and ev["shift_k0"] == 256.0
+    lo, hi = ev["alpha_asymptotic_interval"]
+    assert lo == -np.inf and np.isfinite(hi) and hi < 0
+    theorem = verdict(
+        draw_frame(CASE["shifted (1+k/16)^-1"], Noise("", 0.01), 3, np.random.default_rng(2))
+    ).evidence
+    assert theorem["shift_at_top"] is False
+    lo, hi = theorem["alpha_asymptotic_interval"]
+    assert np.isfinite(lo) and lo <= -1.0 <= hi
+    # and the sentence beside the nonlocal reference says so
+    from oversmooth.report.prose import reference_prose
+
+    record = {
+        "reference": {
+            "algebraic": {
+                "slope": -1.0,
+                "source": "Theorem 4.1",
+                "measured": {
+                    "alpha": -7.3,
+                    "interval": [None, -1.65],  # as JSON stores -inf
+                    "source": "verdict",
+                    "span": [1, 256],
+                },
+                "difference": -6.3,
+            }
+        }
+    }
+    (sentence,) = reference_prose(record, "nonlocal")
+    assert "95% interval -1.65 or steeper (a larger shift k0 fits as well)" in sentence
+
+
+def test_ends_the_law_does_not_follow_are_said_beside_the_fitted_change():
+    """Audit of the atlas: PyG's GCN + PairNorm on Cora read "energy decays by 1.20 decades
+    over layers 1-128" while its measured energy gained 1.6 decades: layer 1 (before the first
+    PairNorm) sits 3 decades below layer 2, and the law follows layers 2-128."""
+    k = np.arange(129.0)
+    e = 10.0 * np.exp(-0.01 * k) * np.exp(0.01 * np.random.default_rng(3).standard_normal(129))
+    e[1] = 10.0 * 1e-3  # the first layer 3 decades below the rest
+    frame = pd.DataFrame({"layer": k.astype(int), "laplacian_energy": e})
+    v = verdict(frame, dtype="float64")
+    (note,) = [n for n in v.notes if n["code"] == "ends"]
+    assert note["off_layers"] == [1] and note["off_decades"][0] < -2
+    assert note["fitted_decades"] == v.evidence["change_decades"]
+    assert note["measured_decades"] - note["fitted_decades"] > 2
+    text = verdict_text(v)
+    assert "the measured energy changes by +2.4" in text and "layer 1 lies" in text
+    assert "below it" in text
+    # a curve the law follows to its ends has no such note
+    plain = verdict(frame.assign(laplacian_energy=10.0 * np.exp(-0.01 * k)), dtype="float64")
+    assert not [n for n in plain.notes if n["code"] == "ends"]

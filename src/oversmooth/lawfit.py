@@ -147,6 +147,13 @@ class LawModel:
             "rss": r,
         }
 
+    def at_top(self, k0: float) -> bool:
+        """Whether a fitted ``k0`` is the grid's largest value (``K0_MAX_FACTOR * k_max``): the
+        fit would have gone further, where ``alpha log(k + k0)`` turns into a straight line
+        and ``alpha`` grows without bound (a larger shift with a steeper exponent fits as
+        well), so an interval of ``alpha`` is open on that side."""
+        return bool(len(self.k0) > 1 and k0 >= self.k0[-1])
+
     def _exact(self, y: np.ndarray, k0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Coefficients and RSS of each row of ``y`` at its own ``k0`` (normal equations)."""
         cols = [np.ones((len(k0), len(self.k))), np.log(self.k[None, :] + k0[:, None])]

@@ -393,8 +393,9 @@ def decades_lost(frame: pd.DataFrame, depth: int) -> tuple[float, bool]:
 
 
 def _rate_record(v: Verdict) -> dict[str, Any]:
-    """The asymptotic rate: the law's limit when the late rate is still moving, else the
-    verdict's rate (itself asymptotic)."""
+    """The asymptotic rate (the verdict's ``asymptotic_rate``, else its rate): the law's limit
+    while the late rate still moves, the late rate once it has stopped, with the interval
+    that spans both (:func:`oversmooth.verdict`)."""
     rate = v.asymptotic_rate or v.rate
     if rate is None:
         return {"rate_name": None, "rate": math.nan, "rate_low": math.nan, "rate_high": math.nan}
@@ -442,7 +443,9 @@ def atlas_table(
             sub = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == name)]
             row[f"verdict_{name}"] = w.label
             row[f"collapse_{name}"] = w.collapse
-            row[f"decades_lost_{name}"] = decades_lost(sub, config.depth)[0]
+            row[f"decades_lost_{name}"], row[f"final_at_floor_{name}"] = decades_lost(
+                sub, config.depth
+            )
         row["configuration"] = _zoo()[key].configuration
         rows.append(row)
     return pd.DataFrame(rows)
@@ -548,8 +551,9 @@ def display_table(result: AtlasReport) -> pd.DataFrame:
         for name in others:
             lost = row[f"decades_lost_{name}"]
             verdict = _text(row[f"verdict_{name}"])
+            floor = bool(row.get(f"final_at_floor_{name}", False))
             shown[f"{name}: verdict (decades lost)"] = (
-                f"{verdict} ({lost:.1f})" if math.isfinite(lost) else verdict
+                f"{verdict} ({_decades_cell(lost, floor)})" if math.isfinite(lost) else verdict
             )
         rows.append(shown)
     return pd.DataFrame(rows)

@@ -181,7 +181,7 @@ def _other_cases() -> list[Case]:
             cosine=0.999,
             family="growth",
         ),
-        Case("stable", _power(0.0), "stable", None, cosine=0.999, family="stable"),
+        Case("stable", _power(0.0), "stable", None, cosine=0.999, curse=True, family="stable"),
         Case(
             "stretched e^(-0.5 k^0.5)",
             lambda k, s: -0.5 * np.sqrt(k),

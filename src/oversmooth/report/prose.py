@@ -292,6 +292,17 @@ def _note_text(note: Mapping[str, Any]) -> str:
             f"energy is exactly 0 from layer {note['layer']} on (underflow or a collapse to a "
             "constant)"
         )
+    if code == "ends":
+        off = ", ".join(
+            f"layer {k} lies {abs(d):.2g} decades {'above' if d > 0 else 'below'} it"
+            for k, d in zip(note["off_layers"], note["off_decades"], strict=True)
+        )
+        return (
+            f"the measured energy changes by {note['measured_decades']:+.2f} decades from layer "
+            f"{note['first']} to {note['last']}, the fitted law by "
+            f"{note['fitted_decades']:+.2f}: the law does not follow the ends ({off}; typical "
+            f"residual {note['typical_decades']:.2g} decades)"
+        )
     raise ValueError(f"notes: unknown code {code!r}")
 
 
@@ -466,9 +477,9 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
 
 
 def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
-    """The curse of depth of a growing curve: the fitted |R| of the last quarter, the adjacent
-    cosine, and the decision."""
-    if found.get("trend") != "growth" or ev.get("curse_r_median") is None:
+    """The curse of depth of a growing or flat curve: the fitted |R| of the last quarter, the
+    adjacent cosine, and the decision."""
+    if found.get("trend") not in ("growth", "flat") or ev.get("curse_r_median") is None:
         return ""
     text = (
         f"fitted |R| in the last quarter {ev['curse_r_median']:.2g} (interval up to "
@@ -693,6 +704,20 @@ def _ratio_text(ratio: float) -> str:
     return f"1 - {1.0 - ratio:.3g}" if text == "1" and ratio < 1.0 else text
 
 
+def _steep_side(measured: Mapping[str, Any]) -> str | None:
+    """An exponent's interval open on its steep side (the fit's shift at its largest value,
+    see ``oversmooth.verdict``; JSON stores the open end as null): ``-1.65 or steeper``."""
+    pair = measured.get("interval")
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        return None
+    lo, hi = (_num(v) for v in pair)
+    if lo is None and hi is not None and hi < 0:
+        return f"{hi:.2f} or steeper (a larger shift k0 fits as well)"
+    if hi is None and lo is not None and lo > 0:
+        return f"{lo:.2f} or steeper (a larger shift k0 fits as well)"
+    return None
+
+
 def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
     slope = _num(ref.get("slope"))
     if slope is None:
@@ -705,7 +730,7 @@ def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
     )
     if alpha is None or diff is None:
         return f"{head}; no power law was fitted to the measured {name} curve."
-    interval = _interval(measured.get("interval"), ".2f")
+    interval = _interval(measured.get("interval"), ".2f") or _steep_side(measured)
     span = measured.get("span") or []
     kind = (
         "asymptotic exponent of the fitted (k + k0)^alpha"
