@@ -351,3 +351,14 @@ def test_auto_float64_runs_the_twin_only_near_the_floor():
     frame = probe_run(near, data)
     assert frame.attrs["floor_method"] == "twin" and frame["at_floor"].any()
     assert TWIN_MARGIN >= 1e6  # the twin's floor was at most 201x the bound on the zoo
+    # metrics without feature_norm: the bound still decides (the norm is measured for it and
+    # left out of the table), instead of paying the twin whatever the curve
+    alone = probe_run(far, data, metrics=["laplacian_energy"])
+    assert alone.attrs["floor_method"] == "bound" and "feature_norm" not in alone
+    full = probe_run(far, data)
+    for column in ("laplacian_energy", "float_floor", "at_floor"):
+        assert np.array_equal(alone[column], full[column])
+    bound = probe_run(far, data, metrics=["dirichlet_energy"], floor="bound")
+    assert "feature_norm" not in bound and np.array_equal(bound["float_floor"], full["float_floor"])
+    twin = probe_run(near, data, metrics=["laplacian_energy"])
+    assert twin.attrs["floor_method"] == "twin" and twin["at_floor"].any()
