@@ -7,14 +7,16 @@ and gives free memory at the top of its heap back to the system above its *trim 
 (twice the mmap threshold).  Either way the next layer's temporaries land on pages the kernel
 must fault in and zero again: thousands of page faults per layer.  How many depends on the
 order of earlier allocations, so the same forward took anything from 1x to 2x its time from
-one process to the next.
+one process to the next (a float64 forward of the 256-layer Post-LN SAN on Cora: about a
+million faults by default, 2,500 with the thresholds below).
 
 :func:`keep_freed_memory` fixes both thresholds (blocks up to :data:`MMAP_THRESHOLD` come from
 the heap; up to :data:`TRIM_THRESHOLD` of free heap is kept), so that freed temporaries are
-reused without faults.  Measured on 2 cores, a float64 forward of the 256-layer Post-LN SAN
-on Cora in a fresh process (one thread, best of 3): 1.66-1.80 s by default, 1.82-2.03 s with
-only one of the two thresholds set, 0.83-0.84 s with both; the ``"edge"`` kernel's float32
-forward 1.2 s against 0.54 s.  Blocks above the mmap threshold (the ``[n, d]`` states of a
+reused without faults.  Measured on 2 cores, that forward in a fresh process (one thread,
+best of 3): 1.66-1.80 s by default, 1.82-2.03 s with only one of the two thresholds set,
+0.83-0.84 s with both (since the sampled products gather into kept buffers, 1.44-1.60 s by
+default against 1.00-1.05 s, on loaded cores); the ``"edge"`` kernel's float32 forward 1.2 s
+against 0.54 s.  Blocks above the mmap threshold (the ``[n, d]`` states of a
 million-node graph) are still mapped and unmapped as before, so the memory a large run
 holds is unchanged; a small one keeps at most :data:`TRIM_THRESHOLD` of freed memory.
 
