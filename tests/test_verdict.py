@@ -507,25 +507,21 @@ def test_an_undecided_trend_says_what_each_seed_does_alone():
     assert "seed_changes" not in one.evidence and "seeds alone" not in verdict_text(one)
 
 
-def test_the_asymptotic_point_is_the_late_rate_once_that_has_stopped_moving():
-    """Audit of the atlas: PyG's GCN read "halves every 1.065" from beta, which trades against
-    a power term that is nearly straight over the window (k0 at the grid's top), while every
-    quarter of its curve halves every 0.89-0.98 layers.  E = (k + 128)^-17 e^{-0.65 k} is that
-    shape: its local rate over the last quarter is 0.65 + 17/(k + 128), 0.72-0.74."""
+def test_the_asymptotic_point_is_beta_and_its_interval_spans_the_late_rate():
+    """An audit found the late slope a worse point than beta on exponentials with a power-law
+    prefactor (k^-2 e^-0.02k: median error 48% against 1.6%) and a better one on sums of
+    exponentials (9% against 51%): the point stays beta, the law's limit, and the interval
+    spans both.  E = (k + 128)^-17 e^{-0.65 k} is PyG's GCN's shape in the atlas (beta
+    trading against a power term that is nearly straight over the window)."""
     k = np.arange(129.0)
     e = (k + 128.0) ** -17.0 * np.exp(-0.65 * k)
     v = verdict(pd.DataFrame({"layer": k.astype(int), "laplacian_energy": e}), dtype="float64")
     assert v.label == "exponential-smoothing" and v.asymptotic is True
-    local = 0.65 + 17.0 / (k[97:] + 128.0)
-    assert v.asymptotic_rate.exponent == v.evidence["late_slope"] == v.rate.exponent
-    assert -local.max() <= v.asymptotic_rate.exponent <= -local.min()
-    # the interval still spans beta's, which this point no longer is
+    assert v.asymptotic_rate.exponent == v.evidence["beta"]
     lo, hi = v.asymptotic_rate.exponent_interval
-    assert lo <= v.evidence["beta"] <= hi
-    # while the late rate moves, the point is beta (k^-2 e^-0.02k: see above)
-    moving = verdict(_mixed(-2.0, -0.02))
-    assert moving.asymptotic is False
-    assert moving.asymptotic_rate.exponent == moving.evidence["beta"]
+    assert lo <= v.evidence["late_slope"] <= hi and lo <= v.evidence["beta"] <= hi
+    mixed = verdict(_mixed(-2.0, -0.02))
+    assert mixed.asymptotic_rate.exponent == pytest.approx(-0.02, rel=0.05)
 
 
 def test_a_stable_curve_whose_layers_barely_change_is_the_curse_of_depth():
@@ -539,6 +535,13 @@ def test_a_stable_curve_whose_layers_barely_change_is_the_curse_of_depth():
     for v in _labels("power", 0.0, 0.02, draws=1, seeds=2, cosine=0.3):
         assert v.label == "stable" and v.curse_of_depth is False
         assert "not the curse of depth" in verdict_text(v)
+    # a flat fit's |R| is small by construction: without the cosine nothing decides (an energy
+    # alternating x10 / /10 every layer, |R| about 9 measured, was flagged)
+    k = np.arange(257)
+    alternating = np.exp(2 + 1.15 * np.where(k % 2, 1, -1))
+    v = verdict(pd.DataFrame({"layer": k, "laplacian_energy": alternating}))
+    assert v.label == "stable" and v.curse_of_depth is None
+    assert "curse of depth undecided (a flat fit's |R| is small" in verdict_text(v)
 
 
 def test_an_exponent_whose_shift_sits_at_the_top_of_the_grid_is_open_on_the_steep_side():
@@ -555,6 +558,25 @@ def test_an_exponent_whose_shift_sits_at_the_top_of_the_grid_is_open_on_the_stee
     assert theorem["shift_at_top"] is False
     lo, hi = theorem["alpha_asymptotic_interval"]
     assert np.isfinite(lo) and lo <= -1.0 <= hi
+    # the largest shift need not be the one fitted, only one not rejected: (1 + k/256)^-3 at
+    # depth 64 fitted k0 one grid step below the top, with -1.13 to +0.11 for the true -3
+    k = np.arange(65.0)
+    rng = np.random.default_rng(5)
+    wide = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "seed": s,
+                    "layer": k.astype(int),
+                    "laplacian_energy": (1 + k / 256) ** -3 * np.exp(0.1 * rng.standard_normal(65)),
+                }
+            )
+            for s in range(3)
+        ]
+    )
+    ev = verdict(wide, dtype="float64").evidence
+    lo, hi = ev["alpha_asymptotic_interval"]
+    assert ev["shift_at_top"] is True and lo == -np.inf and -3.0 <= hi
     # and the sentence beside the nonlocal reference says so
     from oversmooth.report.prose import reference_prose
 

@@ -57,6 +57,7 @@ from oversmooth.lawfit import (
     Estimate,
     Evidence,
     LawModel,
+    profile_alpha,
     profile_interval,
 )
 
@@ -566,6 +567,10 @@ def _decide(
     if trend == "flat":  # a flat curve whose layers barely change the state: the curse too
         curse, numbers = _curse(frame, est["step_late"], layers)
         evidence.update(numbers)
+        if numbers["curse_cosine"] is None and curse:
+            # a flat fit's |R| is small by construction: without the cosine nothing decides
+            # (an energy alternating x10 / /10 every layer was "stable" with the curse)
+            curse = None
         return out.done("stable", "stable", curse_of_depth=curse, **common)
     if trend is None:
         if len(logs) > 1:  # what each seed does alone, beside the pooled interval it widens
@@ -664,6 +669,7 @@ def _late_numbers(
     h = late.halfwidth(REPORT_LEVEL) + excess + floor_bias
     alpha = est["alpha_shifted"]
     shift = float(shifted.fit(logs.mean(axis=0)[None, :])["k0"][0])
+    interval, top = _alpha_interval(alpha, shifted, logs)
     return {
         "late_window": [int(layers[-size]), int(layers[-1])],
         "late_slope_interval": [late.value - h, late.value + h],
@@ -672,27 +678,34 @@ def _late_numbers(
             excess > 0 and abs(drift.value) > ASYMPTOTIC_DRIFT * abs(late.value)
         ),
         "alpha_asymptotic": alpha.value,
-        "alpha_asymptotic_interval": _alpha_interval(alpha, shifted, shift),
+        "alpha_asymptotic_interval": interval,
         "shift_k0": shift,
-        "shift_at_top": shifted.at_top(shift),
+        "shift_at_top": top,
     }
 
 
-def _alpha_interval(alpha: Estimate, shifted: LawModel, shift: float) -> list[float]:
-    """The ``REPORT_LEVEL`` interval of the shifted power law's exponent, open on the steep
-    side (``-inf`` for a decay, ``+inf`` for a growth) when the pooled fit's ``k0`` is the
-    grid's largest (:meth:`~oversmooth.lawfit.LawModel.at_top`): a larger shift with a
-    steeper exponent fits as well there, so the bootstrap's far end is the grid's, not the
-    data's.  Measured on the nonlocal GAT on Cora at depth 256 (k0 at the top, 256): the
-    closed interval was -12.95 to -1.65, while k0 = 512 and 1024 fitted as well with
-    alpha -12.4 and -22.4."""
+def _alpha_interval(
+    alpha: Estimate, shifted: LawModel, logs: np.ndarray
+) -> tuple[list[float], bool]:
+    """The ``REPORT_LEVEL`` interval of the shifted power law's exponent, and whether the
+    grid's largest ``k0`` fits (:func:`~oversmooth.lawfit.profile_alpha`).
+
+    The bootstrap's interval refits around the chosen ``k0``; it is widened to the union of
+    every non-rejected ``k0``'s own interval (as ``beta``'s is), and when the largest ``k0``
+    is among them it is open on the steep side (``-inf`` for a decay, ``+inf`` for a growth):
+    a larger shift with a steeper exponent fits as well there, so the far end would be the
+    grid's, not the data's.  Measured on the nonlocal GAT on Cora at depth 256 (k0 256, the
+    top): the closed interval was -12.95 to -1.65, while k0 = 512 and 1024 fitted as well
+    with alpha -12.4 and -22.4."""
     lo, hi = alpha.interval(REPORT_LEVEL)
-    if shifted.at_top(shift):
+    p_lo, p_hi, top = profile_alpha(shifted, logs.mean(axis=0), REPORT_LEVEL)
+    lo, hi = min(lo, p_lo), max(hi, p_hi)
+    if top:
         if alpha.value < 0:
             lo = -math.inf
         else:
             hi = math.inf
-    return [lo, hi]
+    return [lo, hi], top
 
 
 def _ends_note(
@@ -777,11 +790,6 @@ def _exp_rates(
     beta = est["beta"]
     b_ci = beta.interval(REPORT_LEVEL)
     hull = (min(late_ci[0], b_ci[0]), max(late_ci[1], b_ci[1]))
-    # the point: the late slope once it has stopped moving (it is then the limit measured;
-    # beta trades against the power term wherever that term is nearly straight, and GCN on
-    # Cora read "halves every 1.07" from beta where every quarter of its curve halves every
-    # 0.89-0.98 layers), else beta, the law's own limit
-    limit = est["slope_late"].value if evidence["late_asymptotic"] else beta.value
     if not evidence["late_asymptotic"]:
         # the slope moves toward 0 (the rate slows) or away from it (it quickens)
         slowing = evidence["late_drift"] * sign < 0
@@ -790,7 +798,7 @@ def _exp_rates(
         else:
             hull = (-math.inf, hull[1]) if sign < 0 else (hull[0], math.inf)
     whole = (int(layers[0]), int(layers[-1]))
-    return rate, _length_rate(limit, hull, sign, "asymptotic", whole)
+    return rate, _length_rate(beta.value, hull, sign, "asymptotic", whole)
 
 
 def _length_rate(
@@ -818,7 +826,7 @@ def _power_rate(
     alpha: Estimate, shifted: LawModel, logs: np.ndarray, window: tuple[int, int]
 ) -> Rate:
     shift = float(shifted.fit(logs.mean(axis=0)[None, :])["k0"][0])
-    lo, hi = _alpha_interval(alpha, shifted, shift)
+    (lo, hi), _ = _alpha_interval(alpha, shifted, logs)
     return Rate(
         "power",
         "alpha",

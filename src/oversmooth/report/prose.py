@@ -492,6 +492,11 @@ def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         return f"; {text}: not the curse of depth"
     if curse is True:
         return f"; {text}: curse of depth (vanishing relative change)"
+    if found.get("trend") == "flat" and ev.get("curse_cosine") is None:
+        return (
+            f"; {text}: curse of depth undecided (a flat fit's |R| is small by construction: "
+            "the adjacent cosine decides, and the table has none)"
+        )
     return f"; {text}: curse of depth undecided (threshold |R| < {CURSE_R:g})"
 
 
