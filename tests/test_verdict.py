@@ -618,3 +618,10 @@ def test_ends_the_law_does_not_follow_are_said_beside_the_fitted_change():
     # a curve the law follows to its ends has no such note
     plain = verdict(frame.assign(laplacian_energy=10.0 * np.exp(-0.01 * k)), dtype="float64")
     assert not [n for n in plain.notes if n["code"] == "ends"]
+    # nor one whose odd first layer is small beside the fall (plain GCN in the reproduction:
+    # layer 1 two decades off a 96-decade fall)
+    steep = np.exp(-0.9 * k)
+    steep[1] *= 100.0
+    fall = verdict(frame.assign(laplacian_energy=steep), dtype="float64")
+    assert fall.evidence["change_decades"] < -40
+    assert not [n for n in fall.notes if n["code"] == "ends"]

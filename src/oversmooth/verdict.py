@@ -122,6 +122,7 @@ REASONS = (
 #: ``final_energy``, ``dtype``, ``float64_energy`` of a float32 run's float64 shadow or None).
 NOTES = ("nonfinite", "all-zero", "zero-from", "floor", "ends")
 END_RESIDUAL = 6.0  # an end layer this many times the median residual off the law: "ends"
+END_SHARE = 0.1  # ... and the measured change off the fitted one by this share of it (or more)
 MIN_LAYERS = 12  # fewer usable layers: no law is claimed
 MIN_QUARTER = 8  # the late-rate window has at least this many layers
 PROFILE_POINTS = 48  # points of the local-rate profile
@@ -712,7 +713,8 @@ def _ends_note(
     full: LawModel, layers: np.ndarray, logs: np.ndarray, change: float
 ) -> dict[str, Any] | None:
     """The ``ends`` note: the measured energy (seeds' geometric mean) changes from the first
-    fitted layer to the last by more than the stable band away from the fitted law's change,
+    fitted layer to the last by more than the stable band and :data:`END_SHARE` of the fitted
+    change away from the fitted law's change,
     because an end layer lies far off the law (more than :data:`END_RESIDUAL` times the
     median residual).  The summary's change is the law's; this says what the ends measured
     and which end the law does not follow (PyG's GCN with PairNorm on Cora: layer 1, the
@@ -722,7 +724,9 @@ def _ends_note(
     mean = logs.mean(axis=0)
     measured = float(mean[-1] - mean[0])
     ln10 = math.log(10)
-    if abs(measured - change) / ln10 < STABLE_DECADES:
+    # a material difference: the stable band, and a tenth of the fitted change (a first layer
+    # 2 decades off a 96-decade fall changes nothing the sentence says)
+    if abs(measured - change) < max(STABLE_DECADES * ln10, END_SHARE * abs(change)):
         return None
     shape = full.curve(full.fit(mean[None, :]), layers)[0]
     residual = mean - (shape - shape.mean() + mean.mean())
