@@ -28,10 +28,13 @@ def step():
     return a.mul_(b).sum(1)
 for _ in range(3):
     step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(50):
-    step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+counts = []
+for _ in range(3):  # the fewest of three rounds: the host may reclaim a page now and then
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(50):
+        step()
+    counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(min(counts))
 """
 
 
@@ -53,7 +56,7 @@ def test_freed_temporaries_are_reused_without_page_faults():
     assert applied == "True"
     # by default glibc maps and unmaps such blocks: about 1,900 faults in these 50 steps
     # (torch 2.13, glibc 2.36); kept, none
-    assert int(faults) < 100
+    assert int(faults) < 100, f"{faults} page faults in 50 steps"
 
 
 @glibc

@@ -599,10 +599,10 @@ def test_an_exponent_whose_shift_sits_at_the_top_of_the_grid_is_open_on_the_stee
     assert "95% interval -1.65 or steeper (a larger shift k0 fits as well)" in sentence
 
 
-def test_ends_the_law_does_not_follow_are_said_beside_the_fitted_change():
+def test_an_end_layer_far_off_the_law_is_left_out_of_the_fit_and_said():
     """Audit of the atlas: PyG's GCN + PairNorm on Cora read "energy decays by 1.20 decades
     over layers 1-128" while its measured energy gained 1.6 decades: layer 1 (before the first
-    PairNorm) sits 3 decades below layer 2, and the law follows layers 2-128."""
+    PairNorm) sits 3 decades below layer 2, and bends a law fitted through every layer."""
     k = np.arange(129.0)
     e = 10.0 * np.exp(-0.01 * k) * np.exp(0.01 * np.random.default_rng(3).standard_normal(129))
     e[1] = 10.0 * 1e-3  # the first layer 3 decades below the rest
@@ -610,11 +610,27 @@ def test_ends_the_law_does_not_follow_are_said_beside_the_fitted_change():
     v = verdict(frame, dtype="float64")
     (note,) = [n for n in v.notes if n["code"] == "ends"]
     assert note["off_layers"] == [1] and note["off_decades"][0] < -2
-    assert note["fitted_decades"] == v.evidence["change_decades"]
     assert note["measured_decades"] - note["fitted_decades"] > 2
+    # fitted without it: the decay of layers 2-128, 0.01 a layer
+    assert v.window == (2, 128) and v.dropped["odd_end"] == 1
+    assert v.evidence["change_decades"] == pytest.approx(-0.01 * 126 / np.log(10), abs=0.02)
     text = verdict_text(v)
-    assert "the measured energy changes by +2.4" in text and "layer 1 lies" in text
-    assert "below it" in text
+    assert v.label == "exponential-smoothing" and "layer 1 lies 2." in text
+    assert v.rate.interval[0] <= np.log(2) / 0.01 <= v.rate.interval[1]
+    assert "below a law through all the layers" in text and "left out of the fit" in text
+    assert "with it the measured energy changes by +2.4" in text
+    assert "1 row at an end of the window, far off the law" in oversmooth.report.prose.dropped_text(
+        v.dropped
+    )
+    # a shifted power law whose first layer is off by 2 decades was called exponential in 48
+    # of 96 draws of a stress test, the layer bending the fit
+    rng = np.random.default_rng(4)
+    for _ in range(4):
+        shifted = draw_frame(CASE["shifted (1+k/16)^-3"], Noise("", 0.1), 3, rng)
+        shifted.loc[shifted["layer"] == 1, "laplacian_energy"] *= 100.0
+        found = verdict(shifted)
+        assert found.label in ("algebraic-smoothing", "inconclusive"), verdict_text(found)
+        assert found.window[0] == 2
     # a curve the law follows to its ends has no such note
     plain = verdict(frame.assign(laplacian_energy=10.0 * np.exp(-0.01 * k)), dtype="float64")
     assert not [n for n in plain.notes if n["code"] == "ends"]

@@ -293,15 +293,15 @@ def _note_text(note: Mapping[str, Any]) -> str:
             "constant)"
         )
     if code == "ends":
-        off = ", ".join(
-            f"layer {k} lies {abs(d):.2g} decades {'above' if d > 0 else 'below'} it"
+        off = " and ".join(
+            f"layer {k} lies {abs(d):.2f} decades {'above' if d > 0 else 'below'}"
             for k, d in zip(note["off_layers"], note["off_decades"], strict=True)
         )
         return (
-            f"the measured energy changes by {note['measured_decades']:+.2f} decades from layer "
-            f"{note['first']} to {note['last']}, the fitted law by "
-            f"{note['fitted_decades']:+.2f}: the law does not follow the ends ({off}; typical "
-            f"residual {note['typical_decades']:.2g} decades)"
+            f"{off} a law through all the layers (typical residual "
+            f"{note['typical_decades']:.2g} decades) and is left out of the fit: with it the "
+            f"measured energy changes by {note['measured_decades']:+.2f} decades from layer "
+            f"{note['first']} to {note['last']}, that law by {note['fitted_decades']:+.2f}"
         )
     raise ValueError(f"notes: unknown code {code!r}")
 
@@ -331,6 +331,7 @@ _DROPPED = {
     "at_floor": "at the float floor",
     "before_window": "before the fitted window",
     "not_usable_in_every_seed": "not usable in every seed",
+    "odd_end": "at an end of the window, far off the law (see the note)",
 }
 
 
