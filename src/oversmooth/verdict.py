@@ -119,7 +119,10 @@ REASONS = (
 #: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
 #: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
 #: (``layer``: the first exactly-zero energy), ``floor`` (the final layer is at the float floor:
-#: ``final_energy``, ``dtype``, ``float64_energy`` of a float32 run's float64 shadow or None).
+#: ``final_energy``, ``dtype``, ``float64_energy`` of a float32 run's float64 shadow or None),
+#: ``ends`` (an end layer far off the law, left out of the fit: ``off_layers``,
+#: ``off_decades``, ``typical_decades``, and ``measured_decades`` / ``fitted_decades`` from
+#: layer ``first`` to ``last`` with it; :func:`_odd_ends`).
 NOTES = ("nonfinite", "all-zero", "zero-from", "floor", "ends")
 END_RESIDUAL = 6.0  # an end layer this many times the median residual off the law: "ends"
 END_SHARE = 0.1  # ... and the measured change off the fitted one by this share of it (or more)
