@@ -587,18 +587,17 @@ def _decide(
             evidence["seed_changes"] = [float(c) for c in changes]
         return out.done("inconclusive", "no-trend", **common)
 
-    fit = _Fitted(est, full, shifted, layers, logs, evidence)
+    fit = _Fitted(est, full, layers, logs, evidence)
     return _named_law(out, frame, fit, -1 if trend == "decay" else 1, common)
 
 
 @dataclass
 class _Fitted:
-    """What the law decision reads: the estimates, the two models, the curves and the evidence
+    """What the law decision reads: the estimates, the full law model, the curves and the evidence
     being filled."""
 
     est: dict[str, Estimate]
     full: LawModel
-    shifted: LawModel
     layers: np.ndarray
     logs: np.ndarray
     evidence: dict[str, Any]
@@ -645,7 +644,7 @@ def _named_law(
         )
     if bounded and pow_same:
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
-        rate = _power_rate(est["alpha_shifted"], fit.shifted, logs, (k_lo, k_hi))
+        rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
         return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
     if exp_sig and not exp_same:
         reason = "opposite-sign"
@@ -730,17 +729,15 @@ def _odd_ends(layers: np.ndarray, logs: np.ndarray) -> dict[str, Any] | None:
     A shifted power law (1 + k/16)^-3 whose first layer was moved 2 decades was called
     exponential in 48 of 96 draws; one layer off a law bends a fit of all of them."""
     mean = logs.mean(axis=0)
-    full = LawModel(layers)
-    params = full.fit(mean[None, :])
-    shape = full.curve(params, layers)[0]
-    change = float(shape[-1] - shape[0])
+    law = _pooled_law(LawModel(layers), layers, mean)
+    change = float(law[-1] - law[0])
     measured = float(mean[-1] - mean[0])
     ln10 = math.log(10)
     # a material difference: the stable band, and a tenth of the fitted change (a first layer
     # 2 decades off a 96-decade fall changes nothing the sentence says)
     if abs(measured - change) < max(STABLE_DECADES * ln10, END_SHARE * abs(change)):
         return None
-    residual = mean - (shape - shape.mean() + mean.mean())
+    residual = mean - law
     typical = float(np.median(np.abs(residual)))
     off = [i for i in (0, len(layers) - 1) if abs(residual[i]) > END_RESIDUAL * typical]
     if not off:
@@ -757,13 +754,16 @@ def _odd_ends(layers: np.ndarray, logs: np.ndarray) -> dict[str, Any] | None:
     }
 
 
+def _pooled_law(full: LawModel, layers: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """The law fitted to the seed-mean log curve ``mean``, at ``layers`` (log energies)."""
+    shape = full.curve(full.fit(mean[None, :]), layers)[0]
+    return shape - shape.mean() + mean.mean()
+
+
 def _fit_curve(full: LawModel, layers: np.ndarray, logs: np.ndarray) -> dict[str, list]:
     """The fitted law through the seed-mean log curve (what the report draws), at most
     ``PROFILE_POINTS * 4`` layers, energies in natural units."""
-    mean = logs.mean(axis=0)
-    params = full.fit(mean[None, :])
-    shape = full.curve(params, layers)[0]
-    fitted = shape - shape.mean() + mean.mean()
+    fitted = _pooled_law(full, layers, logs.mean(axis=0))
     pick = np.unique(np.linspace(0, len(layers) - 1, min(len(layers), PROFILE_POINTS * 4)).round())
     idx = pick.astype(int)
     return {"layer": [int(k) for k in layers[idx]], "energy": np.exp(fitted[idx]).tolist()}
@@ -837,11 +837,11 @@ def _length_rate(
     )
 
 
-def _power_rate(
-    alpha: Estimate, shifted: LawModel, logs: np.ndarray, window: tuple[int, int]
-) -> Rate:
-    shift = float(shifted.fit(logs.mean(axis=0)[None, :])["k0"][0])
-    (lo, hi), _ = _alpha_interval(alpha, shifted, logs)
+def _power_rate(alpha: Estimate, evidence: dict[str, Any], window: tuple[int, int]) -> Rate:
+    """A power law's rate: the shifted power law's exponent with the interval and shift
+    :func:`_late_numbers` recorded (not fitted and profiled a second time)."""
+    lo, hi = evidence["alpha_asymptotic_interval"]
+    shift = evidence["shift_k0"]
     return Rate(
         "power",
         "alpha",

@@ -393,9 +393,8 @@ def decades_lost(frame: pd.DataFrame, depth: int) -> tuple[float, bool]:
 
 
 def _rate_record(v: Verdict) -> dict[str, Any]:
-    """The asymptotic rate (the verdict's ``asymptotic_rate``, else its rate): the law's limit
-    while the late rate still moves, the late rate once it has stopped, with the interval
-    that spans both (:func:`oversmooth.verdict`)."""
+    """The asymptotic rate: the verdict's ``asymptotic_rate`` (an exponential's ``beta``, with
+    the interval that spans it and the late rate), else its rate (a power law's exponent)."""
     rate = v.asymptotic_rate or v.rate
     if rate is None:
         return {"rate_name": None, "rate": math.nan, "rate_low": math.nan, "rate_high": math.nan}

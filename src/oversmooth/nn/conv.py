@@ -161,7 +161,8 @@ class GraphContext:
         if not self_loops:
             counted = keep if edge_weight is None else keep & (edge_weight.to(keep.device) > 0)
             indegree = torch.zeros(num_nodes, dtype=torch.long, device=edge_index.device)
-            indegree.index_add_(0, edge_index[1][counted], torch.ones_like(edge_index[1][counted]))
+            targets = edge_index[1][counted]
+            indegree.index_add_(0, targets, torch.ones_like(targets))
             loop = loop[indegree == 0]  # one host sync per forward, none per layer
         index = index_dtype(num_nodes)
         src = torch.cat([edge_index[0][keep].to(index), loop.to(index)])
