@@ -564,6 +564,62 @@ def test_residual_capture_of_a_pre_ln_stack_with_a_head_skips_the_last_layer():
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
 
 
+def test_residual_capture_does_not_take_a_head_of_the_streams_width_for_the_stream():
+    """The model's output counted as the stream whenever it had the stream's width: a Pre-LN
+    stack ending in a width-keeping head, or PyG's jk= readout, had the head's output recorded
+    as its last layer, without a word."""
+    from torch_geometric.nn.models import GCN
+
+    data = small_graph()
+    model = PreLNTransformer(5, out=8).double().eval()  # head 8 -> 8
+    with pytest.warns(UserWarning, match=r"output of head \(a head run after the last layer\)"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+    for jk in ("cat", "max", "last"):
+        torch.manual_seed(0)
+        gcn = GCN(5, 8, num_layers=3, out_channels=8, jk=jk).double().eval()
+        with pytest.warns(UserWarning, match=r"output of lin \(a head"):
+            with Probe(gcn, data, capture="residual") as probe, torch.no_grad():
+                gcn(data.x, data.edge_index)
+        assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+
+
+class FinalNorm(torch.nn.Module):
+    """Skips in forward, no list of norms, and ``return norm(h)``: the stream after the last
+    block is the norm's input, not its (normalised) output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+        self.norm = torch.nn.LayerNorm(5)
+
+    def stream(self, x, edge_index) -> list[torch.Tensor]:
+        states = [x]
+        for conv in self.convs:
+            states.append(states[-1] + torch.tanh(conv(states[-1], edge_index)))
+        return states
+
+    def forward(self, x, edge_index):
+        return self.norm(self.stream(x, edge_index)[-1])
+
+
+def test_residual_capture_reads_the_input_of_a_final_norm_the_model_returns():
+    torch.manual_seed(0)
+    data = small_graph()
+    model = FinalNorm().double().eval()
+    with torch.no_grad():
+        states = model.stream(data.x, data.edge_index)
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+
+
 def test_residual_capture_leaves_out_a_pooled_readout_of_the_streams_width():
     """A Pre-LN stack ending in a sum over each graph ([graphs, hidden]): the output has the
     stream's width but not its rows, so it is no layer (it failed inside the forward)."""
@@ -638,11 +694,14 @@ def test_residual_capture_with_a_lone_norm_reads_each_layer_input():
         states = [model.norm_in(data.x)]
         for conv in model.convs:
             states.append(states[-1] + torch.tanh(conv(states[-1], data.edge_index)))
-    with Probe(model, data, capture="residual") as probe, torch.no_grad():
-        model(data.x, data.edge_index)
+    with warnings.catch_warnings():  # layer 0 is normalised (norm_in), layer 1 is not: no
+        warnings.simplefilter("error")  # Pre-LN warning (it compared layer 0 with the end)
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
     frame = probe.to_frame()
     for k, state in enumerate(states):
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+    assert frame.attrs["gaps"] == []
 
 
 @pytest.mark.parametrize("capture", ["output", "residual"])

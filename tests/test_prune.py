@@ -48,15 +48,20 @@ def test_pruning_a_pre_ln_layer_removes_its_whole_block(head):
     assert frame.attrs["identity_on_stream"] == {1: True, 2: True, 3: True}
 
 
-def test_the_last_block_before_a_bare_head_is_removed_like_the_others_and_said_so():
+@pytest.mark.parametrize("out", [4, 8])  # 8: the head keeps the stream's width
+def test_the_last_block_before_a_bare_head_is_removed_like_the_others_and_said_so(out):
+    """A head of the stream's width made the model's output look like the stream: the zero
+    branch failed against it and the last layer was measured with its output replaced by its
+    input (h + norm(h)), a different operation, under a misleading warning."""
     torch.manual_seed(0)
     data = small_graph()
-    model = PreLNTransformer(5, out=4).double().eval()  # the stream after block 3 is not seen
+    model = PreLNTransformer(5, out=out).double().eval()  # the stream after block 3 is not seen
     with pytest.warns(UserWarning, match=r"layer 3: .*set to zero.*not seen"):
         frame = prune_sensitivity(model, data, layers=[3])
     change, _ = _change(model, data, _without_block(model, 3))
     assert frame["logits_change"][0] == pytest.approx(change, rel=1e-6)
     assert frame.attrs["identity_on_stream"] == {3: None}
+    assert frame.attrs["pruned_as"] == {3: "zero"}
 
 
 class _Skip(nn.Module):

@@ -222,6 +222,21 @@ def _is_norm(module: nn.Module) -> bool:
     return isinstance(module, norms) or type(module).__name__.endswith("Norm")
 
 
+def outer_modules(model: nn.Module, layers: Sequence[nn.Module]) -> list[nn.Module]:
+    """The modules of ``model`` outside its ``layers``: neither inside a layer nor holding one
+    (not ``model`` itself, not the lists of layers): norms, heads, activations of the
+    forward."""
+    layer_ids = {id(layer) for layer in layers}
+    inside = {id(m) for layer in layers for m in layer.modules()}
+    return [
+        m
+        for m in model.modules()
+        if m is not model
+        and id(m) not in inside
+        and not any(id(c) in layer_ids for c in m.modules())
+    ]
+
+
 def _is_basic_gnn(model: nn.Module) -> bool:
     try:
         from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -334,9 +349,14 @@ class _StreamTap:
     the model's output)."""
 
     def __init__(
-        self, plan: StreamPlan, layers: Sequence[nn.Module], emit: Callable[[int, Tensor], None]
+        self,
+        plan: StreamPlan,
+        layers: Sequence[nn.Module],
+        emit: Callable[[int, Tensor], None],
+        model: nn.Module | None = None,
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
+        self.outer = [] if model is None else outer_modules(model, self.layers)
         self.reset()
 
     def reset(self) -> None:
@@ -346,6 +366,9 @@ class _StreamTap:
         self.awaiting = False  # the stream after the last block is still to be read
         self.width: int | None = None
         self.calls = 0  # layer calls so far: the row of the stream entering the next one
+        # id(output) -> (module, input) of the modules outside the layers that ran since the
+        # last layer call (the tensors are held, so that their ids stay theirs)
+        self.after: dict[int, tuple[nn.Module, Tensor | None, Tensor]] = {}
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
@@ -376,6 +399,8 @@ class _StreamTap:
         if len(plan.taps) != last + 1:
             for layer in self.layers:  # the stream after the last call, whichever layer it was
                 handles.append(layer.register_forward_hook(self._after_layer))
+            for module in self.outer:
+                handles.append(module.register_forward_hook(self._outer_output, with_kwargs=True))
         return handles
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
@@ -402,6 +427,42 @@ class _StreamTap:
 
     def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
         self.awaiting = True  # until another layer starts: then this was not the last
+        self.after = {}
+
+    def _outer_output(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+        """A module outside the layers ran after the last layer call: remember what it made of
+        what (:meth:`end_state` reads it).  A module handing its input on (dropout in eval
+        mode, an identity) adds nothing."""
+        if not self.awaiting or not isinstance(output, Tensor):
+            return
+        inputs = inputs_of(args, kwargs)
+        inp = inputs[0] if inputs and isinstance(inputs[0], Tensor) else None
+        if inp is not output:
+            self.after[id(output)] = (module, inp, output)
+
+    def end_state(self, output: object) -> tuple[Tensor | None, nn.Module | None]:
+        """The stream after the last block, read from the model's ``output`` when the forward
+        ends with the stream still to be read (:attr:`awaiting`): the output itself, unless a
+        module outside the layers made it after the last layer call.  Then a norm's output
+        gives the norm's input (``return norm(h)``: ``h``); a module with parameters (a head,
+        ``return head(h)``) gives nothing, or the input of the norm that made its input
+        (``head(norm(h))``); a parameter-free one (an activation) gives the output, as the
+        layers' inputs see the stream.  Returns the state (None: not seen) and the head that
+        hid it (None unless one did)."""
+        if not isinstance(output, Tensor):
+            return None, None
+        made = self.after.get(id(output))
+        if made is None:
+            return output, None
+        module, inp, _ = made
+        if _is_norm(module):
+            return inp, None
+        if next(module.parameters(), None) is None:
+            return output, None
+        before = None if inp is None else self.after.get(id(inp))
+        if before is not None and _is_norm(before[0]):
+            return before[1], None
+        return None, module
 
     @property
     def end_row(self) -> int:
@@ -687,9 +748,9 @@ def normalised_rows(x: Tensor) -> bool:
 
 
 PRENORM_NOTE = (
-    "capture='residual': the stream read at the first layer's input has normalised rows (mean "
-    "0, variance 1) but the stream after the last block does not: the blocks look like Pre-LN "
-    "with a norm that is a function or one module shared by the blocks (h = h + "
+    "capture='residual': the stream read at the inputs of the first layers has normalised "
+    "rows (mean 0, variance 1) but the stream after the last block does not: the blocks look "
+    "like Pre-LN with a norm that is a function or one module shared by the blocks (h = h + "
     "conv(norm(h))), so every row before the last holds norm(h), not the stream h; keep the "
     "pre-norms in a ModuleList paired with the layers (model.norms), pass stream=[...] (modules "
     "whose input is h), or record h yourself: Probe(None, graph) and probe.record(k, h)"
@@ -728,8 +789,12 @@ class Probe:
       * ``stream=[m0, ..., m{L-1}]`` (optionally ``m{L}``): layer ``k`` is the input of ``mk``.
 
       When no module reads the stream after the last block, layer ``L`` is the model's output
-      when it has the width of the stream (not recorded otherwise, e.g. after a classification
-      head; a warning says so).
+      when it has the width and rows of the stream and no module outside the layers made it
+      after the last layer call; a norm that did (``return norm(h)``) gives its input, a
+      parameter-free module (an activation) its output, and a head with parameters
+      (``return lin(h)``, PyG's ``jk=`` readout) hides the stream, whatever its width, unless
+      its input came from a norm (``lin(norm(h))``: ``h``).  Not recorded otherwise (e.g.
+      after a classification head; a warning says so).
     - models without one module per layer: ``Probe(None, graph)`` records only what you
       hand to :meth:`record` (``probe.record(k, x)``); it attaches nothing.
 
@@ -836,7 +901,9 @@ class Probe:
         self._handles: list = []
         self._warned = False
         self._tap = (
-            None if self._plan is None else _StreamTap(self._plan, modules, self._stream_state)
+            None
+            if self._plan is None
+            else _StreamTap(self._plan, modules, self._stream_state, self.model)
         )
         direct = start = None
         if not self._stream_inputs:  # the tap reads the stream itself, layer 0 included
@@ -1097,7 +1164,8 @@ class Probe:
     def _record_stream_end(self, output: object) -> None:
         assert self._tap is not None
         last = self._tap.end_row
-        x = output if isinstance(output, Tensor) else None
+        x, head = self._tap.end_state(output)
+        self._tap.after = {}
         width, rows = self._stream_width, self._stream_rows
         # the stream has the states' width and, as node rows, their rows (not a pooled readout)
         stream = (
@@ -1110,6 +1178,16 @@ class Probe:
         if stream:
             assert x is not None
             self._stream_end_state(last, x)
+        elif not self._warned and head is not None:
+            self._warned = True
+            warnings.warn(
+                f"capture='residual': the model's output is the output of "
+                f"{self._names.get(id(head), type(head).__name__)} (a head run after the last "
+                f"layer), not the stream; layer {last} is not recorded (pass stream=[...] with "
+                "the module whose input is the stream after the last block, or layers=[...] of "
+                "the blocks, to record it)",
+                stacklevel=2,
+            )
         elif not self._warned:
             self._warned = True
             warnings.warn(
@@ -1121,8 +1199,10 @@ class Probe:
 
     def _stream_state(self, k: int, x: Tensor) -> None:
         if self._active and k < cast(int, self.num_layers):  # not beyond L (a note says so)
-            if self._check_prenorm and k == 0:
-                self._first_normalised = normalised_rows(x)
+            if self._check_prenorm and k < 2:  # the inputs of the first two layers
+                # both normalised: an encoder ending in a norm gives a normalised layer 0 only
+                normalised = normalised_rows(x)
+                self._first_normalised = normalised and (k == 0 or self._first_normalised)
             self.record(k, x)
 
     def _stream_end_state(self, k: int, x: Tensor) -> None:

@@ -328,11 +328,12 @@ class _Pruner:
 
     def __init__(
         self,
+        model: nn.Module,
         modules: Sequence[nn.Module],
         plan: StreamPlan | None,
         run: Callable[[], Tensor],
     ) -> None:
-        self.modules, self.plan, self.run = list(modules), plan, run
+        self.model, self.modules, self.plan, self.run = model, list(modules), plan, run
         self._checked: dict[int, str | None] = {}  # layer -> mode that checked out
 
     def _run(self, layer: int, mode: str) -> tuple[Tensor, bool | None]:
@@ -345,7 +346,7 @@ class _Pruner:
             if k in (at, at + 1):
                 states[k] = x.detach().clone()
 
-        tap = None if self.plan is None else _StreamTap(self.plan, self.modules, keep)
+        tap = None if self.plan is None else _StreamTap(self.plan, self.modules, keep, self.model)
         handles = [
             self.modules[at].register_forward_hook(_replace_hook(layer, mode), with_kwargs=True)
         ]
@@ -356,8 +357,9 @@ class _Pruner:
             for handle in handles:
                 handle.remove()
         if tap is not None and tap.awaiting and at + 1 == len(self.modules) and at in states:
-            if out.shape == states[at].shape:  # the model's output is the stream
-                states[at + 1] = out
+            end, _ = tap.end_state(out)  # the model's output, unless a head made it
+            if end is not None and end.shape == states[at].shape:
+                states[at + 1] = end
         return out, _same(states.get(at), states.get(at + 1))
 
     def prune(self, layer: int) -> tuple[Tensor, str, bool | None]:
@@ -446,7 +448,7 @@ def _prune_any(
         graph = as_graph(data, device=device)
         logits = _run_counting_calls(model, modules, run, chosen)
         base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
-        pruner = _Pruner(modules, plan, run)
+        pruner = _Pruner(model, modules, plan, run)
         how: dict[int, str] = {}
         same: dict[int, bool | None] = {}
 
