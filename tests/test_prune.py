@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 import pytest
 import torch
 from torch import nn
@@ -40,12 +42,40 @@ def test_pruning_a_pre_ln_layer_removes_its_whole_block(head):
     model = PreLNTransformer(5, final_norm=head, out=4 if head else None).double().eval()
     frame = prune_sensitivity(model, data)
     for k in (1, 2, 3):
-        change, energy = _change(model, data, _without_block(model, k))
+        change, _ = _change(model, data, _without_block(model, k))
+        with torch.no_grad():  # the final energy is the stream's (the final norm's input)
+            stream = model.stream(data.x, data.edge_index, skip=k - 1)[-1]
         row = frame[frame.layer == k].iloc[0]
         assert row["logits_change"] == pytest.approx(change, rel=1e-6)
-        assert row["final_energy"] == pytest.approx(energy, rel=1e-6)
+        energy = M.laplacian_energy(stream, data.edge_index).item()
+        assert row["final_energy"] == pytest.approx(energy, rel=1e-9)
     assert frame.attrs["pruned_as"] == {1: "zero", 2: "zero", 3: "zero"}
     assert frame.attrs["identity_on_stream"] == {1: True, 2: True, 3: True}
+    assert frame.attrs["energy_on"] == "stream"
+
+
+def test_an_own_model_final_energy_is_the_zoo_models_on_the_same_blocks():
+    """The final energy of a model pruned through hooks was the logits' energy, that of the
+    zoo's models the decoder input's (X^L): the same blocks in a thin wrapper gave other
+    energy changes, of the other sign for two layers of three."""
+    from oversmooth import build_model
+
+    class Wrapped(nn.Module):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner, self.blocks = inner, inner.blocks
+
+        def forward(self, x, edge_index):
+            return self.inner(x, edge_index)
+
+    torch.manual_seed(0)
+    data = small_graph()
+    zoo = build_model("preln", depth=4, in_channels=5, out_channels=3, dtype="float64")
+    ours = prune_sensitivity(zoo, data, layers=[1, 4])
+    theirs = prune_sensitivity(Wrapped(zoo), data, layers=[1, 4])
+    for column in ("logits_change", "final_energy", "energy_change"):
+        np.testing.assert_allclose(theirs[column], ours[column], rtol=1e-9)
+    assert theirs.attrs["energy_on"] == ours.attrs["energy_on"] == "stream"
 
 
 @pytest.mark.parametrize("out", [4, 8])  # 8: the head keeps the stream's width
@@ -62,6 +92,7 @@ def test_the_last_block_before_a_bare_head_is_removed_like_the_others_and_said_s
     assert frame["logits_change"][0] == pytest.approx(change, rel=1e-6)
     assert frame.attrs["identity_on_stream"] == {3: None}
     assert frame.attrs["pruned_as"] == {3: "zero"}
+    assert frame.attrs["energy_on"] == "output"  # the stream after block 3 is not seen
 
 
 class _Skip(nn.Module):

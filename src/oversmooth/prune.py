@@ -31,7 +31,11 @@ the way the layer before it was, and the warning says so.  ``frame.attrs["pruned
 (``block``, ``zero`` or ``input`` per layer) and ``frame.attrs["identity_on_stream"]``
 (True, False, or None: not seen) record it.  A layer module the forward never calls (PyG's
 DeeperGCN calls ``layers[0].conv`` directly) is refused.  Every pruned run is a full forward
-(one or two per layer), and the final energy is measured on the model's output.
+(one or two per layer).  The final energy is measured on the stream after the last layer,
+the state a ``Probe(capture="residual")`` records as layer ``L`` and the zoo's models measure
+(``X^L``, the decoder's input), where it is seen; otherwise (a head after the last block and
+no final norm) on the model's output.  ``frame.attrs["energy_on"]`` says which (``"stream"``
+or ``"output"``).
 """
 
 from __future__ import annotations
@@ -167,7 +171,9 @@ def prune_sensitivity(
         (relative to the unpruned final energy) and, with a mask, ``accuracy``
         and ``accuracy_drop`` (unpruned minus pruned).  ``frame.attrs["baseline"]``
         holds the unpruned ``final_energy`` and ``accuracy``; ``frame.attrs["pruned_as"]`` and
-        ``frame.attrs["identity_on_stream"]`` how each layer was taken out (module docstring).
+        ``frame.attrs["identity_on_stream"]`` how each layer was taken out, and
+        ``frame.attrs["energy_on"]`` where the final energy is measured: ``"stream"`` (after the
+        last layer, ``X^L``) or ``"output"`` (module docstring).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, received {type(model).__name__}")
@@ -188,6 +194,7 @@ def prune_sensitivity(
         frame = _prune_blocks(model, data, chosen, mask_t, reuse_prefix, callback)
     frame.attrs["pruned_as"] = dict.fromkeys(chosen, "block")
     frame.attrs["identity_on_stream"] = dict.fromkeys(chosen, True)
+    frame.attrs["energy_on"] = "stream"
     return frame
 
 
@@ -336,44 +343,66 @@ class _Pruner:
         self.model, self.modules, self.plan, self.run = model, list(modules), plan, run
         self._checked: dict[int, str | None] = {}  # layer -> mode that checked out
 
-    def _run(self, layer: int, mode: str) -> tuple[Tensor, bool | None]:
+    def _run(
+        self, layer: int | None, mode: str = "input"
+    ) -> tuple[Tensor, bool | None, Tensor | None]:
+        """The output with ``layer`` taken out by ``mode`` (nothing with ``layer=None``),
+        whether the stream passed that layer unchanged (None: not seen), and the stream after
+        the last layer (None: not seen; a block's output for blocks)."""
         from oversmooth.probe import _StreamTap
 
-        at = layer - 1  # the stream before the layer is state `at`, after it `at + 1`
+        last = len(self.modules)
+        at = -2 if layer is None else layer - 1  # the stream before the layer is state `at`
         states: dict[int, Tensor] = {}
 
         def keep(k: int, x: Tensor) -> None:
-            if k in (at, at + 1):
+            if k in (at, at + 1) or k >= last - 1:  # last - 1: the end state's shape
                 states[k] = x.detach().clone()
 
+        def keep_block(module: nn.Module, args: tuple, output: object) -> None:
+            from oversmooth.probe import first_tensor
+
+            states[last] = first_tensor(output).detach()
+
         tap = None if self.plan is None else _StreamTap(self.plan, self.modules, keep, self.model)
-        handles = [
-            self.modules[at].register_forward_hook(_replace_hook(layer, mode), with_kwargs=True)
-        ]
+        handles = []
+        if layer is not None:
+            hook = _replace_hook(layer, mode)
+            handles.append(self.modules[at].register_forward_hook(hook, with_kwargs=True))
         try:
-            handles += [] if tap is None else tap.attach()
+            if tap is None:  # blocks: the last one's output (after a replacement) is the stream
+                handles.append(self.modules[-1].register_forward_hook(keep_block))
+            else:
+                handles += tap.attach()
             out = self.run()
         finally:
             for handle in handles:
                 handle.remove()
-        if tap is not None and tap.awaiting and at + 1 == len(self.modules) and at in states:
+        if tap is not None and tap.awaiting and last - 1 in states:
             end, _ = tap.end_state(out)  # the model's output, unless a head made it
-            if end is not None and end.shape == states[at].shape:
-                states[at + 1] = end
-        return out, _same(states.get(at), states.get(at + 1))
+            if end is not None and end.shape == states[last - 1].shape:
+                states[last] = end
+        return out, _same(states.get(at), states.get(at + 1)), states.get(last)
 
-    def prune(self, layer: int) -> tuple[Tensor, str, bool | None]:
-        """The pruned output, how the layer was taken out, and whether the stream passed it
-        unchanged (None: the stream after it is not seen, e.g. the last layer before a head;
-        it is then removed the way the layer before it is, when that one checks out)."""
+    def baseline(self) -> tuple[Tensor, Tensor | None]:
+        """The unpruned output and the stream after the last layer (None: not seen)."""
+        out, _, final = self._run(None)
+        return out, final
+
+    def prune(self, layer: int) -> tuple[Tensor, Tensor | None, str, bool | None]:
+        """The pruned output, the stream after the last layer (None: not seen), how the layer
+        was taken out, and whether the stream passed it unchanged (None: the stream after it
+        is not seen, e.g. the last layer before a head; it is then removed the way the layer
+        before it is, when that one checks out)."""
         if self.plan is None:
-            return self._run(layer, "input")[0], "block", True
+            out, _, final = self._run(layer, "input")
+            return out, final, "block", True
         seen: list[bool | None] = []
         for mode in ("zero", "input"):
-            out, same = self._run(layer, mode)
+            out, same, final = self._run(layer, mode)
             if same:
                 self._checked[layer] = mode
-                return out, mode, True
+                return out, final, mode, True
             seen.append(same)
         unseen = all(s is None for s in seen)
         if unseen and layer > 1:
@@ -381,9 +410,10 @@ class _Pruner:
                 self.prune(layer - 1)
             earlier = self._checked.get(layer - 1)
             if earlier is not None:
-                return self._run(layer, earlier)[0], earlier, None
+                out, _, final = self._run(layer, earlier)
+                return out, final, earlier, None
         self._checked[layer] = None
-        return out, "input", None if unseen else False
+        return out, final, "input", None if unseen else False
 
 
 def _refuse_unreached(calls: LayerCalls, chosen: list[int], model: nn.Module) -> None:
@@ -446,17 +476,32 @@ def _prune_any(
         device = param.device if param is not None else data.x.device
         run = _forward(model, data, device)
         graph = as_graph(data, device=device)
-        logits = _run_counting_calls(model, modules, run, chosen)
-        base = _Baseline.of(logits, laplacian_energy(logits, graph), data, mask_t, device)
+        _run_counting_calls(model, modules, run, chosen)
         pruner = _Pruner(model, modules, plan, run)
+        logits, final = pruner.baseline()
+        # the final energy of the stream after the last layer, as the zoo's models (X^L) and a
+        # Probe(capture="residual") measure it; of the output where that stream is not seen
+        on_stream = final is not None
+        state = final if final is not None else logits
+        base = _Baseline.of(logits, laplacian_energy(state, graph), data, mask_t, device)
         how: dict[int, str] = {}
         same: dict[int, bool | None] = {}
+        unseen: list[int] = []
 
         def pruned(layer: int) -> tuple[Tensor, Tensor]:
-            logits, how[layer], same[layer] = pruner.prune(layer)
-            return logits, laplacian_energy(logits, graph)
+            logits, final, how[layer], same[layer] = pruner.prune(layer)
+            if on_stream and final is None:  # not expected: every run has the same layout
+                unseen.append(layer)
+            state = final if on_stream and final is not None else logits
+            return logits, laplacian_energy(state, graph)
 
         frame = _measure(chosen, base, pruned, callback)
+        if unseen:
+            raise RuntimeError(
+                f"prune_sensitivity: the stream after the last layer was seen unpruned but not "
+                f"with layer(s) {unseen} pruned; its energies cannot be compared"
+            )
+        frame.attrs["energy_on"] = "stream" if on_stream else "output"
         _say_how(frame, how, same)
         return frame
 
