@@ -213,8 +213,7 @@ def test_dense_layer_outputs_are_accepted():
     model.layers = nn.ModuleList([conv])  # type: ignore[assignment]
     probe = Probe(model, adj[0], layers=[conv])
     with probe, torch.no_grad():
-        out = conv(g.x.unsqueeze(0), adj)  # [1, N, F]
-        probe.record(1, out)
+        out = conv(g.x.unsqueeze(0), adj)  # [1, N, F]: recorded as layer 1 by the hook
     assert probe.to_frame()["laplacian_energy"].iloc[-1] == pytest.approx(
         M.laplacian_energy(out[0], g.edge_index).item(), rel=1e-12
     )

@@ -150,6 +150,42 @@ def test_manual_record_and_directed_graph_dirichlet():
     assert frame["relative_energy"][1] == pytest.approx(3.0)
 
 
+def test_between_layer_columns_compare_a_layer_with_the_layer_before_it():
+    """By hand, the between-layer columns took the state recorded last, whatever its layer:
+    a layer left out gave layer 3 the change from layer 1, layers recorded in reverse gave
+    layer 0 a cosine, and a second pass compared its layer 0 with the first pass's last."""
+    torch.manual_seed(0)
+    ei = torch.tensor([[0, 1, 2, 3, 1, 2, 3, 0], [1, 2, 3, 0, 0, 1, 2, 3]])
+    xs = [torch.randn(4, 3, dtype=torch.float64)]
+    for _ in range(4):
+        xs.append(xs[-1] + 0.3 * torch.randn(4, 3, dtype=torch.float64))
+    energy = [M.laplacian_energy(x, ei).item() for x in xs]
+    cosine = [float("nan")] + [
+        M.mean_cosine_similarity(xs[k - 1], xs[k]).item() for k in range(1, 5)
+    ]
+    relative = [float("nan")] + [(energy[k] - energy[k - 1]) / energy[k - 1] for k in range(1, 5)]
+
+    def recorded(order):
+        probe = Probe(None, ei)
+        for k in order:
+            probe.record(k, xs[k])
+        return probe.to_frame()
+
+    frame = recorded([0, 1, 2, 3, 4, 0, 1, 2, 3, 4])  # two passes: two steps
+    assert frame["step"].tolist() == [0] * 5 + [1] * 5
+    np.testing.assert_allclose(frame["mean_cosine_similarity"], cosine * 2, rtol=1e-12)
+    np.testing.assert_allclose(frame["relative_energy"], relative * 2, rtol=1e-12)
+    with pytest.warns(UserWarning, match="recorded right after another than the layer before"):
+        frame = recorded([0, 1, 3, 4])
+    assert frame.attrs["missing_layers"] == [2]
+    np.testing.assert_allclose(frame["relative_energy"], [*relative[:2], np.nan, relative[4]])
+    np.testing.assert_allclose(frame["mean_cosine_similarity"], [*cosine[:2], np.nan, cosine[4]])
+    with pytest.warns(UserWarning, match="out of order"):
+        frame = recorded([4, 3, 2, 1, 0])
+    assert frame["mean_cosine_similarity"].isna().all()
+    np.testing.assert_allclose(frame["relative_energy"], relative, rtol=1e-12)  # from E_k
+
+
 def test_no_hooks_remain_even_after_an_exception(cora):
     model = build_model("postln", depth=3, in_channels=cora.num_features, out_channels=7)
 

@@ -442,7 +442,7 @@ class _StreamTap:
 
     def end_state(self, output: object) -> tuple[Tensor | None, nn.Module | None]:
         """The stream after the last block, read from the model's ``output`` when the forward
-        ends with the stream still to be read (:attr:`awaiting`): the output itself, unless a
+        ends with the stream still to be read (``awaiting``): the output itself, unless a
         module outside the layers made it after the last layer call.  Then a norm's output
         gives the norm's input (``return norm(h)``: ``h``); a module with parameters (a head,
         ``return head(h)``) gives nothing, or the input of the norm that made its input
@@ -659,17 +659,30 @@ def _check_similarity(dtype: torch.dtype, sample: int | None) -> tuple[torch.dty
     return dtype, sample
 
 
-def _relative_per_step(energy: NDArray, steps: NDArray) -> NDArray:
-    """``relative_energy`` from the Laplacian energies ``[rows, graphs]``: per step, per graph
-    (columns), along the layers."""
+def _relative_per_step(energy: NDArray, steps: NDArray, layers: NDArray) -> NDArray:
+    """``relative_energy`` from the Laplacian energies ``[rows, graphs]`` (rows sorted by step,
+    then layer): per step, per graph (columns), along the layers; NaN at a layer whose layer
+    ``k - 1`` has no row in its step (R compares a layer with the one before it, not with the
+    last one recorded)."""
     import numpy as np
 
     relative = np.full_like(energy, np.nan)
     for step in np.unique(steps):
         at = np.flatnonzero(steps == step)
         relative[at] = relative_energy(torch.from_numpy(energy[at])).numpy()
+        gap = np.flatnonzero(np.diff(layers[at]) != 1) + 1  # the row before is not layer k - 1
+        relative[at[gap]] = np.nan
     return relative
 
+
+#: The note of a Probe given a layer right after another than the layer before it.
+OUT_OF_ORDER_NOTE = (
+    "a layer was recorded right after another than the layer before it (out of order, or "
+    "with a layer left out): the columns measured against the previous layer's state "
+    "(mean_cosine_similarity) are NaN there, and relative_energy wherever layer k - 1 has no "
+    "row; record the layers of a pass in order 0, 1, ..., L (recording a layer again by hand "
+    "starts the next step)"
+)
 
 #: The note of a Probe whose recorded forwards ran on different graph inputs.
 GRAPH_CHANGED_NOTE = (
@@ -1044,6 +1057,7 @@ class Probe:
         self._values: dict[int, dict[int, dict[str, Tensor]]] = {}
         self._present: dict[int, Tensor] = {}  # step -> [B] the graph ids with a node (batches)
         self._prev: LayerState | None = None  # the previous layer's state (between metrics)
+        self._prev_layer = -1  # the layer of _prev
         # the version counter of a state measured without a copy (None for a copy): of the
         # previous state, and of the state being recorded (see _float64_state)
         self._prev_version: int | None = None
@@ -1307,13 +1321,16 @@ class Probe:
                 f"layer {k}: expected a state [num_nodes, channels] (or dense [B, N, channels]), "
                 f"received shape {list(x.shape)}"
             )
+        if self.model is None and k in self._values.get(self._step, {}):
+            self._step += 1  # a layer recorded again by hand: the next pass (step)
+            self._prev = None
         x, op = self._graph_for(x)
         buffer = self._float64_state(x)
         state = LayerState(buffer, op, x.dtype in K.NARROW, self._workspace)
         row = {name: fn(state) for name, fn in self._layer_fns.items()}
         state.drop_laplacian()  # only the per-layer columns use it: free it before the rest
         if self._between_fns:
-            row.update(self._between(state, op))
+            row.update(self._between(k, state, op))
         if self.head_energies:
             row.update(self._head_energies(k, state.x))
         if op.batch is not None and self._step not in self._present:
@@ -1340,23 +1357,35 @@ class Probe:
         self._next_version = x._version if shared else None
         return x if shared else self._workspace.state(x).copy_(x)
 
-    def _between(self, state: LayerState, op: GraphOperator) -> dict[str, Tensor]:
-        """The metrics measured against the previous layer's state (NaN at a step's first
-        layer, or after a layer of another width); ``state`` becomes the previous one."""
+    def _between(self, k: int, state: LayerState, op: GraphOperator) -> dict[str, Tensor]:
+        """The metrics of layer ``k`` measured against layer ``k - 1``'s state, the one recorded
+        just before it in this step (NaN at a step's first layer, after a layer of another
+        width, and when the state recorded before it is another layer's); ``state`` becomes
+        the previous one."""
         prev, self._prev = self._prev, state
+        prev_layer, self._prev_layer = self._prev_layer, k
         version, self._prev_version = self._prev_version, self._next_version
         if prev is not None and version is not None and prev.x._version != version:
             raise RuntimeError(
                 "Probe: the previous layer's state was written in place after it was recorded "
                 "(it is measured without a copy); the between-layer metrics would be wrong"
             )
-        if prev is not None and prev.x.shape == state.x.shape:
+        if prev is not None and prev_layer != k - 1:
+            if self.model is None or prev_layer >= k:  # (a layer the forward skipped: noted)
+                self._note(OUT_OF_ORDER_NOTE)
+        elif prev is not None and prev.x.shape == state.x.shape:
             return {name: fn(prev, state) for name, fn in self._between_fns.items()}
         nan = float("nan")
         missing = (
             state.x.new_tensor(nan) if op.batch is None else state.x.new_full((op.num_graphs,), nan)
         )
         return dict.fromkeys(self._between_fns, missing)
+
+    def _note(self, note: str) -> None:
+        """Warn about ``note`` once and keep it in ``frame.attrs["gaps"]``."""
+        if note not in self._gaps:
+            self._gaps[note] = None
+            warnings.warn(f"Probe: {note} (frame.attrs['gaps'])", stacklevel=4)
 
     def _head_energies(self, k: int, x64: Tensor) -> dict[str, Tensor]:
         """``head_energy_<h>`` of layer ``k`` under the attention its block emitted in this
@@ -1425,11 +1454,11 @@ class Probe:
         keys, data = self._host_values(rows)
         present = self._present_rows(rows)
         steps = np.array([s for s, _ in rows])
+        layers = np.array([k for _, k in rows])
         if "relative_energy" in self.metrics:
-            data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps)
+            data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps, layers)
         extra = [c for c in keys if c.startswith("head_energy_")]
         values = {c: data[c] for c in [*self.metrics, *extra]}
-        layers = np.array([k for _, k in rows])
         # layer first and the metrics next, as before steps and graphs existed; then the ids
         if present is not None and not present.all():
             values = {c: np.where(present, v, np.nan) for c, v in values.items()}
@@ -1471,11 +1500,13 @@ class Probe:
         dtype = first.dtype if first is not None else self._state_dtype
         seed = model.config.seed if isinstance(model, DepthModel) else None
         layers = len(self.layers) + 1 if self.layers else None
-        missing = (
-            []
-            if layers is None
-            else sorted(k for k in range(layers) if any(k not in v for v in self._values.values()))
+        # by hand (no layers known): the layers below the deepest recorded one
+        span = (
+            layers
+            if layers is not None
+            else max((max(v) + 1 for v in self._values.values() if v), default=0)
         )
+        missing = sorted(k for k in range(span) if any(k not in v for v in self._values.values()))
         plan = self._plan.describe(self._names) if self._plan is not None else None
         frame.attrs.update(
             {
