@@ -264,6 +264,76 @@ def test_a_batch_with_the_default_forward_is_warned_about(pl):
         EnergyMonitor(graphs[0])
 
 
+@pytest.fixture
+def ring():
+    from oversmooth.data import load
+
+    data = load("ring:n=12")  # a tiny graph: fits of a few epochs in well under a second
+    data.x = torch.randn(12, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data.y = torch.arange(12) % 2
+    data.train_mask = torch.ones(12, dtype=torch.bool)
+    return data
+
+
+@QUIET
+def test_the_train_end_probe_is_labelled_with_the_last_epoch_that_ran(pl, ring, tmp_path):
+    """current_epoch is max_epochs at train end; the same final weights got the label 2 or 3
+    depending on every_n_epochs."""
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    for every, probed in ((1, [0, 1, 2, 3]), (2, [0, 2, 3])):
+        torch.manual_seed(0)
+        monitor = EnergyMonitor(ring, every_n_epochs=every)
+        logger = CSVLogger(tmp_path, name=f"every{every}")
+        _fit(pl, _net(pl, ring), ring, [monitor], logger, epochs=3)  # one step an epoch
+        table = pd.read_csv(tmp_path / f"every{every}" / "version_0" / "metrics.csv")
+        rows = table.dropna(subset=["energy/laplacian_energy/final"])
+        assert rows["step"].tolist() == probed, every
+        assert rows["epoch"].iloc[-1] == 2, every  # epochs 0, 1, 2 ran
+        assert monitor.frames[3]["epoch"].unique().tolist() == [2], every
+        assert monitor.frames[3].attrs["epoch"] == 2, every
+
+
+@QUIET
+def test_weights_changed_at_train_end_are_probed_again(pl, ring, tmp_path):
+    """A callback before the monitor (StochasticWeightAveraging, one loading the best
+    checkpoint) changes the weights in its on_train_end, after the last epoch's probe and
+    without an optimiser step: the verdict must judge the weights the fit ends with."""
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    class Shrink(pl.Callback):
+        def on_train_end(self, trainer, module) -> None:
+            with torch.no_grad():
+                next(module.gnn.parameters()).mul_(0.5)
+
+    torch.manual_seed(0)
+    net, monitor = _net(pl, ring), EnergyMonitor(ring)
+    logger = CSVLogger(tmp_path, name="run")
+    _fit(pl, net, ring, [Shrink(), monitor], logger, epochs=2)
+
+    net.eval()  # now holds the final weights
+    metrics = ["laplacian_energy", "feature_norm"]
+    with Probe(net.gnn, ring, metrics) as probe, torch.no_grad():
+        net(ring.x, ring.edge_index)
+    expected = probe.to_frame()
+    table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
+    rows = table.dropna(subset=["energy/laplacian_energy/final"])
+    assert rows["step"].tolist() == [0, 1, 2, 2]  # epoch 1's probe, then the changed weights
+    assert sorted(monitor.verdicts) == [0, 2]
+    for m in metrics:
+        got = monitor.frames[2][m].tolist()
+        assert got == pytest.approx(expected[m].tolist(), rel=1e-12, abs=0), m
+        assert rows[f"energy/{m}/final"].iloc[-1] == pytest.approx(got[-1], rel=1e-12, abs=0)
+    # the epoch-end probe saw other weights: what the verdict judged before
+    assert rows["energy/feature_norm/final"].iloc[-2] != pytest.approx(got[-1], rel=1e-6)
+
+
 @QUIET
 def test_tensorboard_logger_gets_the_scalars_and_the_verdict_text(pl, tmp_path):
     pytest.importorskip("tensorboard")

@@ -15,6 +15,7 @@ oversmooth`` never imports it.  ``lightning.pytorch`` is used when installed, el
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -66,23 +67,55 @@ def _moved(data: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
     return copy.copy(data).apply(move)
 
 
+def _fingerprint(module: nn.Module) -> torch.Tensor:
+    """Per parameter and buffer of ``module``, its sum and sum of squares in float64.
+
+    What tells :meth:`EnergyMonitor.on_train_end` whether the weights changed since the last
+    probe without an optimiser step (a callback that swaps in averaged or best weights in its
+    own ``on_train_end``): two numbers per tensor instead of a copy of the weights, one tensor
+    cast at a time.  A change that keeps both numbers of every tensor (a permutation of a
+    tensor's entries) is not seen.
+    """
+    found: dict[torch.device, list[torch.Tensor]] = {}
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        t = t.detach()
+        if t.layout != torch.strided:
+            t = t.to_dense()
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        d = t.reshape(-1).to(torch.float64)  # no copy for a float64 tensor
+        found.setdefault(d.device, []).append(torch.stack((d.sum(), torch.dot(d, d))))
+    parts = [torch.stack(pairs).cpu() for pairs in found.values()]  # one transfer per device
+    return torch.cat(parts) if parts else torch.zeros(0, 2, dtype=torch.float64)
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
+    """Equal fingerprints, NaN equal to NaN (weights gone NaN are still the same weights)."""
+    return (
+        a is not None
+        and a.shape == b.shape
+        and torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True)
+    )
+
+
 class EnergyMonitor(pl.Callback):
     """Probe the model's per-layer energies during training and log them.
 
     When: when training starts (``at_fit_start``: the initialisation, ``global_step`` 0, after
     the sanity check; not in a run resumed from a checkpoint), at the end of
     training epochs ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the
-    epoch's last optimiser step), and at train end when the last epoch was not probed.  Each
-    probe is one forward pass, ``forward_fn(pl_module, data)``, in eval mode (every submodule's
+    epoch's last optimiser step), and at train end unless the last probe saw the final weights
+    (same ``global_step``, unchanged fingerprint: see :meth:`on_train_end`).  Each probe is one
+    forward pass, ``forward_fn(pl_module, data)``, in eval mode (every submodule's
     own ``training`` flag is restored after), under ``torch.no_grad()`` and a forked RNG, so
     training is bit-identical with and without the monitor.  Only the global-zero process
     probes.
 
     What: through every logger of the trainer (``logger.log_metrics(..., step=global_step)``),
     ``{prefix}/{metric}/layer_{k}`` for each metric and layer, ``{prefix}/{metric}/final``
-    and ``epoch``; at train end (and after the fit-start probe) the verdict on
-    ``laplacian_energy`` as ``{prefix}/verdict_code`` (index in
-    :data:`oversmooth.verdict.LABELS`) and, for TensorBoard and W&B, as text
+    and ``epoch`` (at train end, the epoch of the last training step); at train end (and after
+    the fit-start probe) the verdict on ``laplacian_energy`` as ``{prefix}/verdict_code``
+    (index in :data:`oversmooth.verdict.LABELS`) and, for TensorBoard and W&B, as text
     ``{prefix}/verdict``.  Kept on the callback: ``frames`` (``global_step`` -> the probe's
     per-layer table, with ``epoch`` and ``global_step`` columns), ``verdicts``
     (``global_step`` -> :class:`~oversmooth.verdict.Verdict`) and ``titles`` (``global_step``
@@ -182,6 +215,8 @@ class EnergyMonitor(pl.Callback):
         self._data_moved: Any = None
         self._last_step: int | None = None
         self._frame: pd.DataFrame | None = None
+        self._weights: torch.Tensor | None = None  # the fingerprint of the last probe's weights
+        self._epoch = 0  # the epoch of the last training step (current_epoch moves on after it)
 
     # -- the probe --------------------------------------------------------------------------
     def target(self, pl_module: nn.Module) -> nn.Module:
@@ -239,10 +274,12 @@ class EnergyMonitor(pl.Callback):
         return probe.to_frame()
 
     # -- Lightning hooks ----------------------------------------------------------------------
-    def _record(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> pd.DataFrame:
-        step, epoch = trainer.global_step, trainer.current_epoch
+    def _record(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, epoch: int
+    ) -> pd.DataFrame:
+        step = trainer.global_step
         frame = self.probe(pl_module)
-        self._last_step = step
+        self._last_step, self._weights = step, _fingerprint(pl_module)
         kept = frame.assign(epoch=epoch, global_step=step)
         kept.attrs = dict(frame.attrs, epoch=epoch, global_step=step)
         self.frames[step] = kept
@@ -263,27 +300,50 @@ class EnergyMonitor(pl.Callback):
             log_verdict(found, logger, step, prefix=self.prefix, title=title)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._last_step, self._frame = None, None
+        self._last_step, self._frame, self._weights = None, None, None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch = trainer.current_epoch
         # after a resumed run's restore (global_step > 0): its weights are no initialisation
         if self.at_fit_start and trainer.global_step == 0 and trainer.is_global_zero:
-            frame = self._record(trainer, pl_module)
+            frame = self._record(trainer, pl_module, self._epoch)
             if self.judge:
                 self._judge(trainer, frame, f"{type(pl_module).__name__} at initialisation")
+
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        self._epoch = trainer.current_epoch
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         n = self.every_n_epochs
         if n and (trainer.current_epoch + 1) % n == 0 and trainer.is_global_zero:
-            self._record(trainer, pl_module)
+            self._record(trainer, pl_module, trainer.current_epoch)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Probe the weights the fit ends with, unless the last probe saw them already.
+
+        Reused only when no optimiser step ran since (same ``global_step``) and the weights'
+        fingerprint is unchanged: a callback earlier in the list (``StochasticWeightAveraging``,
+        one that loads the best checkpoint) may change them in its own ``on_train_end``.  The
+        probe is labelled with the epoch of the last training step: ``current_epoch`` has
+        moved past it by now, to an epoch that never ran.
+        """
         if not trainer.is_global_zero:
             return
-        if self._last_step == trainer.global_step and self._frame is not None:
-            frame = self._frame  # the last epoch was probed already
+        if (
+            self._last_step == trainer.global_step
+            and self._frame is not None
+            and _same(self._weights, _fingerprint(pl_module))
+        ):
+            frame = self._frame  # the last probe saw these weights
         else:
-            frame = self._record(trainer, pl_module)
+            frame = self._record(trainer, pl_module, self._epoch)
         if self.judge:
             title = f"{type(pl_module).__name__} after {trainer.global_step} steps"
             self._judge(trainer, frame, title)
