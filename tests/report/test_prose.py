@@ -202,7 +202,8 @@ def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
             -2.0,
             -84.0,
             "; mostly norm collapse, not oversmoothing: the "
-            "squared feature norm falls by 84 decades, the scale-free energy changes only -2",
+            "squared feature norm falls by 84 decades, the scale-free energy changes only -2 "
+            "decades",
         ),
     ],
 )

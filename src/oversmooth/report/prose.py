@@ -470,7 +470,8 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     clauses = {
         "oversmoothing": f"the nodes converge (scale-free energy {sf} decades, squared norm {nd})",
         "norm-collapse": "mostly norm collapse, not oversmoothing: the squared feature norm "
-        f"falls by {abs(ev['norm_decades']):.2g} decades, the scale-free energy changes only {sf}",
+        f"falls by {abs(ev['norm_decades']):.2g} decades, the scale-free energy changes only {sf} "
+        "decades",
         "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
         f"squared norm {nd})",
     }
