@@ -411,6 +411,8 @@ def test_pruning_bad_input(cora):
         match=r"layers: expected layer numbers in \[1, 4\] for a depth-4 model, received 5",
     ):
         prune_sensitivity(model, cora, [2, 5])
+    with pytest.raises(ValueError, match="layers: layer 2 is listed twice"):
+        prune_sensitivity(model, cora, [2, 4, 2])  # was collapsed to [2, 4] without a word
     with pytest.raises(ValueError, match="mask: the data has no attribute 'holdout'"):
         prune_sensitivity(model, cora, [2], mask="holdout")
     with pytest.raises(TypeError, match="model: expected a torch.nn.Module"):

@@ -74,10 +74,12 @@ def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
                 f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, "
                 f"received {k}"
             )
+        if k in out:
+            raise ValueError(f"layers: layer {k} is listed twice; expected each layer once")
         out.append(k)
     if not out:
         raise ValueError("layers: expected at least one layer number")
-    return sorted(set(out))
+    return sorted(out)
 
 
 def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:

@@ -124,7 +124,8 @@ class AnalysisConfig:
         if self.prune and CONVS[self.model.conv].elements == "edges":
             raise ValueError(
                 f"prune: expected a node-level conv, received conv={self.model.conv!r} (its "
-                "blocks run over edges; pruning is not implemented for it); drop --prune-layers"
+                "blocks run over edges; pruning is not implemented for it); choose a node-level "
+                "--conv (san, gcn, gat), or drop --prune-layers from analyze"
             )
         metrics = tuple(check_metrics(self.metrics or DEFAULT_METRICS))
         if "laplacian_energy" not in metrics:
