@@ -623,6 +623,36 @@ def test_residual_capture_does_not_take_a_head_of_the_streams_width_for_the_stre
         assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
 
 
+class ReversedPreLN(PreLNTransformer):
+    """The layers run in reverse, the norms in list order: norms[j] runs before convs[L-1-j]."""
+
+    def forward(self, x, edge_index):
+        h = self.lin_in(x)
+        for conv, norm in zip(reversed(self.convs), self.norms, strict=True):
+            h = h + conv(norm(h), edge_index)
+        return h
+
+
+def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
+    """Norms paired with the layers by list place but run for other layers: the rows held
+    norm(h) for some layers and stale streams of earlier blocks for others, without a word."""
+    data = small_graph()
+    model = ReversedPreLN(5).double().eval()
+    with pytest.warns(UserWarning, match=r"norms\.0 ran before convs\.2, not before its own"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert "stream=[...]" in frame.attrs["gaps"][0]
+    with torch.no_grad():  # no stale stream: h where the norm is the layer's own, else norm(h)
+        h = model.lin_in(data.x)
+        inputs = []
+        for j, (conv, norm) in enumerate(zip(reversed(model.convs), model.norms, strict=True)):
+            inputs.append(h if j == 1 else norm(h))  # norms[1] runs before convs[1]
+            h = h + conv(norm(h), data.edge_index)
+    for k, state in enumerate(inputs):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+
+
 class FinalNorm(torch.nn.Module):
     """Skips in forward, no list of norms, and ``return norm(h)``: the stream after the last
     block is the norm's input, not its (normalised) output."""

@@ -369,6 +369,9 @@ class _StreamTap:
         # id(output) -> (module, input) of the modules outside the layers that ran since the
         # last layer call (the tensors are held, so that their ids stay theirs)
         self.after: dict[int, tuple[nn.Module, Tensor | None, Tensor]] = {}
+        self.previous = -1  # the list index of the last layer called
+        # (norm j, layer k): the first paired norm seen to run for a layer other than its own
+        self.mismatch: tuple[int, int] | None = None
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
@@ -418,6 +421,14 @@ class _StreamTap:
 
         def hook(module: nn.Module, args: tuple) -> None:
             stream = self.pending.pop(k, None)
+            # a paired norm left over that is neither this layer's nor the previous layer's
+            # (Post-LN: norms[j] after layers[j]) ran for another layer: the pairing by place
+            # in the lists does not hold (e.g. the layers run in reverse, the norms in order)
+            stray = [j for j in self.pending if j != self.previous]
+            if stray and self.mismatch is None:
+                self.mismatch = (stray[0], k)
+            self.pending.clear()  # never read as a later layer's stream
+            self.previous = k
             self.prenorm = stream is not None
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
@@ -1156,6 +1167,17 @@ class Probe:
             notes.append(GRAPH_CHANGED_NOTE)
         if self._prenorm_suspect:
             notes.append(PRENORM_NOTE)
+        if self._tap is not None and self._tap.mismatch is not None:
+            j, k = self._tap.mismatch
+            norms = self._tap.plan.norms
+            notes.append(
+                f"capture='residual': the norms paired with the layers by their place in the "
+                f"lists ran for other layers ({self._names.get(id(norms[j]), 'norm')} ran "
+                f"before {self._names.get(id(self.layers[k]), 'layer')}, not before its own "
+                "layer), so the rows hold norm(h) where a layer's own norm did not run before it; "
+                "list the norms in the order of their layers, or pass stream=[...] (the modules "
+                "whose input is the stream before each layer, in the order the layers run)"
+            )
         made = self._calls_made if self._tap is None else self._tap.calls
         if made > len(self.layers):  # e.g. the stack run twice in one forward
             notes.append(
