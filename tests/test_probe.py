@@ -653,6 +653,44 @@ def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 
+class BlocksSkipInForward(torch.nn.Module):
+    """A ``blocks`` ModuleList whose skip lives in ``forward`` (``h = h + blocks[k](h)``): the
+    probe takes ``blocks`` for whole blocks, whose outputs are not the stream here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.blocks = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+
+    def forward(self, x, edge_index):
+        for block in self.blocks:
+            x = x + block(x, edge_index)
+        return x
+
+
+def test_residual_capture_says_when_blocks_do_not_hand_the_stream_on():
+    """The rows were the branch outputs, the same table as capture='output', without a word."""
+    data = small_graph()
+    model = BlocksSkipInForward().double().eval()
+    with pytest.warns(UserWarning, match=r"input of blocks\.1 is not the output of the block"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert "pass layers=[...]" in probe.to_frame().attrs["gaps"][0]
+    with torch.no_grad():  # layers=[...] reads the stream at each layer's input
+        states = [data.x]
+        for block in model.blocks:
+            states.append(states[-1] + block(states[-1], data.edge_index))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data, capture="residual", layers=list(model.blocks)) as probe:
+            with torch.no_grad():
+                model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+
+
 class FinalNorm(torch.nn.Module):
     """Skips in forward, no list of norms, and ``return norm(h)``: the stream after the last
     block is the norm's input, not its (normalised) output."""

@@ -987,7 +987,7 @@ class Probe:
                     "to record its layers, or leave layers and stream unset"
                 )
             self.layers, self._stream_inputs, self._plan = [], False, None
-            self._check_prenorm = False
+            self._check_prenorm = self._check_blocks = False
             self._names = _ModuleNames(None)
             return []
         if layers is None:
@@ -997,6 +997,11 @@ class Probe:
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see StreamPlan
         self._stream_inputs = capture == "residual" and not are_blocks and bool(modules)
+        # blocks found by their place (model.blocks, DeepGCNLayer) are checked at run time to
+        # hand their outputs on unchanged (an oversmooth model's are, by construction)
+        self._check_blocks = (
+            capture == "residual" and are_blocks and not isinstance(model, DepthModel)
+        )
         if stream is not None and not self._stream_inputs:
             raise ValueError(
                 "stream: only with capture='residual' on layers that are not blocks (whose "
@@ -1069,6 +1074,7 @@ class Probe:
         self._present: dict[int, Tensor] = {}  # step -> [B] the graph ids with a node (batches)
         self._prev: LayerState | None = None  # the previous layer's state (between metrics)
         self._prev_layer = -1  # the layer of _prev
+        self._block_out: Tensor | None = None  # the last block's output (_check_blocks)
         # the version counter of a state measured without a copy (None for a copy): of the
         # previous state, and of the state being recorded (see _float64_state)
         self._prev_version: int | None = None
@@ -1112,6 +1118,11 @@ class Probe:
             elif self.layers:  # layer 0 comes from self._calls (its first call)
                 for module in distinct(self.layers):
                     self._handles.append(module.register_forward_hook(self._layer_output))
+                    if self._check_blocks:
+                        hook = input_hook(self._block_input)
+                        self._handles.append(
+                            module.register_forward_pre_hook(hook, with_kwargs=True)
+                        )
             if self.head_energies:
                 for k, point in self._attention_points():
                     self._handles.append(point.register_forward_hook(self._keep_attention(k)))
@@ -1134,7 +1145,7 @@ class Probe:
         self._active = self._step % self.every == 0
         if self._active:
             self._check_graph_inputs(graph_inputs(args, kwargs))
-        self._prev = None
+        self._prev = self._block_out = None
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
@@ -1193,7 +1204,7 @@ class Probe:
                 stacklevel=2,
             )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
-        self._prev = None
+        self._prev = self._block_out = None
         self._attention.clear()
         self._workspace = Workspace()
 
@@ -1260,7 +1271,31 @@ class Probe:
             self.record(0, x)
 
     def _layer_output(self, module: nn.Module, args: tuple, output: object) -> None:
-        self._called_layer(first_tensor(output) if self._active else None)
+        x = first_tensor(output) if self._active else None
+        if self._check_blocks:
+            self._block_out = x
+        self._called_layer(x)
+
+    def _block_input(self, module: nn.Module, args: tuple) -> None:
+        """A block starts: its input should be the previous block's output (the stream,
+        handed on unchanged); a forward that changes it between blocks (``h = h + block(h)``,
+        an activation) makes the block outputs other than the stream: said once."""
+        out, self._block_out = self._block_out, None
+        if out is None or not args or not isinstance(args[0], Tensor):
+            return
+        x = args[0]
+        if x is out or (x.shape == out.shape and torch.equal(x, out)):
+            return
+        self._check_blocks = False  # said once (the gaps keep it)
+        name = self._names.get(id(module), type(module).__name__)
+        self._note(
+            f"capture='residual': the input of {name} is not the output of the block before it: "
+            "the layers were taken for whole blocks (model.blocks, DeepGCNLayer), whose "
+            "outputs are the stream, but the forward changes the state between them (a skip "
+            "connection h + block(h), an activation, dropout), so the rows are the blocks' "
+            "outputs, not the stream; pass layers=[...] (the same modules) to read the stream "
+            "at each layer's input"
+        )
 
     def _called_layer(self, x: Tensor | None) -> None:
         """A layer call ended with output ``x``: it is the next row (layer ``k`` is the output
