@@ -495,6 +495,30 @@ def test_resume_keeps_the_default_probe_interval_it_started_with(tmp_path):
     dyn = pd.read_csv(tmp_path / "run" / "dynamics.csv")
     assert sorted(dyn["epoch"].unique()) == [0, 2, 4]
     assert not dyn.duplicated(["epoch", "layer"]).any()
+    # config.json says the interval the run kept (it wrote the new --epochs' default, 1), named,
+    # so that the report's settings and Reproduce line give the same dynamics.csv
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["probe_interval"] == 2 and config["probe_every"] == 2
+
+
+def test_a_finished_run_resumed_and_stopped_again_keeps_no_stale_report(tmp_path):
+    """The first end's report.md/report.html (epoch, accuracies) stayed beside the newer
+    best.pt of a resumed run that was stopped again, and the CLI linked them."""
+    from oversmooth.report.writers import write_training_report
+
+    T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run", report=write_training_report)
+    assert (tmp_path / "run" / "report.md").is_file()
+
+    def interrupt(done, total, row):
+        if done == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    again = T.train(
+        T.TrainConfig(epochs=6, **TINY), tmp_path / "run", resume=True, progress=interrupt
+    )
+    assert again.stopped == "interrupted"
+    for name in T.FINISHED_FILES:
+        assert not (tmp_path / "run" / name).exists(), name
 
 
 def test_batched_dataset_with_graph_mode_norm_is_refused(tmp_path):

@@ -12,7 +12,7 @@ An output folder holds ``best.pt`` (best checkpoint), ``last.pt`` (the state
 between two epochs, everything needed to resume exactly: weights, optimiser,
 scheduler, dropout generator, best-so-far with its weights, history),
 ``config.json``, ``history.csv`` (one row per epoch, ``status`` ``ok`` or
-``diverged``) and, once finished, ``summary.json``, ``training.png`` and
+``diverged``) and, once finished, ``summary.json``, ``training.png``, ``dynamics.png`` and
 ``report.md`` / ``report.html``.
 Checkpoint files are plain dicts of tensors and numbers, written atomically and
 read back with ``torch.load(weights_only=True)``.
@@ -138,6 +138,11 @@ RESUME_KEYS = {
 RESUME_MAY_CHANGE = ("epochs", "patience", "device", "data_root", "deterministic")
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
+#: What a run writes when it ends (not when a signal stops it): removed when a finished run is
+#: resumed, so that a folder stopped again never shows the earlier end's report beside newer
+#: checkpoints.
+FINISHED_FILES = ("summary.json", "training.png", "dynamics.png", "report.md", "report.html")
+
 # dynamics.csv: the probe's layer measures at every probe_interval-th epoch (0, N, 2N, ...)
 DYNAMICS_METRICS = ["laplacian_energy", "dirichlet_energy", "relative_energy", "feature_norm"]
 DYNAMICS_COLUMNS = ["epoch", "layer", *DYNAMICS_METRICS]
@@ -386,8 +391,8 @@ class _Run:
         if self.folder_ready:
             write(out)
             return
-        if self.resumed:  # a finished run continued: its summary and curve are stale until it ends
-            for name in ("summary.json", "training.png"):
+        if self.resumed:  # a finished run continued: what its end wrote is stale until it ends
+            for name in FINISHED_FILES:
                 (out / name).unlink(missing_ok=True)
             if not (out / MARKER).is_file():  # begun by a version before the marker
                 write_marker(out, "train")
@@ -417,11 +422,15 @@ class _Run:
             # what the settings left to their default (None above) resolved to
             "learning_rate": config.learning_rate,
             "warmup_epochs": config.warmup_epochs,
-            "probe_interval": config.probe_interval,
+            "probe_interval": self.interval,
             "ffn_channels": config.model.ffn_channels,
             "device_resolved": str(self.device),
             "environment": environment(self.device),
         }
+        if config.probe_every is None and self.interval != config.probe_interval:
+            # a resumed run keeps the default interval it started with, which the new --epochs
+            # would not give: named, so that the settings and the Reproduce line say it
+            record["probe_every"] = self.interval
         write_json(folder / "config.json", record)
 
     def save(self, snap: dict) -> None:
