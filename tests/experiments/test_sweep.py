@@ -50,6 +50,19 @@ def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
     }
 
 
+def fails_on_seed_1(cell: dict, options: dict, out: str) -> dict:
+    if cell["seed"] != 1:
+        return run_cell(cell, options, out)
+    return {
+        "cell": cell,
+        "id": cell_id(cell),
+        "key": cell_key(cell, options),
+        "options": options,
+        "status": "failed",
+        "error": "RuntimeError: injected failure",
+    }
+
+
 def dies_on_postln(cell: dict, options: dict, out: str) -> dict:
     """SIGKILLs its own worker: once for postln depth 2 (retried, then fine), always at depth 3."""
     marker = os.path.join(os.path.dirname(out), f"died-{cell_id(cell)}")
@@ -174,6 +187,51 @@ def test_failing_cell_is_recorded_and_others_finish(tmp_path):
     assert failed["depth"].tolist() == [3]
     again = run_sweep(spec, tmp_path / "f")  # a failed cell is retried on the next run
     assert again.skipped == 1 and again.ran == 1 and not again.failed
+
+
+def test_a_cell_that_failed_for_one_seed_is_marked_in_the_report(tmp_path):
+    """The report said "mean ± std over seeds 0, 1" over a value of seed 0 alone, unmarked."""
+    spec = SweepSpec(**{**TINY, "seeds": (0, 1), "workers": 2})
+    result = run_sweep(spec, tmp_path / "f", cell_fn=fails_on_seed_1)
+    assert len(result.failed) == 1
+    text = (tmp_path / "f" / "report-san-init" / "report.md").read_text()
+    assert "(1 of 2 seeds)" in text and "the other runs of that cell failed" in text
+
+
+def test_a_run_with_cells_to_compute_clears_the_tables_of_the_earlier_spec(tmp_path):
+    """A grown grid stopped before its merge left spec.json of the new grid beside the tables
+    and reports of the old one."""
+    from oversmooth.experiments.sweep import _prepare_folder
+
+    out = tmp_path / "s"
+    run_sweep(SweepSpec(**TINY), out, table_formats=("csv", "parquet"))
+    assert (out / "summary.csv").is_file() and (out / "report-san-init").is_dir()
+    grown = SweepSpec(**{**TINY, "seeds": (0, 1)})
+    _prepare_folder(out, grown, computing=False)  # nothing to compute: the tables stay
+    assert (out / "summary.csv").is_file()
+    _prepare_folder(out, grown, computing=True)  # what a run does before its first cell
+    left = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert left == ["cells", "spec.json"]
+    assert json.loads((out / "spec.json").read_text())["seeds"] == [0, 1]
+
+
+def test_a_changed_dataset_file_or_a_field_back_at_its_default_is_refused(tmp_path):
+    """Finished cells were reused after the dataset file changed (one table over two graphs),
+    and a model field set back to its default recomputed and overwrote them."""
+    import torch
+
+    ring = torch.tensor([[i, (i + 1) % 6] for i in range(6)]).T
+    graph = tmp_path / "g.pt"
+    torch.save({"x": torch.eye(6)[:, :4], "edge_index": torch.cat([ring, ring.flip(0)], 1)}, graph)
+    out = tmp_path / "s"
+    spec = SweepSpec(**{**TINY, "datasets": (str(graph),), "model": replace(MODEL, norm="graph")})
+    assert run_sweep(spec, out).ran == 1
+    assert run_sweep(spec, out).ran == 0  # the same file: reused
+    with pytest.raises(ValueError, match=r"computed with norm='graph', but this sweep asks norm="):
+        run_sweep(replace(spec, model=MODEL), out)
+    torch.save({"x": torch.eye(6)[:, 1:5], "edge_index": torch.cat([ring, ring.flip(0)], 1)}, graph)
+    with pytest.raises(ValueError, match=r"computed on other contents of .*g\.pt"):
+        run_sweep(spec, out)
 
 
 def test_repeated_grid_values_are_refused():

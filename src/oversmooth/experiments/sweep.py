@@ -499,18 +499,46 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
     without some option is recomputed, not refused; its key differs anyway).
     """
     options = json.loads(json_text(options, indent=None))  # as a record stores them
+    default = ModelConfig()
+    defaults = {  # a model field at its default is left out of the options (SweepSpec.options)
+        name: json.loads(json_text(getattr(default, name), indent=None))
+        for name in _SWEEPABLE_MODEL_FIELDS
+    }
     for record in records:
         theirs = record.get("options")
         if record.get("status") != "ok" or not isinstance(theirs, dict):
             continue
-        for name in sorted(set(theirs) & set(options)):
-            if theirs[name] != options[name]:
-                raise ValueError(
-                    f"--out: {out} holds cells computed with {name}={theirs[name]!r}, but this "
-                    f"sweep asks {name}={options[name]!r}; choose another --out "
-                    f"(or delete {out} to recompute)"
+        for name in sorted(set(theirs) | set(options)):
+            if name not in theirs or name not in options:
+                if name not in defaults:
+                    continue  # an option a release did not have: recomputed (its key differs)
+            mine = options.get(name, defaults.get(name))
+            was = theirs.get(name, defaults.get(name))
+            if was == mine:
+                continue
+            if name == DATA_FILES:
+                changed = sorted(
+                    k
+                    for k in set(was or {}) | set(mine or {})
+                    if (was or {}).get(k) != (mine or {}).get(k)
                 )
+                raise ValueError(
+                    f"--out: {out} holds cells computed on other contents of "
+                    f"{', '.join(changed)} (the file changed since, or another file has its "
+                    f"name); choose another --out (or delete {out} to recompute)"
+                )
+            raise ValueError(
+                f"--out: {out} holds cells computed with {name}={was!r}, but this "
+                f"sweep asks {name}={mine!r}; choose another --out "
+                f"(or delete {out} to recompute)"
+            )
 
+
+#: The option that holds the fingerprints of the datasets read from files (by their name).
+DATA_FILES = "data_files"
+
+#: The tables :func:`merge` writes (each as CSV, and Parquet when asked).
+MERGED_TABLES = ("metrics", "summary", "failed")
 
 _TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
 _LOCK_NAME = re.compile(r"^\..+\.lock$")
@@ -536,16 +564,20 @@ def _clean_litter(out: Path) -> None:
                     entry.unlink(missing_ok=True)
 
 
-def _check_datasets(spec: SweepSpec) -> dict[str, str]:
+def _check_datasets(spec: SweepSpec) -> tuple[dict[str, str], dict[str, str]]:
     """Load every dataset once, so an unknown or broken one stops the sweep before any cell.
 
     Returns each dataset's fingerprint for the Ray backend (every node must read the same
-    graph), an empty dict for the local one."""
-    from oversmooth.data import check_distinct, load
+    graph; an empty dict for the local one), and the fingerprint of each dataset read from a
+    file (a ``.pt`` or ``.csv`` path), which goes into the cells' identity: a file changed
+    between two runs (or another file of the same relative name) is not the graph the
+    finished cells measured."""
+    from oversmooth.data import _names_a_file, check_distinct, load
+    from oversmooth.experiments.sweep_ray import graph_fingerprint
     from oversmooth.resources import check_allocation, model_bytes
 
     check_distinct(spec.datasets)
-    fingerprints = {}
+    fingerprints, files = {}, {}
     deepest, m = max(spec.depths), spec.model
     for name in spec.datasets:
         data = load(name, data_root=spec.data_root)
@@ -562,11 +594,13 @@ def _check_datasets(spec: SweepSpec) -> dict[str, str]:
             "cpu",
             hint="use smaller depths, hidden or ffn",
         )
-        if spec.backend == "ray":
-            from oversmooth.experiments.sweep_ray import graph_fingerprint
-
-            fingerprints[name] = graph_fingerprint(data)
-    return fingerprints
+        if spec.backend == "ray" or _names_a_file(name):
+            fingerprint = graph_fingerprint(data)
+            if spec.backend == "ray":
+                fingerprints[name] = fingerprint
+            if _names_a_file(name):
+                files[name] = fingerprint
+    return fingerprints, files
 
 
 # ----------------------------------------------------------------------------- local workers
@@ -961,8 +995,10 @@ def run_sweep(
     out = check_out(out if out is not None else spec.out, False, reuse="sweep")
     formats = {"figure_formats": figure_formats, "table_formats": table_formats}
     table_formats_of(table_formats)  # Parquet without pyarrow: refused before any cell runs
-    fingerprints = _check_datasets(spec)
+    fingerprints, files = _check_datasets(spec)
     options = spec.options()
+    if files:  # a dataset read from a file: its contents are part of every cell's identity
+        options[DATA_FILES] = files
     cells = spec.cells()
     keys = {cell_id(c): cell_key(c, options) for c in cells}
     with claim_folder(out, False, reuse="sweep"):
@@ -973,9 +1009,9 @@ def run_sweep(
             _backend(spec, options, fingerprints, bool(todo)) as run_cells,
             _removed_if_nothing_finished(out, created),
         ):
-            _prepare_folder(out, spec)
+            _prepare_folder(out, spec, bool(todo))
             failed = _run_todo(run_cells, todo, out, len(cells), stale, progress, cell_fn)
-            merge(out, spec, **formats)
+            merge(out, spec, options=options, **formats)
     total = len(cells)
     return SweepResult(
         out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
@@ -1011,14 +1047,30 @@ def _removed_if_nothing_finished(out: Path, created: bool) -> Iterator[None]:
         raise
 
 
-def _prepare_folder(out: Path, spec: SweepSpec) -> None:
+def _prepare_folder(out: Path, spec: SweepSpec, computing: bool) -> None:
     """Make ``out/cells``, mark ``out`` as a sweep folder, clear what dead processes left in it
-    and write the spec beside the cells."""
+    and write the spec beside the cells.  When cells are to be computed, the merged tables and
+    reports of an earlier spec go first: a run stopped before its merge leaves the new
+    ``spec.json`` and the cells, never tables of another spec beside them (the next run
+    merges)."""
     (out / "cells").mkdir(parents=True, exist_ok=True)
     if not (out / MARKER).is_file():  # new, or begun by a version before the marker
         write_marker(out, "sweep")
     _clean_litter(out)
+    if computing:
+        _clear_merged(out)
     write_json(out / "spec.json", spec.to_dict())
+
+
+def _clear_merged(out: Path) -> None:
+    """Remove what :func:`merge` writes: the tables (every format) and the report folders."""
+    for stem in MERGED_TABLES:
+        for path in out.glob(f"{stem}.*"):
+            if path.is_file():
+                path.unlink(missing_ok=True)
+    for folder in out.glob("report-*"):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 Runner = Callable[[list[dict], Path, Callable[[dict], None], CellFn], None]
@@ -1122,13 +1174,15 @@ def merge(
     out: str | os.PathLike,
     spec: SweepSpec | None = None,
     *,
+    options: dict | None = None,
     figure_formats: Sequence[str] = ("png",),
     table_formats: Sequence[str] = ("csv",),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Merge finished cells into ``metrics.csv``, ``summary.csv``, ``failed.csv`` and reports.
 
-    With ``spec``, only the cells of its grid computed with its options (their key) are merged,
-    so the tables always describe the spec written beside them; each table is written atomically
+    With ``spec``, only the cells of its grid computed with its options (their key; ``options``
+    as :func:`run_sweep` made them, default ``spec.options()``) are merged, so the tables always
+    describe the spec written beside them; each table is written atomically
     (also as Parquet with ``parquet`` in ``table_formats``, the reports' figures also in
     ``figure_formats``).
     """
@@ -1137,7 +1191,8 @@ def merge(
     out = Path(out)
     records = _records(out / "cells")
     if spec is not None:
-        wanted = {cell_key(c, spec.options()) for c in spec.cells()}
+        options = spec.options() if options is None else options
+        wanted = {cell_key(c, options) for c in spec.cells()}
         records = [r for r in records if r.get("key") in wanted]
     failed = [r for r in records if r.get("status") != "ok"]
     metrics, summary = _merged_tables([r for r in records if r.get("status") == "ok"])
@@ -1172,7 +1227,7 @@ def _group_comparison(
     datasets = [d for d in spec.datasets if d in set(part["dataset"])]
     depths = sorted(set(part["depth"]))
     fits, verdicts = _deepest_fits(spec, layer_rows, models, datasets, depths[-1])
-    seeds = tuple(sorted(set(part["seed"])))
+    seeds = tuple(spec.seeds)  # as asked: a seed whose cell failed is missing from part
     config = ComparisonConfig(
         models=tuple(models),
         depths=tuple(depths),

@@ -777,11 +777,13 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
     return out
 
 
-def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
+def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
     """Final-layer energy per (model, dataset) and depth -- per (model, conv, dataset) when the
     summary has a ``conv`` column: ``mean ± std [geometric mean]`` over seeds (the paper's
     arithmetic mean ± std, then the average that suits values spread over decades), the value
-    alone when there is one seed, a dash where a cell has no value."""
+    alone when there is one seed, a dash where a cell has no value, and ``(k of n seeds)`` after
+    a value over fewer seeds than the run asked (``seeds``, default the seeds in ``summary``:
+    a sweep cell that failed)."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
@@ -793,14 +795,18 @@ def energy_table(summary: pd.DataFrame) -> pd.DataFrame:
         lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
     )
     stats["geo"] = logs.to_numpy()
+    if seeds is None:
+        seeds = summary["seed"].nunique() if "seed" in summary else 1
 
     def cell(row: pd.Series) -> str:
         if not np.isfinite(row["mean"]):
             return MISSING
+        # fewer seeds than the table's (a sweep cell that failed): said, never a silent mean
+        fewer = f" ({row['count']:.0f} of {seeds} seeds)" if row["count"] < seeds else ""
         if row["count"] < 2 or not np.isfinite(row["std"]):
-            return f"{row['mean']:.3g}"
+            return f"{row['mean']:.3g}{fewer}"
         geo = f" [{row['geo']:.3g}]" if np.isfinite(row["geo"]) else ""
-        return f"{row['mean']:.3g} ± {row['std']:.2g}{geo}"
+        return f"{row['mean']:.3g} ± {row['std']:.2g}{geo}{fewer}"
 
     stats["cell"] = stats.apply(cell, axis=1)
     table = stats.pivot(index=keys, columns="depth", values="cell")

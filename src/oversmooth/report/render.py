@@ -740,6 +740,16 @@ def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
     )
 
 
+def _fewer_seeds(summary: pd.DataFrame, seeds: int) -> bool:
+    """Whether some (model, conv, dataset, depth) of ``summary`` has a final energy from fewer
+    than ``seeds`` seeds (a failed sweep cell)."""
+    if not len(summary):
+        return False
+    keys = [k for k in ("model", "conv", "dataset", "depth") if k in summary]
+    counts = summary.groupby(keys, sort=False)["final_energy"].count()
+    return bool((counts < seeds).any())
+
+
 def _comparison_curves(config: dict, fits: dict, dataset: str) -> list[dict]:
     """One entry per (model, conv) curve of ``dataset`` in a compare folder: ``model``,
     ``conv``, ``label`` (the model, plus the conv when there are several) and its fits
@@ -790,8 +800,15 @@ def _render_comparison(folder: Path, config: dict) -> Document:
             else f"One seed ({seeds[0]}): no spread is shown"
         )
         + "; the layout of the seed paper's Tables 2, 4 and 6."
+        + (
+            " A value marked (k of n seeds) is over the seeds that gave one: the other runs of "
+            "that cell failed (a sweep's `failed.csv` names them), and its verdict pools only "
+            "those seeds."
+            if _fewer_seeds(summary, len(seeds))
+            else ""
+        )
     )
-    doc.table(energy_table(summary))
+    doc.table(energy_table(summary, len(seeds)))
     doc.heading("Verdicts at the deepest depth")
     for dataset in config["datasets"]:
         for curve in _comparison_curves(config, fits, dataset):
