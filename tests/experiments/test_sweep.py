@@ -510,6 +510,7 @@ def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
     assert not [p for p in report.rglob("*") if p.is_dir()]  # no folder made from a "/"
     fits = json.loads((report / "fits.json").read_text())
     assert sorted(fits) == sorted(f"{d}/preln" for d in spec.datasets)
+    assert all("reference" in fit for fit in fits.values())  # the theory, as compare gives it
     text = (report / "report.md").read_text()
     assert "data/plain.pt" in text and absolute in text
 

@@ -1251,11 +1251,19 @@ def _deepest_fits(
     spec: SweepSpec, layer_rows: pd.DataFrame, models: list[str], datasets: list[str], depth: int
 ) -> tuple[dict, list]:
     """The fitted laws (by ``dataset/model``) and verdicts at ``depth``, the deepest of the
-    group, each pooling every seed of that dataset and model."""
-    from oversmooth.analysis import describe_frame, fits_record
+    group, each pooling every seed of that dataset and model, with the theory beside them
+    (the graph's linear-diffusion rate, the nonlocal law), as ``oversmooth compare`` gives."""
+    from oversmooth.analysis import (
+        describe_frame,
+        diffusion_reference,
+        fits_record,
+        theory_reference,
+    )
+    from oversmooth.data import load
 
     fits, verdicts = {}, []
     for dataset in datasets:
+        diffusion = diffusion_reference(load(dataset, data_root=spec.data_root))
         for model in models:
             rows = layer_rows[
                 (layer_rows["dataset"] == dataset)
@@ -1264,6 +1272,7 @@ def _deepest_fits(
             ]
             if len(rows):
                 desc = describe_frame(rows, spec.model.hidden, dtype=spec.model.dtype)
+                desc["reference"] = theory_reference(model, desc, diffusion)
                 fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depth}
                 verdicts.append(desc["_verdict"])
     return fits, verdicts
