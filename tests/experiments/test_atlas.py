@@ -245,3 +245,19 @@ def test_an_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, out, 
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
     assert list(tmp_path.iterdir()) == []
+
+
+def test_decades_lost_leaves_out_the_end_layer_the_verdict_left_out():
+    """GCN + PairNorm: layer 1 sits decades below the law, so "decades lost" from it read
+    -1.6 (gained) beside a verdict that "decays by 1.78 decades over layers 2-128"."""
+    from oversmooth.experiments.atlas import _decades_cell, decades_lost
+    from oversmooth.verdict import Verdict
+
+    energy = {1: 1e-3, 2: 1e2, 3: 1e1, 4: 1.0}
+    frame = pd.DataFrame(
+        {"layer": list(energy), "laplacian_energy": list(energy.values()), "at_floor": False}
+    )
+    assert decades_lost(frame, 4)[0] == pytest.approx(-3.0)  # from layer 1: "gained"
+    odd = Verdict("inconclusive", "no-trend", seeds=1, notes=[{"code": "ends", "off_layers": [1]}])
+    assert decades_lost(frame, 4, odd)[0] == pytest.approx(2.0)  # from layer 2, as the verdict
+    assert _decades_cell(-0.04, False) == "0.0"  # never "-0.0"

@@ -72,3 +72,15 @@ def test_per_seed_curves_carry_their_median_of_the_drawn_quantity():
     ]  # medians of |R|: {0.5, 0.2, 0.4}, {0.1, 0.3, 0.2}
     one = _per_seed(frame[frame["seed"] == 0], "relative_energy")
     assert [c["label"] for c in one] == ["seed 0"] and "alpha" not in one[0]
+
+
+def test_captions_name_only_what_is_drawn():
+    """The energy caption named "the verdict's fitted law" and "the start of the late window"
+    for a curve too short to fit (no law drawn, the lines anchored at the first layer)."""
+    from oversmooth.report.render import _anchor_words, _fitted
+
+    short = {"evidence": {"label": "inconclusive", "evidence": {}}}  # a fits.json record
+    late = {"fit_curve": [[1, 2], [0.1, 0.01]], "late_window": [9, 16]}
+    fitted = {"evidence": {"label": "exponential-smoothing", "evidence": late}}
+    assert not _fitted(short) and _anchor_words(short) == "at its first layer"
+    assert _fitted(fitted) and _anchor_words(fitted) == "at the start of the late window (layer 9)"

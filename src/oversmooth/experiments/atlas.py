@@ -384,12 +384,29 @@ def _energy_at(frame: pd.DataFrame, layer: int) -> tuple[float, bool]:
     return float(geometric_mean(rows["laplacian_energy"])), bool(rows["at_floor"].any())
 
 
-def decades_lost(frame: pd.DataFrame, depth: int) -> tuple[float, bool]:
+def decades_lost(
+    frame: pd.DataFrame, depth: int, verdict: Verdict | None = None
+) -> tuple[float, bool]:
     """``log10 E(1) - log10 E(depth)`` of the seeds' geometric-mean energy (negative: gained),
-    and whether the last layer is at the float floor (then a lower bound)."""
-    first, _ = _energy_at(frame, 1)
-    last, floor = _energy_at(frame, depth)
-    return _log10(first) - _log10(last), floor
+    and whether the last layer is at the float floor (then a lower bound).  An end layer the
+    verdict left out as off its law (its ``ends`` note) is left out here too, so that the
+    column and the verdict's "decays by X decades over layers a-b" agree in sign: PyG's GCN
+    with PairNorm gains 1.6 decades from layer 1 (a convolution's output before the first
+    PairNorm, 2.8 decades below the law) and loses 1.8 from layer 2."""
+    first, last = 1, depth
+    off = [
+        k
+        for note in (verdict.notes if verdict else [])
+        if note.get("code") == "ends"
+        for k in note.get("off_layers", [])
+    ]
+    while first in off and first < last:
+        first += 1
+    while last in off and last > first:
+        last -= 1
+    start, _ = _energy_at(frame, first)
+    end, floor = _energy_at(frame, last)
+    return _log10(start) - _log10(end), floor
 
 
 def _rate_record(v: Verdict) -> dict[str, Any]:
@@ -420,7 +437,7 @@ def atlas_table(
     for key in config.names:
         v = verdicts[(key, main)]
         frame = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == main)]
-        lost, floor = decades_lost(frame, config.depth)
+        lost, floor = decades_lost(frame, config.depth, v)
         mine = prune[prune["architecture"] == key]
         row: dict[str, Any] = {
             "architecture": key,
@@ -443,7 +460,7 @@ def atlas_table(
             row[f"verdict_{name}"] = w.label
             row[f"collapse_{name}"] = w.collapse
             row[f"decades_lost_{name}"], row[f"final_at_floor_{name}"] = decades_lost(
-                sub, config.depth
+                sub, config.depth, w
             )
         row["configuration"] = _zoo()[key].configuration
         rows.append(row)
@@ -510,6 +527,7 @@ def _decades_cell(value: float, floor: bool) -> str:
 
     if not math.isfinite(value):
         return MISSING
+    value = round(value, 1) + 0.0  # never "-0.0"
     return f">= {value:.1f} (floor)" if floor else f"{value:.1f}"
 
 

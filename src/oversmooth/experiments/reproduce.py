@@ -1094,7 +1094,8 @@ def floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
         if value < AT_FLOOR_FACTOR * top:
             text += (
                 f" The paper's {value:.3g} at depth {last} sits at that float32 floor "
-                f"(below {AT_FLOOR_FACTOR:g}x {top:.2g}): most likely it measures float32 "
+                f"(below {AT_FLOOR_FACTOR:g} times the largest float32 floor of these runs, "
+                f"{top:.2g}): most likely it measures float32 "
                 "rounding, not the network."
             )
         else:

@@ -291,7 +291,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         ("scale_free_decades", "scale-free energy decades (their difference)"),
     ):
         if ev.get(key) is not None:
-            rows.append((name, f"{ev[key]:+.2f}"))
+            rows.append((name, f"{round(ev[key], 2) + 0.0:+.2f}"))  # + 0.0: never "-0.00"
     uncertainty = uncertainty_text(record)
     if uncertainty:
         rows.append(("intervals from", uncertainty))
@@ -610,13 +610,18 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
+    law = (
+        f"with the verdict's fitted law ({pooled}; "
+        if _fitted(mean_fit)
+        else f"({pooled}; no law was fitted, see the verdict; "
+    )
     doc.figure(
         fig,
-        f"Laplacian energy against layer, log-log, with the verdict's fitted law ({pooled}; "
+        f"Laplacian energy against layer, log-log, {law}"
         "the float floor is drawn where it falls inside the range of the data)"
         + (
-            "; dashed grey: theory references through the seed-mean curve at the start of the "
-            "late window"
+            f"; dashed grey: theory references through the seed-mean curve "
+            f"{_anchor_words(mean_fit)}"
             if references
             else ""
         ),
@@ -840,7 +845,12 @@ def _comparison_dataset_section(
     doc.figure(
         fig,
         f"Final-layer energy against depth on {dataset}"
-        + (" (band: min-max over seeds)" if len(seeds) > 1 else f" (one seed, {seeds[0]})"),
+        + (
+            " (arithmetic mean over seeds, as the table below; band: min-max over seeds; the "
+            "per-layer figure draws the geometric mean, lower where the seeds spread)"
+            if len(seeds) > 1
+            else f" (one seed, {seeds[0]})"
+        ),
         f"final_energy_{file_stem(dataset)}.png",
     )
     deepest = max(config["depths"])
@@ -854,11 +864,14 @@ def _comparison_dataset_section(
         fig,
         f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
         + (
-            "(geometric mean over seeds), log-log, with each verdict's fitted law (seeds pooled)"
+            "(geometric mean over seeds), log-log, with each verdict's fitted law where one "
+            "was fitted (seeds pooled)"
             if len(seeds) > 1
-            else f"(seed {seeds[0]}), log-log, with each verdict's fitted law"
+            else f"(seed {seeds[0]}), log-log, with each verdict's fitted law where one was fitted"
         )
-        + _reference_caption(references, anchor),
+        + _reference_caption(
+            references, anchor, next((c["record"] for c in found if c["label"] == anchor), None)
+        ),
         f"energy_{file_stem(dataset)}.png",
     )
     halving_profile_section(doc, {c["label"]: c["record"] for c in found}, f"halving_{dataset}.png")
@@ -869,8 +882,23 @@ def _comparison_dataset_section(
         said = said or bool(curve["record"] and curve["record"].get("reference"))
 
 
+def _fitted(record: dict | None) -> bool:
+    """Whether the verdict of a fits.json record drew a law (its ``fit_curve``)."""
+    found = verdict_record(record) or {}
+    return bool((found.get("evidence") or {}).get("fit_curve"))
+
+
+def _anchor_words(record: dict | None) -> str:
+    """Where :func:`reference_lines` anchors the theory lines, in words."""
+    found = verdict_record(record) or {}
+    span = (found.get("evidence") or {}).get("late_window") or []
+    return f"at the start of the late window (layer {span[0]})" if span else "at its first layer"
+
+
 def _reference_caption(
-    references: list[tuple[str, np.ndarray, np.ndarray]], anchor: str | None
+    references: list[tuple[str, np.ndarray, np.ndarray]],
+    anchor: str | None,
+    record: dict | None = None,
 ) -> str:
     """The caption's words for the theory lines drawn (:func:`reference_lines`), only those."""
     drawn = []
@@ -880,7 +908,7 @@ def _reference_caption(
         drawn.append("the nonlocal bound through each nonlocal curve")
     if not drawn:
         return ""
-    return f"; dashed grey: {' and '.join(drawn)}, at the start of the late window"
+    return f"; dashed grey: {' and '.join(drawn)}, {_anchor_words(record)}"
 
 
 def _deepest_curves(

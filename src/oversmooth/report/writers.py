@@ -123,8 +123,10 @@ def _training_configuration(
     settings.update({f"model.{k}": v for k, v in model.items()})  # one row per field
     doc.heading("Configuration")
     doc.text(
-        "Every setting as the run used it; *(default)* marks a value the run chose itself "
-        "(the option was not given)."
+        "Every setting as the run used it; *(default)* marks a value the run worked out itself "
+        "because the option was not given (one that depends on other settings, such as the "
+        "learning rate on the model); other settings not given show their fixed default "
+        "unmarked."
     )
     doc.table(training_settings(settings))
     seconds = summary.get("seconds_this_run")
