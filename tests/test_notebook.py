@@ -36,7 +36,7 @@ def test_plot_kinds_return_axes(probed):
     assert ax.get_yscale() == "log" and ax.get_title().startswith("verdict: ")
     assert oversmooth.verdict(frame[frame.step == 1]).label in ax.get_title()
     assert len(ax.get_lines()) >= 2  # the curve and at least one fitted law
-    assert oversmooth.plot(probe, kind="similarity", ax=new_ax()).images
+    assert oversmooth.plot(probe, kind="similarity", step=1, ax=new_ax()).images
     assert oversmooth.plot(
         frame, kind="relative", metric="dirichlet_energy", step=0, ax=new_ax()
     ).get_lines()
@@ -128,6 +128,28 @@ def test_write_report_picks_step(probed, tmp_path):
     assert "step" not in written
 
 
+def test_a_probes_similarity_matrix_is_reported_only_for_the_pass_it_belongs_to(probed, tmp_path):
+    """write_report(step=0) wrote the last pass's matrix beside step 0's rows, and
+    plot(kind="similarity", step=0) drew it: the probe keeps the last recorded pass's only."""
+    import json
+
+    probe, _ = probed  # two passes: steps 0 and 1
+    with pytest.raises(ValueError, match=r"step=<one of 0, 1>|step="):
+        oversmooth.plot(probe, kind="similarity", ax=new_ax())
+    with pytest.raises(ValueError, match=r"last recorded pass only \(step 1\), not of step 0"):
+        oversmooth.plot(probe, kind="similarity", step=0, ax=new_ax())
+    oversmooth.plot(probe, kind="similarity", step=1, ax=new_ax())
+    out = oversmooth.write_report(probe, tmp_path / "s0", step=0)
+    assert not (out / "similarity.csv").exists()
+    assert "No inter-layer similarity matrix" in (out / "report.md").read_text(encoding="utf-8")
+    out = oversmooth.write_report(probe, tmp_path / "s1", step=1)
+    assert (out / "similarity.csv").is_file()
+    assert json.loads((out / "config.json").read_text())["step"] == 1
+    one = probe.to_frame()
+    out = oversmooth.write_report(one[one.step == 1], tmp_path / "only1")
+    assert json.loads((out / "config.json").read_text())["step"] == 1  # was null
+
+
 def test_write_report_picks_one_graph_of_a_batch(tmp_path):
     import pandas as pd
     from torch_geometric.data import Batch, Data
@@ -154,6 +176,13 @@ def test_write_report_picks_one_graph_of_a_batch(tmp_path):
     want = alone.to_frame()["laplacian_energy"].to_numpy()
     assert written["laplacian_energy"].to_numpy() == pytest.approx(want, rel=1e-9)
     assert "Graph 1 of the batch" in (out / "report.md").read_text(encoding="utf-8")
+    with oversmooth.Probe(model, batch, reduce="none", similarity=True) as probe:
+        with torch.no_grad():
+            model(batch.x.double(), batch.edge_index)
+    with pytest.raises(ValueError, match="averages the graphs of the batch"):
+        oversmooth.plot(probe, kind="similarity", graph=1, ax=new_ax())
+    out = oversmooth.write_report(probe, tmp_path / "sim1", graph=1)
+    assert not (out / "similarity.csv").exists()  # the batch's mean matrix, not graph 1's
     with pytest.raises(ValueError, match="no 'graph' column"):
         oversmooth.plot(alone.to_frame(), graph=0, ax=new_ax())
 

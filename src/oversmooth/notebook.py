@@ -163,6 +163,29 @@ def _similarity_of(source: Any, similarity: Any) -> tuple[np.ndarray, list[int]]
     return matrix, list(range(matrix.shape[0]))
 
 
+def _kept_similarity(
+    source: Any, similarity: Any, step: int | None, graph: int | None
+) -> tuple[tuple[np.ndarray, list[int]] | None, str | None]:
+    """The similarity matrix for the pass and graph reported, and why there is none when a
+    Probe's own matrix is another's: a Probe keeps the matrix of its last recorded pass only,
+    averaged over the graphs of a batch.  A matrix given as ``similarity=`` is the caller's."""
+    if similarity is not None or not hasattr(source, "similarity_matrix"):
+        return _similarity_of(source, similarity), None
+    frame = _frame_of(source)
+    steps = sorted(int(v) for v in frame["step"].unique()) if "step" in frame else []
+    if steps and step is not None and step != steps[-1]:
+        return None, (
+            f"the probe keeps the similarity matrix of its last recorded pass only (step "
+            f"{steps[-1]}), not of step {step}"
+        )
+    if "graph" in frame:
+        return None, (
+            "the probe's similarity matrix averages the graphs of the batch; probe one graph "
+            "for its own matrix"
+        )
+    return _similarity_of(source, None), None
+
+
 def _frame_of(source: Any) -> Any:
     return source.to_frame() if hasattr(source, "to_frame") else source
 
@@ -219,7 +242,9 @@ def plot(
         _, ax = plt.subplots(figsize=(6.0, 4.2), layout="constrained")
     assert ax is not None
     if kind == "similarity":
-        return _plot_similarity(ax, frame, similarity)
+        if similarity is None and hasattr(frame, "similarity_matrix"):
+            _one_pass(_frame_of(frame), step, graph)  # several passes or graphs: refused alike
+        return _plot_similarity(ax, frame, similarity, step, graph)
     one = _one_pass(_frame_of(frame), step, graph)
     if kind == "relative":
         return _plot_relative(ax, one, metric)
@@ -227,12 +252,16 @@ def plot(
     return _plot_energy(ax, one, metric, desc)
 
 
-def _plot_similarity(ax: Axes, source: Any, similarity: Any) -> Axes:
+def _plot_similarity(
+    ax: Axes, source: Any, similarity: Any, step: int | None, graph: int | None
+) -> Axes:
     """``kind="similarity"``: the inter-layer similarity heatmap of ``similarity=`` or of the
-    probe ``source``."""
+    probe ``source`` (refused for a pass or graph whose matrix the probe did not keep)."""
     from oversmooth.report import plots
 
-    found = _similarity_of(source, similarity)
+    found, why = _kept_similarity(source, similarity, step, graph)
+    if why is not None:
+        raise ValueError(f"kind='similarity': {why}")
     if found is None:
         raise ValueError(
             "kind='similarity': no similarity matrix; probe with similarity=True and pass "
@@ -316,16 +345,18 @@ def write_report(
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     one = _one_pass(_frame_of(frame), step, graph)
     _check_energies(one)
-    found_sim = _similarity_of(frame, similarity)
+    found_sim, no_sim = _kept_similarity(frame, similarity, step, graph)
     dtype, assumed = _dtype_of(frame, dtype)
     attrs = dict(getattr(_frame_of(frame), "attrs", {}))
     record = with_prose(fits_record(_describe(one, "laplacian_energy", hidden, dtype)), title)
     doc = Document(f"oversmooth.write_report: {title}")
     verdict_section(doc, record, title)
     _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
+    if no_sim is not None:
+        doc.text(f"No inter-layer similarity matrix: {no_sim}.")
     _report_sections(doc, one, record, title, found_sim)
     with atomic_folder(out, overwrite, kind="notebook") as tmp:
-        config = _config_record(attrs, title, step, graph, dtype)
+        config = _config_record(attrs, title, _shown_step(_frame_of(frame), step), graph, dtype)
         _write_data(tmp, one, record, config, found_sim, tables)
         doc.write(tmp, figures)
     return Path(out)
@@ -441,6 +472,14 @@ def _layer_notes(doc: Any, attrs: dict) -> None:
         )
     for note in gaps:
         doc.text(f"- {note}")
+
+
+def _shown_step(frame: Any, step: int | None) -> int | None:
+    """The pass a report shows: ``step``, or the frame's one step when it holds one."""
+    if step is not None or "step" not in frame:
+        return step
+    steps = frame["step"].unique()
+    return int(steps[0]) if len(steps) == 1 else None
 
 
 def _config_record(
