@@ -37,9 +37,8 @@ TINY = dict(models=("preln",), depths=(2,), datasets=("karate",), model=MODEL, w
 # Cell functions for the tests: module-level, so spawned workers can import them by name.
 
 
-def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
-    if cell["depth"] != 3:
-        return run_cell(cell, options, out)
+def _injected_failure(cell: dict, options: dict) -> dict:
+    """The record of a cell that failed (as a worker writes it)."""
     return {
         "cell": cell,
         "id": cell_id(cell),
@@ -48,19 +47,18 @@ def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
         "status": "failed",
         "error": "RuntimeError: injected failure",
     }
+
+
+def fails_at_depth_3(cell: dict, options: dict, out: str) -> dict:
+    if cell["depth"] != 3:
+        return run_cell(cell, options, out)
+    return _injected_failure(cell, options)
 
 
 def fails_on_seed_1(cell: dict, options: dict, out: str) -> dict:
     if cell["seed"] != 1:
         return run_cell(cell, options, out)
-    return {
-        "cell": cell,
-        "id": cell_id(cell),
-        "key": cell_key(cell, options),
-        "options": options,
-        "status": "failed",
-        "error": "RuntimeError: injected failure",
-    }
+    return _injected_failure(cell, options)
 
 
 def dies_on_postln(cell: dict, options: dict, out: str) -> dict:
