@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -356,9 +356,12 @@ class _Pruner:
         last = len(self.modules)
         at = -2 if layer is None else layer - 1  # the stream before the layer is state `at`
         states: dict[int, Tensor] = {}
+        before_end: list[torch.Size] = []  # the shape of the stream before the last layer
 
         def keep(k: int, x: Tensor) -> None:
-            if k in (at, at + 1) or k >= last - 1:  # last - 1: the end state's shape
+            if k == last - 1:
+                before_end.append(x.shape)
+            if k in (at, at + 1, last):
                 states[k] = x.detach().clone()
 
         def keep_block(module: nn.Module, args: tuple, output: object) -> None:
@@ -380,9 +383,9 @@ class _Pruner:
         finally:
             for handle in handles:
                 handle.remove()
-        if tap is not None and tap.awaiting and last - 1 in states:
+        if tap is not None and tap.awaiting and before_end:
             end, _ = tap.end_state(out)  # the model's output, unless a head made it
-            if end is not None and end.shape == states[last - 1].shape:
+            if end is not None and end.shape == before_end[-1]:
                 states[last] = end
         return out, _same(states.get(at), states.get(at + 1)), states.get(last)
 
@@ -478,9 +481,8 @@ def _prune_any(
         device = param.device if param is not None else data.x.device
         run = _forward(model, data, device)
         graph = as_graph(data, device=device)
-        _run_counting_calls(model, modules, run, chosen)
         pruner = _Pruner(model, modules, plan, run)
-        logits, final = pruner.baseline()
+        logits, final = _run_counting_calls(model, modules, pruner.baseline, chosen)
         # the final energy of the stream after the last layer, as the zoo's models (X^L) and a
         # Probe(capture="residual") measure it; of the output where that stream is not seen
         on_stream = final is not None
@@ -488,21 +490,19 @@ def _prune_any(
         base = _Baseline.of(logits, laplacian_energy(state, graph), data, mask_t, device)
         how: dict[int, str] = {}
         same: dict[int, bool | None] = {}
-        unseen: list[int] = []
 
         def pruned(layer: int) -> tuple[Tensor, Tensor]:
             logits, final, how[layer], same[layer] = pruner.prune(layer)
-            if on_stream and final is None:  # not expected: every run has the same layout
-                unseen.append(layer)
-            state = final if on_stream and final is not None else logits
-            return logits, laplacian_energy(state, graph)
+            if not on_stream:
+                return logits, laplacian_energy(logits, graph)
+            if final is None:  # not expected: every run has the same layout
+                raise RuntimeError(
+                    f"prune_sensitivity: the stream after the last layer was seen unpruned but "
+                    f"not with layer {layer} pruned; its energies cannot be compared"
+                )
+            return logits, laplacian_energy(final, graph)
 
         frame = _measure(chosen, base, pruned, callback)
-        if unseen:
-            raise RuntimeError(
-                f"prune_sensitivity: the stream after the last layer was seen unpruned but not "
-                f"with layer(s) {unseen} pruned; its energies cannot be compared"
-            )
         frame.attrs["energy_on"] = "stream" if on_stream else "output"
         _say_how(frame, how, same)
         return frame
@@ -525,11 +525,14 @@ def _forward(model: nn.Module, data: Data, device: torch.device) -> Callable[[],
     return run
 
 
+_T = TypeVar("_T")
+
+
 def _run_counting_calls(
-    model: nn.Module, modules: Sequence[nn.Module], run: Callable[[], Tensor], chosen: list[int]
-) -> Tensor:
-    """The unpruned output of ``run``, counting the calls of every layer module on the way;
-    ``ValueError`` for a chosen layer whose module the forward never called."""
+    model: nn.Module, modules: Sequence[nn.Module], run: Callable[[], _T], chosen: list[int]
+) -> _T:
+    """What ``run`` (one unpruned forward) returns, counting the calls of every layer module on
+    the way; ``ValueError`` for a chosen layer whose module the forward never called."""
     from oversmooth.probe import LayerCalls, tied_module
 
     names = {id(m): name for name, m in model.named_modules()}
