@@ -102,10 +102,10 @@ def _listed(values: list[int]) -> str:
     return f"{values[:5]}{' ...' if len(values) > 5 else ''}"
 
 
-def _dtype_of(source: Any, dtype: str | None) -> tuple[str, str | None]:
-    """The precision the frame was measured in (``frame.attrs["dtype"]``, else ``dtype``, else
-    float32) and, when it had to be assumed, a sentence saying so."""
-    recorded = getattr(_frame_of(source), "attrs", {}).get("dtype")
+def _dtype_of(table: Any, dtype: str | None) -> tuple[str, str | None]:
+    """The precision the frame ``table`` was measured in (``frame.attrs["dtype"]``, else
+    ``dtype``, else float32) and, when it had to be assumed, a sentence saying so."""
+    recorded = getattr(table, "attrs", {}).get("dtype")
     if dtype is not None and recorded is not None and dtype != recorded:
         raise ValueError(
             f"dtype={dtype!r}: the frame was measured in {recorded} (frame.attrs['dtype']); "
@@ -164,14 +164,14 @@ def _similarity_of(source: Any, similarity: Any) -> tuple[np.ndarray, list[int]]
 
 
 def _kept_similarity(
-    source: Any, similarity: Any, step: int | None, graph: int | None
+    source: Any, frame: Any, similarity: Any, step: int | None, graph: int | None
 ) -> tuple[tuple[np.ndarray, list[int]] | None, str | None]:
     """The similarity matrix for the pass and graph reported, and why there is none when a
     Probe's own matrix is another's: a Probe keeps the matrix of its last recorded pass only,
-    averaged over the graphs of a batch.  A matrix given as ``similarity=`` is the caller's."""
+    averaged over the graphs of a batch (``frame``: the source's table, to tell which).  A
+    matrix given as ``similarity=`` is the caller's."""
     if similarity is not None or not hasattr(source, "similarity_matrix"):
         return _similarity_of(source, similarity), None
-    frame = _frame_of(source)
     steps = sorted(int(v) for v in frame["step"].unique()) if "step" in frame else []
     if steps and step is not None and step != steps[-1]:
         return None, (
@@ -241,25 +241,26 @@ def plot(
 
         _, ax = plt.subplots(figsize=(6.0, 4.2), layout="constrained")
     assert ax is not None
+    table = _frame_of(frame)  # a Probe's table copied to the host once
     if kind == "similarity":
         if similarity is None and hasattr(frame, "similarity_matrix"):
-            _one_pass(_frame_of(frame), step, graph)  # several passes or graphs: refused alike
-        return _plot_similarity(ax, frame, similarity, step, graph)
-    one = _one_pass(_frame_of(frame), step, graph)
+            _one_pass(table, step, graph)  # several passes or graphs: refused alike
+        return _plot_similarity(ax, frame, table, similarity, step, graph)
+    one = _one_pass(table, step, graph)
     if kind == "relative":
         return _plot_relative(ax, one, metric)
-    desc = _describe(one, metric, hidden, _dtype_of(frame, dtype)[0])
+    desc = _describe(one, metric, hidden, _dtype_of(table, dtype)[0])
     return _plot_energy(ax, one, metric, desc)
 
 
 def _plot_similarity(
-    ax: Axes, source: Any, similarity: Any, step: int | None, graph: int | None
+    ax: Axes, source: Any, table: Any, similarity: Any, step: int | None, graph: int | None
 ) -> Axes:
     """``kind="similarity"``: the inter-layer similarity heatmap of ``similarity=`` or of the
     probe ``source`` (refused for a pass or graph whose matrix the probe did not keep)."""
     from oversmooth.report import plots
 
-    found, why = _kept_similarity(source, similarity, step, graph)
+    found, why = _kept_similarity(source, table, similarity, step, graph)
     if why is not None:
         raise ValueError(f"kind='similarity': {why}")
     if found is None:
@@ -343,20 +344,21 @@ def write_report(
     from oversmooth.report.render import verdict_section
 
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
-    one = _one_pass(_frame_of(frame), step, graph)
+    table = _frame_of(frame)  # a Probe's table copied to the host once
+    one = _one_pass(table, step, graph)
     _check_energies(one)
-    found_sim, no_sim = _kept_similarity(frame, similarity, step, graph)
-    dtype, assumed = _dtype_of(frame, dtype)
-    attrs = dict(getattr(_frame_of(frame), "attrs", {}))
+    found_sim, no_sim = _kept_similarity(frame, table, similarity, step, graph)
+    dtype, assumed = _dtype_of(table, dtype)
+    attrs = dict(getattr(table, "attrs", {}))
     record = with_prose(fits_record(_describe(one, "laplacian_energy", hidden, dtype)), title)
     doc = Document(f"oversmooth.write_report: {title}")
     verdict_section(doc, record, title)
-    _measured_text(doc, _frame_of(frame), step, graph, dtype, assumed)
+    _measured_text(doc, table, step, graph, dtype, assumed)
     if no_sim is not None:
         doc.text(f"No inter-layer similarity matrix: {no_sim}.")
     _report_sections(doc, one, record, title, found_sim)
     with atomic_folder(out, overwrite, kind="notebook") as tmp:
-        config = _config_record(attrs, title, _shown_step(_frame_of(frame), step), graph, dtype)
+        config = _config_record(attrs, title, _shown_step(table, step), graph, dtype)
         _write_data(tmp, one, record, config, found_sim, tables)
         doc.write(tmp, figures)
     return Path(out)

@@ -1225,22 +1225,23 @@ class Probe:
         if stream:
             assert x is not None
             self._stream_end_state(last, x)
-        elif not self._warned and head is not None:
-            self._warned = True
-            warnings.warn(
-                f"capture='residual': the model's output is the output of "
-                f"{self._names.get(id(head), type(head).__name__)} (a head run after the last "
-                f"layer), not the stream; layer {last} is not recorded (pass stream=[...] with "
-                "the module whose input is the stream after the last block, or layers=[...] of "
-                "the blocks, to record it)",
-                stacklevel=2,
-            )
         elif not self._warned:
             self._warned = True
+            if head is not None:
+                what = (
+                    f"is the output of {self._names.get(id(head), type(head).__name__)} (a head "
+                    "run after the last layer), not the stream"
+                )
+                how = (
+                    "pass stream=[...] with the module whose input is the stream after the last "
+                    "block, or layers=[...] of the blocks, to record it"
+                )
+            else:
+                what = f"({_shape(output)}) is not the stream ({rows} rows of width {width})"
+                how = "pass layers=[...] of the blocks to record it"
             warnings.warn(
-                f"capture='residual': the model's output ({_shape(output)}) is not the stream "
-                f"({rows} rows of width {width}); layer {last} is not recorded (pass "
-                f"layers=[...] of the blocks to record it)",
+                f"capture='residual': the model's output {what}; layer {last} is not recorded "
+                f"({how})",
                 stacklevel=2,
             )
 
