@@ -116,9 +116,8 @@ def test_cells_on_two_nodes_come_back_to_the_driver(cluster, tmp_path, in_folder
         here = json.loads(json_text(here))  # as stored: NaN as null
         assert here["metrics"] == record["metrics"], mode
         assert here.get("training") == record.get("training"), mode
-    best_here = torch.load(
-        tmp_path / "here" / "runs" / trained["id"] / "best.pt", weights_only=True
-    )
+    here_dir = tmp_path / "here" / "runs" / trained["id"]
+    best_here = torch.load(here_dir / "best.pt", weights_only=True)
     best_there = torch.load(run_dir / "best.pt", weights_only=True)
     for name, tensor in best_here["state_dict"].items():
         assert torch.equal(tensor, best_there["state_dict"][name]), name

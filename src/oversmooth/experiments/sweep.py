@@ -509,9 +509,8 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
         if record.get("status") != "ok" or not isinstance(theirs, dict):
             continue
         for name in sorted(set(theirs) | set(options)):
-            if name not in theirs or name not in options:
-                if name not in defaults:
-                    continue  # an option a release did not have: recomputed (its key differs)
+            if (name not in theirs or name not in options) and name not in defaults:
+                continue  # an option a release did not have: recomputed (its key differs)
             mine = options.get(name, defaults.get(name))
             was = theirs.get(name, defaults.get(name))
             if was == mine:
@@ -594,12 +593,12 @@ def _check_datasets(spec: SweepSpec) -> tuple[dict[str, str], dict[str, str]]:
             "cpu",
             hint="use smaller depths, hidden or ffn",
         )
-        if spec.backend == "ray" or _names_a_file(name):
-            fingerprint = graph_fingerprint(data)
-            if spec.backend == "ray":
-                fingerprints[name] = fingerprint
-            if _names_a_file(name):
-                files[name] = fingerprint
+        ray, is_file = spec.backend == "ray", _names_a_file(name)
+        fingerprint = graph_fingerprint(data) if ray or is_file else ""
+        if ray:
+            fingerprints[name] = fingerprint
+        if is_file:
+            files[name] = fingerprint
     return fingerprints, files
 
 
