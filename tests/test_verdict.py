@@ -4,6 +4,7 @@ wrong, too little evidence, extremes (zero, NaN, float floor), and reports that 
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -202,6 +203,29 @@ def test_at_floor_rows_are_left_out_counted_and_named():
     assert v.notes == [{**floor, "float64_energy": None}]
     assert v.label == "exponential-smoothing"
     assert not verdict(frame).final_at_floor
+
+
+def test_a_frame_without_its_precision_warns_when_the_assumed_float32_floor_drops_layers():
+    # a float64 curve falling to 1e-28 with unit rows: float32's floor (about 1e-13 here) would
+    # cut most of it; the frame does not say which precision it was measured in
+    k = np.arange(65)
+    frame = pd.DataFrame(
+        {"layer": k, "laplacian_energy": np.exp(-1.0 * k), "feature_norm": np.ones(65)}
+    )
+    with pytest.warns(UserWarning, match=r"assumes float32.*left out \d+ rows.*dtype='float64'"):
+        assumed = verdict(frame)
+    assert assumed.dropped["at_floor"] > 0
+    told = verdict(frame, dtype="float64")
+    assert told.dropped["at_floor"] == 0 and told.window == (1, 64)
+    frame.attrs["dtype"] = "float64"
+    assert verdict(frame).dropped == told.dropped  # recorded: no warning, no assumption
+    with pytest.raises(ValueError, match=r"dtype='float32': the frame was measured in float64"):
+        verdict(frame, dtype="float32")
+    # nothing left out: nothing to warn about
+    high = pd.DataFrame({"layer": k, "laplacian_energy": np.exp(-0.05 * k), "feature_norm": 1.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        verdict(high)
 
 
 def test_zero_and_nonfinite_curves_say_what_happened():

@@ -102,24 +102,6 @@ def _listed(values: list[int]) -> str:
     return f"{values[:5]}{' ...' if len(values) > 5 else ''}"
 
 
-def _dtype_of(table: Any, dtype: str | None) -> tuple[str, str | None]:
-    """The precision the frame ``table`` was measured in (``frame.attrs["dtype"]``, else
-    ``dtype``, else float32) and, when it had to be assumed, a sentence saying so."""
-    recorded = getattr(table, "attrs", {}).get("dtype")
-    if dtype is not None and recorded is not None and dtype != recorded:
-        raise ValueError(
-            f"dtype={dtype!r}: the frame was measured in {recorded} (frame.attrs['dtype']); "
-            "leave dtype unset"
-        )
-    chosen = dtype or recorded
-    if chosen is None:
-        return "float32", (
-            "The frame does not record its precision (frame.attrs['dtype']): the float floor "
-            "assumes float32 (pass dtype= to set it)."
-        )
-    return chosen, None
-
-
 def _describe(frame: pd.DataFrame, metric: str, hidden: int | None, dtype: str) -> dict:
     """Verdict plus full and tail law fits of ``metric`` (see
     :func:`oversmooth.analysis.describe_frame`)."""
@@ -249,7 +231,9 @@ def plot(
     one = _one_pass(table, step, graph)
     if kind == "relative":
         return _plot_relative(ax, one, metric)
-    desc = _describe(one, metric, hidden, _dtype_of(table, dtype)[0])
+    from oversmooth.verdict import frame_dtype
+
+    desc = _describe(one, metric, hidden, frame_dtype(table, dtype)[0])
     return _plot_energy(ax, one, metric, desc)
 
 
@@ -342,13 +326,14 @@ def write_report(
     from oversmooth.report.formats import table_formats as check_tables
     from oversmooth.report.prose import with_prose
     from oversmooth.report.render import verdict_section
+    from oversmooth.verdict import frame_dtype
 
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
     table = _frame_of(frame)  # a Probe's table copied to the host once
     one = _one_pass(table, step, graph)
     _check_energies(one)
     found_sim, no_sim = _kept_similarity(frame, table, similarity, step, graph)
-    dtype, assumed = _dtype_of(table, dtype)
+    dtype, assumed = frame_dtype(table, dtype)
     attrs = dict(getattr(table, "attrs", {}))
     record = with_prose(fits_record(_describe(one, "laplacian_energy", hidden, dtype)), title)
     doc = Document(f"oversmooth.write_report: {title}")

@@ -44,6 +44,7 @@ docs/verdict.md.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -284,17 +285,24 @@ def verdict(
             :func:`oversmooth.registry.upgrade_columns`).
         energy: the column to classify.
         dtype: name of the stored states' precision, for the floor; default: the frame's
-            ``attrs["dtype"]`` (a probe's frame records it), else ``float32``.
+            ``attrs["dtype"]`` (a probe's frame records it; a different ``dtype`` is refused),
+            else ``float32``, with a warning when that assumption leaves rows out as at the
+            floor.
         hidden: width of the states; without ``feature_norm`` the floor assumes an RMS row
             norm of ``sqrt(hidden)`` (no floor when both are absent).
         start: first layer of the fitted window (default 1).
         bootstrap_seed: seed of the bootstrap's generator (the result is deterministic; not
             a model seed, which is the frame's ``seed`` column).
     """
+    dtype, assumed = frame_dtype(frame, dtype)
     frame = _prepare(frame, energy)
-    if dtype is None:
-        dtype = str(frame.attrs.get("dtype") or "float32")
     rows = _Rows(frame, energy, dtype, hidden)
+    if assumed and rows.floor_from_dtype and (rows.dropped["at_floor"] or rows.final_at_floor):
+        warnings.warn(
+            f"{assumed} It left out {rows.dropped['at_floor']} rows as at the float32 floor; "
+            "pass dtype='float64' if the states were float64.",
+            stacklevel=2,
+        )
     note, blocker = _extreme_note(frame, energy)
     out = _Outcome(rows, [note] if note else [], dtype, len(rows.seeds))
     if blocker is not None:
@@ -335,6 +343,10 @@ class _Rows:
         finite = np.isfinite(values)
         nonpos = finite & (values <= 0) & deep
         floor = _floor_values(frame, dtype, hidden)
+        # the floor comes from ``dtype`` alone (no floor columns in the table)
+        self.floor_from_dtype = floor is not None and not (
+            "float_floor" in frame or "at_floor" in frame
+        )
         at_floor = _at_floor(frame, values, floor) & finite & ~nonpos
         self.dropped = {
             "layer_0": int((~deep).sum()),
@@ -378,6 +390,24 @@ class _Rows:
             ]
         )
         return layers, logs, dropped
+
+
+def frame_dtype(table: Any, dtype: str | None) -> tuple[str, str | None]:
+    """The precision the frame ``table`` was measured in (``frame.attrs["dtype"]``, else
+    ``dtype``, else float32) and, when it had to be assumed, a sentence saying so."""
+    recorded = getattr(table, "attrs", {}).get("dtype")
+    if dtype is not None and recorded is not None and dtype != recorded:
+        raise ValueError(
+            f"dtype={dtype!r}: the frame was measured in {recorded} (frame.attrs['dtype']); "
+            "leave dtype unset"
+        )
+    chosen = dtype or recorded
+    if chosen is None:
+        return "float32", (
+            "The frame does not record its precision (frame.attrs['dtype']): the float floor "
+            "assumes float32 (pass dtype= to set it)."
+        )
+    return str(chosen), None
 
 
 def _floor_values(frame: pd.DataFrame, dtype: str, hidden: int | None) -> np.ndarray | None:
