@@ -517,6 +517,25 @@ def test_extra_columns_are_refused_not_taken_for_weights_or_labels(tmp_path):
     assert D.load(tmp_path / "w.csv").edge_weight.tolist() == [2.5, 2.5]
 
 
+def test_nonfinite_features_are_refused_naming_the_file_node_and_feature(tmp_path):
+    """A NaN feature loaded and made every energy of its neighbourhood NaN; 1e300 in a CSV
+    became inf in float32 silently."""
+    import torch
+    from torch_geometric.data import Data
+
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,0\n")
+    (tmp_path / "x.csv").write_text("1,2\n3,nan\n4,5\n")
+    with pytest.raises(ValueError, match=r"x.csv: features hold nan \(node 1, feature 1\); .*fill"):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    (tmp_path / "x.csv").write_text("1,2\n3,4\n1e300,5\n")
+    with pytest.raises(ValueError, match=r"hold inf \(node 2, feature 0\); .*float32 range"):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    x = torch.tensor([[1.0, 0.0], [0.0, float("-inf")]])
+    torch.save(Data(x=x, edge_index=torch.tensor([[0, 1], [1, 0]])), tmp_path / "g.pt")
+    with pytest.raises(ValueError, match=r"g.pt: features hold -inf \(node 1, feature 1\)"):
+        D.load(tmp_path / "g.pt")
+
+
 def test_homophily_counts_each_unordered_pair_once_like_the_edge_count():
     """Over edge_index columns, a pair stored twice or in both directions weighed more than
     one stored once (the audit's p17_mixed_dir.pt gave 1/3, p2_dup_loops.pt 7/9)."""

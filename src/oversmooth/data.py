@@ -824,10 +824,12 @@ def _validate_user_graph(
     y: Tensor | None,
     edge_weight: Tensor | None = None,
     counted_by: str | None = None,
+    features_from: str | None = None,
 ) -> None:
     """Refuse a graph whose parts disagree, in one line; ``counted_by`` names the file whose
     rows set the number of nodes (a features or labels CSV), the file to fix when the edge
-    list names more nodes than it has rows."""
+    list names more nodes than it has rows; ``features_from`` the features CSV, when the
+    features are not in ``path``."""
     from oversmooth.graph import check_edge_weight
 
     try:  # weights are used by every command: refuse negative, NaN and Inf ones here
@@ -849,6 +851,18 @@ def _validate_user_graph(
         raise ValueError(f"{path}: the graph has 0 nodes; expected at least one node")
     if x is not None and x.size(0) != n:
         raise ValueError(f"{path}: features have {x.size(0)} rows, expected one per node ({n})")
+    if x is not None and x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        # a NaN feature makes every energy of its neighbourhood NaN from layer 0 on
+        node, col = (int(i) for i in (~torch.isfinite(x)).nonzero()[0])
+        value, kind = float(x[node, col]), str(x.dtype).removeprefix("torch.")
+        raise ValueError(
+            f"{features_from or path}: features hold {value} (node {node}, feature {col}); "
+            + (
+                "expected finite numbers: fill or drop the missing values"
+                if math.isnan(value)
+                else f"expected finite numbers within the {kind} range: rescale the features"
+            )
+        )
     if y is not None and y.size(0) != n:
         raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
     if y is not None and (y.dtype.is_floating_point or y.dtype.is_complex or y.dim() != 1):
@@ -919,7 +933,16 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
     )
     counted_by = features if x is not None else labels if y is not None else None
-    _validate_user_graph(path, pairs, n, x, y, weight, str(counted_by) if counted_by else None)
+    _validate_user_graph(
+        path,
+        pairs,
+        n,
+        x,
+        y,
+        weight,
+        str(counted_by) if counted_by else None,
+        str(features) if features else None,
+    )
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
         x = torch.ones(n, 1)
@@ -1148,7 +1171,8 @@ def split_masks(data: GraphData | Data, split: str = "random", seed: int = 0) ->
 
 def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
     """Nodes, undirected edges (unordered pairs, self loops excluded), features,
-    classes, edge homophily (fraction of those same edges joining equal labels) and
+    classes (the largest label + 1: a classifier's output width, as PyG counts them), edge
+    homophily (fraction of those same edges joining equal labels) and
     isolated nodes (no edge in either direction).
 
     Homophily counts each unordered pair once, as the edge count does: over the columns of
