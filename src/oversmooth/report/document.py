@@ -527,6 +527,19 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
+def plus_minus(value: float, half: Any) -> str:
+    """``value ± half`` with the half-width to 2 significant digits and the value to the same
+    decimal place (``-12.88, 3.359`` -> ``-12.9 ± 3.4``): one rounding for both numbers."""
+    if half is None or not math.isfinite(float(half)) or float(half) <= 0:
+        return f"{value:+.3g} ± {format_cell(half)}"
+    half = float(half)
+    places = max(0, 1 - math.floor(math.log10(half)))
+    shown = round(half, places)
+    if shown >= 10 ** (2 - places):  # 9.96 rounds up to 10: one place fewer
+        places = max(0, places - 1)
+    return f"{value:+.{places}f} ± {half:.{places}f}"
+
+
 def _rows(frame: pd.DataFrame, index: bool) -> tuple[list[str], list[list[str]], list[bool]]:
     frame = frame.reset_index() if index else frame
     cols = [str(c) for c in frame.columns]

@@ -38,7 +38,7 @@ from oversmooth.outputs import (
 )
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
-from oversmooth.report.document import MISSING, Document, format_cell
+from oversmooth.report.document import MISSING, Document, format_cell, plus_minus
 from oversmooth.report.formats import (
     DEFAULT_FIGURE_FORMATS,
     DEFAULT_TABLE_FORMATS,
@@ -208,7 +208,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
         late = MISSING
         if isinstance(slope, (int, float)) and slope != 0:
             word = "halves" if slope < 0 else "doubles"
-            late = f"{word} every {format_cell(math.log(2) / abs(slope))} layers"
+            late = f"{word} every {math.log(2) / abs(slope):.3g} layers"  # as the verdict line
             span = ev.get("late_slope_interval")
             if isinstance(span, (list, tuple)) and len(span) == 2:
                 late += f" (95% {late_length_span(ev, slope < 0)})"
@@ -221,7 +221,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
                 "curve": name,
                 "decades (fitted change ± 99%)": MISSING
                 if change is None
-                else f"{change:+.2f} ± {format_cell(half)}",
+                else plus_minus(change, half),
                 "late rate": late,
                 "late |R|": format_cell(ev.get("curse_r_median")),
                 "adjacent cosine": format_cell(ev.get("curse_cosine")),
@@ -272,7 +272,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         if ev.get(key) is not None:
             half = ev.get(key.replace("_decades", "_halfwidth"))
             label = f"{name} (± {level:.0%} half-width)" if level else name
-            rows.append((label, f"{ev[key]:+.3g} ± {format_cell(half)}"))
+            rows.append((label, plus_minus(ev[key], half)))
     for key, name in (
         ("alpha", "fitted alpha"),
         ("k0", "fitted shift k0"),
