@@ -362,3 +362,82 @@ def test_auto_float64_runs_the_twin_only_near_the_floor():
     assert "feature_norm" not in bound and np.array_equal(bound["float_floor"], full["float_floor"])
     twin = probe_run(near, data, metrics=["laplacian_energy"])
     assert twin.attrs["floor_method"] == "twin" and twin["at_floor"].any()
+
+
+class _Smoothing(torch.nn.Module):
+    """A user's smoothing stack: Linear, then LayerNorm(mean over N(i) and i) per layer."""
+
+    def __init__(self, depth: int = 40, width: int = 16) -> None:
+        super().__init__()
+        from torch_geometric.nn import SimpleConv
+
+        self.enc = torch.nn.Linear(width, width)
+        self.convs = torch.nn.ModuleList(
+            [SimpleConv(aggr="mean", combine_root="self_loop") for _ in range(depth)]
+        )
+        self.norms = torch.nn.ModuleList([torch.nn.LayerNorm(width) for _ in range(depth)])
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = self.enc(x)
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            h = norm(conv(h, edge_index))
+        return h
+
+
+def test_a_model_run_under_autocast_is_held_to_the_autocast_precision_floor(tmp_path):
+    """Under torch.autocast(bfloat16) the frame said float32 (its weights' precision): the
+    bfloat16 plateau at 1e-4, 16 decades above the float64 run, was fitted as the law ("no
+    late halving") with no layer at the floor."""
+    import warnings
+
+    from oversmooth import verdict, write_report
+
+    torch.manual_seed(0)
+    edge_index = _dense_graph(60, 0.15)
+    x = torch.randn(60, 16)
+    model = _Smoothing().eval()
+    with Probe(model, edge_index) as probe, torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x, edge_index)
+    frame = probe.to_frame()
+    assert frame.attrs["dtype"] == "bfloat16"
+    plateau = frame["laplacian_energy"].iloc[-10:]
+    assert plateau.min() > 1e-8  # the bfloat16 rounding floor, not the law
+    found = verdict(frame)
+    assert found.final_at_floor and found.dropped["at_floor"] >= 30
+    assert found.label == "inconclusive"
+    with Probe(model.double(), edge_index) as exact, torch.no_grad():
+        model(x.double(), edge_index)
+    assert exact.to_frame().attrs["dtype"] == "float64"
+    assert exact.to_frame()["laplacian_energy"].iloc[-1] < 1e-12 * plateau.min()
+    # a stored bfloat16 frame has its own epsilon in the verdict and the report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the report's "few layers" notes are not the point
+        write_report(frame, tmp_path / "bf16")
+    assert "bfloat16" in (tmp_path / "bf16" / "report.md").read_text()
+    assert verdict(frame.assign(), dtype="bfloat16").dropped == found.dropped
+
+
+def test_states_stored_coarser_than_the_weights_set_the_floor():
+    """States recorded in float16 among float32 ones: the frame is held to float16's floor."""
+    torch.manual_seed(0)
+    edge_index = _dense_graph(40, 0.2)
+    probe = Probe(None, edge_index)
+    probe.record(0, torch.randn(40, 16))
+    probe.record(1, torch.randn(40, 16).half())
+    probe.record(2, torch.randn(40, 16))
+    assert probe.to_frame().attrs["dtype"] == "float16"
+
+
+def test_zoo_models_refuse_half_precision_on_the_cpu_in_one_line():
+    from oversmooth import build_model
+
+    model = build_model("postln", depth=2, in_channels=8, out_channels=3, hidden=8, heads=2)
+    x, edge_index = torch.randn(10, 8), _dense_graph(10, 0.4)
+    with pytest.raises(ValueError, match=r"weights are bfloat16; .* model.float\(\)"):
+        model.to(torch.bfloat16)(x, edge_index)
+    model = model.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(ValueError, match=r"under torch.autocast to bfloat16; .*outside"):
+            model(x, edge_index)
+    assert model(x, edge_index).dtype == torch.float32

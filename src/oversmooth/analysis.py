@@ -32,7 +32,6 @@ from oversmooth.precision import (
     FloorTracker,
     add_floor_columns,
     bound_floor,
-    resolve_dtype,
     resolve_floor_method,
 )
 from oversmooth.probe import DEFAULT_METRICS, Probe
@@ -41,7 +40,7 @@ from oversmooth.resources import release_heap
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig  # re-exported
 from oversmooth.run_configs import comparison_key
 from oversmooth.registry import DISPLAY as PRETTY  # noqa: F401  (re-exported: its old home)
-from oversmooth.runtime import environment, resolve_device
+from oversmooth.runtime import environment, resolve_device, resolve_dtype
 from oversmooth.spectral import halving_steps, spectral_gap
 from oversmooth.verdict import Verdict
 from oversmooth.verdict import verdict as _decide

@@ -102,6 +102,19 @@ def geometric_mean(values: ArrayLike) -> float:
 AT_FLOOR_FACTOR = 12.0
 
 
+#: Machine epsilon of each floating precision a state can be stored in (numpy has no bfloat16:
+#: the table, not ``np.finfo``, answers for it).
+EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def dtype_eps(name: str) -> float:
+    """Machine epsilon of the precision ``name`` (:data:`EPS`); ``ValueError`` for another."""
+    name = str(name).removeprefix("torch.")
+    if name not in EPS:
+        raise ValueError(f"dtype: expected one of {', '.join(EPS)}, received {name!r}")
+    return EPS[name]
+
+
 def float_floor(
     feature_norm: ArrayLike, dtype_eps: float = float(np.finfo(np.float32).eps)
 ) -> np.ndarray:

@@ -51,8 +51,9 @@ from torch import Tensor, nn
 
 # the floor methods are a config choice (oversmooth.config, torch-free)
 from oversmooth.config import FLOOR_METHODS, resolve_floor_method
-from oversmooth.fit import AT_FLOOR_FACTOR  # beside float_floor (torch-free: the verdict's too)
-from oversmooth.runtime import resolve_dtype
+
+# beside float_floor (torch-free: the verdict's too)
+from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,14 +82,11 @@ __all__ = [
 TWIN_MARGIN = 1e6
 
 
-def dtype_eps(name: str) -> float:
-    """Machine epsilon of the precision ``name`` (``float32``: 1.19e-7, ``float64``: 2.2e-16)."""
-    return float(torch.finfo(resolve_dtype(name)).eps)
-
-
 def bound_floor(feature_norm: ArrayLike, dtype: str) -> np.ndarray:
-    """The single-step bound ``(eps * feature_norm)^2`` with the epsilon of ``dtype``."""
-    return (dtype_eps(dtype) * np.asarray(feature_norm, dtype=np.float64)) ** 2
+    """The single-step bound ``(eps * feature_norm)^2`` with the epsilon of ``dtype`` (inf for
+    an overflowed norm, without numpy's warning: the verdict names the non-finite rows)."""
+    with np.errstate(over="ignore"):
+        return (dtype_eps(dtype) * np.asarray(feature_norm, dtype=np.float64)) ** 2
 
 
 class FloorTracker:

@@ -781,6 +781,15 @@ PRENORM_NOTE = (
 )
 
 
+def _coarser(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
+    """The one of two floating precisions with the larger epsilon (None: the other)."""
+    if a is None or not a.is_floating_point:
+        return b if b is None or b.is_floating_point else a
+    if b is None or not b.is_floating_point:
+        return a
+    return b if torch.finfo(b).eps > torch.finfo(a).eps else a
+
+
 class Probe:
     """Record per-layer measures of ``model`` inside a ``with`` block.
 
@@ -1091,6 +1100,8 @@ class Probe:
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         self._state_dtype: torch.dtype | None = None
+        # the coarsest precision a recorded layer (>= 1) was stored or computed in (autocast)
+        self._coarsest: torch.dtype | None = None
         self._attention: dict[int, AttentionWeights] = {}  # layer k -> its block's attention
         # the first recorded forward's integer inputs, and whether a later one's differed
         self._first_inputs: list[tuple[Tensor, int]] | None = None
@@ -1395,6 +1406,11 @@ class Probe:
             self._present[self._step] = K.graphs_present(op)  # once a step (to_frame)
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
+        if k > 0:
+            self._coarsest = _coarser(self._coarsest, x.dtype)
+            device = x.device.type
+            if torch.is_autocast_enabled(device):  # computed in the autocast precision
+                self._coarsest = _coarser(self._coarsest, torch.get_autocast_dtype(device))
         self._stream_width = x.size(1)
         self._stream_rows = x.size(0)
         if self.similarity:
@@ -1556,6 +1572,9 @@ class Probe:
         params = () if model is None else model.parameters()
         first = next((p for p in params if p.is_floating_point()), None)  # not a list of all
         dtype = first.dtype if first is not None else self._state_dtype
+        # states stored, or computed under autocast, in a coarser precision than the weights
+        # set the floor: a bfloat16 plateau is not a float32 law
+        dtype = _coarser(dtype, self._coarsest)
         seed = model.config.seed if isinstance(model, DepthModel) else None
         layers = len(self.layers) + 1 if self.layers else None
         # by hand (no layers known): the layers below the deepest recorded one

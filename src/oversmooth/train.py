@@ -61,10 +61,9 @@ from oversmooth.outputs import (
     write_json,
     write_marker,
 )
-from oversmooth.precision import resolve_dtype
 from oversmooth.probe import Probe
 from oversmooth.run_configs import TrainConfig  # re-exported
-from oversmooth.runtime import environment, resolve_device
+from oversmooth.runtime import environment, resolve_device, resolve_dtype
 
 __all__ = [
     "TrainConfig",

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from oversmooth.registry import upgrade_columns
-from oversmooth.fit import AT_FLOOR_FACTOR, float_floor, geometric_mean
+from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps, float_floor, geometric_mean
 from oversmooth.lawfit import (
     BOOTSTRAP_DRAWS,
     K0_MAX_FACTOR,
@@ -414,7 +414,7 @@ def _floor_values(frame: pd.DataFrame, dtype: str, hidden: int | None) -> np.nda
     """Per row, the float floor the energy is measured against: the ``float_floor`` column,
     else the single-step bound of ``dtype`` from ``feature_norm`` (or ``hidden``); None when
     the table says nothing of it."""
-    eps = float(np.finfo(np.dtype(dtype)).eps)
+    eps = dtype_eps(dtype)
     if "float_floor" in frame:
         return frame["float_floor"].to_numpy(dtype=np.float64)
     if "feature_norm" in frame:

@@ -93,6 +93,26 @@ class Diffusion(nn.Module):
 ENCODER_BLOCK_ROWS = 1 << 16
 
 
+def _check_precision(dtype: torch.dtype, device: torch.device) -> None:
+    """One line, not the sparse kernel's error, for a precision the CPU kernels lack."""
+    if device.type != "cpu":
+        return
+    if dtype not in (torch.float32, torch.float64):
+        name = str(dtype).removeprefix("torch.")
+        raise ValueError(
+            f"model: its weights are {name}; the zoo's models run in float32 or float64 on the "
+            "CPU (its sparse message passing has no half-precision kernel): call "
+            "model.float() or model.double()"
+        )
+    if torch.is_autocast_enabled("cpu"):
+        name = str(torch.get_autocast_dtype("cpu")).removeprefix("torch.")
+        raise ValueError(
+            f"model: called under torch.autocast to {name}; the zoo's models run in float32 "
+            "or float64 on the CPU (its sparse message passing has no half-precision "
+            "kernel): call the model outside autocast"
+        )
+
+
 class DepthModel(nn.Module):
     """Encoder, ``config.depth`` blocks, decoder.
 
@@ -223,6 +243,7 @@ class DepthModel(nn.Module):
         """Validate the features ``x`` ``[num_nodes, in_channels]`` and ``skip``; returns the
         skipped block indices."""
         validate_features(x)
+        _check_precision(self.decoder.weight.dtype, x.device)
         if x.size(1) != self.config.in_channels:
             raise ValueError(
                 "x: expected shape [num_nodes, "
