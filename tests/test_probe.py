@@ -6,6 +6,7 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch_geometric.nn import GAT, GCN
@@ -726,6 +727,89 @@ def test_residual_capture_reads_the_input_of_a_final_norm_the_model_returns():
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 
+class PostLNLists(torch.nn.Module):
+    """Post-LN over lists, skips in forward: ``h = norms[k](h + convs[k](h))``; the stream the
+    layers read (and the one after the last block) is each norm's output."""
+
+    def __init__(self, head: bool) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(5) for _ in range(3))
+        self.head = torch.nn.Linear(5, 2) if head else None
+
+    def stream(self, x, edge_index) -> list[torch.Tensor]:
+        states = [x]
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            states.append(norm(states[-1] + conv(states[-1], edge_index)))
+        return states
+
+    def forward(self, x, edge_index):
+        h = self.stream(x, edge_index)[-1]
+        return h if self.head is None else self.head(h)
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_residual_capture_reads_a_post_ln_stacks_last_norm_output(head):
+    """The last layer's own Post-LN norm was taken for a final norm: the last row measured
+    the sum h + conv(h) before it (energy 18.5 against the stream's 6.0 in a 16-layer stack on
+    Cora), in the frame and in prune_sensitivity's final energy."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = PostLNLists(head).double().eval()
+    with torch.no_grad():
+        states = model.stream(data.x, data.edge_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+
+
+class CheckpointedPreLN(PreLNTransformer):
+    """The Pre-LN stack with each step under torch.utils.checkpoint (recomputed in backward)."""
+
+    def forward(self, x, edge_index):
+        from torch.utils.checkpoint import checkpoint
+
+        h = self.lin_in(x)
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            h = checkpoint(
+                lambda h, c=conv, n=norm: h + c(n(h), edge_index), h, use_reentrant=False
+            )
+        return h
+
+
+@pytest.mark.parametrize("capture", ["residual", "output"])
+def test_layers_recomputed_in_backward_do_not_overwrite_the_forwards_rows(capture):
+    """torch.utils.checkpoint runs each layer again in backward(): with the skips in forward,
+    the first recomputed layer's stream (layer L-1's) was written into row L, in every step of
+    a training loop, without a word."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = CheckpointedPreLN(5).double()
+    with Probe(model, data, capture=capture) as probe:
+        out = model(data.x.double(), data.edge_index)
+        before = probe.to_frame()
+        out.square().sum().backward()
+        after = probe.to_frame()
+    assert before["layer"].tolist() == [0, 1, 2, 3]
+    pd.testing.assert_frame_equal(before, after)
+    if capture == "residual":
+        with torch.no_grad():
+            states = model.stream(data.x.double(), data.edge_index)
+        assert after["feature_norm"].tolist() == pytest.approx(
+            [M.feature_norm(s).item() for s in states], rel=1e-12
+        )
+
+
 def test_residual_capture_leaves_out_a_pooled_readout_of_the_streams_width():
     """A Pre-LN stack ending in a sum over each graph ([graphs, hidden]): the output has the
     stream's width but not its rows, so it is no layer (it failed inside the forward)."""
@@ -1237,3 +1321,58 @@ def test_a_probe_kept_across_batches_of_other_graphs_says_it_measures_its_own_gr
         with torch.no_grad(), Probe(model, ring) as probe:
             model(x, ring)
             model(x[:4], torch.tensor([[0, 1, 2], [1, 2, 3]]))
+
+
+def test_a_compiled_model_is_refused_in_one_line_naming_the_module_to_pass():
+    """Probe(torch.compile(model)) failed inside the user's forward with dynamo's internal
+    AssertionError."""
+
+    class Wrapped(torch.nn.Module):  # what torch.compile returns keeps the module here
+        def __init__(self, inner):
+            super().__init__()
+            self._orig_mod = inner
+
+    model = GCN(5, 8, num_layers=2).double()
+    data = small_graph()
+    for call in (
+        lambda: Probe(Wrapped(model), data),
+        lambda: prune_sensitivity(Wrapped(model), data),
+    ):
+        with pytest.raises(ValueError, match=r"torch.compile model; pass .* model._orig_mod"):
+            call()
+    compiled = torch.compile(model)  # compiles lazily: building it costs nothing
+    with pytest.raises(ValueError, match=r"torch.compile model"):
+        Probe(compiled, data)
+
+
+def test_a_stream_that_widens_says_why_its_cosine_is_nan():
+    """DeepGCNLayer(block='dense') concatenates: every cosine was NaN without a word."""
+    from torch_geometric.nn import DeepGCNLayer, GCNConv
+
+    class Dense(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(
+                DeepGCNLayer(GCNConv(5 + 4 * k, 4), torch.nn.LayerNorm(4), block="dense")
+                for k in range(3)
+            )
+
+        def forward(self, x, edge_index):
+            for layer in self.layers:
+                x = layer(x, edge_index)
+            return x
+
+    data = small_graph()
+    model = Dense().double().eval()
+    with pytest.warns(UserWarning, match=r"wider or narrower .*DeepGCNLayer\(block='dense'\)"):
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x.double(), data.edge_index)
+    frame = probe.to_frame()
+    assert frame["mean_cosine_similarity"].isna().all()
+    assert probe_module.WIDTH_NOTE in frame.attrs["gaps"]
+    # a stack whose only width change is from the input (layer 0) says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gcn = GCN(5, 8, num_layers=3).double().eval()
+        with Probe(gcn, data) as probe, torch.no_grad():
+            gcn(data.x.double(), data.edge_index)

@@ -455,7 +455,8 @@ class _StreamTap:
         """The stream after the last block, read from the model's ``output`` when the forward
         ends with the stream still to be read (``awaiting``): the output itself, unless a
         module outside the layers made it after the last layer call.  Then a norm's output
-        gives the norm's input (``return norm(h)``: ``h``); a module with parameters (a head,
+        gives the norm's input (``return norm(h)``: ``h``), unless the norm is the last layer's
+        own Post-LN norm (:meth:`_own_norm`: its output); a module with parameters (a head,
         ``return head(h)``) gives nothing, or the input of the norm that made its input
         (``head(norm(h))``); a parameter-free one (an activation) gives the output, as the
         layers' inputs see the stream.  Returns the state (None: not seen) and the head that
@@ -467,13 +468,19 @@ class _StreamTap:
             return output, None
         module, inp, _ = made
         if _is_norm(module):
-            return inp, None
+            return (output if self._own_norm(module) else inp), None
         if next(module.parameters(), None) is None:
             return output, None
         before = None if inp is None else self.after.get(id(inp))
         if before is not None and _is_norm(before[0]):
-            return before[1], None
+            return (inp if self._own_norm(before[0]) else before[1]), None
         return None, module
+
+    def _own_norm(self, norm: nn.Module) -> bool:
+        """``norm`` is a paired norm that ran after its layer (Post-LN: ``h = norms[k](h +
+        layers[k](h))``): its output is the stream, the one the layers read.  A final norm, or
+        a Pre-LN stack's, gives its input."""
+        return not self.prenorm and any(norm is n for n in self.plan.norms)
 
     @property
     def end_row(self) -> int:
@@ -649,6 +656,18 @@ def _refuse_hetero(model: nn.Module | None, graph: object) -> None:
             "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
             "it on data.to_homogeneous()"
         )
+    refuse_compiled(model, "model")
+
+
+def refuse_compiled(model: nn.Module | None, what: str) -> None:
+    """One line for a ``torch.compile`` model: its compiled forward does not run the layers'
+    hooks as eager code does (dynamo failed inside the user's forward call)."""
+    original = getattr(model, "_orig_mod", None)
+    if isinstance(original, nn.Module):
+        raise ValueError(
+            f"{what}: a torch.compile model; pass the module it compiled, model._orig_mod "
+            "(the same weights), and call that one while it is measured"
+        )
 
 
 def _check_steps(reduce: str, every: int) -> tuple[str, int]:
@@ -693,6 +712,14 @@ OUT_OF_ORDER_NOTE = (
     "(mean_cosine_similarity) are NaN there, and relative_energy wherever layer k - 1 has no "
     "row; record the layers of a pass in order 0, 1, ..., L (recording a layer again by hand "
     "starts the next step)"
+)
+
+#: The note of a stream whose width changes after layer 1 (layer 0, the input, is often wider).
+WIDTH_NOTE = (
+    "a layer's state is wider or narrower than the layer's before it (e.g. blocks that "
+    "concatenate, DeepGCNLayer(block='dense')): the columns measured against the previous "
+    "layer's state (mean_cosine_similarity) are NaN there, and the energies are those of the "
+    "state as wide as it is"
 )
 
 #: The note of a Probe whose recorded forwards ran on different graph inputs.
@@ -1218,6 +1245,9 @@ class Probe:
         self._prev = self._block_out = None
         self._attention.clear()
         self._workspace = Workspace()
+        # layer calls after the forward are none of its rows: torch.utils.checkpoint runs the
+        # checkpointed layers again in backward(), which wrote layer L-1's stream into row L
+        self._active = False
 
     def _record_stream_end(self, output: object) -> None:
         assert self._tap is not None
@@ -1449,6 +1479,8 @@ class Probe:
                 self._note(OUT_OF_ORDER_NOTE)
         elif prev is not None and prev.x.shape == state.x.shape:
             return {name: fn(prev, state) for name, fn in self._between_fns.items()}
+        elif prev is not None and k >= 2 and prev.x.shape[0] == state.x.shape[0]:
+            self._note(WIDTH_NOTE)
         nan = float("nan")
         missing = (
             state.x.new_tensor(nan) if op.batch is None else state.x.new_full((op.num_graphs,), nan)

@@ -179,6 +179,9 @@ def prune_sensitivity(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, received {type(model).__name__}")
+    from oversmooth.probe import refuse_compiled
+
+    refuse_compiled(model, "model")
     if not isinstance(model, DepthModel):
         return _prune_any(model, data, layers, mask, callback, stream)
     if stream is not None:
