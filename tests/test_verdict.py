@@ -102,6 +102,36 @@ def test_sum_of_exponentials_late_rate_is_the_slowest_rate():
     assert v.rate.value == pytest.approx(np.log(2) / 0.03, rel=1e-3)
 
 
+@pytest.mark.parametrize("b, c", [(0.3, 0.01), (0.5, 0.001)])
+def test_a_decay_onto_a_plateau_over_12_layers_is_not_called_asymptotic(b, c):
+    """e^(-bk) + c: its local rate falls to 0.  Over 12 layers it drifted 9% of its rate within
+    the noise of the drift, and was called asymptotic with a closed interval for a limit it
+    never reaches (2.41-15.4 layers for b = 0.3)."""
+    k = np.arange(13.0)
+    frame = pd.DataFrame({"layer": k.astype(int), "laplacian_energy": np.exp(-b * k) + c})
+    v = verdict(frame, dtype="float64")
+    assert v.label == "exponential-smoothing" and v.asymptotic is None
+    assert v.asymptotic_rate.interval[1] == np.inf  # the truth: no decay in the limit
+    assert "not shown to be asymptotic" in verdict_text(v)
+
+
+def test_a_decay_that_has_stopped_names_no_collapse():
+    """APPNP's energy falls 0.6 decades onto its fixed point in 8 layers and stays: bannered
+    oversmoothing (collapse 'both') as if the nodes kept converging."""
+    k = np.arange(33.0)
+    energy = 0.27 + 1.0 * np.exp(-0.6 * k)
+    norm = np.sqrt(1.8 + 0.6 * np.exp(-0.6 * k))
+    frame = pd.DataFrame({"layer": k.astype(int), "laplacian_energy": energy, "feature_norm": norm})
+    v = verdict(frame, dtype="float64")
+    assert v.trend == "decay" and v.evidence["decay_stopped"]
+    assert v.collapse is None and not v.oversmoothing
+    assert "the fall has stopped by layers 25-32" in verdict_text(v)
+    # a decay that goes on keeps its collapse
+    going = frame.assign(laplacian_energy=np.exp(-0.3 * k), feature_norm=1.0)
+    found = verdict(going, dtype="float64")
+    assert not found.evidence["decay_stopped"] and found.collapse == "oversmoothing"
+
+
 def test_seeds_are_replicates():
     """Each seed draws its own exponent: the pooled interval must carry that spread."""
     rng = np.random.default_rng(4)

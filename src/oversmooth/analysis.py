@@ -194,7 +194,7 @@ def _measured_halving(desc: dict) -> dict:
         "halving_layers": halving_steps(math.exp(slope)) if slope < 0 else math.inf,
         "interval": ends,
         "decays": slope < 0,
-        "asymptotic": bool(ev["late_asymptotic"]),
+        "asymptotic": ev["late_asymptotic"],  # None: the layers do not resolve it
         "source": "late",
         "span": list(ev["late_window"]),
         "beta": slope,

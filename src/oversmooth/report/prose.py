@@ -414,13 +414,19 @@ def _exponential_text(
         f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
         f"{window[0]}-{window[1]} ({level} {span_text(rate['interval'])})"
     )
+    word = "halving" if smoothing else "doubling"
     if found.get("asymptotic") is False and asym:
-        word = "halving" if smoothing else "doubling"
         sign = -1 if smoothing else 1
         longer = "rising" if ev.get("late_drift", 0.0) * sign < 0 else "falling"
         body += (
             f"; not yet asymptotic: the local {word} length is still {longer} "
             f"(asymptotic {word} length {asym['value']:.3g}, "
+            f"interval {span_text(asym['interval'])})"
+        )
+    elif found.get("asymptotic") is None and asym:
+        body += (
+            f"; not shown to be asymptotic: these layers do not resolve whether the local "
+            f"{word} length still moves (asymptotic {word} length {asym['value']:.3g}, "
             f"interval {span_text(asym['interval'])})"
         )
     return body
@@ -464,6 +470,13 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         return (
             f"; the directions still converge: the scale-free energy falls ({sf} decades) "
             f"while the squared feature norm changes {nd} decades"
+        )
+    if found.get("trend") == "decay" and ev.get("decay_stopped"):
+        window = ev.get("late_window") or ("?", "?")
+        return (
+            f"; the fall has stopped by layers {window[0]}-{window[1]} (their slope of log E "
+            "is consistent with 0), so no collapse is named (scale-free energy "
+            f"{sf} decades, squared norm {nd} over the window)"
         )
     if not collapse:
         return ""
@@ -686,16 +699,23 @@ def _diffusion_sentence(
             tail += f", {halving / steps:.3g}× the diffusion length"
             settled = measured.get("asymptotic")
             short = halving < 0.9 * steps
-            if settled is False or (short and (settled is None or linear)):
-                why = (
-                    "linear diffusion's local halving length grows toward the spectral one "
-                    "from below, however steady it looks over these layers"
-                    if linear and settled
-                    else "the local halving length is still moving"
+            caveat = None
+            if settled is False:
+                caveat = "not yet asymptotic: the local halving length is still moving"
+            elif settled is None:
+                caveat = (
+                    "not shown to be asymptotic: these layers do not resolve whether the "
+                    "local halving length still moves"
                 )
+            elif short and linear:
+                caveat = (
+                    "not yet asymptotic: linear diffusion's local halving length grows toward "
+                    "the spectral one from below, however steady it looks over these layers"
+                )
+            if caveat is not None:
                 tail += (
-                    f" -- not yet asymptotic: {why}, and the spectral length holds only once "
-                    "the slowest eigenvector dominates"
+                    f" -- {caveat}, and the spectral length holds only once the slowest "
+                    "eigenvector dominates"
                 )
     else:
         tail = f"no exponential was fitted to the measured {name} curve"

@@ -214,6 +214,8 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
                 late += f" (95% {late_length_span(ev, slope < 0)})"
             if ev.get("late_asymptotic") is False:
                 late += " (still moving)"
+            elif ev.get("late_asymptotic", True) is None:
+                late += " (settling not resolved)"
         rate = found.get("rate")
         asym = found.get("asymptotic_rate")
         rows.append(
