@@ -192,7 +192,7 @@ def _captured(monkeypatch, module: str, name: str, args: list[str]):
 def test_random_analysis_reproduce_line_parses_back_to_the_same_config(monkeypatch, seed):
     rng = random.Random(seed)
     config = random_analysis(rng)
-    command = rng.choice(("analyze", "prune"))
+    command = rng.choice(("analyze", "prune")) if config.prune else "analyze"
     record = json.loads(json.dumps({"command": command, **config.to_dict()}))  # as on disk
     line = reproduce_command(record)
     args = shlex.split(line)[1:] + ["--quiet", "--out", "/nonexistent-dir/x"]
@@ -228,14 +228,11 @@ def test_an_ffn_0_analysis_reproduces_an_ffn_0_model():
 
 
 def test_a_checkpoint_run_names_the_checkpoint_not_what_it_fixes():
-    record = {
-        "command": "prune",
-        **AnalysisConfig(model=ModelConfig("preln", depth=8, hidden=8)).to_dict(),
-        "checkpoint": "runs/a/best.pt",
-        "prune": [2],
-    }
+    config = AnalysisConfig(model=ModelConfig("preln", depth=8, hidden=8), similarity=False)
+    record = {"command": "prune", **config.to_dict(), "checkpoint": "runs/a/best.pt", "prune": [2]}
+    # a prune folder reruns with prune (its defaults: Pre-LN, no similarity matrix)
     assert reproduce_command(record) == (
-        "oversmooth analyze --dtype float32 --prune-layers 2 --checkpoint runs/a/best.pt"
+        "oversmooth prune --dtype float32 --prune-layers 2 --checkpoint runs/a/best.pt"
     )
 
 

@@ -713,6 +713,20 @@ def options_of(config: type) -> list[tuple[str, Option]]:
     return out
 
 
+#: ``oversmooth prune``'s own defaults over AnalysisConfig's: the seed paper's Table 8 prunes
+#: Pre-LN models, and a pruning run needs no similarity matrix
+PRUNE_DEFAULTS: dict[str, Any] = {"model.name": "preln", "similarity": False}
+
+
+def with_values(record: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the nested ``record`` with each dotted path of ``values`` set."""
+    out = dict(record)
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        out[head] = with_values(out[head], {rest: value}) if rest else value
+    return out
+
+
 def value_at(record: Any, path: str) -> Any:
     """The value at the dotted ``path`` of a config or its record (``KeyError`` if absent)."""
     value = record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from oversmooth import config as C
 from oversmooth.cli import options as O
 from oversmooth.cli._common import (
     analyze_and_report,
@@ -13,7 +14,7 @@ from oversmooth.run_configs import AnalysisConfig
 
 #: this command's own defaults: Table 8 prunes Pre-LN models, and a pruning run needs no
 #: similarity matrix
-DEFAULTS = {"model.name": "preln", "similarity": False}
+DEFAULTS = C.PRUNE_DEFAULTS
 
 
 @O.config_command(

@@ -12,7 +12,13 @@ import shlex
 from typing import Any
 from collections.abc import Mapping
 
-from oversmooth.config import command_options, options_of, upgrade_record
+from oversmooth.config import (
+    PRUNE_DEFAULTS,
+    command_options,
+    options_of,
+    upgrade_record,
+    with_values,
+)
 
 __all__ = ["reproduce_command"]
 
@@ -21,9 +27,10 @@ def reproduce_command(config: Mapping[str, Any]) -> str:
     """``oversmooth analyze ...`` / ``compare ...`` / ``train ...`` for a folder's config.json
     (in today's layout or an older one, :func:`~oversmooth.config.upgrade_record`).
 
-    A prune folder's line is an analyze line (with ``--prune-layers`` and the similarity
-    setting it ran with): the same analysis.  Raises ValueError for a configuration no single
-    command wrote (reproduce, bench and sweep folders have their own records)."""
+    A prune folder's line is a prune line, its options those that differ from prune's own
+    defaults (:data:`~oversmooth.config.PRUNE_DEFAULTS`).  Raises ValueError for a
+    configuration no single command wrote (reproduce, bench and sweep folders have their own
+    records)."""
     from oversmooth.run_configs import AnalysisConfig, ComparisonConfig, TrainConfig
 
     record = upgrade_record(config)
@@ -31,7 +38,7 @@ def reproduce_command(config: Mapping[str, Any]) -> str:
     skip: tuple[str, ...] = ()
     cls: type[AnalysisConfig | ComparisonConfig | TrainConfig]
     if command in ("analyze", "prune"):
-        name, cls = "analyze", AnalysisConfig
+        name, cls = str(command), AnalysisConfig
         if record.get("checkpoint"):  # it fixes these; the line names the checkpoint instead
             fixed = AnalysisConfig.fixed_by_checkpoint
             skip = tuple(f for f, _ in options_of(cls) if fixed(f))
@@ -44,5 +51,8 @@ def reproduce_command(config: Mapping[str, Any]) -> str:
             f"config command {command!r}: expected analyze, prune, compare or train to build a "
             "command"
         )
-    parts = ["oversmooth", name, *command_options(cls, record, cls().to_dict(), skip)]
+    default = cls().to_dict()
+    if command == "prune":
+        default = with_values(default, PRUNE_DEFAULTS)
+    parts = ["oversmooth", name, *command_options(cls, record, default, skip)]
     return shlex.join(parts)

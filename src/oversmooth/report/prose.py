@@ -473,10 +473,12 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         )
     if found.get("trend") == "decay" and ev.get("decay_stopped"):
         window = ev.get("late_window") or ("?", "?")
+        moved = ev.get("late_range_decades")
+        by = f"by {moved:.2g} decades, " if moved is not None else ""
         return (
-            f"; the fall has stopped by layers {window[0]}-{window[1]} (their slope of log E "
-            "is consistent with 0), so no collapse is named (scale-free energy "
-            f"{sf} decades, squared norm {nd} over the window)"
+            f"; the fall has stopped by layers {window[0]}-{window[1]} (the energy moves there "
+            f"{by}under 2% of its fall), so no collapse is named (scale-free energy {sf} "
+            f"decades, squared norm {nd} over the window)"
         )
     if not collapse:
         return ""
