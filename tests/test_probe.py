@@ -713,15 +713,23 @@ class FinalNorm(torch.nn.Module):
         return self.norm(self.stream(x, edge_index)[-1])
 
 
+def _probed_stream(model, data):
+    """The residual-capture frame of ``model`` (float64, eval) on ``data`` and its true stream
+    (``model.stream``); a warning fails the test."""
+    model = model.double().eval()
+    with torch.no_grad():
+        states = model.stream(data.x, data.edge_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    return probe.to_frame(), states
+
+
 def test_residual_capture_reads_the_input_of_a_final_norm_the_model_returns():
     torch.manual_seed(0)
     data = small_graph()
-    model = FinalNorm().double().eval()
-    with torch.no_grad():
-        states = model.stream(data.x, data.edge_index)
-    with Probe(model, data, capture="residual") as probe, torch.no_grad():
-        model(data.x, data.edge_index)
-    frame = probe.to_frame()
+    frame, states = _probed_stream(FinalNorm(), data)
     assert frame["layer"].tolist() == [0, 1, 2, 3]
     for k, state in enumerate(states):
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
@@ -757,14 +765,7 @@ def test_residual_capture_reads_a_post_ln_stacks_last_norm_output(head):
     Cora), in the frame and in prune_sensitivity's final energy."""
     torch.manual_seed(0)
     data = small_graph()
-    model = PostLNLists(head).double().eval()
-    with torch.no_grad():
-        states = model.stream(data.x, data.edge_index)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with Probe(model, data, capture="residual") as probe, torch.no_grad():
-            model(data.x, data.edge_index)
-    frame = probe.to_frame()
+    frame, states = _probed_stream(PostLNLists(head), data)
     assert frame["layer"].tolist() == [0, 1, 2, 3]
     for k, state in enumerate(states):
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
