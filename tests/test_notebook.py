@@ -111,8 +111,9 @@ def test_write_report_has_verdict_banner(probed, tmp_path):
     assert f"**Verdict: {verdict_heading(found.label, kind)}.**" in md
     assert "PyG GCN, 12 layers" in md
     assert "verdict" in (out / "report.html").read_text(encoding="utf-8").lower()
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=r"pass overwrite=True"):  # Python's words
         oversmooth.write_report(frame, out, step=1)
+    assert oversmooth.write_report(frame, out, step=1, overwrite=True) == out
 
 
 def test_write_report_picks_step(probed, tmp_path):

@@ -329,6 +329,10 @@ def write_report(
     from oversmooth.verdict import frame_dtype
 
     figures, tables = check_figures(figure_formats), check_tables(table_formats)
+    if Path(out).is_dir() and not overwrite:  # said in Python's words, not the CLI's --out
+        raise FileExistsError(
+            f"out: {out} already exists; pass overwrite=True to replace it or choose another folder"
+        )
     table = _frame_of(frame)  # a Probe's table copied to the host once
     one = _one_pass(table, step, graph)
     _check_energies(one)
