@@ -125,7 +125,7 @@ def test_a_decay_that_has_stopped_names_no_collapse():
     v = verdict(frame, dtype="float64")
     assert v.trend == "decay" and v.evidence["decay_stopped"]
     assert v.collapse is None and not v.oversmoothing
-    assert "the fall has stopped by layers 25-32" in verdict_text(v)
+    assert "the fall has levelled off by layers 25-32" in verdict_text(v)
     # a decay that goes on keeps its collapse
     going = frame.assign(laplacian_energy=np.exp(-0.3 * k), feature_norm=1.0)
     found = verdict(going, dtype="float64")

@@ -476,7 +476,7 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         moved = ev.get("late_range_decades")
         by = f"by {moved:.2g} decades, " if moved is not None else ""
         return (
-            f"; the fall has stopped by layers {window[0]}-{window[1]} (the energy moves there "
+            f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves there "
             f"{by}under 2% of its fall), so no collapse is named (scale-free energy {sf} "
             f"decades, squared norm {nd} over the window)"
         )
