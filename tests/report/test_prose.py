@@ -161,10 +161,13 @@ def test_the_package_root_says_a_verdict():
 def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
     """No ``inf`` reaches a reader: an interval with no upper end reads "or more", a late slope
     of the wrong sign "no late halving", and a k0 at the top of its grid says so."""
-    from oversmooth.report.prose import _late_clause, _shift_text, span_text
+    from oversmooth.report.prose import _late_clause, _shift_text, length_span, span_text
 
     assert span_text((11.5, None)) == "11.5 or more" and span_text((None, None)) == "unbounded"
     assert span_text((-math.inf, 3.0)) == "up to 3" and span_text((1.0, 2.0)) == "1-2"
+    # a halving length open toward the fast side read "0-1.49" (the atlas's GAT)
+    assert length_span((0.0, 1.488)) == "up to 1.49" and length_span((1.0, 2.0)) == "1-2"
+    assert length_span((0.883, None)) == "0.883 or more"
     late = {"late_slope_interval": [-0.5, 0.06], "late_window": [9, 16]}
     assert _late_clause({**late, "late_slope": -0.2}, True) == (
         f"late halving length {math.log(2) / 0.2:.3g} layers over layers 9-16 "

@@ -363,6 +363,16 @@ def span_text(pair: Any, fmt: str = ".3g") -> str:
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
+def length_span(pair: Any, fmt: str = ".3g") -> str:
+    """A halving (doubling) length's interval in words: :func:`span_text`, with a low end of
+    0 (a rate open toward the fast side: any length down to none) said as ``up to 1.49``,
+    not ``0-1.49``."""
+    lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
+    if lo == 0 and math.isfinite(hi):
+        return f"up to {format(hi, fmt)}"
+    return span_text((lo, hi), fmt)
+
+
 def _decades(value: float) -> str:
     """A change in decades, signed; one that rounds to zero at two digits reads ``0``."""
     return "0" if abs(value) < 0.005 else f"{value:+.2g}"
@@ -412,7 +422,7 @@ def _exponential_text(
     body = (
         f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
         f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
-        f"{window[0]}-{window[1]} ({level} {span_text(rate['interval'])})"
+        f"{window[0]}-{window[1]} ({level} {length_span(rate['interval'])})"
     )
     word = "halving" if smoothing else "doubling"
     if found.get("asymptotic") is False and asym:
@@ -421,13 +431,13 @@ def _exponential_text(
         body += (
             f"; not yet asymptotic: the local {word} length is still {longer} "
             f"(asymptotic {word} length {asym['value']:.3g}, "
-            f"interval {span_text(asym['interval'])})"
+            f"interval {length_span(asym['interval'])})"
         )
     elif found.get("asymptotic") is None and asym:
         body += (
             f"; not shown to be asymptotic: these layers do not resolve whether the local "
             f"{word} length still moves (asymptotic {word} length {asym['value']:.3g}, "
-            f"interval {span_text(asym['interval'])})"
+            f"interval {length_span(asym['interval'])})"
         )
     return body
 
@@ -476,8 +486,8 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         moved = ev.get("late_range_decades")
         by = f"by {moved:.2g} decades, " if moved is not None else ""
         return (
-            f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves there "
-            f"{by}under 2% of its fall), so no collapse is named (scale-free energy {sf} "
+            f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves "
+            f"there {by}under 2% of its fall), so no collapse is named (scale-free energy {sf} "
             f"decades, squared norm {nd} over the window)"
         )
     if not collapse:

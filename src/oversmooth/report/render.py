@@ -53,6 +53,7 @@ from oversmooth.report.prose import (
     comparison_title,
     conv_label,
     dropped_text,
+    length_span,
     energy_table,
     reason_prose,
     reference_prose,
@@ -189,6 +190,8 @@ def _rate_cell(rate: dict | None) -> str:
     if not rate:
         return MISSING
     lo, hi = rate["interval"]
+    if rate.get("name") in ("halving_length", "doubling_length"):
+        return f"{format_cell(rate['value'])} ({length_span((lo, hi), '.4g')})"
     return f"{format_cell(rate['value'])} ({format_cell(lo)} to {format_cell(hi)})"
 
 
