@@ -1377,3 +1377,20 @@ def test_a_stream_that_widens_says_why_its_cosine_is_nan():
         gcn = GCN(5, 8, num_layers=3).double().eval()
         with Probe(gcn, data) as probe, torch.no_grad():
             gcn(data.x.double(), data.edge_index)
+
+
+def test_a_pass_recorded_again_by_hand_keeps_only_its_own_similarity_rows():
+    """Layers recorded again by hand start the next pass, but the similarity matrix kept the
+    previous pass's deeper layers and set them against this pass's states, without a word."""
+    data = small_graph()
+    n, g = data.num_nodes, torch.Generator().manual_seed(0)
+    first = [torch.randn(n, 4, generator=g, dtype=torch.float64) + k for k in range(5)]
+    second = [torch.randn(n, 4, generator=g, dtype=torch.float64) for _ in range(3)]
+    probe = Probe(None, data.edge_index, similarity=True)
+    for k, state in enumerate([*first, *second]):
+        probe.record(k % 5 if k < 5 else k - 5, state)
+    assert probe.recorded_steps == [0, 1] and probe.similarity_layers() == [0, 1, 2]
+    matrix = probe.similarity_matrix()
+    for i, j in [(0, 1), (1, 2), (0, 2)]:
+        cos = torch.nn.functional.cosine_similarity(second[i], second[j], dim=1).mean()
+        assert matrix[i, j].item() == pytest.approx(cos.item(), rel=1e-6)

@@ -1423,6 +1423,9 @@ class Probe:
         if self.model is None and k in self._values.get(self._step, {}):
             self._step += 1  # a layer recorded again by hand: the next pass (step)
             self._prev = None
+            # the matrix is the last pass's alone: the previous pass's deeper layers were set
+            # against this pass's states (a model's forward clears them in _on_forward)
+            self._states = {}
         x, op = self._graph_for(x)
         buffer = self._float64_state(x)
         state = LayerState(buffer, op, x.dtype in K.NARROW, self._workspace)
