@@ -900,7 +900,10 @@ class Probe:
             error ~1e-7) or float16 (half the memory; error ~1e-3 per entry).
         similarity_sample: keep only this many nodes (a seeded uniform sample
             without replacement); each matrix entry is then a sample mean of
-            cosines, with standard error at most ``1/sqrt(sample)``.
+            cosines, with standard error at most ``1/sqrt(sample)`` on one graph.  On a
+            batch each graph's mean is over its own sampled nodes (a graph with none is
+            left out), so a graph given few of the sample weighs as much as the others
+            and the bound does not hold: sample more, or keep every node.
         head_energies: for oversmooth attention models, also record each
             block's output energy under each head's own attention
             ``(1/n)||P_h X - X||^2`` as ``head_energy_<h>`` (NaN for global
