@@ -89,6 +89,67 @@ def test_second_live_claim_is_refused(tmp_path):
         pass
 
 
+def _holding(folder) -> subprocess.Popen:
+    """A process holding the lock of ``folder`` until killed (it has printed 'held')."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom oversmooth.outputs import folder_lock\n"
+            f"with folder_lock({str(folder)!r}):\n"
+            "    print('held', flush=True)\n    time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_one_folder_has_one_claim_whatever_link_names_it(tmp_path):
+    """The lock was named after the last part of --out: two sweeps (or two resumed trainings)
+    wrote one folder through a link and its target, leaving spec.json of one beside tables of
+    the other; replacing a folder through its link replaced the link."""
+    real = tmp_path / "real"
+    with atomic_folder(real, overwrite=False) as tmp:
+        (tmp / "a.csv").write_text("1")
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "via").symlink_to(tmp_path)
+    holder = _holding(real)
+    try:
+        for path in (tmp_path / "link", tmp_path / "via" / "real"):
+            with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
+                with claim_folder(path, overwrite=True):
+                    pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with atomic_folder(tmp_path / "link", overwrite=True) as tmp:
+        (tmp / "b.csv").write_text("2")
+    assert (tmp_path / "link").is_symlink() and (real / "b.csv").read_text() == "2"
+
+
+def test_report_rebuild_waits_for_no_run_it_would_mix_with(tmp_path):
+    """`oversmooth report` took no claim: beside `analyze --overwrite` it read the old run's
+    tables and wrote their report into the new run's folder."""
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    folder = tmp_path / "run"
+    with atomic_folder(folder, overwrite=False, kind="analyze") as tmp:
+        (tmp / "config.json").write_text('{"command": "analyze"}')
+    holder = _holding(folder)
+    try:
+        result = CliRunner().invoke(app, ["report", str(folder)])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code != 0
+    assert f"is being written by another oversmooth run (pid {holder.pid})" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_claim_is_reentrant_in_one_process(tmp_path):
     out = tmp_path / "r"
     with claim_folder(out, overwrite=False):

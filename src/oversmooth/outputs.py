@@ -608,16 +608,15 @@ def _release_signals(held: object) -> None:
 
 
 @contextmanager
-def claim_folder(
-    out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None
-) -> Iterator[Path]:
-    """Hold an exclusive claim on ``out`` for the duration of the block.
-
-    Checks ``out`` like :func:`check_out`, then takes the lock; raises
-    :class:`FolderBusyError` (a ``FileExistsError``) when another process holds it, and
-    checks ``out`` again once it is ours.  Re-entrant within one process.
-    """
-    out = check_out(out, overwrite, reuse=reuse)
+def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
+    """Hold the exclusive lock of the folder ``out`` names (``.NAME.lock`` beside it) for the
+    block; the block gets the folder's real path.  A symbolic link, or a path through one, is
+    followed: one folder has one lock whatever path names it (the lock of a link's name let
+    two runs write one folder, and replacing the folder replaced the link).  Raises
+    :class:`FolderBusyError` when another process holds it; re-entrant within one process."""
+    out = Path(out)
+    if out.is_symlink() or os.path.realpath(out.parent) != os.path.abspath(out.parent):
+        out = Path(os.path.realpath(out))
     key = Path(os.path.abspath(out))
     if key in _HELD:
         _HELD[key][0] += 1
@@ -640,13 +639,31 @@ def claim_folder(
     _HELD[key] = [1, fd]
     try:
         _release_signals(held)
-        clean_stale_siblings(out)
-        check_out(out, overwrite, reuse=reuse)  # what appeared between the check and the claim
         yield out
     finally:
         _HELD.pop(key, None)
         _release(lock, fd)
         _drop_empty(created)  # a failed run leaves no empty parents behind
+
+
+@contextmanager
+def claim_folder(
+    out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None
+) -> Iterator[Path]:
+    """Hold an exclusive claim on ``out`` for the duration of the block.
+
+    Checks ``out`` like :func:`check_out`, then takes its :func:`folder_lock` (the block gets
+    the real path); raises :class:`FolderBusyError` (a ``FileExistsError``) when another
+    process holds it, and checks ``out`` again once it is ours.  Re-entrant within one
+    process.
+    """
+    out = check_out(out, overwrite, reuse=reuse)
+    first = Path(os.path.abspath(os.path.realpath(out))) not in _HELD
+    with folder_lock(out) as out:
+        if first:
+            clean_stale_siblings(out)
+            check_out(out, overwrite, reuse=reuse)  # what appeared between check and claim
+        yield out
 
 
 @contextmanager

@@ -196,21 +196,26 @@ def test_a_cell_that_failed_for_one_seed_is_marked_in_the_report(tmp_path):
     assert "(1 of 2 seeds)" in text and "the other runs of that cell failed" in text
 
 
-def test_a_run_with_cells_to_compute_clears_the_tables_of_the_earlier_spec(tmp_path):
+def test_a_run_clears_the_tables_and_reports_of_the_earlier_spec_before_it_merges(tmp_path):
     """A grown grid stopped before its merge left spec.json of the new grid beside the tables
-    and reports of the old one."""
+    and reports of the old one; so did a rerun with nothing to compute (it only merges
+    again), and a grid that shrank kept the reports of its dropped cells."""
     from oversmooth.experiments.sweep import _prepare_folder
 
     out = tmp_path / "s"
     run_sweep(SweepSpec(**TINY), out, table_formats=("csv", "parquet"))
     assert (out / "summary.csv").is_file() and (out / "report-san-init").is_dir()
     grown = SweepSpec(**{**TINY, "seeds": (0, 1)})
-    _prepare_folder(out, grown, computing=False)  # nothing to compute: the tables stay
-    assert (out / "summary.csv").is_file()
-    _prepare_folder(out, grown, computing=True)  # what a run does before its first cell
+    _prepare_folder(out, grown)  # what a run does before its first cell or its merge
     left = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert left == ["cells", "spec.json"]
     assert json.loads((out / "spec.json").read_text())["seeds"] == [0, 1]
+    # a grid that shrinks: the dropped conv's report goes
+    both = SweepSpec(**{**TINY, "convs": ("san", "gcn")})
+    run_sweep(both, out)
+    assert (out / "report-gcn-init").is_dir()
+    run_sweep(SweepSpec(**TINY), out)
+    assert not (out / "report-gcn-init").exists() and (out / "report-san-init").is_dir()
 
 
 def test_a_changed_dataset_file_or_a_field_back_at_its_default_is_refused(tmp_path):

@@ -12,7 +12,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.config import upgrade_record, value_at
-from oversmooth.outputs import check_path_text, probe_writable
+from oversmooth.outputs import check_path_text, folder_lock, probe_writable
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -249,15 +249,18 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
 
     formats = figure_formats(figure_format)
     command = _command_of(folder)
-    if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
-        from oversmooth.experiments.atlas import render_atlas
+    # the claim a run writing the folder holds: a rebuild beside `analyze --overwrite` read
+    # the old run's tables and wrote its report into the new run's folder
+    with folder_lock(folder) as folder:
+        if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
+            from oversmooth.experiments.atlas import render_atlas
 
-        render_atlas(folder, formats)
-    elif command == "train":
-        _render_training(folder, formats)
-    else:
-        check_report_folder(folder)
-        render_report(folder, figure_formats=formats)
+            render_atlas(folder, formats)
+        elif command == "train":
+            _render_training(folder, formats)
+        else:
+            check_report_folder(folder)
+            render_report(folder, figure_formats=formats)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
         files = sorted(

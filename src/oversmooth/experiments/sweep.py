@@ -1008,7 +1008,7 @@ def run_sweep(
             _backend(spec, options, fingerprints, bool(todo)) as run_cells,
             _removed_if_nothing_finished(out, created),
         ):
-            _prepare_folder(out, spec, bool(todo))
+            _prepare_folder(out, spec)
             failed = _run_todo(run_cells, todo, out, len(cells), stale, progress, cell_fn)
             merge(out, spec, options=options, **formats)
     total = len(cells)
@@ -1046,18 +1046,18 @@ def _removed_if_nothing_finished(out: Path, created: bool) -> Iterator[None]:
         raise
 
 
-def _prepare_folder(out: Path, spec: SweepSpec, computing: bool) -> None:
+def _prepare_folder(out: Path, spec: SweepSpec) -> None:
     """Make ``out/cells``, mark ``out`` as a sweep folder, clear what dead processes left in it
-    and write the spec beside the cells.  When cells are to be computed, the merged tables and
-    reports of an earlier spec go first: a run stopped before its merge leaves the new
-    ``spec.json`` and the cells, never tables of another spec beside them (the next run
-    merges)."""
+    and write the spec beside the cells.  The merged tables and reports of the earlier run go
+    first, whether or not cells are left to compute: a run stopped before its merge leaves the
+    new ``spec.json`` and the cells, never tables or reports of another spec beside them (the
+    next run merges).  A rerun that only merged again, stopped, left the new tables beside the
+    old spec's reports; a grid that shrank kept the reports of its dropped cells."""
     (out / "cells").mkdir(parents=True, exist_ok=True)
     if not (out / MARKER).is_file():  # new, or begun by a version before the marker
         write_marker(out, "sweep")
     _clean_litter(out)
-    if computing:
-        _clear_merged(out)
+    _clear_merged(out)
     write_json(out / "spec.json", spec.to_dict())
 
 
