@@ -275,3 +275,35 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_a_checkpoint_that_cannot_be_written_says_why_in_one_line(tmp_path, monkeypatch):
+    """A full disk during train printed torch's 'RuntimeError: [enforce fail at
+    inline_container.cc:672] . unexpected pos 357504 vs 357396'."""
+    import shutil
+    from collections import namedtuple
+
+    import torch
+
+    from oversmooth import checkpoint as C
+
+    def broken(obj, path):
+        Path(path).write_bytes(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1 vs 2")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(torch, "save", broken)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10, 10, 0))
+    target = tmp_path / "last.pt"
+    target.write_bytes(b"the previous checkpoint")
+    with pytest.raises(C.CheckpointWriteError) as err:
+        C._atomic_save({"a": 1}, target)
+    assert str(err.value) == (
+        f"{target}: could not be written, no space left on the device; the previous "
+        "checkpoint is kept: free some space and rerun with --resume"
+    )
+    assert target.read_bytes() == b"the previous checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # no temporary left
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**12, 0, 10**12))
+    with pytest.raises(C.CheckpointWriteError, match=r"could not be written \(\[enforce fail"):
+        C._atomic_save({"a": 1}, target)

@@ -25,8 +25,53 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not match what it is used for."""
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written; its message is the one line the CLI prints."""
+
+    clean_message = True
+
+    def __str__(self) -> str:
+        return str(self.strerror)  # the line itself, without OSError's "[Errno N]"
+
+
+#: Free space under which a failed checkpoint write is put down to a full disk.
+FULL_BYTES = 1 << 20
+
+
 def _atomic_save(obj: object, path: Path) -> None:
-    atomic_file(path, lambda tmp: torch.save(obj, tmp))
+    def write(tmp: Path) -> None:
+        try:
+            torch.save(obj, tmp)
+        except (RuntimeError, OSError) as exc:  # torch's zip writer fails as a RuntimeError
+            raise _write_error(path, exc) from None
+
+    atomic_file(path, write)
+
+
+def _write_error(path: Path, exc: BaseException) -> CheckpointWriteError:
+    """What went wrong writing the checkpoint ``path``, in one line: a full disk said as
+    such (torch's writer reported it as ``[enforce fail at inline_container.cc:672] .
+    unexpected pos 357504 vs 357396``), anything else with its own first line.  The previous
+    checkpoint at ``path`` is untouched (written atomically)."""
+    import errno
+    import shutil
+
+    try:
+        free: int | None = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    full = getattr(exc, "errno", None) == errno.ENOSPC or (free is not None and free < FULL_BYTES)
+    if full:
+        return CheckpointWriteError(
+            errno.ENOSPC,
+            f"{path}: could not be written, no space left on the device; the previous "
+            "checkpoint is kept: free some space and rerun with --resume",
+        )
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return CheckpointWriteError(
+        getattr(exc, "errno", None) or errno.EIO,
+        f"{path}: could not be written ({first}); the previous checkpoint is kept",
+    )
 
 
 def save_checkpoint(path: str | os.PathLike, model: DepthModel, meta: dict) -> None:
