@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -251,7 +252,12 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     command = _command_of(folder)
     # the claim a run writing the folder holds: a rebuild beside `analyze --overwrite` read
     # the old run's tables and wrote its report into the new run's folder
-    with folder_lock(folder) as folder:
+    try:
+        found = folder.is_dir()
+    except OSError:  # a name too long, ...: said by the checks below
+        found = False
+    # (a folder that is not there is not locked: the checks below say what is wrong)
+    with folder_lock(folder) if found else nullcontext(folder) as folder:
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
             from oversmooth.experiments.atlas import render_atlas
 
