@@ -64,39 +64,16 @@ def test_failure_keeps_old_folder_and_leaves_no_litter(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
-def test_second_live_claim_is_refused(tmp_path):
-    out = tmp_path / "r"
+def _holding(folder, claim: bool = False) -> subprocess.Popen:
+    """A process holding ``folder`` until killed (it has printed 'held'): its claim as a run
+    takes it (``claim``), else its lock alone."""
+    take = f"claim_folder({str(folder)!r}, False)" if claim else f"folder_lock({str(folder)!r})"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom oversmooth.outputs import claim_folder\n"
-            f"with claim_folder({str(out)!r}, False):\n"
-            "    print('held', flush=True)\n    time.sleep(30)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
-            with claim_folder(out, overwrite=False):
-                pass
-    finally:
-        holder.kill()
-        holder.wait()
-    with claim_folder(out, overwrite=False):  # the dead holder's lock is taken over
-        pass
-
-
-def _holding(folder) -> subprocess.Popen:
-    """A process holding the lock of ``folder`` until killed (it has printed 'held')."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\nfrom oversmooth.outputs import folder_lock\n"
-            f"with folder_lock({str(folder)!r}):\n"
+            "import sys, time\nfrom oversmooth.outputs import claim_folder, folder_lock\n"
+            f"with {take}:\n"
             "    print('held', flush=True)\n    time.sleep(30)\n",
         ],
         stdout=subprocess.PIPE,
@@ -104,6 +81,27 @@ def _holding(folder) -> subprocess.Popen:
     )
     assert holder.stdout.readline().strip() == "held"
     return holder
+
+
+def _claims_refused(held, paths, *, claim: bool = False, overwrite: bool = False) -> None:
+    """While another process holds ``held`` (:func:`_holding`), a claim on each of ``paths``
+    is refused, naming that process."""
+    holder = _holding(held, claim)
+    try:
+        for path in paths:
+            with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
+                with claim_folder(path, overwrite=overwrite):
+                    pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_second_live_claim_is_refused(tmp_path):
+    out = tmp_path / "r"
+    _claims_refused(out, [out], claim=True)
+    with claim_folder(out, overwrite=False):  # the dead holder's lock is taken over
+        pass
 
 
 def test_one_folder_has_one_claim_whatever_link_names_it(tmp_path):
@@ -115,15 +113,7 @@ def test_one_folder_has_one_claim_whatever_link_names_it(tmp_path):
         (tmp / "a.csv").write_text("1")
     (tmp_path / "link").symlink_to(real)
     (tmp_path / "via").symlink_to(tmp_path)
-    holder = _holding(real)
-    try:
-        for path in (tmp_path / "link", tmp_path / "via" / "real"):
-            with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
-                with claim_folder(path, overwrite=True):
-                    pass
-    finally:
-        holder.kill()
-        holder.wait()
+    _claims_refused(real, [tmp_path / "link", tmp_path / "via" / "real"], overwrite=True)
     with atomic_folder(tmp_path / "link", overwrite=True) as tmp:
         (tmp / "b.csv").write_text("2")
     assert (tmp_path / "link").is_symlink() and (real / "b.csv").read_text() == "2"
