@@ -197,3 +197,22 @@ def test_ctrl_c_during_a_sweep_stops_it_with_130(tmp_path, stage, ignored):
         assert list((out / "cells").glob("*.json"))
     else:  # nothing finished: no folder
         assert not out.exists()
+
+
+def test_a_command_that_finished_is_not_interrupted_in_the_teardown():
+    """report and sweep print their line, then spend ~0.8 s in the interpreter's teardown: a
+    Ctrl-C there exited 130 without a word, though every output was written."""
+    code = (
+        "import signal, sys\n"
+        "from oversmooth.cli.main import main\n"
+        "sys.argv = ['oversmooth', '--version']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    assert done.code in (0, None), done.code\n"
+        "    print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN,\n"
+        "          signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["True", "True"]

@@ -293,6 +293,11 @@ def main() -> None:
         except SystemExit as done:
             if done.code in (0, None) and _common.FINISHED["exit_now"]:
                 _exit_now()
+            if done.code in (0, None):
+                # done and said so: a Ctrl-C in the interpreter's teardown (about 0.8 s after
+                # report or sweep printed its line) exited 130 without a word
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             raise
     except KeyboardInterrupt as exc:
         interrupted(exc)
