@@ -808,6 +808,17 @@ PRENORM_NOTE = (
 )
 
 
+def _autocast(device: torch.device) -> torch.dtype | None:
+    """The precision ``torch.autocast`` computes in on ``device`` now, or None (off, or a
+    device type autocast does not know)."""
+    try:
+        if torch.is_autocast_enabled(device.type):
+            return torch.get_autocast_dtype(device.type)
+    except RuntimeError:  # e.g. 'meta': unknown device type for autocast
+        pass
+    return None
+
+
 def _coarser(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
     """The one of two floating precisions with the larger epsilon (None: the other)."""
     if a is None or not a.is_floating_point:
@@ -1443,10 +1454,8 @@ class Probe:
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         if k > 0:
-            self._coarsest = _coarser(self._coarsest, x.dtype)
-            device = x.device.type
-            if torch.is_autocast_enabled(device):  # computed in the autocast precision
-                self._coarsest = _coarser(self._coarsest, torch.get_autocast_dtype(device))
+            # computed in the autocast precision when one is on
+            self._coarsest = _coarser(_coarser(self._coarsest, x.dtype), _autocast(x.device))
         self._stream_width = x.size(1)
         self._stream_rows = x.size(0)
         if self.similarity:
