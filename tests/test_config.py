@@ -7,8 +7,6 @@ import dataclasses
 import json
 import random
 import shlex
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -36,6 +34,7 @@ from oversmooth.experiments.sweep import SweepSpec
 from oversmooth.registry import CONVS, MODELS, NORMS
 from oversmooth.report.command import reproduce_command
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig, TrainConfig
+from .processes import python_words
 
 runner = CliRunner()
 MODEL_BUILDING = (AnalysisConfig, ComparisonConfig, TrainConfig, SweepSpec)
@@ -387,9 +386,7 @@ def test_config_and_every_command_help_import_no_torch():
         "    assert command.get_help(typer.Context(command, info_name=name))\n"
         "print(len(click.commands), 'torch' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    count, torch_loaded = done.stdout.split()
+    count, torch_loaded = python_words(code)
     assert int(count) >= 11 and torch_loaded == "False"
 
 
