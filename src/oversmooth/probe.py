@@ -58,7 +58,7 @@ import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -656,7 +656,6 @@ def _refuse_hetero(model: nn.Module | None, graph: object) -> None:
             "homogeneous original (Probe(model, data[node_type...].edge_index)) or run "
             "it on data.to_homogeneous()"
         )
-    refuse_compiled(model, "model")
 
 
 def refuse_compiled(model: nn.Module | None, what: str) -> None:
@@ -819,13 +818,10 @@ def _autocast(device: torch.device) -> torch.dtype | None:
     return None
 
 
-def _coarser(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
-    """The one of two floating precisions with the larger epsilon (None: the other)."""
-    if a is None or not a.is_floating_point:
-        return b if b is None or b.is_floating_point else a
-    if b is None or not b.is_floating_point:
-        return a
-    return b if torch.finfo(b).eps > torch.finfo(a).eps else a
+def _coarsest(dtypes: Iterable[torch.dtype | None]) -> torch.dtype | None:
+    """The floating precision of ``dtypes`` with the largest epsilon (None: none is one)."""
+    floats = [d for d in dtypes if d is not None and d.is_floating_point]
+    return max(floats, key=lambda d: torch.finfo(d).eps, default=None)
 
 
 class Probe:
@@ -950,6 +946,7 @@ class Probe:
         stream: Sequence[nn.Module] | None = None,
     ) -> None:
         _refuse_hetero(model, graph)
+        refuse_compiled(model, "model")
         self._init_metrics(metrics)
         self.reduce, self.every = _check_steps(reduce, every)
         self.capture, self.model = capture, model
@@ -1141,8 +1138,8 @@ class Probe:
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         self._state_dtype: torch.dtype | None = None
-        # the coarsest precision a recorded layer (>= 1) was stored or computed in (autocast)
-        self._coarsest: torch.dtype | None = None
+        # the precisions recorded layers (>= 1) were stored or computed in (autocast)
+        self._precisions: set[torch.dtype] = set()
         self._attention: dict[int, AttentionWeights] = {}  # layer k -> its block's attention
         # the first recorded forward's integer inputs, and whether a later one's differed
         self._first_inputs: list[tuple[Tensor, int]] | None = None
@@ -1454,8 +1451,10 @@ class Probe:
         self._values.setdefault(self._step, {})[k] = row
         self._state_dtype = x.dtype
         if k > 0:
-            # computed in the autocast precision when one is on
-            self._coarsest = _coarser(_coarser(self._coarsest, x.dtype), _autocast(x.device))
+            self._precisions.add(x.dtype)
+            computed = _autocast(x.device)  # the autocast precision, when one is on
+            if computed is not None:
+                self._precisions.add(computed)
         self._stream_width = x.size(1)
         self._stream_rows = x.size(0)
         if self.similarity:
@@ -1621,7 +1620,7 @@ class Probe:
         dtype = first.dtype if first is not None else self._state_dtype
         # states stored, or computed under autocast, in a coarser precision than the weights
         # set the floor: a bfloat16 plateau is not a float32 law
-        dtype = _coarser(dtype, self._coarsest)
+        dtype = _coarsest([dtype, *self._precisions]) or dtype
         seed = model.config.seed if isinstance(model, DepthModel) else None
         layers = len(self.layers) + 1 if self.layers else None
         # by hand (no layers known): the layers below the deepest recorded one
