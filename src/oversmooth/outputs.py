@@ -607,6 +607,14 @@ def _release_signals(held: object) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]
 
 
+def _followed(out: Path) -> Path:
+    """``out`` with symbolic links followed when it is one or a path through one (else as
+    given, relative paths kept for messages)."""
+    if out.is_symlink() or os.path.realpath(out.parent) != os.path.abspath(out.parent):
+        return Path(os.path.realpath(out))
+    return out
+
+
 @contextmanager
 def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
     """Hold the exclusive lock of the folder ``out`` names (``.NAME.lock`` beside it) for the
@@ -614,9 +622,7 @@ def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
     followed: one folder has one lock whatever path names it (the lock of a link's name let
     two runs write one folder, and replacing the folder replaced the link).  Raises
     :class:`FolderBusyError` when another process holds it; re-entrant within one process."""
-    out = Path(out)
-    if out.is_symlink() or os.path.realpath(out.parent) != os.path.abspath(out.parent):
-        out = Path(os.path.realpath(out))
+    out = _followed(Path(out))
     key = Path(os.path.abspath(out))
     if key in _HELD:
         _HELD[key][0] += 1
@@ -658,7 +664,7 @@ def claim_folder(
     process.
     """
     out = check_out(out, overwrite, reuse=reuse)
-    first = Path(os.path.abspath(os.path.realpath(out))) not in _HELD
+    first = Path(os.path.abspath(_followed(out))) not in _HELD  # folder_lock's key
     with folder_lock(out) as out:
         if first:
             clean_stale_siblings(out)
