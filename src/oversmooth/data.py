@@ -824,12 +824,11 @@ def _validate_user_graph(
     y: Tensor | None,
     edge_weight: Tensor | None = None,
     counted_by: str | None = None,
-    features_from: str | None = None,
 ) -> None:
     """Refuse a graph whose parts disagree, in one line; ``counted_by`` names the file whose
     rows set the number of nodes (a features or labels CSV), the file to fix when the edge
-    list names more nodes than it has rows; ``features_from`` the features CSV, when the
-    features are not in ``path``."""
+    list names more nodes than it has rows (with features, their CSV: the file a non-finite
+    feature is named in)."""
     from oversmooth.graph import check_edge_weight
 
     try:  # weights are used by every command: refuse negative, NaN and Inf ones here
@@ -856,7 +855,7 @@ def _validate_user_graph(
         node, col = (int(i) for i in (~torch.isfinite(x)).nonzero()[0])
         value, kind = float(x[node, col]), str(x.dtype).removeprefix("torch.")
         raise ValueError(
-            f"{features_from or path}: features hold {value} (node {node}, feature {col}); "
+            f"{counted_by or path}: features hold {value} (node {node}, feature {col}); "
             + (
                 "expected finite numbers: fill or drop the missing values"
                 if math.isnan(value)
@@ -933,16 +932,7 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
     )
     counted_by = features if x is not None else labels if y is not None else None
-    _validate_user_graph(
-        path,
-        pairs,
-        n,
-        x,
-        y,
-        weight,
-        str(counted_by) if counted_by else None,
-        str(features) if features else None,
-    )
+    _validate_user_graph(path, pairs, n, x, y, weight, str(counted_by) if counted_by else None)
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if x is None:
         x = torch.ones(n, 1)
