@@ -260,21 +260,42 @@ def test_csv_edge_list_with_features_and_labels(tmp_path):
     assert sorted(weighted.edge_weight.tolist()) == [0.5, 0.5, 2.5, 2.5]
 
 
+def _refused(tmp_path, files: dict[str, str], match: str, edges: str, **parts: str):
+    """Write ``files`` (name -> text) into ``tmp_path``; loading the edge list ``edges`` with
+    ``parts`` (``features=`` / ``labels=``: file names) must raise ValueError matching
+    ``match``; returns pytest's record of it."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=match) as err:
+        D.load(tmp_path / edges, **{part: tmp_path / name for part, name in parts.items()})
+    return err
+
+
 def test_csv_errors_name_file_and_line(tmp_path):
-    (tmp_path / "bad.csv").write_text("source,target\n0,1\n1,x\n")
-    with pytest.raises(ValueError, match=r"bad.csv:3: expected numbers"):
-        D.load(tmp_path / "bad.csv")
-    (tmp_path / "ragged.csv").write_text("0,1\n1,2,3\n")
-    with pytest.raises(ValueError, match=r"ragged.csv:2: expected 2 columns"):
-        D.load(tmp_path / "ragged.csv")
-    (tmp_path / "e.csv").write_text("0,1\n1,5\n")
-    (tmp_path / "x.csv").write_text("1\n2\n3\n")
+    _refused(
+        tmp_path,
+        {"bad.csv": "source,target\n0,1\n1,x\n"},
+        r"bad.csv:3: expected numbers",
+        "bad.csv",
+    )
+    _refused(
+        tmp_path, {"ragged.csv": "0,1\n1,2,3\n"}, r"ragged.csv:2: expected 2 columns", "ragged.csv"
+    )
     # the file whose rows count the nodes is the one named (it may be the one to fix)
-    with pytest.raises(ValueError, match=r"x.csv: 3 rows, one per node, but .*e.csv names node 5"):
-        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
-    (tmp_path / "y3.csv").write_text("0\n1\n1\n")
-    with pytest.raises(ValueError, match=r"y3.csv: 3 rows, one per node, but .*e.csv names node"):
-        D.load(tmp_path / "e.csv", labels=tmp_path / "y3.csv")
+    _refused(
+        tmp_path,
+        {"e.csv": "0,1\n1,5\n", "x.csv": "1\n2\n3\n"},
+        r"x.csv: 3 rows, one per node, but .*e.csv names node 5",
+        "e.csv",
+        features="x.csv",
+    )
+    _refused(
+        tmp_path,
+        {"y3.csv": "0\n1\n1\n"},
+        r"y3.csv: 3 rows, one per node, but .*e.csv names node",
+        "e.csv",
+        labels="y3.csv",
+    )
     (tmp_path / "e2.csv").write_text("0,1\n1,2\n")
     (tmp_path / "y.csv").write_text("0\n1\n")
     with pytest.raises(ValueError, match="labels have 2 rows, expected one per node \\(3\\)"):
@@ -505,13 +526,19 @@ def test_csv_labels_must_be_class_ids_named_in_the_labels_file(tmp_path, text, l
 def test_extra_columns_are_refused_not_taken_for_weights_or_labels(tmp_path):
     """A 4th column made the 3rd (a time) the weight; a node,label file gave the labels in
     row order, whatever the node column said."""
-    (tmp_path / "e4.csv").write_text("source,target,time,weight\n0,1,100,1\n1,2,200,1\n")
-    with pytest.raises(ValueError, match=r"e4.csv:2: 4 columns, expected at most 3 for edges"):
-        D.load(tmp_path / "e4.csv")
-    (tmp_path / "e.csv").write_text("0,1\n1,2\n")
-    (tmp_path / "y.csv").write_text("node,label\n2,1\n0,0\n1,0\n")
-    with pytest.raises(ValueError, match=r"y.csv:2: 2 columns, expected at most 1 for labels"):
-        D.load(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    _refused(
+        tmp_path,
+        {"e4.csv": "source,target,time,weight\n0,1,100,1\n1,2,200,1\n"},
+        r"e4.csv:2: 4 columns, expected at most 3 for edges",
+        "e4.csv",
+    )
+    _refused(
+        tmp_path,
+        {"e.csv": "0,1\n1,2\n", "y.csv": "node,label\n2,1\n0,0\n1,0\n"},
+        r"y.csv:2: 2 columns, expected at most 1 for labels",
+        "e.csv",
+        labels="y.csv",
+    )
     # the documented shapes still load
     (tmp_path / "w.csv").write_text("0,1,2.5\n")
     assert D.load(tmp_path / "w.csv").edge_weight.tolist() == [2.5, 2.5]
@@ -532,10 +559,8 @@ def test_nonfinite_features_are_refused_naming_the_file_node_and_feature(
     import torch
     from torch_geometric.data import Data
 
-    for name, text in (("e.csv", "0,1\n1,2\n2,0\n"), ("x.csv", features)):
-        (tmp_path / name).write_text(text)
-    with pytest.raises(ValueError, match=message):
-        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    files = {"e.csv": "0,1\n1,2\n2,0\n", "x.csv": features}
+    _refused(tmp_path, files, message, "e.csv", features="x.csv")
     x = torch.tensor([[1.0, 0.0], [0.0, float("-inf")]])
     torch.save(Data(x=x, edge_index=torch.tensor([[0, 1], [1, 0]])), tmp_path / "g.pt")
     with pytest.raises(ValueError, match=r"g.pt: features hold -inf \(node 1, feature 1\)"):
