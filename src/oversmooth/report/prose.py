@@ -26,6 +26,7 @@ from oversmooth.verdict import (
     MIN_TERM_DECADES,
     REPORT_LEVEL,
     STABLE_DECADES,
+    STOPPED_SHARE,
     CURSE_R,
     Verdict,
 )
@@ -487,8 +488,8 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         by = f"by {moved:.2g} decades, " if moved is not None else ""
         return (
             f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves "
-            f"there {by}under 2% of its fall), so no collapse is named (scale-free energy {sf} "
-            f"decades, squared norm {nd} over the window)"
+            f"there {by}under {STOPPED_SHARE:.0%} of its fall), so no collapse is named "
+            f"(scale-free energy {sf} decades, squared norm {nd} over the window)"
         )
     if not collapse:
         return ""
