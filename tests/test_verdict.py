@@ -115,6 +115,72 @@ def test_a_decay_onto_a_plateau_over_12_layers_is_not_called_asymptotic(b, c):
     assert "not shown to be asymptotic" in verdict_text(v)
 
 
+def _noisy(law, depth: int, seeds: int, sigma: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Curves ``law(k)`` (natural log) plus a per-seed offset and i.i.d. noise of ``sigma``."""
+    k = np.arange(depth + 1.0)
+    parts = [
+        pd.DataFrame(
+            {
+                "seed": s,
+                "layer": k.astype(int),
+                "laplacian_energy": np.exp(
+                    law(k) + 0.3 * rng.standard_normal() + sigma * rng.standard_normal(k.size)
+                ),
+            }
+        )
+        for s in range(seeds)
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_a_rate_slowing_toward_a_plateau_is_not_called_asymptotic_on_a_lucky_drift():
+    """1e-3 + e^-0.05k at depth 96, one seed, sigma 0.3: its rate already slows toward the
+    plateau's 0, and a drift whose point fell inside the 5 % share (its interval far wider) was
+    taken for settled, with a closed interval around 0.05 (11 of 60 draws); the drift's other
+    side was never opened (22 more).  The truth, a halving length of infinity, must lie in
+    every interval but the rare significant drift the wrong way."""
+    rng = np.random.default_rng(3)
+    missed, settled = 0, 0
+    for _ in range(20):
+        v = verdict(_noisy(lambda k: np.log(1e-3 + np.exp(-0.05 * k)), 96, 1, 0.3, rng))
+        if v.label != "exponential-smoothing":
+            continue
+        settled += v.asymptotic is True
+        missed += v.asymptotic_rate.interval[1] != np.inf
+    assert settled == 0 and missed <= 1
+
+
+def test_an_unresolved_drift_opens_the_asymptotic_interval_both_ways_and_says_so():
+    """e^-0.01k, one seed, sigma 0.3: the drift's 99 % interval spans tens of percent of the
+    rate, so the layers bound no limit; a point inside the share is not taken for settled."""
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        v = verdict(_noisy(lambda k: -0.01 * k, 256, 1, 0.3, rng))
+        if v.label != "exponential-smoothing":
+            continue
+        assert v.asymptotic is None, v.evidence["late_drift"]
+        assert v.asymptotic_rate.interval == (0.0, np.inf)
+        assert "so these layers bound no limit" in verdict_text(v)
+        break
+    else:
+        pytest.fail("no draw was called exponential")
+
+
+def test_a_settled_rate_is_shown_settled_by_its_last_quarters_not_the_start_misfit():
+    """A noise-free sum of exponentials settles on its slowest rate from a third of the layers
+    on; the law family's misfit of its transient gave the drift an interval of a quarter of
+    the rate.  The last two quarters alone show the drift inside the share; a clean
+    exponential with 10 seeds too."""
+    k = np.arange(257.0)
+    e = np.exp(-0.3 * k) + 0.1 * np.exp(-0.08 * k) + 0.01 * np.exp(-0.03 * k)
+    v = verdict(pd.DataFrame({"layer": k.astype(int), "laplacian_energy": e}), dtype="float64")
+    assert v.asymptotic is True and v.evidence["late_drift_halfwidth"] < 0.05 * 0.03
+    lo, hi = v.asymptotic_rate.interval
+    assert lo <= np.log(2) / 0.03 <= hi and np.isfinite(hi)
+    clean = verdict(_noisy(lambda k: -0.2 * k, 256, 10, 0.1, np.random.default_rng(0)))
+    assert clean.label == "exponential-smoothing" and clean.asymptotic is True
+
+
 def test_a_decay_that_has_stopped_names_no_collapse():
     """APPNP's energy falls 0.6 decades onto its fixed point in 8 layers and stays: bannered
     oversmoothing (collapse 'both') as if the nodes kept converging."""

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -63,6 +63,7 @@ __all__ = [
     "K0_MAX_FACTOR",
     "BOOTSTRAP_DRAWS",
     "LawModel",
+    "SegmentLines",
     "Evidence",
     "block_length",
     "quantile",
@@ -266,6 +267,34 @@ def _profiled(
     return lo, hi, n_eff, bool(len(model.k0) > 1 and allowed[-1])
 
 
+class SegmentLines:
+    """One straight line per segment of the layers, fitted to each curve on its own: the local
+    model whose residuals the drift of a late rate is judged by.
+
+    The law family's residuals are the wrong noise for that drift: where the family misfits a
+    curve's start (a sum of exponentials' transient), a bootstrap carries that misfit into the
+    late layers, and where the family fits well its residuals say nothing of how straight the
+    last two quarters are.  ``masks`` are boolean ``[n]`` masks, disjoint, covering the layers.
+    """
+
+    def __init__(self, layers: np.ndarray, masks: Sequence[np.ndarray]) -> None:
+        k = np.asarray(layers, dtype=np.float64)
+        self.parts = []
+        for mask in masks:
+            centred = k[mask] - k[mask].mean()
+            self.parts.append((np.asarray(mask, bool), centred, float(centred @ centred)))
+
+    def fitted(self, curves: np.ndarray) -> np.ndarray:
+        """The fitted values of every row of ``curves``: each segment's own line."""
+        y_all = np.atleast_2d(np.asarray(curves, dtype=np.float64))
+        out = np.array(y_all, copy=True)
+        for mask, centred, ss in self.parts:
+            y = y_all[:, mask]
+            slope = (y @ centred) / ss if ss > 0 else np.zeros(len(y_all))
+            out[:, mask] = y.mean(axis=1, keepdims=True) + slope[:, None] * centred
+        return out
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A point estimate with its standard error and degrees of freedom."""
@@ -288,17 +317,21 @@ class Evidence:
     Args:
         layers: the shared layers ``[n]``.
         logs: ``[seeds, n]`` natural logs of the energy.
-        model: the model whose residuals the bootstrap resamples (the full law family).
+        model: the model whose residuals the bootstrap resamples (the full law family, or
+            :class:`SegmentLines`).
         rng: the bootstrap's generator (the result is deterministic for a given seed).
+        min_block: blocks at least this long (capped at a third of the curve), for residuals
+            too short to show the noise's correlation that a longer curve showed.
     """
 
     def __init__(
         self,
         layers: np.ndarray,
         logs: np.ndarray,
-        model: LawModel,
+        model: LawModel | SegmentLines,
         rng: np.random.Generator,
         draws: int = BOOTSTRAP_DRAWS,
+        min_block: int = 2,
     ) -> None:
         self.layers = np.asarray(layers, dtype=np.float64)
         self.logs = np.atleast_2d(np.asarray(logs, dtype=np.float64))
@@ -306,7 +339,7 @@ class Evidence:
         self.mean = self.logs.mean(axis=0)
         fitted = model.fitted(self.mean[None, :])[0]
         resid = self.mean - fitted
-        self.block = block_length(resid)
+        self.block = max(block_length(resid), min(min_block, max(2, n // 3)))
         starts = rng.integers(0, n, size=(draws, math.ceil(n / self.block)))
         idx = (starts[..., None] + np.arange(self.block)).reshape(draws, -1)[:, :n] % n
         self.boot = fitted[None, :] + resid[idx]  # [draws, n]

@@ -435,11 +435,24 @@ def _exponential_text(
             f"interval {length_span(asym['interval'])})"
         )
     elif found.get("asymptotic") is None and asym:
-        body += (
-            f"; not shown to be asymptotic: these layers do not resolve whether the local "
-            f"{word} length still moves (asymptotic {word} length {asym['value']:.3g}, "
-            f"interval {length_span(asym['interval'])})"
-        )
+        lo, hi = sorted(math.inf if v is None else float(v) for v in asym["interval"])
+        got = [ev.get(k) for k in ("late_drift", "late_drift_halfwidth", "late_slope")]
+        numbers = [float(v) for v in got if isinstance(v, (int, float))]
+        if lo == 0 and hi == math.inf and len(numbers) == 3 and numbers[2] != 0:
+            drift, half, late = numbers
+            # open both ways: no limit to state, only how far the rate may still move
+            ends = sorted(((drift - half) / late, (drift + half) / late))
+            body += (
+                f"; not shown to be asymptotic: from the third quarter of the layers to the "
+                f"last the rate changes by {drift / late:+.0%} ({ev.get('level', 0.99):.0%} "
+                f"interval {ends[0]:+.0%} to {ends[1]:+.0%}), so these layers bound no limit"
+            )
+        else:
+            body += (
+                f"; not shown to be asymptotic: these layers do not resolve whether the local "
+                f"{word} length still moves (asymptotic {word} length {asym['value']:.3g}, "
+                f"interval {length_span(asym['interval'])})"
+            )
     return body
 
 
