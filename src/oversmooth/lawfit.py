@@ -355,9 +355,30 @@ class Evidence:
         point on the pooled curve, variance within (bootstrap) plus the between-seed excess."""
         point = np.atleast_2d(stat(self.mean[None, :]))[0]
         boot = np.atleast_2d(stat(self.boot))
+        resampled = None if self.seed_boot is None else np.atleast_2d(stat(self.seed_boot))
+        return self._combine(point, boot, resampled)
+
+    def estimate_pair(
+        self, other: Evidence, stat: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ) -> list[Estimate]:
+        """Estimates of statistics of two families of curves of the same seeds and layers (a
+        ratio of their changes), resampled together: ``other`` was built with the same
+        generator seed and block length, so each draw takes the same blocks and the same
+        seeds from both, and what the two share cancels in the statistic."""
+        if other.block != self.block or other.boot.shape != self.boot.shape:
+            raise ValueError("estimate_pair: the two Evidence differ in block or draws")
+        point = np.atleast_2d(stat(self.mean[None, :], other.mean[None, :]))[0]
+        boot = np.atleast_2d(stat(self.boot, other.boot))
+        resampled = None
+        if self.seed_boot is not None and other.seed_boot is not None:
+            resampled = np.atleast_2d(stat(self.seed_boot, other.seed_boot))
+        return self._combine(point, boot, resampled)
+
+    def _combine(
+        self, point: np.ndarray, boot: np.ndarray, resampled: np.ndarray | None
+    ) -> list[Estimate]:
         v_w = np.nanvar(boot, axis=0, ddof=1)
-        if self.seed_boot is not None:
-            resampled = np.atleast_2d(stat(self.seed_boot))
+        if resampled is not None:
             v_b = np.nanvar(resampled, axis=0, ddof=1) * self.seeds / (self.seeds - 1)
         else:
             v_b = np.zeros_like(v_w)

@@ -490,7 +490,10 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     if ev.get("scale_free_decades") is None:
         return ""
     sf, nd = _decades(ev["scale_free_decades"]), _decades(ev["norm_decades"])
-    if found.get("trend") == "growth" and ev["scale_free_decades"] <= -STABLE_DECADES:
+    converge = ev.get("directions_converge")
+    if converge is None:  # a record written before the flag: the point alone
+        converge = ev["scale_free_decades"] <= -STABLE_DECADES
+    if found.get("trend") == "growth" and converge:
         return (
             f"; the directions still converge: the scale-free energy falls ({sf} decades) "
             f"while the squared feature norm changes {nd} decades"
@@ -503,6 +506,19 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves "
             f"there {by}under {STOPPED_SHARE:.0%} of its fall), so no collapse is named "
             f"(scale-free energy {sf} decades, squared norm {nd} over the window)"
+        )
+    share = ev.get("direction_share_interval")
+    if not collapse and found.get("trend") == "decay" and isinstance(share, (list, tuple)):
+        lo, hi = (math.inf if v is None else float(v) for v in share)
+        span = (
+            f"between {lo:.0%} and {hi:.0%}"
+            if math.isfinite(lo) and math.isfinite(hi)
+            else "not bounded"
+        )
+        return (
+            f"; whether the nodes converge is not resolved: the scale-free energy changes {sf} "
+            f"decades, the squared feature norm {nd}, and the scale-free share of the fall is "
+            f"{span} ({ev.get('level', 0.99):.0%} interval; oversmoothing needs at least a third)"
         )
     if not collapse:
         return ""
