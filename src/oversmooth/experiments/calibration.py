@@ -308,7 +308,7 @@ def calibrate(
             for ni, noise in enumerate(noises):
                 rng = np.random.default_rng([rng_seed, n_seeds, ci, ni])
                 counts = dict.fromkeys(LABELS, 0)
-                wrong = wrong_curse = covered = scored = 0
+                wrong = wrong_curse = covered = scored = closed = 0
                 for _ in range(draws):
                     found = verdict(draw_frame(case, noise, n_seeds, rng))
                     counts[found.label] += 1
@@ -318,6 +318,8 @@ def calibrate(
                     if cov is not None:
                         scored += 1
                         covered += int(cov)
+                        interval = asymptotic_rate_interval(found) or (0.0, math.inf)
+                        closed += int(all(math.isfinite(v) and v != 0 for v in interval))
                 right = counts.get(case.expected or "", 0) - wrong_curse
                 rows.append(
                     {
@@ -335,6 +337,7 @@ def calibrate(
                         "wrong_curse": wrong_curse,
                         "covered": covered,
                         "scored": scored,
+                        "closed": closed,
                         **counts,
                     }
                 )
@@ -356,7 +359,8 @@ def _summary_lines(table: pd.DataFrame) -> list[str]:
             f"({low['wrong'].sum() / max(low['draws'].sum(), 1):.1%}) | {high['wrong'].sum()} of "
             f"{high['draws'].sum()} ({high['wrong'].sum() / max(high['draws'].sum(), 1):.1%}) | "
             f"{scored['inconclusive'].sum() / max(scored['draws'].sum(), 1):.0%} | "
-            f"{part['covered'].sum()} of {part['scored'].sum()} ({cov:.1%}) |"
+            f"{part['covered'].sum()} of {part['scored'].sum()} ({cov:.1%}) | "
+            f"{part['closed'].sum()} of {part['scored'].sum()} |"
         )
     return lines
 
@@ -405,11 +409,13 @@ def write_calibration(
         "other than the expected one (or a wrong definite curse-of-depth flag); *inconclusive* is "
         "the honest 'cannot tell'. *Coverage* is how often the 95 % interval of the asymptotic "
         "rate (halving or doubling length, or the power law's exponent) holds the true value, "
-        "among the verdicts that named the right law. The stretched exponential has no single "
+        "among the verdicts that named the right law; *closed* how many of those intervals are "
+        "closed on both sides (an interval open on a side is honest where the layers do not "
+        "bound the limit, and says less). The stretched exponential has no single "
         "truth: its labels are listed, never scored.",
         "",
-        "| seeds | wrong at σ ≤ 0.3 | wrong at σ = 1 | inconclusive | coverage |",
-        "|---|---|---|---|---|",
+        "| seeds | wrong at σ ≤ 0.3 | wrong at σ = 1 | inconclusive | coverage | closed |",
+        "|---|---|---|---|---|---|",
         *_summary_lines(table),
         "",
     ]
@@ -417,8 +423,8 @@ def write_calibration(
     for count, part in table.groupby("seeds", sort=True):
         n_seeds = int(count)
         lines += [f"## {n_seeds} seed{'s' if n_seeds > 1 else ''}", ""]
-        lines.append("| case | " + " | ".join(noises) + " | coverage |")
-        lines.append("|---|" + "---|" * (len(noises) + 1))
+        lines.append("| case | " + " | ".join(noises) + " | coverage | closed |")
+        lines.append("|---|" + "---|" * (len(noises) + 2))
         for case, rows in part.groupby("case", sort=False):
             by = rows.set_index("noise")
             if rows["expected"].iloc[0] == "(no single truth)":
@@ -428,8 +434,8 @@ def write_calibration(
                 ]
             else:
                 cells = [_cell(by.loc[n]) for n in noises]
-            s, c = rows["scored"].sum(), rows["covered"].sum()
-            lines.append(f"| {case} | " + " | ".join(cells) + f" | {c}/{s} |")
+            s, c, k = rows["scored"].sum(), rows["covered"].sum(), rows["closed"].sum()
+            lines.append(f"| {case} | " + " | ".join(cells) + f" | {c}/{s} | {k}/{s} |")
         lines.append("")
     (folder / "README.md").write_text("\n".join(lines) + "\n")
 
