@@ -483,8 +483,10 @@ def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
         return MISSING
     if name == "alpha":
         return f"k^{format_cell(value)} ({format_cell(low)} to {format_cell(high)})"
-    from oversmooth.report.prose import length_span
+    from oversmooth.report.prose import length_span, unbounded
 
+    if unbounded((low, high)):
+        return "not bounded"
     word = "halves" if name == "halving_length" else "doubles"
     return f"{word} every {format_cell(value)} ({length_span((low, high), '.4g')})"
 

@@ -371,7 +371,22 @@ def length_span(pair: Any, fmt: str = ".3g") -> str:
     lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
     if lo == 0 and math.isfinite(hi):
         return f"up to {format(hi, fmt)}"
+    if lo == 0:
+        return "not bounded"
     return span_text((lo, hi), fmt)
+
+
+def unbounded(pair: Any) -> bool:
+    """Whether a halving (doubling) length's interval is open both ways (``0`` to ``inf``):
+    the layers bound no limit, and a table shows no point for it."""
+    lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
+    return lo == 0 and math.isinf(hi)
+
+
+def _percent(value: float) -> str:
+    """A signed percentage; one that rounds to zero reads ``0%``, not ``-0%``."""
+    text = f"{value:+.0%}"
+    return "0%" if text in ("+0%", "-0%") else text
 
 
 def _decades(value: float) -> str:
@@ -444,8 +459,9 @@ def _exponential_text(
             ends = sorted(((drift - half) / late, (drift + half) / late))
             body += (
                 f"; not shown to be asymptotic: from the third quarter of the layers to the "
-                f"last the rate changes by {drift / late:+.0%} ({ev.get('level', 0.99):.0%} "
-                f"interval {ends[0]:+.0%} to {ends[1]:+.0%}), so these layers bound no limit"
+                f"last the rate changes by {_percent(drift / late)} "
+                f"({ev.get('level', 0.99):.0%} interval {_percent(ends[0])} to "
+                f"{_percent(ends[1])}), so these layers bound no limit"
             )
         else:
             body += (

@@ -54,6 +54,7 @@ from oversmooth.report.prose import (
     conv_label,
     dropped_text,
     length_span,
+    unbounded,
     energy_table,
     reason_prose,
     reference_prose,
@@ -191,6 +192,8 @@ def _rate_cell(rate: dict | None) -> str:
         return MISSING
     lo, hi = rate["interval"]
     if rate.get("name") in ("halving_length", "doubling_length"):
+        if unbounded((lo, hi)):
+            return "not bounded"
         return f"{format_cell(rate['value'])} ({length_span((lo, hi), '.4g')})"
     return f"{format_cell(rate['value'])} ({format_cell(lo)} to {format_cell(hi)})"
 
