@@ -832,3 +832,18 @@ def test_an_end_layer_far_off_the_law_is_left_out_of_the_fit_and_said():
     fall = verdict(frame.assign(laplacian_energy=steep), dtype="float64")
     assert fall.evidence["change_decades"] < -40
     assert not [n for n in fall.notes if n["code"] == "ends"]
+
+
+def test_a_limit_open_both_ways_reads_not_bounded_in_the_tables():
+    """The atlas printed GCN's asymptotic rate as 'halves every 1.065 (0 or more)': a point
+    for an interval that bounds nothing."""
+    from oversmooth.experiments.atlas import _rate_cell as atlas_cell
+    from oversmooth.report.prose import length_span
+    from oversmooth.report.render import _rate_cell
+
+    assert atlas_cell("halving_length", 1.065, 0.0, np.inf) == "not bounded"
+    assert _rate_cell({"name": "halving_length", "value": 1.0, "interval": [0.0, None]}) == (
+        "not bounded"
+    )
+    assert length_span((0.0, np.inf)) == "not bounded"
+    assert atlas_cell("doubling_length", 0.45, 0.0, 0.52).endswith("(up to 0.52)")

@@ -74,19 +74,24 @@ def test_table_of_contents_from_enough_sections(tmp_path, sections):
 
 
 @pytest.mark.parametrize(
-    "label,curse,kind",
+    "label,curse,collapse,kind",
     [
-        ("exponential-smoothing", False, "oversmoothing"),
-        ("algebraic-smoothing", False, "oversmoothing"),
-        ("power-law-growth", True, "curse-of-depth"),
-        ("power-law-growth", False, "healthy"),
-        ("stable", False, "healthy"),
-        ("inconclusive", None, "inconclusive"),
+        ("exponential-smoothing", False, "oversmoothing", "oversmoothing"),
+        ("algebraic-smoothing", False, "both", "oversmoothing"),
+        ("exponential-smoothing", False, None, "energy-decay"),
+        ("algebraic-smoothing", False, None, "energy-decay"),
+        ("power-law-growth", True, None, "curse-of-depth"),
+        ("power-law-growth", False, None, "healthy"),
+        ("stable", False, None, "healthy"),
+        ("inconclusive", None, None, "inconclusive"),
     ],
 )
-def test_verdict_banner_is_coloured_by_kind(tmp_path, label, curse, kind):
+def test_verdict_banner_is_coloured_by_kind(tmp_path, label, curse, collapse, kind):
+    """A law of decay is bannered oversmoothing only where the verdict found the nodes
+    converging; with no cause named (share not resolved, a levelled-off fall, no
+    feature_norm) it is an energy decay, not OVERSMOOTHING."""
     doc = Document("t")
-    doc.verdict("energy halves every `10` layers", label, curse)
+    doc.verdict("energy halves every `10` layers", label, curse, collapse)
     doc.write(tmp_path)
     page = (tmp_path / "report.html").read_text()
     assert f'class="verdict verdict-{kind}"' in page and f".verdict-{kind}{{" in page

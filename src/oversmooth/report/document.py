@@ -68,20 +68,27 @@ _BANNER = {
     "healthy": ("#e8f5e9", "#2e7d32"),
     "inconclusive": ("#eeeeee", "#616161"),
     "norm collapse": ("#e8eaf6", "#3949ab"),
+    "energy decay": ("#eceff1", "#455a64"),
 }
 
 
 def verdict_kind(
     label: str | None, curse_of_depth: bool | None = None, collapse: str | None = None
 ) -> str:
-    """Banner kind of a verdict label: ``oversmoothing``, ``norm collapse``, ``curse of depth``,
-    ``healthy`` or ``inconclusive``.  A growing curve with the curse of depth is ``curse of
-    depth``; a decay whose fall is the features shrinking, not the nodes converging
-    (``collapse == "norm-collapse"``, :attr:`oversmooth.verdict.Verdict.collapse`), is ``norm
-    collapse``, never ``oversmoothing``.  An ``inconclusive`` label leaves only the law
-    undecided: a fall whose nodes converge is still ``oversmoothing`` (a shrinking one ``norm
-    collapse``), a growth with the curse of depth still ``curse of depth``."""
+    """Banner kind of a verdict label: ``oversmoothing``, ``norm collapse``, ``energy decay``,
+    ``curse of depth``, ``healthy`` or ``inconclusive``.  A growing curve with the curse of
+    depth is ``curse of depth``; a decay is ``oversmoothing`` only where the verdict found the
+    nodes converging (``collapse`` ``oversmoothing`` or ``both``,
+    :attr:`oversmooth.verdict.Verdict.oversmoothing`), ``norm collapse`` where the fall is the
+    features shrinking, and ``energy decay`` where the verdict named no cause (the share of
+    the fall is not resolved, the fall has levelled off, or the table has no
+    ``feature_norm``): a law of decay alone was bannered oversmoothing.  An ``inconclusive``
+    label leaves only the law undecided: a fall whose nodes converge is still
+    ``oversmoothing`` (a shrinking one ``norm collapse``), a growth with the curse of depth
+    still ``curse of depth``."""
     kind = _KINDS.get(label or "", "inconclusive")
+    if kind == "oversmoothing" and collapse not in ("oversmoothing", "both"):
+        return "norm collapse" if collapse == "norm-collapse" else "energy decay"
     if kind == "inconclusive" and collapse in ("oversmoothing", "both"):
         return "oversmoothing"
     if kind in ("healthy", "inconclusive") and curse_of_depth:
