@@ -546,22 +546,18 @@ def _statistics(layers: np.ndarray) -> tuple[Any, LawModel, LawModel]:
     factor = (m4 + k0max) / (m3 + k0max)
     late = layers[w4 != 0]
     late = late[late > 1]
-    first, last = _end_weights(layers)
 
     def stat(curves: np.ndarray) -> np.ndarray:
         p = full.fit(curves)
-        ends = full.curve(p, np.array([k_lo, k_hi]))
         s3, s4 = curves @ w3, curves @ w4
         steps = full.curve(p, late) - full.curve(p, late - 1)
-        shape = full.curve(p, layers)
-        resid = curves - (shape - shape.mean(axis=1, keepdims=True) + curves.mean(axis=1)[:, None])
+        law, correction = _law_ends(full, layers, curves, p)
         cols = {
             "beta": p["beta"],
-            "change": ends[:, 1] - ends[:, 0],
-            # how far the curve's ends lie off the law's: a line through the law's residuals
-            # over each end's sixteenth, read at the end layer
-            "end_correction": resid @ last - resid @ first,
-            "change_ends": ends[:, 1] - ends[:, 0] + resid @ last - resid @ first,
+            "change": law,
+            # how far the curve's ends lie off the law's (_law_ends)
+            "end_correction": correction,
+            "change_ends": law + correction,
             "exp_term": p["beta"] * (k_hi - k_lo),
             "pow_term": p["alpha"] * (np.log(k_hi + p["k0"]) - np.log(k_lo + p["k0"])),
             "slope_late": s4,
@@ -1077,25 +1073,29 @@ def _collapse(
     if not np.all(np.isfinite(norm) & (norm > 0)):
         return None
     # the energy's change is the one the verdict prints ("decays by X decades over layers
-    # a-b"); the norm's is read at the same two ends, so that the scale-free change (their
-    # difference) is comparable with it: block means over the first and last sixteenth
-    # measured between the blocks' centres, 6% short of an exponential's fall at depth 128
+    # a-b"); the scale-free energy's is read the same way from its own curves (the law's ends
+    # plus the end correction, _law_ends), and the norm's is their difference, so that the
+    # three add up.  The norm read from lines through each end's sixteenth, as before, fell
+    # 6.48 decades for a true 7.00 when it followed a power law, and bannered a norm collapse
+    # (share 0.30) as oversmoothing at a share of 0.35, with an interval of zero width
     energy_dec = float(evidence["change_decades"])
-    norm_dec = _end_to_end(part.assign(_n=2 * np.log10(norm)).groupby("layer")["_n"].mean())
-    scale_free = energy_dec - norm_dec
-    evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
-    falls = energy_dec < -STABLE_DECADES
-    if not falls and scale_free > -STABLE_DECADES:
+    found = _scale_free_estimates(part, rows.energy, layers, bootstrap_seed)
+    if found is None:
         return None
-    h_free, share_est = _scale_free_estimates(part, rows.energy, layers, bootstrap_seed)
+    free, h_free, share_est = found
+    # the share is the scale-free change over the printed change; its interval is the ratio's,
+    # from the two sets of curves resampled together (what they share cancels)
+    scale_free = free if energy_dec == 0 else share_est.value * energy_dec
+    norm_dec = energy_dec - scale_free
+    evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
     evidence["scale_free_halfwidth"] = h_free
     # the directions converge under a growth: shown when the whole interval is a fall
-    evidence["directions_converge"] = bool(scale_free + h_free <= -STABLE_DECADES)
-    if not falls:
+    evidence["directions_converge"] = bool(free + h_free <= -STABLE_DECADES)
+    if energy_dec >= -STABLE_DECADES:
         return None
-    share = scale_free / energy_dec
+    share = share_est.value
     evidence["direction_share"] = share
-    half = math.inf if share_est is None else share_est.halfwidth(LEVEL)
+    half = share_est.halfwidth(LEVEL)
     lo, hi = share - half, share + half
     evidence["direction_share_interval"] = [lo, hi]
     if lo >= 2 / 3:
@@ -1109,11 +1109,11 @@ def _collapse(
 
 def _scale_free_estimates(
     part: pd.DataFrame, energy: str, layers: np.ndarray, bootstrap_seed: int
-) -> tuple[float, Estimate | None]:
-    """The ``LEVEL`` halfwidth, in decades, of the scale-free energy's change from the first
-    layer to the last, and the estimate of its share of the energy's change (each change read
-    at the ends from a line through the sixteenth there, :func:`_end_weights`); None and inf
-    where a seed lacks a layer.
+) -> tuple[float, float, Estimate] | None:
+    """The scale-free energy's change from the first layer to the last (decades), its
+    ``LEVEL`` halfwidth, and the estimate of its share of the energy's change, each change
+    read as the verdict reads the energy's (:func:`_law_ends`); None where a seed lacks a
+    layer.
 
     Both from one bootstrap of the seeds' ``log E`` and ``log(E / norm^2)`` curves, taken
     together (:meth:`~oversmooth.lawfit.Evidence.estimate_pair`): the energy and the norm of a
@@ -1124,7 +1124,7 @@ def _scale_free_estimates(
     values = values.assign(_sf=values["_log"] - 2 * np.log(values["feature_norm"]))
     tables = [values.pivot_table(index="seed", columns="layer", values=c) for c in ("_sf", "_log")]
     if any(t.shape[1] != len(layers) or not np.isfinite(t.to_numpy()).all() for t in tables):
-        return math.inf, None
+        return None
     free, log_e = (t.to_numpy(dtype=np.float64) for t in tables)
     model = LawModel(layers)
 
@@ -1135,20 +1135,29 @@ def _scale_free_estimates(
     ev_free, ev_e = evidence(free), evidence(log_e)
     block = max(ev_free.block, ev_e.block)
     ev_free, ev_e = evidence(free, block), evidence(log_e, block)
+
+    def change(curves: np.ndarray) -> np.ndarray:
+        law, correction = _law_ends(model, layers, curves)
+        return law + correction
+
+    est = ev_free.estimate(lambda c: change(c)[:, None])[0]
+    share = ev_free.estimate_pair(ev_e, lambda f, e: (change(f) / change(e))[:, None])[0]
+    ln10 = math.log(10)
+    return est.value / ln10, est.halfwidth(LEVEL) / ln10, share
+
+
+def _law_ends(
+    model: LawModel, layers: np.ndarray, curves: np.ndarray, params: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The law's change from the first layer to the last for each row of ``curves``, and the
+    end correction: how far the curve's ends lie off the law's (a line through the law's
+    residuals over each end's sixteenth, read at the end layer, :func:`_end_weights`)."""
+    p = model.fit(curves) if params is None else params
+    ends = model.curve(p, np.array([float(layers[0]), float(layers[-1])]))
+    shape = model.curve(p, layers)
+    resid = curves - (shape - shape.mean(axis=1, keepdims=True) + curves.mean(axis=1)[:, None])
     first, last = _end_weights(layers)
-    contrast = last - first
-    change = ev_free.estimate(lambda c: (c @ contrast)[:, None])[0]
-    share = ev_free.estimate_pair(ev_e, lambda f, e: ((f @ contrast) / (e @ contrast))[:, None])
-    return change.halfwidth(LEVEL) / math.log(10), share[0]
-
-
-def _end_to_end(values: pd.Series) -> float:
-    """The change of a per-layer series (indexed by layer) from its first layer to its last,
-    each end read from a line through the sixteenth of the layers at that end
-    (:func:`_end_weights`): robust to noise, and the whole change of a straight one."""
-    k, v = values.index.to_numpy(dtype=np.float64), values.to_numpy(dtype=np.float64)
-    first, last = _end_weights(k)
-    return float(v @ last - v @ first)
+    return ends[:, 1] - ends[:, 0], resid @ last - resid @ first
 
 
 def _curse(
