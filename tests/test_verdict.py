@@ -731,8 +731,9 @@ def test_a_stable_curve_whose_layers_barely_change_is_the_curse_of_depth():
     k = np.arange(257)
     alternating = np.exp(2 + 1.15 * np.where(k % 2, 1, -1))
     v = verdict(pd.DataFrame({"layer": k, "laplacian_energy": alternating}))
-    assert v.label == "stable" and v.curse_of_depth is None
-    assert "curse of depth undecided (a flat fit's |R| is small" in verdict_text(v)
+    assert v.curse_of_depth is None
+    # its ends differ by a decade (layer 1 is high, layer 256 low): not shown stable either
+    assert v.label == "inconclusive" and v.reason == "no-trend"
 
 
 def test_an_exponent_whose_shift_sits_at_the_top_of_the_grid_is_open_on_the_steep_side():
@@ -867,3 +868,29 @@ def test_the_share_is_read_like_the_energy_when_the_norm_follows_a_power_law():
     assert v.collapse == "norm-collapse" and lo - 1e-6 <= truth <= hi + 1e-6
     assert v.evidence["direction_share"] == pytest.approx(truth, abs=0.01)
     assert verdict_kind(v.label, v.curse_of_depth, v.collapse) == "norm collapse"
+
+
+def test_a_fall_within_the_first_layers_is_not_called_stable_at_depth_256():
+    """log10 E = -(1 - e^-k): 0.37 decades, nearly all within three layers, then flat.  The
+    law through 256 layers cannot follow it and called it stable (-0.13, 99% interval -0.20
+    to -0.05) in 14 of 20 noisy draws; flat now needs the curve's own ends inside the band."""
+    k = np.arange(257.0)
+    log_e = -(1 - np.exp(-k))
+    rng = np.random.default_rng(4)
+    for _ in range(8):
+        v = verdict(_noisy(lambda kk: log_e * np.log(10), 256, 1, 0.2, rng), dtype="float64")
+        assert v.label != "stable", v.evidence["change_decades"]
+
+
+def test_a_law_that_rests_on_the_first_layer_alone_is_not_named():
+    """(1 + k/16)^-3 at depth 128 with layer 1 raised by 0.87 decades: exponential in 20 of
+    20 draws, noise-free too; without that layer the laws do not separate."""
+    k = np.arange(129.0)
+    log_e = -3 * np.log1p(k / 16)
+    log_e[1] += 2.0
+    v = verdict(pd.DataFrame({"layer": k.astype(int), "laplacian_energy": np.exp(log_e)}))
+    assert v.label == "inconclusive" and v.window[0] == 2
+    assert any(n["code"] == "first-layer" for n in v.notes)
+    assert "one layer decides" in verdict_text(v)
+    clean = verdict(_noisy(lambda kk: -0.05 * kk, 128, 3, 0.1, np.random.default_rng(1)))
+    assert clean.label == "exponential-smoothing" and not clean.notes

@@ -304,6 +304,11 @@ def _note_text(note: Mapping[str, Any]) -> str:
             f"measured energy changes by {note['measured_decades']:+.2f} decades from layer "
             f"{note['first']} to {note['last']}, that law by {note['fitted_decades']:+.2f}"
         )
+    if code == "first-layer":
+        return (
+            f"with layer {note['layer']} the law reads {note['label']}, without it not: one "
+            "layer decides, so the verdict is the one without it"
+        )
     raise ValueError(f"notes: unknown code {code!r}")
 
 
@@ -333,6 +338,7 @@ _DROPPED = {
     "before_window": "before the fitted window",
     "not_usable_in_every_seed": "not usable in every seed",
     "odd_end": "at an end of the window, far off the law (see the note)",
+    "first_layer": "at the window's first layer, which alone decided the law (see the note)",
 }
 
 
