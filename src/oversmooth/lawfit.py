@@ -53,6 +53,7 @@ exists, and the interval speaks for that seed.
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
@@ -200,10 +201,11 @@ class LawModel:
             + params["beta"][:, None] * at[None, :]
         )
 
-    def fitted(self, curves: np.ndarray) -> np.ndarray:
-        """The fitted values of every row of ``curves`` at the model's layers."""
+    def fitted(self, curves: np.ndarray, params: Any = None) -> np.ndarray:
+        """The fitted values of every row of ``curves`` at the model's layers (``params``: a
+        fit of ``curves`` already made)."""
         y = np.atleast_2d(curves)
-        params = self.fit(y)
+        params = self.fit(y) if params is None else params
         shape = self.curve(params, self.k)
         return shape - shape.mean(axis=1, keepdims=True) + y.mean(axis=1, keepdims=True)
 
@@ -358,13 +360,32 @@ class Evidence:
         resampled = None if self.seed_boot is None else np.atleast_2d(stat(self.seed_boot))
         return self._combine(point, boot, resampled)
 
+    @classmethod
+    def paired(
+        cls, layers: np.ndarray, first: np.ndarray, second: np.ndarray, model: LawModel, seed: int
+    ) -> tuple[Evidence, Evidence]:
+        """Evidence of two families of curves of the same seeds and layers, built to be
+        resampled together (:meth:`estimate_pair`): one block length (the longer either's
+        residuals ask for) and one generator seed, so each draw takes the same blocks and the
+        same seeds from both."""
+
+        def resid(curves: np.ndarray) -> np.ndarray:
+            mean = np.atleast_2d(curves).mean(axis=0)
+            return mean - model.fitted(mean[None, :])[0]
+
+        block = max(block_length(resid(first)), block_length(resid(second)))
+        return tuple(  # type: ignore[return-value]
+            cls(layers, c, model, np.random.default_rng(seed), min_block=block)
+            for c in (first, second)
+        )
+
     def estimate_pair(
         self, other: Evidence, stat: Callable[[np.ndarray, np.ndarray], np.ndarray]
     ) -> list[Estimate]:
         """Estimates of statistics of two families of curves of the same seeds and layers (a
-        ratio of their changes), resampled together: ``other`` was built with the same
-        generator seed and block length, so each draw takes the same blocks and the same
-        seeds from both, and what the two share cancels in the statistic."""
+        ratio of their changes), resampled together: ``other`` comes from :meth:`paired`
+        with ``self``, so each draw takes the same blocks and the same seeds from both, and
+        what the two share cancels in the statistic."""
         if other.block != self.block or other.boot.shape != self.boot.shape:
             raise ValueError("estimate_pair: the two Evidence differ in block or draws")
         point = np.atleast_2d(stat(self.mean[None, :], other.mean[None, :]))[0]

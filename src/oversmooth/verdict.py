@@ -605,6 +605,7 @@ def _decide(
     ev = Evidence(layers, logs, full, np.random.default_rng(bootstrap_seed))
     est = dict(zip(_STATS, ev.estimate(stat), strict=True))
     est["drift"] = _local_drift(layers, logs, ev.block, bootstrap_seed) or est["drift"]
+    law_change = est["change"].value
     measured = _ends_off_law(est["change"], est["end_correction"])
     if measured:
         est["change"] = est["change_ends"]
@@ -631,7 +632,7 @@ def _decide(
         "change_decades": point["change"] / ln10,
         "change_halfwidth": half["change"] / ln10,
         "change_from_ends": bool(measured),
-        "law_change_decades": (point["change"] - measured * point["end_correction"]) / ln10,
+        "law_change_decades": law_change / ln10,
         "late_slope": point["slope_late"],
         "late_drift": point["drift"],
         "late_drift_halfwidth": half["drift"],
@@ -676,10 +677,8 @@ def _decide(
         return out.done("stable", "stable", curse_of_depth=curse, **common)
     if trend is None:
         if len(logs) > 1:  # what each seed does alone, beside the pooled interval it widens
-            per_seed = np.atleast_2d(stat(logs))
-            changes = per_seed[:, _STATS.index("change")] / ln10
-            if measured:
-                changes = per_seed[:, _STATS.index("change_ends")] / ln10
+            column = _STATS.index("change_ends" if measured else "change")
+            changes = np.atleast_2d(stat(logs))[:, column] / ln10
             evidence["seed_changes"] = [float(c) for c in changes]
         return out.done("inconclusive", "no-trend", **common)
 
@@ -1160,21 +1159,17 @@ def _scale_free_estimates(
         return None
     free, log_e = (t.to_numpy(dtype=np.float64) for t in tables)
     model = LawModel(layers)
-
-    def evidence(curves: np.ndarray, block: int = 2) -> Evidence:
-        rng = np.random.default_rng(bootstrap_seed + 2)
-        return Evidence(layers, curves, model, rng, min_block=block)
-
-    ev_free, ev_e = evidence(free), evidence(log_e)
-    block = max(ev_free.block, ev_e.block)
-    ev_free, ev_e = evidence(free, block), evidence(log_e, block)
+    ev_free, ev_e = Evidence.paired(layers, free, log_e, model, bootstrap_seed + 2)
 
     def change(curves: np.ndarray) -> np.ndarray:
         law, correction = _law_ends(model, layers, curves)
         return law + correction
 
-    est = ev_free.estimate(lambda c: change(c)[:, None])[0]
-    share = ev_free.estimate_pair(ev_e, lambda f, e: (change(f) / change(e))[:, None])[0]
+    def both(f: np.ndarray, e: np.ndarray) -> np.ndarray:
+        of_free = change(f)
+        return np.column_stack([of_free, of_free / change(e)])
+
+    est, share = ev_free.estimate_pair(ev_e, both)
     ln10 = math.log(10)
     return est.value / ln10, est.halfwidth(LEVEL) / ln10, share
 
@@ -1187,8 +1182,7 @@ def _law_ends(
     residuals over each end's sixteenth, read at the end layer, :func:`_end_weights`)."""
     p = model.fit(curves) if params is None else params
     ends = model.curve(p, np.array([float(layers[0]), float(layers[-1])]))
-    shape = model.curve(p, layers)
-    resid = curves - (shape - shape.mean(axis=1, keepdims=True) + curves.mean(axis=1)[:, None])
+    resid = curves - model.fitted(curves, p)
     first, last = _end_weights(layers)
     return ends[:, 1] - ends[:, 0], resid @ last - resid @ first
 

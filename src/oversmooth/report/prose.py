@@ -456,10 +456,9 @@ def _exponential_text(
             f"interval {length_span(asym['interval'])})"
         )
     elif found.get("asymptotic") is None and asym:
-        lo, hi = sorted(math.inf if v is None else float(v) for v in asym["interval"])
         got = [ev.get(k) for k in ("late_drift", "late_drift_halfwidth", "late_slope")]
         numbers = [float(v) for v in got if isinstance(v, (int, float))]
-        if lo == 0 and hi == math.inf and len(numbers) == 3 and numbers[2] != 0:
+        if unbounded(asym["interval"]) and len(numbers) == 3 and numbers[2] != 0:
             drift, half, late = numbers
             # open both ways: no limit to state, only how far the rate may still move
             ends = sorted(((drift - half) / late, (drift + half) / late))
