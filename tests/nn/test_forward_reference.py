@@ -1,19 +1,30 @@
 """The zoo's outputs and gradients, bit for bit, against values recorded before the message
 passing was split into per-convolution scorers and one aggregation core (recorded from
-``main`` at commit 5200c49, torch 2.13.0+cpu, one thread).
+``main`` at commit 5200c49, torch 2.13.0+cpu, one thread, on an AMD EPYC; the same code's
+values on an AVX-512 Intel Xeon were added at commit 9601f7e, after the first record was
+met bit for bit there).
 
 Every model name with every convolution, on both back-ends (``edge`` and ``csr``), in float32
 and float64, weighted and batched graphs, global (``S``) blocks, edge-set attention and the
 ablation switches; each case stores the SHA-256 of its output bytes (and of its gradients),
-so that any change of a number, however small, fails.  Run this file as a script
-(``python tests/nn/test_forward_reference.py``) only to record values for a deliberate
-change of the numbers.
+so that any change of a number, however small, fails.
+
+The bits depend on the CPU (MKL and the vectorised kernels round differently on AMD and on
+AVX-512 Intel processors: up to 2.6e-6 of a case's largest sum in float32, 1.2e-14 in
+float64), so each record names the platform it was made on (:func:`platform`).  On a
+platform with a record the comparison is bit for bit; on any other the sums are compared
+within :data:`TOLERANCE` of the case's largest.  Run this file as a script
+(``python tests/nn/test_forward_reference.py``) to add this platform's record (the others
+kept: only when the code's numbers are those already recorded), or with ``--reset`` to
+record a deliberate change of the numbers (every other platform's record dropped).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import platform as _platform
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +39,33 @@ from oversmooth.nn import set_kernel
 
 RECORDED = Path(__file__).with_name("forward_reference.json")
 NAMES = ("preln", "postln", "nonlocal", "nonlocal-preln", "plain")
+#: off a recorded platform: the largest difference of a case's sums, over its largest |sum|
+TOLERANCE = {"float32": 1e-4, "float64": 1e-12}
+
+
+def platform() -> dict[str, str]:
+    """What the bits depend on: the CPU's vendor, the kernels torch dispatches to, torch."""
+    vendor = _platform.processor() or _platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "vendor": vendor,
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+    }
+
+
+def applies(record: dict[str, object], here: dict[str, str]) -> bool:
+    """Whether ``record`` was made on this platform (every field it names equal to ``here``'s)."""
+    made_on = record["platform"]
+    assert isinstance(made_on, dict)
+    return all(here.get(key) == value for key, value in made_on.items())
 
 
 def graph() -> tuple[Tensor, Tensor, Tensor, int]:
@@ -182,13 +220,38 @@ def cases() -> Iterator[tuple[str, Case]]:
 CASES = dict(cases())
 
 
+def records() -> list[dict]:
+    return json.loads(RECORDED.read_text(encoding="utf-8"))["records"]
+
+
 @pytest.fixture(scope="module")
-def recorded() -> dict[str, dict[str, object]]:
-    return json.loads(RECORDED.read_text(encoding="utf-8"))["cases"]
+def recorded() -> tuple[dict[str, dict[str, object]], bool]:
+    """This platform's record and True; else the first record and False (sums compared
+    within :data:`TOLERANCE`)."""
+    found = records()
+    mine = [r for r in found if applies(r, platform())]
+    return (mine[0]["cases"], True) if mine else (found[0]["cases"], False)
 
 
-def test_every_case_was_recorded(recorded):
-    assert sorted(recorded) == sorted(CASES)
+def test_every_case_was_recorded():
+    for record in records():
+        assert sorted(record["cases"]) == sorted(CASES), record["platform"]
+
+
+def test_the_platforms_records_agree_within_the_tolerance():
+    """Each platform's sums within :data:`TOLERANCE` of the first record's: the records are of
+    the same numbers, rounded by other CPUs."""
+    first, *others = records()
+    for other in others:
+        for key, want in first["cases"].items():
+            assert_sums_close(other["cases"][key]["sum"], want["sum"], key)
+
+
+def assert_sums_close(got: list[float], want: list[float], key: str) -> None:
+    dtype = "float32" if "float32" in key or key.endswith("-ablations") else "float64"
+    scale = max(abs(v) for v in want)
+    gap = max(abs(a - b) for a, b in zip(got, want, strict=True))
+    assert gap <= TOLERANCE[dtype] * scale, f"{key}: sums differ by {gap:.3g} of {scale:.3g}"
 
 
 @pytest.fixture
@@ -213,7 +276,11 @@ def subtract_maxima(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_outputs_are_bit_identical_to_the_recorded_ones(key, recorded, one_thread, monkeypatch):
     subtract_maxima(monkeypatch)
     got = digest(CASES[key]())
-    want = recorded[key]
+    cases, exact = recorded
+    want = cases[key]
+    if not exact:  # no record of this platform: the numbers, not their bits
+        assert_sums_close(got["sum"], want["sum"], key)
+        return
     assert got["sum"] == want["sum"], f"{key}: sums differ"
     assert got["sha256"] == want["sha256"], f"{key}: same sums, different bytes"
 
@@ -259,9 +326,15 @@ def test_skipping_the_maxima_moves_outputs_by_rounding_only(key, one_thread, mon
 
 if __name__ == "__main__":  # pragma: no cover - records the reference values
     torch.set_num_threads(1)
+    kernel_module.bounded_scores = lambda scores: False  # the recorded path (subtract_maxima)
+    here = platform()
     values = {key: digest(case()) for key, case in CASES.items()}
+    kept = [] if "--reset" in sys.argv[1:] else [r for r in records() if not applies(r, here)]
+    for other in kept:  # a record only of the numbers the others hold
+        for key, want in other["cases"].items():
+            assert_sums_close(values[key]["sum"], want["sum"], key)
     RECORDED.write_text(
-        json.dumps({"torch": torch.__version__, "cases": values}, indent=1) + "\n",
+        json.dumps({"records": [*kept, {"platform": here, "cases": values}]}, indent=1) + "\n",
         encoding="utf-8",
     )
-    print(f"{len(values)} cases -> {RECORDED}")
+    print(f"{len(values)} cases on {here} -> {RECORDED} ({len(kept)} other records kept)")
