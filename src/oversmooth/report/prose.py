@@ -249,13 +249,26 @@ def _seed_changes_text(ev: Mapping[str, Any]) -> str:
     return text
 
 
+def change_interval(ev: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The interval of the verdict's change in decades (``change_interval``; a record written
+    before it was asymmetric has ``change_halfwidth`` about the change), None without one."""
+    span = ev.get("change_interval")
+    if isinstance(span, (list, tuple)) and len(span) == 2:
+        return float(span[0]), float(span[1])
+    change, half = ev.get("change_decades"), ev.get("change_halfwidth")
+    if isinstance(change, (int, float)) and isinstance(half, (int, float)):
+        return change - half, change + half
+    return None
+
+
 def _change_text(ev: Mapping[str, Any]) -> str:
     """The fitted change in decades over the window, with its interval."""
-    change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
-    return (
-        f"{change:+.2f} decades over layers {window[0]}-{window[1]} ({ev['level']:.0%} interval "
-        f"{change - half:+.2f} to {change + half:+.2f})"
+    change, window = ev["change_decades"], ev["window"]
+    span = change_interval(ev)
+    interval = (
+        "" if span is None else f" ({ev['level']:.0%} interval {span[0]:+.2f} to {span[1]:+.2f})"
     )
+    return f"{change:+.2f} decades over layers {window[0]}-{window[1]}{interval}"
 
 
 def _terms_text(ev: Mapping[str, Any]) -> str:
@@ -406,11 +419,7 @@ def _sentence(found: Mapping[str, Any]) -> str:
     rate, asym = found.get("rate") or {}, found.get("asymptotic_rate") or {}
     level = f"{REPORT_LEVEL:.0%} interval"
     if label == "stable":
-        change, half, window = ev["change_decades"], ev["change_halfwidth"], ev["window"]
-        body = (
-            f"stable energy: {change:+.2f} decades over layers {window[0]}-{window[1]} "
-            f"({ev['level']:.0%} interval {change - half:+.2f} to {change + half:+.2f})"
-        )
+        body = f"stable energy: {_change_text(ev)}"
     elif label in ("exponential-smoothing", "exponential-growth"):
         body = _exponential_text(label == "exponential-smoothing", found, rate, asym, level)
     elif label in ("algebraic-smoothing", "power-law-growth"):

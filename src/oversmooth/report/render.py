@@ -48,6 +48,7 @@ from oversmooth.report.formats import (
 from oversmooth.report.prose import (
     analysis_fits,
     analysis_title,
+    change_interval,
     comparison_fits,
     comparison_key,
     comparison_title,
@@ -209,7 +210,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
     for name, record in records.items():
         found = verdict_record(record) or {}
         ev = found.get("evidence") or {}
-        change, half = ev.get("change_decades"), ev.get("change_halfwidth")
+        change, span = ev.get("change_decades"), change_interval(ev)
         slope = ev.get("late_slope")
         late = MISSING
         if isinstance(slope, (int, float)) and slope != 0:
@@ -227,9 +228,11 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
         rows.append(
             {
                 "curve": name,
-                "decades (fitted change ± 99%)": MISSING
+                "decades (fitted change, 99% interval)": MISSING
                 if change is None
-                else plus_minus(change, half),
+                else f"{change:+.2f} ({span[0]:+.2f} to {span[1]:+.2f})"
+                if span is not None
+                else f"{change:+.2f}",
                 "late rate": late,
                 "late |R|": format_cell(ev.get("curse_r_median")),
                 "adjacent cosine": format_cell(ev.get("curse_cosine")),
@@ -272,8 +275,16 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     if record.get("collapse"):
         rows.append(("the fall is", record["collapse"]))
     level = ev.get("level")
+    span = change_interval(ev)
+    if ev.get("change_decades") is not None:
+        rows.append(
+            (
+                f"fitted change, decades ({level:.0%} interval)" if level else "fitted change",
+                f"{ev['change_decades']:+.2f}"
+                + ("" if span is None else f" ({span[0]:+.2f} to {span[1]:+.2f})"),
+            )
+        )
     for key, name in (
-        ("change_decades", "fitted change, decades"),
         ("power_term_decades", "power-law term, decades"),
         ("exponential_term_decades", "exponential term, decades"),
     ):
