@@ -1,8 +1,8 @@
 """The zoo's outputs and gradients, bit for bit, against values recorded before the message
 passing was split into per-convolution scorers and one aggregation core (recorded from
-``main`` at commit 5200c49, torch 2.13.0+cpu, one thread, on an AMD EPYC; the same code's
-values on an AVX-512 Intel Xeon were added at commit 9601f7e, after the first record was
-met bit for bit there).
+``main`` at commit 5200c49, torch 2.13.0+cpu, one thread, on an AMD EPYC).  The values of
+an AVX-512 Intel Xeon were added later, from the code of commit 9601f7e, which met the
+first record bit for bit on the AMD machine.
 
 Every model name with every convolution, on both back-ends (``edge`` and ``csr``), in float32
 and float64, weighted and batched graphs, global (``S``) blocks, edge-set attention and the
