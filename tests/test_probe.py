@@ -1174,15 +1174,28 @@ class FunctionalPreLN(torch.nn.Module):
 @pytest.mark.parametrize("shared", [False, True])
 def test_a_pre_ln_stack_with_a_functional_or_shared_norm_is_reported(shared):
     """Its layers see norm(h): the probe read norm(h) as the stream (a growing stream measured
-    as a decaying one) without a word; now a warning says so."""
+    as a decaying one) without a word.  A shared norm module is now followed back to its input
+    (the residual identity tells Pre-LN from Post-LN); a function cannot be, and a warning says
+    so."""
     torch.manual_seed(0)
     data = small_graph()
     x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
     model = FunctionalPreLN(shared).double().eval()
-    with pytest.warns(UserWarning, match="look like Pre-LN with a norm that is a function or one"):
-        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
-            model(x, data.edge_index)
-    assert "every row before the last holds norm(h)" in probe.to_frame().attrs["gaps"][0]
+    if shared:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+                model(x, data.edge_index)
+        with torch.no_grad():
+            states = [x]
+            for conv in model.convs:
+                states.append(states[-1] + conv(model.norm(states[-1]), data.edge_index))
+        assert_energies(probe.to_frame(), states, data.edge_index)
+    else:
+        with pytest.warns(UserWarning, match="look like Pre-LN with a norm that is a function"):
+            with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+                model(x, data.edge_index)
+        assert "every row before the last holds norm(h)" in probe.to_frame().attrs["gaps"][0]
     # a Post-LN stack (h = norm(h + conv(h))) reads the stream rightly: no warning
     post = FunctionalPreLN(shared).double().eval()
     post.forward = lambda x, ei: _post_ln(post, x, ei)

@@ -51,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections import Counter
@@ -222,6 +223,32 @@ def _is_norm(module: nn.Module) -> bool:
     return isinstance(module, norms) or type(module).__name__.endswith("Norm")
 
 
+def transparent(module: nn.Module) -> bool:
+    """A module that hands the stream on normalised, re-scaled or with entries dropped, never
+    mixed with anything else: a norm, a dropout, an identity, or a ``Sequential`` of only
+    those (``Sequential(LayerNorm, Dropout)``, a pre-norm followed by dropout)."""
+    if _is_norm(module) or isinstance(module, (nn.modules.dropout._DropoutNd, nn.Identity)):
+        return True
+    return (
+        isinstance(module, nn.Sequential)
+        and len(module) > 0
+        and all(transparent(m) for m in module.children())
+    )
+
+
+def _close(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` are the same numbers but for the rounding of one addition (a
+    residual ``h + f`` recomputed as a difference): within 16 units of the last place of the
+    larger's largest entry."""
+    if a.shape != b.shape or not a.is_floating_point() or not b.is_floating_point():
+        return False
+    scale = float(torch.maximum(a.detach().abs().amax(), b.detach().abs().amax()))
+    if not math.isfinite(scale):
+        return False
+    gap = float((a.detach() - b.detach()).abs().amax())
+    return gap <= 16 * torch.finfo(a.dtype).eps * max(scale, torch.finfo(a.dtype).tiny)
+
+
 def outer_modules(model: nn.Module, layers: Sequence[nn.Module]) -> list[nn.Module]:
     """The modules of ``model`` outside its ``layers``: neither inside a layer nor holding one
     (not ``model`` itself, not the lists of layers): norms, heads, activations of the
@@ -301,6 +328,16 @@ def stream_plan(
                 f"stream before it) or {len(layers) + 1} (plus the one whose input is the stream "
                 f"after the last block), received {len(taps)}"
             )
+        shared = tied_module(taps)
+        if shared is not None:
+            module, count = shared
+            name = _ModuleNames(model).get(id(module), type(module).__name__)
+            raise ValueError(
+                f"stream: {name} is listed {count} times; a module called by several blocks (one "
+                "norm shared by all) cannot mark where each layer's stream is, because every "
+                "call of it looks like each; leave stream unset (the probe follows a shared "
+                "norm or dropout back to its input), or pass distinct modules"
+            )
         return StreamPlan(taps=tuple(taps))
     if _is_basic_gnn(model):  # norm after conv, no skip: the input of the next conv
         return StreamPlan()
@@ -354,9 +391,13 @@ class _StreamTap:
         layers: Sequence[nn.Module],
         emit: Callable[[int, Tensor], None],
         model: nn.Module | None = None,
+        chains: bool = False,
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.outer = [] if model is None else outer_modules(model, self.layers)
+        # nothing says where the stream is (no taps, no paired norms): a layer fed by a norm or
+        # dropout outside the layers is read by the residual identity (see _decide)
+        self.chains = chains and not plan.taps and not plan.norms
         self.reset()
 
     def reset(self) -> None:
@@ -372,9 +413,20 @@ class _StreamTap:
         self.previous = -1  # the list index of the last layer called
         # (norm j, layer k): the first paired norm seen to run for a layer other than its own
         self.mismatch: tuple[int, int] | None = None
+        # chains: id(output) -> (module, input) of the norms and dropouts outside the layers
+        # that ran since the last layer call; the rows (root, input) and layer outputs held
+        # until the mode is known ("pre": the roots are the stream, "input": the inputs)
+        self.made: dict[int, tuple[nn.Module, Tensor]] = {}
+        self.mode: str | None = None if self.chains else "input"
+        self.held: list[tuple[Tensor, Tensor]] = []
+        self.outs: list[Tensor | None] = []
+        self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
+        self.note: str | None = None  # how the mode was read when the identity did not say
+        self.last: Tensor | None = None  # the last state emitted
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
+        self.last = x
         self._emit(k, x)
 
     def attach(self) -> list:
@@ -404,6 +456,11 @@ class _StreamTap:
                 handles.append(layer.register_forward_hook(self._after_layer))
             for module in self.outer:
                 handles.append(module.register_forward_hook(self._outer_output, with_kwargs=True))
+        if self.chains:
+            for module in self.outer:
+                if transparent(module):
+                    hook = self._transparent_output
+                    handles.append(module.register_forward_hook(hook, with_kwargs=True))
         return handles
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
@@ -429,9 +486,12 @@ class _StreamTap:
                 self.mismatch = (stray[0], k)
             self.pending.clear()  # never read as a later layer's stream
             self.previous = k
-            self.prenorm = stream is not None
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
+            if self.chains:
+                self._chain_row(row, first_tensor(args))
+                return
+            self.prenorm = stream is not None
             self.emit(row, first_tensor(args) if stream is None else stream)
 
         return hook
@@ -439,6 +499,102 @@ class _StreamTap:
     def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
         self.awaiting = True  # until another layer starts: then this was not the last
         self.after = {}
+        if self.chains and self.mode is None:
+            self.outs.append(output if isinstance(output, Tensor) else None)
+
+    def _transparent_output(
+        self, module: nn.Module, args: tuple, kwargs: dict, output: object
+    ) -> None:
+        """A norm or dropout outside the layers ran: what it made of what (a module handing its
+        input on, dropout in eval mode, adds nothing)."""
+        inputs = inputs_of(args, kwargs)
+        if isinstance(output, Tensor) and inputs and isinstance(inputs[0], Tensor):
+            if inputs[0] is not output:
+                self.made[id(output)] = (module, inputs[0])
+
+    def _chain_row(self, row: int, x: Tensor) -> None:
+        """Layer call ``row`` starts with input ``x``: its root (``x`` followed back through the
+        norms and dropouts outside the layers that made it) and ``x`` are held until the mode
+        is known, then the one the mode names is the row."""
+        root, seen = x, 0
+        while id(root) in self.made and seen <= len(self.made):
+            module, root = self.made[id(root)]
+            self.feeders[id(module)] = module
+            seen += 1
+        self.made = {}
+        if self.mode is not None:
+            self.emit(row, root if self.mode == "pre" else x)
+            return
+        self.held.append((root, x))
+        self._decide()
+
+    def _decide(self) -> None:
+        """The mode, from the residual identity between the last two held rows, when the earlier
+        one was fed by a norm or dropout (else the two readings agree there).  Pre-LN (``h = h +
+        layer(norm(h))``): root minus the previous root is the previous layer's output; Post-LN
+        (``h = norm(h + layer(h))``): root minus the previous input is.  Exact but for one
+        rounding, so a shared norm, a trained affine, RMSNorm or dropout in train mode are read
+        as they are (the norm's input was recorded as its output while the norm was shared:
+        197 times the energy)."""
+        if len(self.held) < 2 or len(self.outs) < len(self.held) - 1:
+            return
+        (u0, v0), (u1, v1) = self.held[-2], self.held[-1]
+        if u1 is v1:  # a layer after the first not fed so: an input norm at most, no Pre-LN
+            self._settle("input")
+            return
+        out = self.outs[len(self.held) - 2]
+        if u0 is v0 or out is None:
+            return
+        pre, post = _close(u1 - u0, out), _close(u1 - v0, out)
+        if pre != post:
+            self._settle("pre" if pre else "input")
+        else:
+            self._settle(self._likelier(u0, v0, u1, out), checked=False)
+
+    @staticmethod
+    def _likelier(u0: Tensor, v0: Tensor, u1: Tensor, out: Tensor) -> str:
+        """Where the identity holds neither way (the branch is transformed after the layer: ``h
+        + relu(layer(norm(h)))``): the reading whose difference follows the layer's output
+        more closely (their correlation)."""
+
+        def corr(a: Tensor, b: Tensor) -> float:
+            if a.shape != b.shape:
+                return -math.inf
+            a64, b64 = a.detach().double().flatten(), b.detach().double().flatten()
+            a64, b64 = a64 - a64.mean(), b64 - b64.mean()
+            scale = float(a64.norm() * b64.norm())
+            return float(a64 @ b64) / scale if scale > 0 else -math.inf
+
+        return "pre" if corr(u1 - u0, out) >= corr(u1 - v0, out) else "input"
+
+    def _settle(self, mode: str, checked: bool = True) -> None:
+        """Emit the held rows by ``mode`` and every later one directly."""
+        self.mode, self.prenorm = mode, mode == "pre"
+        fed = [m for m in self.feeders.values() if not isinstance(m, nn.Identity)]
+        if not checked and fed:
+            names = ", ".join(sorted({type(m).__name__ for m in fed}))
+            reading = (
+                f"Pre-LN (h = h + f(layer(norm(h)))): the rows hold what {names} takes"
+                if mode == "pre"
+                else f"Post-LN (h = norm(h + f(layer(h)))): the rows hold what {names} makes"
+            )
+            self.note = (
+                f"capture='residual': the layers' inputs are made by {names} outside the layers, "
+                "and the residual identity (the stream plus the layer's output) holds neither "
+                "way, so whether the stream is what goes into it or what comes out is not "
+                f"checked; read as {reading}; pass stream=[...] (the modules whose input is the "
+                "stream before each layer) to say which"
+            )
+        held, self.held, self.outs = self.held, [], []
+        for row, (root, x) in enumerate(held):
+            self.emit(row, root if mode == "pre" else x)
+
+    def flush(self) -> None:
+        """The forward ended with rows held (the mode not yet told): Pre-LN when the first
+        layer's input was made by a norm or dropout, else the inputs."""
+        if self.chains and self.mode is None and self.held:
+            first_fed = self.held[0][0] is not self.held[0][1]
+            self._settle("pre" if first_fed else "input", checked=False)
 
     def _outer_output(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         """A module outside the layers ran after the last layer call: remember what it made of
@@ -458,9 +614,10 @@ class _StreamTap:
         gives the norm's input (``return norm(h)``: ``h``), unless the norm is the last layer's
         own Post-LN norm (:meth:`_own_norm`: its output); a module with parameters (a head,
         ``return head(h)``) gives nothing, or the input of the norm that made its input
-        (``head(norm(h))``); a parameter-free one (an activation) gives the output, as the
-        layers' inputs see the stream.  Returns the state (None: not seen) and the head that
-        hid it (None unless one did)."""
+        (``head(norm(h))``); a parameter-free one given one tensor (an activation) gives the
+        output, as the layers' inputs see the stream, and one given a list (a
+        ``JumpingKnowledge`` readout of every layer) gives nothing.  Returns the state (None:
+        not seen) and the head that hid it (None unless one did)."""
         if not isinstance(output, Tensor):
             return None, None
         made = self.after.get(id(output))
@@ -469,8 +626,8 @@ class _StreamTap:
         module, inp, _ = made
         if _is_norm(module):
             return (output if self._own_norm(module) else inp), None
-        if next(module.parameters(), None) is None:
-            return output, None
+        if next(module.parameters(), None) is None and inp is not None:
+            return output, None  # an activation (one tensor in); a readout of a list is not
         before = None if inp is None else self.after.get(id(inp))
         if before is not None and _is_norm(before[0]):
             return (inp if self._own_norm(before[0]) else before[1]), None
@@ -478,9 +635,12 @@ class _StreamTap:
 
     def _own_norm(self, norm: nn.Module) -> bool:
         """``norm`` is a paired norm that ran after its layer (Post-LN: ``h = norms[k](h +
-        layers[k](h))``): its output is the stream, the one the layers read.  A final norm, or
-        a Pre-LN stack's, gives its input."""
-        return not self.prenorm and any(norm is n for n in self.plan.norms)
+        layers[k](h))``), or one seen making the layers' inputs of a Post-LN stack: its output
+        is the stream, the one the layers read.  A final norm, or a Pre-LN stack's, gives its
+        input."""
+        return not self.prenorm and (
+            any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
+        )
 
     @property
     def end_row(self) -> int:
@@ -578,10 +738,13 @@ class LayerCalls:
 
     def attach(self) -> list:
         handles = []
+        convs = Counter(id(getattr(layer, "conv", None)) for layer in self.layers)
         for k, layer in enumerate(self.layers):
             handles.append(layer.register_forward_pre_hook(self._enter(k), with_kwargs=True))
             conv = getattr(layer, "conv", None)
-            if self._direct is not None and isinstance(conv, nn.Module):
+            # a conv shared by several layers: a call of it through one of them would read as
+            # a direct call of every other's (rows 1..L-1 all held the first block's output)
+            if self._direct is not None and isinstance(conv, nn.Module) and convs[id(conv)] == 1:
                 handles.append(layer.register_forward_hook(self._leave(k)))
                 handles.append(conv.register_forward_hook(self._conv_alone(k), with_kwargs=True))
         return handles
@@ -797,12 +960,28 @@ def normalised_rows(x: Tensor) -> bool:
     return bool(rows.to(torch.float64).mean() >= 0.9)
 
 
+def _row_kind(x: Tensor | None) -> str | None:
+    """What a function applied row by row makes of a state, when ``x`` ``[n, d]`` looks made so
+    (most rows): ``log-probability`` (``log_softmax``), ``probability`` (``softmax``),
+    ``normalised`` (a layer norm with its initial affine, :func:`normalised_rows`); else None."""
+    if x is None or x.dim() != 2 or x.size(0) == 0 or x.size(1) < 2 or not x.is_floating_point():
+        return None
+    z = x.detach().to(torch.float64)
+    if bool((z <= 0).all()):
+        if float((torch.logsumexp(z, dim=1).abs() <= 1e-4).to(torch.float64).mean()) >= 0.9:
+            return "log-probability"
+    elif bool((z >= 0).all()):
+        if float(((z.sum(dim=1) - 1).abs() <= 1e-4).to(torch.float64).mean()) >= 0.9:
+            return "probability"
+    return "normalised" if normalised_rows(x) else None
+
+
 PRENORM_NOTE = (
     "capture='residual': the stream read at the inputs of the first layers has normalised "
     "rows (mean 0, variance 1) but the stream after the last block does not: the blocks look "
-    "like Pre-LN with a norm that is a function or one module shared by the blocks (h = h + "
-    "conv(norm(h))), so every row before the last holds norm(h), not the stream h; keep the "
-    "pre-norms in a ModuleList paired with the layers (model.norms), pass stream=[...] (modules "
+    "like Pre-LN with a norm that is a function (h = h + conv(F.layer_norm(h))), so every row "
+    "before the last holds norm(h), not the stream h; use a norm module (nn.LayerNorm, one per "
+    "block or shared: the probe follows it back to its input), pass stream=[...] (modules "
     "whose input is h), or record h yourself: Probe(None, graph) and probe.record(k, h)"
 )
 
@@ -974,7 +1153,9 @@ class Probe:
         self._tap = (
             None
             if self._plan is None
-            else _StreamTap(self._plan, modules, self._stream_state, self.model)
+            else _StreamTap(
+                self._plan, modules, self._stream_state, self.model, self._check_prenorm
+            )
         )
         direct = start = None
         if not self._stream_inputs:  # the tap reads the stream itself, layer 0 included
@@ -1220,9 +1401,13 @@ class Probe:
             self._graph_changed = True
 
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
+        if self._tap is not None:
+            self._tap.flush()
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
         notes = self._calls.notes()
+        if self._tap is not None and self._tap.note is not None:
+            notes.append(self._tap.note)
         if self._graph_changed:
             notes.append(GRAPH_CHANGED_NOTE)
         if self._prenorm_suspect:
@@ -1274,12 +1459,24 @@ class Probe:
             and x.shape[-1] == width
             and (x.dim() == 3 or x.size(0) == rows)
         )
-        if stream:
+        kind = _row_kind(x) if stream else None
+        if kind is not None and kind == _row_kind(self._tap.last):
+            kind = None  # every state is so (a Post-LN stream's rows are normalised)
+        if stream and kind is None:
             assert x is not None
             self._stream_end_state(last, x)
         elif not self._warned:
             self._warned = True
-            if head is not None:
+            if kind is not None:
+                what = (
+                    f"has {kind} rows where the stream entering the last layer has not: a "
+                    "function applied after the last block, not the stream"
+                )
+                how = (
+                    "pass stream=[...] with the module whose input is the stream after the last "
+                    "block, or record it yourself: Probe(None, graph) and probe.record(k, h)"
+                )
+            elif head is not None:
                 what = (
                     f"is the output of {self._names.get(id(head), type(head).__name__)} (a head "
                     "run after the last layer), not the stream"

@@ -1,0 +1,243 @@
+"""``capture="residual"`` on user models whose skips live in ``forward`` and whose norms are not
+a list paired with the layers: each case keeps its true stream ``h`` as its forward runs and
+the probe's rows are checked against it (the cases an audit found read ``norm(h)``, a
+function's output or another block's conv, with no word)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import oversmooth.metrics as M
+from oversmooth import Probe
+
+from .pyg_models import small_graph
+
+WIDTH, DEPTH = 8, 5
+
+
+class Stack(nn.Module):
+    """``h = enc(x)``; per block ``h = step(k, h)``; ``h`` kept in ``self.kept`` as it goes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.enc = nn.Linear(5, WIDTH)
+        self.convs = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(DEPTH))
+        self.kept: list[torch.Tensor] = []
+
+    def step(self, k: int, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def end(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = self.enc(x)
+        self.kept = [h]
+        for k in range(DEPTH):
+            h = self.step(k, h, edge_index)
+            self.kept.append(h)
+        return self.end(h)
+
+
+class SharedNorm(Stack):
+    """Pre-LN with one norm module for every block, its branch through a ReLU."""
+
+    def __init__(self, norm: nn.Module) -> None:
+        super().__init__()
+        self.norm = norm
+
+    def step(self, k, h, edge_index):
+        return h + F.relu(self.convs[k](self.norm(h), edge_index))
+
+
+class IdentityFirst(Stack):
+    """Pre-LN with ``norms[0] = Identity()`` (no norm before the first block)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(
+            [nn.Identity(), *(nn.LayerNorm(WIDTH) for _ in range(DEPTH - 1))]
+        )
+
+    def step(self, k, h, edge_index):
+        return h + self.convs[k](self.norms[k](h), edge_index)
+
+
+class NormThenDropout(Stack):
+    """Pre-LN with ``norms[k] = Sequential(LayerNorm, Dropout)``, run in train mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(WIDTH), nn.Dropout(0.3)) for _ in range(DEPTH)
+        )
+
+    def step(self, k, h, edge_index):
+        return h + self.convs[k](self.norms[k](h), edge_index)
+
+
+class SharedPostNorm(Stack):
+    """Post-LN with one shared norm: the norm's output is the stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+
+    def step(self, k, h, edge_index):
+        return self.norm(h + self.convs[k](h, edge_index))
+
+
+class FunctionalEnd(SharedNorm):
+    """Pre-LN whose forward ends with a function of the stream (``log_softmax``)."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+
+    def end(self, h):
+        return F.log_softmax(h, dim=-1)
+
+
+class JumpingMax(Stack):
+    """A plain stack returning ``JumpingKnowledge("max")`` of every layer's state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import JumpingKnowledge
+
+        self.jk = JumpingKnowledge("max")
+
+    def step(self, k, h, edge_index):
+        return torch.tanh(self.convs[k](h, edge_index))
+
+    def end(self, h):
+        return self.jk(self.kept[1:])
+
+
+class Block(nn.Module):
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, h, edge_index):
+        return h + torch.tanh(self.conv(h, edge_index))
+
+
+class SharedConvBlocks(nn.Module):
+    """Blocks (``model.blocks``) that share one ``.conv`` (weight tying inside blocks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        conv = GCNConv(5, 5)
+        self.blocks = nn.ModuleList(Block(conv) for _ in range(DEPTH))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        self.kept = [x]
+        for block in self.blocks:
+            self.kept.append(block(self.kept[-1], edge_index))
+        return self.kept[-1]
+
+
+def probed(model: nn.Module, **options):
+    """The probe's frame, the stream the forward kept and the warnings, for one forward."""
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, **options) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    return probe.to_frame(), model.kept, [str(w.message) for w in caught], data.edge_index
+
+
+def assert_stream(frame, kept, edge_index) -> None:
+    assert frame["layer"].tolist() == list(range(len(kept)))
+    for k, h in enumerate(kept):
+        want = M.laplacian_energy(h, edge_index).item()
+        assert frame["laplacian_energy"][k] == pytest.approx(want, rel=1e-12), k
+
+
+def trained(norm: nn.Module) -> nn.Module:
+    """``norm`` with an affine moved off its initial values, as training leaves it."""
+    with torch.no_grad():
+        for p in norm.parameters():
+            p.uniform_(0.5, 1.5)
+    return norm
+
+
+@pytest.mark.parametrize(
+    "norm",
+    [
+        pytest.param(lambda: trained(nn.LayerNorm(WIDTH)), id="layernorm-trained"),
+        pytest.param(lambda: nn.RMSNorm(WIDTH), id="rmsnorm"),
+    ],
+)
+def test_a_shared_pre_norm_is_followed_back_to_the_stream(norm):
+    """One norm module for every block, with a trained affine or RMSNorm: the rows held norm(h)
+    (197 and 933 times the energy) with no warning, the row-statistics check failing.  The
+    stream is now the norm's input; the ReLU on the branch leaves the residual identity
+    unchecked, and a warning says how the rows were read."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(SharedNorm(norm()).double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert len(said) == 1 and "read as Pre-LN" in said[0] and "not checked" in said[0]
+
+
+def test_a_pre_ln_stack_whose_first_norm_is_an_identity_is_read_at_the_norms_inputs():
+    """``norms[0] = Identity()``: no list of norms alone, layer 0 not normalised: every later
+    row held norm(h) (2.6e3 times the energy) silently.  The identity holds exactly here."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(IdentityFirst().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+def test_a_pre_norm_followed_by_dropout_in_train_mode_is_read_at_its_input():
+    """``Sequential(LayerNorm, Dropout)`` in train mode (the probe in a training loop): the rows
+    held dropout(norm(h)), 349 times the energy, silently."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(NormThenDropout().double().train(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+def test_a_shared_post_norm_is_read_at_its_output_without_a_word():
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(SharedPostNorm().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+@pytest.mark.parametrize("model", [FunctionalEnd, JumpingMax], ids=["log-softmax", "jk-max"])
+def test_an_output_that_is_not_the_stream_is_not_its_last_row(model):
+    """A forward ending in ``log_softmax(h)`` or ``JumpingKnowledge('max')`` over the layers:
+    its output was recorded as layer L (the sign of the last relative energy flipped; a fake
+    recovery 910 times too small).  Layer L is now left out, and a warning says why."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(model().double().eval(), capture="residual")
+    assert_stream(frame, kept[:-1], ei)
+    assert any(f"layer {DEPTH} is not recorded" in s for s in said), said
+
+
+def test_blocks_sharing_one_conv_are_read_through_the_blocks():
+    """Every block's ``.conv`` is the same module: its call through one block was counted as a
+    direct call of every other's, and rows 1..L-1 all held the first block's output."""
+    torch.manual_seed(0)
+    for capture in ("output", "residual"):
+        frame, kept, said, ei = probed(SharedConvBlocks().double().eval(), capture=capture)
+        assert_stream(frame, kept, ei)
+        assert said == []
+
+
+def test_a_shared_module_is_refused_as_every_stream_tap():
+    """``stream=[norm] * L`` (one norm for every block) read every layer from every call."""
+    model = SharedNorm(nn.LayerNorm(WIDTH)).double().eval()
+    with pytest.raises(ValueError, match="stream: norm is listed 5 times"):
+        Probe(model, small_graph().edge_index, capture="residual", stream=[model.norm] * DEPTH)
