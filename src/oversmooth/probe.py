@@ -236,17 +236,46 @@ def transparent(module: nn.Module) -> bool:
     )
 
 
-def _close(a: Tensor, b: Tensor) -> bool:
-    """Whether ``a`` and ``b`` are the same numbers but for the rounding of one addition (a
-    residual ``h + f`` recomputed as a difference): within 16 units of the last place of the
-    larger's largest entry."""
-    if a.shape != b.shape or not a.is_floating_point() or not b.is_floating_point():
+def _correlation(a: Tensor, b: Tensor) -> float:
+    """The correlation of ``a``'s and ``b``'s entries (-inf for other shapes or a constant)."""
+    if a.shape != b.shape:
+        return -math.inf
+    a64, b64 = a.detach().double().flatten(), b.detach().double().flatten()
+    a64, b64 = a64 - a64.mean(), b64 - b64.mean()
+    scale = float(a64.norm() * b64.norm())
+    return float(a64 @ b64) / scale if scale > 0 else -math.inf
+
+
+#: entries :func:`_follows` reads (a stride through larger states)
+FOLLOW_ENTRIES = 1 << 17
+
+
+def _follows(d: Tensor, out: Tensor) -> bool:
+    """Whether ``d`` is a monotone function of ``out``, entry by entry, and not a constant
+    (``out`` itself, ``relu(out)``, ``0.1 * out``, ``tanh(out)``): sorted by ``out``, ``d``
+    never falls (or never rises) by more than the rounding of one addition.  Read on at most
+    :data:`FOLLOW_ENTRIES` entries, a stride through the state."""
+    if d.shape != out.shape or not d.is_floating_point() or not out.is_floating_point():
         return False
-    scale = float(torch.maximum(a.detach().abs().amax(), b.detach().abs().amax()))
-    if not math.isfinite(scale):
+    a, b = out.detach().flatten(), d.detach().flatten()
+    step = max(1, a.numel() // FOLLOW_ENTRIES)
+    a, b = a[::step].double(), b[::step].double()
+    if not bool(torch.isfinite(a).all() & torch.isfinite(b).all()) or b.numel() < 2:
         return False
-    gap = float((a.detach() - b.detach()).abs().amax())
-    return gap <= 16 * torch.finfo(a.dtype).eps * max(scale, torch.finfo(a.dtype).tiny)
+    tol = 16 * torch.finfo(d.dtype).eps * float(b.abs().max().clamp(min=1e-300))
+    if float(b.max() - b.min()) <= tol:
+        return False  # a constant follows anything
+    order = torch.argsort(a, stable=True)
+    jumps = b[order].diff()
+    same = a[order].diff() == 0  # equal entries of out must give equal entries of d
+    if bool((jumps[same].abs() > tol).any()):
+        return False
+    return bool((jumps >= -tol).all()) or bool((jumps <= tol).all())
+
+
+#: rows a :class:`_StreamTap` holds (roots and inputs) while the residual identity has not told
+#: how to read a stack's layer inputs; then it reads them by correlation, with a warning
+HELD_ROWS = 4
 
 
 def outer_modules(model: nn.Module, layers: Sequence[nn.Module]) -> list[nn.Module]:
@@ -420,7 +449,10 @@ class _StreamTap:
         self.mode: str | None = None if self.chains else "input"
         self.held: list[tuple[Tensor, Tensor]] = []
         self.outs: list[Tensor | None] = []
+        self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
+        self.post = False  # read as Post-LN: a norm making the output is the last block's own
+        self.held_at_settle: list[tuple[Tensor, Tensor]] = []
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.last: Tensor | None = None  # the last state emitted
 
@@ -500,7 +532,10 @@ class _StreamTap:
         self.awaiting = True  # until another layer starts: then this was not the last
         self.after = {}
         if self.chains and self.mode is None:
-            self.outs.append(output if isinstance(output, Tensor) else None)
+            try:
+                self.outs.append(first_tensor(output))  # (x, attention) too
+            except TypeError:
+                self.outs.append(None)
 
     def _transparent_output(
         self, module: nn.Module, args: tuple, kwargs: dict, output: object
@@ -511,90 +546,121 @@ class _StreamTap:
         if isinstance(output, Tensor) and inputs and isinstance(inputs[0], Tensor):
             if inputs[0] is not output:
                 self.made[id(output)] = (module, inputs[0])
+                self.ran.append(inputs[0])
 
     def _chain_row(self, row: int, x: Tensor) -> None:
-        """Layer call ``row`` starts with input ``x``: its root (``x`` followed back through the
-        norms and dropouts outside the layers that made it) and ``x`` are held until the mode
-        is known, then the one the mode names is the row."""
+        """Layer call ``row`` starts with input ``x``.  Its root: ``x`` followed back through
+        the norms and dropouts outside the layers that made it, or, when none made it but some
+        ran since the last layer call (``h + conv(relu(norm(h)))``), the input of the first
+        that ran; else ``x``.  Root and input are held until the mode is known, then the one
+        the mode names is the row."""
         root, seen = x, 0
         while id(root) in self.made and seen <= len(self.made):
             module, root = self.made[id(root)]
             self.feeders[id(module)] = module
             seen += 1
-        self.made = {}
+        if root is x and self.ran:
+            root = self.ran[0]
+        self.made, self.ran = {}, []
         if self.mode is not None:
             self.emit(row, root if self.mode == "pre" else x)
             return
         self.held.append((root, x))
         self._decide()
 
+    def _readings(self, k: int) -> set[str]:
+        """The readings the residual identity shows between held rows ``k - 1`` and ``k``
+        (layer ``k - 1``'s output ``out``, roots ``r``, inputs ``v``; ``f`` any monotone
+        function, :func:`_follows`: the identity, a scale, ``relu``, ``tanh``): ``pre`` (Pre-LN,
+        ``h = h + f(layer(norm(h)))``: ``r_k - r_{k-1} = f(out)``), ``post`` (Post-LN, ``h =
+        norm(h + f(layer(h)))``: ``r_k - v_{k-1} = f(out)``), ``plain`` (no skip: ``r_k =
+        f(out)``).  Pre and post are told apart only where row ``k - 1``'s root is not its
+        input."""
+        (ra, va), (rb, _) = self.held[k - 1], self.held[k]
+        out = self.outs[k - 1]
+        found: set[str] = set()
+        if out is None:
+            return found
+        if rb is out or _follows(rb, out):
+            found.add("plain")
+        if ra is not va:
+            if _follows(rb - ra, out):
+                found.add("pre")
+            if _follows(rb - va, out):
+                found.add("post")
+        return found
+
     def _decide(self) -> None:
-        """The mode, from the residual identity between the last two held rows, when the earlier
-        one was fed by a norm or dropout (else the two readings agree there).  Pre-LN (``h = h +
-        layer(norm(h))``): root minus the previous root is the previous layer's output; Post-LN
-        (``h = norm(h + layer(h))``): root minus the previous input is.  Exact but for one
-        rounding, so a shared norm, a trained affine, RMSNorm or dropout in train mode are read
-        as they are (the norm's input was recorded as its output while the norm was shared:
-        197 times the energy)."""
-        if len(self.held) < 2 or len(self.outs) < len(self.held) - 1:
+        """The mode, once the residual identity shows one reading exactly between two held
+        rows: a shared norm, a trained affine, RMSNorm, a norm with a hole (``Identity``) or
+        dropout in train mode are read as they are (a shared pre-norm's input was recorded as
+        its output: 197 times the energy).  Undecided after :data:`HELD_ROWS` rows, by
+        :meth:`_fallback`."""
+        k = len(self.held) - 1
+        if k < 1 or len(self.outs) < k:
             return
-        (u0, v0), (u1, v1) = self.held[-2], self.held[-1]
-        if u1 is v1:  # a layer after the first not fed so: an input norm at most, no Pre-LN
+        found = self._readings(k)
+        if len(found) == 1:
+            (reading,) = found
+            self._settle("pre" if reading == "pre" else "input", post=reading == "post")
+            if reading == "plain" and any(r is not v for r, v in self.held_at_settle):
+                self.note = (
+                    "capture='residual': each layer's input follows from the previous layer's "
+                    "output alone, with no skip adding the stream back (the model has no "
+                    "residual stream); the rows hold the layers' inputs, after the modules "
+                    "between them; capture='output' records the layers' outputs"
+                )
+        elif len(self.held) >= HELD_ROWS:
+            self._fallback()
+
+    def _fallback(self) -> None:
+        """No pair of rows showed one reading exactly (a function of the branch after the
+        layer, ``h + relu(layer(norm(h)))``, hides the identity).  When no layer after the first
+        is fed by a norm or dropout, the inputs (at most an input norm, which layer 0 is read
+        after); else the reading whose difference follows the layer's output most closely
+        (their correlation) on the first pair whose earlier row is fed, with a warning."""
+        held = self.held
+        if not any(r is not v for r, v in held[1:]):
             self._settle("input")
             return
-        out = self.outs[len(self.held) - 2]
-        if u0 is v0 or out is None:
+        pairs = [k for k in range(1, len(held)) if held[k - 1][0] is not held[k - 1][1]]
+        k = pairs[0] if pairs else 1
+        (ra, va), (rb, _) = held[k - 1], held[k]
+        out = self.outs[k - 1] if len(self.outs) >= k else None
+        if out is None:
+            self._settle("input", checked=False)
             return
-        pre, post = _close(u1 - u0, out), _close(u1 - v0, out)
-        if pre != post:
-            self._settle("pre" if pre else "input")
-        else:
-            self._settle(self._likelier(u0, v0, u1, out), checked=False)
+        pre, post = _correlation(rb - ra, out), _correlation(rb - va, out)
+        self._settle("pre" if pre >= post else "input", checked=False, post=post > pre)
 
-    @staticmethod
-    def _likelier(u0: Tensor, v0: Tensor, u1: Tensor, out: Tensor) -> str:
-        """Where the identity holds neither way (the branch is transformed after the layer: ``h
-        + relu(layer(norm(h)))``): the reading whose difference follows the layer's output
-        more closely (their correlation)."""
-
-        def corr(a: Tensor, b: Tensor) -> float:
-            if a.shape != b.shape:
-                return -math.inf
-            a64, b64 = a.detach().double().flatten(), b.detach().double().flatten()
-            a64, b64 = a64 - a64.mean(), b64 - b64.mean()
-            scale = float(a64.norm() * b64.norm())
-            return float(a64 @ b64) / scale if scale > 0 else -math.inf
-
-        return "pre" if corr(u1 - u0, out) >= corr(u1 - v0, out) else "input"
-
-    def _settle(self, mode: str, checked: bool = True) -> None:
+    def _settle(self, mode: str, checked: bool = True, post: bool = False) -> None:
         """Emit the held rows by ``mode`` and every later one directly."""
-        self.mode, self.prenorm = mode, mode == "pre"
+        self.mode, self.prenorm, self.post = mode, mode == "pre", post
         fed = [m for m in self.feeders.values() if not isinstance(m, nn.Identity)]
-        if not checked and fed:
-            names = ", ".join(sorted({type(m).__name__ for m in fed}))
+        if not checked and (fed or any(r is not v for r, v in self.held)):
+            names = ", ".join(sorted({type(m).__name__ for m in fed})) or "a norm or dropout"
             reading = (
-                f"Pre-LN (h = h + f(layer(norm(h)))): the rows hold what {names} takes"
+                "Pre-LN (h = h + f(layer(norm(h)))): the rows hold the stream before the norm"
                 if mode == "pre"
-                else f"Post-LN (h = norm(h + f(layer(h)))): the rows hold what {names} makes"
+                else "Post-LN or plain (h = norm(f(h + layer(h)))): the rows hold the layers' "
+                "inputs"
             )
             self.note = (
-                f"capture='residual': the layers' inputs are made by {names} outside the layers, "
-                "and the residual identity (the stream plus the layer's output) holds neither "
-                "way, so whether the stream is what goes into it or what comes out is not "
-                f"checked; read as {reading}; pass stream=[...] (the modules whose input is the "
-                "stream before each layer) to say which"
+                f"capture='residual': {names} outside the layers runs between them, and the "
+                "residual identity (the stream plus the layer's output) holds no way exactly, so "
+                "whether the stream is what goes into it or what comes out is not checked; read "
+                f"as {reading}; pass stream=[...] (the modules whose input is the stream before "
+                "each layer) to say which"
             )
         held, self.held, self.outs = self.held, [], []
+        self.held_at_settle = held
         for row, (root, x) in enumerate(held):
             self.emit(row, root if mode == "pre" else x)
 
     def flush(self) -> None:
-        """The forward ended with rows held (the mode not yet told): Pre-LN when the first
-        layer's input was made by a norm or dropout, else the inputs."""
+        """The forward ended with rows held (the mode not told): :meth:`_fallback`."""
         if self.chains and self.mode is None and self.held:
-            first_fed = self.held[0][0] is not self.held[0][1]
-            self._settle("pre" if first_fed else "input", checked=False)
+            self._fallback()
 
     def _outer_output(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         """A module outside the layers ran after the last layer call: remember what it made of
@@ -639,7 +705,7 @@ class _StreamTap:
         is the stream, the one the layers read.  A final norm, or a Pre-LN stack's, gives its
         input."""
         return not self.prenorm and (
-            any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
+            self.post or any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
         )
 
     @property
@@ -960,20 +1026,49 @@ def normalised_rows(x: Tensor) -> bool:
     return bool(rows.to(torch.float64).mean() >= 0.9)
 
 
-def _row_kind(x: Tensor | None) -> str | None:
-    """What a function applied row by row makes of a state, when ``x`` ``[n, d]`` looks made so
-    (most rows): ``log-probability`` (``log_softmax``), ``probability`` (``softmax``),
-    ``normalised`` (a layer norm with its initial affine, :func:`normalised_rows`); else None."""
+def _row_deviations(x: Tensor | None) -> dict[str, Tensor]:
+    """How far each row of ``x`` (``[n, d]``) is from what a function applied row by row
+    makes: ``log-probability`` (``log_softmax``: 0 at most, log-sum-exp 0), ``probability``
+    (``softmax``: 0 at least, sum 1), ``normalised`` (a layer norm with its initial affine:
+    mean 0, variance 1 but for its epsilon).  Empty for anything else."""
     if x is None or x.dim() != 2 or x.size(0) == 0 or x.size(1) < 2 or not x.is_floating_point():
-        return None
+        return {}
     z = x.detach().to(torch.float64)
-    if bool((z <= 0).all()):
-        if float((torch.logsumexp(z, dim=1).abs() <= 1e-4).to(torch.float64).mean()) >= 0.9:
-            return "log-probability"
-    elif bool((z >= 0).all()):
-        if float(((z.sum(dim=1) - 1).abs() <= 1e-4).to(torch.float64).mean()) >= 0.9:
-            return "probability"
-    return "normalised" if normalised_rows(x) else None
+    inf = torch.tensor(math.inf, dtype=torch.float64, device=z.device)
+    out = {
+        "log-probability": torch.where((z <= 0).all(dim=1), torch.logsumexp(z, dim=1).abs(), inf),
+        "probability": torch.where((z >= 0).all(dim=1), (z.sum(dim=1) - 1).abs(), inf),
+    }
+    if z.size(1) >= 4:
+        var, mean = torch.var_mean(z, dim=1, correction=0)
+        spread = torch.maximum((0.5 - var).clamp(min=0), (var - 1).clamp(min=0))
+        out["normalised"] = torch.maximum(mean.abs(), spread)
+    return out
+
+
+def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
+    """The kind of rows (:func:`_row_deviations`) that 90% of ``x``'s rows are, to the rounding
+    of its precision (:data:`ROW_ROUNDING` units in the last place per column; 1e-3 for a
+    norm's mean and variance), while ``before``'s sit far from it (median deviation 0.01 or
+    more): a function applied to the stream after the last block.  A stream converging onto
+    such rows (label propagation onto probability vectors) is near them before too: its last
+    row was left out where a tolerance of 1e-4 was crossed between the last two layers."""
+    if x is None:
+        return None
+    rounding = ROW_ROUNDING * x.size(-1) * torch.finfo(x.dtype).eps if x.is_floating_point() else 0
+    earlier = _row_deviations(before)
+    for kind, dev in _row_deviations(x).items():
+        tol = 1e-3 if kind == "normalised" else rounding
+        share = float((dev <= tol).to(torch.float64).mean())
+        far = kind in earlier and float(earlier[kind].median()) >= 0.01
+        if share >= 0.9 and far:
+            return kind
+    return None
+
+
+#: units in the last place per column that a row function's output is held to (its sum, its
+#: log-sum-exp)
+ROW_ROUNDING = 64
 
 
 PRENORM_NOTE = (
@@ -1459,9 +1554,11 @@ class Probe:
             and x.shape[-1] == width
             and (x.dim() == 3 or x.size(0) == rows)
         )
-        kind = _row_kind(x) if stream else None
-        if kind is not None and kind == _row_kind(self._tap.last):
-            kind = None  # every state is so (a Post-LN stream's rows are normalised)
+        # a function applied after the last block (log_softmax): rows that the stream entering
+        # the last layer does not have (a Post-LN stream's rows are normalised throughout)
+        kind = _row_kind(x, self._tap.last) if stream else None
+        if last > cast(int, self.num_layers):  # the stack ran again: rows beyond L (a note)
+            return
         if stream and kind is None:
             assert x is not None
             self._stream_end_state(last, x)
