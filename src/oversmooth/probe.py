@@ -357,10 +357,9 @@ def stream_plan(
                 f"stream before it) or {len(layers) + 1} (plus the one whose input is the stream "
                 f"after the last block), received {len(taps)}"
             )
-        shared = tied_module(taps)
+        shared = _tied_name(model, taps)
         if shared is not None:
-            module, count = shared
-            name = _ModuleNames(model).get(id(module), type(module).__name__)
+            name, count = shared
             raise ValueError(
                 f"stream: {name} is listed {count} times; a module called by several blocks (one "
                 "norm shared by all) cannot mark where each layer's stream is, because every "
@@ -757,6 +756,16 @@ def tied_module(modules: Sequence[nn.Module]) -> tuple[nn.Module, int] | None:
     """The first module listed for several layers (weight tying) and how many, else None."""
     counts = Counter(id(m) for m in modules)
     return next(((m, counts[id(m)]) for m in modules if counts[id(m)] > 1), None)
+
+
+def _tied_name(model: nn.Module, modules: Sequence[nn.Module]) -> tuple[str, int] | None:
+    """The name in ``model`` of the first module listed several times, and how many, else
+    None."""
+    tied = tied_module(modules)
+    if tied is None:
+        return None
+    module, count = tied
+    return _ModuleNames(model).get(id(module), type(module).__name__), count
 
 
 class LayerCalls:
@@ -1330,10 +1339,9 @@ class Probe:
                 "stream: only with capture='residual' on layers that are not blocks (whose "
                 "outputs are the stream already); leave stream unset"
             )
-        tied = tied_module(modules) if self._stream_inputs else None
+        tied = _tied_name(model, modules) if self._stream_inputs else None
         if tied is not None:
-            module, count = tied
-            name = _ModuleNames(model).get(id(module), type(module).__name__)
+            name, count = tied
             raise ValueError(
                 f"capture='residual': {name} stands for {count} of the {len(modules)} layers "
                 "(weight tying), and the stream between plain layers is read at each one's own "
