@@ -302,3 +302,93 @@ def test_a_shared_module_is_refused_as_every_stream_tap():
     model = SharedNorm(nn.LayerNorm(WIDTH)).double().eval()
     with pytest.raises(ValueError, match="stream: norm is listed 5 times"):
         Probe(model, small_graph().edge_index, capture="residual", stream=[model.norm] * DEPTH)
+
+
+class InPlacePreLN(SharedNorm):
+    """``h += conv(norm(h))``: the stream updated in place."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+
+    def step(self, k, h, edge_index):
+        h = h.clone() if k == 0 else h  # the encoder's output is kept (self.kept) as it was
+        h += self.convs[k](self.norm(h), edge_index)
+        return h
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h.clone()]
+        for k in range(DEPTH):
+            h = self.step(k, h, edge_index)
+            self.kept.append(h.clone())
+        return h
+
+
+class InputNormPreLN(SharedNorm):
+    """``h = in_norm(enc(x))`` then Pre-LN blocks: layer 0 is what the input norm makes."""
+
+    def __init__(self) -> None:
+        super().__init__(trained(nn.LayerNorm(WIDTH)))
+        self.in_norm = trained(nn.LayerNorm(WIDTH))
+
+    def forward(self, x, edge_index):
+        h = self.in_norm(self.enc(x))
+        self.kept = [h]
+        for k in range(DEPTH):
+            h = self.step(k, h, edge_index)
+            self.kept.append(h)
+        return h
+
+
+class PostWithFinalNorm(SharedPostNorm):
+    """Post-LN, then ``return final(h)`` with a trained affine: the stream is the last block's
+    norm's output, not the final norm's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.final = trained(nn.LayerNorm(WIDTH))
+
+    def end(self, h):
+        return self.final(h)
+
+
+class ZeroGate(SharedNorm):
+    """``h + 0 * conv(norm(h))``: the stream does not move."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+
+    def step(self, k, h, edge_index):
+        return h + 0.0 * self.convs[k](self.norm(h), edge_index)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [InPlacePreLN, InputNormPreLN, PostWithFinalNorm, ZeroGate],
+    ids=["in-place", "input-norm", "final-norm", "zero-gate"],
+)
+def test_the_identity_reads_streams_an_audit_built_to_break_it(model):
+    """Each was read wrongly by the first version of the rules, with no word: the held rows
+    of ``h += ...`` read its last value, an input norm's input was taken for layer 0, a final
+    norm's output for layer L (8 times the energy), a zero gate's norm(h) for every row."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(model().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+def test_an_in_place_stream_too_large_to_copy_is_not_read_changed(monkeypatch):
+    """Above the copy limit the held rows are the tensors themselves: ``h += ...`` changes
+    them, which their version counters show; those rows are left out, with a warning, and the
+    rest read the tensor updated in place."""
+    import oversmooth.probe as probe_module
+
+    monkeypatch.setattr(probe_module, "HOLD_COPY_BYTES", 0)
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(InPlacePreLN().double().eval(), capture="residual")
+    first = frame["layer"].tolist()[0]
+    assert first >= 1 and frame["layer"].tolist() == list(range(first, DEPTH + 1))
+    for row, k in enumerate(frame["layer"]):
+        want = M.laplacian_energy(kept[k], ei).item()
+        assert frame["laplacian_energy"][row] == pytest.approx(want, rel=1e-12), k
+    assert len(said) == 1 and "updated in place" in said[0]

@@ -250,11 +250,14 @@ def _correlation(a: Tensor, b: Tensor) -> float:
 FOLLOW_ENTRIES = 1 << 17
 
 
-def _follows(d: Tensor, out: Tensor) -> bool:
-    """Whether ``d`` is a monotone function of ``out``, entry by entry, and not a constant
-    (``out`` itself, ``relu(out)``, ``0.1 * out``, ``tanh(out)``): sorted by ``out``, ``d``
-    never falls (or never rises) by more than the rounding of one addition.  Read on at most
-    :data:`FOLLOW_ENTRIES` entries, a stride through the state."""
+def _follows(d: Tensor, out: Tensor, *operands: Tensor, zero: bool = False) -> bool:
+    """Whether ``d`` is a monotone function of ``out``, entry by entry (``out`` itself,
+    ``relu(out)``, ``0.1 * out``, ``tanh(out)``): sorted by ``out``, ``d`` never falls (or never
+    rises) by more than the rounding of the subtraction that made it, 16 units in the last
+    place of the largest of ``operands`` (``d`` itself when none).  Not a constant (a constant
+    follows anything), except, with ``zero``, a ``d`` exactly 0 everywhere (a zero gate: the
+    stream did not move).  Read on at most :data:`FOLLOW_ENTRIES` entries, a stride through
+    the state."""
     if d.shape != out.shape or not d.is_floating_point() or not out.is_floating_point():
         return False
     a, b = out.detach().flatten(), d.detach().flatten()
@@ -262,7 +265,10 @@ def _follows(d: Tensor, out: Tensor) -> bool:
     a, b = a[::step].double(), b[::step].double()
     if not bool(torch.isfinite(a).all() & torch.isfinite(b).all()) or b.numel() < 2:
         return False
-    tol = 16 * torch.finfo(d.dtype).eps * float(b.abs().max().clamp(min=1e-300))
+    if zero and not bool(b.any()):
+        return True
+    scale = max(float(t.detach().abs().max()) for t in (operands or (d,)))
+    tol = 16 * torch.finfo(d.dtype).eps * max(scale, 1e-300)
     if float(b.max() - b.min()) <= tol:
         return False  # a constant follows anything
     order = torch.argsort(a, stable=True)
@@ -407,6 +413,27 @@ def stream_plan(
     )
 
 
+#: the largest state (bytes) whose held rows a :class:`_StreamTap` copies; larger ones are
+#: held as they are and checked unchanged (their version counters) when read
+HOLD_COPY_BYTES = 1 << 22
+
+
+@dataclass
+class _Held:
+    """A held row's chain (its input first) or a layer's output, copied, or as it was with the
+    version counters it had."""
+
+    chain: list[Tensor]
+    versions: list[int] | None
+
+    def changed(self, last: bool = False) -> bool:
+        """Whether a tensor of the chain (``last``: its end, the root) changed in place."""
+        if self.versions is None:
+            return False
+        pairs = list(zip(self.chain, self.versions, strict=True))
+        return any(t._version != v for t, v in (pairs[-1:] if last else pairs))
+
+
 class _StreamTap:
     """Reads the stream of plain layers by a :class:`StreamPlan` during each forward and hands
     each state to ``emit(k, x)``.  ``awaiting`` (set in :meth:`reset`) is left set at the end of
@@ -425,7 +452,9 @@ class _StreamTap:
         self.outer = [] if model is None else outer_modules(model, self.layers)
         # nothing says where the stream is (no taps, no paired norms): a layer fed by a norm or
         # dropout outside the layers is read by the residual identity (see _decide)
-        self.chains = chains and not plan.taps and not plan.norms
+        self.chains = (
+            chains and not plan.taps and not plan.norms and any(transparent(m) for m in self.outer)
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -446,13 +475,14 @@ class _StreamTap:
         # until the mode is known ("pre": the roots are the stream, "input": the inputs)
         self.made: dict[int, tuple[nn.Module, Tensor]] = {}
         self.mode: str | None = None if self.chains else "input"
-        self.held: list[tuple[Tensor, Tensor]] = []
-        self.outs: list[Tensor | None] = []
+        self.held: list[_Held] = []
+        self.outs: list[_Held | None] = []
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
-        self.post = False  # read as Post-LN: a norm making the output is the last block's own
-        self.held_at_settle: list[tuple[Tensor, Tensor]] = []
+        self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
+        self.fed_rows = False  # a held row's input was made by (or ran after) such a module
         self.note: str | None = None  # how the mode was read when the identity did not say
+        self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
         self.last: Tensor | None = None  # the last state emitted
 
     def emit(self, k: int, x: Tensor) -> None:
@@ -532,9 +562,11 @@ class _StreamTap:
         self.after = {}
         if self.chains and self.mode is None:
             try:
-                self.outs.append(first_tensor(output))  # (x, attention) too
+                out = first_tensor(output)  # (x, attention) too
             except TypeError:
                 self.outs.append(None)
+            else:
+                self.outs.append(self._hold([out]))
 
     def _transparent_output(
         self, module: nn.Module, args: tuple, kwargs: dict, output: object
@@ -547,45 +579,76 @@ class _StreamTap:
                 self.made[id(output)] = (module, inputs[0])
                 self.ran.append(inputs[0])
 
+    def _hold(self, chain: list[Tensor]) -> _Held:
+        """``chain`` kept until the mode is known: copies while a state is small
+        (:data:`HOLD_COPY_BYTES`), else the tensors with their version counters, so that a
+        stream updated in place (``h += ...``) is noticed, not read changed."""
+        if self.copies is None:
+            self.copies = chain[0].numel() * chain[0].element_size() <= HOLD_COPY_BYTES
+        if self.copies:
+            copied = {id(t): t.detach().clone() for t in chain}
+            return _Held([copied[id(t)] for t in chain], None)
+        return _Held(list(chain), [t._version for t in chain])
+
     def _chain_row(self, row: int, x: Tensor) -> None:
-        """Layer call ``row`` starts with input ``x``.  Its root: ``x`` followed back through
+        """Layer call ``row`` starts with input ``x``.  Its chain: ``x`` followed back through
         the norms and dropouts outside the layers that made it, or, when none made it but some
-        ran since the last layer call (``h + conv(relu(norm(h)))``), the input of the first
-        that ran; else ``x``.  Root and input are held until the mode is known, then the one
-        the mode names is the row."""
-        root, seen = x, 0
-        while id(root) in self.made and seen <= len(self.made):
-            module, root = self.made[id(root)]
+        ran since the last layer call (``h + conv(relu(norm(h)))``), ``x`` and the inputs of
+        those, the latest first.  Held until the mode is known; then the row is ``x``, or in
+        Pre-LN the chain's root (:meth:`_root`)."""
+        chain, seen = [x], 0
+        while id(chain[-1]) in self.made and seen <= len(self.made):
+            module, inp = self.made[id(chain[-1])]
             self.feeders[id(module)] = module
+            chain.append(inp)
             seen += 1
-        if root is x and self.ran:
-            root = self.ran[0]
+        if len(chain) == 1 and self.ran:
+            chain.extend(reversed(self.ran))
         self.made, self.ran = {}, []
         if self.mode is not None:
-            self.emit(row, root if self.mode == "pre" else x)
+            self.emit(row, chain[-1] if self.mode == "pre" else x)
             return
-        self.held.append((root, x))
+        self.fed_rows = self.fed_rows or len(chain) > 1
+        self.held.append(self._hold(chain))
         self._decide()
+
+    def _root(self, k: int) -> Tensor:
+        """Held row ``k``'s stream in Pre-LN: the end of its chain; for the first row, only as
+        far back as the first later row's chain goes (a norm or dropout before the first
+        pre-norm, ``h = norm_in(x)``, is the encoder's, and layer 0 is what it makes)."""
+        chain = self.held[k].chain
+        if k == 0:
+            later = next((h.chain for h in self.held[1:] if len(h.chain) > 1), None)
+            if later is not None:
+                return chain[min(len(later), len(chain)) - 1]
+        return chain[-1]
+
+    def _changed(self) -> bool:
+        """Whether a held tensor was changed in place since it was held."""
+        return any(h.changed() for h in self.held) or any(
+            o is not None and o.changed() for o in self.outs
+        )
 
     def _readings(self, k: int) -> set[str]:
         """The readings the residual identity shows between held rows ``k - 1`` and ``k``
-        (layer ``k - 1``'s output ``out``, roots ``r``, inputs ``v``; ``f`` any monotone
-        function, :func:`_follows`: the identity, a scale, ``relu``, ``tanh``): ``pre`` (Pre-LN,
-        ``h = h + f(layer(norm(h)))``: ``r_k - r_{k-1} = f(out)``), ``post`` (Post-LN, ``h =
-        norm(h + f(layer(h)))``: ``r_k - v_{k-1} = f(out)``), ``plain`` (no skip: ``r_k =
-        f(out)``).  Pre and post are told apart only where row ``k - 1``'s root is not its
-        input."""
-        (ra, va), (rb, _) = self.held[k - 1], self.held[k]
-        out = self.outs[k - 1]
+        (layer ``k - 1``'s output ``out``, roots ``r`` (:meth:`_root`), inputs ``v``; ``f`` any
+        monotone function, :func:`_follows`: the identity, a scale, ``relu``, ``tanh``, or 0 for
+        a difference exactly 0): ``pre`` (Pre-LN, ``h = h + f(layer(norm(h)))``: ``r_k -
+        r_{k-1} = f(out)``), ``post`` (Post-LN, ``h = norm(h + f(layer(h)))``: ``r_k - v_{k-1}
+        = f(out)``), ``plain`` (no skip: ``r_k = f(out)``).  Pre and post are told apart only
+        where row ``k - 1`` has a chain (its root is not its input)."""
+        held = self.outs[k - 1]
         found: set[str] = set()
-        if out is None:
+        if held is None:
             return found
-        if rb is out or _follows(rb, out):
+        out = held.chain[0]
+        ra, va, rb = self._root(k - 1), self.held[k - 1].chain[0], self._root(k)
+        if _follows(rb, out, rb):
             found.add("plain")
         if ra is not va:
-            if _follows(rb - ra, out):
+            if _follows(rb - ra, out, rb, ra, zero=True):
                 found.add("pre")
-            if _follows(rb - va, out):
+            if _follows(rb - va, out, rb, va, zero=True):
                 found.add("post")
         return found
 
@@ -598,11 +661,15 @@ class _StreamTap:
         k = len(self.held) - 1
         if k < 1 or len(self.outs) < k:
             return
+        if self._changed():
+            self._fallback()
+            return
         found = self._readings(k)
         if len(found) == 1:
             (reading,) = found
-            self._settle("pre" if reading == "pre" else "input", post=reading == "post")
-            if reading == "plain" and any(r is not v for r, v in self.held_at_settle):
+            plain = reading == "plain" and self.fed_rows
+            self._settle("pre" if reading == "pre" else "input", post=reading == "post" or plain)
+            if plain:
                 self.note = (
                     "capture='residual': each layer's input follows from the previous layer's "
                     "output alone, with no skip adding the stream back (the model has no "
@@ -614,29 +681,45 @@ class _StreamTap:
 
     def _fallback(self) -> None:
         """No pair of rows showed one reading exactly (a function of the branch after the
-        layer, ``h + relu(layer(norm(h)))``, hides the identity).  When no layer after the first
-        is fed by a norm or dropout, the inputs (at most an input norm, which layer 0 is read
-        after); else the reading whose difference follows the layer's output most closely
+        layer, ``h + norm2(layer(norm(h)))``, hides the identity).  When no layer after the
+        first is fed by a norm or dropout, the inputs (at most an input norm, which layer 0 is
+        read after); else the reading whose difference follows the layer's output most closely
         (their correlation) on the first pair whose earlier row is fed, with a warning."""
         held = self.held
-        if not any(r is not v for r, v in held[1:]):
+        if self._changed():  # the stream is what was updated in place: a root or an input
+            roots = any(h.changed(last=True) for h in held)
+            self._settle("pre" if roots else "input", checked=False, changed=True)
+            return
+        if not any(len(h.chain) > 1 for h in held[1:]):
             self._settle("input")
             return
-        pairs = [k for k in range(1, len(held)) if held[k - 1][0] is not held[k - 1][1]]
+        pairs = [k for k in range(1, len(held)) if len(held[k - 1].chain) > 1]
         k = pairs[0] if pairs else 1
-        (ra, va), (rb, _) = held[k - 1], held[k]
         out = self.outs[k - 1] if len(self.outs) >= k else None
         if out is None:
             self._settle("input", checked=False)
             return
-        pre, post = _correlation(rb - ra, out), _correlation(rb - va, out)
+        ra, va, rb = self._root(k - 1), held[k - 1].chain[0], self._root(k)
+        pre, post = _correlation(rb - ra, out.chain[0]), _correlation(rb - va, out.chain[0])
         self._settle("pre" if pre >= post else "input", checked=False, post=post > pre)
 
-    def _settle(self, mode: str, checked: bool = True, post: bool = False) -> None:
-        """Emit the held rows by ``mode`` and every later one directly."""
+    def _settle(
+        self, mode: str, checked: bool = True, post: bool = False, changed: bool = False
+    ) -> None:
+        """Emit the held rows by ``mode`` and every later one directly (``changed``: the held
+        rows were updated in place, and none is emitted)."""
         self.mode, self.prenorm, self.post = mode, mode == "pre", post
         fed = [m for m in self.feeders.values() if not isinstance(m, nn.Identity)]
-        if not checked and (fed or any(r is not v for r, v in self.held)):
+        if changed:
+            what = "the norms' inputs" if mode == "pre" else "the layers' inputs"
+            self.note = (
+                f"capture='residual': the stream was updated in place (h += ...) before the "
+                f"probe could tell how to read the layers' inputs, so rows 0-{len(self.held) - 1}"
+                f" are not recorded, and the later rows hold {what}, the tensors updated in "
+                "place, unchecked; write h = h + ..., or pass stream=[...] (the modules whose "
+                "input is the stream before each layer)"
+            )
+        elif not checked and (fed or self.fed_rows):
             names = ", ".join(sorted({type(m).__name__ for m in fed})) or "a norm or dropout"
             reading = (
                 "Pre-LN (h = h + f(layer(norm(h)))): the rows hold the stream before the norm"
@@ -651,10 +734,14 @@ class _StreamTap:
                 f"as {reading}; pass stream=[...] (the modules whose input is the stream before "
                 "each layer) to say which"
             )
-        held, self.held, self.outs = self.held, [], []
-        self.held_at_settle = held
-        for row, (root, x) in enumerate(held):
-            self.emit(row, root if mode == "pre" else x)
+        rows = (
+            []
+            if changed
+            else [self._root(k) if mode == "pre" else h.chain[0] for k, h in enumerate(self.held)]
+        )
+        self.held, self.outs = [], []
+        for row, x in enumerate(rows):
+            self.emit(row, x)
 
     def flush(self) -> None:
         """The forward ended with rows held (the mode not told): :meth:`_fallback`."""
@@ -689,23 +776,27 @@ class _StreamTap:
         if made is None:
             return output, None
         module, inp, _ = made
-        if _is_norm(module):
+        before = None if inp is None else self.after.get(id(inp))
+        if transparent(module):
+            final = any(_is_norm(m) for m in module.modules())
+            if final and before is not None and self._own_norm(before[0]):
+                return inp, None  # the last block's own norm, then a final norm
             return (output if self._own_norm(module) else inp), None
         if next(module.parameters(), None) is None and inp is not None:
             return output, None  # an activation (one tensor in); a readout of a list is not
-        before = None if inp is None else self.after.get(id(inp))
-        if before is not None and _is_norm(before[0]):
+        if before is not None and transparent(before[0]):
             return (inp if self._own_norm(before[0]) else before[1]), None
         return None, module
 
     def _own_norm(self, norm: nn.Module) -> bool:
         """``norm`` is a paired norm that ran after its layer (Post-LN: ``h = norms[k](h +
-        layers[k](h))``), or one seen making the layers' inputs of a Post-LN stack: its output
-        is the stream, the one the layers read.  A final norm, or a Pre-LN stack's, gives its
-        input."""
-        return not self.prenorm and (
-            self.post or any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
-        )
+        layers[k](h))``), one seen making the layers' inputs of a Post-LN stack, or any in a
+        stack read as Post-LN or plain (the last block's norm in a ``ModuleDict``): its output
+        is the stream, the one the layers read.  A final norm after such a norm, or a Pre-LN
+        stack's, gives its input."""
+        if self.prenorm or not transparent(norm):
+            return False
+        return self.post or any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
 
     @property
     def end_row(self) -> int:
