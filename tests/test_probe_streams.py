@@ -392,3 +392,100 @@ def test_an_in_place_stream_too_large_to_copy_is_not_read_changed(monkeypatch):
         want = M.laplacian_energy(kept[k], ei).item()
         assert frame["laplacian_energy"][row] == pytest.approx(want, rel=1e-12), k
     assert len(said) == 1 and "updated in place" in said[0]
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(WIDTH, WIDTH) for _ in range(3))
+
+    def forward(self, x):
+        return torch.softmax(self.q(x) @ self.k(x).T / WIDTH**0.5, -1) @ self.v(x)
+
+
+class GPSLike(Stack):
+    """A local conv and a global attention both read one ``z = norm(h)`` per block (layers:
+    both, in order); ``h = h + conv(z) + attn(z)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(WIDTH)
+        self.attns = nn.ModuleList(Attention() for _ in range(DEPTH))
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = []
+        for conv, attn in zip(self.convs, self.attns, strict=True):
+            self.kept += [h, h]  # the stream entering both layers
+            z = self.norm(h)
+            h = h + conv(z, edge_index) + attn(z)
+        self.kept.append(h)
+        return h
+
+
+def test_two_layers_reading_one_normalised_state_are_both_read_at_the_stream():
+    """Every row before L held norm(h), silently: the second layer's input is the first's, and
+    a zero difference passed for Post-LN.  The pair is now read as one state, and the identity
+    is read against the sum of both layers' outputs."""
+    torch.manual_seed(0)
+    model = GPSLike().double().eval()
+    layers = [m for pair in zip(model.convs, model.attns, strict=True) for m in pair]
+    frame, kept, said, ei = probed(model, capture="residual", layers=layers)
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+class LayerDrop(SharedNorm):
+    """Pre-LN that runs only its first ``self.run`` blocks (a layer drop, an early exit)."""
+
+    def __init__(self) -> None:
+        super().__init__(trained(nn.LayerNorm(WIDTH)))
+        self.run = DEPTH
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k in range(self.run):
+            h = self.step(k, h, edge_index)
+            self.kept.append(h)
+        return h
+
+
+def test_a_forward_with_one_layer_call_keeps_the_reading_an_earlier_one_showed():
+    """One layer call cannot show the identity: its row held norm(h) (35.6 against 0.155),
+    with no word.  The reading of an earlier forward of the same probe is kept; without one, a
+    warning says the row is the layer's input, unread."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = LayerDrop().double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+            model.run = 1
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    one = frame[frame["step"] == 1].reset_index(drop=True)
+    assert_stream(one, model.kept, data.edge_index)
+    assert not any("one layer call" in str(w.message) for w in caught)
+    fresh = LayerDrop().double().eval()
+    fresh.run = 1
+    frame, kept, said, ei = probed(fresh, capture="residual")
+    assert len(said) >= 1 and any("one layer call" in s for s in said)
+
+
+class WithAux(SharedNorm):
+    """Pre-LN returning ``(aux, h)``."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+
+    def end(self, h):
+        return h.sum(), h
+
+
+def test_a_stream_returned_beside_an_auxiliary_value_is_the_last_row():
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(WithAux().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []

@@ -455,6 +455,9 @@ class _StreamTap:
         self.chains = (
             chains and not plan.taps and not plan.norms and any(transparent(m) for m in self.outer)
         )
+        # the reading the identity showed in an earlier forward (mode, post): a forward with
+        # one layer call (a layer drop, an early exit) cannot show it
+        self.known: tuple[str, bool] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -483,11 +486,13 @@ class _StreamTap:
         self.fed_rows = False  # a held row's input was made by (or ran after) such a module
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
+        self.previous_input: Tensor | None = None  # the last layer call's input
+        self.previous_row: Tensor | None = None  # and the state emitted for it
         self.last: Tensor | None = None  # the last state emitted
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
-        self.last = x
+        self.last = self.previous_row = x
         self._emit(k, x)
 
     def attach(self) -> list:
@@ -604,12 +609,17 @@ class _StreamTap:
             seen += 1
         if len(chain) == 1 and self.ran:
             chain.extend(reversed(self.ran))
-        self.made, self.ran = {}, []
+        same = len(chain) == 1 and self.previous_input is x  # two layers read one state
+        self.made, self.ran, self.previous_input = {}, [], x
         if self.mode is not None:
-            self.emit(row, chain[-1] if self.mode == "pre" else x)
+            if same and self.previous_row is not None:
+                self.emit(row, self.previous_row)
+            else:
+                self.emit(row, chain[-1] if self.mode == "pre" else x)
             return
         self.fed_rows = self.fed_rows or len(chain) > 1
-        self.held.append(self._hold(chain))
+        # a GPS block's branches: the previous row again, the same object
+        self.held.append(self.held[-1] if same and self.held else self._hold(chain))
         self._decide()
 
     def _root(self, k: int) -> Tensor:
@@ -637,20 +647,35 @@ class _StreamTap:
         r_{k-1} = f(out)``), ``post`` (Post-LN, ``h = norm(h + f(layer(h)))``: ``r_k - v_{k-1}
         = f(out)``), ``plain`` (no skip: ``r_k = f(out)``).  Pre and post are told apart only
         where row ``k - 1`` has a chain (its root is not its input)."""
-        held = self.outs[k - 1]
         found: set[str] = set()
-        if held is None:
+        out = self._branch(k)
+        if out is None or self.held[k] is self.held[k - 1]:  # two layers read one state
             return found
-        out = held.chain[0]
         ra, va, rb = self._root(k - 1), self.held[k - 1].chain[0], self._root(k)
         if _follows(rb, out, rb):
             found.add("plain")
         if ra is not va:
-            if _follows(rb - ra, out, rb, ra, zero=True):
+            if rb.shape == ra.shape and _follows(rb - ra, out, rb, ra, zero=True):
                 found.add("pre")
-            if _follows(rb - va, out, rb, va, zero=True):
+            if rb.shape == va.shape and _follows(rb - va, out, rb, va, zero=True):
                 found.add("post")
         return found
+
+    def _branch(self, k: int) -> Tensor | None:
+        """What the layers between held rows ``k - 1`` and ``k`` output: the last layer's output,
+        or, where several layers read the state of row ``k - 1`` (a GPS block's local and
+        global layers, ``h = h + conv(z) + attn(z)``), the sum of their outputs; None when one
+        is unknown or the shapes differ."""
+        j = k - 1
+        while j > 0 and self.held[j - 1] is self.held[k - 1]:
+            j -= 1
+        outs = self.outs[j:k]
+        if len(outs) < k - j or any(o is None for o in outs):
+            return None
+        tensors = [o.chain[0] for o in outs if o is not None]
+        if any(t.shape != tensors[0].shape for t in tensors):
+            return None
+        return tensors[0] if len(tensors) == 1 else torch.stack(tensors).sum(dim=0)
 
     def _decide(self) -> None:
         """The mode, once the residual identity shows one reading exactly between two held
@@ -690,27 +715,53 @@ class _StreamTap:
             roots = any(h.changed(last=True) for h in held)
             self._settle("pre" if roots else "input", checked=False, changed=True)
             return
+        if len(held) == 1 and len(held[0].chain) > 1:  # one layer call: nothing to compare
+            if self.known is not None:
+                self._settle(self.known[0], post=self.known[1])
+            else:
+                self._settle("input", checked=False, alone=True)
+            return
         if not any(len(h.chain) > 1 for h in held[1:]):
             self._settle("input")
             return
-        pairs = [k for k in range(1, len(held)) if len(held[k - 1].chain) > 1]
+        pairs = [
+            k
+            for k in range(1, len(held))
+            if len(held[k - 1].chain) > 1 and held[k] is not held[k - 1]
+        ]
         k = pairs[0] if pairs else 1
-        out = self.outs[k - 1] if len(self.outs) >= k else None
+        out = self._branch(k) if k < len(held) else None
         if out is None:
             self._settle("input", checked=False)
             return
         ra, va, rb = self._root(k - 1), held[k - 1].chain[0], self._root(k)
-        pre, post = _correlation(rb - ra, out.chain[0]), _correlation(rb - va, out.chain[0])
+        pre = _correlation(rb - ra, out) if rb.shape == ra.shape else -math.inf
+        post = _correlation(rb - va, out) if rb.shape == va.shape else -math.inf
         self._settle("pre" if pre >= post else "input", checked=False, post=post > pre)
 
     def _settle(
-        self, mode: str, checked: bool = True, post: bool = False, changed: bool = False
+        self,
+        mode: str,
+        checked: bool = True,
+        post: bool = False,
+        changed: bool = False,
+        alone: bool = False,
     ) -> None:
         """Emit the held rows by ``mode`` and every later one directly (``changed``: the held
-        rows were updated in place, and none is emitted)."""
+        rows were updated in place, and none is emitted; ``alone``: one layer call, unread)."""
         self.mode, self.prenorm, self.post = mode, mode == "pre", post
+        if checked and not changed:
+            self.known = (mode, post)
         fed = [m for m in self.feeders.values() if not isinstance(m, nn.Identity)]
-        if changed:
+        if alone:
+            names = ", ".join(sorted({type(m).__name__ for m in fed})) or "a norm or dropout"
+            self.note = (
+                f"capture='residual': the forward made one layer call, whose input {names} "
+                "made, so whether the stream is what goes into it or what comes out cannot be "
+                "told (the residual identity needs two); row 0 holds the layer's input; pass "
+                "stream=[...] (the modules whose input is the stream before each layer) to say"
+            )
+        elif changed:
             what = "the norms' inputs" if mode == "pre" else "the layers' inputs"
             self.note = (
                 f"capture='residual': the stream was updated in place (h += ...) before the "
@@ -770,6 +821,15 @@ class _StreamTap:
         output, as the layers' inputs see the stream, and one given a list (a
         ``JumpingKnowledge`` readout of every layer) gives nothing.  Returns the state (None:
         not seen) and the head that hid it (None unless one did)."""
+        if isinstance(output, (tuple, list)):  # (h, aux): the first of the stream's width
+            output = next(
+                (
+                    t
+                    for t in output
+                    if isinstance(t, Tensor) and t.dim() in (2, 3) and t.shape[-1] == self.width
+                ),
+                None,
+            )
         if not isinstance(output, Tensor):
             return None, None
         made = self.after.get(id(output))
