@@ -794,10 +794,37 @@ class _StreamTap:
         for row, x in enumerate(rows):
             self.emit(row, x)
 
-    def flush(self) -> None:
-        """The forward ended with rows held (the mode not told): :meth:`_fallback`."""
+    def flush(self, output: object = None) -> None:
+        """The forward ended with rows held (the mode not told): with one layer call, the
+        identity read against the stream after it (:meth:`_one_call`), else :meth:`_fallback`."""
         if self.chains and self.mode is None and self.held:
-            self._fallback()
+            reading = self._one_call(output) if len(self.held) == 1 and self.known is None else None
+            if reading is None:
+                self._fallback()
+            else:
+                self._settle("pre" if reading == "pre" else "input", post=reading == "post")
+
+    def _one_call(self, output: object) -> str | None:
+        """One layer call, fed by a norm or dropout: the residual identity between its row and
+        the model's output (Pre-LN: the output, or a final norm's input, minus the root;
+        Post-LN: the input of the norm that made the output minus the layer's input), when it
+        shows exactly one reading."""
+        held, out = self.held[0], self.outs[0] if self.outs else None
+        if len(held.chain) < 2 or out is None or not isinstance(output, Tensor) or self._changed():
+            return None
+        made = self.after.get(id(output))
+        end_pre = output
+        if made is not None and transparent(made[0]) and made[1] is not None:
+            end_pre = made[1]  # a final norm's input
+        norm_input = made[1] if made is not None and transparent(made[0]) else None
+        found = set()
+        root, x, branch = self._root(0), held.chain[0], out.chain[0]
+        if end_pre.shape == root.shape and _follows(end_pre - root, branch, end_pre, root):
+            found.add("pre")
+        if norm_input is not None and norm_input.shape == x.shape:
+            if _follows(norm_input - x, branch, norm_input, x):
+                found.add("post")
+        return found.pop() if len(found) == 1 else None
 
     def _outer_output(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         """A module outside the layers ran after the last layer call: remember what it made of
@@ -845,6 +872,8 @@ class _StreamTap:
         if next(module.parameters(), None) is None and inp is not None:
             return output, None  # an activation (one tensor in); a readout of a list is not
         if before is not None and transparent(before[0]):
+            if not self.prenorm and not any(_is_norm(m) for m in before[0].modules()):
+                return inp, None  # head(dropout(h)) in train mode: h as the layers see it
             return (inp if self._own_norm(before[0]) else before[1]), None
         return None, module
 
@@ -1656,7 +1685,7 @@ class Probe:
 
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
         if self._tap is not None:
-            self._tap.flush()
+            self._tap.flush(output)
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
         notes = self._calls.notes()
