@@ -84,3 +84,21 @@ def test_captions_name_only_what_is_drawn():
     fitted = {"evidence": {"label": "exponential-smoothing", "evidence": late}}
     assert not _fitted(short) and _anchor_words(short) == "at its first layer"
     assert _fitted(fitted) and _anchor_words(fitted) == "at the start of the late window (layer 9)"
+
+
+def test_the_law_tables_change_interval_is_the_verdicts():
+    """The summary table's "decades (fitted change, 99% interval)" cell printed the late
+    slope's interval (the loop reused the name): -12.88 (-0.15 to -0.03) beside a verdict of
+    -12.88 (-16.53 to -9.52).  It is the verdict's change interval, to the printed digits."""
+    from oversmooth.experiments.calibration import synthetic_frame
+    from oversmooth.report.prose import change_interval
+    from oversmooth.report.render import law_table
+    from oversmooth.verdict import verdict
+
+    found = verdict(synthetic_frame("exponential", -0.1, 0.3, seeds=3, depth=64))
+    ev = found.to_dict()["evidence"]
+    lo, hi = change_interval(ev)
+    assert ev.get("late_slope_interval") is not None  # the name the loop also reads
+    table = law_table({"curve": {"evidence": found.to_dict()}})
+    cell = table["decades (fitted change, 99% interval)"][0]
+    assert cell == f"{ev['change_decades']:+.2f} ({lo:+.2f} to {hi:+.2f})"

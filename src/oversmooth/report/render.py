@@ -210,7 +210,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
     for name, record in records.items():
         found = verdict_record(record) or {}
         ev = found.get("evidence") or {}
-        change, span = ev.get("change_decades"), change_interval(ev)
+        change, change_span = ev.get("change_decades"), change_interval(ev)
         slope = ev.get("late_slope")
         late = MISSING
         if isinstance(slope, (int, float)) and slope != 0:
@@ -230,8 +230,8 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
                 "curve": name,
                 "decades (fitted change, 99% interval)": MISSING
                 if change is None
-                else f"{change:+.2f} ({span[0]:+.2f} to {span[1]:+.2f})"
-                if span is not None
+                else f"{change:+.2f} ({change_span[0]:+.2f} to {change_span[1]:+.2f})"
+                if change_span is not None
                 else f"{change:+.2f}",
                 "late rate": late,
                 "late |R|": format_cell(ev.get("curse_r_median")),
