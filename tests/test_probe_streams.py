@@ -528,3 +528,96 @@ def test_a_basic_gnn_in_train_mode_ends_at_its_heads_input():
         hook.remove()
     assert_stream(probe.to_frame(), kept, data.edge_index)
     assert not caught
+
+
+class Chosen(IdentityFirst):
+    """``IdentityFirst`` running only the blocks in ``self.run`` (all by default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run = list(range(DEPTH))
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k in self.run:
+            h = self.step(k, h, edge_index)
+            self.kept.append(h)
+        return h
+
+
+def test_a_forward_without_a_reading_does_not_replace_the_one_shown_before():
+    """A forward whose one call no norm fed (block 0, an identity) was taken as a reading and
+    replaced the Pre-LN one a full forward had shown: a later one-call forward fed by a norm
+    then recorded norm(h), silently."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = Chosen().double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            for run in (list(range(DEPTH)), [0], [3]):
+                model.run = run
+                model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    last = frame[frame["step"] == 2].reset_index(drop=True)
+    assert_stream(last, model.kept, data.edge_index)
+
+
+class BranchDropout(SharedNorm):
+    """``h + drop(conv(relu(norm(h))))`` with one norm and one dropout, in train mode: the
+    dropout's input is the previous branch, not the stream."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+        self.drop = nn.Dropout(0.3)
+
+    def step(self, k, h, edge_index):
+        return h + self.drop(self.convs[k](F.relu(self.norm(h)), edge_index))
+
+
+class InPlaceBranch(SharedNorm):
+    """``h + relu_(conv(norm(h)))``: the layer's output changed in place, not the stream."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.LayerNorm(WIDTH))
+
+    def step(self, k, h, edge_index):
+        return h + self.convs[k](self.norm(h), edge_index).relu_()
+
+
+@pytest.mark.parametrize("limit", [None, 0], ids=["copied", "versions"])
+def test_streams_a_review_found_misread(limit, monkeypatch):
+    """A branch dropout in train mode was taken for the stream's root (rows x0.3-0.7, and a
+    false "no residual stream"); above the copy limit a ReLU applied in place to the layer's
+    output was taken for ``h += ...`` (rows left out, the rest norm(h))."""
+    import oversmooth.probe as probe_module
+
+    if limit is not None:
+        monkeypatch.setattr(probe_module, "HOLD_COPY_BYTES", limit)
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(BranchDropout().double().train(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert not any("no residual stream" in s for s in said)
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(InPlaceBranch().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+def test_a_low_precision_stream_keeps_its_last_row_and_no_state_outlives_the_forward():
+    """In bfloat16 the rounding allowed a row function (4 at width 8) called any non-negative
+    rows probabilities, and the last row of a ReLU stack was dropped; and the tap kept the
+    last states (1 GB each at 10^6 nodes) after the forward."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = PlainNormAfter().to(torch.bfloat16).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(data.x.to(torch.bfloat16), data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == list(range(DEPTH + 1))
+    assert not any("function applied after the last block" in str(w.message) for w in caught)
+    tap = probe._tap
+    assert tap is not None and tap.last is None and tap.previous_input is None and not tap.held

@@ -236,6 +236,12 @@ def transparent(module: nn.Module) -> bool:
     )
 
 
+def _sampled(t: Tensor) -> Tensor:
+    """``t``'s entries, flattened, at most :data:`FOLLOW_ENTRIES` of them (a stride through a
+    larger state; tensors of one shape give the same positions), detached."""
+    return t.detach().reshape(-1)[:: max(1, t.numel() // FOLLOW_ENTRIES)]
+
+
 def _correlation(a: Tensor, b: Tensor) -> float:
     """The correlation of ``a``'s and ``b``'s entries (-inf for other shapes or a constant)."""
     if a.shape != b.shape:
@@ -607,8 +613,10 @@ class _StreamTap:
             self.feeders[id(module)] = module
             chain.append(inp)
             seen += 1
-        if len(chain) == 1 and self.ran:
-            chain.extend(reversed(self.ran))
+        if len(chain) == 1 and self.ran:  # ran before it: the latest, followed back
+            chain.append(self.ran[-1])
+            while id(chain[-1]) in self.made and len(chain) <= len(self.made) + 1:
+                chain.append(self.made[id(chain[-1])][1])
         same = len(chain) == 1 and self.previous_input is x  # two layers read one state
         self.made, self.ran, self.previous_input = {}, [], x
         if self.mode is not None:
@@ -635,9 +643,8 @@ class _StreamTap:
 
     def _changed(self) -> bool:
         """Whether a held tensor was changed in place since it was held."""
-        return any(h.changed() for h in self.held) or any(
-            o is not None and o.changed() for o in self.outs
-        )
+        return any(h.changed() for h in self.held)  # (a layer's output changed in place,
+        # relu_(out), is read as it is: the identity holds through the monotone function)
 
     def _readings(self, k: int) -> set[str]:
         """The readings the residual identity shows between held rows ``k - 1`` and ``k``
@@ -648,20 +655,25 @@ class _StreamTap:
         = f(out)``), ``plain`` (no skip: ``r_k = f(out)``).  Pre and post are told apart only
         where row ``k - 1`` has a chain (its root is not its input)."""
         found: set[str] = set()
-        out = self._branch(k)
-        if out is None or self.held[k] is self.held[k - 1]:  # two layers read one state
+        branch = self._branch(k)
+        if branch is None or self.held[k] is self.held[k - 1]:  # two layers read one state
             return found
+        out, shape = branch
         ra, va, rb = self._root(k - 1), self.held[k - 1].chain[0], self._root(k)
-        if _follows(rb, out, rb):
+        if rb.shape != shape:
+            return found
+        sb = _sampled(rb)
+        if _follows(sb, out, sb):
             found.add("plain")
         if ra is not va:
-            if rb.shape == ra.shape and _follows(rb - ra, out, rb, ra, zero=True):
-                found.add("pre")
-            if rb.shape == va.shape and _follows(rb - va, out, rb, va, zero=True):
-                found.add("post")
+            for name, t in (("pre", ra), ("post", va)):
+                if t.shape == shape:
+                    st = _sampled(t)
+                    if _follows(sb - st, out, sb, st, zero=True):
+                        found.add(name)
         return found
 
-    def _branch(self, k: int) -> Tensor | None:
+    def _branch(self, k: int) -> tuple[Tensor, torch.Size] | None:
         """What the layers between held rows ``k - 1`` and ``k`` output: the last layer's output,
         or, where several layers read the state of row ``k - 1`` (a GPS block's local and
         global layers, ``h = h + conv(z) + attn(z)``), the sum of their outputs; None when one
@@ -675,7 +687,9 @@ class _StreamTap:
         tensors = [o.chain[0] for o in outs if o is not None]
         if any(t.shape != tensors[0].shape for t in tensors):
             return None
-        return tensors[0] if len(tensors) == 1 else torch.stack(tensors).sum(dim=0)
+        samples = [_sampled(t) for t in tensors]
+        total = samples[0] if len(samples) == 1 else torch.stack(samples).sum(dim=0)
+        return total, tensors[0].shape
 
     def _decide(self) -> None:
         """The mode, once the residual identity shows one reading exactly between two held
@@ -722,7 +736,7 @@ class _StreamTap:
                 self._settle("input", checked=False, alone=True)
             return
         if not any(len(h.chain) > 1 for h in held[1:]):
-            self._settle("input")
+            self._settle("input", remember=False)  # this forward's structure, not a reading
             return
         pairs = [
             k
@@ -730,13 +744,14 @@ class _StreamTap:
             if len(held[k - 1].chain) > 1 and held[k] is not held[k - 1]
         ]
         k = pairs[0] if pairs else 1
-        out = self._branch(k) if k < len(held) else None
-        if out is None:
+        branch = self._branch(k) if k < len(held) else None
+        if branch is None or self._root(k).shape != branch[1]:
             self._settle("input", checked=False)
             return
-        ra, va, rb = self._root(k - 1), held[k - 1].chain[0], self._root(k)
-        pre = _correlation(rb - ra, out) if rb.shape == ra.shape else -math.inf
-        post = _correlation(rb - va, out) if rb.shape == va.shape else -math.inf
+        out, shape = branch
+        ra, va, sb = self._root(k - 1), held[k - 1].chain[0], _sampled(self._root(k))
+        pre = _correlation(sb - _sampled(ra), out) if ra.shape == shape else -math.inf
+        post = _correlation(sb - _sampled(va), out) if va.shape == shape else -math.inf
         self._settle("pre" if pre >= post else "input", checked=False, post=post > pre)
 
     def _settle(
@@ -746,11 +761,12 @@ class _StreamTap:
         post: bool = False,
         changed: bool = False,
         alone: bool = False,
+        remember: bool = True,
     ) -> None:
         """Emit the held rows by ``mode`` and every later one directly (``changed``: the held
         rows were updated in place, and none is emitted; ``alone``: one layer call, unread)."""
         self.mode, self.prenorm, self.post = mode, mode == "pre", post
-        if checked and not changed:
+        if checked and not changed and remember:
             self.known = (mode, post)
         fed = [m for m in self.feeders.values() if not isinstance(m, nn.Identity)]
         if alone:
@@ -794,6 +810,13 @@ class _StreamTap:
         for row, x in enumerate(rows):
             self.emit(row, x)
 
+    def release(self) -> None:
+        """The forward ended: no state of size n x d is kept until the next (the reading the
+        identity showed is)."""
+        self.held, self.outs, self.made, self.ran, self.after = [], [], {}, [], {}
+        self.last = self.previous_row = self.previous_input = None
+        self.pending = {}
+
     def flush(self, output: object = None) -> None:
         """The forward ended with rows held (the mode not told): with one layer call, the
         identity read against the stream after it (:meth:`_one_call`), else :meth:`_fallback`."""
@@ -819,10 +842,13 @@ class _StreamTap:
         norm_input = made[1] if made is not None and transparent(made[0]) else None
         found = set()
         root, x, branch = self._root(0), held.chain[0], out.chain[0]
-        if end_pre.shape == root.shape and _follows(end_pre - root, branch, end_pre, root):
-            found.add("pre")
-        if norm_input is not None and norm_input.shape == x.shape:
-            if _follows(norm_input - x, branch, norm_input, x):
+        if end_pre.shape == root.shape == branch.shape:
+            se, sr = _sampled(end_pre), _sampled(root)
+            if _follows(se - sr, _sampled(branch), se, sr):
+                found.add("pre")
+        if norm_input is not None and norm_input.shape == x.shape == branch.shape:
+            sn, sx = _sampled(norm_input), _sampled(x)
+            if _follows(sn - sx, _sampled(branch), sn, sx):
                 found.add("post")
         return found.pop() if len(found) == 1 else None
 
@@ -1222,7 +1248,7 @@ def _row_deviations(x: Tensor | None) -> dict[str, Tensor]:
     mean 0, variance 1 but for its epsilon).  Empty for anything else."""
     if x is None or x.dim() != 2 or x.size(0) == 0 or x.size(1) < 2 or not x.is_floating_point():
         return {}
-    z = x.detach().to(torch.float64)
+    z = x.detach()[:: max(1, x.size(0) // KIND_ROWS)].to(torch.float64)  # rows at a stride
     inf = torch.tensor(math.inf, dtype=torch.float64, device=z.device)
     out = {
         "log-probability": torch.where((z <= 0).all(dim=1), torch.logsumexp(z, dim=1).abs(), inf),
@@ -1244,7 +1270,8 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
     row was left out where a tolerance of 1e-4 was crossed between the last two layers."""
     if x is None:
         return None
-    rounding = ROW_ROUNDING * x.size(-1) * torch.finfo(x.dtype).eps if x.is_floating_point() else 0
+    eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
+    rounding = min(ROW_ROUNDING * x.size(-1) * eps, 1e-3)  # bfloat16 would allow 4 at width 8
     earlier = _row_deviations(before)
     for kind, dev in _row_deviations(x).items():
         tol = 1e-3 if kind == "normalised" else rounding
@@ -1256,8 +1283,10 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
 
 
 #: units in the last place per column that a row function's output is held to (its sum, its
-#: log-sum-exp)
+#: log-sum-exp), at most 1e-3
 ROW_ROUNDING = 64
+#: rows :func:`_row_deviations` reads (a stride through larger states)
+KIND_ROWS = 4096
 
 
 PRENORM_NOTE = (
@@ -1722,6 +1751,8 @@ class Probe:
             )
         # nothing of size n x d outlives the pass: only the 0-d rows stay
         self._prev = self._block_out = None
+        if self._tap is not None:
+            self._tap.release()
         self._attention.clear()
         self._workspace = Workspace()
         # layer calls after the forward are none of its rows: torch.utils.checkpoint runs the
