@@ -458,9 +458,9 @@ class _StreamTap:
         self.outer = [] if model is None else outer_modules(model, self.layers)
         # nothing says where the stream is (no taps, no paired norms): a layer fed by a norm or
         # dropout outside the layers is read by the residual identity (see _decide)
-        self.chains = (
-            chains and not plan.taps and not plan.norms and any(transparent(m) for m in self.outer)
-        )
+        # the norms and dropouts outside the layers (ids), whose outputs _outer_output follows
+        self.transparent = {id(m) for m in self.outer if transparent(m)}
+        self.chains = chains and not plan.taps and not plan.norms and bool(self.transparent)
         # the reading the identity showed in an earlier forward (mode, post): a forward with
         # one layer call (a layer drop, an early exit) cannot show it
         self.known: tuple[str, bool] | None = None
@@ -489,16 +489,14 @@ class _StreamTap:
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
         self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
-        self.fed_rows = False  # a held row's input was made by (or ran after) such a module
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
         self.previous_input: Tensor | None = None  # the last layer call's input
-        self.previous_row: Tensor | None = None  # and the state emitted for it
         self.last: Tensor | None = None  # the last state emitted
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
-        self.last = self.previous_row = x
+        self.last = x
         self._emit(k, x)
 
     def attach(self) -> list:
@@ -523,16 +521,11 @@ class _StreamTap:
             handles.append(
                 norm.register_forward_pre_hook(input_hook(self._final_input), with_kwargs=True)
             )
-        if len(plan.taps) != last + 1:
+        if len(plan.taps) != last + 1:  # always so where self.chains (no taps)
             for layer in self.layers:  # the stream after the last call, whichever layer it was
                 handles.append(layer.register_forward_hook(self._after_layer))
             for module in self.outer:
                 handles.append(module.register_forward_hook(self._outer_output, with_kwargs=True))
-        if self.chains:
-            for module in self.outer:
-                if transparent(module):
-                    hook = self._transparent_output
-                    handles.append(module.register_forward_hook(hook, with_kwargs=True))
         return handles
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
@@ -579,17 +572,6 @@ class _StreamTap:
             else:
                 self.outs.append(self._hold([out]))
 
-    def _transparent_output(
-        self, module: nn.Module, args: tuple, kwargs: dict, output: object
-    ) -> None:
-        """A norm or dropout outside the layers ran: what it made of what (a module handing its
-        input on, dropout in eval mode, adds nothing)."""
-        inputs = inputs_of(args, kwargs)
-        if isinstance(output, Tensor) and inputs and isinstance(inputs[0], Tensor):
-            if inputs[0] is not output:
-                self.made[id(output)] = (module, inputs[0])
-                self.ran.append(inputs[0])
-
     def _hold(self, chain: list[Tensor]) -> _Held:
         """``chain`` kept until the mode is known: copies while a state is small
         (:data:`HOLD_COPY_BYTES`), else the tensors with their version counters, so that a
@@ -620,12 +602,11 @@ class _StreamTap:
         same = len(chain) == 1 and self.previous_input is x  # two layers read one state
         self.made, self.ran, self.previous_input = {}, [], x
         if self.mode is not None:
-            if same and self.previous_row is not None:
-                self.emit(row, self.previous_row)
+            if same and self.last is not None:
+                self.emit(row, self.last)
             else:
                 self.emit(row, chain[-1] if self.mode == "pre" else x)
             return
-        self.fed_rows = self.fed_rows or len(chain) > 1
         # a GPS block's branches: the previous row again, the same object
         self.held.append(self.held[-1] if same and self.held else self._hold(chain))
         self._decide()
@@ -640,6 +621,10 @@ class _StreamTap:
             if later is not None:
                 return chain[min(len(later), len(chain)) - 1]
         return chain[-1]
+
+    def _fed(self) -> bool:
+        """Whether a held row's input was made by (or ran after) a norm or dropout."""
+        return any(len(h.chain) > 1 for h in self.held)
 
     def _changed(self) -> bool:
         """Whether a held tensor was changed in place since it was held."""
@@ -706,7 +691,7 @@ class _StreamTap:
         found = self._readings(k)
         if len(found) == 1:
             (reading,) = found
-            plain = reading == "plain" and self.fed_rows
+            plain = reading == "plain" and self._fed()
             self._settle("pre" if reading == "pre" else "input", post=reading == "post" or plain)
             if plain:
                 self.note = (
@@ -786,7 +771,7 @@ class _StreamTap:
                 "place, unchecked; write h = h + ..., or pass stream=[...] (the modules whose "
                 "input is the stream before each layer)"
             )
-        elif not checked and (fed or self.fed_rows):
+        elif not checked and (fed or self._fed()):
             names = ", ".join(sorted({type(m).__name__ for m in fed})) or "a norm or dropout"
             reading = (
                 "Pre-LN (h = h + f(layer(norm(h)))): the rows hold the stream before the norm"
@@ -814,7 +799,7 @@ class _StreamTap:
         """The forward ended: no state of size n x d is kept until the next (the reading the
         identity showed is)."""
         self.held, self.outs, self.made, self.ran, self.after = [], [], {}, [], {}
-        self.last = self.previous_row = self.previous_input = None
+        self.last = self.previous_input = None
         self.pending = {}
 
     def flush(self, output: object = None) -> None:
@@ -853,14 +838,20 @@ class _StreamTap:
         return found.pop() if len(found) == 1 else None
 
     def _outer_output(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
-        """A module outside the layers ran after the last layer call: remember what it made of
-        what (:meth:`end_state` reads it).  A module handing its input on (dropout in eval
-        mode, an identity) adds nothing."""
-        if not self.awaiting or not isinstance(output, Tensor):
+        """A module outside the layers ran: after the last layer call, remember what it made of
+        what (:meth:`end_state` reads it); with ``chains``, a norm or dropout's output and
+        input since the last layer call (:meth:`_chain_row` reads them).  A module handing
+        its input on (dropout in eval mode, an identity) adds nothing."""
+        if not isinstance(output, Tensor) or not (self.awaiting or self.chains):
             return
         inputs = inputs_of(args, kwargs)
         inp = inputs[0] if inputs and isinstance(inputs[0], Tensor) else None
-        if inp is not output:
+        if inp is output:
+            return
+        if self.chains and inp is not None and id(module) in self.transparent:
+            self.made[id(output)] = (module, inp)
+            self.ran.append(inp)
+        if self.awaiting:
             self.after[id(output)] = (module, inp, output)
 
     def end_state(self, output: object) -> tuple[Tensor | None, nn.Module | None]:
@@ -1775,9 +1766,9 @@ class Probe:
         )
         # a function applied after the last block (log_softmax): rows that the stream entering
         # the last layer does not have (a Post-LN stream's rows are normalised throughout)
-        kind = _row_kind(x, self._tap.last) if stream else None
         if last > cast(int, self.num_layers):  # the stack ran again: rows beyond L (a note)
             return
+        kind = _row_kind(x, self._tap.last) if stream else None
         if stream and kind is None:
             assert x is not None
             self._stream_end_state(last, x)
