@@ -1224,22 +1224,27 @@ def normalised_rows(x: Tensor) -> bool:
     """Whether ``x`` ``[n, d]`` looks like the output of a LayerNorm with its initial affine
     (most rows of mean 0 and variance just under 1): how :class:`Probe` tells, at run time,
     that what it reads as the stream at a layer's input is ``norm(h)``."""
-    if x.dim() != 2 or x.size(0) == 0 or x.size(1) < 4 or not x.is_floating_point():
-        return False
-    z = x.detach().to(torch.float64)
-    var, mean = torch.var_mean(z, dim=1, correction=0)
-    rows = (mean.abs() <= 1e-3) & (var >= 0.5) & (var <= 1.0 + 1e-3)
-    return bool(rows.to(torch.float64).mean() >= 0.9)
+    dev = _row_deviations(x, rows=None).get("normalised")
+    return dev is not None and bool((dev <= 1e-3).to(torch.float64).mean() >= 0.9)
 
 
-def _row_deviations(x: Tensor | None) -> dict[str, Tensor]:
-    """How far each row of ``x`` (``[n, d]``) is from what a function applied row by row
-    makes: ``log-probability`` (``log_softmax``: 0 at most, log-sum-exp 0), ``probability``
-    (``softmax``: 0 at least, sum 1), ``normalised`` (a layer norm with its initial affine:
-    mean 0, variance 1 but for its epsilon).  Empty for anything else."""
+#: units in the last place per column that a row function's output is held to (its sum, its
+#: log-sum-exp), at most 1e-3
+ROW_ROUNDING = 64
+#: rows :func:`_row_deviations` reads (a stride through larger states)
+KIND_ROWS = 4096
+
+
+def _row_deviations(x: Tensor | None, rows: int | None = KIND_ROWS) -> dict[str, Tensor]:
+    """How far each row of ``x`` (``[n, d]``; at most ``rows`` of them, at a stride; None: all)
+    is from what a function applied row by row makes: ``log-probability`` (``log_softmax``: 0
+    at most, log-sum-exp 0), ``probability`` (``softmax``: 0 at least, sum 1), ``normalised``
+    (a layer norm with its initial affine: mean 0, variance in [0.5, 1], inf below 0.5; from
+    4 columns).  Empty for anything else."""
     if x is None or x.dim() != 2 or x.size(0) == 0 or x.size(1) < 2 or not x.is_floating_point():
         return {}
-    z = x.detach()[:: max(1, x.size(0) // KIND_ROWS)].to(torch.float64)  # rows at a stride
+    step = 1 if rows is None else max(1, x.size(0) // rows)
+    z = x.detach()[::step].to(torch.float64)
     inf = torch.tensor(math.inf, dtype=torch.float64, device=z.device)
     out = {
         "log-probability": torch.where((z <= 0).all(dim=1), torch.logsumexp(z, dim=1).abs(), inf),
@@ -1247,7 +1252,7 @@ def _row_deviations(x: Tensor | None) -> dict[str, Tensor]:
     }
     if z.size(1) >= 4:
         var, mean = torch.var_mean(z, dim=1, correction=0)
-        spread = torch.maximum((0.5 - var).clamp(min=0), (var - 1).clamp(min=0))
+        spread = torch.where(var >= 0.5, (var - 1).clamp(min=0), inf)
         out["normalised"] = torch.maximum(mean.abs(), spread)
     return out
 
@@ -1271,13 +1276,6 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
         if share >= 0.9 and far:
             return kind
     return None
-
-
-#: units in the last place per column that a row function's output is held to (its sum, its
-#: log-sum-exp), at most 1e-3
-ROW_ROUNDING = 64
-#: rows :func:`_row_deviations` reads (a stride through larger states)
-KIND_ROWS = 4096
 
 
 PRENORM_NOTE = (
