@@ -212,7 +212,6 @@ def test_a_probed_analysis_on_the_large_graph_paths_measures_the_same(monkeypatc
         (S, "ROW_BLOCK", 50),
         (B, "FFN_BLOCK_VALUES", 64 * 40),
         (B, "NORM_BLOCK_ROWS", 45),
-        (K, "ROW_DOT_VALUES", 32 * 30),
         (P, "UNIT_BLOCK_VALUES", 32 * 25),
         (MS, "KEEP_VALUES", 0),
         (K, "PAIRS_VALUES", 0),
