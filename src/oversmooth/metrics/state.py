@@ -139,7 +139,9 @@ class LayerState:
         if self._fast is None:
             self._fast = False
             if not self.batched and self.x.numel() and (self.narrow or K.host_reads_free(self.x)):
-                self._total = self.squares.sum()
+                # K.rms_norm's sum (not the rows' sums of squares, which the cosine may have
+                # formed already): a column's numbers do not depend on the others asked for
+                self._total = K.squared_total(self.x)
                 self._fast = self.narrow or K.within(self._total, K.SQUARES_SAFE)
         return self._fast
 
