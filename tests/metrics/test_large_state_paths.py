@@ -82,3 +82,22 @@ def test_streamed_laplacian_energy_equals_the_whole_laplacian(monkeypatch, weigh
     assert torch.equal(state.edge_sum, total)
     assert state._lap is None  # Delta x was never formed
     torch.testing.assert_close(state.laplacian, lap, rtol=0, atol=0)  # asked for: formed
+
+
+@pytest.mark.parametrize("shape", [(2708, 32), (50, 7), (1, 1), (0, 4)])
+def test_squared_total_is_the_exact_sum_and_commutes_with_powers_of_two(monkeypatch, shape):
+    """One dot product below K.DOT_VALUES, the rows' sums above it (and for strided states):
+    each within (n - 1) units in the last place of math.fsum of the exact squares, and scaling
+    the state by 2^k scales the total by exactly 4^k (the scaled path of feature_norm gives
+    the fast path's numbers)."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    exact = math.fsum(v * v for v in x.reshape(-1).tolist())
+    bound = max(x.numel(), 1) * 2**-53 * exact
+    dot = K.squared_total(x)
+    assert abs(float(dot) - exact) <= bound
+    assert torch.equal(K.squared_total(x * 2.0**-300), dot * 2.0**-600)
+    strided = x.t().contiguous().t()
+    assert abs(float(K.squared_total(strided)) - exact) <= bound
+    monkeypatch.setattr(K, "DOT_VALUES", 0)  # the rows' sums
+    assert abs(float(K.squared_total(x)) - exact) <= bound
