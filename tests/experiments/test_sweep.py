@@ -573,3 +573,42 @@ def test_a_sweep_refuses_one_dataset_in_two_spellings():
     spec = SweepSpec(models=("preln",), depths=(2,), seeds=(0,), datasets=("karate", "KARATE"))
     with pytest.raises(ValueError, match="'karate' and 'KARATE' are the same dataset"):
         _check_datasets(spec)
+
+
+def test_the_merge_takes_the_diffusion_reference_the_cells_recorded(tmp_path, monkeypatch):
+    """The merge's comparison report has each dataset's linear-diffusion reference from the
+    cells' records (the dataset is not loaded again, nor its eigenproblem solved); records
+    without one (an older release's) make the merge compute it, with the same numbers."""
+    from oversmooth import data as D
+    from oversmooth.analysis import diffusion_reference
+
+    out = tmp_path / "ref"
+    spec = SweepSpec(**TINY)
+    run_sweep(spec, out)
+    cell = json.loads(next((out / "cells").glob("*.json")).read_text())
+    expected = diffusion_reference(D.load("karate"))
+    for key in ("seconds",):  # how long it took: the cell's, or the merge's own
+        expected.pop(key), cell["diffusion"].pop(key)
+    assert cell["diffusion"] == expected and expected["computed"]
+
+    def merged() -> dict:
+        fits = json.loads((out / "report-san-init" / "fits.json").read_text())
+        found = dict(fits["karate/preln"]["reference"]["diffusion"])
+        found.pop("measured"), found.pop("seconds")
+        return found
+
+    assert merged() == expected
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the merge loaded a dataset")
+
+    monkeypatch.setattr(D, "load", refused)
+    merge(out, spec)
+    assert merged() == expected
+    monkeypatch.undo()
+    for path in (out / "cells").glob("*.json"):  # as an older release wrote them
+        record = json.loads(path.read_text())
+        record.pop("diffusion")
+        path.write_text(json.dumps(record))
+    merge(out, spec)
+    assert merged() == expected

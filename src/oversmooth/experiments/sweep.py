@@ -439,12 +439,16 @@ def _finished_fields(analysis: AnalysisResult) -> dict[str, Any]:
     from oversmooth.report.prose import analysis_title, verdict_text
 
     frame = analysis.metrics.drop(columns=["seed"])
+    reference = analysis.fits["mean_over_seeds"].get("reference", {}).get("diffusion", {})
     return {
         "status": "ok",
         "final_energy": float(frame["laplacian_energy"].iloc[-1]),
         "classification": analysis.label,
         "verdict": verdict_text(analysis.verdict, analysis_title(analysis.config)),
         "metrics": {c: frame[c].tolist() for c in frame.columns},
+        # the graph's linear-diffusion reference, so that the merge need not load the dataset
+        # and solve its eigenproblem again
+        "diffusion": {k: v for k, v in reference.items() if k != "measured"},
     }
 
 
@@ -1194,7 +1198,8 @@ def merge(
         wanted = {cell_key(c, options) for c in spec.cells()}
         records = [r for r in records if r.get("key") in wanted]
     failed = [r for r in records if r.get("status") != "ok"]
-    metrics, summary = _merged_tables([r for r in records if r.get("status") == "ok"])
+    ok = [r for r in records if r.get("status") == "ok"]
+    metrics, summary = _merged_tables(ok)
     write_table(metrics, out / "metrics.csv", table_formats, float_format="%.10g")
     write_table(summary, out / "summary.csv", table_formats, float_format="%.10g")
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
@@ -1205,7 +1210,7 @@ def merge(
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
             write_comparison(
-                _group_comparison(spec, mode, conv, part, layer_rows),
+                _group_comparison(spec, mode, conv, part, layer_rows, _references(ok)),
                 out / f"report-{conv}-{mode}",
                 overwrite=True,
                 figure_formats=figure_formats,
@@ -1214,18 +1219,35 @@ def merge(
     return metrics, summary
 
 
+def _references(records: list[dict]) -> dict[str, dict]:
+    """Each dataset's linear-diffusion reference as a finished cell recorded it (the first
+    such cell's; cells written by a version that did not record it give none)."""
+    out: dict[str, dict] = {}
+    for r in records:
+        reference = r.get("diffusion")
+        if isinstance(reference, dict) and reference:
+            out.setdefault(str(r["cell"].get("dataset")), reference)
+    return out
+
+
 def _group_comparison(
-    spec: SweepSpec, mode: str, conv: str, part: pd.DataFrame, layer_rows: pd.DataFrame
+    spec: SweepSpec,
+    mode: str,
+    conv: str,
+    part: pd.DataFrame,
+    layer_rows: pd.DataFrame,
+    references: Mapping[str, dict] | None = None,
 ) -> ComparisonResult:
     """The cells of one (``mode``, ``conv``) group as the result of ``oversmooth compare``:
-    ``part`` their summary rows, ``layer_rows`` their per-layer rows."""
+    ``part`` their summary rows, ``layer_rows`` their per-layer rows; ``references``: the
+    datasets' diffusion references the cells recorded (:func:`_references`)."""
     from oversmooth.analysis import ComparisonResult
     from oversmooth.runtime import environment, resolve_device
 
     models = [m for m in spec.models if m in set(part["model"])]
     datasets = [d for d in spec.datasets if d in set(part["dataset"])]
     depths = sorted(set(part["depth"]))
-    fits, verdicts = _deepest_fits(spec, layer_rows, models, datasets, depths[-1])
+    fits, verdicts = _deepest_fits(spec, layer_rows, models, datasets, depths[-1], references or {})
     seeds = tuple(spec.seeds)  # as asked: a seed whose cell failed is missing from part
     config = ComparisonConfig(
         models=tuple(models),
@@ -1247,11 +1269,18 @@ def _group_comparison(
 
 
 def _deepest_fits(
-    spec: SweepSpec, layer_rows: pd.DataFrame, models: list[str], datasets: list[str], depth: int
+    spec: SweepSpec,
+    layer_rows: pd.DataFrame,
+    models: list[str],
+    datasets: list[str],
+    depth: int,
+    references: Mapping[str, dict],
 ) -> tuple[dict, list]:
     """The fitted laws (by ``dataset/model``) and verdicts at ``depth``, the deepest of the
     group, each pooling every seed of that dataset and model, with the theory beside them
-    (the graph's linear-diffusion rate, the nonlocal law), as ``oversmooth compare`` gives."""
+    (the graph's linear-diffusion rate, the nonlocal law), as ``oversmooth compare`` gives.
+    A dataset's diffusion reference is the one its cells recorded (``references``), else
+    computed here from the loaded dataset."""
     from oversmooth.analysis import (
         describe_frame,
         diffusion_reference,
@@ -1262,7 +1291,9 @@ def _deepest_fits(
 
     fits, verdicts = {}, []
     for dataset in datasets:
-        diffusion = diffusion_reference(load(dataset, data_root=spec.data_root))
+        diffusion = references.get(dataset) or diffusion_reference(
+            load(dataset, data_root=spec.data_root)
+        )
         for model in models:
             rows = layer_rows[
                 (layer_rows["dataset"] == dataset)
