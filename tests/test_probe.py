@@ -634,23 +634,65 @@ class ReversedPreLN(PreLNTransformer):
         return h
 
 
-def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
-    """Norms paired with the layers by list place but run for other layers: the rows held
-    norm(h) for some layers and stale streams of earlier blocks for others, without a word."""
+class ReversedPreLNWithFFN(ReversedPreLN):
+    """ReversedPreLN with a residual FFN after each layer (``h = h + ffn(h)``): the stream
+    changes by more than the layer's output, so the residual identity shows no reading."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__(5, depth=depth)
+        self.ffns = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(depth))
+
+    def forward(self, x, edge_index):
+        h = self.lin_in(x)
+        for conv, norm, ffn in zip(reversed(self.convs), self.norms, self.ffns, strict=True):
+            h = h + conv(norm(h), edge_index)
+            h = h + torch.tanh(ffn(h))
+        return h
+
+
+def test_paired_norms_run_for_other_layers_are_read_by_the_residual_identity():
+    """Norms paired with the layers by list place but run for other layers (the layers in
+    reverse): the rows held norm(h) for every layer but one, under a warning.  The residual
+    identity reads each layer's stream whatever the pairing: every row is h, no warning."""
     data = small_graph()
-    model = ReversedPreLN(5).double().eval()
-    with pytest.warns(UserWarning, match=r"norms\.0 ran before convs\.2, not before its own"):
+    model = ReversedPreLN(5, depth=5).double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         with Probe(model, data, capture="residual") as probe, torch.no_grad():
             model(data.x, data.edge_index)
     frame = probe.to_frame()
-    assert "stream=[...]" in frame.attrs["gaps"][0]
-    with torch.no_grad():  # no stale stream: h where the norm is the layer's own, else norm(h)
+    assert not frame.attrs.get("gaps")
+    with torch.no_grad():
         h = model.lin_in(data.x)
-        inputs = []
-        for j, (conv, norm) in enumerate(zip(reversed(model.convs), model.norms, strict=True)):
-            inputs.append(h if j == 1 else norm(h))  # norms[1] runs before convs[1]
+        states = [h]
+        for conv, norm in zip(reversed(model.convs), model.norms, strict=True):
             h = h + conv(norm(h), data.edge_index)
-    for k, state in enumerate(inputs):
+            states.append(h)
+    for k, state in enumerate(states):
+        assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
+
+
+def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
+    """Where the identity shows no reading (an FFN after each layer), the reading is the
+    pairing's (a layer's own norm ran before it: Pre-LN), each row followed back through the
+    norm that made the layer's input, and the norms run for other layers are named in a
+    warning (the rows once held norm(h) for some layers, stale streams for others)."""
+    data = small_graph()
+    model = ReversedPreLNWithFFN(depth=5).double().eval()
+    with pytest.warns(UserWarning, match=r"norms\.0 ran before convs\.4, not before its own"):
+        with Probe(model, data, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    (note,) = frame.attrs["gaps"]
+    assert "stream=[...]" in note and "the stream before the norms (Pre-LN)" in note
+    with torch.no_grad():  # read as Pre-LN: each layer's stream h, followed back through the
+        h = model.lin_in(data.x)  # norm that made its input, whichever that was
+        states = [h]
+        for conv, norm, ffn in zip(reversed(model.convs), model.norms, model.ffns, strict=True):
+            h = h + conv(norm(h), data.edge_index)
+            h = h + torch.tanh(ffn(h))
+            states.append(h)
+    for k, state in enumerate(states):
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 

@@ -621,3 +621,50 @@ def test_a_low_precision_stream_keeps_its_last_row_and_no_state_outlives_the_for
     assert not any("function applied after the last block" in str(w.message) for w in caught)
     tap = probe._tap
     assert tap is not None and tap.last is None and tap.previous_input is None and not tap.held
+
+
+class ShiftedNorms(Stack):
+    """Pre-LN whose norms list runs each norm at the end of its block for the next one
+    (``h = h + conv(z); z = norms[k](h)``), after an input norm or none."""
+
+    def __init__(self, input_norm: bool) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(trained(nn.LayerNorm(WIDTH)) for _ in range(DEPTH))
+        self.norm_in = trained(nn.LayerNorm(WIDTH)) if input_norm else None
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        z = h if self.norm_in is None else self.norm_in(h)
+        self.kept = [h]
+        for k in range(DEPTH):
+            h = h + self.convs[k](z, edge_index)
+            z = self.norms[k](h)
+            self.kept.append(h)
+        return h
+
+
+class PairedPostLN(Stack):
+    """Post-LN over paired lists, ``h = norms[k](h + relu(conv(h)))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(trained(nn.LayerNorm(WIDTH)) for _ in range(DEPTH))
+
+    def step(self, k, h, edge_index):
+        return self.norms[k](h + F.relu(self.convs[k](h, edge_index)))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [lambda: ShiftedNorms(True), lambda: ShiftedNorms(False), PairedPostLN],
+    ids=["shifted-after-input-norm", "shifted", "paired-post-ln"],
+)
+def test_paired_norms_are_read_by_the_residual_identity(model):
+    """A norms list paired with the layers says where each norm runs, not what it reads: a
+    norm run after its layer for the next block (``z = norms[k](h)``) was read as Post-LN,
+    every row norm(h) (energies 0.4-3 times the stream's, falling where the stream's grew),
+    with no word.  The identity tells it from Post-LN, which is read as before."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(model().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []

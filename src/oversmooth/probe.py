@@ -332,11 +332,12 @@ class StreamPlan:
 
     ``taps`` (given as ``stream=``): the input of ``taps[k]`` is layer ``k``; a tap ``L`` reads
     the stream after the last block.  ``norms``: norms paired one to one with the layers; at run
-    time, a layer whose paired norm ran in its block before it (Pre-LN,
-    ``h = h + layer(norm(h))``) has the norm's *input* as its stream, any other layer its own
-    input.  ``finals``: the other norms outside the layers; after a Pre-LN last block, the input
-    of the first of them to run is layer ``L``.  Nothing given: each layer's input is the
-    stream."""
+    time the residual identity tells whether a layer's stream is the input of the norm that made
+    its input (Pre-LN, ``h = h + layer(norm(h))``, or ``z = norms[k](h)`` run at the end of a
+    block for the next) or its own input (Post-LN); where it shows neither, a layer whose paired
+    norm ran in its block before it has the norm's input, any other layer its own.
+    ``finals``: the other norms outside the layers; after a Pre-LN last block, the input of the
+    first of them to run is layer ``L``.  Nothing given: each layer's input is the stream."""
 
     taps: tuple[nn.Module, ...] = ()
     norms: tuple[nn.Module, ...] = ()
@@ -350,9 +351,9 @@ class StreamPlan:
             return f"input of stream=[{span(self.taps)}] (layer k = input of stream[k])"
         if self.norms:
             return (
-                f"input of the paired norms [{span(self.norms)}] where a norm runs before its "
-                "layer (Pre-LN), else the layer's input; after the last block the input of a "
-                "final norm, else the model's output"
+                f"input of the paired norms [{span(self.norms)}] where the residual identity "
+                "shows Pre-LN (else where a norm runs before its layer), else the layer's input; "
+                "after the last block the input of a final norm, else the model's output"
             )
         return "input of the next layer; after the last layer the model's output"
 
@@ -456,11 +457,14 @@ class _StreamTap:
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.outer = [] if model is None else outer_modules(model, self.layers)
-        # nothing says where the stream is (no taps, no paired norms): a layer fed by a norm or
-        # dropout outside the layers is read by the residual identity (see _decide)
+        # no taps: a layer fed by a norm or dropout outside the layers is read by the residual
+        # identity (see _decide); with paired norms too, which tell only where each norm runs
+        # (a norm run after its layer is Post-LN's, or a Pre-LN norm run at the end of a block
+        # for the next, z = norms[k](h), whose rows were norm(h)), and give the reading where
+        # the identity shows none (_fallback)
         # the norms and dropouts outside the layers (ids), whose outputs _outer_output follows
         self.transparent = {id(m) for m in self.outer if transparent(m)}
-        self.chains = chains and not plan.taps and not plan.norms and bool(self.transparent)
+        self.chains = chains and not plan.taps and bool(self.transparent)
         # the reading the identity showed in an earlier forward (mode, post): a forward with
         # one layer call (a layer drop, an early exit) cannot show it
         self.known: tuple[str, bool] | None = None
@@ -493,6 +497,8 @@ class _StreamTap:
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
         self.previous_input: Tensor | None = None  # the last layer call's input
         self.last: Tensor | None = None  # the last state emitted
+        self.paired: list[bool] = []  # per held row: its paired norm ran before it
+        self.identity = False  # the mode was read from the residual identity
 
     def emit(self, k: int, x: Tensor) -> None:
         self.width = x.shape[-1]
@@ -554,6 +560,7 @@ class _StreamTap:
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
             if self.chains:
+                self.paired.append(stream is not None)
                 self._chain_row(row, first_tensor(args))
                 return
             self.prenorm = stream is not None
@@ -692,6 +699,7 @@ class _StreamTap:
         if len(found) == 1:
             (reading,) = found
             plain = reading == "plain" and self._fed()
+            self.identity = True  # the places of paired norms say nothing more
             self._settle("pre" if reading == "pre" else "input", post=reading == "post" or plain)
             if plain:
                 self.note = (
@@ -722,6 +730,10 @@ class _StreamTap:
             return
         if not any(len(h.chain) > 1 for h in held[1:]):
             self._settle("input", remember=False)  # this forward's structure, not a reading
+            return
+        if self.plan.norms:  # where the paired norms ran: before their layers, Pre-LN
+            pre = any(self.paired[: len(held)])
+            self._settle("pre" if pre else "input", post=not pre, remember=False)
             return
         pairs = [
             k
@@ -791,7 +803,7 @@ class _StreamTap:
             if changed
             else [self._root(k) if mode == "pre" else h.chain[0] for k, h in enumerate(self.held)]
         )
-        self.held, self.outs = [], []
+        self.held, self.outs, self.paired = [], [], []
         for row, x in enumerate(rows):
             self.emit(row, x)
 
@@ -1324,12 +1336,13 @@ class Probe:
       connections, or ``layers=`` given) layer ``k < L`` is the stream entering the layer call
       ``k + 1`` and layer ``L`` the stream after the last block:
 
-      * norms outside the layers, one ``ModuleList`` paired with them (``model.norms``): where
-        ``norms[k]`` runs before ``convs[k]`` in the same block (Pre-LN,
-        ``h = h + conv(norm(h))``) layer ``k`` is the *input of the norm* (``h``, not
-        ``norm(h)``), and layer ``L`` the input of the first other norm that runs after the
-        last block (a final norm); where the norm runs after the layer (Post-LN, PyG's
-        ``BasicGNN``) the layer's own input.
+      * norms outside the layers, one ``ModuleList`` paired with them (``model.norms``): the
+        residual identity tells whether layer ``k`` is the *input of the norm* that made the
+        layer's input (Pre-LN, ``h = h + conv(norm(h))``, or ``z = norms[k](h)`` run at the
+        end of a block for the next: ``h``, not ``norm(h)``), with layer ``L`` the input of
+        the first other norm that runs after the last block (a final norm), or the layer's
+        own input (Post-LN, PyG's ``BasicGNN``); where it shows neither (a residual FFN after
+        each layer), ``norms[k]`` run before ``convs[k]`` in the same block makes it Pre-LN.
       * no norms outside the layers: the layer's input (the state after the skip and
         activation), as for a ``BasicGNN`` (conv -> norm -> activation).
       * anything else (several norm lists, norms not paired with the layers): refused at
@@ -1456,7 +1469,11 @@ class Probe:
             None
             if self._plan is None
             else _StreamTap(
-                self._plan, modules, self._stream_state, self.model, self._check_prenorm
+                self._plan,
+                modules,
+                self._stream_state,
+                self.model,
+                not self._plan.taps and not _is_basic_gnn(self.model),
             )
         )
         direct = start = None
@@ -1713,16 +1730,23 @@ class Probe:
             notes.append(GRAPH_CHANGED_NOTE)
         if self._prenorm_suspect:
             notes.append(PRENORM_NOTE)
-        if self._tap is not None and self._tap.mismatch is not None:
+        if self._tap is not None and self._tap.mismatch is not None and not self._tap.identity:
             j, k = self._tap.mismatch
             norms = self._tap.plan.norms
+            read = (
+                "the stream before the norms (Pre-LN)"
+                if self._tap.mode == "pre"
+                else "the layers' inputs (Post-LN)"
+            )
             notes.append(
                 f"capture='residual': the norms paired with the layers by their place in the "
                 f"lists ran for other layers ({self._names.get(id(norms[j]), 'norm')} ran "
                 f"before {self._names.get(id(self.layers[k]), 'layer')}, not before its own "
-                "layer), so the rows hold norm(h) where a layer's own norm did not run before it; "
-                "list the norms in the order of their layers, or pass stream=[...] (the modules "
-                "whose input is the stream before each layer, in the order the layers run)"
+                "layer), and the residual identity (the stream plus the layer's output) holds "
+                f"no way exactly, so the rows hold {read}, read from where the layers' own "
+                "norms ran, unchecked; list the norms in the order of their layers, or pass "
+                "stream=[...] (the modules whose input is the stream before each layer, in the "
+                "order the layers run)"
             )
         made = self._calls_made if self._tap is None else self._tap.calls
         if made > len(self.layers):  # e.g. the stack run twice in one forward
