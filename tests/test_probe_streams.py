@@ -668,3 +668,104 @@ def test_paired_norms_are_read_by_the_residual_identity(model):
     frame, kept, said, ei = probed(model().double().eval(), capture="residual")
     assert_stream(frame, kept, ei)
     assert said == []
+
+
+class PairedBlocks(nn.Module):
+    """Blocks over paired ``convs``/``norms`` lists, each block ``kind``: ``pre`` (``h = h +
+    conv(norm(h))``), ``post`` (``h = norm(h + conv(h))``), ``inplace`` (``h += conv(norm(h))``),
+    ``sandwich`` (``h = h + norm(conv(h))``) or ``shifted`` (``h = h + conv(z); z = norm(h)``),
+    then a final norm and a head when asked; the stream kept as it goes."""
+
+    def __init__(self, kinds: list[str], final: bool = False) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.kinds = kinds
+        self.enc = nn.Linear(5, WIDTH)
+        self.convs = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in kinds)
+        self.norms = nn.ModuleList(trained(nn.LayerNorm(WIDTH)) for _ in kinds)
+        self.final = (
+            nn.Sequential(trained(nn.LayerNorm(WIDTH)), nn.Linear(WIDTH, 3)) if final else None
+        )
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        z = h
+        self.kept = [h.clone()]
+        for kind, conv, norm in zip(self.kinds, self.convs, self.norms, strict=True):
+            if kind == "pre":
+                h = h + conv(norm(h), edge_index)
+            elif kind == "post":
+                h = norm(h + conv(h, edge_index))
+            elif kind == "inplace":
+                h = h.clone() if len(self.kept) == 1 else h  # the encoder's output as it was
+                h += conv(norm(h), edge_index)
+            elif kind == "sandwich":
+                h = h + norm(conv(h, edge_index))
+            else:
+                h = h + conv(z, edge_index)
+                z = norm(h)
+            self.kept.append(h.clone())
+        return h if self.final is None else self.final(h)
+
+
+@pytest.mark.parametrize(
+    "kinds, final, limit",
+    [
+        (["pre"], True, None),
+        (["inplace"] * 4, False, 0),
+        (["pre", "pre", "post", "post", "post"], False, None),
+        (["sandwich"] * 4, False, None),
+        (["shifted"] * 2, False, None),
+        (["shifted"] * 4, True, 0),
+    ],
+    ids=[
+        "pre-depth-1-head",
+        "in-place-uncopied",
+        "pre-then-post",
+        "sandwich",
+        "shifted-depth-2",
+        "shifted-uncopied-head",
+    ],
+)
+def test_paired_norms_an_audit_of_the_identity_reading_built(kinds, final, limit, monkeypatch):
+    """An audit of the first version of the identity's reading of paired lists: a depth-1
+    Pre-LN model's row 0 was norm(h), under a warning; an in-place stream above the copy limit
+    lost its first rows; Pre-LN blocks then Post-LN ones had the Post-LN rows read as Pre-LN,
+    with no word; a norm on the branch's output (sandwich) drew a warning that the model had no
+    residual stream; a shifted depth-2 stack was norm(h).  ``limit``: the held rows' copy
+    limit, 0 for version counters only (a large state)."""
+    from oversmooth import probe as P
+
+    if limit is not None:
+        monkeypatch.setattr(P, "HOLD_COPY_BYTES", limit)
+    torch.manual_seed(0)
+    model = PairedBlocks(kinds, final).double().eval()
+    frame, kept, said, ei = probed(model, capture="residual")
+    if final:  # the head hides the last row (a warning says so); every other row is the stream
+        frame, kept = frame[frame["layer"] < len(kinds)], kept[:-1]
+        said = [s for s in said if "head" not in s]
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+class SharedSandwich(Stack):
+    """One norm, shared, on every branch's output: ``h = h + norm(conv(h))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = trained(nn.LayerNorm(WIDTH))
+
+    def step(self, k, h, edge_index):
+        return h + self.norm(self.convs[k](h, edge_index))
+
+
+def test_a_norm_of_the_branch_output_is_not_followed_as_the_stream():
+    """A norm that ran on the last layer's output (the branch) was followed back to that
+    output as if a layer read the stream through it: a warning said the model had no residual
+    stream."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(SharedSandwich().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []

@@ -497,7 +497,9 @@ class _StreamTap:
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
         self.previous_input: Tensor | None = None  # the last layer call's input
         self.last: Tensor | None = None  # the last state emitted
-        self.paired: list[bool] = []  # per held row: its paired norm ran before it
+        self.paired: list[bool] = []  # per held row: its own paired norm ran just before it
+        self.held_from = 0  # the row of the first held one
+        self.last_out: Tensor | None = None  # the last layer call's output
         self.identity = False  # the mode was read from the residual identity
 
     def emit(self, k: int, x: Tensor) -> None:
@@ -560,8 +562,7 @@ class _StreamTap:
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
             if self.chains:
-                self.paired.append(stream is not None)
-                self._chain_row(row, first_tensor(args))
+                self._chain_row(row, first_tensor(args), stream)
                 return
             self.prenorm = stream is not None
             self.emit(row, first_tensor(args) if stream is None else stream)
@@ -571,13 +572,13 @@ class _StreamTap:
     def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
         self.awaiting = True  # until another layer starts: then this was not the last
         self.after = {}
-        if self.chains and self.mode is None:
-            try:
-                out = first_tensor(output)  # (x, attention) too
-            except TypeError:
-                self.outs.append(None)
-            else:
-                self.outs.append(self._hold([out]))
+        try:
+            out: Tensor | None = first_tensor(output)  # (x, attention) too
+        except TypeError:
+            out = None
+        self.last_out = out
+        if self.chains and self.mode is None and len(self.outs) < len(self.held):
+            self.outs.append(None if out is None else self._hold([out]))
 
     def _hold(self, chain: list[Tensor]) -> _Held:
         """``chain`` kept until the mode is known: copies while a state is small
@@ -590,12 +591,23 @@ class _StreamTap:
             return _Held([copied[id(t)] for t in chain], None)
         return _Held(list(chain), [t._version for t in chain])
 
-    def _chain_row(self, row: int, x: Tensor) -> None:
+    def _chain_row(self, row: int, x: Tensor, stream: Tensor | None = None) -> None:
         """Layer call ``row`` starts with input ``x``.  Its chain: ``x`` followed back through
         the norms and dropouts outside the layers that made it, or, when none made it but some
         ran since the last layer call (``h + conv(relu(norm(h)))``), ``x`` and the inputs of
         those, the latest first.  Held until the mode is known; then the row is ``x``, or in
-        Pre-LN the chain's root (:meth:`_root`)."""
+        Pre-LN the chain's root (:meth:`_root`).  ``stream``: the input of the layer's own
+        paired norm, run just before it (Pre-LN by the places, :class:`StreamPlan`): the
+        chain is ``x`` and it, and the row is it whatever the mode; emitted at once while no
+        row is held."""
+        if stream is not None:
+            self.made, self.ran, self.previous_input = {}, [], x
+            if not self.held:
+                self.prenorm = True
+                self.emit(row, stream)
+                return
+            self._hold_row(row, self._hold([x, stream]), True)
+            return
         chain, seen = [x], 0
         while id(chain[-1]) in self.made and seen <= len(self.made):
             module, inp = self.made[id(chain[-1])]
@@ -609,13 +621,22 @@ class _StreamTap:
         same = len(chain) == 1 and self.previous_input is x  # two layers read one state
         self.made, self.ran, self.previous_input = {}, [], x
         if self.mode is not None:
+            self.prenorm = self.mode == "pre"
             if same and self.last is not None:
                 self.emit(row, self.last)
             else:
                 self.emit(row, chain[-1] if self.mode == "pre" else x)
             return
         # a GPS block's branches: the previous row again, the same object
-        self.held.append(self.held[-1] if same and self.held else self._hold(chain))
+        self._hold_row(row, self.held[-1] if same and self.held else self._hold(chain), False)
+
+    def _hold_row(self, row: int, held: _Held, own: bool) -> None:
+        """Hold ``row`` (``own``: read at its own paired norm's input whatever the mode) and
+        decide the mode if the rows held now show it."""
+        if not self.held:
+            self.held_from = row
+        self.held.append(held)
+        self.paired.append(own)
         self._decide()
 
     def _root(self, k: int) -> Tensor:
@@ -722,6 +743,11 @@ class _StreamTap:
             roots = any(h.changed(last=True) for h in held)
             self._settle("pre" if roots else "input", checked=False, changed=True)
             return
+        if self.plan.norms and (self.known is None or len(held) > 1):
+            # the places of the paired norms: a layer whose own norm ran just before it reads
+            # the norm's input (its row's chain), any other its own input (Post-LN)
+            self._settle("input", post=True, remember=False)
+            return
         if len(held) == 1 and len(held[0].chain) > 1:  # one layer call: nothing to compare
             if self.known is not None:
                 self._settle(self.known[0], post=self.known[1])
@@ -730,10 +756,6 @@ class _StreamTap:
             return
         if not any(len(h.chain) > 1 for h in held[1:]):
             self._settle("input", remember=False)  # this forward's structure, not a reading
-            return
-        if self.plan.norms:  # where the paired norms ran: before their layers, Pre-LN
-            pre = any(self.paired[: len(held)])
-            self._settle("pre" if pre else "input", post=not pre, remember=False)
             return
         pairs = [
             k
@@ -798,38 +820,45 @@ class _StreamTap:
                 f"as {reading}; pass stream=[...] (the modules whose input is the stream before "
                 "each layer) to say which"
             )
+        pre = [mode == "pre" or own for own in self.paired]  # own: the paired norm's input
         rows = (
             []
             if changed
-            else [self._root(k) if mode == "pre" else h.chain[0] for k, h in enumerate(self.held)]
+            else [self._root(k) if pre[k] else h.chain[0] for k, h in enumerate(self.held)]
         )
+        if rows:
+            self.prenorm = pre[len(rows) - 1]
+        first = self.held_from
         self.held, self.outs, self.paired = [], [], []
-        for row, x in enumerate(rows):
+        for row, x in enumerate(rows, start=first):
             self.emit(row, x)
 
     def release(self) -> None:
         """The forward ended: no state of size n x d is kept until the next (the reading the
         identity showed is)."""
         self.held, self.outs, self.made, self.ran, self.after = [], [], {}, [], {}
-        self.last = self.previous_input = None
-        self.pending = {}
+        self.last = self.previous_input = self.last_out = None
+        self.pending, self.paired = {}, []
 
     def flush(self, output: object = None) -> None:
-        """The forward ended with rows held (the mode not told): with one layer call, the
-        identity read against the stream after it (:meth:`_one_call`), else :meth:`_fallback`."""
+        """The forward ended with rows held (the mode not told): the identity read between the
+        last of them and the stream after it (:meth:`_end_reading`), else :meth:`_fallback`."""
         if self.chains and self.mode is None and self.held:
-            reading = self._one_call(output) if len(self.held) == 1 and self.known is None else None
+            reading = self._end_reading(output) if self.known is None else None
             if reading is None:
                 self._fallback()
             else:
+                self.identity = True
                 self._settle("pre" if reading == "pre" else "input", post=reading == "post")
 
-    def _one_call(self, output: object) -> str | None:
-        """One layer call, fed by a norm or dropout: the residual identity between its row and
+    def _end_reading(self, output: object) -> str | None:
+        """The forward ended undecided (one layer call, or rows whose pairs showed nothing, such
+        as a first row without a chain): the residual identity between the last held row and
         the model's output (Pre-LN: the output, or a final norm's input, minus the root;
         Post-LN: the input of the norm that made the output minus the layer's input), when it
         shows exactly one reading."""
-        held, out = self.held[0], self.outs[0] if self.outs else None
+        last = len(self.held) - 1
+        held, out = self.held[last], self.outs[last] if len(self.outs) > last else None
         if len(held.chain) < 2 or out is None or not isinstance(output, Tensor) or self._changed():
             return None
         made = self.after.get(id(output))
@@ -838,7 +867,7 @@ class _StreamTap:
             end_pre = made[1]  # a final norm's input
         norm_input = made[1] if made is not None and transparent(made[0]) else None
         found = set()
-        root, x, branch = self._root(0), held.chain[0], out.chain[0]
+        root, x, branch = self._root(last), held.chain[0], out.chain[0]
         if end_pre.shape == root.shape == branch.shape:
             se, sr = _sampled(end_pre), _sampled(root)
             if _follows(se - sr, _sampled(branch), se, sr):
@@ -862,7 +891,8 @@ class _StreamTap:
             return
         if self.chains and inp is not None and id(module) in self.transparent:
             self.made[id(output)] = (module, inp)
-            self.ran.append(inp)
+            if inp is not self.last_out:  # a norm of the last layer's output is the branch's
+                self.ran.append(inp)
         if self.awaiting:
             self.after[id(output)] = (module, inp, output)
 
@@ -1473,7 +1503,7 @@ class Probe:
                 modules,
                 self._stream_state,
                 self.model,
-                not self._plan.taps and not _is_basic_gnn(self.model),
+                self.model is not None and not self._plan.taps and not _is_basic_gnn(self.model),
             )
         )
         direct = start = None
@@ -1733,18 +1763,13 @@ class Probe:
         if self._tap is not None and self._tap.mismatch is not None and not self._tap.identity:
             j, k = self._tap.mismatch
             norms = self._tap.plan.norms
-            read = (
-                "the stream before the norms (Pre-LN)"
-                if self._tap.mode == "pre"
-                else "the layers' inputs (Post-LN)"
-            )
             notes.append(
                 f"capture='residual': the norms paired with the layers by their place in the "
                 f"lists ran for other layers ({self._names.get(id(norms[j]), 'norm')} ran "
                 f"before {self._names.get(id(self.layers[k]), 'layer')}, not before its own "
                 "layer), and the residual identity (the stream plus the layer's output) holds "
-                f"no way exactly, so the rows hold {read}, read from where the layers' own "
-                "norms ran, unchecked; list the norms in the order of their layers, or pass "
+                "no way exactly, so the rows hold norm(h) where a layer's own norm did not run "
+                "before it, unchecked; list the norms in the order of their layers, or pass "
                 "stream=[...] (the modules whose input is the stream before each layer, in the "
                 "order the layers run)"
             )
