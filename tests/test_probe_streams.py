@@ -769,3 +769,18 @@ def test_a_norm_of_the_branch_output_is_not_followed_as_the_stream():
     frame, kept, said, ei = probed(SharedSandwich().double().eval(), capture="residual")
     assert_stream(frame, kept, ei)
     assert said == []
+
+
+def test_a_second_forward_keeps_the_reading_a_paired_stack_showed():
+    """A shifted depth-2 stack shows its reading only against the model's output; a second
+    forward of the same probe (other features) fell back on the places, norm(h), silently."""
+    torch.manual_seed(0)
+    model = PairedBlocks(["shifted"] * 2).double().eval()
+    data = small_graph()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            for x in (data.x, 3.0 * torch.randn_like(data.x)):
+                model(x, data.edge_index)
+                assert_stream(probe.to_frame(), model.kept, data.edge_index)
+                probe.reset()

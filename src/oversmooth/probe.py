@@ -743,10 +743,13 @@ class _StreamTap:
             roots = any(h.changed(last=True) for h in held)
             self._settle("pre" if roots else "input", checked=False, changed=True)
             return
-        if self.plan.norms and (self.known is None or len(held) > 1):
+        if self.plan.norms:
+            if self.known is not None:  # what an earlier forward showed
+                self._settle(self.known[0], post=self.known[1])
+                return
             # the places of the paired norms: a layer whose own norm ran just before it reads
             # the norm's input (its row's chain), any other its own input (Post-LN)
-            self._settle("input", post=True, remember=False)
+            self._settle("input", remember=False)  # a paired norm is the stack's own
             return
         if len(held) == 1 and len(held[0].chain) > 1:  # one layer call: nothing to compare
             if self.known is not None:
