@@ -719,6 +719,7 @@ class PairedBlocks(nn.Module):
         (["sandwich"] * 4, False, None),
         (["shifted"] * 2, False, None),
         (["shifted"] * 4, True, 0),
+        (["pre", "post", "pre", "post"], False, None),
     ],
     ids=[
         "pre-depth-1-head",
@@ -727,6 +728,7 @@ class PairedBlocks(nn.Module):
         "sandwich",
         "shifted-depth-2",
         "shifted-uncopied-head",
+        "alternating",
     ],
 )
 def test_paired_norms_an_audit_of_the_identity_reading_built(kinds, final, limit, monkeypatch):
@@ -734,8 +736,9 @@ def test_paired_norms_an_audit_of_the_identity_reading_built(kinds, final, limit
     Pre-LN model's row 0 was norm(h), under a warning; an in-place stream above the copy limit
     lost its first rows; Pre-LN blocks then Post-LN ones had the Post-LN rows read as Pre-LN,
     with no word; a norm on the branch's output (sandwich) drew a warning that the model had no
-    residual stream; a shifted depth-2 stack was norm(h).  ``limit``: the held rows' copy
-    limit, 0 for version counters only (a large state)."""
+    residual stream; a shifted depth-2 stack was norm(h); alternating Pre-LN and Post-LN blocks
+    had the last row at the last Post-LN block's sum before its norm (a second audit).
+    ``limit``: the held rows' copy limit, 0 for version counters only (a large state)."""
     from oversmooth import probe as P
 
     if limit is not None:

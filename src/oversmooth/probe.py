@@ -716,7 +716,9 @@ class _StreamTap:
         if self._changed():
             self._fallback()
             return
-        found = self._readings(k)
+        # a row read at its own paired norm's input enters a Pre-LN block: the identity after
+        # it says nothing of the other rows (Pre-LN and Post-LN blocks in one stack)
+        found = set() if self.paired[k - 1] else self._readings(k)
         if len(found) == 1:
             (reading,) = found
             plain = reading == "plain" and self._fed()
@@ -862,7 +864,9 @@ class _StreamTap:
         shows exactly one reading."""
         last = len(self.held) - 1
         held, out = self.held[last], self.outs[last] if len(self.outs) > last else None
-        if len(held.chain) < 2 or out is None or not isinstance(output, Tensor) or self._changed():
+        if self.paired[last] or len(held.chain) < 2 or out is None:
+            return None  # (a row at its own paired norm's input: its block is Pre-LN)
+        if not isinstance(output, Tensor) or self._changed():
             return None
         made = self.after.get(id(output))
         end_pre = output
