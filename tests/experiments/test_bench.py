@@ -305,7 +305,7 @@ def test_targets_mark_each_target_met_or_missed_with_a_reason():
 
 def test_a_missed_metric_row_says_what_the_function_does_that_its_one_liner_does_not():
     rows = {t["key"]: t for t in bench.targets(_fake_results())}
-    assert "µs a call more: it forms each row's sum" in rows["metric_feature_norm_cora"]["reason"]
+    assert "µs a call more: it validates the state" in rows["metric_feature_norm_cora"]["reason"]
     # what the reasons say of the one-liners and of oversmooth holds
     import torch.nn.functional as F
 

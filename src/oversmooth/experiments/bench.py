@@ -1421,9 +1421,9 @@ ONE_LINER_GAPS = {
         "cosine 0"
     ),
     "feature_norm": (
-        "it forms each row's sum of squares (the probe shares them with the cosine) and reads "
-        "their total to check that no square overflowed or underflowed (else it rescales); "
-        "the one-liner gives inf for entries of 1e200 and 0 for entries of 1e-170"
+        "it validates the state and reads the sum of squares to check that no square "
+        "overflowed or underflowed (else it rescales); the one-liner gives inf for entries of "
+        "1e200 and 0 for entries of 1e-170"
     ),
 }
 
