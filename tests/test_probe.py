@@ -673,10 +673,10 @@ def test_paired_norms_run_for_other_layers_are_read_by_the_residual_identity():
 
 
 def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
-    """Where the identity shows no reading (an FFN after each layer), the places of the norms
-    give it, as they always did: the input of a layer's own norm run just before it, else the
-    layer's input (here norm(h)), and the norms run for other layers are named in a warning
-    (once the rows also held stale streams of earlier blocks, without a word)."""
+    """Where the identity shows no reading (an FFN after each layer) and the norms ran for
+    other layers' places, no place is trusted: the rows are the layers' inputs (here norm(h)),
+    and a warning names the norms (once the rows also held stale streams of earlier blocks,
+    without a word)."""
     data = small_graph()
     model = ReversedPreLNWithFFN(depth=5).double().eval()
     with pytest.warns(UserWarning, match=r"norms\.0 ran before convs\.4, not before its own"):
@@ -684,14 +684,12 @@ def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
             model(data.x, data.edge_index)
     frame = probe.to_frame()
     (note,) = frame.attrs["gaps"]
-    assert "stream=[...]" in note and "norm(h) where a layer's own norm did not run" in note
-    with torch.no_grad():  # h where the norm is the layer's own (convs[2] last), else norm(h)
+    assert "stream=[...]" in note and "the rows hold the layers' inputs" in note
+    with torch.no_grad():  # once a norm ran for another place, none is trusted: norm(h)
         h = model.lin_in(data.x)
         states = []
-        for j, (conv, norm, ffn) in enumerate(
-            zip(reversed(model.convs), model.norms, model.ffns, strict=True)
-        ):
-            states.append(h if j == 2 else norm(h))
+        for conv, norm, ffn in zip(reversed(model.convs), model.norms, model.ffns, strict=True):
+            states.append(norm(h))
             h = h + conv(norm(h), data.edge_index)
             h = h + torch.tanh(ffn(h))
         states.append(h)

@@ -787,3 +787,56 @@ def test_a_second_forward_keeps_the_reading_a_paired_stack_showed():
                 model(x, data.edge_index)
                 assert_stream(probe.to_frame(), model.kept, data.edge_index)
                 probe.reset()
+
+
+class ReversedPostLN(PairedBlocks):
+    """Post-LN over paired lists whose norms run in reverse: ``h = norms[L-1-k](h +
+    relu(convs[k](h)))``; ``norms[2]`` runs just before ``convs[2]`` (after ``convs[1]``)."""
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k, conv in enumerate(self.convs):
+            h = self.norms[len(self.convs) - 1 - k](h + F.relu(conv(h, edge_index)))
+            self.kept.append(h)
+        return h
+
+
+class PlainThenPost(Stack):
+    """One shared norm: a plain residual block, then Post-LN blocks (the reading shows only
+    against the model's output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = trained(nn.LayerNorm(WIDTH))
+
+    def step(self, k, h, edge_index):
+        if k == 0:
+            return h + self.convs[0](h, edge_index)
+        return self.norm(h + self.convs[k](h, edge_index))
+
+
+def test_a_review_of_the_paired_reading():
+    """A review found: a Pre-LN block then a Post-LN one ending in a final norm recorded the
+    last row before the held ones (cosines NaN, an out-of-order warning); a norm run for
+    another layer that sat at a layer's own place was trusted there, silently (5.04 against
+    6.26), the identity having hidden the warning; a reading shown only against the output
+    was not used by a second forward (70.1 against 6.1)."""
+    torch.manual_seed(0)
+    model = PairedBlocks(["pre", "post"], final=True).double().eval()
+    frame, kept, said, ei = probed(model, capture="residual")
+    assert frame["mean_cosine_similarity"][1:].notna().all()
+    assert [s for s in said if "head" not in s] == []
+    assert_stream(frame[frame["layer"] < 2], kept[:-1], ei)
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(ReversedPostLN(["post"] * 4).double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+    torch.manual_seed(0)
+    model = PlainThenPost().double().eval()
+    data = small_graph()
+    with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+        for x in (data.x, 3.0 * torch.randn_like(data.x)):
+            model(x, data.edge_index)
+            assert_stream(probe.to_frame(), model.kept, data.edge_index)
+            probe.reset()

@@ -562,7 +562,8 @@ class _StreamTap:
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
             if self.chains:
-                self._chain_row(row, first_tensor(args), stream)
+                # once a norm ran for another layer's place, no place is trusted
+                self._chain_row(row, first_tensor(args), None if self.mismatch else stream)
                 return
             self.prenorm = stream is not None
             self.emit(row, first_tensor(args) if stream is None else stream)
@@ -745,10 +746,11 @@ class _StreamTap:
             roots = any(h.changed(last=True) for h in held)
             self._settle("pre" if roots else "input", checked=False, changed=True)
             return
+        if self.known is not None and (len(held) > 1 or self.plan.norms):
+            self.identity = True  # what the identity showed in an earlier forward
+            self._settle(self.known[0], post=self.known[1])
+            return
         if self.plan.norms:
-            if self.known is not None:  # what an earlier forward showed
-                self._settle(self.known[0], post=self.known[1])
-                return
             # the places of the paired norms: a layer whose own norm ran just before it reads
             # the norm's input (its row's chain), any other its own input (Post-LN)
             self._settle("input", remember=False)  # a paired norm is the stack's own
@@ -961,7 +963,8 @@ class _StreamTap:
 
     def _final_input(self, module: nn.Module, args: tuple) -> None:
         x = first_tensor(args)
-        if self.awaiting and self.prenorm and x.shape[-1] == self.width:
+        # (while rows are held, the end is read after them, from the model's output)
+        if self.awaiting and self.prenorm and not self.held and x.shape[-1] == self.width:
             self.awaiting = False
             self.emit(self.calls, x)
 
@@ -1775,8 +1778,8 @@ class Probe:
                 f"lists ran for other layers ({self._names.get(id(norms[j]), 'norm')} ran "
                 f"before {self._names.get(id(self.layers[k]), 'layer')}, not before its own "
                 "layer), and the residual identity (the stream plus the layer's output) holds "
-                "no way exactly, so the rows hold norm(h) where a layer's own norm did not run "
-                "before it, unchecked; list the norms in the order of their layers, or pass "
+                "no way exactly, so the rows hold the layers' inputs (norm(h) in Pre-LN), "
+                "unchecked; list the norms in the order of their layers, or pass "
                 "stream=[...] (the modules whose input is the stream before each layer, in the "
                 "order the layers run)"
             )

@@ -612,3 +612,19 @@ def test_the_merge_takes_the_diffusion_reference_the_cells_recorded(tmp_path, mo
         path.write_text(json.dumps(record))
     merge(out, spec)
     assert merged() == expected
+
+
+def test_a_recorded_reference_with_a_number_json_could_not_keep_is_not_used():
+    """JSON writes Inf and NaN as null: such a recorded reference is computed again."""
+    from oversmooth.experiments.sweep import _references
+
+    whole = {"computed": True, "reason": None, "energy_ratio": 0.99, "halving_steps": 95.5}
+    lost = {**whole, "halving_steps": None}
+    unread = {"computed": False, "reason": "too large", "num_nodes": 10**6}
+    records = [
+        {"cell": {"dataset": "a"}, "diffusion": lost},
+        {"cell": {"dataset": "b"}, "diffusion": whole},
+        {"cell": {"dataset": "c"}, "diffusion": unread},
+        {"cell": {"dataset": "d"}},
+    ]
+    assert _references(records) == {"b": whole, "c": unread}

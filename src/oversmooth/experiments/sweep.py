@@ -1225,7 +1225,12 @@ def _references(records: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in records:
         reference = r.get("diffusion")
-        if isinstance(reference, dict) and reference:
+        # every number back as written (JSON keeps no Inf or NaN: they come back as null)
+        if (
+            isinstance(reference, dict)
+            and reference
+            and all(v is not None for k, v in reference.items() if k != "reason")
+        ):
             out.setdefault(str(r["cell"].get("dataset")), reference)
     return out
 
