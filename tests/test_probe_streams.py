@@ -6,6 +6,7 @@ function's output or another block's conv, with no word)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -164,6 +165,15 @@ def assert_stream(frame, kept, edge_index) -> None:
         assert frame["laplacian_energy"][k] == pytest.approx(want, rel=1e-12), k
 
 
+def assert_read_exactly(make: Callable[[], nn.Module]) -> None:
+    """One forward of the float64 model ``make()`` builds (seeded): every row is the stream it
+    kept, with no warning."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(make().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
 def trained(norm: nn.Module) -> nn.Module:
     """``norm`` with an affine moved off its initial values, as training leaves it."""
     with torch.no_grad():
@@ -245,10 +255,7 @@ class Propagation(Stack):
 
 
 def test_a_stream_of_probability_rows_keeps_its_last_row():
-    torch.manual_seed(0)
-    frame, kept, said, ei = probed(Propagation().double().eval(), capture="residual")
-    assert_stream(frame, kept, ei)
-    assert said == []
+    assert_read_exactly(Propagation)
 
 
 def test_a_pre_ln_stack_whose_first_norm_is_an_identity_is_read_at_the_norms_inputs():
@@ -371,10 +378,7 @@ def test_the_identity_reads_streams_an_audit_built_to_break_it(model):
     """Each was read wrongly by the first version of the rules, with no word: the held rows
     of ``h += ...`` read its last value, an input norm's input was taken for layer 0, a final
     norm's output for layer L (8 times the energy), a zero gate's norm(h) for every row."""
-    torch.manual_seed(0)
-    frame, kept, said, ei = probed(model().double().eval(), capture="residual")
-    assert_stream(frame, kept, ei)
-    assert said == []
+    assert_read_exactly(model)
 
 
 def test_an_in_place_stream_too_large_to_copy_is_not_read_changed(monkeypatch):
@@ -501,10 +505,7 @@ class WithAux(SharedNorm):
 
 
 def test_a_stream_returned_beside_an_auxiliary_value_is_the_last_row():
-    torch.manual_seed(0)
-    frame, kept, said, ei = probed(WithAux().double().eval(), capture="residual")
-    assert_stream(frame, kept, ei)
-    assert said == []
+    assert_read_exactly(WithAux)
 
 
 def test_a_basic_gnn_in_train_mode_ends_at_its_heads_input():
@@ -664,10 +665,7 @@ def test_paired_norms_are_read_by_the_residual_identity(model):
     norm run after its layer for the next block (``z = norms[k](h)``) was read as Post-LN,
     every row norm(h) (energies 0.4-3 times the stream's, falling where the stream's grew),
     with no word.  The identity tells it from Post-LN, which is read as before."""
-    torch.manual_seed(0)
-    frame, kept, said, ei = probed(model().double().eval(), capture="residual")
-    assert_stream(frame, kept, ei)
-    assert said == []
+    assert_read_exactly(model)
 
 
 class PairedBlocks(nn.Module):
@@ -768,10 +766,7 @@ def test_a_norm_of_the_branch_output_is_not_followed_as_the_stream():
     """A norm that ran on the last layer's output (the branch) was followed back to that
     output as if a layer read the stream through it: a warning said the model had no residual
     stream."""
-    torch.manual_seed(0)
-    frame, kept, said, ei = probed(SharedSandwich().double().eval(), capture="residual")
-    assert_stream(frame, kept, ei)
-    assert said == []
+    assert_read_exactly(SharedSandwich)
 
 
 def test_a_second_forward_keeps_the_reading_a_paired_stack_showed():

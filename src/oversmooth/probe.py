@@ -242,6 +242,13 @@ def _sampled(t: Tensor) -> Tensor:
     return t.detach().reshape(-1)[:: max(1, t.numel() // FOLLOW_ENTRIES)]
 
 
+def _step_follows(later: Tensor, earlier: Tensor, out: Tensor, zero: bool = False) -> bool:
+    """Whether ``later - earlier`` (on :func:`_sampled` entries) is a monotone function of
+    ``out`` (sampled alike; :func:`_follows`, its tolerance set by the two operands)."""
+    sl, se = _sampled(later), _sampled(earlier)
+    return _follows(sl - se, out, sl, se, zero=zero)
+
+
 def _correlation(a: Tensor, b: Tensor) -> float:
     """The correlation of ``a``'s and ``b``'s entries (-inf for other shapes or a constant)."""
     if a.shape != b.shape:
@@ -573,12 +580,14 @@ class _StreamTap:
     def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
         self.awaiting = True  # until another layer starts: then this was not the last
         self.after = {}
+        if not self.chains:
+            return
         try:
             out: Tensor | None = first_tensor(output)  # (x, attention) too
         except TypeError:
             out = None
         self.last_out = out
-        if self.chains and self.mode is None and len(self.outs) < len(self.held):
+        if self.mode is None and len(self.outs) < len(self.held):
             self.outs.append(None if out is None else self._hold([out]))
 
     def _hold(self, chain: list[Tensor]) -> _Held:
@@ -601,14 +610,23 @@ class _StreamTap:
         paired norm, run just before it (Pre-LN by the places, :class:`StreamPlan`): the
         chain is ``x`` and it, and the row is it whatever the mode; emitted at once while no
         row is held."""
-        if stream is not None:
-            self.made, self.ran, self.previous_input = {}, [], x
-            if not self.held:
-                self.prenorm = True
-                self.emit(row, stream)
-                return
-            self._hold_row(row, self._hold([x, stream]), True)
+        own = stream is not None
+        chain = [x, stream] if stream is not None else self._follow_back(x)
+        same = len(chain) == 1 and self.previous_input is x  # two layers read one state
+        self.made, self.ran, self.previous_input = {}, [], x
+        if self.mode is not None or (own and not self.held):
+            self.prenorm = pre = own or self.mode == "pre"
+            if same and self.last is not None:
+                self.emit(row, self.last)
+            else:
+                self.emit(row, chain[-1] if pre else x)
             return
+        # a GPS block's branches: the previous row again, the same object
+        self._hold_row(row, self.held[-1] if same and self.held else self._hold(chain), own)
+
+    def _follow_back(self, x: Tensor) -> list[Tensor]:
+        """``x`` and the inputs of the norms and dropouts outside the layers that made it, or
+        that ran since the last layer call when none made it (:meth:`_chain_row`)."""
         chain, seen = [x], 0
         while id(chain[-1]) in self.made and seen <= len(self.made):
             module, inp = self.made[id(chain[-1])]
@@ -619,17 +637,7 @@ class _StreamTap:
             chain.append(self.ran[-1])
             while id(chain[-1]) in self.made and len(chain) <= len(self.made) + 1:
                 chain.append(self.made[id(chain[-1])][1])
-        same = len(chain) == 1 and self.previous_input is x  # two layers read one state
-        self.made, self.ran, self.previous_input = {}, [], x
-        if self.mode is not None:
-            self.prenorm = self.mode == "pre"
-            if same and self.last is not None:
-                self.emit(row, self.last)
-            else:
-                self.emit(row, chain[-1] if self.mode == "pre" else x)
-            return
-        # a GPS block's branches: the previous row again, the same object
-        self._hold_row(row, self.held[-1] if same and self.held else self._hold(chain), False)
+        return chain
 
     def _hold_row(self, row: int, held: _Held, own: bool) -> None:
         """Hold ``row`` (``own``: read at its own paired norm's input whatever the mode) and
@@ -681,10 +689,8 @@ class _StreamTap:
             found.add("plain")
         if ra is not va:
             for name, t in (("pre", ra), ("post", va)):
-                if t.shape == shape:
-                    st = _sampled(t)
-                    if _follows(sb - st, out, sb, st, zero=True):
-                        found.add(name)
+                if t.shape == shape and _step_follows(rb, t, out, zero=True):
+                    found.add(name)
         return found
 
     def _branch(self, k: int) -> tuple[Tensor, torch.Size] | None:
@@ -746,7 +752,8 @@ class _StreamTap:
             roots = any(h.changed(last=True) for h in held)
             self._settle("pre" if roots else "input", checked=False, changed=True)
             return
-        if self.known is not None and (len(held) > 1 or self.plan.norms):
+        readable = len(held) > 1 or len(held[0].chain) > 1  # what a reading would apply to
+        if self.known is not None and (readable or self.plan.norms):
             self.identity = True  # what the identity showed in an earlier forward
             self._settle(self.known[0], post=self.known[1])
             return
@@ -756,10 +763,7 @@ class _StreamTap:
             self._settle("input", remember=False)  # a paired norm is the stack's own
             return
         if len(held) == 1 and len(held[0].chain) > 1:  # one layer call: nothing to compare
-            if self.known is not None:
-                self._settle(self.known[0], post=self.known[1])
-            else:
-                self._settle("input", checked=False, alone=True)
+            self._settle("input", checked=False, alone=True)
             return
         if not any(len(h.chain) > 1 for h in held[1:]):
             self._settle("input", remember=False)  # this forward's structure, not a reading
@@ -878,12 +882,10 @@ class _StreamTap:
         found = set()
         root, x, branch = self._root(last), held.chain[0], out.chain[0]
         if end_pre.shape == root.shape == branch.shape:
-            se, sr = _sampled(end_pre), _sampled(root)
-            if _follows(se - sr, _sampled(branch), se, sr):
+            if _step_follows(end_pre, root, _sampled(branch)):
                 found.add("pre")
         if norm_input is not None and norm_input.shape == x.shape == branch.shape:
-            sn, sx = _sampled(norm_input), _sampled(x)
-            if _follows(sn - sx, _sampled(branch), sn, sx):
+            if _step_follows(norm_input, x, _sampled(branch)):
                 found.add("post")
         return found.pop() if len(found) == 1 else None
 
