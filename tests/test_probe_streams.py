@@ -835,3 +835,77 @@ def test_a_review_of_the_paired_reading():
             model(x, data.edge_index)
             assert_stream(probe.to_frame(), model.kept, data.edge_index)
             probe.reset()
+
+
+class GuessedBlocks(PairedBlocks):
+    """Paired lists whose places read as Post-LN or Pre-LN while the stream is elsewhere:
+    ``shifted-initial`` (``h = h + conv(z) + 0.1 h0; z = norm(h)``: a shifted Pre-LN norm
+    beside GCNII's initial-state term), ``sandwich-relu`` (``h = h + norm(conv(relu(h)))``)
+    and ``normed-skip`` (``z = norm(h); h = z + conv(z)``); and one read right,
+    ``post-ffn`` (``h = norm(h + conv(h)); h = h + tanh(h)``).  ``kept``: the stream the skips
+    carry (``h``; for ``normed-skip``, each layer's input ``z``); ``before``: the states
+    before each block (``h``)."""
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        z, h0 = h, h
+        self.kept, self.before = [h], [h]
+        for kind, conv, norm in zip(self.kinds, self.convs, self.norms, strict=True):
+            if kind == "shifted-initial":
+                h = h + conv(z, edge_index) + 0.1 * h0
+                z = norm(h)
+            elif kind == "sandwich-relu":
+                h = h + norm(conv(F.relu(h), edge_index))
+            elif kind == "post-ffn":  # Post-LN, then a residual term after the norm
+                h = norm(h + conv(h, edge_index))
+                h = h + torch.tanh(h)
+            else:
+                z = norm(h)
+                self.kept[-1] = z
+                h = z + conv(z, edge_index)
+            self.kept.append(h)
+            self.before.append(h)
+        return h
+
+
+@pytest.mark.parametrize("kind", ["shifted-initial", "sandwich-relu"])
+def test_a_reading_by_the_places_of_paired_norms_the_identity_does_not_bear_out_is_said(kind):
+    """A shifted Pre-LN norm beside a further residual term had its rows norm(h), and
+    ``h + norm(conv(relu(h)))`` had relu(h), both read by the places of the paired norms with
+    no word (an audit: 15 such cases).  The rows are the same; a warning now says that the
+    identity bears the places' reading out on no pair of layers, and how to say which."""
+    torch.manual_seed(0)
+    model = GuessedBlocks([kind] * 4).double().eval()
+    frame, kept, said, ei = probed(model, capture="residual")
+    assert len(said) == 1 and "the reading is unchecked" in said[0], said
+    what = "rows relu(h) instead of h" if kind == "sandwich-relu" else "rows norm(h) instead of h"
+    assert what in said[0] and "stream=[...]" in said[0]
+    energies = [M.laplacian_energy(h, ei).item() for h in kept]
+    assert frame["laplacian_energy"].tolist() != pytest.approx(energies, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: GuessedBlocks(["post-ffn"] * 2), lambda: PairedBlocks(["sandwich"] * 2)],
+    ids=["post-ffn", "sandwich"],
+)
+def test_a_reading_by_the_places_the_identity_bears_out_is_not_warned_of(make):
+    """Depth 2 shows no reading between the rows (the first is not fed by a norm), so the
+    places decide; the identity bears them out (Post-LN: the norm's input is the previous
+    input plus the branch; sandwich: the input moves by the norm's output): no word."""
+    assert_read_exactly(make)
+
+
+def test_a_skip_of_the_paired_norms_output_is_said_and_read_with_the_layers_as_stream():
+    """``z = norm(h); h = z + conv(z)``: the norm runs just before its layer, so its input
+    is the row (the state before each block), silently, while the skips carry the norm's
+    output.  A warning now says so; ``stream=`` with the layers records the states the skips
+    carry."""
+    torch.manual_seed(0)
+    model = GuessedBlocks(["normed-skip"] * 4).double().eval()
+    frame, _, said, ei = probed(model, capture="residual")
+    assert len(said) == 1 and "the skip adding the norm's output" in said[0], said
+    assert_stream(frame, model.before, ei)
+    frame, kept, said, ei = probed(model, capture="residual", stream=list(model.convs))
+    assert said == []
+    assert_stream(frame[frame["layer"] < 4], kept[:-1], ei)

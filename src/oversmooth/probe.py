@@ -497,6 +497,12 @@ class _StreamTap:
         self.mode: str | None = None if self.chains else "input"
         self.held: list[_Held] = []
         self.outs: list[_Held | None] = []
+        # per held row: a norm's output of the layer's output (h + norm(layer(h))), else None
+        self.normed: list[_Held | None] = []
+        # the last row read at its own paired norm: (row, the norm's input, its output, their
+        # version counters), and whether the identity was checked against such a pair
+        self.own_last: tuple[int, Tensor, Tensor, tuple[int, int]] | None = None
+        self.own_checked = False
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
         self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
@@ -589,6 +595,7 @@ class _StreamTap:
         self.last_out = out
         if self.mode is None and len(self.outs) < len(self.held):
             self.outs.append(None if out is None else self._hold([out]))
+            self.normed.append(None)
 
     def _hold(self, chain: list[Tensor]) -> _Held:
         """``chain`` kept until the mode is known: copies while a state is small
@@ -611,6 +618,10 @@ class _StreamTap:
         chain is ``x`` and it, and the row is it whatever the mode; emitted at once while no
         row is held."""
         own = stream is not None
+        if stream is not None:
+            self._check_own(row, x, stream)
+        else:
+            self.own_last = None
         chain = [x, stream] if stream is not None else self._follow_back(x)
         same = len(chain) == 1 and self.previous_input is x  # two layers read one state
         self.made, self.ran, self.previous_input = {}, [], x
@@ -623,6 +634,35 @@ class _StreamTap:
             return
         # a GPS block's branches: the previous row again, the same object
         self._hold_row(row, self.held[-1] if same and self.held else self._hold(chain), own)
+
+    def _check_own(self, row: int, x: Tensor, stream: Tensor) -> None:
+        """Row ``row`` is read at its own paired norm's input ``stream`` (Pre-LN by the places;
+        ``x`` the norm's output).  On the first two consecutive such rows, the residual identity
+        against the layer between them: where ``stream_k - x_{k-1}`` follows the layer's output
+        and ``stream_k - stream_{k-1}`` does not, the skip adds the norm's output (``h =
+        norm(h); h = h + layer(h)``), so the stream is the layers' inputs, and a note says so
+        (the rows, emitted as they come, stay the norms' inputs)."""
+        last, self.own_last = self.own_last, (row, stream, x, (stream._version, x._version))
+        if self.own_checked or last is None or last[0] != row - 1 or self.last_out is None:
+            return
+        _, before, before_x, versions = last
+        out = self.last_out
+        if (before._version, before_x._version) != versions or not (
+            stream.shape == before.shape == before_x.shape == out.shape
+        ):
+            return
+        self.own_checked = True
+        sampled = _sampled(out)
+        if _step_follows(stream, before_x, sampled, zero=True) and not _step_follows(
+            stream, before, sampled, zero=True
+        ):
+            self.note = (
+                "capture='residual': each layer's paired norm runs just before it, so the rows "
+                "hold the norms' inputs, as in Pre-LN (h = h + layer(norm(h))), but the residual "
+                "identity shows the skip adding the norm's output (h = norm(h); h = h + "
+                "layer(h)): the state the skips carry is each layer's input, the norm's output; "
+                "pass stream=[...] with the layers themselves to record those instead"
+            )
 
     def _follow_back(self, x: Tensor) -> list[Tensor]:
         """``x`` and the inputs of the norms and dropouts outside the layers that made it, or
@@ -759,8 +799,11 @@ class _StreamTap:
             return
         if self.plan.norms:
             # the places of the paired norms: a layer whose own norm ran just before it reads
-            # the norm's input (its row's chain), any other its own input (Post-LN)
-            self._settle("input", remember=False)  # a paired norm is the stack's own
+            # the norm's input (its row's chain), any other its own input (Post-LN), said to
+            # be unchecked where the identity bears out no pair of the latter (once a norm ran
+            # for another layer's place, a warning says that no place is trusted)
+            confirmed = self.mismatch is not None or self._places_confirmed()
+            self._settle("input", checked=confirmed, remember=False, places=not confirmed)
             return
         if len(held) == 1 and len(held[0].chain) > 1:  # one layer call: nothing to compare
             self._settle("input", checked=False, alone=True)
@@ -784,6 +827,37 @@ class _StreamTap:
         post = _correlation(sb - _sampled(va), out) if va.shape == shape else -math.inf
         self._settle("pre" if pre >= post else "input", checked=False, post=post > pre)
 
+    def _places_confirmed(self) -> bool:
+        """Whether the residual identity bears out the paired norms' places (each layer not
+        fed by its own norm reads the stream) on a pair of consecutive held rows read so,
+        ``k - 1`` and ``k`` with inputs ``x``: Post-LN, ``root_k - x_{k-1}`` a monotone
+        function of the layer's output (``h = norm(h + f(layer(h)))``, the root the norm's
+        input); or a norm of the branch, ``x_k - x_{k-1}`` the norm's output (``h = h +
+        norm(layer(h))``).  True when no such pair was held (nothing to check).  Where it
+        fails, the places' reading is a guess: a Pre-LN norm run at the end of each block
+        for the next (``z = norms[k](h)``) with a further residual term (an FFN, GCNII's
+        initial state) hides the identity and reads the same, its rows ``norm(h)``, as does
+        ``h + norm(layer(relu(h)))``, whose rows are ``relu(h)``."""
+        held, found = self.held, False
+        for k in range(1, len(held)):
+            if self.paired[k - 1] or self.paired[k] or held[k] is held[k - 1]:
+                continue
+            found = True
+            before, x = held[k - 1].chain[0], held[k].chain[0]
+            branch = self._branch(k)
+            root = self._root(k)
+            if branch is not None and root is not x:
+                out, shape = branch
+                if root.shape == before.shape == shape and _step_follows(
+                    root, before, out, zero=True
+                ):
+                    return True
+            normed = self.normed[k - 1] if k - 1 < len(self.normed) else None
+            if normed is not None and x.shape == before.shape == normed.chain[0].shape:
+                if _step_follows(x, before, _sampled(normed.chain[0])):
+                    return True
+        return not found
+
     def _settle(
         self,
         mode: str,
@@ -792,9 +866,11 @@ class _StreamTap:
         changed: bool = False,
         alone: bool = False,
         remember: bool = True,
+        places: bool = False,
     ) -> None:
         """Emit the held rows by ``mode`` and every later one directly (``changed``: the held
-        rows were updated in place, and none is emitted; ``alone``: one layer call, unread)."""
+        rows were updated in place, and none is emitted; ``alone``: one layer call, unread;
+        ``places``: read by the paired norms' places, which the identity did not bear out)."""
         self.mode, self.prenorm, self.post = mode, mode == "pre", post
         if checked and not changed and remember:
             self.known = (mode, post)
@@ -815,6 +891,25 @@ class _StreamTap:
                 f" are not recorded, and the later rows hold {what}, the tensors updated in "
                 "place, unchecked; write h = h + ..., or pass stream=[...] (the modules whose "
                 "input is the stream before each layer)"
+            )
+        elif places and any(n is not None for n in self.normed):
+            self.note = (
+                "capture='residual': the rows hold the layers' inputs, as the places of the "
+                "paired norms say (each runs on its layer's output, h = h + norm(layer(h))), "
+                "but no layer's input moves by the norm's output, so the reading is unchecked: "
+                "a function between the stream and the layer (h + norm(layer(relu(h)))) reads "
+                "the same, its rows relu(h) instead of h; pass stream=[...] (the modules whose "
+                "input is the stream before each layer) to say which"
+            )
+        elif places:
+            self.note = (
+                "capture='residual': the rows hold the layers' inputs, as the places of the "
+                "paired norms say (each runs after its layer, Post-LN: h = norm(h + "
+                "layer(h))), but the residual identity bears this out on no pair of layers, so "
+                "the reading is unchecked: a Pre-LN norm run at the end of each block for the "
+                "next (z = norms[k](h)) beside a further residual term (an FFN, an initial "
+                "residual) reads the same, its rows norm(h) instead of h; pass stream=[...] "
+                "(the modules whose input is the stream before each layer) to say which"
             )
         elif not checked and (fed or self._fed()):
             names = ", ".join(sorted({type(m).__name__ for m in fed})) or "a norm or dropout"
@@ -840,7 +935,7 @@ class _StreamTap:
         if rows:
             self.prenorm = pre[len(rows) - 1]
         first = self.held_from
-        self.held, self.outs, self.paired = [], [], []
+        self.held, self.outs, self.paired, self.normed = [], [], [], []
         for row, x in enumerate(rows, start=first):
             self.emit(row, x)
 
@@ -848,6 +943,7 @@ class _StreamTap:
         """The forward ended: no state of size n x d is kept until the next (the reading the
         identity showed is)."""
         self.held, self.outs, self.made, self.ran, self.after = [], [], {}, [], {}
+        self.normed, self.own_last = [], None
         self.last = self.previous_input = self.last_out = None
         self.pending, self.paired = {}, []
 
@@ -904,6 +1000,8 @@ class _StreamTap:
             self.made[id(output)] = (module, inp)
             if inp is not self.last_out:  # a norm of the last layer's output is the branch's
                 self.ran.append(inp)
+            elif self.mode is None and self.normed and len(self.normed) == len(self.held):
+                self.normed[-1] = self._hold([output])  # h + norm(layer(h)): the branch
         if self.awaiting:
             self.after[id(output)] = (module, inp, output)
 
