@@ -909,3 +909,62 @@ def test_a_skip_of_the_paired_norms_output_is_said_and_read_with_the_layers_as_s
     frame, kept, said, ei = probed(model, capture="residual", stream=list(model.convs))
     assert said == []
     assert_stream(frame[frame["layer"] < 4], kept[:-1], ei)
+
+
+class ReluBeforeNorm(PairedBlocks):
+    """Pre-LN with an activation between the stream and the paired norm: ``h = h +
+    conv(norm(relu(h)))``; the norm's input is relu(h), not h."""
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            h = h + conv(norm(F.relu(h)), edge_index)
+            self.kept.append(h)
+        return h
+
+
+class PostDropoutIn(PairedBlocks):
+    """Post-LN with a dropout module on each layer's input: ``h = norm(h +
+    conv(dropout(h)))``."""
+
+    def __init__(self, kinds: list[str]) -> None:
+        super().__init__(kinds)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            h = norm(h + conv(self.drop(h), edge_index))
+            self.kept.append(h)
+        return h
+
+
+def test_an_audit_of_the_checked_places():
+    """An audit of the checks above: ``h + conv(norm(relu(h)))`` had its rows relu(h), read at
+    the paired norms' inputs with no word (1.82 against 5.14); Post-LN with a dropout module on
+    each layer's input, in train mode, had its rows the norms' inputs, the sums before each
+    norm (5.40 against 11.2), the first pair's roots (the encoder's output, one step short of
+    the second row's chain) showing a Pre-LN reading.  The first is said now; the second is
+    read at the layers' inputs, after the dropout (as the layers see the stream), and said to
+    be unchecked."""
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(ReluBeforeNorm(["pre"] * 4).double().eval(), capture="residual")
+    assert len(said) == 1 and "makes the rows relu(h), not h" in said[0], said
+    torch.manual_seed(0)
+    model = PostDropoutIn(["post"] * 4).double().train()
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inputs: list[torch.Tensor] = []
+        hooks = [c.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for c in model.convs]
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            torch.manual_seed(1)
+            model(data.x, data.edge_index)
+        for hook in hooks:
+            hook.remove()
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "the reading is unchecked" in said[0], said
+    frame = probe.to_frame()
+    assert_stream(frame, inputs + [model.kept[-1]], data.edge_index)

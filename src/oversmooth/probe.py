@@ -249,6 +249,12 @@ def _step_follows(later: Tensor, earlier: Tensor, out: Tensor, zero: bool = Fals
     return _follows(sl - se, out, sl, se, zero=zero)
 
 
+def _rectified(*tensors: Tensor) -> bool:
+    """Whether no entry of ``tensors`` (on :func:`_sampled` entries) is negative, as in an
+    activation's output (ReLU, softmax)."""
+    return all(bool((_sampled(t) >= 0).all()) for t in tensors)
+
+
 def _correlation(a: Tensor, b: Tensor) -> float:
     """The correlation of ``a``'s and ``b``'s entries (-inf for other shapes or a constant)."""
     if a.shape != b.shape:
@@ -653,9 +659,17 @@ class _StreamTap:
             return
         self.own_checked = True
         sampled = _sampled(out)
-        if _step_follows(stream, before_x, sampled, zero=True) and not _step_follows(
-            stream, before, sampled, zero=True
-        ):
+        pre = _step_follows(stream, before, sampled, zero=True)
+        if not pre and _rectified(stream, before) and not _rectified(out):
+            self.note = (
+                "capture='residual': each layer's paired norm runs just before it, so the rows "
+                "hold the norms' inputs, as in Pre-LN (h = h + layer(norm(h))), but these have "
+                "no negative entry where the layers' outputs have, and the residual identity "
+                "does not bear the reading out: an activation between the stream and the norm "
+                "(h = h + layer(norm(relu(h)))) makes the rows relu(h), not h; a function "
+                "call is invisible to the probe, so the reading is unchecked"
+            )
+        elif not pre and _step_follows(stream, before_x, sampled, zero=True):
             self.note = (
                 "capture='residual': each layer's paired norm runs just before it, so the rows "
                 "hold the norms' inputs, as in Pre-LN (h = h + layer(norm(h))), but the residual "
@@ -727,8 +741,15 @@ class _StreamTap:
         sb = _sampled(rb)
         if _follows(sb, out, sb):
             found.add("plain")
+        # the first row's chain shorter than the second's (h = norm(h + conv(drop(h))) in train
+        # mode: [drop(h0), h0] against [drop(h1), h1, the norm's input]): its root is the
+        # encoder's output, one step short of the second's, and the stream plus the branch is
+        # the second root in Post-LN as in Pre-LN, so the pair shows no Pre-LN reading
+        shallow = k == 1 and len(self.held[0].chain) < len(self.held[1].chain)
         if ra is not va:
             for name, t in (("pre", ra), ("post", va)):
+                if name == "pre" and shallow:
+                    continue
                 if t.shape == shape and _step_follows(rb, t, out, zero=True):
                     found.add(name)
         return found
