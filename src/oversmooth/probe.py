@@ -509,6 +509,9 @@ class _StreamTap:
         # version counters), and whether the identity was checked against such a pair
         self.own_last: tuple[int, Tensor, Tensor, tuple[int, int]] | None = None
         self.own_checked = False
+        # the types of the norms seen making a row's stream, the input of its own paired norm
+        # (h = post[k](h + conv(norms[k](h))): post[k - 1] made row k's)
+        self.stream_makers: set[type] = set()
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
         self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
@@ -626,6 +629,9 @@ class _StreamTap:
         own = stream is not None
         if stream is not None:
             self._check_own(row, x, stream)
+            maker = self.made.get(id(stream)) if row else None  # (row 0: the encoder's)
+            if maker is not None and any(_is_norm(m) for m in maker[0].modules()):
+                self.stream_makers.add(type(maker[0]))
         else:
             self.own_last = None
         chain = [x, stream] if stream is not None else self._follow_back(x)
@@ -1057,6 +1063,8 @@ class _StreamTap:
             final = any(_is_norm(m) for m in module.modules())
             if final and before is not None and self._own_norm(before[0]):
                 return inp, None  # the last block's own norm, then a final norm
+            if self.prenorm and type(module) in self.stream_makers:
+                return output, None  # a norm like those that made the earlier rows' streams
             return (output if self._own_norm(module) else inp), None
         if next(module.parameters(), None) is None and inp is not None:
             return output, None  # an activation (one tensor in); a readout of a list is not
