@@ -70,6 +70,7 @@ __all__ = [
     "quantile",
     "profile_interval",
     "profile_alpha",
+    "two_power_rss",
 ]
 
 K0_GRID_SIZE = 24  # geometric k0 values (plus k0 = 0) between 0.25 and K0_MAX_FACTOR * k_max
@@ -267,6 +268,38 @@ def _profiled(
     lo = float(((value - half)[allowed]).min())
     hi = float(((value + half)[allowed]).max())
     return lo, hi, n_eff, bool(len(model.k0) > 1 and allowed[-1])
+
+
+#: values of ``k0`` (geometric, from 0.25 to the last layer) :func:`two_power_rss` tries
+TWO_POWER_GRID = 96
+
+
+def two_power_rss(layers: np.ndarray, curve: np.ndarray) -> float:
+    """The least residual sum of squares of ``curve`` (a log energy over ``layers``, all >= 1)
+    under the law with two power terms and no exponential factor,
+    ``y = a + alpha_1 log k + alpha_2 log(k + k0)`` (``k0`` on :data:`TWO_POWER_GRID` values
+    up to the last layer): the same number of free parameters as the law family's ``a +
+    alpha log(k + k0) + beta k``.  A power law that steepens (``k^-0.5 (1 + k/50)^-2.5``,
+    asymptotically ``k^-3``) is not in that family, whose ``beta`` then absorbs the second
+    power term; where this law fits at least as well, no exponential factor is shown.
+    ``inf`` when a layer is below 1."""
+    k = np.asarray(layers, dtype=np.float64)
+    if k.size < 4 or float(k.min()) < 1:
+        return math.inf
+    y = np.asarray(curve, dtype=np.float64)
+    y = y - y.mean()
+    k0 = np.geomspace(0.25, float(k.max()), TWO_POWER_GRID)
+    design = np.stack(
+        [
+            np.ones((len(k0), len(k))),
+            np.broadcast_to(np.log(k), (len(k0), len(k))),
+            np.log(k[None, :] + k0[:, None]),
+        ],
+        axis=-1,
+    )  # [G, n, 3]
+    coef = np.matmul(np.linalg.pinv(design), y)  # [G, 3]
+    resid = y[None, :] - np.matmul(design, coef[..., None])[..., 0]
+    return float((resid**2).sum(axis=1).min())
 
 
 class SegmentLines:

@@ -62,6 +62,7 @@ from oversmooth.lawfit import (
     SegmentLines,
     profile_alpha,
     profile_interval,
+    two_power_rss,
 )
 
 if TYPE_CHECKING:
@@ -106,7 +107,9 @@ COLLAPSES = ("oversmoothing", "norm-collapse", "both")
 #: than :data:`EXP_TOLERANCE` windows, the local rate falls like 1/k; ``opposite-sign``,
 #: ``small-exponential``, ``laws-overlap``: a trend whose law is open (the exponential factor
 #: turns the curve, moves it by less than :data:`MIN_TERM_DECADES`, or neither law is ruled
-#: out).  The numbers each reason rests on are in ``evidence``.
+#: out); ``two-powers``: the exponential factor is significant, but a law of two power terms
+#: and no exponential factor fits the curve as well (a power law that steepens).  The numbers
+#: each reason rests on are in ``evidence``.
 _LAWS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth")
 REASONS = (
     "nonfinite",
@@ -120,6 +123,7 @@ REASONS = (
     "opposite-sign",
     "small-exponential",
     "laws-overlap",
+    "two-powers",
 )
 #: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
 #: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
@@ -730,10 +734,21 @@ def _named_law(
     no_power = max(gap_lo, gap_hi) < 0 and min(late_lo, late_hi) > 0
     evidence["power_gap"] = sign * point["power_gap"]
     evidence["power_gap_interval"] = sorted([gap_lo, gap_hi])
-    if (exp_same and exp_big) or (no_power and not (exp_sig and not exp_same)):
+    # a significant exponential factor shows one only where no law of two power terms (and no
+    # exponential factor) fits as well: k^-0.5 (1 + k/50)^-2.5, asymptotically k^-3, was
+    # exponential-smoothing in every noise-free draw and most noisy ones (beta absorbing the
+    # second power term)
+    shown = exp_same and exp_big
+    if shown:
+        mean = logs.mean(axis=0)
+        law_rss = float(fit.full.fit(mean[None, :])["rss"][0])
+        powers_rss = two_power_rss(layers, mean)
+        evidence["law_rss"], evidence["two_power_rss"] = law_rss, powers_rss
+        shown = powers_rss > law_rss
+    if shown or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
-        reason = "exp-constant-rate" if exp_same and exp_big else "exp-late-rate-holds"
+        reason = "exp-constant-rate" if shown else "exp-late-rate-holds"
         asym = evidence["late_asymptotic"]
         return out.done(
             label, reason, rate=rate, asymptotic=asym, asymptotic_rate=asym_rate, **common
@@ -744,6 +759,8 @@ def _named_law(
         return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
     if exp_sig and not exp_same:
         reason = "opposite-sign"
+    elif exp_same and exp_big:
+        reason = "two-powers"
     elif exp_same:
         reason = "small-exponential"
     else:

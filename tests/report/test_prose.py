@@ -62,6 +62,12 @@ def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
         ),
         ("opposite-sign", "inconclusive", "energy decays by 1.50 decades over layers 1-64 but "),
         ("small-exponential", "inconclusive", "energy decays by 1.50 decades over layers 1-64 "),
+        (
+            "two-powers",
+            "inconclusive",
+            "energy decays by 1.50 decades over layers 1-64 but the laws do not separate: the "
+            "exponential factor is significant in the law fitted, but a power law that steepens",
+        ),
         ("stable", "stable", f"the fitted energy changes by {CHANGE}, inside +-0.3"),
         ("no-trend", "inconclusive", f"the fitted energy changes by {CHANGE}: cannot tell"),
     ],

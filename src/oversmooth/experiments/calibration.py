@@ -154,8 +154,9 @@ def _late_rate_cases() -> list[Case]:
 
 
 def _other_cases() -> list[Case]:
-    """A seed spread of the exponent, growth, a stable curve, and a stretched exponential
-    (no single truth: its labels are listed, never scored)."""
+    """A seed spread of the exponent, growth, a power law that steepens (two power terms:
+    exponential is wrong, its exponent is not scored), a stable curve, and a stretched
+    exponential (no single truth: its labels are listed, never scored)."""
     return [
         Case(
             "pow alpha=-1, seed spread 0.2",
@@ -180,6 +181,13 @@ def _other_cases() -> list[Case]:
             LN2 / 0.08,
             cosine=0.999,
             family="growth",
+        ),
+        Case(
+            "steepening k^-0.5 (1+k/50)^-2.5",
+            lambda k, s: -0.5 * np.log(np.maximum(k, 1.0)) - 2.5 * np.log1p(k / 50),
+            "algebraic-smoothing",
+            None,
+            family="steepening power law (two power terms; no single exponent)",
         ),
         Case("stable", _power(0.0), "stable", None, cosine=0.999, curse=True, family="stable"),
         Case(

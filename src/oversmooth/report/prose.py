@@ -223,6 +223,12 @@ def _open_law(code: Any, ev: Mapping[str, Any]) -> str:
             "the exponential factor is significant but moves the curve by less than "
             f"{MIN_TERM_DECADES:g} decades"
         )
+    if code == "two-powers":
+        return (
+            "the exponential factor is significant in the law fitted, but a power law that "
+            "steepens (two power terms, no exponential factor) fits as well: the local rate "
+            "may still fall like 1/k"
+        )
     if code == "laws-overlap":
         lo, hi = ev["beta_interval"]
         longest = math.log(2) / max(abs(lo), abs(hi), 1e-300)
