@@ -285,10 +285,11 @@ def two_power_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     """The least residual sum of squares of ``curve`` (a log energy over ``layers``, all >= 1)
     under the law with two power terms and no exponential factor,
     ``y = a + alpha_1 log k + alpha_2 log(k + k0)`` (``k0`` on :data:`TWO_POWER_GRID` values
-    up to :data:`TWO_POWER_TOP` times the last layer): the same number of free parameters as the law family's ``a +
-    alpha log(k + k0) + beta k``.  A power law that steepens (``k^-0.5 (1 + k/50)^-2.5``,
-    asymptotically ``k^-3``) is not in that family, whose ``beta`` then absorbs the second
-    power term; where this law fits at least as well, no exponential factor is shown.
+    up to :data:`TWO_POWER_TOP` times the last layer): the same number of free parameters as
+    the law family's ``a + alpha log(k + k0) + beta k``.  A power law that steepens
+    (``k^-0.5 (1 + k/50)^-2.5``, asymptotically ``k^-3``) is not in that family, whose ``beta``
+    then absorbs the second power term; where this law fits at least as well, no exponential
+    factor is shown.
     ``inf`` when a layer is below 1."""
     k = np.asarray(layers, dtype=np.float64)
     if k.size < 4 or float(k.min()) < 1:
