@@ -87,6 +87,10 @@ def test_a_power_law_that_steepens_is_never_called_exponential():
     for seeds in (1, 5):
         for v in _case(name, Noise("", 0.1), seeds=seeds, draws=3):
             assert v.label in ("algebraic-smoothing", "inconclusive"), verdict_text(v)
+    for start in (16, 32):  # a later window: e^-0.1k over layers 32-64 lost to a k0 of 32
+        for draw in range(6):
+            frame = _noisy(lambda kk: -0.1 * kk, 64, 3, 0.05, np.random.default_rng(draw))
+            assert verdict(frame, dtype="float64", start=start).reason != "two-powers"
     for beta in (-0.01, -0.05):
         v = verdict(
             draw_frame(CASE[f"exp beta={beta:g}"], Noise("", 0.0), 1, np.random.default_rng(0))

@@ -270,33 +270,38 @@ def _profiled(
     return lo, hi, n_eff, bool(len(model.k0) > 1 and allowed[-1])
 
 
-#: values of ``k0`` (geometric, from 0.25 to :data:`TWO_POWER_TOP` times the last layer)
+#: values of ``k0`` (geometric, from 0.25 to the largest :data:`TWO_POWER_FALL` allows)
 #: :func:`two_power_rss` tries
 TWO_POWER_GRID = 96
-#: the largest ``k0`` of the two-power law, as a share of the last layer: a factor
-#: ``(k + k0)^alpha`` with a larger ``k0`` changes its local rate by less than a factor 3 over
-#: the window and stands in for an exponential there (Post-LN GCN at depth 64 in float64,
-#: halving every 1.2 layers over 18 decades, was best fitted by ``(k + 64)^-83``, which
-#: vetoed its exponential)
-TWO_POWER_TOP = 0.5
+#: the least factor by which the two-power law's shifted term must change its local rate over
+#: the window, ``(k_hi + k0) / (k_lo + k0)``: a factor ``(k + k0)^alpha`` whose rate changes
+#: less stands in for an exponential there (Post-LN GCN at depth 64 in float64, halving every
+#: 1.2 layers over 18 decades, was best fitted by ``(k + 64)^-83``, which vetoed its
+#: exponential; so was ``e^-0.1k`` over layers 32-64 by a ``k0`` of 32)
+TWO_POWER_FALL = 3.0
 
 
 def two_power_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     """The least residual sum of squares of ``curve`` (a log energy over ``layers``, all >= 1)
     under the law with two power terms and no exponential factor,
     ``y = a + alpha_1 log k + alpha_2 log(k + k0)`` (``k0`` on :data:`TWO_POWER_GRID` values
-    up to :data:`TWO_POWER_TOP` times the last layer): the same number of free parameters as
-    the law family's ``a + alpha log(k + k0) + beta k``.  A power law that steepens
+    up to ``(k_hi - 3 k_lo) / 2``, where ``(k + k0)``'s rate still changes by
+    :data:`TWO_POWER_FALL` over the window): the same number of free parameters as the law
+    family's ``a + alpha log(k + k0) + beta k``.  A power law that steepens
     (``k^-0.5 (1 + k/50)^-2.5``, asymptotically ``k^-3``) is not in that family, whose ``beta``
     then absorbs the second power term; where this law fits at least as well, no exponential
     factor is shown.
-    ``inf`` when a layer is below 1."""
+    ``inf`` (no veto) when a layer is below 1 or the window is too narrow for any such ``k0``
+    (``k_hi < 3 k_lo + 0.5``)."""
     k = np.asarray(layers, dtype=np.float64)
     if k.size < 4 or float(k.min()) < 1:
         return math.inf
+    top = (float(k.max()) - TWO_POWER_FALL * float(k.min())) / (TWO_POWER_FALL - 1)
+    if top <= 0.25:
+        return math.inf
     y = np.asarray(curve, dtype=np.float64)
     y = y - y.mean()
-    k0 = np.geomspace(0.25, TWO_POWER_TOP * float(k.max()), TWO_POWER_GRID)
+    k0 = np.geomspace(0.25, top, TWO_POWER_GRID)
     design = np.stack(
         [
             np.ones((len(k0), len(k))),
