@@ -1013,3 +1013,38 @@ def test_a_norm_like_those_that_made_the_streams_makes_the_last_row(model):
     against 2.38 at depth 4), with no word.  A final norm after a Pre-LN stack still gives
     its input, also when an input norm of its kind made layer 0."""
     assert_read_exactly(lambda: model(["pre"] * 4))
+
+
+class BranchNormThenFinal(PairedBlocks):
+    """Pre-LN over paired lists whose branch goes through one shared ``Sequential(LayerNorm,
+    Dropout)`` and a scale (``h = h + 0.5 drop(conv(norms[k](h)))``), then a final norm."""
+
+    def __init__(self, kinds: list[str]) -> None:
+        super().__init__(kinds)
+        self.branch = nn.Sequential(trained(nn.LayerNorm(WIDTH)), nn.Dropout(0.1))
+        self.norm_out = trained(nn.LayerNorm(WIDTH))
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            h = h + 0.5 * self.branch(conv(norm(h), edge_index))
+            self.kept.append(h)
+        return self.norm_out(h)
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_a_norm_of_the_last_branch_is_not_the_final_norm(train):
+    """A review: the shared branch norm, given the last layer's output, was taken for a final
+    norm, its input recorded as layer L (0.221 against 4.34 in eval mode, 0.484 against 7.86
+    in train mode), with no word."""
+    torch.manual_seed(0)
+    model = BranchNormThenFinal(["pre"] * 4).double().train(train)
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            torch.manual_seed(1)
+            model(data.x, data.edge_index)
+    assert [str(w.message) for w in caught] == []
+    assert_stream(probe.to_frame(), model.kept, data.edge_index)

@@ -1092,7 +1092,11 @@ class _StreamTap:
 
     def _final_input(self, module: nn.Module, args: tuple) -> None:
         x = first_tensor(args)
-        # (while rows are held, the end is read after them, from the model's output)
+        # (while rows are held, the end is read after them, from the model's output); a norm
+        # given the last layer's output is the branch's (h + drop(norm(conv(norm(h))))), not
+        # a final norm: its input was read as layer L, the final norm's output then taken
+        if x is self.last_out:
+            return
         if self.awaiting and self.prenorm and not self.held and x.shape[-1] == self.width:
             self.awaiting = False
             self.emit(self.calls, x)
