@@ -165,6 +165,17 @@ def assert_stream(frame, kept, edge_index) -> None:
         assert frame["laplacian_energy"][k] == pytest.approx(want, rel=1e-12), k
 
 
+def assert_two_forwards_read_exactly(model: nn.Module) -> None:
+    """Two forwards of one probe (the small graph's features, then others): each one's rows
+    are the stream it kept."""
+    data = small_graph()
+    with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+        for x in (data.x, 3.0 * torch.randn_like(data.x)):
+            model(x, data.edge_index)
+            assert_stream(probe.to_frame(), model.kept, data.edge_index)
+            probe.reset()
+
+
 def assert_read_exactly(make: Callable[[], nn.Module]) -> None:
     """One forward of the float64 model ``make()`` builds (seeded): every row is the stream it
     kept, with no warning."""
@@ -773,15 +784,9 @@ def test_a_second_forward_keeps_the_reading_a_paired_stack_showed():
     """A shifted depth-2 stack shows its reading only against the model's output; a second
     forward of the same probe (other features) fell back on the places, norm(h), silently."""
     torch.manual_seed(0)
-    model = PairedBlocks(["shifted"] * 2).double().eval()
-    data = small_graph()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
-            for x in (data.x, 3.0 * torch.randn_like(data.x)):
-                model(x, data.edge_index)
-                assert_stream(probe.to_frame(), model.kept, data.edge_index)
-                probe.reset()
+        assert_two_forwards_read_exactly(PairedBlocks(["shifted"] * 2).double().eval())
 
 
 class ReversedPostLN(PairedBlocks):
@@ -828,13 +833,7 @@ def test_a_review_of_the_paired_reading():
     assert_stream(frame, kept, ei)
     assert said == []
     torch.manual_seed(0)
-    model = PlainThenPost().double().eval()
-    data = small_graph()
-    with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
-        for x in (data.x, 3.0 * torch.randn_like(data.x)):
-            model(x, data.edge_index)
-            assert_stream(probe.to_frame(), model.kept, data.edge_index)
-            probe.reset()
+    assert_two_forwards_read_exactly(PlainThenPost().double().eval())
 
 
 class GuessedBlocks(PairedBlocks):
@@ -1040,11 +1039,6 @@ def test_a_norm_of_the_last_branch_is_not_the_final_norm(train):
     in train mode), with no word."""
     torch.manual_seed(0)
     model = BranchNormThenFinal(["pre"] * 4).double().train(train)
-    data = small_graph()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
-            torch.manual_seed(1)
-            model(data.x, data.edge_index)
-    assert [str(w.message) for w in caught] == []
-    assert_stream(probe.to_frame(), model.kept, data.edge_index)
+    frame, kept, said, ei = probed(model, capture="residual")
+    assert said == []
+    assert_stream(frame, kept, ei)

@@ -630,8 +630,9 @@ class _StreamTap:
         if stream is not None:
             self._check_own(row, x, stream)
             maker = self.made.get(id(stream)) if row else None  # (row 0: the encoder's)
-            if maker is not None and any(_is_norm(m) for m in maker[0].modules()):
-                self.stream_makers.add(type(maker[0]))
+            if maker is not None and type(maker[0]) not in self.stream_makers:
+                if any(_is_norm(m) for m in maker[0].modules()):
+                    self.stream_makers.add(type(maker[0]))
         else:
             self.own_last = None
         chain = [x, stream] if stream is not None else self._follow_back(x)
@@ -654,8 +655,10 @@ class _StreamTap:
         and ``stream_k - stream_{k-1}`` does not, the skip adds the norm's output (``h =
         norm(h); h = h + layer(h)``), so the stream is the layers' inputs, and a note says so
         (the rows, emitted as they come, stay the norms' inputs)."""
+        if self.own_checked:  # once per forward: nothing is kept after that
+            return
         last, self.own_last = self.own_last, (row, stream, x, (stream._version, x._version))
-        if self.own_checked or last is None or last[0] != row - 1 or self.last_out is None:
+        if last is None or last[0] != row - 1 or self.last_out is None:
             return
         _, before, before_x, versions = last
         out = self.last_out
@@ -663,7 +666,7 @@ class _StreamTap:
             stream.shape == before.shape == before_x.shape == out.shape
         ):
             return
-        self.own_checked = True
+        self.own_checked, self.own_last = True, None  # (no state kept past the check)
         sampled = _sampled(out)
         pre = _step_follows(stream, before, sampled, zero=True)
         if not pre and _rectified(stream, before) and not _rectified(out):

@@ -687,20 +687,21 @@ def _decide(
             evidence["seed_changes"] = [float(c) for c in changes]
         return out.done("inconclusive", "no-trend", **common)
 
-    fit = _Fitted(est, full, layers, logs, evidence)
+    fit = _Fitted(est, full, layers, logs, evidence, float(pooled["rss"][0]))
     return _named_law(out, frame, fit, -1 if trend == "decay" else 1, common)
 
 
 @dataclass
 class _Fitted:
-    """What the law decision reads: the estimates, the full law model, the curves and the evidence
-    being filled."""
+    """What the law decision reads: the estimates, the full law model, the curves, the evidence
+    being filled and the full law's residual sum on the seeds' mean curve."""
 
     est: dict[str, Estimate]
     full: LawModel
     layers: np.ndarray
     logs: np.ndarray
     evidence: dict[str, Any]
+    law_rss: float
 
 
 def _named_law(
@@ -740,11 +741,9 @@ def _named_law(
     # second power term)
     shown = exp_same and exp_big
     if shown:
-        mean = logs.mean(axis=0)
-        law_rss = float(fit.full.fit(mean[None, :])["rss"][0])
-        powers_rss = two_power_rss(layers, mean)
-        evidence["law_rss"], evidence["two_power_rss"] = law_rss, powers_rss
-        shown = powers_rss > law_rss
+        powers_rss = two_power_rss(layers, logs.mean(axis=0))
+        evidence["law_rss"], evidence["two_power_rss"] = fit.law_rss, powers_rss
+        shown = powers_rss > fit.law_rss
     if shown or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
