@@ -21,6 +21,7 @@ from oversmooth.experiments.calibration import (
     synthetic_frame,
 )
 from oversmooth.report.prose import verdict_text
+from oversmooth.lawfit import LawModel
 from oversmooth.verdict import MIN_LAYERS, Verdict, local_halving_length, verdict
 from oversmooth.config import ModelConfig
 
@@ -72,6 +73,23 @@ def test_shifted_power_law_of_theorem_4_1_is_never_called_exponential(k0):
     )
     assert clean.label == "algebraic-smoothing"
     assert clean.rate.interval[0] <= -3.0 <= clean.rate.interval[1]
+
+
+@pytest.mark.parametrize("depth", [32, 256])
+@pytest.mark.parametrize("k0", [0.003, 0.1, 0.2])
+def test_the_theorem_law_with_a_shift_below_the_grid_is_fitted_exactly(k0, depth):
+    """E0 / (1 + C E0 k) with a large C E0, so k0 = 1 / (C E0) below the k0 grid's first
+    positive value (0.25): fitted at k0 = 0 it gave, without noise, alpha -0.9815 with a 95%
+    interval of -0.9895 to -0.9735 (depth 32, k0 0.1), excluding the theorem's -1."""
+    k = np.arange(1, depth + 1, dtype=np.float64)
+    found = LawModel(k, exponential=False).fit(np.log(1.0 / (1.0 + k / k0))[None, :])
+    assert found["alpha"][0] == pytest.approx(-1.0, abs=1e-9)
+    assert found["k0"][0] == pytest.approx(k0, rel=1e-6)
+    frame = pd.DataFrame({"layer": k, "laplacian_energy": 1.0 / (1.0 + k / k0), "seed": 0})
+    v = verdict(frame, dtype="float64")
+    assert v.label == "algebraic-smoothing", verdict_text(v)
+    assert v.rate.interval[0] <= -1.0 <= v.rate.interval[1], v.rate
+    assert v.rate.value == pytest.approx(-1.0, abs=1e-9)
 
 
 def test_a_power_law_that_steepens_is_never_called_exponential():
