@@ -411,9 +411,9 @@ def _write_data(
     import pandas as pd
 
     from oversmooth.outputs import write_json
-    from oversmooth.report.formats import write_table
+    from oversmooth.report.formats import CSV_FLOAT, write_table
 
-    write_table(one, folder / "metrics.csv", tables, float_format="%.10g")
+    write_table(one, folder / "metrics.csv", tables, float_format=CSV_FLOAT)
     write_json(folder / "fits.json", {"mean_over_seeds": record})
     write_json(folder / "config.json", config)
     if found_sim is not None:
@@ -423,7 +423,7 @@ def _write_data(
             tables,
             index=True,
             index_label="layer",
-            float_format="%.8g",
+            float_format=CSV_FLOAT,
         )
 
 

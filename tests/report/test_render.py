@@ -41,7 +41,7 @@ def test_an_old_analyze_folder_rebuilds_with_its_cosine_figure(tmp_path):
 def test_matrix_csv_is_the_file_pandas_writes(tmp_path, matrix):
     labels = [2 * k for k in range(len(matrix))]
     frame = pd.DataFrame(matrix, index=labels, columns=labels)
-    frame.to_csv(tmp_path / "pandas.csv", index_label="layer", float_format="%.8g")
+    frame.to_csv(tmp_path / "pandas.csv", index_label="layer", float_format="%.10g")
     write_matrix_csv(tmp_path / "fast.csv", matrix, labels, "layer")
     assert (tmp_path / "fast.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes()
     back = pd.read_csv(tmp_path / "fast.csv", index_col=0)

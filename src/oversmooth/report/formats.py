@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DPI",
+    "CSV_FLOAT",
     "FIGURE_FORMATS",
     "TABLE_FORMATS",
     "DEFAULT_FIGURE_FORMATS",
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 DPI = 150  # of every saved PNG
+CSV_FLOAT = "%.10g"  # the per-layer tables' numbers: 10 significant digits
 FIGURE_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("csv", "parquet")
 DEFAULT_FIGURE_FORMATS = ("png",)

@@ -40,6 +40,7 @@ from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell, plus_minus
 from oversmooth.report.formats import (
+    CSV_FLOAT,
     DEFAULT_FIGURE_FORMATS,
     DEFAULT_TABLE_FORMATS,
     write_beside,
@@ -122,7 +123,7 @@ def write_analysis(
 
     tables = table_formats
     with atomic_folder(out, overwrite, kind=str(result.config.get("command", "analyze"))) as tmp:
-        write_table(result.metrics, tmp / "metrics.csv", tables, float_format="%.10g")
+        write_table(result.metrics, tmp / "metrics.csv", tables, float_format=CSV_FLOAT)
         if result.similarity is not None:
             layers = result.similarity_layers or list(range(len(result.similarity)))
             csv = tmp / "similarity.csv"
@@ -130,7 +131,7 @@ def write_analysis(
             similarity = pd.DataFrame(result.similarity, index=layers, columns=layers)
             write_beside(similarity, csv, tables, index=True, index_label="layer")
         if result.prune is not None:
-            write_table(result.prune, tmp / "prune.csv", tables, float_format="%.10g")
+            write_table(result.prune, tmp / "prune.csv", tables, float_format=CSV_FLOAT)
         write_json(tmp / "fits.json", analysis_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
@@ -141,7 +142,7 @@ def write_analysis(
 
 
 def write_matrix_csv(
-    path: Path, matrix: ArrayLike, labels: list[int], index_label: str, spec: str = "%.8g"
+    path: Path, matrix: ArrayLike, labels: list[int], index_label: str, spec: str = CSV_FLOAT
 ) -> None:
     """A square matrix as CSV, rows and columns named by ``labels``: the file pandas'
     ``DataFrame(matrix, index=labels, columns=labels).to_csv(path, index_label=...,
@@ -173,8 +174,8 @@ def write_comparison(
     ``table_formats`` and figures in ``figure_formats``."""
     tables = table_formats
     with atomic_folder(out, overwrite, kind="compare") as tmp:
-        write_table(result.metrics, tmp / "metrics.csv", tables, float_format="%.10g")
-        write_table(result.summary, tmp / "summary.csv", tables, float_format="%.10g")
+        write_table(result.metrics, tmp / "metrics.csv", tables, float_format=CSV_FLOAT)
+        write_table(result.summary, tmp / "summary.csv", tables, float_format=CSV_FLOAT)
         write_table(summary_table(result.summary), tmp / "table.csv", tables, index=True)
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
