@@ -72,6 +72,23 @@ def test_complete_graph_closed_form():
     assert gap.energy_ratio == pytest.approx(1 / (n - 1) ** 2, rel=1e-10)
 
 
+def test_a_rank_one_diffusion_takes_the_energy_to_zero_in_one_step():
+    """K_n with self loops: P~ = J/n, every eigenvalue but 1 is exactly 0.  The eigensolver's
+    1e-16 was read as a rate: "halves the energy every 0.00956 steps (per-step ratio 3.2e-32)"
+    (an audit)."""
+    from oversmooth.report.prose import reference_prose
+
+    n = 30
+    gap = spectral_gap(
+        _undirected([(i, j) for i in range(n) for j in range(i + 1, n)]), self_loops=True
+    )
+    assert gap.slem == 0.0 and gap.energy_ratio == 0.0 and gap.halving_steps == 0.0
+    assert "to zero in one step" in gap.summary()
+    reference = {"diffusion": {"computed": True, "energy_ratio": 0.0, "halving_steps": 0.0}}
+    (sentence,) = reference_prose({"reference": reference}, "diffusion")
+    assert "takes the energy to zero in one step" in sentence and "halves" not in sentence
+
+
 def test_disconnected_reports_largest_component_and_slowest_rate():
     triangle_path = [(0, 1), (1, 2), (2, 0), (2, 3), (3, 4), (4, 5), (5, 3)]  # 6 nodes
     edge = [(6, 7)]  # a 2-node component: bipartite, never decays

@@ -92,6 +92,22 @@ def test_the_theorem_law_with_a_shift_below_the_grid_is_fitted_exactly(k0, depth
     assert v.rate.value == pytest.approx(-1.0, abs=1e-9)
 
 
+def test_an_energy_exactly_zero_at_the_last_layer_is_stated_as_zero():
+    """The final energy is the seeds' geometric mean, whose zeros counted as 1e-300: a complete
+    graph's diffusion, exactly 0 from layer 3 on, read "final energy 1e-300" (an audit)."""
+    k = np.arange(0, 20)
+    frame = pd.DataFrame(
+        {
+            "layer": np.tile(k, 2),
+            "seed": np.repeat([0, 1], len(k)),
+            "laplacian_energy": np.tile(np.where(k < 3, 1.0 / (k + 1), 0.0), 2),
+        }
+    )
+    found = verdict(frame, dtype="float64")
+    assert found.final_energy == 0.0
+    assert verdict_text(found).endswith("final energy 0")
+
+
 def test_a_power_law_that_steepens_is_never_called_exponential():
     """An audit of laws the calibration did not hold: k^-0.5 (1 + k/50)^-2.5, asymptotically
     k^-3 with no exponential factor, was exponential-smoothing in every noise-free draw and in

@@ -21,13 +21,13 @@ So *exponential* versus *algebraic* is the question ``beta != 0`` versus ``beta 
 of a model in which the power term can curve the way a shifted power law or a transient
 does.  ``k0`` is profiled on a grid (:data:`K0_GRID_SIZE` values, geometric, plus 0); for
 each ``k0`` the rest is linear least squares; the best grid value is refined (parabolic steps
-in ``log k0``, or, below the grid's second value, a search linear in ``k0`` down to 0).  The grid stops at the window's last layer
-``k_max``: a shifted power law with a larger scale changes its local rate by less than a
-factor 2 inside the window and is nearly a straight line on log-linear axes; letting ``k0``
-grow further makes ``alpha log(k + k0)`` collinear with ``beta k`` and no exponential could be
-told from anything (measured: the interval of ``beta`` of a clean ``e^{-0.01 k}`` at sigma
-0.1 spanned -0.032 to +0.012 with ``k0`` up to ``4 k_max``).  Such a law is reported for
-what it is inside the window; a deeper run decides.
+in ``log k0``, or, below the grid's second value, a search linear in ``k0`` down to 0).  The
+grid stops at the window's last layer ``k_max``: a shifted power law with a larger scale
+changes its local rate by less than a factor 2 inside the window and is nearly a straight line
+on log-linear axes; letting ``k0`` grow further makes ``alpha log(k + k0)`` collinear with
+``beta k`` and no exponential could be told from anything (measured: the interval of ``beta``
+of a clean ``e^{-0.01 k}`` at sigma 0.1 spanned -0.032 to +0.012 with ``k0`` up to
+``4 k_max``).  Such a law is reported for what it is inside the window; a deeper run decides.
 
 **Uncertainty: seeds are replicates.**  At initialisation each seed is a draw of the
 architecture's random weights, so an interval must hold for the architecture, not for the

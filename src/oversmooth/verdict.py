@@ -369,9 +369,12 @@ class _Rows:
         values = frame[energy].to_numpy(dtype=np.float64)
         last = int(layers.max())
         at_last = frame[frame["layer"] == last]
-        self.final = geometric_mean(at_last[energy])
-        if not np.all(np.isfinite(at_last[energy].to_numpy(dtype=np.float64))):
-            self.final = float(at_last[energy].iloc[0])
+        finals = at_last[energy].to_numpy(dtype=np.float64)
+        self.final = geometric_mean(finals)
+        if not np.all(np.isfinite(finals)):
+            self.final = float(finals[0])
+        elif (finals == 0).any():  # the geometric mean of values with a zero is 0, not 1e-300
+            self.final = 0.0
         self.final64 = None  # the float64 shadow of a float32 run, when recorded
         if "float64_energy" in frame and dtype != "float64":
             self.final64 = geometric_mean(at_last["float64_energy"])

@@ -9,7 +9,13 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from oversmooth.cli.main import app
-from oversmooth.experiments.reproduce import DEPTHS, dataset_available, energy_table, paper_tables
+from oversmooth.experiments.reproduce import (
+    DEPTHS,
+    _table8_sentences,
+    dataset_available,
+    energy_table,
+    paper_tables,
+)
 from oversmooth.config import ModelConfig
 
 
@@ -201,3 +207,23 @@ def test_a_damaged_trained_run_is_refused_before_any_work(tmp_path):
         assert not (tmp_path / "out").exists()  # refused before any work
     with pytest.raises(ValueError, match="a file; pass the `oversmooth train` run folder"):
         run_reproduction(ReproduceConfig(trained=(str(good / "best.pt"),)), tmp_path / "out")
+
+
+def test_table8_contrast_is_read_per_position_not_from_a_mean():
+    """The report said Pre-LN blocks "can be removed at no cost" from a mean near 0 that a
+    loss and a gain at two positions cancelled (an audit: drops 4.0 and -4.0 read "no cost")."""
+    import numpy as np
+
+    def runs(*names):
+        return [{"config": {"model": {"name": n}}, "summary": {}} for n in names]
+
+    def said(pre, nl):
+        drops = {"Pre-LN": np.array([22.7, *pre]), "nonlocal": np.array([44.0, *nl])}
+        return _table8_sentences(runs("preln", "nonlocal"), drops)[2]
+
+    cancelled = said([4.0, -4.0, 0, 0, 0, 0, 0], [7.0] * 7)
+    assert "not at every position" in cancelled and "up to 4.0" in cancelled
+    assert "no cost" not in cancelled.split("(")[0]
+    clean = said([0.2, 0.0, -0.1, 0, 0, 0, 0], [3.0, 2.0, 5.0, 2.5, 4.0, 1.0, 6.0])
+    assert clean.startswith("So, as in the paper, every Pre-LN block") and "at least 1.0" in clean
+    assert "does not appear" in said([3.0] * 7, [3.0] * 7)

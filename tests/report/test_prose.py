@@ -51,8 +51,9 @@ def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
         (
             "power-law",
             "algebraic-smoothing",
-            f"{CHANGE}; the {TERMS}: no exponential factor halving or doubling faster than "
-            "every 4x64 layers",
+            f"{CHANGE}; the {TERMS}: the law fitted has no exponential factor halving or "
+            "doubling faster than every 4x64 layers, the local rate falls like 1/k over these "
+            "layers (a sum of exponentials",
         ),
         (
             "laws-overlap",

@@ -1,4 +1,5 @@
-"""``oversmooth prune``: layer-pruning sensitivity (seed paper Table 8) at initialisation."""
+"""``oversmooth prune``: layer-pruning sensitivity, at initialisation (the change of the logits)
+or of a trained checkpoint (the test-accuracy drop: seed paper Table 8)."""
 
 from __future__ import annotations
 

@@ -186,8 +186,10 @@ def reason_text(found: Verdict | Mapping[str, Any]) -> str:
         )
     if code == "power-law":
         return (
-            f"{change}; the {terms}: no exponential factor halving or doubling faster than every "
-            f"{EXP_TOLERANCE:g}x{ev['window'][1]} layers, the local rate falls like 1/k"
+            f"{change}; the {terms}: the law fitted has no exponential factor halving or "
+            f"doubling faster than every {EXP_TOLERANCE:g}x{ev['window'][1]} layers, the local "
+            "rate falls like 1/k over these layers (a sum of exponentials, as linear diffusion "
+            "makes, can look the same before its slowest term dominates: a deeper run decides)"
         )
     verb = "decays" if found.get("trend") == "decay" else "grows"
     window = ev["window"]
@@ -746,8 +748,13 @@ def _diffusion_sentence(
         if parts > 1
         else f"its one component{edges}{alone}"
     )
-    decays = ratio < 1.0 and steps is not None
-    if not decays:
+    decays = 0.0 < ratio < 1.0 and steps is not None
+    if ratio == 0.0:
+        head = (
+            f"Linear diffusion on this graph ({operator}) takes the energy to zero in one step "
+            f"(SLEM 0: every other eigenvalue of P̃ is 0, {where})"
+        )
+    elif not decays:
         head = (
             f"Linear diffusion on this graph ({operator}) does not drive the energy to zero "
             f"(per-step ratio {ratio:.4g}, {where})"
