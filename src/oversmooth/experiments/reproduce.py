@@ -633,10 +633,10 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
             )
         elif abs(pre.mean()) < 0.5 and nl.mean() > pre.mean() + 0.5:
             sentences.append(
-                "On average the contrast of the paper's Table 8 appears (Pre-LN blocks "
-                f"removable at no cost, nonlocal blocks not) {means}, but not at every position: "
-                f"a Pre-LN block costs up to {pre.max():.1f} points and a nonlocal one as little "
-                f"as {nl.min():.1f}."
+                "On average the contrast of the paper's Table 8 appears, Pre-LN blocks "
+                f"removable at no cost and nonlocal blocks not {means}, but not at every "
+                f"position: a Pre-LN block costs up to {pre.max():.1f} points and a nonlocal one "
+                f"as little as {nl.min():.1f}."
             )
         else:
             sentences.append(
