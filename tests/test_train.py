@@ -337,6 +337,17 @@ def test_early_stopping(tmp_path):
     assert result.stopped == "early-stopped" and result.epochs_run == 4 and result.best_epoch == 0
 
 
+def test_patience_counts_epochs_without_a_higher_validation_accuracy(tmp_path):
+    """A tie in accuracy with a lower validation loss replaced best.pt and reset the count: at
+    lr 1e-9 the float32 loss drifts in its 7th digit, and a run whose accuracy never rose ran
+    13 epochs past --patience 3 (an audit).  The tie still picks the checkpoint."""
+    config = T.TrainConfig(
+        model=ModelConfig("preln", conv="gcn", depth=3, seed=3), epochs=15, lr=1e-9, patience=3
+    )
+    result = T.train(config, tmp_path / "run")
+    assert result.stopped == "early-stopped" and result.epochs_run == 4
+
+
 def test_bad_train_config():
     with pytest.raises(ValueError, match="epochs: expected an integer >= 1"):
         T.TrainConfig(epochs=0)

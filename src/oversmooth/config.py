@@ -610,7 +610,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "patience",
         ("--patience",),
-        "Early stopping: epochs without a better validation accuracy.",
+        "Early stopping: epochs in a row without a higher validation accuracy.",
         "int",
         default_text="none: no early stopping",
     ),

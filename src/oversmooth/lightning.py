@@ -207,6 +207,19 @@ class EnergyMonitor(pl.Callback):
                 "lambda m, d: m(d.x, d.edge_index, d.batch)",
                 stacklevel=2,
             )
+        if (
+            forward_fn is default_forward
+            and graph is None
+            and getattr(data, "edge_weight", None) is not None
+        ):
+            warnings.warn(
+                "EnergyMonitor: data holds edge weights, and the energies are measured on the "
+                "weighted graph, but the default forward, module(data.x, data.edge_index), does "
+                "not pass them: a model that reads them would be probed on another computation "
+                "than it trains on; pass forward_fn=, e.g. "
+                "lambda m, d: m(d.x, d.edge_index, d.edge_weight)",
+                stacklevel=2,
+            )
         self.frames: dict[int, pd.DataFrame] = {}
         self.verdicts: dict[int, Verdict] = {}
         self.titles: dict[int, str] = {}

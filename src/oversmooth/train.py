@@ -130,7 +130,7 @@ RESUME_KEYS = {
     "best": "the best validation scores so far (a dict or None)",
     "best_epoch": "the epoch of the best checkpoint (an integer)",
     "best_state_dict": "the weights of the best checkpoint (a dict or None)",
-    "bad_epochs": "epochs since the last improvement (an integer)",
+    "bad_epochs": "epochs since the validation accuracy last rose (an integer)",
     "meta": "the dataset and training configuration of the run (a dict)",
 }
 # training options that --resume may change: none of them changes what an epoch computes
@@ -560,16 +560,16 @@ class _Run:
         self.pending = []
         self.epoch = row["epoch"]
         best = self.best
-        if (
-            best is None
-            or row["val_acc"] > best["val_acc"]
-            or (row["val_acc"] == best["val_acc"] and row["val_loss"] < best["val_loss"])
-        ):
+        # patience counts epochs without a higher validation accuracy: a tie with a lower
+        # validation loss replaces the checkpoint but is no improvement (in float32 the loss
+        # drifts in its 7th digit, and a run whose accuracy never rose ran on past --patience)
+        rose = best is None or row["val_acc"] > best["val_acc"]
+        tie = best is not None and row["val_acc"] == best["val_acc"]
+        if rose or (tie and best is not None and row["val_loss"] < best["val_loss"]):
             self.best = {k: row[k] for k in ("train_acc", "val_acc", "test_acc", "val_loss")}
-            self.best_epoch, self.bad_epochs = row["epoch"], 0
+            self.best_epoch = row["epoch"]
             self.best_state = _clone(self.model.state_dict())
-        else:
-            self.bad_epochs += 1
+        self.bad_epochs = 0 if rose else self.bad_epochs + 1
 
 
 def _check_run_options(resume: bool, overwrite: bool, checkpoint_every: float) -> None:

@@ -196,6 +196,30 @@ def test_a_cell_that_failed_for_one_seed_is_marked_in_the_report(tmp_path):
     assert "(1 of 2 seeds)" in text and "the other runs of that cell failed" in text
 
 
+def test_a_seed_that_failed_everywhere_is_marked_in_table_csv_too(tmp_path):
+    """table.csv counted the seeds the summary held, not the seeds asked: with seed 1 failed in
+    every cell it showed 2-seed means unmarked while report.md said (1 of 2 seeds) (an
+    audit)."""
+    spec = SweepSpec(**{**TINY, "seeds": (0, 1), "workers": 1})
+    run_sweep(spec, tmp_path / "f", cell_fn=fails_on_seed_1)
+    table = (tmp_path / "f" / "report-san-init" / "table.csv").read_text()
+    assert "(1 of 2 seeds)" in table
+
+
+def test_a_combination_whose_every_seed_failed_is_named_in_the_report(tmp_path):
+    """A depth all of whose runs failed vanished from the tables and the headings (and a
+    model, from the title) with no word in the report (an audit)."""
+    spec = SweepSpec(**{**TINY, "depths": (2, 3), "workers": 1})
+    run_sweep(spec, tmp_path / "f", cell_fn=fails_at_depth_3)
+    folder = tmp_path / "f" / "report-san-init"
+    text = (folder / "report.md").read_text()
+    model, dataset = TINY["models"][0], TINY["datasets"][0]
+    assert f"No run finished for {model} at depth 3 on {dataset}: every seed of it" in text
+    assert json.loads((folder / "config.json").read_text())["missing"] == [
+        {"model": model, "dataset": dataset, "depth": 3}
+    ]
+
+
 def test_a_run_clears_the_tables_and_reports_of_the_earlier_spec_before_it_merges(tmp_path):
     """A grown grid stopped before its merge left spec.json of the new grid beside the tables
     and reports of the old one; so did a rerun with nothing to compute (it only merges

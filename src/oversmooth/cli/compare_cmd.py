@@ -56,7 +56,7 @@ def compare(
             }
         )
         return
-    typer.echo(summary_table(result.summary).to_string())
+    typer.echo(summary_table(result.summary, len(result.config["seeds"])).to_string())
     for line in lines:
         typer.echo(line)
     typer.echo(f"report: {folder / 'report.html'}")

@@ -1263,8 +1263,16 @@ def _group_comparison(
         model=replace(spec.model, name=models[0], conv=conv, depth=depths[0], seed=seeds[0]),
         device=spec.device,
     )
+    present = set(zip(part["model"], part["dataset"], part["depth"], strict=True))
+    missing = [  # asked, but no seed of it finished: the report says so
+        {"model": m, "dataset": d, "depth": int(k)}
+        for m in spec.models
+        for d in spec.datasets
+        for k in spec.depths
+        if (m, d, k) not in present
+    ]
     return ComparisonResult(
-        config={"command": "compare", **config.to_dict(), "sweep_mode": mode},
+        config={"command": "compare", **config.to_dict(), "sweep_mode": mode, "missing": missing},
         metrics=layer_rows.drop(columns=["mode", "conv"]),
         summary=part.drop(columns=["mode", "conv"]),
         fits=fits,

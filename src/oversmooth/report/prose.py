@@ -927,9 +927,11 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     return table.reset_index().fillna(MISSING)
 
 
-def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+def summary_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
     """Mean ± std over seeds of the final-layer Laplacian energy: rows (model, dataset), or
     (model, conv, dataset) when the summary has a ``conv`` column, columns depth
-    (:func:`energy_table`, indexed): what compare prints and writes as ``table.csv``."""
+    (:func:`energy_table`, indexed): what compare prints and writes as ``table.csv``.
+    ``seeds``: how many the run asked for, so a cell over fewer reads ``(k of n seeds)``
+    (without it, the most any cell has: a seed that failed in every cell would go unsaid)."""
     keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
-    return energy_table(summary).set_index(keys)
+    return energy_table(summary, seeds).set_index(keys)

@@ -176,7 +176,9 @@ def write_comparison(
     with atomic_folder(out, overwrite, kind="compare") as tmp:
         write_table(result.metrics, tmp / "metrics.csv", tables, float_format=CSV_FLOAT)
         write_table(result.summary, tmp / "summary.csv", tables, float_format=CSV_FLOAT)
-        write_table(summary_table(result.summary), tmp / "table.csv", tables, index=True)
+        asked = len(result.config["seeds"])
+        table = summary_table(result.summary, asked)
+        write_table(table, tmp / "table.csv", tables, index=True)
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
@@ -802,6 +804,15 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     what = f"{', '.join(config['models'])} ({', '.join(c.upper() for c in config['convs'])}"
     doc = Document(f"oversmooth sweep: {what}, {mode})" if mode else f"oversmooth compare: {what})")
     seeds = config["seeds"]
+    missing = config.get("missing") or []
+    if missing:  # a sweep's combinations of which no run finished: said, not left out silently
+        named = "; ".join(f"{m['model']} at depth {m['depth']} on {m['dataset']}" for m in missing)
+        doc.text(
+            f"No run finished for {named}: every seed of {'it' if len(missing) == 1 else 'each'} "
+            "failed (the sweep's `failed.csv` "
+            "names each run and its error), so the tables, figures and verdicts below leave it "
+            "out."
+        )
     doc.heading(f"What was measured at depth {max(config['depths'])}")
     doc.text(
         "Each curve's fitted change in decades, its late halving (or doubling) length, the late "
@@ -894,7 +905,9 @@ def _comparison_dataset_section(
         ),
         f"energy_{file_stem(dataset)}.png",
     )
-    halving_profile_section(doc, {c["label"]: c["record"] for c in found}, f"halving_{dataset}.png")
+    halving_profile_section(
+        doc, {c["label"]: c["record"] for c in found}, f"halving_{file_stem(dataset)}.png"
+    )
     said = False  # the graph's prediction once, then each model's measured rate
     for curve in found:
         for sentence in reference_prose(curve["record"], curve["model"], graph=not said):
