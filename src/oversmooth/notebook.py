@@ -378,7 +378,8 @@ def _report_sections(
     doc.heading("Laplacian energy per layer")
     doc.figure(
         fig,
-        f"Laplacian energy against layer, log-log, with the verdict's fitted law ({pooled})",
+        "Laplacian energy against layer, log-log, with the fit of the verdict's law family "
+        f"({pooled})",
         "energy.png",
     )
     doc.table(law_table({f"{title}, {pooled}": record}))

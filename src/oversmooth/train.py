@@ -474,7 +474,7 @@ class _Run:
         import pandas as pd
 
         frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
-        atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.6g"))
+        atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.10g"))
 
     @staticmethod
     def _dynamics(rows: list[dict], folder: Path) -> None:

@@ -335,9 +335,11 @@ def _ablation_intro(doc: Any, config: ReproduceConfig) -> None:
     """Section 4's heading and what its tables show."""
     from oversmooth.experiments import ablation as A
 
-    doc.heading("4. Ablations: one unstated choice at a time (Tables 2, 4, 6 on Cora)")
+    doc.heading("4. Ablations: one choice at a time (Tables 2, 4, 6 on Cora)")
     doc.text(
-        "Each row changes one choice the paper does not state and measures the final-layer "
+        "Each row changes one choice, most of them ones the paper does not state (three it "
+        "does state, varied as checks of how much they matter: the SAN score's 1/sqrt(d), the "
+        "nonlocal factor's 1/n and the MLP encoder), and measures the final-layer "
         f"energy of the untrained SAN models at depths {', '.join(map(str, A.DEPTHS))} on Cora, "
         f"seeds {', '.join(map(str, config.seeds))}, models in {config.dtype} unless the row says "
         "otherwise. Cells are ours ÷ paper for the geometric mean over seeds, with the seed range "
@@ -395,14 +397,15 @@ def _single_choice_text(arch: str, part: pd.DataFrame) -> str:
     within = [n for n, w in worsts.items() if w <= A.WITHIN]
     best_name = worsts.idxmin() if len(worsts) else "none"
     best_worst = float(worsts.min()) if len(worsts) else math.nan
+    depths = ", ".join(map(str, A.DEPTHS))
     return (
         f"Table {_TABLE_OF[arch]} ({arch}): with oversmooth's defaults the worst depth is off "
         f"by {base:.3g}×. "
         + (
-            f"Single choices that bring it within {A.WITHIN:g}× at every depth: "
-            f"{', '.join(within)}. "
+            f"Single choices that bring it within {A.WITHIN:g}× at depths {depths} (the "
+            f"ablations' depths; the others were not run): {', '.join(within)}. "
             if within
-            else f"No single choice brings it within {A.WITHIN:g}× at every depth; the "
+            else f"No single choice brings it within {A.WITHIN:g}× at depths {depths}; the "
             f"closest is {best_name} ({best_worst:.3g}×). "
         )
     )
@@ -698,6 +701,10 @@ def energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd.
                         "ours_mean": ours,
                         # no spread from one seed (NaN, written as an empty cell)
                         "ours_std": float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan,
+                        # the average one seed does not dominate (energies span decades)
+                        "ours_geo": float(np.exp(np.log(vals).mean()))
+                        if len(vals) and (vals > 0).all()
+                        else math.nan,
                         "paper": ref,
                         "ratio": ours / ref if ref and not math.isnan(ref) else math.nan,
                     }
@@ -911,7 +918,8 @@ def _curves_section(
         doc.figure(
             fig,
             f"{conv.upper()} on Cora, {DEPTHS[-1]} layers, at initialisation: "
-            "per-layer Laplacian energy (geometric mean over seeds) with each verdict's fitted law",
+            "per-layer Laplacian energy (geometric mean over seeds) with the fit of each "
+            "verdict's law family (drawn whether or not the verdict names a law)",
             f"figure1_{conv}.png",
         )
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "classification"]])
@@ -976,9 +984,14 @@ def _similarity_figure(doc: Document, trained: dict) -> None:
     for ax, (arch, item) in zip(axes, trained.items(), strict=False):
         a = item["analysis"]
         plots.similarity_heatmap(ax, a.similarity, a.similarity_layers, f"{arch} SAN, trained")
+    depth = max(  # the deepest state: layer L of an L-layer model
+        (max(item["analysis"].similarity_layers or [0]) for item in trained.values()), default=0
+    )
     doc.figure(
         fig,
-        "Inter-layer cosine similarity of the trained models (the paper's Figure 2)",
+        f"Inter-layer cosine similarity of the trained {depth}-layer models (their best-"
+        "validation checkpoints), in kind the paper's Figure 2 (256 layers); each panel has its "
+        "own colour scale",
         "figure2_similarity.png",
     )
 
@@ -1086,28 +1099,39 @@ def floor_finding(results: dict, table: pd.DataFrame) -> list[str]:
             f"seed {seed}: from layer {int(off.min())}" if len(off) else f"seed {seed}: at no layer"
         )
     flags = finals["at_floor"].astype(bool)
+    near = f"within {AT_FLOOR_FACTOR:g} times the floor of its own accumulated rounding"
     where = (
-        "ends at the floor of its own accumulated rounding"
+        f"ends {near} in every seed"
         if flags.all()
-        else "stays above the floor of its own accumulated rounding"
+        else f"ends above {AT_FLOOR_FACTOR:g} times the floor of its own accumulated rounding"
         if not flags.any()
-        else "ends at the floor of its own accumulated rounding for some seeds only"
+        else f"ends {near} in some seeds only"
     )
     text = (
         f"The float32 floor. Run in float32, Post-LN SAN at depth {last} on Cora {where} "
-        f"({pairs}); the float32 and float64 energies part by more than 2x ("
-        f"{'; '.join(parts)})."
+        f"({pairs}; below {AT_FLOOR_FACTOR:g} times the floor, rounding may move an energy by "
+        "up to 2x, and the verdict leaves such layers out); the float32 and float64 energies "
+        f"part by more than 2x ({'; '.join(parts)}): where they never do, the energy is the "
+        "network's, not rounding."
     )
     cora = table[table["dataset"] == "cora"]
     paper = cora[(cora["model"] == "postln") & (cora["depth"] == last)]["paper"].dropna()
     if len(paper):
         value, top = float(paper.iloc[0]), float(finals["float_floor"].max())
         if value < AT_FLOOR_FACTOR * top:
+            low64 = float(finals["float64_energy"].min())
             text += (
-                f" The paper's {value:.3g} at depth {last} sits at that float32 floor "
-                f"(below {AT_FLOOR_FACTOR:g} times the largest float32 floor of these runs, "
-                f"{top:.2g}): most likely it measures float32 "
-                "rounding, not the network."
+                f" The paper's {value:.3g} at depth {last} lies below {AT_FLOOR_FACTOR:g} "
+                f"times the largest float32 floor of these runs ({top:.2g}), where float32 "
+                "rounding could account for it; a value that small cannot be told from "
+                "rounding in float32 (the floor is this model's: the paper's own model and "
+                "precision may differ)"
+                + (
+                    f", though it need not be rounding: these runs' float64 energies reach "
+                    f"{low64:.2g} with no float32 rounding at all."
+                    if low64 < AT_FLOOR_FACTOR * top
+                    else "."
+                )
             )
         else:
             text += f" The paper's {value:.3g} at depth {last} lies above that float32 floor."
@@ -1196,6 +1220,9 @@ def _agreement_paragraphs(table: pd.DataFrame, config: ReproduceConfig) -> list[
             f"{m}: {s[0]:+.1f} decades here against {s[1]:+.1f} in the paper"
             for m, s in span.items()
         )
+        + " (the arithmetic means of the tables above; "
+        + "; ".join(f"{m} {_log10_span(cora[cora['model'] == m]['ours_geo']):+.1f}" for m in ARCHS)
+        + " for the geometric means, which one seed does not dominate)"
         + (
             ". The ordering of the paper holds: Post-LN collapses by many orders of magnitude, "
             "nonlocal message passing decays far less, Pre-LN grows."
@@ -1213,12 +1240,18 @@ def _agreement_paragraphs(table: pd.DataFrame, config: ReproduceConfig) -> list[
         f"Orders of magnitude. Post-LN at depth {DEPTHS[-1]} ends at {post['ours_mean']:.2g} "
         "(the arithmetic mean over seeds, as in the tables above, which the seed with the "
         f"largest energy dominates) against the paper's {post['paper']:.2g} (ratio "
-        f"{post['ratio']:.2g}) with the models run "
-        f"in {config.dtype}; the float32-floor paragraph below says what the paper's number most "
-        f"likely is. Pre-LN energies are {np.nanmedian(pre['ratio']):.2g} times the paper's "
-        "(median over depths): the growth agrees (the energy grows with depth, its relative "
-        "change vanishes), its "
-        f"scale does not. Nonlocal energies at depth {DEPTHS[-1]} "
+        f"{post['ratio']:.2g}; geometric mean {post['ours_geo']:.2g}) with the models run "
+        f"in {config.dtype}; the float32-floor paragraph below says what the paper's number "
+        f"could be. Pre-LN energies are {np.nanmedian(pre['ratio']):.2g} times the paper's "
+        "(median over depths): "
+        + (
+            "the energy grows with depth here as in the paper (section 2's verdicts say "
+            "whether it is the nodes' differences or only their norm that grows), its scale "
+            "does not agree."
+            if span["preln"][0] > 0 and span["preln"][1] > 0
+            else "the paper's growth with depth does not appear here."
+        )
+        + f" Nonlocal energies at depth {DEPTHS[-1]} "
         f"are {nonloc['ratio']:.2g} times the paper's."
     )
     return out

@@ -312,7 +312,7 @@ def _energy_curve(ax: Axes, curve: Mapping) -> tuple[np.ndarray, np.ndarray, _Fl
             color=line.get_color(),
             lw=1,
             alpha=0.85,
-            label="verdict's fitted law",
+            label="law-family fit",
         )
     floor = curve.get("floor")
     if floor is None:

@@ -633,7 +633,7 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
     law = (
-        f"with the verdict's fitted law ({pooled}; "
+        f"with the fit of the verdict's law family (drawn whether or not it names a law; {pooled}; "
         if _fitted(mean_fit)
         else f"({pooled}; no law was fitted, see the verdict; "
     )
@@ -895,10 +895,11 @@ def _comparison_dataset_section(
         fig,
         f"Per-layer Laplacian energy of the {deepest}-layer networks on {dataset} "
         + (
-            "(geometric mean over seeds), log-log, with each verdict's fitted law where one "
-            "was fitted (seeds pooled)"
+            "(geometric mean over seeds), log-log, with the fit of each verdict's law family "
+            "(named law or not) where one was fitted (seeds pooled)"
             if len(seeds) > 1
-            else f"(seed {seeds[0]}), log-log, with each verdict's fitted law where one was fitted"
+            else f"(seed {seeds[0]}), log-log, with the fit of each verdict's law family "
+            "(named law or not) where one was fitted"
         )
         + _reference_caption(
             references, anchor, next((c["record"] for c in found if c["label"] == anchor), None)
