@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,20 @@ def on_its_own_disk(cell: dict, options: dict, out: str) -> dict:
     record = run_cell(cell, options, out)
     record["scratch"] = out
     return record
+
+
+def together_on_its_own_disk(cell: dict, options: dict, out: str) -> dict:
+    """:func:`on_its_own_disk`, once both cells of the test have started: a barrier in the
+    cluster's folder (``TMPDIR`` is ``FOLDER/node{i}/tmp``).  With one CPU per node, two cells
+    running at once are on two nodes; without the barrier a first cell that finished before the
+    second was scheduled let both run on the head (a CI run on a loaded host)."""
+    barrier = Path(os.environ["TMPDIR"]).parent.parent / "barrier"
+    barrier.mkdir(exist_ok=True)
+    (barrier / cell["mode"]).touch()
+    deadline = time.monotonic() + 60
+    while len(list(barrier.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return on_its_own_disk(cell, options, out)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +113,8 @@ def test_cells_on_two_nodes_come_back_to_the_driver(cluster, tmp_path, in_folder
         ray_address=cluster.address,
     )
     out = tmp_path / "s"
-    result = run_sweep(spec, out, cell_fn=on_its_own_disk)
+    shutil.rmtree(nodes[0].parent / "barrier", ignore_errors=True)
+    result = run_sweep(spec, out, cell_fn=together_on_its_own_disk)
     assert (result.total, result.ran, result.failed) == (2, 2, [])
     records = {c["cell"]["mode"]: c for c in map(_read, sorted((out / "cells").glob("*.json")))}
     # each cell ran in a scratch folder on its node's disk, one cell per node
