@@ -60,7 +60,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -365,14 +365,30 @@ def _foreign(folder: Path) -> str:
     return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {_named(entries)}"
 
 
-def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -> None:
+#: kinds of output that hold what no rerun gives back cheaply (a training run's checkpoints):
+#: only a run of the same kind replaces them
+KEPT_KINDS = ("train",)
+
+
+def check_ours(
+    out: Path, *, kind: str | None = None, action: str = "replace", writer: str | None = None
+) -> None:
     """Refuse (``FileExistsError``) an existing, non-empty ``out`` that oversmooth did not write
-    (or, with ``kind``, that is not that kind of output), naming what is in it."""
+    (or, with ``kind``, that is not that kind of output), naming what is in it.  Replacing a
+    folder of a kind in :data:`KEPT_KINDS` is refused too unless ``writer`` (the kind the run
+    writes) is that kind: ``analyze --overwrite`` into a training run deleted its
+    checkpoints."""
     if not out.is_dir():
         return
     found = folder_kind(out)
     if found == "":
         return
+    if action == "replace" and found in KEPT_KINDS and writer != found:
+        raise FileExistsError(
+            f"--out: {out} holds an oversmooth {found} run (its checkpoints), which replacing "
+            f"the folder would delete; --overwrite replaces it only with another {found} run: "
+            "choose another --out (or delete the folder yourself)"
+        )
     if found is None:
         raise FileExistsError(
             f"--out: {out} was not written by oversmooth (no {MARKER}; it holds "
@@ -393,14 +409,24 @@ def check_ours(out: Path, *, kind: str | None = None, action: str = "replace") -
             )
 
 
-def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None) -> Path:
+def check_out(
+    out: str | os.PathLike,
+    overwrite: bool,
+    *,
+    reuse: str | None = None,
+    reads: Iterable[str | os.PathLike | None] = (),
+    writer: str | None = None,
+) -> Path:
     """Fail early (before any work) when ``out`` is a bad name (:func:`check_out_name`),
     exists without ``overwrite``, is not a folder, is not ours, or cannot be written;
     returns ``out`` as a :class:`Path`.
 
     ``reuse``: the kind of output a run continues in place (``"sweep"``, ``"train"``): an
     existing folder is then accepted, without ``overwrite``, when it is empty or that kind
-    of oversmooth output.
+    of oversmooth output.  ``reads``: files the run reads (a checkpoint, a dataset file);
+    replacing a folder that holds one is refused (``--checkpoint DIR/best.pt --out DIR
+    --overwrite`` deleted the checkpoint it was reading).  ``writer``: the kind of output
+    the run writes (:func:`check_ours`).
     """
     out = check_out_name(out)
     if out.exists() and not out.is_dir():
@@ -414,7 +440,8 @@ def check_out(out: str | os.PathLike, overwrite: bool, *, reuse: str | None = No
                 "another folder"
             )
         else:
-            check_ours(out)
+            check_ours(out, writer=writer)
+            _check_not_read(out, reads)
     parent = out.parent if str(out.parent) else Path(".")
     # prove the nearest existing ancestor is a writable folder, before any work is done, without
     # creating anything: missing parents are made by claim_folder and removed again if left empty
@@ -652,9 +679,28 @@ def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
         _drop_empty(created)  # a failed run leaves no empty parents behind
 
 
+def _check_not_read(out: Path, reads: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse replacing ``out`` when one of the files the run reads lies inside it."""
+    root = Path(os.path.realpath(out))
+    for path in reads:
+        if path is None or not str(path) or not Path(path).exists():
+            continue
+        real = Path(os.path.realpath(path))
+        if real == root or root in real.parents:
+            raise FileExistsError(
+                f"--out: {out} holds {path}, which this run reads; replacing the folder would "
+                "delete it: choose another --out"
+            )
+
+
 @contextmanager
 def claim_folder(
-    out: str | os.PathLike, overwrite: bool, *, reuse: str | None = None
+    out: str | os.PathLike,
+    overwrite: bool,
+    *,
+    reuse: str | None = None,
+    reads: Iterable[str | os.PathLike | None] = (),
+    writer: str | None = None,
 ) -> Iterator[Path]:
     """Hold an exclusive claim on ``out`` for the duration of the block.
 
@@ -663,12 +709,13 @@ def claim_folder(
     process holds it, and checks ``out`` again once it is ours.  Re-entrant within one
     process.
     """
-    out = check_out(out, overwrite, reuse=reuse)
+    out = check_out(out, overwrite, reuse=reuse, reads=reads, writer=writer)
     first = Path(os.path.abspath(_followed(out))) not in _HELD  # folder_lock's key
     with folder_lock(out) as out:
         if first:
             clean_stale_siblings(out)
-            check_out(out, overwrite, reuse=reuse)  # what appeared between check and claim
+            # what appeared between check and claim
+            check_out(out, overwrite, reuse=reuse, reads=reads, writer=writer)
         yield out
 
 
@@ -681,7 +728,7 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool, kind: str = "report")
     never replace each other's output: the second one fails with :class:`FolderBusyError`
     naming the folder.
     """
-    with claim_folder(out, overwrite) as out:
+    with claim_folder(out, overwrite, writer=kind) as out:
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -706,7 +753,7 @@ def move_into_place(tmp: Path, out: Path) -> None:
     existing ``out`` that is not ours (:func:`check_ours`: something put there while this run
     worked) is refused, never removed."""
     if out.exists():
-        check_ours(out)
+        check_ours(out, writer=folder_kind(tmp))  # tmp's marker: the kind this run writes
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         held = _hold_signals()  # never stopped between the two renames: out would be gone
         try:

@@ -249,7 +249,7 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
             "to start over"
         )
     elif overwrite:
-        check_ours(out)
+        check_ours(out, writer="train")
 
 
 def _flat(record: dict) -> dict:
@@ -687,7 +687,8 @@ def train(
     data, inputs = _training_data(config, device)
     run = _new_run(config, out, data, device, overwrite)
     empty = out.is_dir() and not any(out.iterdir())
-    with claim_folder(out, overwrite=resume or overwrite or empty):
+    reads = (config.dataset, config.data_root)  # replacing a folder that holds them is refused
+    with claim_folder(out, overwrite=resume or overwrite or empty, reads=reads, writer="train"):
         _check_out(out, resume, overwrite)  # again, now that the folder is ours
         _clean_stale_temporaries(out)
         if resume:

@@ -391,3 +391,75 @@ def test_analyze_ends_the_process_once_its_report_is_written(tmp_path):
         [sys.executable, "-c", _ENDING, "analyze", "--depth", "0"], capture_output=True, text=True
     )
     assert failed.returncode == 2 and "interpreter teardown ran" in failed.stdout
+
+
+def test_overwrite_never_deletes_what_the_run_reads_or_a_training_run(tmp_path):
+    """An audit: `analyze --checkpoint DIR/best.pt --out DIR --overwrite` deleted the checkpoint
+    it was reading (and `-d DIR/graph.pt` the graph), and `analyze --overwrite` into a training
+    run's folder deleted its checkpoints.  Both are refused now, before any work; a training
+    run still replaces a training run."""
+    import torch
+
+    from oversmooth.data import karate
+
+    trained = tmp_path / "tr"
+    assert (
+        run(
+            "train", "-m", "preln", "-d", "karate", "-L", "2", "--epochs", "2", "-q", "-o", trained
+        ).exit_code
+        == 0
+    )
+    kept = sorted(p.name for p in trained.iterdir())
+    for args in (
+        ("analyze", "-q", "--checkpoint", trained / "best.pt", "-o", trained, "--overwrite"),
+        ("analyze", "-d", "karate", "-L", "2", "-q", "-o", trained, "--overwrite"),
+        (
+            "prune",
+            "-q",
+            "--checkpoint",
+            trained / "best.pt",
+            "--prune-layers",
+            "2",
+            "-o",
+            trained,
+            "--overwrite",
+        ),
+    ):
+        _one_line_error(run(*args), contains="holds an oversmooth train run")
+    assert sorted(p.name for p in trained.iterdir()) == kept
+    again = run(
+        "train",
+        "-m",
+        "preln",
+        "-d",
+        "karate",
+        "-L",
+        "2",
+        "--epochs",
+        "2",
+        "-q",
+        "-o",
+        trained,
+        "--overwrite",
+    )
+    assert again.exit_code == 0, again.output
+    folder = tmp_path / "an"
+    assert run("analyze", "-d", "karate", "-L", "2", "-q", "-o", folder).exit_code == 0
+    k = karate()
+    torch.save({"x": k.x, "edge_index": k.edge_index, "y": k.y}, folder / "graph.pt")
+    for command in ("analyze", "compare"):
+        result = run(
+            command,
+            "-d",
+            folder / "graph.pt",
+            "-L",
+            "2",
+            "--seeds",
+            "0",
+            "-q",
+            "-o",
+            folder,
+            "--overwrite",
+        )
+        _one_line_error(result, contains="which this run reads")
+        assert (folder / "graph.pt").is_file()

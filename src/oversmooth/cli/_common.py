@@ -268,7 +268,8 @@ def analyze_and_report(
     # the claim is held from this check to the final rename: a second run into the same
     # folder fails here at once, before any work
     target = out if out is not None else default_out(command, config.model.name)
-    with claim_folder(target, overwrite) as target:
+    reads = (config.checkpoint, config.dataset, config.data_root)  # kept: refused if in target
+    with claim_folder(target, overwrite, reads=reads, writer=command) as target:
         with progress_bar(not quiet) as update:
             result = run_analysis(config, progress=update)
         result.config["command"] = command

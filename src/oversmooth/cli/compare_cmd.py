@@ -41,7 +41,8 @@ def compare(
     check_distinct(config.datasets, "--datasets")
     # held from this check to the final rename: a second run into the same folder fails at once
     target = out if out is not None else default_out("compare", "-".join(config.models))
-    with claim_folder(target, overwrite) as target:
+    reads = (*config.datasets, config.data_root)  # replacing a folder that holds them: refused
+    with claim_folder(target, overwrite, reads=reads, writer="compare") as target:
         with progress_bar(not quiet) as update:
             result = run_comparison(config, progress=update)
         folder = write_comparison(result, target, overwrite=overwrite, **formats)
