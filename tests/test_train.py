@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import signal
@@ -316,6 +318,13 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
             tmp_path / "run",
             resume=True,
         )
+    # weights that do not fit name the entry (torch's first line was all it said: an audit)
+    state = torch.load(best, weights_only=True)
+    name = next(iter(state["state_dict"]))
+    state["state_dict"][name] = torch.zeros(3, 3)
+    torch.save(state, tmp_path / "reshaped.pt")
+    with pytest.raises(C.CheckpointError, match=f"size mismatch for {re.escape(name)}"):
+        C.load_checkpoint(tmp_path / "reshaped.pt")
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(best.read_bytes()[:200])
     with pytest.raises(

@@ -174,9 +174,13 @@ def load_checkpoint(
     try:
         model.load_state_dict(obj["state_dict"])
     except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0]
+        # torch's first line is only "Error(s) in loading state_dict for DepthModel:"; the
+        # entry that does not fit is on the next (a missing key, a size mismatch)
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s)") else lines[0]
         raise CheckpointError(
-            f"{path}: weights do not match the architecture in the checkpoint ({first[:160]})"
+            f"{path}: weights do not match the architecture in the checkpoint ({detail[:200]}); "
+            "the file was changed after training, or written for another model: retrain it"
         ) from None
     model.eval()
     return model, meta
