@@ -630,6 +630,22 @@ def _check_memory(
         device,
         hint="use a smaller graph, a smaller --hidden, fewer --heads or --dtype float32",
     )
+    if config.similarity:
+        # the (L+1) x (L+1) similarity matrix: the probe's float64 sums and Gram matrix, the
+        # NumPy copy and its CSV text; at -L 65536 some 170 GB, which failed only at the end
+        # of the run (an audit)
+        size = config.model.depth + 1
+        check_allocation(
+            f"analyze with the {size} x {size} similarity matrix",
+            need + SIMILARITY_BYTES_PER_ENTRY * size**2,
+            device,
+            hint="pass --no-similarity, or use a smaller --depth",
+        )
+
+
+#: bytes per entry of the similarity matrix at its peak: two float64 matrices on the probe, a
+#: float64 NumPy copy and about 16 characters of CSV text
+SIMILARITY_BYTES_PER_ENTRY = 40
 
 
 def _fits_and_verdict(

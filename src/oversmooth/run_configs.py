@@ -64,9 +64,10 @@ def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) ->
     return f"{dataset}/{model}" if len(convs) == 1 else f"{dataset}/{model}/{conv}"
 
 
-def check_depth(depth: int) -> None:
+def check_depth(depth: int, name: str = "depth") -> None:
+    """``depth`` is an integer in [1, MAX_DEPTH]; ``name``: the field the error names."""
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise ValueError(f"depth: expected an integer in [1, {MAX_DEPTH}], received {depth!r}")
+        raise ValueError(f"{name}: expected an integer in [1, {MAX_DEPTH}], received {depth!r}")
 
 
 def _check_model(model: object) -> None:
@@ -236,7 +237,7 @@ class ComparisonConfig:
         for c in self.convs:
             CONVS.resolve(c, kind="convs")
         for d in self.depths:
-            check_depth(d)
+            check_depth(d, "depths")  # the option is --depths (it said --depth)
         seeds = check_seeds(self.seeds)
         depths = tuple(sorted(set(self.depths)))
         object.__setattr__(self, "seeds", seeds)

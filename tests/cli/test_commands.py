@@ -235,6 +235,15 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
         ),
         (["compare", "--models", "preln,foo"], "models: expected one of preln, postln"),
         (["compare", "--depths", "0"], "--depths: expected integers >= 1"),
+        # the L x L similarity matrix is in the up-front estimate: it failed at the end of
+        # the run, after hours (an audit)
+        (["analyze", "-d", "karate", "--depth", 65536, "--seeds", 0], "pass --no-similarity"),
+        # it said --depth (an audit)
+        (["compare", "--depths", "2,70000"], "--depths: expected an integer in [1, 65536]"),
+        (
+            ["train", "--checkpoint-every", "-1", "--epochs", 1],
+            "(--checkpoint-every): expected seconds >= 0",
+        ),
         (["prune", "--prune-layers", "2,x"], "--prune-layers: expected comma-separated integers"),
         (["nosuch"], "No such command"),
     ],
