@@ -613,7 +613,7 @@ def _check_memory(
     operator and the forward are built."""
     if device.type != "cpu":
         return
-    from oversmooth.resources import analysis_bytes, check_allocation
+    from oversmooth.resources import analysis_bytes, check_allocation, similarity_bytes
 
     need = analysis_bytes(
         data.num_nodes,
@@ -637,15 +637,10 @@ def _check_memory(
         size = config.model.depth + 1
         check_allocation(
             f"analyze with the {size} x {size} similarity matrix",
-            need + SIMILARITY_BYTES_PER_ENTRY * size**2,
+            need + similarity_bytes(config.model.depth),
             device,
             hint="pass --no-similarity, or use a smaller --depth",
         )
-
-
-#: bytes per entry of the similarity matrix at its peak: two float64 matrices on the probe, a
-#: float64 NumPy copy and about 16 characters of CSV text
-SIMILARITY_BYTES_PER_ENTRY = 40
 
 
 def _fits_and_verdict(

@@ -198,28 +198,28 @@ class EnergyMonitor(pl.Callback):
                 "and the monitor logs one value per layer and metric (the mean over the "
                 "graphs of a batch); leave reduce out, or run a Probe yourself for per-graph rows"
             )
-        if forward_fn is default_forward and getattr(data, "batch", None) is not None:
-            warnings.warn(
-                "EnergyMonitor: data holds several graphs (a batch vector) and the default "
-                "forward, module(data.x, data.edge_index), does not pass it: a model that reads "
-                "the batch (a pooled readout, graph-mode LayerNorm, global attention) would be "
-                "probed on another computation than it trains on; pass forward_fn=, e.g. "
-                "lambda m, d: m(d.x, d.edge_index, d.batch)",
-                stacklevel=2,
-            )
-        if (
-            forward_fn is default_forward
-            and graph is None
-            and getattr(data, "edge_weight", None) is not None
-        ):
-            warnings.warn(
-                "EnergyMonitor: data holds edge weights, and the energies are measured on the "
-                "weighted graph, but the default forward, module(data.x, data.edge_index), does "
-                "not pass them: a model that reads them would be probed on another computation "
-                "than it trains on; pass forward_fn=, e.g. "
-                "lambda m, d: m(d.x, d.edge_index, d.edge_weight)",
-                stacklevel=2,
-            )
+        # what the data holds and the default forward, module(data.x, data.edge_index), does
+        # not pass: a model that reads it would be probed on another computation than it
+        # trains on (edge weights only where the energies are measured on data's own graph)
+        unpassed = {
+            "batch": (
+                "several graphs (a batch vector)",
+                "it",
+                "the batch (a pooled readout, graph-mode LayerNorm, global attention)",
+            ),
+            "edge_weight": ("edge weights, on which the energies are measured,", "them", "them"),
+        }
+        for attr, (held, it, reader) in unpassed.items():
+            if attr == "edge_weight" and graph is not None:
+                continue
+            if forward_fn is default_forward and getattr(data, attr, None) is not None:
+                warnings.warn(
+                    f"EnergyMonitor: data holds {held} and the default forward, module(data.x, "
+                    f"data.edge_index), does not pass {it}: a model that reads {reader} would be "
+                    "probed on another computation than it trains on; pass forward_fn=, e.g. "
+                    f"lambda m, d: m(d.x, d.edge_index, d.{attr})",
+                    stacklevel=2,
+                )
         self.frames: dict[int, pd.DataFrame] = {}
         self.verdicts: dict[int, Verdict] = {}
         self.titles: dict[int, str] = {}

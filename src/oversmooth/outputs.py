@@ -87,6 +87,7 @@ __all__ = [
     "folder_kind",
     "file_stem",
     "move_into_place",
+    "CSV_FLOAT",
     "clean_stale_siblings",
     "remove_unheld_lock",
     "FolderBusyError",
@@ -364,6 +365,9 @@ def _foreign(folder: Path) -> str:
         entries = _not_ours(folder) or entries
     return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: {_named(entries)}"
 
+
+#: the per-layer tables' numbers: 10 significant digits (every CSV of measurements)
+CSV_FLOAT = "%.10g"
 
 #: kinds of output that hold what no rerun gives back cheaply (a training run's checkpoints):
 #: only a run of the same kind replaces them

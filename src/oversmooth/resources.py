@@ -28,6 +28,7 @@ import torch
 
 __all__ = [
     "ResourceError",
+    "similarity_bytes",
     "MAX_ENERGY_ORDER",
     "available_memory",
     "host_available",
@@ -236,6 +237,16 @@ def analysis_bytes(
         edge_values = _EDGE_VALUES_AT_PEAK * slots
     forward = element_size * (edge_values + _NODE_STATES_AT_PEAK * num_nodes * hidden)
     return int(_PROCESS_BASE + graph + operator + forward)
+
+
+#: bytes per entry of the similarity matrix at its peak: two float64 matrices on the probe, a
+#: float64 NumPy copy and about 16 characters of CSV text
+SIMILARITY_BYTES_PER_ENTRY = 40
+
+
+def similarity_bytes(depth: int) -> int:
+    """Peak bytes of the ``(depth + 1) x (depth + 1)`` inter-layer similarity matrix."""
+    return SIMILARITY_BYTES_PER_ENTRY * (depth + 1) ** 2
 
 
 def check_energy_order(order: int) -> None:

@@ -52,6 +52,7 @@ from oversmooth.checkpoint import (
 from oversmooth.config import MODEL_FIELDS, ModelConfig, upgrade_record, with_data_sizes
 from oversmooth.nn.model import DepthModel, model_from_config
 from oversmooth.outputs import (
+    CSV_FLOAT,
     MARKER,
     atomic_text,
     check_ours,
@@ -474,14 +475,14 @@ class _Run:
         import pandas as pd
 
         frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
-        atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format="%.10g"))
+        atomic_text(folder / "history.csv", frame.to_csv(index=False, float_format=CSV_FLOAT))
 
     @staticmethod
     def _dynamics(rows: list[dict], folder: Path) -> None:
         import pandas as pd
 
         frame = pd.DataFrame(rows, columns=DYNAMICS_COLUMNS)
-        atomic_text(folder / "dynamics.csv", frame.to_csv(index=False, float_format="%.10g"))
+        atomic_text(folder / "dynamics.csv", frame.to_csv(index=False, float_format=CSV_FLOAT))
 
     # -- one epoch --------------------------------------------------------------------------
     def step(self, epoch: int, inputs: _Inputs, fork: list) -> tuple[dict, str | None]:
@@ -564,8 +565,12 @@ class _Run:
         # validation loss replaces the checkpoint but is no improvement (in float32 the loss
         # drifts in its 7th digit, and a run whose accuracy never rose ran on past --patience)
         rose = best is None or row["val_acc"] > best["val_acc"]
-        tie = best is not None and row["val_acc"] == best["val_acc"]
-        if rose or (tie and best is not None and row["val_loss"] < best["val_loss"]):
+        lower_loss_tie = (
+            best is not None
+            and row["val_acc"] == best["val_acc"]
+            and row["val_loss"] < best["val_loss"]
+        )
+        if rose or lower_loss_tie:
             self.best = {k: row[k] for k in ("train_acc", "val_acc", "test_acc", "val_loss")}
             self.best_epoch = row["epoch"]
             self.best_state = _clone(self.model.state_dict())

@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from oversmooth.report.formats import write_table
+from oversmooth.report.formats import CSV_FLOAT, write_table
 
 from oversmooth.config import ModelConfig, upgrade_record
+from oversmooth.fit import geometric_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -311,7 +312,7 @@ def _ablation_section(
     import pandas as pd
 
     frame, summary, combos = found["frame"], found["summary"], found["combos"]
-    write_table(frame, folder / "ablations.csv", tables, float_format="%.10g")
+    write_table(frame, folder / "ablations.csv", tables, float_format=CSV_FLOAT)
     write_table(summary, folder / "ablation_summary.csv", tables, float_format="%.6g")
     _ablation_intro(doc, config)
     sentences = []
@@ -702,7 +703,7 @@ def energy_table(summary: pd.DataFrame, paper: dict, datasets: list[str]) -> pd.
                         # no spread from one seed (NaN, written as an empty cell)
                         "ours_std": float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan,
                         # the average one seed does not dominate (energies span decades)
-                        "ours_geo": float(np.exp(np.log(vals).mean()))
+                        "ours_geo": geometric_mean(vals)
                         if len(vals) and (vals > 0).all()
                         else math.nan,
                         "paper": ref,
@@ -783,8 +784,8 @@ def _write_data(
     write_table(table, folder / "energy_vs_paper.csv", tables, float_format="%.6g")
     for conv, res in {"san": san, **other}.items():
         summary, metrics = res.summary, res.metrics
-        write_table(summary, folder / f"final_energy_{conv}.csv", tables, float_format="%.10g")
-        write_table(metrics, folder / f"per_layer_{conv}.csv", tables, float_format="%.10g")
+        write_table(summary, folder / f"final_energy_{conv}.csv", tables, float_format=CSV_FLOAT)
+        write_table(metrics, folder / f"per_layer_{conv}.csv", tables, float_format=CSV_FLOAT)
     fits = {
         conv: comparison_fits(res.fits, res.config) for conv, res in (("san", san), *other.items())
     }
@@ -871,7 +872,6 @@ def _curves_section(
 ) -> list[dict]:
     """Section 2: per-layer curves of the deepest networks (Figure 1), one figure per
     convolution; returns one verdict row per (conv, model)."""
-    from oversmooth.fit import geometric_mean
     from oversmooth.report import plots
     from oversmooth.report.prose import curve_title, verdict_prose
 

@@ -88,7 +88,7 @@ from oversmooth.outputs import (
     write_marker,
 )
 from oversmooth.report.formats import table_formats as table_formats_of
-from oversmooth.report.formats import write_table
+from oversmooth.report.formats import CSV_FLOAT, write_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -1200,8 +1200,8 @@ def merge(
     failed = [r for r in records if r.get("status") != "ok"]
     ok = [r for r in records if r.get("status") == "ok"]
     metrics, summary = _merged_tables(ok)
-    write_table(metrics, out / "metrics.csv", table_formats, float_format="%.10g")
-    write_table(summary, out / "summary.csv", table_formats, float_format="%.10g")
+    write_table(metrics, out / "metrics.csv", table_formats, float_format=CSV_FLOAT)
+    write_table(summary, out / "summary.csv", table_formats, float_format=CSV_FLOAT)
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
     write_table(failed_rows, out / "failed.csv", table_formats)
     if spec is not None and len(summary):

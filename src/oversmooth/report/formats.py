@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oversmooth.outputs import atomic_file
+from oversmooth.outputs import CSV_FLOAT, atomic_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 DPI = 150  # of every saved PNG
-CSV_FLOAT = "%.10g"  # the per-layer tables' numbers: 10 significant digits
 FIGURE_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("csv", "parquet")
 DEFAULT_FIGURE_FORMATS = ("png",)
