@@ -59,7 +59,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -87,6 +87,7 @@ __all__ = [
     "folder_kind",
     "file_stem",
     "move_into_place",
+    "stop_signal",
     "CSV_FLOAT",
     "clean_stale_siblings",
     "remove_unheld_lock",
@@ -102,6 +103,21 @@ class FolderBusyError(FileExistsError):
 
 
 _HELD: dict[Path, list[int]] = {}  # absolute folder -> [re-entrance count, lock fd]
+
+#: The stop signals the command's handlers raised (their exception classes), oldest first;
+#: emptied when the command starts and when it handles the stop.  Python swallows an
+#: exception raised where it cannot propagate (a weakref callback, a ``__del__``: matplotlib
+#: runs some while drawing, and a Ctrl-C there was printed as "Exception ignored" and the run
+#: went on, replaced the old folder and exited 0).  :func:`move_into_place` reads it first.
+STOPS: list[type[BaseException]] = []
+
+
+def stop_signal(kind: type[BaseException]) -> NoReturn:
+    """Record the stop ``kind`` (``KeyboardInterrupt`` or a subclass) and raise it: what a
+    signal handler of the command calls, so that a stop swallowed on its way up still stops
+    the run before it replaces anything."""
+    STOPS.append(kind)
+    raise kind
 
 
 def _pid_alive(pid: int) -> bool:
@@ -755,7 +771,10 @@ def move_into_place(tmp: Path, out: Path) -> None:
     """Rename the finished folder ``tmp`` to ``out``; an existing ``out`` is first renamed
     aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written.  An
     existing ``out`` that is not ours (:func:`check_ours`: something put there while this run
-    worked) is refused, never removed."""
+    worked) is refused, never removed.  A stop signal the run received and lost on the way
+    (:data:`STOPS`) is raised here instead: nothing is moved."""
+    if STOPS:
+        raise STOPS[0]
     if out.exists():
         check_ours(out, writer=folder_kind(tmp))  # tmp's marker: the kind this run writes
         old = out.parent / f".{out.name}.old-{os.getpid()}"

@@ -285,3 +285,22 @@ def test_the_entry_point_loads_only_the_command_it_runs(args, loaded):
     assert last.split()[2] in ("0", "None"), done.stdout + done.stderr
     if not loaded:
         assert last.split()[0] == "False", "listing the commands imported torch"
+
+
+def test_python_dash_m_runs_the_command():
+    """``python -m oversmooth`` is the command, named so in its help (a virtual environment's
+    scripts folder need not be on PATH)."""
+    import subprocess
+    import sys
+
+    from oversmooth import __version__
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "oversmooth", *args], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert run("--version").split() == ["oversmooth", __version__]
+    assert run("models", "--help").startswith("Usage: python -m oversmooth models")

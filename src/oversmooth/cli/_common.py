@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import typer
 
+from oversmooth.outputs import stop_signal
+
 if TYPE_CHECKING:
     from oversmooth.analysis import AnalysisResult
     from oversmooth.run_configs import AnalysisConfig
@@ -91,9 +93,16 @@ class Terminated(KeyboardInterrupt):
     half-written folder removed, the claim on --out released); the exit code is 143."""
 
 
+def raise_interrupted(signum: int, frame: object) -> None:
+    """The CLI's Ctrl-C handler: ``KeyboardInterrupt``, recorded
+    (:func:`oversmooth.outputs.stop_signal`) so that one swallowed on its way up still stops
+    the run before its output replaces anything."""
+    stop_signal(KeyboardInterrupt)
+
+
 def raise_terminated(signum: int, frame: object) -> None:
-    """The CLI's SIGTERM handler (:class:`Terminated`)."""
-    raise Terminated
+    """The CLI's SIGTERM handler (:class:`Terminated`, recorded like Ctrl-C)."""
+    stop_signal(Terminated)
 
 
 def stopped(exc: KeyboardInterrupt) -> typer.Exit:

@@ -15,6 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from oversmooth.allocator import keep_freed_memory
+from oversmooth.outputs import STOPS
 from oversmooth.version import __version__
 from oversmooth.cli import _common, commands
 
@@ -173,6 +174,7 @@ def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
     SIGINT) or 143 (128 + SIGTERM); a second signal while this runs is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    STOPS.clear()
     sys.exit(_common.stopped(exc or KeyboardInterrupt()).exit_code)
 
 
@@ -277,7 +279,9 @@ def main() -> None:
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
         # then ran to the end and exited 0 after `kill -INT`
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        STOPS.clear()
+        sys.unraisablehook = _quiet_stops
+        signal.signal(signal.SIGINT, _common.raise_interrupted)
         # SIGTERM likewise (the default kills at once: no line, the --out claim's lock file
         # left behind), unless the process was started with it ignored
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
@@ -301,6 +305,15 @@ def main() -> None:
             raise
     except KeyboardInterrupt as exc:
         interrupted(exc)
+
+
+def _quiet_stops(unraisable: Any) -> None:
+    """Python's report of an exception it could not raise (in a finaliser or a weakref
+    callback), except for a stop signal the handler recorded: that one stops the run at its
+    next step that writes (:func:`oversmooth.outputs.move_into_place`) with the one line
+    ``interrupted``, not a traceback beside it."""
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and STOPS):
+        sys.__unraisablehook__(unraisable)
 
 
 def _exit_now() -> NoReturn:
