@@ -284,3 +284,37 @@ def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
     assert (
         "(per-step ratio 1 - 3e-08 = SLEM²" in reference_prose({"reference": ref}, "diffusion")[0]
     )
+
+
+def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
+    """Linear diffusion on the 100-node ring at depth 1024 crosses over from its power-law
+    transient to its slowest mode (halving every 263 layers) inside the window.  The law
+    family's ``beta`` interval (-0.00146 to +0.00148 at 99%) missed that rate, and the verdict
+    said "halving or doubling every 469 layers cannot be ruled out" as if faster ones were:
+    the fastest exponential an open law names is now bounded by the late local rate too, and
+    the spectrum's must not be faster than it."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.report.prose import fastest_exponential, verdict_text
+
+    cfg = AnalysisConfig(
+        model=ModelConfig("diffusion", depth=1024, dtype="float64"),
+        dataset="ring",
+        similarity=False,
+        device="cpu",
+    )
+    result = run_analysis(cfg)
+    found = result.verdict
+    assert (found.label, found.reason) == ("inconclusive", "laws-overlap")
+    from oversmooth.data import ring
+
+    # the energy's halving length of P = D~^-1 A~ (self loops, as the model), per layer
+    truth = math.log(2) / spectral_gap(ring(), self_loops=True).halving_steps
+    lo, hi = found.evidence["beta_interval"]
+    assert not lo <= -truth <= hi  # the law fitted's own interval misses it: the case
+    fastest, late = fastest_exponential(found.to_dict()["evidence"], found.trend)
+    assert late and fastest >= truth
+    halving = math.log(2) / fastest
+    assert f"halving every {halving:.3g} layers (the late local rate) cannot be ruled out" in (
+        verdict_text(found)
+    )
+    assert 200 < halving < 263  # the spectrum's 263 layers lies above the bound

@@ -50,7 +50,7 @@ LAYERS = {
         "train",
     ],
     "write": ["report", "notebook", "tracking", "lightning"],
-    "commands": ["cli", "experiments"],
+    "commands": ["cli", "experiments", "__main__"],
 }
 RANK: dict[str, float] = {top: r for r, names in enumerate(LAYERS.values()) for top in names}
 FACADE = RANK["cli"] - 0.5  # the package root: above write, below the commands that use it
