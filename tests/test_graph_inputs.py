@@ -352,7 +352,7 @@ def test_residual_capture_equals_the_block_outputs(cls):
 def test_residual_capture_of_a_model_with_a_head_warns_and_skips_the_last_layer():
     g = _graphs(9)[3]
     model = GCN(3, 8, num_layers=3, out_channels=2).double().eval()
-    with pytest.warns(UserWarning, match="not the stream"):
+    with pytest.warns(UserWarning, match="another width than the stream entering the last layer"):
         with Probe(model, g, capture="residual") as probe, torch.no_grad():
             model(g.x, g.edge_index)
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]

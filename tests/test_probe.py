@@ -371,6 +371,33 @@ def test_probe_bad_input(cora):
         Probe(GCN(3, 4, num_layers=2), cora.edge_index, head_energies=True)
 
 
+class MLPThenPropagation(torch.nn.Module):
+    """APPNP as its paper writes it: an MLP in ``self.layers``, then one module propagating
+    ten steps."""
+
+    def __init__(self) -> None:
+        from torch_geometric.nn import APPNP
+
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(5, 16), torch.nn.Linear(16, 16)])
+        self.prop = APPNP(K=10, alpha=0.1)
+
+    def forward(self, x, edge_index):
+        return self.prop(self.layers[1](torch.relu(self.layers[0](x))), edge_index)
+
+
+def test_a_layer_list_that_passes_no_messages_beside_one_that_does_is_refused():
+    """Found by its name, ``model.layers`` of an APPNP model is its MLP: probed as two GNN
+    layers (the energy falling through two linear maps), the ten propagation steps never seen,
+    with no word (an audit).  Refused, naming the module that does pass messages; the MLP
+    probed on purpose (layers=...) and a list with message passing inside stay accepted."""
+    model, data = MLPThenPropagation(), small_graph()
+    with pytest.raises(ValueError, match=r"passes no messages, while APPNP \(model.prop\) does"):
+        Probe(model, data.edge_index)
+    Probe(model, data.edge_index, layers=list(model.layers))
+    Probe(GCN(5, 8, num_layers=3), data.edge_index)
+
+
 # ----------------------------------------------------------------------------- pruning
 
 

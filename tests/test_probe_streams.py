@@ -392,6 +392,39 @@ def test_the_identity_reads_streams_an_audit_built_to_break_it(model):
     assert_read_exactly(model)
 
 
+class InPlaceResidual(Stack):
+    """``h += drop(relu(conv(h)))``: the layers read the stream itself, one tensor updated in
+    place between their calls, in a model with a dropout (``unused``: defined, never called)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        self.drop = nn.Dropout(0.3)
+
+    def step(self, k, h, edge_index):
+        h = h.clone() if k == 0 else h  # the encoder's output is kept (self.kept) as it was
+        branch = F.relu(self.convs[k](h, edge_index))
+        h += self.drop(branch) if self.where == "branch" else branch
+        return h
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h.clone()]
+        for k in range(DEPTH):
+            h = self.step(k, h, edge_index)
+            self.kept.append(h.clone())
+        return h
+
+
+@pytest.mark.parametrize("where", ["branch", "unused"])
+def test_a_stream_updated_in_place_between_layer_calls_is_a_new_state_each_time(where):
+    """The same tensor entering every layer was read as "two layers read one state" (a GPS
+    block's branches): rows 1-4 held row 0's values, cosine 1 and relative energy 0 over the
+    stack, then a jump at the last row, with no word (an audit, on PyG's GCNConv with a
+    dropout in the model).  Its version counter tells the calls apart."""
+    assert_read_exactly(lambda: InPlaceResidual(where))
+
+
 def test_an_in_place_stream_too_large_to_copy_is_not_read_changed(monkeypatch):
     """Above the copy limit the held rows are the tensors themselves: ``h += ...`` changes
     them, which their version counters show; those rows are left out, with a warning, and the
@@ -1042,3 +1075,40 @@ def test_a_norm_of_the_last_branch_is_not_the_final_norm(train):
     frame, kept, said, ei = probed(model, capture="residual")
     assert said == []
     assert_stream(frame, kept, ei)
+
+
+class Widening(nn.Module):
+    """``h = proj_k(h) + relu(conv_k(h))`` with widths 8, 12, 6: the stream widens in its last
+    block, and the model returns it."""
+
+    def __init__(self) -> None:
+        from torch_geometric.nn import GCNConv
+
+        super().__init__()
+        pairs = [(8, 12), (12, 6)]
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in pairs)
+        self.projs = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in pairs)
+        self.enc = nn.Linear(5, 8)
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        for conv, proj in zip(self.convs, self.projs, strict=True):
+            h = proj(h) + F.relu(conv(h, edge_index))
+        return h
+
+
+def test_an_output_wider_than_the_stream_is_not_said_to_be_something_else():
+    """The stream of a stack that widens in its last block is the model's output, of another
+    width than the stream entering that block: the warning said the output "is not the
+    stream" (an audit); the shape shows only that it cannot be checked."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = Widening().double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    said = " ".join(str(w.message) for w in caught)
+    assert "whether it is the stream after it (widened) or a head's output cannot be told" in said
+    assert "is not the stream" not in said
+    assert probe.to_frame().attrs["missing_layers"] == [2]

@@ -142,6 +142,7 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         return list(model.convs), False
     found = _module_list(model, _LAYER_LISTS)
     if found is not None:
+        _check_passes_messages(model, found)
         return found, False
     hetero = (
         " (a to_hetero model: probe one node type, see Probe)" if _is_hetero_model(model) else ""
@@ -150,6 +151,36 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         f"layers: cannot find the layers of a {type(model).__name__} automatically{hetero}; "
         "pass layers=[module, ...] (layer k = output of module k), or record the states "
         "yourself: Probe(None, graph) and probe.record(k, x)"
+    )
+
+
+def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
+    """Refuse a module list found by its name (``model.layers``) in which no module passes
+    messages while the model has PyG message passing elsewhere: an APPNP model's MLP in
+    ``model.layers``, propagated after them by one ``APPNP`` module, was probed as two GNN
+    layers (the fall of the energy through two linear maps, the ten propagation steps and the
+    output never seen), with no word."""
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:  # pragma: no cover - torch_geometric is a dependency
+        return
+    inside = {id(sub): sub for m in found for sub in m.modules()}
+    if any(isinstance(sub, MessagePassing) for sub in inside.values()):
+        return
+    passing = [
+        (name, sub)
+        for name, sub in model.named_modules()
+        if isinstance(sub, MessagePassing) and id(sub) not in inside
+    ]
+    if not passing:  # no PyG message passing anywhere: nothing says the list is not the layers
+        return
+    kinds = ", ".join(sorted({type(m).__name__ for m in found}))
+    where = ", ".join(f"{type(sub).__name__} (model.{name})" for name, sub in passing[:3])
+    raise ValueError(
+        f"layers: the module list found ({kinds}) passes no messages, while {where} does "
+        "outside it: these are not the GNN's layers; pass layers=[module, ...] (layer k = the "
+        "output of module k), or, for a module that propagates several steps inside one call "
+        "(APPNP), record the states yourself: Probe(None, graph) and probe.record(k, x)"
     )
 
 
@@ -518,6 +549,7 @@ class _StreamTap:
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
         self.previous_input: Tensor | None = None  # the last layer call's input
+        self.previous_version = -1  # its version counter then
         self.last: Tensor | None = None  # the last state emitted
         self.paired: list[bool] = []  # per held row: its own paired norm ran just before it
         self.held_from = 0  # the row of the first held one
@@ -636,8 +668,12 @@ class _StreamTap:
         else:
             self.own_last = None
         chain = [x, stream] if stream is not None else self._follow_back(x)
-        same = len(chain) == 1 and self.previous_input is x  # two layers read one state
+        # two layers read one state: the same tensor, unchanged since (the stream of h += ...
+        # is one tensor too, updated in place between the layer calls: each call a new state;
+        # read as one, rows 1-3 of such a stack were row 0's values again, cosine 1)
+        same = len(chain) == 1 and self.previous_input is x and x._version == self.previous_version
         self.made, self.ran, self.previous_input = {}, [], x
+        self.previous_version = x._version
         if self.mode is not None or (own and not self.held):
             self.prenorm = pre = own or self.mode == "pre"
             if same and self.last is not None:
@@ -914,7 +950,11 @@ class _StreamTap:
                 "stream=[...] (the modules whose input is the stream before each layer) to say"
             )
         elif changed:
-            what = "the norms' inputs" if mode == "pre" else "the layers' inputs"
+            what = (
+                "the inputs of the norms or dropouts before the layers"
+                if mode == "pre"
+                else ("the layers' inputs")
+            )
             self.note = (
                 f"capture='residual': the stream was updated in place (h += ...) before the "
                 f"probe could tell how to read the layers' inputs, so rows 0-{len(self.held) - 1}"
@@ -1987,7 +2027,18 @@ class Probe:
                 )
             else:
                 what = f"({_shape(output)}) is not the stream ({rows} rows of width {width})"
-                how = "pass layers=[...] of the blocks to record it"
+                if isinstance(output, Tensor) and output.dim() == 2 and output.size(0) == rows:
+                    # as many rows, another width: a head, or a stream that widens in its
+                    # last block (h = proj(h) + conv(h)); the shape cannot tell which
+                    what = (
+                        f"({_shape(output)}) has another width than the stream entering the "
+                        f"last layer ({rows} rows of width {width}), so whether it is the stream "
+                        "after it (widened) or a head's output cannot be told"
+                    )
+                how = (
+                    "pass layers=[...] of the blocks, or stream=[...] with the module whose "
+                    "input is the stream after the last block, to record it"
+                )
             warnings.warn(
                 f"capture='residual': the model's output {what}; layer {last} is not recorded "
                 f"({how})",
