@@ -318,3 +318,25 @@ def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
         verdict_text(found)
     )
     assert 200 < halving < 263  # the spectrum's 263 layers lies above the bound
+
+
+def test_a_law_fitted_with_the_opposite_sign_is_not_said_to_turn_a_curve_that_does_not():
+    """Linear diffusion's energy never turns, yet on a 4x25 grid at depth 64 (five seeds) the
+    law family fits an exponential factor of the opposite sign (beta +0.015 to +0.035 at 99%,
+    where the spectrum halves every 95.3 layers): the verdict said "the curve turns" (an
+    audit).  It is said of the law fitted now, and that the curve need not turn."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.report.prose import verdict_text
+
+    cfg = AnalysisConfig(
+        model=ModelConfig("diffusion", depth=64, dtype="float64"),
+        dataset="grid:rows=4,cols=25",
+        similarity=False,
+        device="cpu",
+    )
+    result = run_analysis(cfg)
+    assert (result.verdict.reason, result.verdict.trend) == ("opposite-sign", "decay")
+    for _, seed in result.metrics.groupby("seed"):  # the measured energy falls at every layer
+        assert (np.diff(seed["laplacian_energy"].to_numpy()) < 0).all()
+    text = verdict_text(result.verdict)
+    assert "the curve turns" not in text and "the curve need not turn" in text
