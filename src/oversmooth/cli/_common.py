@@ -325,8 +325,8 @@ def _analysis_summary(result: AnalysisResult, folder: Path) -> dict:
 
 
 # measured (torch 2.13, float64, five seeds, the twin only where needed): a bare
-# `oversmooth analyze` took 8.1 s wall on 2 CPU cores (reports/benchmarks, end to end)
-_BARE_SECONDS = 8
+# `oversmooth analyze` took 5.6 s wall on 2 CPU cores (reports/benchmarks, end to end)
+_BARE_SECONDS = 6
 
 
 def _announcement(config: AnalysisConfig) -> str:
