@@ -286,6 +286,14 @@ def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
     )
 
 
+def _diffusion_analysis(dataset: str, depth: int):
+    """``oversmooth analyze --model diffusion`` on ``dataset`` (five seeds, float64)."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+
+    model = ModelConfig("diffusion", depth=depth, dtype="float64")
+    return run_analysis(AnalysisConfig(model=model, dataset=dataset, similarity=False))
+
+
 def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
     """Linear diffusion on the 100-node ring at depth 1024 crosses over from its power-law
     transient to its slowest mode (halving every 263 layers) inside the window.  The law
@@ -293,16 +301,9 @@ def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
     said "halving or doubling every 469 layers cannot be ruled out" as if faster ones were:
     the fastest exponential an open law names is now bounded by the late local rate too, and
     the spectrum's must not be faster than it."""
-    from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.report.prose import fastest_exponential, verdict_text
 
-    cfg = AnalysisConfig(
-        model=ModelConfig("diffusion", depth=1024, dtype="float64"),
-        dataset="ring",
-        similarity=False,
-        device="cpu",
-    )
-    result = run_analysis(cfg)
+    result = _diffusion_analysis("ring", 1024)
     found = result.verdict
     assert (found.label, found.reason) == ("inconclusive", "laws-overlap")
     from oversmooth.data import ring
@@ -325,16 +326,9 @@ def test_a_law_fitted_with_the_opposite_sign_is_not_said_to_turn_a_curve_that_do
     law family fits an exponential factor of the opposite sign (beta +0.015 to +0.035 at 99%,
     where the spectrum halves every 95.3 layers): the verdict said "the curve turns" (an
     audit).  It is said of the law fitted now, and that the curve need not turn."""
-    from oversmooth.analysis import AnalysisConfig, run_analysis
     from oversmooth.report.prose import verdict_text
 
-    cfg = AnalysisConfig(
-        model=ModelConfig("diffusion", depth=64, dtype="float64"),
-        dataset="grid:rows=4,cols=25",
-        similarity=False,
-        device="cpu",
-    )
-    result = run_analysis(cfg)
+    result = _diffusion_analysis("grid:rows=4,cols=25", 64)
     assert (result.verdict.reason, result.verdict.trend) == ("opposite-sign", "decay")
     for _, seed in result.metrics.groupby("seed"):  # the measured energy falls at every layer
         assert (np.diff(seed["laplacian_energy"].to_numpy()) < 0).all()

@@ -322,23 +322,27 @@ def test_a_shared_module_is_refused_as_every_stream_tap():
         Probe(model, small_graph().edge_index, capture="residual", stream=[model.norm] * DEPTH)
 
 
-class InPlacePreLN(SharedNorm):
+class InPlace(Stack):
+    """A stack whose steps update ``h`` in place (the first on a copy: the encoder's output is
+    kept as it was): ``self.kept`` holds copies."""
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h.clone()]
+        for k in range(DEPTH):
+            h = self.step(k, h.clone() if k == 0 else h, edge_index)
+            self.kept.append(h.clone())
+        return h
+
+
+class InPlacePreLN(InPlace, SharedNorm):
     """``h += conv(norm(h))``: the stream updated in place."""
 
     def __init__(self) -> None:
         super().__init__(nn.LayerNorm(WIDTH))
 
     def step(self, k, h, edge_index):
-        h = h.clone() if k == 0 else h  # the encoder's output is kept (self.kept) as it was
         h += self.convs[k](self.norm(h), edge_index)
-        return h
-
-    def forward(self, x, edge_index):
-        h = self.enc(x)
-        self.kept = [h.clone()]
-        for k in range(DEPTH):
-            h = self.step(k, h, edge_index)
-            self.kept.append(h.clone())
         return h
 
 
@@ -392,7 +396,7 @@ def test_the_identity_reads_streams_an_audit_built_to_break_it(model):
     assert_read_exactly(model)
 
 
-class InPlaceResidual(Stack):
+class InPlaceResidual(InPlace):
     """``h += drop(relu(conv(h)))``: the layers read the stream itself, one tensor updated in
     place between their calls, in a model with a dropout (``unused``: defined, never called)."""
 
@@ -402,17 +406,8 @@ class InPlaceResidual(Stack):
         self.drop = nn.Dropout(0.3)
 
     def step(self, k, h, edge_index):
-        h = h.clone() if k == 0 else h  # the encoder's output is kept (self.kept) as it was
         branch = F.relu(self.convs[k](h, edge_index))
         h += self.drop(branch) if self.where == "branch" else branch
-        return h
-
-    def forward(self, x, edge_index):
-        h = self.enc(x)
-        self.kept = [h.clone()]
-        for k in range(DEPTH):
-            h = self.step(k, h, edge_index)
-            self.kept.append(h.clone())
         return h
 
 
@@ -1092,8 +1087,10 @@ class Widening(nn.Module):
 
     def forward(self, x, edge_index):
         h = self.enc(x)
+        self.kept = [h]
         for conv, proj in zip(self.convs, self.projs, strict=True):
             h = proj(h) + F.relu(conv(h, edge_index))
+            self.kept.append(h)
         return h
 
 
@@ -1102,13 +1099,9 @@ def test_an_output_wider_than_the_stream_is_not_said_to_be_something_else():
     width than the stream entering that block: the warning said the output "is not the
     stream" (an audit); the shape shows only that it cannot be checked."""
     torch.manual_seed(0)
-    data = small_graph()
-    model = Widening().double().eval()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
-            model(data.x, data.edge_index)
-    said = " ".join(str(w.message) for w in caught)
+    frame, kept, caught, ei = probed(Widening().double().eval(), capture="residual")
+    said = " ".join(caught)
     assert "whether it is the stream after it (widened) or a head's output cannot be told" in said
     assert "is not the stream" not in said
-    assert probe.to_frame().attrs["missing_layers"] == [2]
+    assert frame.attrs["missing_layers"] == [2]
+    assert_stream(frame, kept[:2], ei)  # the rows before it are the stream
