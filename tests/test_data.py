@@ -7,6 +7,7 @@ import math
 import pickle
 import sys
 import urllib.error
+import warnings
 
 import pytest
 import torch
@@ -605,3 +606,50 @@ def test_csbm_docstring_states_the_realised_degree_of_dense_settings():
     assert round(sum(degrees) / 20, 1) == 18.3 and round(sum(homophilies) / 20, 2) == 0.47
     stats = D.graph_stats(D.csbm(n=100, degree=50))
     assert "about 36" in doc and 35 < 2 * stats["edges"] / stats["nodes"] < 37
+
+
+@pytest.mark.parametrize(
+    ("text", "name"), [("0\t1\n1\t2\n", "tabs"), ("0;1\n", "semicolons"), ("0 1\n1 2\n", "spaces")]
+)
+def test_a_csv_separated_otherwise_is_named_as_such(tmp_path, text, name):
+    """A tab-separated edge list lost its first line as a header and was refused on the second
+    with "fill in the cells that are not numbers" (an audit); a one-line one read as empty."""
+    _refused(
+        tmp_path,
+        {"e.csv": text},
+        rf"e.csv:1: .* is one cell: the file is separated by {name}",
+        "e.csv",
+    )
+    (tmp_path / "h.csv").write_text("source\ttarget\n0\t1\n")  # a header, then the rows
+    with pytest.raises(ValueError, match=r"h.csv:2: .* separated by tabs"):
+        D.load(tmp_path / "h.csv")
+
+
+def test_csv_ids_that_leave_numbers_unused_are_said_to_add_isolated_nodes(tmp_path):
+    """Ids 5, 7, 9 make 10 nodes, 7 isolated, in the 1/n of every energy: a warning says so
+    (an audit found the energy a tenth of the 3 real nodes', silently); none with a features
+    file listing every node, or with ids 0..n-1."""
+    (tmp_path / "gap.csv").write_text("5,7\n7,9\n")
+    with pytest.warns(UserWarning, match=r"ids run from 0 to 9 but 7 of them appear in no edge"):
+        g = D.load(tmp_path / "gap.csv")
+    assert g.num_nodes == 10
+    (tmp_path / "x.csv").write_text("\n".join(["1"] * 10) + "\n")
+    (tmp_path / "ok.csv").write_text("0,1\n1,2\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        D.load(tmp_path / "gap.csv", features=tmp_path / "x.csv")
+        D.load(tmp_path / "ok.csv")
+
+
+def test_a_saved_batch_or_adj_t_is_refused_saying_what_to_save(tmp_path):
+    from torch_geometric.data import Batch, Data
+
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    one = Data(x=torch.randn(3, 2), edge_index=ei)
+    torch.save(Batch.from_data_list([one, one]), tmp_path / "batch.pt")
+    with pytest.raises(ValueError, match=r"a PyG Batch of several graphs; .*get_example"):
+        D.load(tmp_path / "batch.pt")
+    adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(4), (3, 3)).coalesce()
+    torch.save(Data(x=torch.randn(3, 2), adj_t=adj_t), tmp_path / "adj.pt")
+    with pytest.raises(ValueError, match=r"has adj_t and no edge_index; save it with an"):
+        D.load(tmp_path / "adj.pt")

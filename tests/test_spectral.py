@@ -193,3 +193,13 @@ def test_disconnected_graph_rate_is_the_slowest_component_against_dense(self_loo
     assert gap.slowest_nodes == (12, 300, 7)[int(np.argmax(ratios))]
     assert gap.graph_halving_steps == pytest.approx(math.log(2) / -math.log(max(ratios)), rel=1e-8)
     assert gap.graph_energy_ratio > gap.energy_ratio  # here the slow component is not the LCC
+
+
+def test_repeated_edges_are_named_as_such_not_as_a_directed_graph():
+    """Every edge both ways, three of them repeated one way: the weights (repeats add up) are
+    not symmetric, and the refusal said "a directed one" (an audit)."""
+    ring = _undirected([(i, (i + 1) % 6) for i in range(6)])
+    with pytest.raises(ValueError, match=r"appear both ways but with different total weights"):
+        spectral_gap(torch.cat([ring, ring[:, :3]], dim=1))
+    with pytest.raises(ValueError, match=r"received a directed one"):
+        spectral_gap(torch.tensor([[0, 1, 2], [1, 2, 0]]))

@@ -266,6 +266,15 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
             "with its features as a .pt and pass that: torch.save(oversmooth.data.load("
             f"'{name}', features='x.csv', labels='y.csv').to_pyg(), 'graph.pt')"
         )
+    x = getattr(data, "x", None)
+    if x is not None and x.dim() == 2 and x.size(0) > 1 and bool((x == x[:1]).all()):
+        # a .pt without x gets the feature 1 on every node too: every energy was 0 and the
+        # verdict blamed the float floor (an audit)
+        raise ValueError(
+            f"dataset {name}: every node has the same features (a saved Data without x gets the "
+            "feature 1 on every node), so a message-passing model keeps every row equal and "
+            "every energy is 0 at every layer; save the graph with its node features (data.x)"
+        )
     if getattr(data, "y", None) is None:
         out_channels = 2
     else:

@@ -669,6 +669,12 @@ def _read_pt(path: Path) -> Data:
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure here is a bad file
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if found and ".batch." in found.group(1):
+            raise ValueError(
+                f"{path}: holds a PyG Batch of several graphs; a dataset file holds one graph: "
+                "save one (torch.save(batch.get_example(i), path)), or probe the batch from "
+                "Python (oversmooth.Probe with the batch's edge_index and batch vector)"
+            ) from None
         if found:
             why = f"it holds a {found.group(1)}, which a safe load refuses"
         else:
@@ -683,6 +689,11 @@ def _read_pt(path: Path) -> Data:
                 f"{path}: expected a dict with keys x, edge_index[, y], received keys {sorted(obj)}"
             )
         obj = Data(**obj)
+    if isinstance(obj, Data) and obj.edge_index is None and "adj_t" in obj:
+        raise ValueError(
+            f"{path}: the Data has adj_t and no edge_index; save it with an edge_index "
+            "(row, col, _ = data.adj_t.t().coo(); data.edge_index = torch.stack([row, col]))"
+        )
     if not isinstance(obj, Data) or obj.edge_index is None:
         raise ValueError(
             f"{path}: expected a torch_geometric Data with edge_index, "
@@ -789,6 +800,7 @@ def _numeric_rows(path: Path, what: str) -> Iterator[tuple[int, list[str], list[
             try:
                 values = [float(c) for c in row]
             except ValueError:
+                _check_separator(path, lineno, row, what)
                 if lineno == 1 and not any(_is_number(c) for c in row):
                     continue  # header
                 raise ValueError(
@@ -796,6 +808,22 @@ def _numeric_rows(path: Path, what: str) -> Iterator[tuple[int, list[str], list[
                     f"{','.join(row)[:80]!r}; fill in or remove the cells that are not numbers"
                 ) from None
             yield lineno, row, values
+
+
+def _check_separator(path: Path, lineno: int, row: list[str], what: str) -> None:
+    """Refuse a row that is one cell of numbers joined by another separator (a tab-, space-
+    or semicolon-separated file): said so, where its first line was taken for a header and
+    the second refused with "fill in the cells that are not numbers" (an audit)."""
+    if len(row) != 1:
+        return
+    for sep, name in (("\t", "tabs"), (";", "semicolons"), (" ", "spaces")):
+        cells = [c for c in row[0].split(sep) if c.strip()]
+        if len(cells) > 1 and all(_is_number(c) for c in cells):
+            raise ValueError(
+                f"{path}:{lineno}: {row[0][:40]!r} is one cell: the file is separated by {name}, "
+                f"where a CSV for {what} is comma-separated; convert it (e.g. tr '\\t ;' ',,,' "
+                "< in > out.csv)"
+            )
 
 
 def _csv_rows(path: Path, fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
@@ -934,6 +962,8 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
     counted_by = features if x is not None else labels if y is not None else None
     _validate_user_graph(path, pairs, n, x, y, weight, str(counted_by) if counted_by else None)
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
+    if counted_by is None and pairs.numel():
+        _note_unused_ids(path, pairs, n)
     if x is None:
         x = torch.ones(n, 1)
     if directed:
@@ -945,6 +975,21 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         else:
             edge_index, extra = _symmetric(pairs, n), {}
     return _data(x, edge_index, y, path.stem, **extra)
+
+
+def _note_unused_ids(path: Path, pairs: Tensor, n: int) -> None:
+    """Warn when the ids of an edge list without a features or labels file leave numbers
+    unused: those nodes are isolated, and they count in the ``1/n`` of every energy (ids
+    5, 7, 9 made 10 nodes and a tenth of the energy of the 3 real ones, silently; an audit)."""
+    used = int(torch.unique(pairs).numel())
+    if used < n:
+        warnings.warn(
+            f"{path}: node ids run from 0 to {n - 1} but {n - used} of them appear in no edge: "
+            f"they are isolated nodes, counted in the 1/n of every energy ({n} nodes, {used} "
+            f"in edges); number the nodes 0..{used - 1} to leave them out, or pass a features "
+            "file that lists every node",
+            stacklevel=4,
+        )
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -172,9 +172,17 @@ def _check_symmetric(w: Any) -> None:
     a = abs(w)
     pair = np.maximum(np.asarray(a[diff.row, diff.col]), np.asarray(a[diff.col, diff.row])).ravel()
     if np.any(diff.data > 1e-12 * pair):
+        pattern = (w != 0).astype(np.int8)
+        if (pattern - pattern.T).nnz == 0:  # every edge has its reverse: the weights differ
+            received = (
+                "one whose edges all appear both ways but with different total weights "
+                f"({int(np.sum(diff.data > 1e-12 * pair)) // 2} pairs; repeated edges add up)"
+            )
+        else:
+            received = "a directed one"
         raise ValueError(
             "spectral_gap: expected an undirected graph (every edge j -> i with the same weight "
-            "as i -> j), received a directed one; make it undirected first, e.g. "
+            f"as i -> j), received {received}; make it undirected first, e.g. "
             "torch_geometric.utils.to_undirected(edge_index, edge_weight)"
         )
 

@@ -53,6 +53,7 @@ def files(tmp_path_factory):
     )
     huge = torch.full((6,), 1e308, dtype=torch.float64)
     torch.save({"x": torch.eye(4), "edge_index": ring, "edge_weight": huge}, root / "huge.pt")
+    torch.save({"edge_index": ring}, root / "no_x.pt")  # no features: the feature 1 on every node
     (root / "empty.toml").write_text("# nothing yet\n")
     return root
 
@@ -86,6 +87,8 @@ def files(tmp_path_factory):
         # a CSV's nodes would all get the feature 1 (every energy 0): refused, with the cure
         (["analyze", "--dataset", "{root}/edges.csv", "--quiet"], "has no node features"),
         (["compare", "--datasets", "{root}/edges.csv", "--depths", "2", "-q"], "save it with"),
+        # likewise a .pt without x: every energy 0 was blamed on the float floor (an audit)
+        (["analyze", "--dataset", "{root}/no_x.pt", "-q"], "every node has the same features"),
         (["datasets", "--stats", "{root}/edges.csv", "--features", "{root}/folder.csv"], "folder"),
         (["datasets", "--stats", "karate", "--features", "{root}/edges.csv"], "only an edge-list"),
         (["report", "{root}/nothing-here"], "no such folder"),

@@ -616,7 +616,8 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         else "at initialisation " + seeds_text(config["seeds"])
     )
     doc.text(
-        f"Measured {state}; energies on the input graph (no self loops), Laplacian energy "
+        f"Measured {state}; energies on the input graph as given (no self loops added; a "
+        "self loop the graph has is kept), Laplacian energy "
         "(1/n)·‖PX − X‖²_F with P = D⁻¹W (0 at an isolated node), accumulated in float64."
     )
     _energy_section(doc, metrics, mean_fit, model)
