@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import random
 import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -171,16 +173,22 @@ def test_csv_logger_gets_the_probe_values_of_each_epoch(pl, cora, tmp_path):
 def test_weights_are_bit_identical_with_and_without_the_monitor(pl, cora, deterministic):
     from oversmooth.lightning import EnergyMonitor
 
-    def noisy_forward(module, data):  # a forward that draws randomness: the RNG is forked
+    def noisy_forward(module, data):  # a forward that draws randomness: the RNGs are kept
         torch.rand(3)
+        random.random()  # Python's and NumPy's too (only torch's was forked; an audit)
+        np.random.rand(2)
         return module(data.x, data.edge_index)
 
-    states = []
+    states, streams = [], []
     for callbacks in ([], [EnergyMonitor(cora, forward_fn=noisy_forward)]):
         torch.manual_seed(0)
+        random.seed(0)
+        np.random.seed(0)
         net = _net(pl, cora, dropout=0.5, norm="batch_norm")  # dropout draws, batch norm counts
         _fit(pl, net, cora, callbacks)
         states.append(net.state_dict())
+        streams.append((random.random(), float(np.random.rand())))
+    assert streams[0] == streams[1]
     with_monitor = callbacks[0]
     assert sorted(with_monitor.frames) == [0, 1, 2, 3]
     plain, monitored = states
@@ -223,7 +231,7 @@ def test_a_resumed_run_does_not_log_its_weights_as_the_initialisation(pl, cora):
         monitor.on_fit_start(trainer, net)
         monitor.on_train_start(trainer, net)
     assert sorted(monitor.frames) == [0] and sorted(monitor.verdicts) == [0]
-    title = f"{type(net).__name__} at initialisation"
+    title = f"{type(net).__name__} before training"
     assert monitor.titles == {0: title}
     # the logged line: the verdict in words, titled with what was judged
     (((label, line),),) = [t["data"] for t in texts]
@@ -396,3 +404,117 @@ def test_falls_back_to_pytorch_lightning():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "True"
+
+
+@QUIET
+def test_a_cached_convolution_trains_the_same_with_a_monitor_on_another_computation(pl, cora):
+    """``GCNConv(cached=True)`` trained on weighted edges, probed by the default forward (which
+    passes no weights): the probe filled the cache with the unweighted normalisation and
+    training went on with it (an audit).  The pass empties the caches and puts them back."""
+    from torch_geometric.data import Data
+    from torch_geometric.nn import GCNConv
+
+    from oversmooth.lightning import EnergyMonitor
+
+    weight = torch.rand(cora.edge_index.size(1), dtype=torch.float64) + 0.5
+    data = Data(x=cora.x, edge_index=cora.edge_index, edge_weight=weight, y=cora.y)
+    data.train_mask = cora.train_mask
+
+    class Cached(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList(
+                [GCNConv(cora.num_features, 8, cached=True), GCNConv(8, 7, cached=True)]
+            )
+
+        def forward(self, x, edge_index, edge_weight=None):
+            for conv in self.convs:
+                x = conv(x, edge_index, edge_weight)
+            return x
+
+        def training_step(self, batch, index):
+            out = self(batch.x, batch.edge_index, batch.edge_weight)
+            mask = batch.train_mask
+            return torch.nn.functional.cross_entropy(out[mask], batch.y[mask])
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=0.05)
+
+    states = []
+    for monitored in (False, True):
+        torch.manual_seed(0)
+        net = Cached().double()
+        callbacks = []
+        if monitored:
+            with pytest.warns(UserWarning, match="does not pass"):
+                callbacks = [EnergyMonitor(data)]
+        _fit(pl, net, data, callbacks)
+        states.append(net.state_dict())
+    for name in states[0]:
+        assert torch.equal(states[0][name], states[1][name]), name
+
+
+@QUIET
+def test_a_second_fit_starts_a_new_record_before_training(pl, cora):
+    """Fit 1 kept steps 0-3; fit 2 (a fresh Trainer, global_step 0 again) judged its trained
+    weights "at initialisation" and left fit 1's steps 2 and 3 beside its own (an audit)."""
+    from oversmooth.lightning import EnergyMonitor
+
+    torch.manual_seed(0)
+    net = _net(pl, cora)
+    monitor = EnergyMonitor(cora)
+    _fit(pl, net, cora, [monitor], epochs=3)
+    first = monitor.frames[3]
+    _fit(pl, net, cora, [monitor], epochs=1)
+    assert sorted(monitor.frames) == [0, 1]
+    assert monitor.titles[0] == "Net before training"
+    # fit 2 starts from fit 1's last weights
+    assert monitor.frames[0]["laplacian_energy"].tolist() == first["laplacian_energy"].tolist()
+
+
+@QUIET
+def test_energies_are_logged_at_lightnings_own_step_with_two_optimisers(pl, cora, tmp_path):
+    """Manual optimisation stepping two optimisers per batch: global_step counts both, so the
+    energies landed at twice the step of the losses logged beside them (an audit)."""
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    class TwoOptimisers(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+            self.gnn = _net(pl, cora).gnn
+
+        def forward(self, x, edge_index):
+            return self.gnn(x, edge_index)
+
+        def training_step(self, batch, index):
+            mask = batch.train_mask
+            for opt in self.optimizers():
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(
+                    self(batch.x, batch.edge_index)[mask], batch.y[mask]
+                )
+                self.manual_backward(loss)
+                opt.step()
+            self.log("loss", loss)
+
+        def configure_optimizers(self):
+            half = len(self.gnn.convs) // 2
+            return (
+                torch.optim.SGD(self.gnn.convs[:half].parameters(), lr=0.01),
+                torch.optim.SGD(self.gnn.convs[half:].parameters(), lr=0.01),
+            )
+
+    torch.manual_seed(0)
+    net = TwoOptimisers().double()
+    monitor = EnergyMonitor(cora, every_n_epochs=1, judge=False)
+    _fit(pl, net, cora, [monitor], CSVLogger(tmp_path, name="run"), epochs=3)
+    table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
+    energy = table.dropna(subset=["energy/laplacian_energy/final"])
+    losses = table.dropna(subset=["loss"])
+    assert sorted(monitor.frames) == [0, 2, 4, 6]  # global_step: two per batch
+    assert energy["step"].tolist() == [0, 1, 2, 3]  # Lightning's step: one per batch
+    assert losses["step"].tolist() == [0, 1, 2]

@@ -220,3 +220,19 @@ def test_write_report_refuses_negative_energies_and_escapes_the_title(probed, tm
     assert "<img" not in md and "&lt;img src=x" in md  # shown as text in a Markdown viewer
     assert "](javascript:" not in md and "[x]\\(javascript:" in md
     assert "<img src=x" not in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_monitor_frame_is_reported_with_its_training_step(tmp_path):
+    """An EnergyMonitor frame (attrs global_step 5, epoch 4) was reported as "One forward
+    pass (step 0)": the probe's own pass counter, read as the initialisation (an audit)."""
+    ring = torch.arange(10)
+    edges = torch.stack([ring, (ring + 1) % 10])
+    edges = torch.cat([edges, edges.flip(0)], 1)
+    model = GCN(4, 8, num_layers=3).double().eval()
+    with oversmooth.Probe(model, edges) as probe, torch.no_grad():
+        model(torch.randn(10, 4, dtype=torch.float64), edges)
+    frame = probe.to_frame()
+    frame.attrs.update(global_step=5, epoch=4)
+    text = (oversmooth.write_report(frame, tmp_path / "m") / "report.md").read_text()
+    assert "One forward pass, after 5 training steps (epoch 4) (an EnergyMonitor probe)." in text
+    assert "(step 0)" not in text

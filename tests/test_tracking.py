@@ -153,3 +153,16 @@ def test_verdict_code_everywhere_text_where_taken():
         "data": [["stable", line]],
         "step": 5,
     }
+
+
+def test_final_is_not_sent_when_the_last_layer_was_not_recorded():
+    """capture='residual' with a head: the Probe leaves layer L out (missing_layers) and its
+    last row is layer L-1; 'final' was that row's value under the last layer's name (an
+    audit)."""
+    frame = _frame()
+    frame.attrs["missing_layers"] = [4]
+    scalars = frame_scalars(frame)
+    assert not any(name.endswith("/final") for name in scalars)
+    assert "energy/laplacian_energy/layer_03" in scalars
+    frame.attrs["missing_layers"] = [2]  # a layer inside the stack: the last one is there
+    assert "energy/laplacian_energy/final" in frame_scalars(frame.drop(index=2))

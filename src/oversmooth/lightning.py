@@ -1,7 +1,7 @@
 """A PyTorch Lightning callback that probes the per-layer energies of the model being trained.
 
 :class:`EnergyMonitor` runs the LightningModule's forward on a fixed graph every ``n``-th
-training epoch (and once at fit start, for the initialisation), in eval mode under
+training epoch (and once at fit start, before training), in eval mode under
 ``torch.no_grad()`` inside a forked RNG, records it with an :class:`oversmooth.Probe` and
 logs the per-layer values through every logger of the trainer (CSV, TensorBoard, Weights &
 Biases, ... unchanged), with the names of :mod:`oversmooth.tracking`.  At the end of training
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -46,6 +48,30 @@ else:
 __all__ = ["EnergyMonitor", "default_forward", "log_frame", "frame_scalars", "log_verdict"]
 
 DEFAULT_METRICS = ("laplacian_energy", "feature_norm")
+
+
+def _log_step(trainer: pl.Trainer) -> int:
+    """The step Lightning's own ``self.log`` logs at: the batches that stepped an optimiser.
+    ``global_step`` counts optimiser steps, so with two optimisers stepped per batch (manual
+    optimisation) the energies landed at twice the step of the losses beside them (an audit).
+    ``global_step`` where the loop does not say (another Lightning version)."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    stepped = getattr(loop, "_batches_that_stepped", None)
+    return int(stepped) if isinstance(stepped, int) else int(trainer.global_step)
+
+
+def _caches(module: nn.Module) -> list[tuple[nn.Module, str, Any]]:
+    """``(submodule, name, value)`` of every cache a PyG convolution keeps between calls
+    (``cached=True``: ``GCNConv``'s ``_cached_edge_index`` and ``_cached_adj_t``,
+    ``SGConv``'s ``_cached_x``, ...).  A probe on another graph, or with other edge weights
+    than training passes, filled them and training went on with the probe's normalisation
+    (its parameters differed with and without the monitor; an audit)."""
+    return [
+        (m, name, value)
+        for m in module.modules()
+        for name, value in vars(m).items()
+        if name.startswith("_cached")
+    ]
 
 
 def default_forward(module: nn.Module, data: Any) -> object:
@@ -101,8 +127,8 @@ def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
 class EnergyMonitor(pl.Callback):
     """Probe the model's per-layer energies during training and log them.
 
-    When: when training starts (``at_fit_start``: the initialisation, ``global_step`` 0, after
-    the sanity check; not in a run resumed from a checkpoint), at the end of
+    When: when training starts (``at_fit_start``: the weights before training, ``global_step``
+    0, after the sanity check; not in a run resumed from a checkpoint), at the end of
     training epochs ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the
     epoch's last optimiser step), and at train end unless the last probe saw the final weights
     (same ``global_step``, unchanged fingerprint: see :meth:`on_train_end`).  Each probe is one
@@ -111,7 +137,8 @@ class EnergyMonitor(pl.Callback):
     training is bit-identical with and without the monitor.  Only the global-zero process
     probes.
 
-    What: through every logger of the trainer (``logger.log_metrics(..., step=global_step)``),
+    What: through every logger of the trainer (``logger.log_metrics``, at the step Lightning's
+    ``self.log`` uses),
     ``{prefix}/{metric}/layer_{k}`` for each metric and layer, ``{prefix}/{metric}/final``
     and ``epoch`` (at train end, the epoch of the last training step); at train end (and after
     the fit-start probe) the verdict on ``laplacian_energy`` as ``{prefix}/verdict_code``
@@ -119,7 +146,7 @@ class EnergyMonitor(pl.Callback):
     ``{prefix}/verdict``.  Kept on the callback: ``frames`` (``global_step`` -> the probe's
     per-layer table, with ``epoch`` and ``global_step`` columns), ``verdicts``
     (``global_step`` -> :class:`~oversmooth.verdict.Verdict`) and ``titles`` (``global_step``
-    -> what was judged, e.g. ``GNN at initialisation``):
+    -> what was judged, e.g. ``GNN before training``; each fit starts them anew):
     ``oversmooth.verdict_text(monitor.verdicts[s], monitor.titles[s])`` is the logged line.
 
     Args:
@@ -139,7 +166,7 @@ class EnergyMonitor(pl.Callback):
             LightningModule itself when the probe finds its layers (``convs``/``layers``/
             ``blocks``, a PyG ``BasicGNN``), else its first direct child where it does.
         graph: the graph energies are measured on, anything ``Probe`` accepts (default ``data``).
-        at_fit_start: probe (and judge) the initialisation when training starts.
+        at_fit_start: probe (and judge) the weights before training when training starts.
         per_layer: log every layer (else only the ``final`` values).
         judge: judge the last probe at train end with :func:`oversmooth.verdict` (needs
             ``laplacian_energy`` in ``metrics``); a model of fewer than 12 layers is
@@ -271,9 +298,13 @@ class EnergyMonitor(pl.Callback):
         data = self._data_for(pl_module)
         device = self._data_key[0] if self._data_key is not None else torch.device("cpu")
         modes = [(m, m.training) for m in pl_module.modules()]
+        caches = _caches(pl_module)
+        rng = (random.getstate(), np.random.get_state())
         probe = self._probe
         probe.reset()
         try:
+            for module, name, _ in caches:  # the probe computes its own (its graph may differ)
+                setattr(module, name, None)
             with (
                 torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
                 torch.no_grad(),
@@ -284,6 +315,10 @@ class EnergyMonitor(pl.Callback):
         finally:
             for module, mode in modes:
                 module.training = mode
+            for module, name, value in caches:  # training's, as they were
+                setattr(module, name, value)
+            random.setstate(rng[0])
+            np.random.set_state(rng[1])
         return probe.to_frame()
 
     # -- Lightning hooks ----------------------------------------------------------------------
@@ -301,7 +336,7 @@ class EnergyMonitor(pl.Callback):
         if scalars:
             scalars["epoch"] = float(epoch)  # as Lightning's own self.log adds it
             for logger in trainer.loggers:
-                logger.log_metrics(scalars, step=step)
+                logger.log_metrics(scalars, step=_log_step(trainer))
         return frame
 
     def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
@@ -310,10 +345,13 @@ class EnergyMonitor(pl.Callback):
         self.verdicts[step] = found
         self.titles[step] = title
         for logger in trainer.loggers:
-            log_verdict(found, logger, step, prefix=self.prefix, title=title)
+            log_verdict(found, logger, _log_step(trainer), prefix=self.prefix, title=title)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step, self._frame, self._weights = None, None, None
+        # a new fit (a fresh Trainer starts global_step at 0 again): its record starts anew;
+        # kept, the last fit's later steps stood beside this one's under the same keys
+        self.frames, self.verdicts, self.titles = {}, {}, {}
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch = trainer.current_epoch
@@ -321,7 +359,9 @@ class EnergyMonitor(pl.Callback):
         if self.at_fit_start and trainer.global_step == 0 and trainer.is_global_zero:
             frame = self._record(trainer, pl_module, self._epoch)
             if self.judge:
-                self._judge(trainer, frame, f"{type(pl_module).__name__} at initialisation")
+                # the weights before this fit's first step: the initialisation, unless the
+                # module was trained before (a second fit, a fine-tuning): nothing here tells
+                self._judge(trainer, frame, f"{type(pl_module).__name__} before training")
 
     def on_train_batch_end(
         self,

@@ -501,7 +501,16 @@ def _measured_text(
     if "step" in frame:
         steps = sorted(int(s) for s in frame["step"].unique())
         shown = steps[-1] if step is None else step
-        if len(steps) == 1:
+        trained = attrs.get("global_step")  # an EnergyMonitor frame: its training step
+        if len(steps) == 1 and isinstance(trained, int):
+            # the probe's own pass counter is 0 there: "step 0" read as the initialisation
+            when = (
+                "before training"
+                if trained == 0
+                else f"after {trained} training steps (epoch {attrs.get('epoch')})"
+            )
+            passes = f" One forward pass, {when} (an EnergyMonitor probe)."
+        elif len(steps) == 1:
             passes = f" One forward pass (step {shown})."
         else:
             held = (

@@ -100,7 +100,10 @@ def frame_scalars(
             ``graph``, ``seed``, ``epoch`` and ``global_step``).
         prefix: first part of every name.
         per_layer: send ``{prefix}/{metric}/layer_{k}`` for every layer.
-        final: send ``{prefix}/{metric}/final``.
+        final: send ``{prefix}/{metric}/final``, the value at the last layer: not sent when
+            the frame says that layer was not recorded (``attrs["missing_layers"]``, e.g.
+            ``capture="residual"`` with a head after the last block), where the last row is
+            another layer's.
     """
     if "layer" not in frame.columns:
         raise ValueError("frame: expected a per-layer table with a 'layer' column")
@@ -109,6 +112,8 @@ def frame_scalars(
     if rows.empty:
         return {}
     layers = [int(k) for k in rows["layer"]]
+    missing = [int(k) for k in frame.attrs.get("missing_layers") or []]
+    final = final and not (missing and max(missing) > layers[-1])
     width = max(2, len(str(max(layers))))
     out: dict[str, float] = {}
     for metric in columns:
