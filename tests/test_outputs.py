@@ -489,3 +489,72 @@ def test_a_failed_swap_puts_the_old_output_back(tmp_path, monkeypatch):
             (tmp / "a.csv").write_text("new")
     assert (out / "a.csv").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def _finished(folder, kind="analyze", command="oversmooth analyze"):
+    """``folder`` as a finished oversmooth output of ``kind`` written by ``command``."""
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_text("layer\n0\n")
+    write_json(
+        folder / ".oversmooth.json", {"written_by": "oversmooth", "kind": kind, "command": command}
+    )
+
+
+def test_overwrite_refuses_a_folder_another_run_writes_or_wrote_inside(tmp_path):
+    """``analyze --out X --overwrite`` deleted X/inner that another run was writing (its lock
+    and temporary folder with it: that run then failed with a raw errno and a third run could
+    claim its folder), and a finished X/report-mine, silently (an audit)."""
+    out = tmp_path / "X"
+    _finished(out)
+    _claims_refused(out / "inner", [out], overwrite=True)  # held inside: refused, naming it
+    with claim_folder(out, overwrite=True):  # let go: replaceable again
+        pass
+    _finished(out / "report-mine")
+    with pytest.raises(FileExistsError, match=r"holds report-mine/, the output of another"):
+        check_out(out, overwrite=True)
+    sweep = tmp_path / "S"  # a sweep's own report-* folders are its own
+    _finished(sweep, kind="sweep")
+    _finished(sweep / "report-gcn-init", kind="compare")
+    check_out(sweep, overwrite=True)
+
+
+SWAP = """
+import os, signal, sys
+from pathlib import Path
+import oversmooth.outputs as O
+
+signal.signal(signal.SIGINT, lambda *a: O.stop_signal(KeyboardInterrupt))
+root = Path(sys.argv[1])
+remove = O._remove_tree
+def interrupted(folder):  # Ctrl-C while the replaced copy is being removed
+    os.kill(os.getpid(), signal.SIGINT)
+    remove(folder)
+O._remove_tree = interrupted
+try:
+    O.move_into_place(root / "new", root / "out")
+except KeyboardInterrupt as stop:
+    print("written", getattr(stop, "written", None))
+print(sorted(p.name for p in root.iterdir()), (root / "out" / "a.csv").read_text())
+"""
+
+
+def test_a_stop_during_the_swap_waits_for_it_and_says_the_output_is_in_place(tmp_path):
+    """Signals were held across the two renames only: a Ctrl-C while the replaced copy was
+    removed left .out.old-PID beside out and said only "interrupted", with out already the
+    new folder (an audit).  Held through the removal, the stop carries the folder written."""
+    _finished(tmp_path / "out")
+    (tmp_path / "out" / "a.csv").write_text("old")
+    _finished(tmp_path / "new")
+    (tmp_path / "new" / "a.csv").write_text("new")
+    done = subprocess.run(
+        [sys.executable, "-c", SWAP, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [f"written {tmp_path / 'out'}", "['out'] new"]
+
+
+def test_the_write_tests_file_of_a_dead_process_is_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f".oversmooth-write-test-{dead.pid}").write_text("")
+    assert clean_stale_siblings(tmp_path / "r") == [tmp_path / f".oversmooth-write-test-{dead.pid}"]

@@ -144,16 +144,19 @@ def _read_pid(path: Path) -> int:
 
 
 def clean_stale_siblings(out: Path) -> list[Path]:
-    """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` siblings of ``out`` left by dead processes."""
+    """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` siblings of ``out`` left by dead processes
+    (and the write test's ``.oversmooth-write-test-PID``, :func:`probe_writable`)."""
     out = Path(out)
     parent = out.parent if str(out.parent) else Path(".")
     removed: list[Path] = []
     if not parent.is_dir():
         return removed
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)$")
+    pattern = re.compile(
+        rf"^(?:\.{re.escape(out.name)}\.(?:tmp|old)|\.oversmooth-write-test)-(\d+)$"
+    )
     for entry in parent.iterdir():
         match = pattern.match(entry.name)
-        if match and not _pid_alive(int(match.group(2))):
+        if match and not _pid_alive(int(match.group(1))):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
@@ -421,12 +424,60 @@ def check_ours(
             f"will not {action} it: choose another --out"
         )
     if action == "replace":  # the whole folder goes: so would anything put into it since
+        _check_no_run_inside(out, found)
         added = _not_ours(out)
         if added:
             raise FileExistsError(
                 f"--out: {out} also holds what oversmooth did not write ({_named(added)}), "
                 "which replacing the folder would delete: move it out, or choose another --out"
             )
+
+
+#: the kinds of output a kind writes as folders of its own inside it (a sweep's report-*)
+NESTED_KINDS = {"sweep": ("compare",)}
+
+
+def _check_no_run_inside(out: Path, kind: str | None) -> None:
+    """Refuse replacing ``out`` while another run writes inside it (a held ``.NAME.lock``), or
+    when it holds another run's finished output (a folder with its own marker, of a kind
+    ``kind`` does not write inside itself): ``analyze --out X --overwrite`` deleted
+    ``X/inner`` that another run was writing, which then failed with a raw errno, and a
+    finished ``X/report-mine``, silently (an audit)."""
+    for entry in sorted(out.iterdir(), key=lambda p: p.name):
+        lock = re.match(r"^\.(.+)\.lock$", entry.name)
+        if lock and entry.is_file() and _held_by_other(entry):
+            raise FolderBusyError(
+                f"--out: {out} holds {lock.group(1)}, which another oversmooth run (pid "
+                f"{_owner(entry)}) is writing; replacing the folder would delete it: wait for "
+                "it to finish or choose another --out"
+            )
+        if entry.is_dir() and not entry.is_symlink() and (entry / MARKER).is_file():
+            inner = folder_kind(entry)
+            if inner not in NESTED_KINDS.get(str(kind), ()):
+                raise FileExistsError(
+                    f"--out: {out} holds {entry.name}/, the output of another oversmooth run "
+                    f"({inner}), which replacing the folder would delete: move it out, or "
+                    "choose another --out"
+                )
+
+
+def _held_by_other(lock: Path) -> bool:
+    """Whether another process holds the lock file ``lock`` (taken and let go at once when
+    not: the file stays, its holder's claim unchanged)."""
+    if Path(os.path.abspath(lock.parent / lock.name[1:-5])) in _HELD:
+        return False  # this process's own claim
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        if not _try_lock(fd):
+            return True
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def check_out(
@@ -489,6 +540,7 @@ def probe_writable(folder: Path) -> None:
     file is named after this process and removed in ``finally``, so a signal that lands while
     it exists (Ctrl-C, SIGTERM) does not leave it behind."""
     path = Path(folder) / f".oversmooth-write-test-{os.getpid()}"
+    held = _hold_signals()  # a signal inside the finally left the file behind (an audit)
     try:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     finally:
@@ -496,6 +548,7 @@ def probe_writable(folder: Path) -> None:
             os.unlink(path)
         except OSError:
             pass
+        _release_signals(held)
 
 
 def _make_parents(out: Path) -> list[Path]:
@@ -637,21 +690,54 @@ def remove_unheld_lock(lock: str | os.PathLike) -> bool:
     return True
 
 
-def _hold_signals() -> object:
-    """Hold Ctrl-C and SIGTERM back (the kernel keeps them pending) through a step that must
-    not be cut in two; returns what :func:`_release_signals` restores.  Only the main thread
-    receives signals: elsewhere, and without ``pthread_sigmask``, this does nothing."""
-    if not hasattr(signal, "pthread_sigmask") or (
-        threading.current_thread() is not threading.main_thread()
-    ):
+#: what :func:`_hold_signals` returns: the handlers it replaced, and the signals it noted
+_HeldSignals = tuple[dict[int, Any], list[int]]
+
+
+def _hold_signals() -> _HeldSignals | None:
+    """Hold Ctrl-C and SIGTERM back through a step that must not be cut in two; returns what
+    :func:`_release_signals` restores.  Their handlers are swapped for one that notes the
+    signal: a thread mask held them only in this thread, and a Ctrl-C (sent to the process)
+    went to another one (OpenBLAS's, torch's), whose delivery ran the handler here at once.
+    Only the main thread can set handlers: elsewhere this does nothing; an ignored signal
+    stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    pending: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if handler not in (signal.SIG_IGN, None):
+            previous[sig] = signal.signal(sig, note)
+    return previous, pending
 
 
-def _release_signals(held: object) -> None:
-    """Deliver what :func:`_hold_signals` held back (its handler runs here)."""
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]
+def _release_signals(held: _HeldSignals | None, written: Path | None = None) -> None:
+    """Put the handlers back and deliver the first signal held back (its handler runs here).
+    ``written``: the folder the held step completed; a stop delivered now carries it
+    (``exc.written``), so the command can say the output is in place instead of only
+    "interrupted"."""
+    if held is None:
+        return
+    previous, pending = held
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    if not pending:
+        return
+    handler = previous[pending[0]]
+    try:
+        if callable(handler):
+            handler(pending[0], None)
+        else:  # the default action (end the process), as the signal would have had
+            signal.raise_signal(pending[0])
+    except KeyboardInterrupt as stop:
+        if written is not None:
+            stop.written = str(written)  # type: ignore[attr-defined]
+        raise
 
 
 def _followed(out: Path) -> Path:
@@ -775,22 +861,27 @@ def move_into_place(tmp: Path, out: Path) -> None:
     (:data:`STOPS`) is raised here instead: nothing is moved."""
     if STOPS:
         raise STOPS[0]
-    if out.exists():
+    replaced = out.exists()
+    if replaced:
         check_ours(out, writer=folder_kind(tmp))  # tmp's marker: the kind this run writes
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        held = _hold_signals()  # never stopped between the two renames: out would be gone
-        try:
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    # never stopped between the two renames (out would be gone), nor before the replaced copy
+    # is removed (it was left beside out, and the run said "interrupted" with out replaced)
+    held, moved = _hold_signals(), False
+    try:
+        if replaced:
             out.rename(old)
-            try:
-                tmp.rename(out)
-            except BaseException:
+        try:
+            tmp.rename(out)
+        except BaseException:
+            if replaced:
                 old.rename(out)  # the old output back in its place, not left to be swept
-                raise
-        finally:
-            _release_signals(held)
-        _remove_tree(old)
-    else:
-        tmp.rename(out)
+            raise
+        moved = True
+        if replaced:
+            _remove_tree(old)
+    finally:
+        _release_signals(held, out if moved else None)
 
 
 def _remove_tree(folder: Path) -> None:

@@ -154,6 +154,13 @@ def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
     monkeypatch.setattr(analysis, "run_analysis", typo)
     assert "TypeError: bug" in one_line_error(run("analyze", *FAST, "--out", tmp_path / "y"), 1)
 
+    def full(*args, **kwargs):  # said "MemoryError:  (rerun ...)": an empty reason (an audit)
+        raise MemoryError()
+
+    monkeypatch.setattr(analysis, "run_analysis", full)
+    line = one_line_error(run("analyze", *FAST, "--out", tmp_path / "z"), 1)
+    assert "MemoryError: out of memory; try a smaller --depth" in line and "  " not in line
+
 
 def test_report_names_the_missing_or_corrupt_file(tmp_path):
     out = tmp_path / "r"

@@ -108,7 +108,11 @@ def raise_terminated(signum: int, frame: object) -> None:
 def stopped(exc: KeyboardInterrupt) -> typer.Exit:
     """One line for Ctrl-C (exit 130) or SIGTERM (exit 143): 128 + the signal's number."""
     terminated = isinstance(exc, Terminated)
-    typer.echo("terminated" if terminated else "interrupted", err=True)
+    said = "terminated" if terminated else "interrupted"
+    written = getattr(exc, "written", None)  # the stop came once the output was in place
+    if written:
+        said += f" after the output was complete: {written} holds it"
+    typer.echo(said, err=True)
     return typer.Exit(143 if terminated else 130)
 
 
@@ -161,10 +165,11 @@ def handle_errors(fn: F) -> F:
                 raise
             if getattr(exc, "clean_message", False):
                 raise fail(str(exc), 1) from None
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            raise fail(
-                f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)", 1
-            ) from None
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            if not text and isinstance(exc, MemoryError):
+                text = "out of memory; try a smaller --depth, graph or --hidden"
+            said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
 
     return wrapper  # type: ignore[return-value]
 
