@@ -87,6 +87,7 @@ __all__ = [
     "folder_kind",
     "file_stem",
     "move_into_place",
+    "rebuilt",
     "stop_signal",
     "CSV_FLOAT",
     "clean_stale_siblings",
@@ -853,16 +854,50 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool, kind: str = "report")
             raise
 
 
-def move_into_place(tmp: Path, out: Path) -> None:
+@contextmanager
+def rebuilt(folder: Path) -> Iterator[Path]:
+    """A copy of ``folder`` to rebuild its report in (files hard-linked where the file system
+    allows: every write is a new file, :func:`atomic_file`), which replaces ``folder`` when the
+    block succeeds (:func:`move_into_place`).  A rebuild that fails part-way leaves ``folder``
+    as it was: in place, each file was whole but the set was two renders (a report.md of the
+    new one beside a report.html of the old; an audit)."""
+    folder = Path(folder)
+    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        before = set(os.listdir(folder))
+        shutil.copytree(folder, tmp, symlinks=True, copy_function=_link_or_copy)
+        yield tmp
+        added = sorted(set(os.listdir(folder)) - before)
+        if added:  # put there while the report was rebuilt: the swap would drop it
+            raise FileExistsError(
+                f"{folder}: {', '.join(added[:3])} appeared while the report was rebuilt; "
+                "nothing was changed: run the command again"
+            )
+        move_into_place(tmp, folder, check=False)  # the copy holds everything folder held
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def move_into_place(tmp: Path, out: Path, *, check: bool = True) -> None:
     """Rename the finished folder ``tmp`` to ``out``; an existing ``out`` is first renamed
     aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written.  An
     existing ``out`` that is not ours (:func:`check_ours`: something put there while this run
-    worked) is refused, never removed.  A stop signal the run received and lost on the way
+    worked) is refused, never removed (``check=False``: ``tmp`` is a copy of ``out`` holding
+    all it held, :func:`rebuilt`).  A stop signal the run received and lost on the way
     (:data:`STOPS`) is raised here instead: nothing is moved."""
     if STOPS:
         raise STOPS[0]
     replaced = out.exists()
-    if replaced:
+    if replaced and check:
         check_ours(out, writer=folder_kind(tmp))  # tmp's marker: the kind this run writes
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     # never stopped between the two renames (out would be gone), nor before the replaced copy

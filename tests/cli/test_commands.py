@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -186,6 +187,33 @@ def test_models_metrics_and_report_rebuild(tmp_path):
         result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
     )
     _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
+
+
+def test_a_report_rebuild_that_fails_part_way_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """Each file was replaced atomically but not the set: a full disk on report.html left a
+    report.md of the new render beside the old report.html (an audit).  The rebuild runs in a
+    hard-linked copy that replaces the folder only when it is complete."""
+    import oversmooth.report.document as document
+
+    out = tmp_path / "r"
+    assert run("analyze", "-d", "karate", "--depth", 4, "--seeds", 0, "--out", out).exit_code == 0
+    (out / "energy.png").unlink()  # the rebuild draws it again: not if it fails
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "notes.txt").write_text("mine")  # a file of the user's own stays
+    real = document.atomic_text
+
+    def full(path, text):
+        if Path(path).name == "report.html":
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(document, "atomic_text", full)
+    _one_line_error(run("report", out), 1, "No space left on device")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != "notes.txt"} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no copy, no lock left
+    monkeypatch.setattr(document, "atomic_text", real)
+    assert run("report", out).exit_code == 0 and (out / "notes.txt").read_text() == "mine"
+    assert (out / "energy.png").is_file()
 
 
 KARATE = ("--dataset", "karate", "--depth", 2, "--hidden", 8, "--heads", 2)

@@ -13,7 +13,7 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.config import upgrade_record, value_at
-from oversmooth.outputs import check_path_text, folder_lock, probe_writable
+from oversmooth.outputs import check_path_text, folder_lock, probe_writable, rebuilt
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -261,12 +261,14 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
             from oversmooth.experiments.atlas import render_atlas
 
-            render_atlas(folder, formats)
+            with rebuilt(folder) as work:  # all the new files, or none
+                render_atlas(work, formats)
         elif command == "train":
             _render_training(folder, formats)
         else:
             check_report_folder(folder)
-            render_report(folder, figure_formats=formats)
+            with rebuilt(folder) as work:
+                render_report(work, figure_formats=formats)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
         files = sorted(
