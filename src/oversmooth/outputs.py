@@ -631,7 +631,7 @@ def _owner(lock: Path) -> str:
     return "unknown"
 
 
-def _acquire(lock: Path, out: Path) -> int:
+def _acquire(lock: Path, out: Path, unwritable: str | None = None) -> int:
     """Hold the OS-level lock on ``lock``; returns its file descriptor (closing it releases)."""
     for _ in range(100):
         try:
@@ -639,8 +639,9 @@ def _acquire(lock: Path, out: Path) -> int:
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
                 raise PermissionError(
-                    f"--out: cannot write into {lock.parent} "
-                    f"({exc.strerror}); choose another folder"
+                    unwritable
+                    or f"--out: cannot write into {lock.parent} ({exc.strerror}); choose "
+                    "another folder"
                 ) from None
             raise
         try:
@@ -750,12 +751,14 @@ def _followed(out: Path) -> Path:
 
 
 @contextmanager
-def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
+def folder_lock(out: str | os.PathLike, unwritable: str | None = None) -> Iterator[Path]:
     """Hold the exclusive lock of the folder ``out`` names (``.NAME.lock`` beside it) for the
     block; the block gets the folder's real path.  A symbolic link, or a path through one, is
     followed: one folder has one lock whatever path names it (the lock of a link's name let
     two runs write one folder, and replacing the folder replaced the link).  Raises
-    :class:`FolderBusyError` when another process holds it; re-entrant within one process."""
+    :class:`FolderBusyError` when another process holds it; re-entrant within one process.
+    ``unwritable``: the message when the lock cannot be made (the parent is read-only; default:
+    choose another ``--out``)."""
     out = _followed(Path(out))
     key = Path(os.path.abspath(out))
     if key in _HELD:
@@ -771,7 +774,7 @@ def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
     # the file behind: held back until the claim is recorded, delivered inside the ``try``
     held = _hold_signals()
     try:
-        fd = _acquire(lock, out)
+        fd = _acquire(lock, out, unwritable)
     except BaseException:
         _release_signals(held)
         _drop_empty(created)

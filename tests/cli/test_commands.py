@@ -500,3 +500,25 @@ def test_overwrite_never_deletes_what_the_run_reads_or_a_training_run(tmp_path):
         )
         _one_line_error(result, contains="which this run reads")
         assert (folder / "graph.pt").is_file()
+
+
+def test_report_in_a_read_only_parent_says_what_it_needs(tmp_path, monkeypatch):
+    """The lock (and now the rebuilt copy) go beside DIR: a read-only parent was refused with
+    "--out: cannot write into ...; choose another folder", though report has no --out (an
+    audit)."""
+    import errno
+    import os
+
+    out = tmp_path / "r"
+    assert run("analyze", "-d", "karate", "--depth", 4, "--seeds", 0, "--out", out).exit_code == 0
+    real = os.open
+
+    def read_only(path, flags, *args):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    result = run("report", out)
+    _one_line_error(result, 2, "report: cannot write beside")
+    assert "--out" not in result.output and "copy the folder somewhere writable" in result.output

@@ -257,7 +257,12 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     except OSError:  # a name too long, ...: said by the checks below
         found = False
     # (a folder that is not there is not locked: the checks below say what is wrong)
-    with folder_lock(folder) if found else nullcontext(folder) as folder:
+    unwritable = (
+        f"report: cannot write beside {folder} in {folder.parent} (read-only or not yours): the "
+        "rebuild puts its lock and its copy of the folder there; copy the folder somewhere "
+        "writable and run report on the copy"
+    )
+    with folder_lock(folder, unwritable) if found else nullcontext(folder) as folder:
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
             from oversmooth.experiments.atlas import render_atlas
 
