@@ -392,10 +392,21 @@ def test_a_layer_list_that_passes_no_messages_beside_one_that_does_is_refused():
     with no word (an audit).  Refused, naming the module that does pass messages; the MLP
     probed on purpose (layers=...) and a list with message passing inside stay accepted."""
     model, data = MLPThenPropagation(), small_graph()
-    with pytest.raises(ValueError, match=r"passes no messages, while APPNP \(model.prop\) does"):
+    with pytest.raises(ValueError, match=r"on its own, while APPNP \(model.prop\) passes"):
         Probe(model, data.edge_index)
     Probe(model, data.edge_index, layers=list(model.layers))
     Probe(GCN(5, 8, num_layers=3), data.edge_index)
+    # layers that pass messages without being PyG MessagePassing, beside a GCNConv: accepted
+    # (a first version refused them: an audit)
+    from torch_geometric.nn import DenseGCNConv, GCNConv
+
+    class Dense(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList([DenseGCNConv(5, 5), DenseGCNConv(5, 5)])
+            self.head = GCNConv(5, 2)
+
+    Probe(Dense(), data.edge_index)
 
 
 # ----------------------------------------------------------------------------- pruning

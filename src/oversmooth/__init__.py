@@ -18,7 +18,10 @@ def _interrupted_at_start_up(signum: int, frame: object) -> None:
 # Run as the `oversmooth` command, a Ctrl-C while this package and the CLI are still being
 # imported (before the command's own handling starts, in oversmooth.cli.main.main) is one line
 # and exit 130, not a traceback: nothing has been written yet, so there is nothing to clean up.
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "oversmooth.exe"):
+_ORIG = list(getattr(_sys, "orig_argv", []))
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "oversmooth.exe") or (
+    _ORIG[1:3] == ["-m", "oversmooth"]  # python -m oversmooth (argv[0] is "-m" while it imports)
+):
     import signal as _signal
 
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)

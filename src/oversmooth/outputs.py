@@ -299,6 +299,8 @@ _LITTER = re.compile(r"^\..+\.(tmp|old)-\d+$|^\..+\.lock$")
 def _command_line() -> str:
     argv = list(sys.argv) or ["python"]
     argv[0] = Path(argv[0]).name or argv[0]
+    if argv[0] == "__main__.py":  # python -m oversmooth
+        argv[0:1] = ["python", "-m", "oversmooth"]
     return shlex.join(argv)
 
 
@@ -744,8 +746,13 @@ def _release_signals(held: _HeldSignals | None, written: Path | None = None) -> 
 
 def _followed(out: Path) -> Path:
     """``out`` with symbolic links followed when it is one or a path through one (else as
-    given, relative paths kept for messages)."""
-    if out.is_symlink() or os.path.realpath(out.parent) != os.path.abspath(out.parent):
+    given, relative paths kept for messages); ``.`` and ``..`` by their real names (``report
+    .`` from inside the folder put its lock and its rebuilt copy inside the folder itself)."""
+    if (
+        out.name in ("", ".", "..")
+        or out.is_symlink()
+        or os.path.realpath(out.parent) != os.path.abspath(out.parent)
+    ):
         return Path(os.path.realpath(out))
     return out
 
@@ -860,27 +867,40 @@ def atomic_folder(out: str | os.PathLike, overwrite: bool, kind: str = "report")
 @contextmanager
 def rebuilt(folder: Path) -> Iterator[Path]:
     """A copy of ``folder`` to rebuild its report in (files hard-linked where the file system
-    allows: every write is a new file, :func:`atomic_file`), which replaces ``folder`` when the
-    block succeeds (:func:`move_into_place`).  A rebuild that fails part-way leaves ``folder``
-    as it was: in place, each file was whole but the set was two renders (a report.md of the
-    new one beside a report.html of the old; an audit)."""
-    folder = Path(folder)
+    allows: every write is a new file, :func:`atomic_file`); when the block succeeds, the files
+    it wrote are moved into ``folder`` together (Ctrl-C held back meanwhile), else none is.  In
+    place, each file was whole but a rebuild that failed part-way left two renders (a report.md
+    of the new one beside a report.html of the old; an audit).  The folder itself stays (a
+    shell inside it keeps its files; ``report .`` works)."""
+    folder = Path(os.path.realpath(folder))
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        before = set(os.listdir(folder))
         shutil.copytree(folder, tmp, symlinks=True, copy_function=_link_or_copy)
         yield tmp
-        added = sorted(set(os.listdir(folder)) - before)
-        if added:  # put there while the report was rebuilt: the swap would drop it
-            raise FileExistsError(
-                f"{folder}: {', '.join(added[:3])} appeared while the report was rebuilt; "
-                "nothing was changed: run the command again"
-            )
-        move_into_place(tmp, folder, check=False)  # the copy holds everything folder held
-    except BaseException:
+        written = [
+            Path(root, name).relative_to(tmp)
+            for root, _, names in os.walk(tmp)
+            for name in names
+            if not _same_entry(Path(root, name), folder / Path(root, name).relative_to(tmp))
+        ]
+        held = _hold_signals()
+        try:
+            for rel in written:
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp / rel, folder / rel)
+        finally:
+            _release_signals(held, folder)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+
+def _same_entry(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (a hard link the rebuild did not replace)."""
+    try:
+        return os.path.samestat(os.lstat(a), os.lstat(b))
+    except OSError:
+        return False
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -890,17 +910,16 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def move_into_place(tmp: Path, out: Path, *, check: bool = True) -> None:
+def move_into_place(tmp: Path, out: Path) -> None:
     """Rename the finished folder ``tmp`` to ``out``; an existing ``out`` is first renamed
     aside (``.NAME.old-PID``) and removed after, so ``out`` is never half-written.  An
     existing ``out`` that is not ours (:func:`check_ours`: something put there while this run
-    worked) is refused, never removed (``check=False``: ``tmp`` is a copy of ``out`` holding
-    all it held, :func:`rebuilt`).  A stop signal the run received and lost on the way
+    worked) is refused, never removed.  A stop signal the run received and lost on the way
     (:data:`STOPS`) is raised here instead: nothing is moved."""
     if STOPS:
         raise STOPS[0]
     replaced = out.exists()
-    if replaced and check:
+    if replaced:
         check_ours(out, writer=folder_kind(tmp))  # tmp's marker: the kind this run writes
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     # never stopped between the two renames (out would be gone), nor before the replaced copy

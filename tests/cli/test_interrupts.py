@@ -259,3 +259,23 @@ def test_a_ctrl_c_that_python_swallowed_still_stops_before_the_old_folder_is_rep
     assert (done.returncode, done.stderr.splitlines()) == (130, ["interrupted"]), done.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no temporary, no lock
+
+
+def test_main_called_in_a_process_that_goes_on_leaves_nothing_behind():
+    """main() in a notebook or a script (a bad option: exit 2) left its Ctrl-C handler, which
+    recorded the notebook's next Ctrl-C, and every later write of the Python API then raised
+    KeyboardInterrupt at once; its warning and unraisable hooks stayed too (an audit)."""
+    code = (
+        "import signal, sys, warnings\n"
+        "from oversmooth.cli.main import main\n"
+        "from oversmooth.outputs import STOPS\n"
+        "hook, show = sys.unraisablehook, warnings.showwarning\n"
+        "sys.argv = ['oversmooth', 'analyze', '--depth', 'abc']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 2, done.code\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, STOPS == [],\n"
+        "      sys.unraisablehook is hook, warnings.showwarning is show)\n"
+    )
+    assert python_words(code)[-4:] == ["True"] * 4

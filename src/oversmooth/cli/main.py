@@ -275,6 +275,12 @@ def main() -> None:
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
     set_openmp_defaults()
     keep_freed_memory()  # freed temporaries reused without page faults (oversmooth.allocator)
+    before = (
+        sys.unraisablehook,
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+        warnings.showwarning,
+    )
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
@@ -305,6 +311,18 @@ def main() -> None:
             raise
     except KeyboardInterrupt as exc:
         interrupted(exc)
+    finally:
+        # in a process that goes on (main() called from a notebook or a test), nothing of
+        # the command's stays: a later Ctrl-C recorded by its handler made every write of the
+        # Python API raise KeyboardInterrupt at once (an audit)
+        STOPS.clear()
+        sys.unraisablehook, warnings.showwarning = before[0], before[3]
+        for sig, ours, handler in (
+            (signal.SIGINT, _common.raise_interrupted, before[1]),
+            (signal.SIGTERM, _common.raise_terminated, before[2]),
+        ):
+            if signal.getsignal(sig) is ours and handler is not None:
+                signal.signal(sig, handler)
 
 
 def _quiet_stops(unraisable: Any) -> None:
