@@ -522,3 +522,19 @@ def test_report_in_a_read_only_parent_says_what_it_needs(tmp_path, monkeypatch):
     result = run("report", out)
     _one_line_error(result, 2, "report: cannot write beside")
     assert "--out" not in result.output and "copy the folder somewhere writable" in result.output
+
+
+def test_report_dot_from_inside_the_folder(tmp_path, monkeypatch):
+    """'report .' put its lock and its rebuilt copy inside the folder itself and failed every
+    time ("..tmp-PID appeared while the report was rebuilt"; an audit); the folder also stays
+    the same folder (a shell inside it keeps its files)."""
+    out = tmp_path / "r"
+    assert run("analyze", "-d", "karate", "--depth", 4, "--seeds", 0, "--out", out).exit_code == 0
+    inode = out.stat().st_ino
+    (out / "energy.png").unlink()
+    monkeypatch.chdir(out)
+    result = run("report", ".")
+    assert result.exit_code == 0, result.output
+    assert (out / "energy.png").is_file() and out.stat().st_ino == inode
+    assert not [p.name for p in out.iterdir() if p.name.startswith("..")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
