@@ -558,3 +558,17 @@ def test_the_write_tests_file_of_a_dead_process_is_removed(tmp_path):
     dead.wait()
     (tmp_path / f".oversmooth-write-test-{dead.pid}").write_text("")
     assert clean_stale_siblings(tmp_path / "r") == [tmp_path / f".oversmooth-write-test-{dead.pid}"]
+
+
+def test_a_trained_sweeps_runs_are_not_deleted_by_another_kinds_overwrite(tmp_path):
+    """``analyze --out SWEEP --overwrite`` deleted a trained sweep's runs/<id> training runs,
+    checkpoints included (the nested-output check looks one level down; an audit)."""
+    sweep = tmp_path / "S"
+    _finished(sweep, kind="sweep")
+    _finished(sweep / "runs" / "a", kind="train")
+    with pytest.raises(FileExistsError, match=r"training runs inside .*under runs/"):
+        check_out(sweep, overwrite=True, writer="analyze")
+    plain = tmp_path / "P"  # an initialisation sweep (no training run) stays replaceable
+    _finished(plain, kind="sweep")
+    (plain / "runs").mkdir()
+    check_out(plain, overwrite=True, writer="analyze")

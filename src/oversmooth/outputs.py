@@ -409,6 +409,12 @@ def check_ours(
     found = folder_kind(out)
     if found == "":
         return
+    if action == "replace" and found != writer and _holds_kept_runs(out):
+        raise FileExistsError(
+            f"--out: {out} holds oversmooth {found} output with training runs inside (their "
+            "checkpoints, under runs/), which replacing the folder would delete: choose "
+            "another --out (or delete the folder yourself)"
+        )
     if action == "replace" and found in KEPT_KINDS and writer != found:
         raise FileExistsError(
             f"--out: {out} holds an oversmooth {found} run (its checkpoints), which replacing "
@@ -481,6 +487,16 @@ def _held_by_other(lock: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _holds_kept_runs(out: Path) -> bool:
+    """Whether a sweep's ``runs/`` inside ``out`` holds a run of a kind in :data:`KEPT_KINDS`
+    (a trained sweep's checkpoints): ``analyze --out SWEEP --overwrite`` deleted them (the
+    nested-output check looks one level down; an audit)."""
+    runs = out / "runs"
+    if not runs.is_dir() or runs.is_symlink():
+        return False
+    return any(folder_kind(run) in KEPT_KINDS for run in runs.iterdir() if run.is_dir())
 
 
 def check_out(
