@@ -267,7 +267,8 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
             f"'{name}', features='x.csv', labels='y.csv').to_pyg(), 'graph.pt')"
         )
     x = getattr(data, "x", None)
-    if x is not None and x.dim() == 2 and x.size(0) > 1 and bool((x == x[:1]).all()):
+    # every column constant: per-column extremes (no n x f comparison at 10^6 nodes)
+    if x is not None and x.dim() == 2 and x.size(0) > 1 and torch.equal(x.amax(0), x.amin(0)):
         # a .pt without x gets the feature 1 on every node too: every energy was 0 and the
         # verdict blamed the float floor (an audit)
         raise ValueError(

@@ -299,7 +299,7 @@ class EnergyMonitor(pl.Callback):
         device = self._data_key[0] if self._data_key is not None else torch.device("cpu")
         modes = [(m, m.training) for m in pl_module.modules()]
         caches = _caches(pl_module)
-        rng = (random.getstate(), np.random.get_state())
+        py_rng, np_rng = random.getstate(), np.random.get_state()
         probe = self._probe
         probe.reset()
         try:
@@ -317,8 +317,8 @@ class EnergyMonitor(pl.Callback):
                 module.training = mode
             for module, name, value in caches:  # training's, as they were
                 setattr(module, name, value)
-            random.setstate(rng[0])
-            np.random.set_state(rng[1])
+            random.setstate(py_rng)
+            np.random.set_state(np_rng)
         return probe.to_frame()
 
     # -- Lightning hooks ----------------------------------------------------------------------

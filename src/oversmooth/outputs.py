@@ -409,12 +409,6 @@ def check_ours(
     found = folder_kind(out)
     if found == "":
         return
-    if action == "replace" and found != writer and _holds_kept_runs(out):
-        raise FileExistsError(
-            f"--out: {out} holds oversmooth {found} output with training runs inside (their "
-            "checkpoints, under runs/), which replacing the folder would delete: choose "
-            "another --out (or delete the folder yourself)"
-        )
     if action == "replace" and found in KEPT_KINDS and writer != found:
         raise FileExistsError(
             f"--out: {out} holds an oversmooth {found} run (its checkpoints), which replacing "
@@ -433,7 +427,7 @@ def check_ours(
             f"will not {action} it: choose another --out"
         )
     if action == "replace":  # the whole folder goes: so would anything put into it since
-        _check_no_run_inside(out, found)
+        _check_no_run_inside(out, found, writer)
         added = _not_ours(out)
         if added:
             raise FileExistsError(
@@ -446,12 +440,20 @@ def check_ours(
 NESTED_KINDS = {"sweep": ("compare",)}
 
 
-def _check_no_run_inside(out: Path, kind: str | None) -> None:
-    """Refuse replacing ``out`` while another run writes inside it (a held ``.NAME.lock``), or
-    when it holds another run's finished output (a folder with its own marker, of a kind
-    ``kind`` does not write inside itself): ``analyze --out X --overwrite`` deleted
-    ``X/inner`` that another run was writing, which then failed with a raw errno, and a
-    finished ``X/report-mine``, silently (an audit)."""
+def _check_no_run_inside(out: Path, kind: str | None, writer: str | None) -> None:
+    """Refuse replacing ``out`` (of ``kind``, by a run writing ``writer``) while another run
+    writes inside it (a held ``.NAME.lock``), when it holds another run's finished output (a
+    folder with its own marker, of a kind ``kind`` does not write inside itself), or, for
+    another kind of run, training runs under ``runs/`` (a trained sweep's checkpoints):
+    ``analyze --out X --overwrite`` deleted ``X/inner`` that another run was writing (which
+    then failed with a raw errno), a finished ``X/report-mine`` and a sweep's ``runs/<id>``
+    training runs, silently (audits)."""
+    if kind != writer and _holds_kept_runs(out):
+        raise FileExistsError(
+            f"--out: {out} holds oversmooth {kind} output with training runs inside (their "
+            "checkpoints, under runs/), which replacing the folder would delete: choose "
+            "another --out (or delete the folder yourself)"
+        )
     for entry in sorted(out.iterdir(), key=lambda p: p.name):
         lock = re.match(r"^\.(.+)\.lock$", entry.name)
         if lock and entry.is_file() and _held_by_other(entry):
@@ -491,8 +493,7 @@ def _held_by_other(lock: Path) -> bool:
 
 def _holds_kept_runs(out: Path) -> bool:
     """Whether a sweep's ``runs/`` inside ``out`` holds a run of a kind in :data:`KEPT_KINDS`
-    (a trained sweep's checkpoints): ``analyze --out SWEEP --overwrite`` deleted them (the
-    nested-output check looks one level down; an audit)."""
+    (two levels down, where the markers of :func:`_check_no_run_inside` do not look)."""
     runs = out / "runs"
     if not runs.is_dir() or runs.is_symlink():
         return False
@@ -894,12 +895,10 @@ def rebuilt(folder: Path) -> Iterator[Path]:
     try:
         shutil.copytree(folder, tmp, symlinks=True, copy_function=_link_or_copy)
         yield tmp
-        written = [
-            Path(root, name).relative_to(tmp)
-            for root, _, names in os.walk(tmp)
-            for name in names
-            if not _same_entry(Path(root, name), folder / Path(root, name).relative_to(tmp))
-        ]
+        copied = (
+            Path(root, name).relative_to(tmp) for root, _, names in os.walk(tmp) for name in names
+        )
+        written = [rel for rel in copied if not _same_entry(tmp / rel, folder / rel)]
         held = _hold_signals()
         try:
             for rel in written:

@@ -156,16 +156,20 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
 
 def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     """Refuse a module list found by its name (``model.layers``) whose modules all map each
-    node on its own (:func:`_pointwise`: an MLP) while the model has PyG message passing
-    elsewhere: an APPNP model's MLP in ``model.layers``, propagated after them by one
-    ``APPNP`` module, was probed as two GNN layers (the fall of the energy through two linear
-    maps, the ten propagation steps and the output never seen), with no word."""
+    node on its own (an activation or :func:`_pointwise_types`: an MLP) while the model has
+    PyG message passing elsewhere: an APPNP model's MLP in ``model.layers``, propagated after
+    them by one ``APPNP`` module, was probed as two GNN layers (the fall of the energy through
+    two linear maps, the ten propagation steps and the output never seen), with no word."""
     try:
         from torch_geometric.nn import MessagePassing
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
         return
     inside = {id(sub): sub for m in found for sub in m.modules()}
-    if not all(_pointwise(sub) for sub in inside.values()):
+    pointwise = _pointwise_types()
+    activation = "torch.nn.modules.activation"
+    if not all(
+        isinstance(sub, pointwise) or type(sub).__module__ == activation for sub in inside.values()
+    ):
         # message passing that is not a PyG MessagePassing (DenseGCNConv, attention written
         # with torch_geometric.utils.softmax and index_add_, oversmooth's own blocks)
         return
@@ -180,10 +184,10 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     where = ", ".join(f"{type(sub).__name__} (model.{name})" for name, sub in passing[:3])
     raise ValueError(
         f"layers: the module list found ({kinds}) maps each node on its own, while {where} "
-        "passes messages "
-        "outside it: these are not the GNN's layers; pass layers=[module, ...] (layer k = the "
-        "output of module k), or, for a module that propagates several steps inside one call "
-        "(APPNP), record the states yourself: Probe(None, graph) and probe.record(k, x)"
+        "passes messages outside it: these are not the GNN's layers; pass layers=[module, ...] "
+        "(layer k = the output of module k), or, for a module that propagates several steps "
+        "inside one call (APPNP), record the states yourself: Probe(None, graph) and "
+        "probe.record(k, x)"
     )
 
 
@@ -199,17 +203,16 @@ _POINTWISE = (
 )
 
 
-def _pointwise(module: nn.Module) -> bool:
-    """Whether ``module`` maps each node's features on its own (a Linear, an activation, a
-    norm, dropout, or PyG's ``MLP``/``Linear`` made of them), so that a list of such modules
-    passes no messages between nodes."""
+def _pointwise_types() -> tuple[type, ...]:
+    """The module types that map each node's features on its own (a Linear, a norm, dropout,
+    containers, PyG's ``MLP`` and ``Linear``; activations are told by their module), so that
+    a list of such modules passes no messages between nodes."""
     try:
         from torch_geometric.nn import MLP
         from torch_geometric.nn.dense.linear import Linear as PygLinear
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
-        return isinstance(module, _POINTWISE)
-    activation = type(module).__module__ == "torch.nn.modules.activation"
-    return activation or isinstance(module, (*_POINTWISE, MLP, PygLinear))
+        return _POINTWISE
+    return (*_POINTWISE, MLP, PygLinear)
 
 
 def edge_states(model: nn.Module | None) -> bool:
@@ -981,7 +984,7 @@ class _StreamTap:
             what = (
                 "the inputs of the norms or dropouts before the layers"
                 if mode == "pre"
-                else ("the layers' inputs")
+                else "the layers' inputs"
             )
             self.note = (
                 f"capture='residual': the stream was updated in place (h += ...) before the "

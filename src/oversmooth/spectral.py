@@ -171,12 +171,13 @@ def _check_symmetric(w: Any) -> None:
         return
     a = abs(w)
     pair = np.maximum(np.asarray(a[diff.row, diff.col]), np.asarray(a[diff.col, diff.row])).ravel()
-    if np.any(diff.data > 1e-12 * pair):
+    unequal = diff.data > 1e-12 * pair
+    if np.any(unequal):
         pattern = (w != 0).astype(np.int8)
         if (pattern - pattern.T).nnz == 0:  # every edge has its reverse: the weights differ
             received = (
                 "one whose edges all appear both ways but with different total weights "
-                f"({int(np.sum(diff.data > 1e-12 * pair)) // 2} pairs; repeated edges add up)"
+                f"({int(unequal.sum()) // 2} pairs; repeated edges add up)"
             )
         else:
             received = "a directed one"

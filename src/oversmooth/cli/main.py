@@ -174,7 +174,6 @@ def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
     SIGINT) or 143 (128 + SIGTERM); a second signal while this runs is ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    STOPS.clear()
     sys.exit(_common.stopped(exc or KeyboardInterrupt()).exit_code)
 
 
@@ -275,17 +274,12 @@ def main() -> None:
     that ``oversmooth --help`` imports no torch.  Shell completion loads every command."""
     set_openmp_defaults()
     keep_freed_memory()  # freed temporaries reused without page faults (oversmooth.allocator)
-    before = (
-        sys.unraisablehook,
-        signal.getsignal(signal.SIGINT),
-        signal.getsignal(signal.SIGTERM),
-        warnings.showwarning,
-    )
+    hook, show = sys.unraisablehook, warnings.showwarning
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:  # loading a command imports torch: a Ctrl-C then is an interrupt, not a traceback
         # Ctrl-C raises KeyboardInterrupt from here on (cleanups run), also when this process
         # was started with SIGINT ignored (`oversmooth sweep ... &` from a script): a sweep
         # then ran to the end and exited 0 after `kill -INT`
-        STOPS.clear()
         sys.unraisablehook = _quiet_stops
         signal.signal(signal.SIGINT, _common.raise_interrupted)
         # SIGTERM likewise (the default kills at once: no line, the --out claim's lock file
@@ -316,12 +310,10 @@ def main() -> None:
         # the command's stays: a later Ctrl-C recorded by its handler made every write of the
         # Python API raise KeyboardInterrupt at once (an audit)
         STOPS.clear()
-        sys.unraisablehook, warnings.showwarning = before[0], before[3]
-        for sig, ours, handler in (
-            (signal.SIGINT, _common.raise_interrupted, before[1]),
-            (signal.SIGTERM, _common.raise_terminated, before[2]),
-        ):
-            if signal.getsignal(sig) is ours and handler is not None:
+        sys.unraisablehook, warnings.showwarning = hook, show
+        ours = (_common.raise_interrupted, _common.raise_terminated)
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) in ours and handler is not None:
                 signal.signal(sig, handler)
 
 
