@@ -313,7 +313,14 @@ def describe_curve(
 def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
     """Per-layer summary over seeds: geometric mean of the energy, mean feature norm,
     median relative energy and adjacent cosine, and ``at_floor`` when any seed is at the floor
-    (for the columns present)."""
+    (for the columns present).
+
+    Where every layer has as many rows, each geometric mean is formed for all layers at once,
+    as the rows of one ``[layers, seeds]`` array (the same sums, in the same order, as
+    :func:`~oversmooth.fit.geometric_mean` per layer): called per group, it took 50 ms of a
+    257-layer table, six times per analysis of five seeds."""
+    import pandas as pd
+
     rules = {
         "laplacian_energy": geometric_mean,
         "feature_norm": "mean",
@@ -323,8 +330,20 @@ def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
         "at_floor": "any",
         "float64_energy": geometric_mean,
     }
-    present = {c: (c, rule) for c, rule in rules.items() if c in frame}
-    return frame.groupby("layer", sort=True).agg(**present).reset_index()
+    present = {c: rule for c, rule in rules.items() if c in frame}
+    order = np.argsort(frame["layer"].to_numpy(), kind="stable")  # groupby's order in a layer
+    layers, counts = np.unique(frame["layer"].to_numpy()[order], return_counts=True)
+    even = counts.size > 0 and bool((counts == counts[0]).all())
+    columns: dict[str, Any] = {}
+    for c, rule in present.items():
+        if rule is geometric_mean and even:
+            v = frame[c].to_numpy(dtype=np.float64)[order].reshape(layers.size, -1)
+            columns[c] = np.exp(np.mean(np.log(np.maximum(v, 1e-300)), axis=1))
+    rest = {c: (c, rule) for c, rule in present.items() if c not in columns}
+    if rest:
+        grouped = frame.groupby("layer", sort=True).agg(**rest)
+        columns.update({c: grouped[c].to_numpy() for c in rest})
+    return pd.DataFrame({"layer": layers, **{c: columns[c] for c in present}})
 
 
 def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
