@@ -518,6 +518,32 @@ def test_overwrite_refuses_a_folder_another_run_writes_or_wrote_inside(tmp_path)
     check_out(sweep, overwrite=True)
 
 
+def test_an_out_inside_a_folder_another_run_writes_is_refused(tmp_path):
+    """``analyze --out Y/inner`` beside a running ``analyze --out Y --overwrite`` wrote inside
+    the folder the first run replaces when it ends (which then failed at its last step because
+    of it; an audit).  A sweep's worker writes inside the sweep's folder on its behalf."""
+    from oversmooth.outputs import working_inside
+
+    out = tmp_path / "Y"
+    _finished(out)
+    holder = _holding(out)
+    try:
+        for inner in (out / "inner", out / "a" / "b"):
+            with pytest.raises(FolderBusyError, match=rf"lies inside .*pid {holder.pid}"):
+                check_out(inner, overwrite=False)
+        assert not (out / "inner").exists() and not (out / "a").exists()
+        with working_inside(out):  # a sweep's worker
+            with claim_folder(out / "runs" / "cell", overwrite=False):
+                pass
+        with pytest.raises(FolderBusyError, match="lies inside"):  # only inside the block
+            check_out(out / "inner", overwrite=False)
+        check_out(tmp_path / "beside", overwrite=False)  # a sibling is not inside
+    finally:
+        holder.kill()
+        holder.wait()
+    check_out(out / "inner", overwrite=False)  # let go: a folder like any other
+
+
 SWAP = """
 import os, signal, sys
 from pathlib import Path

@@ -92,6 +92,7 @@ __all__ = [
     "CSV_FLOAT",
     "clean_stale_siblings",
     "remove_unheld_lock",
+    "working_inside",
     "FolderBusyError",
     "read_table",
 ]
@@ -104,6 +105,11 @@ class FolderBusyError(FileExistsError):
 
 
 _HELD: dict[Path, list[int]] = {}  # absolute folder -> [re-entrance count, lock fd]
+
+#: Folders another process holds that this one writes inside on its behalf (a sweep's worker,
+#: inside the sweep's folder: :func:`working_inside`); every other held ancestor refuses an
+#: ``--out`` (:func:`_check_not_inside_busy`).
+_INSIDE: set[Path] = set()
 
 #: The stop signals the command's handlers raised (their exception classes), oldest first;
 #: emptied when the command starts and when it handles the stop.  Python swallows an
@@ -472,6 +478,40 @@ def _check_no_run_inside(out: Path, kind: str | None, writer: str | None) -> Non
                 )
 
 
+@contextmanager
+def working_inside(folder: str | os.PathLike) -> Iterator[None]:
+    """For the block, this process writes inside ``folder`` for the process that holds it (a
+    sweep's worker writing a cell's training run under the sweep's ``runs/``): an ``--out``
+    inside it is not refused as inside another run's folder."""
+    key = Path(os.path.realpath(folder))
+    added = key not in _INSIDE
+    _INSIDE.add(key)
+    try:
+        yield
+    finally:
+        if added:
+            _INSIDE.discard(key)
+
+
+def _check_not_inside_busy(out: Path) -> None:
+    """Refuse an ``out`` inside a folder another oversmooth run is writing (its ``.NAME.lock``
+    held by another process): that run replaces its folder when it ends, deleting ``out`` or
+    failing at its last step because of it (``analyze --out Y/inner`` beside a running
+    ``analyze --out Y --overwrite``; an audit)."""
+    for ancestor in Path(os.path.realpath(out)).parents:
+        if ancestor == ancestor.parent:
+            break
+        if ancestor in _INSIDE:
+            continue
+        lock = _lock_path(ancestor)
+        if lock.is_file() and _held_by_other(lock):
+            raise FolderBusyError(
+                f"--out: {out} lies inside {ancestor}, which another oversmooth run (pid "
+                f"{_owner(lock)}) is writing and replaces when it ends: wait for it to finish "
+                "or choose another --out"
+            )
+
+
 def _held_by_other(lock: Path) -> bool:
     """Whether another process holds the lock file ``lock`` (taken and let go at once when
     not: the file stays, its holder's claim unchanged)."""
@@ -522,6 +562,7 @@ def check_out(
     out = check_out_name(out)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out: {out} exists and is not a folder; choose another path")
+    _check_not_inside_busy(out)
     if out.exists():
         if reuse is not None:
             check_ours(out, kind=reuse, action="write into")

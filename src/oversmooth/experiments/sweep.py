@@ -84,6 +84,7 @@ from oversmooth.outputs import (
     check_path_text,
     claim_folder,
     json_text,
+    working_inside,
     write_json,
     write_marker,
 )
@@ -376,7 +377,9 @@ def run_cell(cell: dict, options: dict, out: str) -> dict:
     try:
         from oversmooth.analysis import run_analysis
 
-        config = _cell_analysis(cell, options, Path(out) / "runs" / record["id"], record)
+        # a trained cell's run goes under the sweep's runs/, inside the folder the sweep holds
+        with working_inside(out):
+            config = _cell_analysis(cell, options, Path(out) / "runs" / record["id"], record)
         record.update(_finished_fields(run_analysis(config)))
     except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
         record.update(
