@@ -409,6 +409,42 @@ def test_a_layer_list_that_passes_no_messages_beside_one_that_does_is_refused():
     Probe(Dense(), data.edge_index)
 
 
+class ConvsThenReadoutBlocks(torch.nn.Module):
+    """A residual GCN in ``self.convs`` and a node-wise readout MLP named ``self.blocks``."""
+
+    def __init__(self) -> None:
+        from torch_geometric.nn import GCNConv
+
+        super().__init__()
+        self.convs = torch.nn.ModuleList([GCNConv(5, 5) for _ in range(3)])
+        self.blocks = torch.nn.ModuleList(
+            [torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.ReLU()) for _ in range(2)]
+        )
+
+    def forward(self, x, edge_index):
+        for conv in self.convs:
+            x = x + torch.relu(conv(x, edge_index))
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_residual_capture_refuses_readout_blocks_beside_the_convs():
+    """``capture="residual"`` took ``model.blocks`` before anything else: a readout MLP of that
+    name was measured as the residual stream (two rows whose energy fell 65x, read as
+    oversmoothing, while the stream's grew), the three residual GCN layers never seen, with
+    no word (an audit).  Refused, naming the convs; the convs themselves stay probed."""
+    data = small_graph()
+    model = ConvsThenReadoutBlocks().to(data.x.dtype)
+    with pytest.raises(ValueError, match=r"on its own, while GCNConv \(model.convs.0\)"):
+        Probe(model, data.edge_index, capture="residual")
+    probe = Probe(model, data.edge_index, capture="residual", layers=list(model.convs))
+    with pytest.warns(UserWarning, match="layer 3 is not recorded"):  # a head after it
+        with probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+
+
 # ----------------------------------------------------------------------------- pruning
 
 
@@ -1488,3 +1524,107 @@ def test_a_pass_recorded_again_by_hand_keeps_only_its_own_similarity_rows():
     for i, j in [(0, 1), (1, 2), (0, 2)]:
         cos = torch.nn.functional.cosine_similarity(second[i], second[j], dim=1).mean()
         assert matrix[i, j].item() == pytest.approx(cos.item(), rel=1e-6)
+
+
+def test_the_sparse_matrix_a_model_takes_is_refused_on_a_directed_graph():
+    """``Probe(model, adj_t)`` with the torch sparse matrix the model itself takes: PyG reads it
+    as ``adj_t`` (``A[dst, src]``), the Probe read it as ``A[src, dst]``, so the Laplacian
+    energy of a directed graph was the reversed graph's, with no word (an audit).  Refused
+    before the forward runs; read as PyG stores it through a Data; a symmetric graph and a
+    matrix the model does not take are as before."""
+    from torch_geometric.data import Data
+    from torch_geometric.nn import GCNConv
+
+    class SparseGCN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList([GCNConv(4, 4) for _ in range(2)])
+
+        def forward(self, x, adj_t):
+            for conv in self.convs:
+                x = torch.relu(conv(x, adj_t))
+            return x
+
+    torch.manual_seed(0)
+    n = 12
+    edge_index = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])  # a directed cycle
+    edge_index = torch.cat([edge_index, torch.tensor([[0, 3], [5, 9]])], dim=1)
+    x = torch.randn(n, 4)
+    model = SparseGCN()
+
+    def adj(index):
+        ones = torch.ones(index.size(1))
+        return torch.sparse_coo_tensor(index.flip(0), ones, (n, n)).coalesce().to_sparse_csr()
+
+    adj_t = adj(edge_index)
+    with pytest.raises(ValueError, match=r"read as adj_t \(A\[dst, src\]\)"):
+        with Probe(model, adj_t), torch.no_grad():
+            model(x, adj_t)
+    frames = []
+    for graph in (Data(adj_t=adj_t, num_nodes=n), edge_index):
+        with Probe(model, graph) as probe, torch.no_grad():
+            model(x, adj_t)
+        frames.append(probe.to_frame())
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+    # the graph's own A[src, dst], not the model's argument: read as documented
+    with Probe(model, adj_t.to_sparse_coo().t().coalesce()) as probe, torch.no_grad():
+        model(x, adj_t)
+    pd.testing.assert_frame_equal(probe.to_frame(), frames[1])
+    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)  # symmetric: either reading
+    sym = adj(both)
+    with Probe(model, sym) as probe, torch.no_grad():
+        model(x, sym)
+    assert probe.to_frame()["laplacian_energy"].notna().all()
+
+
+def test_a_mask_or_edge_weights_the_forward_takes_but_the_probe_lacks_are_said():
+    """A dense batch probed without the node mask its forward takes counted the padded rows as
+    isolated nodes (energies 37-52% low); edge weights the model used and the Probe was not
+    given made the energies the unweighted graph's; both with no word (an audit).  The mask
+    is refused before the forward runs, the weights noted."""
+    from torch_geometric.nn import DenseGCNConv, GCNConv
+
+    class Dense(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList([DenseGCNConv(3, 3) for _ in range(2)])
+
+        def forward(self, x, adj, mask):
+            for conv in self.convs:
+                x = torch.relu(conv(x, adj, mask))
+            return x
+
+    torch.manual_seed(0)
+    adj = (torch.rand(2, 5, 5) > 0.5).float()
+    adj = ((adj + adj.transpose(1, 2)) > 0).float()
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    x, model = torch.randn(2, 5, 3), Dense()
+    with pytest.raises(ValueError, match=r"node mask \[2, 5\] with padded nodes"):
+        with Probe(model, adj), torch.no_grad():
+            model(x, adj, mask)
+    with Probe(model, adj, mask=mask), torch.no_grad():  # given: measured
+        model(x, adj, mask)
+    with Probe(model, adj), torch.no_grad():  # no padding: the same either way
+        model(x, adj, torch.ones(2, 5, dtype=torch.bool))
+
+    class Weighted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList([GCNConv(5, 5) for _ in range(2)])
+
+        def forward(self, x, edge_index, edge_weight):
+            for conv in self.convs:
+                x = torch.relu(conv(x, edge_index, edge_weight))
+            return x
+
+    data = small_graph()
+    weights = torch.rand(data.edge_index.size(1))
+    model = Weighted().to(data.x.dtype)
+    with pytest.warns(UserWarning, match=r"floating \[\d+\] tensor beside the graph"):
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            model(data.x, data.edge_index, weights)
+    assert any("edge_weight=" in gap for gap in probe.to_frame().attrs["gaps"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data.edge_index, edge_weight=weights), torch.no_grad():
+            model(data.x, data.edge_index, weights)

@@ -126,6 +126,9 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     if capture == "residual":
         blocks = _module_list(model, ["blocks"])
         if blocks is not None:
+            # a readout MLP named blocks beside the GNN's convs was measured as the stream,
+            # silently (an audit): the energy of its two linear maps read as oversmoothing
+            _check_passes_messages(model, blocks)
             return blocks, True
         try:
             from torch_geometric.nn import DeepGCNLayer
@@ -238,6 +241,24 @@ def _is_adjacency(graph: Tensor) -> bool:
     """A sparse, floating or bool tensor is an adjacency matrix, not an ``edge_index``."""
     return (
         graph.layout != torch.strided or graph.dtype.is_floating_point or graph.dtype == torch.bool
+    )
+
+
+def _is_sparse_matrix(graph: object) -> bool:
+    """A torch sparse tensor (COO, CSR, CSC) or a ``torch_sparse.SparseTensor``."""
+    if isinstance(graph, Tensor):
+        return graph.layout != torch.strided
+    return hasattr(graph, "coo") and hasattr(graph, "sparse_sizes")
+
+
+def _directed(op: GraphOperator) -> bool:
+    """Whether ``op``'s graph differs from its reverse (weights summed over repeated edges)."""
+    n = op.num_nodes
+    forward = torch.sparse_coo_tensor(op.edge_index, op.edge_weight, (n, n)).coalesce()
+    backward = torch.sparse_coo_tensor(op.edge_index.flip(0), op.edge_weight, (n, n)).coalesce()
+    return not (
+        torch.equal(forward.indices(), backward.indices())
+        and torch.equal(forward.values(), backward.values())
     )
 
 
@@ -1835,6 +1856,12 @@ class Probe:
         self._graph_arg = graph
         self._batch = batch
         self._edge_weight = edge_weight
+        self._input_notes: list[str] = []  # what the first forward's arguments said
+        # a dense batch [B, N, N] given without its node mask: its [B, N] (see
+        # _check_first_inputs)
+        self._dense_unmasked: tuple[int, ...] | None = None
+        if isinstance(graph, Tensor) and graph.layout == torch.strided and graph.dim() == 3:
+            self._dense_unmasked = None if mask is not None else tuple(graph.shape[:2])
         self._self_loops = self_loops
         self._operator: GraphOperator | None = None
         # a plain edge_index takes its num_nodes from the first state (trailing isolated
@@ -1939,6 +1966,8 @@ class Probe:
         self._passes += 1
         self._active = self._step % self.every == 0
         if self._active:
+            if self._first_inputs is None:
+                self._check_first_inputs(args, kwargs)
             self._check_graph_inputs(graph_inputs(args, kwargs))
         self._prev = self._block_out = None
         if self._active and self.similarity:
@@ -1948,6 +1977,73 @@ class Probe:
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         if self._tap is not None:
             self._tap.reset()
+
+    def _check_first_inputs(self, args: tuple, kwargs: dict) -> None:
+        """What the first recorded forward's arguments say of the graph the Probe was given,
+        before it runs (audits: each measured another graph than the model's, silently):
+
+        * the very sparse matrix the model takes, of a directed graph, is refused: PyG layers
+          read a sparse matrix as ``adj_t`` (``A[dst, src]``), the Probe reads a bare one as
+          ``A[src, dst]``, so every row measured the reversed graph (the Laplacian energy of
+          a directed GCN 9-31% off; the Dirichlet energy, symmetric in the direction, right);
+        * a node mask ``[B, N]`` with padding, taken by the forward but not given to a Probe
+          on a dense batch, is refused: the padded rows counted as isolated nodes in ``1/n``
+          (energies 37-52% low);
+        * a floating ``[E]`` argument beside an unweighted Probe graph of ``E`` edges (edge
+          weights the model uses, the Probe does not) is noted."""
+        values = (*args, *kwargs.values())
+        graph = self._graph_arg
+        if _is_sparse_matrix(graph) and self._operator is not None:
+            if any(value is graph for value in values) and _directed(self._operator):
+                raise ValueError(
+                    "graph: the Probe was given the sparse matrix the model takes, which PyG "
+                    "layers read as adj_t (A[dst, src]) while the Probe reads a bare sparse "
+                    "matrix as A[src, dst]; on this directed graph the two differ: pass "
+                    "Probe(model, Data(adj_t=adj_t, num_nodes=n)) (read as PyG stores it), or "
+                    "the edge_index"
+                )
+        if self._dense_unmasked is not None:
+            shape = self._dense_unmasked
+            for value in values:
+                if (
+                    isinstance(value, Tensor)
+                    and value.dtype == torch.bool
+                    and tuple(value.shape) == shape
+                    and not bool(value.all())
+                ):
+                    raise ValueError(
+                        f"mask: the forward takes a node mask {list(shape)} with padded nodes, "
+                        "which the Probe was not given: its rows would count the padding as "
+                        "isolated nodes (in 1/n); pass Probe(model, adj, mask=mask)"
+                    )
+        edges = self._unweighted_edges()
+        if edges is not None and any(
+            isinstance(value, Tensor)
+            and value.is_floating_point()
+            and value.dim() in (1, 2)
+            and value.size(0) == edges
+            and value.numel() == edges
+            for value in values
+        ):
+            self._input_notes.append(
+                f"the forward takes a floating [{edges}] tensor beside the graph, while the "
+                "Probe's graph has no edge weights: if the model weights its edges with it, "
+                "the energies are of the unweighted graph (pass edge_weight= to measure the "
+                "weighted one)"
+            )
+
+    def _unweighted_edges(self) -> int | None:
+        """The number of edges of the Probe's graph when it has no edge weights (an
+        ``edge_index`` or a ``Data`` without ``edge_weight``), else None."""
+        if self._edge_weight is not None:
+            return None
+        graph = self._graph_arg
+        if isinstance(graph, Tensor) and not _is_adjacency(graph) and graph.dim() == 2:
+            return int(graph.size(1))
+        index = getattr(graph, "edge_index", None)
+        if isinstance(index, Tensor) and getattr(graph, "edge_weight", None) is None:
+            return int(index.size(1))
+        return None
 
     def _check_graph_inputs(self, inputs: list[Tensor]) -> None:
         """Note a recorded forward whose integer inputs (``edge_index``, ``batch``) differ from
@@ -1970,7 +2066,7 @@ class Probe:
             self._tap.flush(output)
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
-        notes = self._calls.notes()
+        notes = self._calls.notes() + self._input_notes
         if self._tap is not None and self._tap.note is not None:
             notes.append(self._tap.note)
         if self._graph_changed:
