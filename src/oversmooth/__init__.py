@@ -11,13 +11,15 @@ from oversmooth.version import __version__
 
 
 def _interrupted_at_start_up(signum: int, frame: object) -> None:
-    _os.write(2, b"interrupted\n")
-    _os._exit(130)
+    terminated = signum != 2  # SIGINT is 2 everywhere; the other one handled is SIGTERM
+    _os.write(2, b"terminated\n" if terminated else b"interrupted\n")
+    _os._exit(143 if terminated else 130)
 
 
-# Run as the `oversmooth` command, a Ctrl-C while this package and the CLI are still being
-# imported (before the command's own handling starts, in oversmooth.cli.main.main) is one line
-# and exit 130, not a traceback: nothing has been written yet, so there is nothing to clean up.
+# Run as the `oversmooth` command, a Ctrl-C (SIGTERM) while this package and the CLI are still
+# being imported (before the command's own handling starts, in oversmooth.cli.main.main) is one
+# line and exit 130 (143), not a traceback (or a silent death by SIGTERM): nothing has been
+# written yet, so there is nothing to clean up.
 _ORIG = list(getattr(_sys, "orig_argv", []))
 if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "oversmooth.exe") or (
     _ORIG[1:3] == ["-m", "oversmooth"]  # python -m oversmooth (argv[0] is "-m" while it imports)
@@ -25,6 +27,8 @@ if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("oversmooth", "overs
     import signal as _signal
 
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
+    if _signal.getsignal(_signal.SIGTERM) is not _signal.SIG_IGN:  # SIGTERM likewise (143)
+        _signal.signal(_signal.SIGTERM, _interrupted_at_start_up)
     # numpy's and scipy's OpenBLAS take their thread count from the environment when they
     # load (numpy's below, with oversmooth.verdict): one thread, unless the user set one.  The
     # command's numpy and scipy work (the verdict's fits, the spectral step) is small or

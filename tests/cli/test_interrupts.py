@@ -280,3 +280,39 @@ def test_main_called_in_a_process_that_goes_on_leaves_nothing_behind():
         "      sys.unraisablehook is hook, warnings.showwarning is show)\n"
     )
     assert python_words(code)[-4:] == ["True"] * 4
+
+
+@pytest.mark.parametrize("stop", ["interrupted", "terminated"])
+def test_a_stop_while_the_options_are_read_is_one_line(capsys, stop):
+    """typer turns a KeyboardInterrupt outside a command body (an option's callback, the
+    command's loading inside click) into exit code 130 without a word: Ctrl-C about 0.2 s into
+    `oversmooth analyze` exited 130 with nothing on stderr (an audit).  SIGTERM's Terminated,
+    a KeyboardInterrupt too, keeps its own line and code."""
+    import typer
+
+    from oversmooth.cli import _common
+    from oversmooth.cli.main import new_app
+    from oversmooth.outputs import STOPS, stop_signal
+
+    kind = _common.Terminated if stop == "terminated" else KeyboardInterrupt
+
+    def stopping(value: str) -> str:
+        stop_signal(kind)  # as the command's signal handler raises it
+
+    group = new_app()
+
+    @group.command()
+    def run(name: str = typer.Option("x", callback=stopping)) -> None:
+        raise AssertionError("not reached")
+
+    _common.FINISHED["stop_said"] = False
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as done:
+            group(["run", "--name", "y"])
+    finally:
+        STOPS.clear()
+        for sig, handler in handlers.items():  # interrupted() ignores both from then on
+            signal.signal(sig, handler)
+    assert done.value.code == (143 if stop == "terminated" else 130)
+    assert capsys.readouterr().err.splitlines() == [stop]

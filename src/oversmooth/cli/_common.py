@@ -34,7 +34,7 @@ F = TypeVar("F", bound=Callable)
 DEBUG = {"on": False}
 # set by a command whose last output is written: the process may then end at once
 # (cli.main.main), without the interpreter's teardown of everything it imported
-FINISHED = {"exit_now": False}
+FINISHED = {"exit_now": False, "stop_said": False}
 
 
 def load_run_modules() -> None:
@@ -113,6 +113,7 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
     if written:
         said += f" after the output was complete: {written} holds it"
     typer.echo(said, err=True)
+    FINISHED["stop_said"] = True
     return typer.Exit(143 if terminated else 130)
 
 

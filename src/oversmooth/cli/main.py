@@ -166,6 +166,10 @@ class OneLineErrors(TyperGroup):
             message = exc.format_message().replace(": Value error, ", ": ")
             typer.echo(f"error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
+        if code == 130 and not _common.FINISHED["stop_said"]:
+            # typer turns a Ctrl-C (or SIGTERM, a KeyboardInterrupt too) outside a command body
+            # (loading the command, parsing its options) into exit code 130 without a word
+            interrupted((STOPS[-1] if STOPS else KeyboardInterrupt)())
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -291,7 +295,7 @@ def main() -> None:
             commands.register(group)
         else:
             commands.register(group, only=_command_named(sys.argv[1:]) or "")
-        _common.FINISHED["exit_now"] = False
+        _common.FINISHED.update(exit_now=False, stop_said=False)
         try:
             group()
         except SystemExit as done:
