@@ -186,12 +186,11 @@ class ModelConfig:
         if self.hidden % self.heads:
             raise ValueError(
                 f"hidden: expected a multiple of heads={self.heads}, received {self.hidden}; "
-                f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}"
+                f"try hidden={self.heads * max(1, round(self.hidden / self.heads))}, or heads "
+                "that divide the hidden width"
             )
         if self.ffn is not None and not _is_int(self.ffn, 0):
-            raise ValueError(
-                f"ffn: expected an integer >= 0 (0: no FFN) or None, received {self.ffn!r}"
-            )
+            raise ValueError(f"ffn: expected an integer >= 0 (0: no FFN), received {self.ffn!r}")
         if not is_seed(self.seed):
             raise ValueError(f"seed: expected an integer in [0, 2**64 - 1], received {self.seed!r}")
         if not _is_int(self.edge_channels, 0):
@@ -407,7 +406,12 @@ def _parse_list(flag: str, text: Any, integers: bool, minimum: int) -> tuple:
                 names[-1] += "," + part  # the parameter of the name before it
             else:
                 names.append(part)
-        return tuple(dict.fromkeys(names))
+        repeated = [n for i, n in enumerate(names) if n in names[:i]]
+        if repeated:  # refused like a repeated seed or depth (it was dropped silently)
+            raise ValueError(
+                f"{flag}: {repeated[0]} appears twice in {text!r}; list each name once"
+            )
+        return tuple(names)
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:

@@ -1049,7 +1049,15 @@ def load(
         raise ValueError(f"features/labels: only an edge-list .csv takes them, not dataset {key!r}")
     kind = DATASETS[key].kind
     if kind == "synthetic":
-        return _SYNTHETIC[key](**kwargs)
+        try:
+            return _SYNTHETIC[key](**kwargs)
+        except ValueError as exc:
+            # a generator's own check names its parameter alone ("n: expected ..."): say
+            # which dataset's, as the parser's checks do
+            named = re.match(r"^([a-z_]+): ", str(exc))
+            if named is None or named.group(1) not in kwargs:
+                raise
+            raise ValueError(f"dataset {key}: parameter {exc}") from None
     if kind == "embedded" and (data_root is None or not on_disk(key, data_root)):
         return _load_embedded(key)  # the shipped copy, unless the user's raw files are there
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
@@ -1198,7 +1206,7 @@ def split_masks(data: GraphData | Data, split: str = "random", seed: int = 0) ->
         if getattr(data, "train_mask", None) is None:
             raise ValueError(
                 f"split: dataset {getattr(data, 'name', '?')!r} has no public split; "
-                "use split='random'"
+                "use the random split (--split random)"
             )
         return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")

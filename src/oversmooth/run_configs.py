@@ -38,6 +38,7 @@ __all__ = [
     "ComparisonConfig",
     "TrainConfig",
     "check_seeds",
+    "check_distinct",
     "check_depth",
     "comparison_key",
 ]
@@ -50,12 +51,18 @@ def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
         raise ValueError(
             f"seeds: expected one or more integers in [0, 2**64 - 1], received {list(seeds)}"
         )
-    repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
+    check_distinct("seeds", seeds, "seed")
+    return seeds
+
+
+def check_distinct(name: str, values: Sequence[object], each: str = "value") -> None:
+    """Refuse a list option that names one value twice (``--seeds 0,0``, ``--depths 2,2``,
+    ``--models preln,preln``): one rule for every list (some dropped the repeat silently)."""
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
     if repeated:
         raise ValueError(
-            f"seeds: {repeated[0]} appears twice in {list(seeds)}; list each seed once"
+            f"{name}: {repeated[0]} appears twice in {list(values)}; list each {each} once"
         )
-    return seeds
 
 
 def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) -> str:
@@ -128,6 +135,7 @@ class AnalysisConfig:
                 "blocks run over edges; pruning is not implemented for it); choose a node-level "
                 "--conv (san, gcn, gat), or drop --prune-layers from analyze"
             )
+        check_distinct("metrics", tuple(self.metrics), "metric")
         metrics = tuple(check_metrics(self.metrics or DEFAULT_METRICS))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
@@ -238,6 +246,8 @@ class ComparisonConfig:
             CONVS.resolve(c, kind="convs")
         for d in self.depths:
             check_depth(d, "depths")  # the option is --depths (it said --depth)
+        for name in ("models", "convs", "depths", "datasets"):
+            check_distinct(name, tuple(getattr(self, name)))
         seeds = check_seeds(self.seeds)
         depths = tuple(sorted(set(self.depths)))
         object.__setattr__(self, "seeds", seeds)

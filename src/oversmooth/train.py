@@ -589,7 +589,7 @@ def _check_run_options(resume: bool, overwrite: bool, checkpoint_every: float) -
         or not (0 <= checkpoint_every < math.inf)
     ):
         raise ValueError(
-            f"checkpoint_every (--checkpoint-every): expected seconds >= 0 (0: after every epoch), "
+            f"checkpoint_every: expected seconds >= 0 (0: after every epoch), "
             f"received {checkpoint_every!r}"
         )
 

@@ -270,7 +270,7 @@ def test_existing_out_is_never_overwritten_without_flag(tmp_path):
         (["compare", "--depths", "2,70000"], "--depths: expected an integer in [1, 65536]"),
         (
             ["train", "--checkpoint-every", "-1", "--epochs", 1],
-            "(--checkpoint-every): expected seconds >= 0",
+            "--checkpoint-every: expected seconds >= 0",
         ),
         (["prune", "--prune-layers", "2,x"], "--prune-layers: expected comma-separated integers"),
         (["nosuch"], "No such command"),

@@ -99,6 +99,11 @@ def files(tmp_path_factory):
         (["analyze", "--dataset", "{root}/huge.pt", "-q"], "sum past the float64 range"),
         (["analyze", *FAST, "--seeds", ""], "--seeds: expected at least one integer"),
         (["analyze", *FAST, "--seeds", "0,0"], "seeds: 0 appears twice"),
+        # one rule for every list: these dropped the repeat silently (an audit)
+        (["compare", "-m", "preln,preln", "-L", "2", "-q"], "--models: preln appears twice"),
+        (["compare", "-m", "preln", "-L", "2,2", "-q"], "--depths: 2 appears twice"),
+        (["analyze", *FAST, "--metrics", "feature_norm,feature_norm"], "feature_norm appears"),
+        (["analyze", *FAST, "-d", "csbm:n=-5"], "dataset csbm: parameter n: expected an"),
         (["analyze", *FAST, "--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),
         # the option the user typed, not the config field behind it, nor pydantic's prefix
         (["analyze", *FAST, "--block-dropout", "2"], "--block-dropout: expected a probability"),

@@ -118,7 +118,8 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
 
 
 _FIELD = re.compile(r"^([a-z][a-z0-9_]*): ")
-_FIELD_FLAGS = {"layers": "--prune-layers"}  # a check's own name for a field's values
+# a check's own name for a field's values, and run arguments that are no config field
+_FIELD_FLAGS = {"layers": "--prune-layers", "checkpoint_every": "--checkpoint-every"}
 _KEPT = {"dataset"}  # --dataset or --datasets, whichever was typed: the name says both
 
 
