@@ -102,3 +102,20 @@ def test_the_law_tables_change_interval_is_the_verdicts():
     table = law_table({"curve": {"evidence": found.to_dict()}})
     cell = table["decades (fitted change, 99% interval)"][0]
     assert cell == f"{ev['change_decades']:+.2f} ({lo:+.2f} to {hi:+.2f})"
+
+
+def test_the_environment_table_says_what_it_does_not_know_and_leaves_out_what_did_not_run(
+    tmp_path,
+):
+    """It showed `git_commit | None` outside a git checkout and `time: prune | 0.00 s` for a run
+    that pruned nothing (an audit)."""
+    import json
+
+    model = ModelConfig("postln", depth=3, hidden=8, heads=1)
+    result = run_analysis(AnalysisConfig(model=model, seeds=(0,)))
+    result.environment["git_commit"] = None
+    folder = write_analysis(result, tmp_path / "run")
+    assert json.loads((folder / "config.json").read_text())["timings"]["prune_s"] == 0.0
+    text = (folder / "report.md").read_text(encoding="utf-8")
+    assert "| git_commit | not recorded |" in text
+    assert "time: prune" not in text and "time: forward" in text

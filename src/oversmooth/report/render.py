@@ -502,12 +502,16 @@ def reproduce_sections(doc: Document, config: Mapping[str, Any]) -> None:
     if not env and not timings:
         return
     doc.heading("Environment")
+    # a stage that did not run (no pruning: 0.0) is left out; a value not known (the commit
+    # outside a git checkout) says so rather than "None"
+    ran = {k: v for k, v in timings.items() if v}
     doc.table(
         pd.DataFrame(
             {
                 "item": list(env)
-                + [f"time: {k.removesuffix('_s').replace('_', ' ')}" for k in timings],
-                "value": [str(v) for v in env.values()] + [f"{v:.2f} s" for v in timings.values()],
+                + [f"time: {k.removesuffix('_s').replace('_', ' ')}" for k in ran],
+                "value": ["not recorded" if v is None else str(v) for v in env.values()]
+                + [f"{v:.2f} s" for v in ran.values()],
             }
         )
     )
