@@ -64,6 +64,7 @@ __all__ = [
     "K0_GRID_SIZE",
     "K0_MAX_FACTOR",
     "BOOTSTRAP_DRAWS",
+    "PROFILE_STEPS",
     "LawModel",
     "SegmentLines",
     "Evidence",
@@ -150,6 +151,9 @@ class LawModel:
         low = best <= 1
         if len(self.k0) > 3 and low.any():
             c, k0, r = self._refine_low(y, low, c, k0, r)
+        top = best == len(self.k0) - 1
+        if len(self.k0) > 3 and top.any():
+            c, k0, r = self._refine_top(y, top, c, k0, r)
         return {
             "alpha": c[:, 1],
             "k0": k0,
@@ -227,13 +231,38 @@ class LawModel:
         ``log k0`` need a neighbour on each side: E0 / (1 + C E0 k) with ``k0 = 1 / (C E0) =
         0.1`` was fitted at ``k0 = 0`` with alpha -0.9815 and a 95 % interval of -0.9895 to
         -0.9735 (depth 32, no noise), excluding the theorem's -1."""
-        idx = np.flatnonzero(low)
+        return self._refine_between(y, low, 0.0, float(self.k0[2]), c, k0, r)
+
+    def _refine_top(
+        self, y: np.ndarray, top: np.ndarray, c: np.ndarray, k0: np.ndarray, r: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_refine_low`'s search in ``[grid[-3], grid[-1]]`` for rows whose grid minimum
+        is the largest ``k0``: the parabolic steps need a neighbour above it, so a shift
+        between the last two grid values was fitted at the top (E0 / (1 + k / 972.8) at depth
+        1024: ``k0`` 1024 and alpha -1.04, its interval up to -1.036, excluding the theorem's
+        -1; an audit)."""
+        return self._refine_between(y, top, float(self.k0[-3]), float(self.k0[-1]), c, k0, r)
+
+    def _refine_between(
+        self,
+        y: np.ndarray,
+        rows: np.ndarray,
+        low: float,
+        high: float,
+        c: np.ndarray,
+        k0: np.ndarray,
+        r: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Golden-section then parabolic search of ``k0`` in ``[low, high]`` (linear in
+        ``k0``) for the ``rows`` of ``y``; a row keeps the result only where it lowers the
+        RSS."""
+        idx = np.flatnonzero(rows)
         yy, c, k0, r = y[idx], c.copy(), k0.copy(), r.copy()
 
         def rss(at: np.ndarray) -> np.ndarray:
             return self._exact(yy, at)[1]
 
-        lo, hi = np.zeros(len(idx)), np.full(len(idx), float(self.k0[2]))
+        lo, hi = np.full(len(idx), low), np.full(len(idx), high)
         f_lo, f_hi = rss(lo), rss(hi)
         g = (math.sqrt(5) - 1) / 2
         a, b = hi - g * (hi - lo), lo + g * (hi - lo)
@@ -299,8 +328,9 @@ class LawModel:
 def profile_interval(
     model: LawModel, curve: np.ndarray, level: float
 ) -> tuple[float, float, float]:
-    """An interval of ``beta`` that holds whatever ``k0`` is: the union, over every grid ``k0``
-    whose fit is not rejected at ``level``, of that fit's own interval for ``beta``.
+    """An interval of ``beta`` that holds whatever ``k0`` is: the union, over every ``k0`` of
+    the profile (:func:`_profile_k0`, and the fit's own) whose fit is not rejected at
+    ``level``, of that fit's own interval for ``beta``.
 
     A bootstrap refits around the chosen ``k0`` and so inherits it: when the residual sum of
     squares is nearly flat in ``k0`` (a shifted power law whose ``alpha log(k + k0)`` trades
@@ -317,8 +347,8 @@ def profile_interval(
 
 
 def profile_alpha(model: LawModel, curve: np.ndarray, level: float) -> tuple[float, float, bool]:
-    """:func:`profile_interval` for ``alpha``: the union of the intervals of every grid ``k0``
-    not rejected at ``level``, and whether the grid's largest ``k0`` is among them (then a
+    """:func:`profile_interval` for ``alpha``: the union of the intervals of every profiled
+    ``k0`` not rejected at ``level``, and whether the grid's largest ``k0`` is among them (then a
     larger shift with a steeper ``alpha`` may fit as well, and the interval is not closed on
     that side: (1 + k/256)^-3 at depth 64 fitted ``k0`` one grid step below the top, and its
     bootstrap interval -1.13 to +0.11 missed the true -3 in every draw)."""
@@ -326,33 +356,105 @@ def profile_alpha(model: LawModel, curve: np.ndarray, level: float) -> tuple[flo
     return lo, hi, top
 
 
+#: Values of ``k0`` the profiles (:func:`profile_interval`, :func:`profile_alpha`) try between two
+#: consecutive values of the fit's grid (the grid's own included): the grid alone (a step of
+#: 1.44 in ``k0`` at depth 1024) left out the shifts near the best one, so the interval of a
+#: curve with little noise was the nearest grid value's alone (E0 / (1 + k / 972.8) at depth
+#: 1024: alpha up to -1.036, excluding the theorem's -1; an audit).
+PROFILE_STEPS = 8
+
+#: ``k0`` values a profile handles at once (``[chunk, n]`` temporaries)
+_PROFILE_CHUNK = 32
+
+
+def _profile_k0(model: LawModel) -> np.ndarray:
+    """The ``k0`` values of a profile: the fit's grid with :data:`PROFILE_STEPS` - 1 values
+    between each two (geometric between positive ones, linear from 0 to the first); the
+    grid's largest last."""
+    grid = model.k0
+    if len(grid) < 2:
+        return grid
+    parts = [np.linspace(0.0, grid[1], PROFILE_STEPS + 1)[:-1]]
+    for lo, hi in zip(grid[1:-1], grid[2:], strict=True):
+        parts.append(np.geomspace(lo, hi, PROFILE_STEPS + 1)[:-1])
+    parts.append(grid[-1:])
+    return np.concatenate(parts)
+
+
+def _fits_at(
+    model: LawModel, y: np.ndarray, k0: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fits of the centred curve ``y`` at each of ``k0`` (closed form, as
+    :meth:`LawModel._exact`): coefficients ``[m, p]`` (intercept, alpha[, beta in the model's
+    scaled units]), residual sums ``[m]`` (from the residuals themselves) and the diagonal of
+    ``(X'X)^-1`` ``[m, p]`` (the intercept's entry NaN: not used)."""
+    coefs, sums, invs = [], [], []
+    kc = model.k / model.scale
+    kc = kc - kc.mean()
+    skk, sky = float(kc @ kc), float(kc @ y)
+    for start in range(0, len(k0), _PROFILE_CHUNK):
+        part = k0[start : start + _PROFILE_CHUNK]
+        logs = np.log(model.k[None, :] + part[:, None])
+        mean_l = logs.mean(axis=1)
+        lc = logs - mean_l[:, None]
+        sll, sly = (lc * lc).sum(axis=1), lc @ y
+        nan = np.full(len(part), np.nan)
+        if model.exponential:
+            slk = lc @ kc
+            det = sll * skk - slk * slk
+            alpha = (sly * skk - sky * slk) / det
+            beta = (sky * sll - sly * slk) / det
+            resid = y[None, :] - alpha[:, None] * lc - beta[:, None] * kc[None, :]
+            coefs.append(np.stack([nan, alpha, beta], axis=1))
+            invs.append(np.stack([nan, skk / det, sll / det], axis=1))
+        else:
+            alpha = sly / sll
+            resid = y[None, :] - alpha[:, None] * lc
+            coefs.append(np.stack([nan, alpha], axis=1))
+            invs.append(np.stack([nan, 1.0 / sll], axis=1))
+        sums.append((resid * resid).sum(axis=1))
+    return np.concatenate(coefs), np.concatenate(sums), np.concatenate(invs)
+
+
 def _profiled(
     model: LawModel, curve: np.ndarray, level: float, column: int
 ) -> tuple[float, float, float, bool]:
-    """The profile over ``k0`` of coefficient ``column`` (1 ``alpha``, 2 ``beta`` in the
-    model's scaled units): ``(low, high, effective n, top k0 not rejected)``."""
+    """The profile over ``k0`` (:func:`_profile_k0`: the grid and values between) of
+    coefficient ``column`` (1 ``alpha``, 2 ``beta`` in the model's scaled units): ``(low,
+    high, effective n, top k0 not rejected)``."""
     y = np.asarray(curve, dtype=np.float64)
     y = y - y.mean()
     n, p = len(y), model.design.shape[-1]
-    coef = model.pinv @ y  # [G, p]
-    resid = y[None, :] - (model.design @ coef[..., None])[..., 0]
-    rss = (resid**2).sum(axis=1)
+    k0 = _profile_k0(model)
+    if len(k0) > 1:  # the fit's own k0 (refined off the grid) too, before the top's place
+        k0 = np.insert(k0, -1, model.fit(y[None, :])["k0"])
+    coef, rss, inv = _fits_at(model, y, k0)
     best = int(np.argmin(rss))
-    r = resid[best]
+    r = _fits_resid(model, y, float(k0[best]), coef[best])
     denom = float((r**2).sum())
     rho = float((r[1:] * r[:-1]).sum() / denom) if denom > 0 else 0.0
     rho = min(max(rho, 0.0), 0.95)
     n_eff = max(n * (1 - rho) / (1 + rho), p + 2.0)
     z = quantile(level)
     allowed = rss <= rss[best] * (1 + z**2 / (n_eff - p))
-    # (X'X)^-1 of the coefficient's column: its pinv row's squared norm
-    inv = (model.pinv[:, column, :] ** 2).sum(axis=1)
     sigma2 = rss[best] / (n - p) * (1 + rho) / (1 - rho)
-    half = quantile(level, n_eff - p) * np.sqrt(sigma2 * inv)
+    half = quantile(level, n_eff - p) * np.sqrt(sigma2 * inv[:, column])
     value = coef[:, column]
     lo = float(((value - half)[allowed]).min())
     hi = float(((value + half)[allowed]).max())
     return lo, hi, n_eff, bool(len(model.k0) > 1 and allowed[-1])
+
+
+def _fits_resid(model: LawModel, y: np.ndarray, k0: float, coef: np.ndarray) -> np.ndarray:
+    """The residuals of the centred curve ``y`` under the fit ``coef`` (of
+    :func:`_fits_at`) at ``k0``."""
+    lc = np.log(model.k + k0)
+    lc = lc - lc.mean()
+    resid = y - coef[1] * lc
+    if model.exponential:
+        kc = model.k / model.scale
+        resid = resid - coef[2] * (kc - kc.mean())
+    return resid
 
 
 #: values of ``k0`` (geometric, from 0.25 to the largest :data:`TWO_POWER_FALL` allows)
