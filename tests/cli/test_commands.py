@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -538,3 +540,34 @@ def test_report_dot_from_inside_the_folder(tmp_path, monkeypatch):
     assert (out / "energy.png").is_file() and out.stat().st_ino == inode
     assert not [p.name for p in out.iterdir() if p.name.startswith("..")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_a_reader_that_goes_away_is_no_error():
+    """``oversmooth metrics | head -3`` printed ``error: BrokenPipeError ...`` (an audit):
+    quiet now, with SIGPIPE's exit code."""
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line
+    try:
+        done = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "oversmooth"), "metrics"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_metrics_wraps_to_the_terminal():
+    """``oversmooth metrics`` printed 16 lines over 80 columns at COLUMNS=80 (an audit)."""
+    from oversmooth.cli.main import app
+
+    for columns in (80, 50):
+        result = CliRunner().invoke(app, ["metrics"], env={"COLUMNS": str(columns)})
+        assert result.exit_code == 0
+        lines = result.output.splitlines()
+        assert max(map(len, lines)) <= columns and "laplacian_energy" in result.output

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -157,6 +158,13 @@ def handle_errors(fn: F) -> F:
             raise
         except KeyboardInterrupt as exc:
             raise stopped(exc) from None
+        except BrokenPipeError:
+            # the reader went away (`oversmooth metrics | head`): no error line, and stdout
+            # pointed at /dev/null so that the interpreter's last flush cannot fail again;
+            # 141 as a process killed by SIGPIPE (128 + 13)
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, sys.stdout.fileno())
+            raise typer.Exit(141) from None
         except USER_ERRORS as exc:
             if DEBUG["on"]:
                 traceback.print_exc()

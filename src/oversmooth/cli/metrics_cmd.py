@@ -61,15 +61,47 @@ def _print(names_only: bool, as_json: bool) -> None:
             typer.echo(name)
         return
     width = max(map(len, [*METRICS, *NOT_PER_LAYER]))
-    typer.echo(
+    say = _wrapper(width + 4)
+    say(
         "Per-layer metrics (names for --metrics, each the function oversmooth.metrics.<name>; "
-        "* recorded by default):"
+        "* recorded by default):",
+        "",
     )
     for m in METRICS.values():
-        typer.echo(f"{'*' if m.default else ' '} {m.name:<{width}}  {m.help}")
-    typer.echo("\nNot per-layer columns (not accepted by --metrics):")
+        say(m.help, f"{'*' if m.default else ' '} {m.name:<{width}}  ")
+    typer.echo("")
+    say("Not per-layer columns (not accepted by --metrics):", "")
     for name, text in NOT_PER_LAYER.items():
-        typer.echo(f"  {name:<{width}}  {text}")
-    typer.echo("\nRenamed columns (folders written with the old names still load):")
+        say(text, f"  {name:<{width}}  ")
+    typer.echo("")
+    say("Renamed columns (folders written with the old names still load):", "")
     for old, new in RENAMED.items():
-        typer.echo(f"  {old:<{width}}  now {new}")
+        say(f"now {new}", f"  {old:<{width}}  ")
+
+
+def _wrapper(hang: int):
+    """Print ``text`` after ``lead`` wrapped at spaces to the terminal's width (``COLUMNS``,
+    at most 100, as the help pages), continuation lines indented by ``hang`` (``lead``'s
+    width); a terminal too narrow for the hang gets the text on lines of its own."""
+    import shutil
+    import textwrap
+
+    columns = min(shutil.get_terminal_size((80, 24)).columns, 100)
+
+    def say(text: str, lead: str) -> None:
+        indent = " " * (hang if lead else 0)
+        if lead and columns - hang < 30:  # too narrow: the text under its name
+            typer.echo(lead.rstrip())
+            lead = indent = "    "
+        lines = textwrap.wrap(
+            text,
+            width=max(columns, 40),
+            initial_indent=lead,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for line in lines or [lead.rstrip()]:
+            typer.echo(line)
+
+    return say
