@@ -64,10 +64,15 @@ def test_failure_keeps_old_folder_and_leaves_no_litter(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
-def _holding(folder, claim: bool = False) -> subprocess.Popen:
+def _holding(folder, claim: bool = False, in_place: bool = False) -> subprocess.Popen:
     """A process holding ``folder`` until killed (it has printed 'held'): its claim as a run
-    takes it (``claim``), else its lock alone."""
-    take = f"claim_folder({str(folder)!r}, False)" if claim else f"folder_lock({str(folder)!r})"
+    takes it (``claim``), else its lock alone (``in_place``: as a run that writes the folder in
+    place, train or a sweep)."""
+    take = (
+        f"claim_folder({str(folder)!r}, False)"
+        if claim
+        else f"folder_lock({str(folder)!r}, in_place={in_place})"
+    )
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -542,6 +547,23 @@ def test_an_out_inside_a_folder_another_run_writes_is_refused(tmp_path):
         holder.kill()
         holder.wait()
     check_out(out / "inner", overwrite=False)  # let go: a folder like any other
+    # a run that writes its folder in place (train: analysing its checkpoint into the training
+    # folder while it trains; the first version refused that, an audit) leaves inner alone
+    holder = _holding(out, in_place=True)
+    try:
+        check_out(out / "inner", overwrite=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    for writer, reuse, said in (
+        ("train", None, True),
+        (None, "sweep", True),
+        ("analyze", None, False),
+    ):
+        target = tmp_path / f"claimed-{writer}-{reuse}"
+        with claim_folder(target, False, writer=writer, reuse=reuse):
+            text = (tmp_path / f".{target.name}.lock").read_text()
+            assert ("in-place" in text) is said, (writer, reuse, text)
 
 
 SWAP = """

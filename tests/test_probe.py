@@ -1557,9 +1557,12 @@ def test_the_sparse_matrix_a_model_takes_is_refused_on_a_directed_graph():
         return torch.sparse_coo_tensor(index.flip(0), ones, (n, n)).coalesce().to_sparse_csr()
 
     adj_t = adj(edge_index)
-    with pytest.raises(ValueError, match=r"read as adj_t \(A\[dst, src\]\)"):
-        with Probe(model, adj_t), torch.no_grad():
-            model(x, adj_t)
+    # the object itself, a copy in another layout, or a Data's adj_t (only the identical object
+    # was caught first: an audit)
+    for given, taken in ((adj_t, adj_t), (adj_t.to_sparse_coo(), adj_t), (adj_t, adj_t.clone())):
+        with pytest.raises(ValueError, match=r"read as adj_t \(A\[dst, src\]\)"):
+            with Probe(model, given), torch.no_grad():
+                model(x, taken)
     frames = []
     for graph in (Data(adj_t=adj_t, num_nodes=n), edge_index):
         with Probe(model, graph) as probe, torch.no_grad():
@@ -1575,6 +1578,12 @@ def test_the_sparse_matrix_a_model_takes_is_refused_on_a_directed_graph():
     with Probe(model, sym) as probe, torch.no_grad():
         model(x, sym)
     assert probe.to_frame()["laplacian_energy"].notna().all()
+    # symmetric up to float32 rounding of its weights: not "directed"
+    rounded = torch.sparse_coo_tensor(
+        both.flip(0), 1.0 + 1e-7 * torch.rand(both.size(1)), (n, n)
+    ).coalesce()
+    with Probe(model, rounded) as probe, torch.no_grad():
+        model(x, rounded)
 
 
 def test_a_mask_or_edge_weights_the_forward_takes_but_the_probe_lacks_are_said():

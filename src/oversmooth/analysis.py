@@ -331,6 +331,8 @@ def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
         "float64_energy": geometric_mean,
     }
     present = {c: rule for c, rule in rules.items() if c in frame}
+    if frame["layer"].isna().any():  # rows without a layer: left out, as groupby leaves them
+        frame = frame[frame["layer"].notna()]
     order = np.argsort(frame["layer"].to_numpy(), kind="stable")  # groupby's order in a layer
     layers, counts = np.unique(frame["layer"].to_numpy()[order], return_counts=True)
     even = counts.size > 0 and bool((counts == counts[0]).all())

@@ -494,17 +494,19 @@ def working_inside(folder: str | os.PathLike) -> Iterator[None]:
 
 
 def _check_not_inside_busy(out: Path) -> None:
-    """Refuse an ``out`` inside a folder another oversmooth run is writing (its ``.NAME.lock``
-    held by another process): that run replaces its folder when it ends, deleting ``out`` or
-    failing at its last step because of it (``analyze --out Y/inner`` beside a running
-    ``analyze --out Y --overwrite``; an audit)."""
+    """Refuse an ``out`` inside a folder another oversmooth run is writing and replaces whole
+    when it ends (its ``.NAME.lock`` held by another process, without :data:`IN_PLACE`): that
+    would delete ``out``, or fail at its last step because of it (``analyze --out Y/inner``
+    beside a running ``analyze --out Y --overwrite``; an audit).  A run that writes its folder
+    in place (train, a sweep) leaves ``out`` alone: analysing a checkpoint into the training
+    folder while it trains is a workflow (the first version refused it; an audit)."""
     for ancestor in Path(os.path.realpath(out)).parents:
         if ancestor == ancestor.parent:
             break
         if ancestor in _INSIDE:
             continue
         lock = _lock_path(ancestor)
-        if lock.is_file() and _held_by_other(lock):
+        if lock.is_file() and _held_by_other(lock) and not _written_in_place(lock):
             raise FolderBusyError(
                 f"--out: {out} lies inside {ancestor}, which another oversmooth run (pid "
                 f"{_owner(lock)}) is writing and replaces when it ends: wait for it to finish "
@@ -671,10 +673,17 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
 
 
-def _write_pid(fd: int) -> None:
-    """The owner's PID into the locked file, in one write: a reader sees the old text or the
-    new PID (then possibly old digits after a newline, which it ignores), never a mix."""
-    data = f"{os.getpid()}\n".encode()
+#: The word after the PID in the lock of a run that writes its folder in place (train, a
+#: sweep, a report's rebuild) rather than replacing it whole when it ends: an ``--out`` inside
+#: such a folder is not refused (:func:`_check_not_inside_busy`).
+IN_PLACE = "in-place"
+
+
+def _write_pid(fd: int, in_place: bool = False) -> None:
+    """The owner's PID (and :data:`IN_PLACE` for a run that writes its folder in place) into
+    the locked file, in one write: a reader sees the old text or the new PID (then possibly old
+    digits after a newline, which it ignores), never a mix."""
+    data = f"{os.getpid()}{' ' + IN_PLACE if in_place else ''}\n".encode()
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, data)
     os.ftruncate(fd, len(data))
@@ -691,7 +700,16 @@ def _owner(lock: Path) -> str:
     return "unknown"
 
 
-def _acquire(lock: Path, out: Path, unwritable: str | None = None) -> int:
+def _written_in_place(lock: Path) -> bool:
+    """Whether the held ``lock`` says its run writes its folder in place (:data:`IN_PLACE`);
+    False for a lock written by an older version, or not yet written (the safe reading)."""
+    try:
+        return lock.read_text().split("\n", 1)[0].split()[1:2] == [IN_PLACE]
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _acquire(lock: Path, out: Path, unwritable: str | None = None, in_place: bool = False) -> int:
     """Hold the OS-level lock on ``lock``; returns its file descriptor (closing it releases)."""
     for _ in range(100):
         try:
@@ -707,7 +725,7 @@ def _acquire(lock: Path, out: Path, unwritable: str | None = None) -> int:
         try:
             locked = _try_lock(fd)
             if locked and _same_file(fd, lock):
-                _write_pid(fd)
+                _write_pid(fd, in_place)
                 return fd
         except BaseException:
             os.close(fd)
@@ -816,14 +834,17 @@ def _followed(out: Path) -> Path:
 
 
 @contextmanager
-def folder_lock(out: str | os.PathLike, unwritable: str | None = None) -> Iterator[Path]:
+def folder_lock(
+    out: str | os.PathLike, unwritable: str | None = None, in_place: bool = False
+) -> Iterator[Path]:
     """Hold the exclusive lock of the folder ``out`` names (``.NAME.lock`` beside it) for the
     block; the block gets the folder's real path.  A symbolic link, or a path through one, is
     followed: one folder has one lock whatever path names it (the lock of a link's name let
     two runs write one folder, and replacing the folder replaced the link).  Raises
     :class:`FolderBusyError` when another process holds it; re-entrant within one process.
     ``unwritable``: the message when the lock cannot be made (the parent is read-only; default:
-    choose another ``--out``)."""
+    choose another ``--out``).  ``in_place``: the run writes the folder in place rather than
+    replacing it whole (said in the lock, :data:`IN_PLACE`)."""
     out = _followed(Path(out))
     key = Path(os.path.abspath(out))
     if key in _HELD:
@@ -839,7 +860,7 @@ def folder_lock(out: str | os.PathLike, unwritable: str | None = None) -> Iterat
     # the file behind: held back until the claim is recorded, delivered inside the ``try``
     held = _hold_signals()
     try:
-        fd = _acquire(lock, out, unwritable)
+        fd = _acquire(lock, out, unwritable, in_place)
     except BaseException:
         _release_signals(held)
         _drop_empty(created)
@@ -886,7 +907,9 @@ def claim_folder(
     """
     out = check_out(out, overwrite, reuse=reuse, reads=reads, writer=writer)
     first = Path(os.path.abspath(_followed(out))) not in _HELD  # folder_lock's key
-    with folder_lock(out) as out:
+    # a run that continues its folder (a sweep) or trains into it writes it in place
+    in_place = reuse is not None or writer == "train"
+    with folder_lock(out, in_place=in_place) as out:
         if first:
             clean_stale_siblings(out)
             # what appeared between check and claim

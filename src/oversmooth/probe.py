@@ -197,9 +197,13 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
 #: the modules that map each node on its own: an MLP made of them passes no messages
 _POINTWISE = (
     nn.Linear,
+    nn.LazyLinear,
     nn.Identity,
     nn.Dropout,
+    nn.AlphaDropout,
     nn.LayerNorm,
+    nn.RMSNorm,
+    nn.GroupNorm,  # groups of one node's channels
     nn.BatchNorm1d,
     nn.Sequential,
     nn.ModuleList,
@@ -251,15 +255,39 @@ def _is_sparse_matrix(graph: object) -> bool:
     return hasattr(graph, "coo") and hasattr(graph, "sparse_sizes")
 
 
+def _same_edges(a: Tensor, b: Tensor) -> bool:
+    """Whether two coalesced sparse COO matrices have the same entries (values equal to a
+    relative 1e-6: float32 weights symmetric by construction differ in their last bits)."""
+    return (
+        a.shape == b.shape
+        and torch.equal(a.indices(), b.indices())
+        and torch.allclose(a.values(), b.values(), rtol=1e-6, atol=0.0)
+    )
+
+
+def _coalesced(index: Tensor, weight: Tensor, n: int) -> Tensor:
+    return torch.sparse_coo_tensor(index, weight.to(torch.float64), (n, n)).coalesce()
+
+
 def _directed(op: GraphOperator) -> bool:
     """Whether ``op``'s graph differs from its reverse (weights summed over repeated edges)."""
     n = op.num_nodes
-    forward = torch.sparse_coo_tensor(op.edge_index, op.edge_weight, (n, n)).coalesce()
-    backward = torch.sparse_coo_tensor(op.edge_index.flip(0), op.edge_weight, (n, n)).coalesce()
-    return not (
-        torch.equal(forward.indices(), backward.indices())
-        and torch.equal(forward.values(), backward.values())
-    )
+    forward = _coalesced(op.edge_index, op.edge_weight, n)
+    return not _same_edges(forward, _coalesced(op.edge_index.flip(0), op.edge_weight, n))
+
+
+def _matrix_entries(matrix: object) -> Tensor | None:
+    """A sparse matrix (torch sparse or ``SparseTensor``) as a coalesced float64 COO tensor
+    read ``A[row, col]``; None for anything else or one that cannot be read as square."""
+    from oversmooth.graph import _sparse_edges
+
+    if not _is_sparse_matrix(matrix):
+        return None
+    try:
+        index, weight, n = _sparse_edges(matrix, transposed=False)
+    except (ValueError, RuntimeError, TypeError):
+        return None
+    return _coalesced(index, weight, n)
 
 
 def first_tensor(output: object) -> Tensor:
@@ -1993,8 +2021,8 @@ class Probe:
           weights the model uses, the Probe does not) is noted."""
         values = (*args, *kwargs.values())
         graph = self._graph_arg
-        if _is_sparse_matrix(graph) and self._operator is not None:
-            if any(value is graph for value in values) and _directed(self._operator):
+        if _is_sparse_matrix(graph) and self._operator is not None and self._takes(graph, values):
+            if _directed(self._operator):
                 raise ValueError(
                     "graph: the Probe was given the sparse matrix the model takes, which PyG "
                     "layers read as adj_t (A[dst, src]) while the Probe reads a bare sparse "
@@ -2031,6 +2059,27 @@ class Probe:
                 "the energies are of the unweighted graph (pass edge_weight= to measure the "
                 "weighted one)"
             )
+
+    @staticmethod
+    def _takes(graph: object, values: tuple) -> bool:
+        """Whether the forward's arguments hold the sparse matrix ``graph``: the object itself,
+        or a sparse argument (or a ``Data``'s ``adj_t``) with the same entries in another
+        layout or copy (``adj.to_sparse_csr()``; only the identical object was caught first,
+        an audit)."""
+        taken = [v for v in values if _is_sparse_matrix(v)]
+        taken += [v.adj_t for v in values if _is_sparse_matrix(getattr(v, "adj_t", None))]
+        if any(v is graph for v in taken):
+            return True
+        if not taken:
+            return False
+        mine = _matrix_entries(graph)
+        if mine is None:
+            return False
+        for value in taken:
+            theirs = _matrix_entries(value)
+            if theirs is not None and _same_edges(mine, theirs):
+                return True
+        return False
 
     def _unweighted_edges(self) -> int | None:
         """The number of edges of the Probe's graph when it has no edge weights (an

@@ -316,3 +316,27 @@ def test_a_stop_while_the_options_are_read_is_one_line(capsys, stop):
             signal.signal(sig, handler)
     assert done.value.code == (143 if stop == "terminated" else 130)
     assert capsys.readouterr().err.splitlines() == [stop]
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups")
+def test_ctrl_c_during_train_is_its_own_line_alone(tmp_path):
+    """The train command says how to continue and exits 130 itself: the group added a second
+    `interrupted` line once it said every silent 130 (an audit of b5debaf)."""
+    out = tmp_path / "t"
+    proc = subprocess.Popen(
+        [*CLI, "train", "--depth", "2", "--epochs", "100000", "--checkpoint-every", "0"]
+        + ["--out", str(out), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    start = time.perf_counter()
+    while proc.poll() is None and not (out / "last.pt").exists():
+        assert time.perf_counter() - start < 120
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = err.splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, err
+    assert lines[0].startswith("interrupted: ") and "--resume" in lines[0]

@@ -158,7 +158,11 @@ def handle_errors(fn: F) -> F:
             raise
         except KeyboardInterrupt as exc:
             raise stopped(exc) from None
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            if not _stdout_gone():  # another pipe (a subprocess, a socket): an error
+                raise fail(
+                    f"BrokenPipeError: {exc} (rerun with --debug for the traceback)", 1
+                ) from None
             # the reader went away (`oversmooth metrics | head`): no error line, and stdout
             # pointed at /dev/null so that the interpreter's last flush cannot fail again;
             # 141 as a process killed by SIGPIPE (128 + 13)
@@ -182,6 +186,22 @@ def handle_errors(fn: F) -> F:
             raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``poll`` reports an error
+    on it); True where that cannot be asked (no ``poll``, no file descriptor)."""
+    import select
+
+    if not hasattr(select, "poll"):
+        return True
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
 
 
 def is_tty() -> bool:

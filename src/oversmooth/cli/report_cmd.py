@@ -262,7 +262,8 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         "rebuild puts its lock and its copy of the folder there; copy the folder somewhere "
         "writable and run report on the copy"
     )
-    with folder_lock(folder, unwritable) if found else nullcontext(folder) as folder:
+    # a rebuild moves the files it wrote into the folder: in place
+    with folder_lock(folder, unwritable, in_place=True) if found else nullcontext(folder) as folder:
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
             from oversmooth.experiments.atlas import render_atlas
 

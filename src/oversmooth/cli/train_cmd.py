@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import echo_json, handle_errors, output_formats, progress_bar
+from oversmooth.cli._common import (
+    FINISHED,
+    echo_json,
+    handle_errors,
+    output_formats,
+    progress_bar,
+)
 from oversmooth.run_configs import TrainConfig
 
 if TYPE_CHECKING:
@@ -43,9 +49,9 @@ def train(
 
     The output folder holds best.pt, last.pt (for --resume), history.csv,
     dynamics.csv (layer energies during training), training.png, dynamics.png,
-    config.json and summary.json.  Ctrl-C or SIGTERM stops at the end of
+    config.json and summary.json. Ctrl-C or SIGTERM stops at the end of
     the current epoch and saves it; rerun the same command with --resume to continue
-    (on CPU the result equals an uninterrupted run bit for bit).  Then analyse the trained
+    (on CPU the result equals an uninterrupted run bit for bit). Then analyse the trained
     model with: oversmooth analyze --checkpoint OUT/best.pt --prune-layers 2,32
 
     Example: oversmooth train --model nonlocal --depth 64 --epochs 5000
@@ -106,4 +112,5 @@ def _exit_if_stopped(result: TrainResult) -> None:
             f"command plus --resume --out {result.out}",
             err=True,
         )
+        FINISHED["stop_said"] = True  # said: the group adds no second "interrupted"
         raise typer.Exit(130 if result.stopped == "interrupted" else 143)
