@@ -142,7 +142,7 @@ def test_an_energy_exactly_zero_at_the_last_layer_is_stated_as_zero():
     )
     found = verdict(frame, dtype="float64")
     assert found.final_energy == 0.0
-    assert verdict_text(found).endswith("final energy 0")
+    assert verdict_text(found).endswith("final energy (geometric mean over 2 seeds) 0")
 
 
 def test_a_power_law_that_steepens_is_never_called_exponential():

@@ -660,7 +660,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "ablations",
         ("--ablations/--no-ablations",),
-        "Section 5: change one unstated choice at a time (init, encoder, FFN, norm, heads, "
+        "Section 4: change one unstated choice at a time (init, encoder, FFN, norm, heads, "
         "score scaling, energy measure, ...) on Cora at depths 2, 32, 256.",
         "switch",
     ),

@@ -133,7 +133,7 @@ def test_with_prose_writes_the_sentences_beside_the_numbers():
     assert list(written) == ["classification", "reason", "verdict", "evidence"]
     assert written["reason"] == reason_text(found) != found.reason
     assert written["verdict"] == verdict_text(found, "T") == verdict_prose(record, "T")
-    assert written["verdict"].endswith("; final energy 0.25")
+    assert written["verdict"].endswith("; final energy (geometric mean over 2 seeds) 0.25")
     assert reason_prose(record) == reason_text(found)
 
 
@@ -204,7 +204,7 @@ def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
             "oversmoothing",
             -11.0,
             3.8e-8,
-            "; the nodes converge (scale-free energy -11 decades, squared norm 0)",
+            "; the nodes converge (scale-free energy -11 decades, squared norm 0 decades)",
         ),
         (  # the nodes converge too, by less than a third of the fall: said, not denied
             "decay",

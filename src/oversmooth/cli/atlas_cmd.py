@@ -42,8 +42,9 @@ def atlas(
     lost, norm or direction collapse, curse of depth, middle-layer pruning), atlas.png (the
     overlaid log-log curves), curves.csv, report.md and report.html to --out.
 
-    The full atlas takes tens of minutes on 2 CPU cores, most of it GPS's global attention
-    over Cora's 2708 nodes (reports/atlas records the time).
+    The full atlas takes minutes on 2 quiet CPU cores (reports/atlas records the time; tens of
+    minutes on a busy host or with one thread), most of it GPS's global attention over Cora's
+    2708 nodes.
     Example: oversmooth atlas --quick --out /tmp/atlas
 
     Architectures: gcn, gat, gatv2, sage, gin, gcn-pairnorm, gcnii, appnp, deepergcn, gps,

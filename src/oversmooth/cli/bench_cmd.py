@@ -33,7 +33,7 @@ def bench(
     """Measure every speed and memory target and mark each met or missed: the main command
     against `import torch`, the default kernel against the edge kernel, probe overhead,
     float64 cost, scaling in graph size and its memory, metric kernels against one-liners,
-    sweep workers.  Writes report.md/html (the targets table first), results.json, CSVs and
+    sweep workers. Writes report.md/html (the targets table first), results.json, CSVs and
     plots to --out.
     """
     from oversmooth.experiments.bench import run_bench

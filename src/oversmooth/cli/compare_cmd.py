@@ -23,7 +23,7 @@ def compare(
     """Final-layer Laplacian energy at initialisation for every model x depth x dataset x seed.
 
     Writes summary.csv, a table shaped like the seed paper's Tables 2/4/6 (mean ± std
-    over seeds), the per-layer log-log plot at the deepest depth and a report.  With several
+    over seeds), the per-layer log-log plot at the deepest depth and a report. With several
     --convs every model runs with each of them.
 
     Example: oversmooth compare --models preln,postln,nonlocal --depths 2,32,64,128,256

@@ -508,7 +508,7 @@ def _late_cell(record: dict) -> str:
     if length > FLAT_LENGTH:
         return f"flat ({slope:+.1e} per layer)"
     word = "halves" if slope < 0 else "doubles"
-    return f"{word} every {format_cell(length)}"
+    return f"{word} every {format_cell(length)} layers"
 
 
 def _text(value: Any) -> str:
@@ -781,7 +781,8 @@ def _reading(doc: Any, config: AtlasConfig) -> None:
         "when the data separate it from the others; `inconclusive` says the decay or growth "
         "was measured but its law not pinned down). **asymptotic rate**: the named law's "
         "limit, with its 95% interval (a dash where no law is named). **late rate**: the slope "
-        "of log E over the last quarter of the fitted layers, always measured. **decades "
+        "of log E over the last quarter of the fitted layers, always measured, as the layers "
+        "it takes the energy to halve or double at that slope. **decades "
         f"lost**: log10 E(1) - log10 E({config.depth}) of the seeds' geometric mean "
         "(negative: gained; '>=' when the last layer is at the float64 floor; an end layer "
         "the verdict leaves out as off its law is left out here too, as GCN + PairNorm's "

@@ -147,7 +147,13 @@ def verdict_text(found: Verdict | Mapping[str, Any], title: str | None = None) -
             pieces.append(_note_text(note))
     final = _num(found.get("final_energy"))
     if not (at_floor or blocked) and final is not None:
-        pieces.append(f"final energy {final:.2g}")
+        # several seeds: their geometric mean, which a table's arithmetic mean beside it
+        # can exceed several times over (an audit read 1.9e-05 here and 0.00015 there)
+        seeds = found.get("seeds")
+        over = (
+            f" (geometric mean over {seeds} seeds)" if isinstance(seeds, int) and seeds > 1 else ""
+        )
+        pieces.append(f"final energy{over} {final:.2g}")
     return (f"{title}: " if title else "") + "; ".join(pieces)
 
 
@@ -577,7 +583,7 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         return (
             f"; the fall has levelled off by layers {window[0]}-{window[1]} (the energy moves "
             f"there {by}under {STOPPED_SHARE:.0%} of its fall), so no collapse is named "
-            f"(scale-free energy {sf} decades, squared norm {nd} over the window)"
+            f"(scale-free energy {sf} decades, squared norm {nd} decades over the window)"
         )
     share = ev.get("direction_share_interval")
     if not collapse and found.get("trend") == "decay" and isinstance(share, (list, tuple)):
@@ -595,7 +601,9 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     if not collapse:
         return ""
     clauses = {
-        "oversmoothing": f"the nodes converge (scale-free energy {sf} decades, squared norm {nd})",
+        "oversmoothing": (
+            f"the nodes converge (scale-free energy {sf} decades, squared norm {nd} decades)"
+        ),
         # the nodes may still converge, by less than a third of the fall: said, not denied
         # (GAT on Cora: scale-free energy -5.5 decades of a 47-decade fall was "not
         # oversmoothing", more than rows labelled oversmoothing converge)
@@ -609,7 +617,7 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             "decades"
         ),
         "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
-        f"squared norm {nd})",
+        f"squared norm {nd} decades)",
     }
     return "; " + clauses[collapse]
 
@@ -894,10 +902,20 @@ def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
     )
     where = f"{kind}, layers {span[0]}-{span[1]}" if len(span) == 2 else kind
     how = "steeper than" if diff < 0 else "shallower than" if diff > 0 else "equal to"
+    bounds = measured.get("interval") or []
+    lo = _num(bounds[0]) if len(bounds) == 2 else None
+    hi = _num(bounds[1]) if len(bounds) == 2 else None
+    # an open side (None) reaches the bound on that side
+    holds = len(bounds) == 2 and (lo is None or lo <= slope) and (hi is None or slope <= hi)
     return (
         f"{head}; the measured {name} slope is {alpha:.3g} ({where}"
         + (f", 95% interval {interval}" if interval else "")
-        + f"), {abs(diff):.3g} {how} the bound's."
+        + f"), {abs(diff):.3g} {how} the bound's"
+        + (
+            "; its interval holds the bound's slope, so the difference is not resolved."
+            if holds
+            else "."
+        )
     )
 
 

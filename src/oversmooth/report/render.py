@@ -499,12 +499,12 @@ def reproduce_sections(doc: Document, config: Mapping[str, Any]) -> None:
     else:
         doc.text(f"Written with {where}; this command reruns it:")
         doc.code(reproduce_command(config))
-    if not env and not timings:
-        return
-    doc.heading("Environment")
     # a stage that did not run (no pruning: 0.0) is left out; a value not known (the commit
     # outside a git checkout) says so rather than "None"
     ran = {k: v for k, v in timings.items() if v}
+    if not env and not ran:
+        return
+    doc.heading("Environment")
     doc.table(
         pd.DataFrame(
             {
@@ -765,9 +765,9 @@ def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
     constant = [c for c in ("step",) if c in rows and rows[c].nunique() <= 1]
     doc.heading("Per-layer table (excerpt)")
     doc.table(rows.drop(columns=constant))
-    seed = f"seed {first['seed'].iloc[0]}'s " if "seed" in first else ""
+    whose = f"Seed {first['seed'].iloc[0]}'s rows" if "seed" in first else "The rows"
     doc.text(
-        f"The {seed}rows at layers 0-2, the powers of two and the last; the full table is "
+        f"{whose} at layers 0-2, the powers of two and the last; the full table is "
         "`metrics.csv` (one row per layer and seed)."
     )
 
@@ -882,7 +882,7 @@ def _comparison_dataset_section(
         fig,
         f"Final-layer energy against depth on {dataset}"
         + (
-            " (arithmetic mean over seeds, as the table below; band: min-max over seeds; the "
+            " (arithmetic mean over seeds, as the table above; band: min-max over seeds; the "
             "per-layer figure draws the geometric mean, lower where the seeds spread)"
             if len(seeds) > 1
             else f" (one seed, {seeds[0]})"
