@@ -296,3 +296,17 @@ def test_log_x_labels_are_plain_text_in_its_base(base, expected):
     labels = [t.get_text() for t in ax.get_xticklabels(which="both")]
     assert expected in labels
     assert not any("$" in text for text in labels)
+
+
+def test_the_dynamics_heatmap_ticks_only_recorded_epochs():
+    """Columns every 3 epochs from 0 drew a tick at -1, an epoch that never ran (an audit)."""
+    import numpy as np
+
+    from oversmooth.report import plots
+
+    fig = plots.figure()
+    ax = plots.energy_dynamics_heatmap(
+        fig.add_subplot(), [0, 3, 6], [0, 1, 2, 3, 4], np.full((5, 3), 0.5)
+    )
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert min(ticks) == 0 and max(ticks) <= 6

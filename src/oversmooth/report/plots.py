@@ -594,6 +594,11 @@ def energy_dynamics_heatmap(
     )
     ax.figure.colorbar(image, ax=ax, label=r"$\log_{10} E(X^k)$", fraction=0.046, pad=0.04)
     _integer_ticks(ax.xaxis, ax.yaxis)
+    # ticks only where columns were recorded: a column's half-width before the first epoch
+    # put a tick at -1, an epoch that never ran (an audit)
+    low, high = epochs[0], epochs[-1]
+    ax.set_xticks([t for t in ax.get_xticks() if low <= t <= high] or [low])
+    ax.set_xlim(low - step / 2, high + step / 2)
     ax.set_xlabel("epoch")
     ax.set_ylabel("layer $k$")
     return ax
