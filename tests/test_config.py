@@ -46,7 +46,9 @@ MODEL_BUILDING = (AnalysisConfig, ComparisonConfig, TrainConfig, SweepSpec)
 def _model(rng: random.Random, **fixed) -> ModelConfig:
     """A random valid model: every field drawn, the combinations a model refuses avoided."""
     name = fixed.get("name", rng.choice(list(MODELS)))
-    conv = fixed.get("conv", rng.choice(list(CONVS)))
+    node_convs = [c for c in CONVS if CONVS[c].elements != "edges"]
+    diffusion_model = MODELS[name].placement == "diffusion"
+    conv = fixed.get("conv", rng.choice(node_convs if diffusion_model else list(CONVS)))
     heads = rng.choice((1, 2, 4))
     plain = MODELS[name].placement == "diffusion" or CONVS[conv].elements == "edges"
     fields = dict(
@@ -107,7 +109,15 @@ def random_analysis(rng: random.Random) -> AnalysisConfig:
 
 def random_comparison(rng: random.Random) -> ComparisonConfig:
     models = tuple(rng.sample(list(MODELS), rng.randint(1, 3)))
-    convs = tuple(rng.sample(list(CONVS), rng.randint(1, 2)))
+    # the diffusion model refuses an edge-set conv
+    usable = [
+        c
+        for c in CONVS
+        if not (
+            CONVS[c].elements == "edges" and any(MODELS[m].placement == "diffusion" for m in models)
+        )
+    ]
+    convs = tuple(rng.sample(usable, rng.randint(1, 2)))
     depths = tuple(sorted(rng.sample(range(1, 40), rng.randint(1, 3))))
     seeds = _seeds(rng)
     diffusion = any(MODELS[m].placement == "diffusion" for m in models)
@@ -431,3 +441,13 @@ def test_one_dataset_in_two_spellings_is_refused_before_any_work(tmp_path):
     assert result.exit_code == 2, result.output
     assert "--datasets: 'karate' and 'KARATE' are the same dataset" in result.output
     assert not out.exists()
+
+
+def test_the_diffusion_model_refuses_an_edge_set_conv():
+    """``--conv`` is ignored by the diffusion model, but ``esa`` ran it over the line graph,
+    titled and judged as the node graph's diffusion (its spectral reference; an audit)."""
+    from oversmooth.config import ModelConfig
+
+    with pytest.raises(ValueError, match=r"conv='esa', whose states are edges"):
+        ModelConfig("diffusion", conv="esa")
+    ModelConfig("diffusion", conv="gat")  # a node-level conv: ignored

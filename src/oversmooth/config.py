@@ -244,6 +244,14 @@ class ModelConfig:
                 "self_loops: the diffusion model's P is the GCN mean with self loops (the one "
                 "its spectral reference is computed for); expected True"
             )
+        if diffusion and edges:
+            # it ran over the line graph, titled and judged as the node graph's diffusion
+            # (its spectral reference, "the nodes converge"; an audit)
+            raise ValueError(
+                f"conv: the diffusion model propagates node states (X' = P X, P the GCN mean "
+                f"of the graph), so conv={self.conv!r}, whose states are edges, does not apply; "
+                "it ignores a node-level conv: pass san, gcn or gat, or leave it out"
+            )
         if diffusion and set(self.pattern) != {"M"}:
             raise ValueError(
                 "pattern: the diffusion model has no attention (every block is X' = P X over "

@@ -16,6 +16,8 @@ def _configs() -> list[ModelConfig]:
     out = []
     for name in MODELS:
         for conv in CONVS:
+            if MODELS[name].placement == "diffusion" and CONVS[conv].elements == "edges":
+                continue  # refused: the diffusion model's states are nodes
             for init in INITS:
                 for dtype in ("float32", "float64"):
                     out.append(
