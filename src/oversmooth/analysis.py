@@ -967,9 +967,16 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
         for model_name, conv in curves:
             for depth in config.depths:
                 run = config.analysis(model_name, conv, depth, dataset)
-                frames += _compare_seeds(
-                    config, run, data, out_channels, graph, device, progress, done, total
-                )
+                try:
+                    frames += _compare_seeds(
+                        config, run, data, out_channels, graph, device, progress, done, total
+                    )
+                except ValueError as exc:
+                    # which run of the grid (the line graph of a dense dataset refused esa,
+                    # naming neither; an audit)
+                    raise ValueError(
+                        f"{model_name} {conv} at depth {depth} on {dataset}: {exc}"
+                    ) from exc
                 done += depth * len(config.seeds)
             desc = describe_frame(
                 pd.concat(frames[-len(config.seeds) :]),  # the deepest depth's, sorted last

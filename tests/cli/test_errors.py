@@ -104,6 +104,11 @@ def files(tmp_path_factory):
         (["compare", "-m", "preln", "-L", "2,2", "-q"], "--depths: 2 appears twice"),
         (["analyze", *FAST, "--metrics", "feature_norm,feature_norm"], "feature_norm appears"),
         (["analyze", *FAST, "-d", "csbm:n=-5"], "dataset csbm: parameter n: expected an"),
+        # a run of a grid that cannot run says which (an audit)
+        (
+            ["compare", "--convs", "esa", "-L", "2", "--seeds", "0", "-d", "complete:n=400"],
+            "preln esa at depth 2 on complete:n=400: line graph",
+        ),
         (["analyze", *FAST, "--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),
         # the option the user typed, not the config field behind it, nor pydantic's prefix
         (["analyze", *FAST, "--block-dropout", "2"], "--block-dropout: expected a probability"),

@@ -232,3 +232,26 @@ def test_the_norm_and_direction_clause(trend, collapse, sf, nd, said):
 
     ev = {"scale_free_decades": sf, "norm_decades": nd}
     assert _collapse_clause({"trend": trend, "collapse": collapse}, ev) == said
+
+
+def test_a_final_energy_at_the_float_floor_is_marked_in_the_table():
+    """A float32 Post-LN at depth 400 read 6.6e-13 in the compare table with no mark, while
+    its verdict said the final layer is at the floor (an audit)."""
+    import pandas as pd
+
+    from oversmooth.report.prose import energy_table
+
+    summary = pd.DataFrame(
+        {
+            "model": ["postln"] * 4,
+            "dataset": ["karate"] * 4,
+            "depth": [2, 2, 400, 400],
+            "seed": [0, 1, 0, 1],
+            "final_energy": [1.0, 2.0, 6.6e-13, 6.2e-13],
+            "final_at_floor": [False, False, True, True],
+        }
+    )
+    row = energy_table(summary, 2).iloc[0]
+    assert row["400 layers"].endswith("(at the float floor)") and "floor" not in row["2 layers"]
+    summary.loc[3, "final_at_floor"] = False
+    assert energy_table(summary, 2).iloc[0]["400 layers"].endswith("(1 of 2 at the float floor)")

@@ -1159,6 +1159,12 @@ def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
             {
                 **{k: r["cell"][k] for k in keys},
                 "final_energy": r["final_energy"],
+                # as compare's summary has it (the tables mark a final energy at the floor)
+                **(
+                    {"final_at_floor": bool(frame["at_floor"].iloc[-1])}
+                    if "at_floor" in frame
+                    else {}
+                ),
                 "classification": r["classification"],
                 # the trained cell's numbers at its best epoch: best_test_acc, ..., best_epoch
                 **{
