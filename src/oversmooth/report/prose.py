@@ -76,7 +76,8 @@ def conv_label(model: str, conv: str) -> str:
 
 def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool = False) -> str:
     """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
-    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {depth} layers on {dataset}"
+    layers = "1 layer" if depth == 1 else f"{depth} layers"
+    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {layers} on {dataset}"
     return title + (" (trained)" if trained else "")
 
 
@@ -998,7 +999,7 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
             key=lambda k: (models.index(k[0]), *((convs.index(k[1]),) if convs else ()), k[-1]),
         )
     )
-    table.columns = [f"{d} layers" for d in table.columns]
+    table.columns = ["1 layer" if d == 1 else f"{d} layers" for d in table.columns]
     return table.reset_index().fillna(MISSING)
 
 
