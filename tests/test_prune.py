@@ -180,3 +180,29 @@ def test_an_edge_set_model_is_refused_in_one_line():
     data = Data(x=torch.randn(6, 4), edge_index=torch.cat([ring, ring.flip(0)], dim=1))
     with pytest.raises(ValueError, match="pruning is not implemented for it"):
         prune_sensitivity(model, data, layers=[2])
+
+
+def test_pruning_puts_every_module_back_in_its_own_mode():
+    """Only the top-level flag was restored: a frozen (eval) encoder of a training model came
+    back in train mode (an audit)."""
+    cora = small_graph()
+    model = build_model("preln", depth=4, in_channels=cora.num_features, out_channels=7)
+    model.train()
+    model.encoder.eval()
+    model.blocks[2].eval()
+    before = [m.training for m in model.modules()]
+    prune_sensitivity(model, cora, [2])
+    assert [m.training for m in model.modules()] == before
+
+
+def test_layer_numbers_from_numpy_or_torch_are_accepted():
+    """``layers=np.arange(...)`` was refused ("received np.int64(2)"), one int raised Python's
+    TypeError (an audit)."""
+    cora = small_graph()
+    model = build_model("preln", depth=4, in_channels=cora.num_features, out_channels=7)
+    ints = prune_sensitivity(model, cora, [2, 3])["logits_change"].tolist()
+    for given in (np.arange(2, 4), torch.arange(2, 4), [np.int64(2), np.int32(3)]):
+        assert prune_sensitivity(model, cora, given)["logits_change"].tolist() == ints
+    assert prune_sensitivity(model, cora, 2)["logits_change"].tolist() == ints[:1]
+    with pytest.raises(ValueError, match="expected integers"):
+        prune_sensitivity(model, cora, [2.0])

@@ -43,8 +43,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -61,12 +62,23 @@ if TYPE_CHECKING:
 __all__ = ["prune_sensitivity", "check_layers"]
 
 
-def check_layers(layers: Sequence[int] | None, depth: int) -> list[int]:
-    """Validate 1-based layer numbers against the depth (default: every layer)."""
+def check_layers(layers: Sequence[int] | int | None, depth: int) -> list[int]:
+    """Validate 1-based layer numbers against the depth (default: every layer); NumPy and 0-d
+    torch integers count (``np.arange(2, 9)``), one integer is one layer."""
     if layers is None:
         return list(range(1, depth + 1))
+    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
+        layers = [int(layers)]  # one layer
+    if not isinstance(layers, Iterable) or isinstance(layers, (str, bytes)):
+        raise ValueError(
+            f"layers: expected a list of integers in [1, {depth}], received {layers!r}"
+        )
     out = []
     for k in layers:
+        if isinstance(k, Tensor) and k.dim() == 0 and not k.is_floating_point():
+            k = int(k)  # a 0-d integer tensor (from torch.arange)
+        if isinstance(k, np.integer):
+            k = int(k)  # from np.arange
         if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f"layers: expected integers in [1, {depth}], received {k!r}")
         if not 1 <= k <= depth:
@@ -205,13 +217,16 @@ def prune_sensitivity(
 
 @contextmanager
 def _eval_mode(model: nn.Module) -> Iterator[None]:
-    """``model`` in eval mode, put back in the mode it had afterwards."""
-    was_training = model.training
+    """``model`` in eval mode, every module put back in the mode it had afterwards (restoring the
+    top-level flag alone put a frozen encoder of a training model back in train mode; an
+    audit)."""
+    modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
         yield
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
 
 
 def _on_device(data: Data, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
