@@ -146,37 +146,55 @@ def agreement(device: torch.device, depth: int) -> dict:
 
 
 def _count_syncs(device: torch.device, depth: int) -> int:
-    """Synchronising calls CUDA's sync debug mode reports during one probed forward."""
-    from oversmooth import GraphOperator, build_model
+    """Synchronising calls CUDA's sync debug mode reports during one probed forward as the main
+    command runs it: the float64 Post-LN with the float-floor check and the similarity matrix
+    (a float32 model never reaches the float64 paths that read values to the host, so a check
+    of it passed whatever those did; an audit), after one ``.item()`` the mode must see (a
+    count of 0 would otherwise pass however the warnings were lost)."""
+    from oversmooth import build_model
+    from oversmooth.analysis import input_graph, probe_run
     from oversmooth.data import load
-    from oversmooth.probe import Probe
 
     data = load("cora")
     model = build_model(
-        "postln", depth=depth, in_channels=data.num_features, out_channels=7, device=device
+        "postln",
+        depth=depth,
+        in_channels=data.num_features,
+        out_channels=7,
+        device=device,
+        dtype="float64",
     )
-    x, ei = data.x.to(device), data.edge_index.to(device)
-    graph = GraphOperator(ei, num_nodes=data.num_nodes)
-    with torch.no_grad(), Probe(model, graph):
-        model(x, ei)  # warm-up: lazily built structures
+    graph = input_graph(data, device)
+
+    def run() -> None:
+        probe_run(model, data, graph=graph, similarity=True, floor="auto", seed=0)
+
+    run()  # warm-up: lazily built structures
     torch.cuda.synchronize(device)
-    with warnings.catch_warnings(record=True) as caught, torch.no_grad(), Probe(model, graph):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            model(x, ei)
+            torch.ones(1, device=device).item()  # the positive control: one sync
+            run()
         finally:
             torch.cuda.set_sync_debug_mode("default")
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def sync_check(device: torch.device, depths: tuple[int, int]) -> dict:
-    """CUDA: the sync debug mode's count at two depths.  Elsewhere: the CPU simulation of
-    the GPU's code paths (:func:`simulated_host_reads`)."""
+    """CUDA: the sync debug mode's count at two depths (equal: none per layer; at least the
+    positive control's one: the mode's warnings reach the count).  Elsewhere: the CPU
+    simulation of the GPU's code paths (:func:`simulated_host_reads`)."""
     if device.type != "cuda":
         return simulated_host_reads(depths)
     counts = {depth: _count_syncs(device, depth) for depth in depths}
-    return {"counts": counts, "ok": counts[depths[0]] == counts[depths[1]]}
+    seen = all(count >= 1 for count in counts.values())
+    return {
+        "counts": counts,
+        "control_seen": seen,
+        "ok": seen and counts[depths[0]] == counts[depths[1]],
+    }
 
 
 # -- the CPU simulation of step 3 ----------------------------------------------------------------

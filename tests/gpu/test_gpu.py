@@ -117,9 +117,13 @@ def test_a_probed_forward_makes_no_host_synchronisation_per_layer():
 @CUDA
 def test_analysis_on_cuda_agrees_with_the_cpu(tmp_path):
     from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.config import ModelConfig
 
+    # float64 on both (float32 would differ by more than the tolerance); AnalysisConfig takes
+    # its model as a ModelConfig (it was given depth=, a TypeError on every CUDA machine)
+    model = ModelConfig("postln", depth=8, dtype="float64")
     runs = {
-        device: run_analysis(AnalysisConfig(depth=8, seeds=(0, 1), device=device))
+        device: run_analysis(AnalysisConfig(model=model, seeds=(0, 1), device=device))
         for device in ("cpu", "cuda")
     }
     cpu, gpu = (runs[d].metrics for d in ("cpu", "cuda"))
@@ -129,3 +133,33 @@ def test_analysis_on_cuda_agrees_with_the_cpu(tmp_path):
     energy = torch.tensor(cpu["laplacian_energy"].to_numpy())
     other = torch.tensor(gpu["laplacian_energy"].to_numpy())
     assert torch.allclose(energy, other, rtol=1e-9, atol=0)
+
+
+def test_the_cuda_sync_count_runs_the_main_commands_path(monkeypatch):
+    """The CUDA count's code, run on the CPU with CUDA's calls made no-ops (a typo in it would
+    otherwise surface only on a lent GPU): the main command's float64 path (floor check,
+    similarity matrix) runs, and with no warning recorded the count is 0, which sync_check
+    reads as the control not seen: a failure, not a pass."""
+    check = _gpu_check()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: None)
+    assert check._count_syncs(torch.device("cpu"), 3) == 0
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth: 0)
+    result = check.sync_check(torch.device("cuda"), (3, 6))
+    assert result["control_seen"] is False and result["ok"] is False
+
+
+@pytest.mark.gpu
+@CUDA
+def test_a_planted_per_layer_sync_fails_the_cuda_check(monkeypatch):
+    """The positive test of the CUDA count: a host read in every recorded layer."""
+    from oversmooth.probe import Probe
+
+    record = Probe.record
+
+    def reading(self, k, x, *args, **kwargs):
+        float(x.double().sum())  # a host read per layer
+        return record(self, k, x, *args, **kwargs)
+
+    monkeypatch.setattr(Probe, "record", reading)
+    assert not _gpu_check().sync_check(torch.device("cuda"), (4, 16))["ok"]
