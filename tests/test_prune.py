@@ -206,3 +206,14 @@ def test_layer_numbers_from_numpy_or_torch_are_accepted():
     assert prune_sensitivity(model, cora, 2)["logits_change"].tolist() == ints[:1]
     with pytest.raises(ValueError, match="expected integers"):
         prune_sensitivity(model, cora, [2.0])
+
+
+def test_a_baseline_energy_of_zero_is_said():
+    """On a graph without edges the relative energy change was a silent NaN (0/0; an audit)."""
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(10, 5), edge_index=torch.empty(2, 0, dtype=torch.long))
+    model = build_model("preln", depth=4, in_channels=5, out_channels=3)
+    with pytest.warns(UserWarning, match="energy_change, relative to it, is undefined"):
+        frame = prune_sensitivity(model, data, [2])
+    assert frame["final_energy"].tolist() == [0.0]

@@ -300,6 +300,16 @@ def _frame(
         "final_energy": float(base_energy),
         "accuracy": None if base_acc is None else float(base_acc),
     }
+    if float(base_energy) == 0.0:  # the relative change divides by it: said, not a silent NaN
+        import warnings
+
+        warnings.warn(
+            "prune: the unpruned model's final Laplacian energy is 0 (a graph without edges, "
+            "or states collapsed to a constant), so energy_change, relative to it, is "
+            "undefined (NaN, or inf where the pruned energy is not 0); final_energy holds the "
+            "pruned values",
+            stacklevel=3,
+        )
     return frame
 
 
