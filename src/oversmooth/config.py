@@ -17,13 +17,14 @@ Imports no torch (``oversmooth <command> --help`` reads this module and nothing 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from oversmooth.registry import CONVS, MODELS, NORMS, RENAMED_COLUMNS
 
 __all__ = [
+    "check_repeats",
     "DTYPE_NAMES",
     "FLOOR_METHODS",
     "ENCODERS",
@@ -389,6 +390,20 @@ class Option:
         return str(default)
 
 
+def check_repeats(
+    name: str, values: Sequence[object], each: str = "value", shown: Any = None
+) -> None:
+    """Refuse a list option that names one value twice (``--seeds 0,0``, ``--depths 2,2``,
+    ``--models preln,preln``): one rule for every list, parsed or given (some dropped the repeat
+    silently).  ``shown``: how the message quotes the list (default: the values)."""
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
+    if repeated:
+        listed = list(values) if shown is None else shown
+        raise ValueError(
+            f"{name}: {repeated[0]} appears twice in {listed!r}; list each {each} once"
+        )
+
+
 def _parse_list(flag: str, text: Any, integers: bool, minimum: int) -> tuple:
     """``"2,32,64"`` -> ``(2, 32, 64)`` (or names), with a clear error naming the option.
 
@@ -414,11 +429,7 @@ def _parse_list(flag: str, text: Any, integers: bool, minimum: int) -> tuple:
                 names[-1] += "," + part  # the parameter of the name before it
             else:
                 names.append(part)
-        repeated = [n for i, n in enumerate(names) if n in names[:i]]
-        if repeated:  # refused like a repeated seed or depth (it was dropped silently)
-            raise ValueError(
-                f"{flag}: {repeated[0]} appears twice in {text!r}; list each name once"
-            )
+        check_repeats(flag, names, "name", shown=text)
         return tuple(names)
     try:
         values = tuple(int(p) for p in parts)

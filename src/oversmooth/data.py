@@ -1152,8 +1152,8 @@ def dataset_identity(name_or_path: str | os.PathLike) -> str:
 def check_distinct(names: Sequence[str], option: str = "datasets") -> None:
     """Refuse a list that names one dataset twice in two spellings (``karate,KARATE``): it
     would run twice, and its per-dataset files (``energy_karate.png``, ``energy_KARATE.png``)
-    collide on a case-insensitive file system.  The same spelling twice is dropped where
-    the list is parsed."""
+    collide on a case-insensitive file system.  The same spelling twice is refused where the
+    list is parsed or given (:func:`oversmooth.config.check_repeats`)."""
     seen: dict[str, str] = {}
     for name in names:
         identity = dataset_identity(name)

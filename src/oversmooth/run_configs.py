@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from oversmooth.config import (
+    check_repeats,
     is_seed,
     DERIVED,
     MAX_DEPTH,
@@ -38,7 +39,6 @@ __all__ = [
     "ComparisonConfig",
     "TrainConfig",
     "check_seeds",
-    "check_distinct",
     "check_depth",
     "comparison_key",
 ]
@@ -51,18 +51,8 @@ def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
         raise ValueError(
             f"seeds: expected one or more integers in [0, 2**64 - 1], received {list(seeds)}"
         )
-    check_distinct("seeds", seeds, "seed")
+    check_repeats("seeds", seeds, "seed")
     return seeds
-
-
-def check_distinct(name: str, values: Sequence[object], each: str = "value") -> None:
-    """Refuse a list option that names one value twice (``--seeds 0,0``, ``--depths 2,2``,
-    ``--models preln,preln``): one rule for every list (some dropped the repeat silently)."""
-    repeated = [v for i, v in enumerate(values) if v in values[:i]]
-    if repeated:
-        raise ValueError(
-            f"{name}: {repeated[0]} appears twice in {list(values)}; list each {each} once"
-        )
 
 
 def comparison_key(dataset: str, model: str, conv: str, convs: Sequence[str]) -> str:
@@ -135,7 +125,7 @@ class AnalysisConfig:
                 "blocks run over edges; pruning is not implemented for it); choose a node-level "
                 "--conv (san, gcn, gat), or drop --prune-layers from analyze"
             )
-        check_distinct("metrics", tuple(self.metrics), "metric")
+        check_repeats("metrics", tuple(self.metrics), "metric")
         metrics = tuple(check_metrics(self.metrics or DEFAULT_METRICS))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
@@ -247,7 +237,7 @@ class ComparisonConfig:
         for d in self.depths:
             check_depth(d, "depths")  # the option is --depths (it said --depth)
         for name in ("models", "convs", "depths", "datasets"):
-            check_distinct(name, tuple(getattr(self, name)))
+            check_repeats(name, tuple(getattr(self, name)))
         seeds = check_seeds(self.seeds)
         depths = tuple(sorted(set(self.depths)))
         object.__setattr__(self, "seeds", seeds)
