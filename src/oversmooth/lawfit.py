@@ -166,10 +166,18 @@ class LawModel:
         columns' normal equations solved in closed form (2 x 2 at most), the RSS summed from
         the residuals themselves (not ``|y|^2`` minus the projection, which loses a noise-free
         curve's residuals to cancellation)."""
+        coef, resid, _ = self._solved(y, k0)
+        return coef, (resid * resid).sum(axis=1)
+
+    def _solved(self, y: np.ndarray, k0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_exact`'s solution: the coefficients ``[m, p]``, the residuals ``[m, n]`` and
+        the diagonal of ``(X'X)^-1`` of the slope columns ``[m, p]`` (the intercept's entry NaN;
+        what a coefficient's standard error scales, :func:`_profiled`)."""
         logs = np.log(self.k[None, :] + k0[:, None])  # [m, n]
         mean_l = logs.mean(axis=1, keepdims=True)
         lc = logs - mean_l
         sll, sly = (lc * lc).sum(axis=1), (lc * y).sum(axis=1)
+        nan = np.full(len(k0), np.nan)
         if self.exponential:
             kc = self.k / self.scale
             mean_k = float(kc.mean())
@@ -180,11 +188,13 @@ class LawModel:
             beta = (sky * sll - sly * slk) / det
             resid = y - alpha[:, None] * lc - beta[:, None] * kc[None, :]
             coef = np.stack([-(alpha * mean_l[:, 0] + beta * mean_k), alpha, beta], axis=1)
+            inv = np.stack([nan, skk / det, sll / det], axis=1)
         else:
             alpha = sly / sll
             resid = y - alpha[:, None] * lc
             coef = np.stack([-alpha * mean_l[:, 0], alpha], axis=1)
-        return coef, (resid * resid).sum(axis=1)
+            inv = np.stack([nan, 1.0 / sll], axis=1)
+        return coef, resid, inv
 
     def _refine(
         self,
@@ -384,35 +394,16 @@ def _profile_k0(model: LawModel) -> np.ndarray:
 def _fits_at(
     model: LawModel, y: np.ndarray, k0: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fits of the centred curve ``y`` at each of ``k0`` (closed form, as
-    :meth:`LawModel._exact`): coefficients ``[m, p]`` (intercept, alpha[, beta in the model's
-    scaled units]), residual sums ``[m]`` (from the residuals themselves) and the diagonal of
-    ``(X'X)^-1`` ``[m, p]`` (the intercept's entry NaN: not used)."""
+    """The fits of the centred curve ``y`` at each of ``k0`` (:meth:`LawModel._solved`,
+    :data:`_PROFILE_CHUNK` values at a time): coefficients ``[m, p]``, residual sums ``[m]``
+    and the diagonal of ``(X'X)^-1`` ``[m, p]``."""
     coefs, sums, invs = [], [], []
-    kc = model.k / model.scale
-    kc = kc - kc.mean()
-    skk, sky = float(kc @ kc), float(kc @ y)
     for start in range(0, len(k0), _PROFILE_CHUNK):
         part = k0[start : start + _PROFILE_CHUNK]
-        logs = np.log(model.k[None, :] + part[:, None])
-        mean_l = logs.mean(axis=1)
-        lc = logs - mean_l[:, None]
-        sll, sly = (lc * lc).sum(axis=1), lc @ y
-        nan = np.full(len(part), np.nan)
-        if model.exponential:
-            slk = lc @ kc
-            det = sll * skk - slk * slk
-            alpha = (sly * skk - sky * slk) / det
-            beta = (sky * sll - sly * slk) / det
-            resid = y[None, :] - alpha[:, None] * lc - beta[:, None] * kc[None, :]
-            coefs.append(np.stack([nan, alpha, beta], axis=1))
-            invs.append(np.stack([nan, skk / det, sll / det], axis=1))
-        else:
-            alpha = sly / sll
-            resid = y[None, :] - alpha[:, None] * lc
-            coefs.append(np.stack([nan, alpha], axis=1))
-            invs.append(np.stack([nan, 1.0 / sll], axis=1))
+        coef, resid, inv = model._solved(np.broadcast_to(y, (len(part), len(y))), part)
+        coefs.append(coef)
         sums.append((resid * resid).sum(axis=1))
+        invs.append(inv)
     return np.concatenate(coefs), np.concatenate(sums), np.concatenate(invs)
 
 
@@ -430,7 +421,7 @@ def _profiled(
         k0 = np.insert(k0, -1, model.fit(y[None, :])["k0"])
     coef, rss, inv = _fits_at(model, y, k0)
     best = int(np.argmin(rss))
-    r = _fits_resid(model, y, float(k0[best]), coef[best])
+    r = model._solved(y[None, :], k0[best : best + 1])[1][0]
     denom = float((r**2).sum())
     rho = float((r[1:] * r[:-1]).sum() / denom) if denom > 0 else 0.0
     rho = min(max(rho, 0.0), 0.95)
@@ -443,18 +434,6 @@ def _profiled(
     lo = float(((value - half)[allowed]).min())
     hi = float(((value + half)[allowed]).max())
     return lo, hi, n_eff, bool(len(model.k0) > 1 and allowed[-1])
-
-
-def _fits_resid(model: LawModel, y: np.ndarray, k0: float, coef: np.ndarray) -> np.ndarray:
-    """The residuals of the centred curve ``y`` under the fit ``coef`` (of
-    :func:`_fits_at`) at ``k0``."""
-    lc = np.log(model.k + k0)
-    lc = lc - lc.mean()
-    resid = y - coef[1] * lc
-    if model.exponential:
-        kc = model.k / model.scale
-        resid = resid - coef[2] * (kc - kc.mean())
-    return resid
 
 
 #: values of ``k0`` (geometric, from 0.25 to the largest :data:`TWO_POWER_FALL` allows)
