@@ -870,7 +870,7 @@ def _edges_of(
         edge_index, edge_weight, num_nodes, batch = _data_edges(
             graph, num_nodes, edge_weight, batch
         )
-    elif isinstance(graph, Tensor) and (graph.is_sparse or graph.layout != torch.strided):
+    elif is_sparse_matrix(graph):
         edge_index, weight, n = _sparse_edges(graph, transposed=False)
         edge_weight, num_nodes = _merge_weight(weight, edge_weight), _merge_nodes(n, num_nodes)
     elif (
@@ -892,9 +892,6 @@ def _edges_of(
                 "for a dense adjacency pass a floating or bool tensor (e.g. adj.float())"
             )
         edge_index = graph
-    elif hasattr(graph, "coo") and hasattr(graph, "sparse_sizes"):  # torch_sparse.SparseTensor
-        edge_index, weight, n = _sparse_edges(graph, transposed=False)
-        edge_weight, num_nodes = _merge_weight(weight, edge_weight), _merge_nodes(n, num_nodes)
     else:
         raise TypeError(
             "graph: expected an edge_index tensor, a PyG Data/Batch, a sparse or dense "
@@ -924,6 +921,13 @@ def _merge_nodes(n: int, num_nodes: int | None, dense: bool = False) -> int:
             f"x: expected {n} rows (the adjacency's num_nodes), received {num_nodes}{hint}"
         )
     return n
+
+
+def is_sparse_matrix(graph: object) -> bool:
+    """A torch sparse tensor (COO, CSR, CSC) or a ``torch_sparse.SparseTensor``."""
+    if isinstance(graph, Tensor):
+        return graph.layout != torch.strided
+    return hasattr(graph, "coo") and hasattr(graph, "sparse_sizes")
 
 
 def _sparse_edges(adj: object, transposed: bool) -> tuple[Tensor, Tensor, int]:

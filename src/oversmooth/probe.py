@@ -64,7 +64,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from oversmooth.graph import GraphOperator, as_graph, by_rows, dense_to_rows, hetero_hint
+from oversmooth.graph import (
+    GraphOperator,
+    as_graph,
+    by_rows,
+    dense_to_rows,
+    hetero_hint,
+    is_sparse_matrix,
+)
 from oversmooth.metrics import kernels as K
 from oversmooth.metrics.energies import relative_energy
 from oversmooth.metrics.registry import (
@@ -248,13 +255,6 @@ def _is_adjacency(graph: Tensor) -> bool:
     )
 
 
-def _is_sparse_matrix(graph: object) -> bool:
-    """A torch sparse tensor (COO, CSR, CSC) or a ``torch_sparse.SparseTensor``."""
-    if isinstance(graph, Tensor):
-        return graph.layout != torch.strided
-    return hasattr(graph, "coo") and hasattr(graph, "sparse_sizes")
-
-
 def _same_edges(a: Tensor, b: Tensor) -> bool:
     """Whether two coalesced sparse COO matrices have the same entries (values equal to a
     relative 1e-6: float32 weights symmetric by construction differ in their last bits)."""
@@ -281,7 +281,7 @@ def _matrix_entries(matrix: object) -> Tensor | None:
     read ``A[row, col]``; None for anything else or one that cannot be read as square."""
     from oversmooth.graph import _sparse_edges
 
-    if not _is_sparse_matrix(matrix):
+    if not is_sparse_matrix(matrix):
         return None
     try:
         index, weight, n = _sparse_edges(matrix, transposed=False)
@@ -2021,7 +2021,7 @@ class Probe:
           weights the model uses, the Probe does not) is noted."""
         values = (*args, *kwargs.values())
         graph = self._graph_arg
-        if _is_sparse_matrix(graph) and self._operator is not None and self._takes(graph, values):
+        if is_sparse_matrix(graph) and self._operator is not None and self._takes(graph, values):
             if _directed(self._operator):
                 raise ValueError(
                     "graph: the Probe was given the sparse matrix the model takes, which PyG "
@@ -2066,8 +2066,8 @@ class Probe:
         or a sparse argument (or a ``Data``'s ``adj_t``) with the same entries in another
         layout or copy (``adj.to_sparse_csr()``; only the identical object was caught first,
         an audit)."""
-        taken = [v for v in values if _is_sparse_matrix(v)]
-        taken += [v.adj_t for v in values if _is_sparse_matrix(getattr(v, "adj_t", None))]
+        taken = [v for v in values if is_sparse_matrix(v)]
+        taken += [v.adj_t for v in values if is_sparse_matrix(getattr(v, "adj_t", None))]
         if any(v is graph for v in taken):
             return True
         if not taken:

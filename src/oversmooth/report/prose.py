@@ -74,10 +74,14 @@ def conv_label(model: str, conv: str) -> str:
     return conv.upper()
 
 
+def _layers(depth: int) -> str:
+    """``256 layers``, ``1 layer``."""
+    return "1 layer" if depth == 1 else f"{depth} layers"
+
+
 def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool = False) -> str:
     """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
-    layers = "1 layer" if depth == 1 else f"{depth} layers"
-    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {layers} on {dataset}"
+    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {_layers(depth)} on {dataset}"
     return title + (" (trained)" if trained else "")
 
 
@@ -999,7 +1003,7 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
             key=lambda k: (models.index(k[0]), *((convs.index(k[1]),) if convs else ()), k[-1]),
         )
     )
-    table.columns = ["1 layer" if d == 1 else f"{d} layers" for d in table.columns]
+    table.columns = [_layers(d) for d in table.columns]
     return table.reset_index().fillna(MISSING)
 
 
