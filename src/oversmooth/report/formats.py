@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 DPI = 150  # of every saved PNG
+#: zlib level of every saved PNG.  Level 1 encoded the default analysis report's five figures
+#: in 73 ms against 129 ms at Pillow's default 6, into files 13% larger (779 KB against 687 KB
+#: in all); the pixels are the same.
+PNG_COMPRESSION = 1
 FIGURE_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("csv", "parquet")
 DEFAULT_FIGURE_FORMATS = ("png",)
@@ -109,7 +113,7 @@ def table_formats(
 
 def _savefig(fig: Figure, fmt: str, path: Path) -> None:
     if fmt == "png":
-        fig.savefig(path, dpi=DPI, format="png")
+        fig.savefig(path, dpi=DPI, format="png", pil_kwargs={"compress_level": PNG_COMPRESSION})
     else:
         fig.savefig(path, format=fmt, metadata=_METADATA[fmt])
 
