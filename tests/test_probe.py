@@ -809,6 +809,51 @@ def test_residual_capture_says_when_blocks_do_not_hand_the_stream_on():
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 
+class BlocksCopyTheStream(torch.nn.Module):
+    """Blocks that hand the stream on as a copy (equal values, another tensor)."""
+
+    def __init__(self, gap_at: int | None = None) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.blocks = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(4))
+        self.gap_at = gap_at
+
+    def forward(self, x, edge_index):
+        for k, block in enumerate(self.blocks):
+            x = block(x, edge_index).clone()
+            if k == self.gap_at:
+                x = torch.relu(x)
+        return x
+
+
+@pytest.mark.parametrize("gap_at", [None, 2])
+def test_residual_capture_compares_blocks_on_the_device_and_reads_once(monkeypatch, gap_at):
+    """Where a host read stalls the device (CUDA; simulated here), the check that each block's
+    input is the previous block's output reads no value per block (torch.equal did, at every
+    block of a model that copies the stream): one read at the forward's end, the same note."""
+    import oversmooth.probe as probe_module
+
+    data = small_graph()
+    model = BlocksCopyTheStream(gap_at).double().eval()
+    monkeypatch.setattr(probe_module.K, "host_reads_free", lambda x: False)
+    calls = []
+    equal = torch.equal
+    monkeypatch.setattr(torch, "equal", lambda a, b: calls.append(1) or equal(a, b))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data, capture="residual", metrics=["feature_norm"]) as probe:
+            with torch.no_grad():
+                model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught if "is not the output of the block" in str(w.message)]
+    if gap_at is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and "input of blocks.3 is not the output" in said[0]
+    assert len(calls) <= 1  # the graph inputs' check, once per forward; none per block
+    assert len(probe.to_frame()) == 5
+
+
 class FinalNorm(torch.nn.Module):
     """Skips in forward, no list of norms, and ``return norm(h)``: the stream after the last
     block is the norm's input, not its (normalised) output."""

@@ -1923,6 +1923,9 @@ class Probe:
         self._prev: LayerState | None = None  # the previous layer's state (between metrics)
         self._prev_layer = -1  # the layer of _prev
         self._block_out: Tensor | None = None  # the last block's output (_check_blocks)
+        # where reading a device value stalls it (CUDA): each block whose input was not its
+        # predecessor's output object, with the device flag of a difference, read at the end
+        self._block_gaps: list[tuple[nn.Module, Tensor]] = []
         # the version counter of a state measured without a copy (None for a copy): of the
         # previous state, and of the state being recorded (see _float64_state)
         self._prev_version: int | None = None
@@ -1998,6 +2001,7 @@ class Probe:
                 self._check_first_inputs(args, kwargs)
             self._check_graph_inputs(graph_inputs(args, kwargs))
         self._prev = self._block_out = None
+        self._block_gaps = []
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
@@ -2113,6 +2117,11 @@ class Probe:
     def _on_forward_end(self, module: nn.Module, args: tuple, output: object) -> None:
         if self._tap is not None:
             self._tap.flush(output)
+        if self._block_gaps:  # one read for the whole forward
+            gaps, self._block_gaps = self._block_gaps, []
+            changed = torch.stack([flag for _, flag in gaps]).nonzero().flatten().tolist()
+            if changed:
+                self._gap_between_blocks(gaps[changed[0]][0])
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
         notes = self._calls.notes() + self._input_notes
@@ -2261,8 +2270,20 @@ class Probe:
         if out is None or not args or not isinstance(args[0], Tensor):
             return
         x = args[0]
-        if x is out or (x.shape == out.shape and torch.equal(x, out)):
+        if x is out:
             return
+        if x.shape == out.shape and x.device == out.device and not K.host_reads_free(x):
+            # compared on the device, read once at the forward's end (_gap_between_blocks):
+            # torch.equal here stalled the pipeline at every block of a model that copies the
+            # stream between blocks
+            self._block_gaps.append((module, (x != out).any()))
+            return
+        if x.shape == out.shape and torch.equal(x, out):
+            return
+        self._gap_between_blocks(module)
+
+    def _gap_between_blocks(self, module: nn.Module) -> None:
+        """Say once that ``module``'s input was not the output of the block before it."""
         self._check_blocks = False  # said once (the gaps keep it)
         name = self._names.get(id(module), type(module).__name__)
         self._note(
