@@ -131,7 +131,7 @@ class GraphOperator:
         >>> g.degree
         tensor([1., 2., 1.], dtype=torch.float64)
         >>> g.laplacian(torch.tensor([[0.0], [1.0], [2.0]], dtype=torch.float64)).flatten()
-        tensor([1., 0., -1.], dtype=torch.float64)
+        tensor([ 1.,  0., -1.], dtype=torch.float64)
     """
 
     def __init__(

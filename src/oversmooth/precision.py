@@ -106,9 +106,17 @@ class FloorTracker:
         perturbation_seed: seed of the twin's input perturbation.
 
     Example:
+        >>> import torch
+        >>> from oversmooth import GraphOperator, Probe, build_model
+        >>> from oversmooth.data import karate
+        >>> data = karate()
+        >>> model = build_model("postln", depth=2, in_channels=data.num_features, out_channels=2)
+        >>> graph = GraphOperator(data.edge_index, num_nodes=data.num_nodes)
         >>> with Probe(model, graph) as probe, FloorTracker(model, graph, "shadow") as floor:
-        ...     model(x, edge_index)
-        >>> floor.to_frame()  # columns: layer, float_floor, float64_energy
+        ...     with torch.no_grad():
+        ...         _ = model(data.x, data.edge_index)
+        >>> list(floor.to_frame().columns)
+        ['layer', 'float_floor', 'float64_energy']
     """
 
     def __init__(

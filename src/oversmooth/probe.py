@@ -44,9 +44,16 @@ Every forward pass of the model is a ``step``; per-graph values on a PyG ``Batch
 See :class:`Probe`.
 
 Example:
-    >>> with Probe(model, data.edge_index) as probe:
-    ...     model(data.x, data.edge_index)
-    >>> probe.to_frame()  # columns: layer, laplacian_energy, dirichlet_energy, relative_energy, ...
+    >>> import torch
+    >>> from oversmooth import build_model
+    >>> from oversmooth.data import karate
+    >>> data = karate()
+    >>> model = build_model("postln", depth=4, in_channels=data.num_features, out_channels=2)
+    >>> with Probe(model, data.edge_index) as probe, torch.no_grad():
+    ...     _ = model(data.x, data.edge_index)
+    >>> frame = probe.to_frame()  # one row per layer, 0 (the input to the first block) to 4
+    >>> list(frame.columns[:4]), len(frame)
+    (['layer', 'laplacian_energy', 'dirichlet_energy', 'relative_energy'], 5)
 """
 
 from __future__ import annotations

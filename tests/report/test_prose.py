@@ -255,3 +255,33 @@ def test_a_final_energy_at_the_float_floor_is_marked_in_the_table():
     assert row["400 layers"].endswith("(at the float floor)") and "floor" not in row["2 layers"]
     summary.loc[3, "final_at_floor"] = False
     assert energy_table(summary, 2).iloc[0]["400 layers"].endswith("(1 of 2 at the float floor)")
+
+
+def test_an_interval_narrower_than_its_digits_gets_the_digits_that_tell_its_ends_apart():
+    """A noise-free power law's exponent read ``k^-1.00 (95% interval -1.00 to -1.00)``: an
+    interval that said nothing of its width.  The ends (and the exponent) get more digits."""
+    import numpy as np
+    import pandas as pd
+
+    from oversmooth import verdict
+    from oversmooth.report.prose import _change_text, separating, span_text, verdict_text
+
+    assert span_text((-1.0017, -0.9993), ".2f") == "-1.002 to -0.999"
+    assert span_text((5.5412, 5.5433)) == "5.541-5.543"
+    assert span_text((5.4, 5.6)) == "5.4-5.6" and span_text((3.0, 3.0)) == "3-3"
+    assert separating(1.0, 1.0 + 1e-12, ".2f") == ".6f"  # at most MOST_EXTRA_DIGITS more
+    ev = {"change_decades": 0.011, "window": [1, 64], "level": 0.99}
+    ev["change_interval"] = [0.0104, 0.0117]
+    assert "(99% interval +0.010 to +0.012)" in _change_text(ev)
+    rng = np.random.default_rng(0)
+    layers = np.arange(257)
+    frame = pd.DataFrame(
+        {
+            "seed": np.repeat(np.arange(5), 257),
+            "layer": np.tile(layers, 5),
+            "laplacian_energy": np.tile(1.0 / (1.0 + layers / 2.0), 5)
+            * np.exp(0.01 * rng.standard_normal(5 * 257)),
+        }
+    )
+    text = verdict_text(verdict(frame, dtype="float64"))
+    assert "decays like k^-1.000 " in text and "(95% interval -1.002 to -0.999)" in text, text

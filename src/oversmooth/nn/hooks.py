@@ -6,12 +6,19 @@ a :class:`~oversmooth.probe.Probe` registers its hooks inside its ``with`` block
 them on exit, and the model keeps no record of what was observed.
 
 Example:
+    >>> import torch
+    >>> from oversmooth import build_model
+    >>> from oversmooth.data import karate
+    >>> data = karate()
+    >>> model = build_model("postln", depth=2, in_channels=data.num_features, out_channels=2)
     >>> seen = []
     >>> mp = model.blocks[0].mp
     >>> handle = mp.hook_attention.register_forward_hook(lambda m, a, out: seen.append(out))
-    >>> model(x, edge_index)
+    >>> with torch.no_grad():
+    ...     _ = model(data.x, data.edge_index)
     >>> handle.remove()
-    >>> seen[0].weights.shape  # [num_edges + num_nodes, heads]
+    >>> seen[0].weights.shape  # [num_edges + num_nodes, heads]: 156 edges, 34 self loops
+    torch.Size([190, 4])
 """
 
 from __future__ import annotations

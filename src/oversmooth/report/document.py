@@ -219,11 +219,14 @@ def _write_bytes(data: bytes, path: Path) -> None:
 class Document:
     """A report: add blocks in order, then :meth:`write` it to a folder.
 
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
     >>> doc = Document("oversmooth analyze: ...")
     >>> doc.heading("Verdict"); doc.verdict("exponential smoothing ...", "exponential-smoothing")
     >>> doc.text("Measured with `--dtype float64`.")
-    >>> doc.write(folder)  # report.md, report.html and the figures' PNGs
-    >>> doc.write(folder, figure_formats=("png", "svg"))  # and an SVG beside each PNG
+    >>> sorted(p.name for p in doc.write(folder).iterdir())  # and the figures' PNGs
+    ['report.html', 'report.md']
+    >>> _ = doc.write(folder, figure_formats=("png", "svg"))  # an SVG beside each PNG
     """
 
     title: str

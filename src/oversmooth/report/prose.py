@@ -14,6 +14,7 @@ version (its evidence holds sentences, not codes) shows its stored ``"verdict"``
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
@@ -318,18 +319,20 @@ def _change_text(ev: Mapping[str, Any]) -> str:
     """The fitted change in decades over the window, with its interval."""
     change, window = ev["change_decades"], ev["window"]
     span = change_interval(ev)
-    interval = (
-        "" if span is None else f" ({ev['level']:.0%} interval {span[0]:+.2f} to {span[1]:+.2f})"
-    )
+    interval = ""
+    if span is not None:
+        fmt = separating(*span, "+.2f")
+        interval = f" ({ev['level']:.0%} interval {span[0]:{fmt}} to {span[1]:{fmt}})"
     return f"{change:+.2f} decades over layers {window[0]}-{window[1]}{interval}"
 
 
 def _terms_text(ev: Mapping[str, Any]) -> str:
     """The fitted law's terms: the exponential factor with its interval, the power term, k0."""
     lo, hi = ev["beta_interval"]
+    fmt = separating(lo, hi, ".3g")
     return (
         f"exponential factor e^(beta k) with beta {ev['beta']:.3g} ({ev['level']:.0%} interval "
-        f"{lo:.3g} to {hi:.3g}), power term {ev['power_term_decades']:+.2f} decades, "
+        f"{lo:{fmt}} to {hi:{fmt}}), power term {ev['power_term_decades']:+.2f} decades, "
         f"shift k0 {_shift_text(ev['k0'], ev.get('window'))}"
     )
 
@@ -421,9 +424,29 @@ def dropped_text(dropped: Mapping[str, int]) -> str:
     )
 
 
+#: the most digits :func:`separating` adds to tell an interval's two ends apart
+MOST_EXTRA_DIGITS = 4
+
+
+def separating(lo: float, hi: float, fmt: str) -> str:
+    """``fmt`` (``.2f`` or ``.3g``), with more digits where ``lo`` and ``hi`` differ but
+    would read the same (at most :data:`MOST_EXTRA_DIGITS` more): an interval of -1.0017 to
+    -0.9993 read ``-1.00 to -1.00``, which says nothing of its width."""
+    parts = re.fullmatch(r"([+]?)\.(\d+)([fg])", fmt)
+    if parts is None:
+        raise ValueError(f"fmt: expected a format such as .2f, +.2f or .3g, received {fmt!r}")
+    sign, digits, kind = parts.groups()
+    for extra in range(MOST_EXTRA_DIGITS + 1):
+        chosen = f"{sign}.{int(digits) + extra}{kind}"
+        if lo == hi or format(lo, chosen) != format(hi, chosen):
+            return chosen
+    return chosen
+
+
 def span_text(pair: Any, fmt: str = ".3g") -> str:
-    """``lo-hi`` (or ``lo to hi`` for ``.2f``); an open end (``None``, as JSON stores ``inf``)
-    is said in words: ``11.5 or more``, ``up to 3``, ``unbounded``."""
+    """``lo-hi`` (or ``lo to hi`` for ``.2f``), with as many more digits as tell the two ends
+    apart (:func:`separating`); an open end (``None``, as JSON stores ``inf``) is said in
+    words: ``11.5 or more``, ``up to 3``, ``unbounded``."""
     lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
     if math.isinf(lo) and math.isinf(hi):
         return "unbounded"
@@ -431,8 +454,9 @@ def span_text(pair: Any, fmt: str = ".3g") -> str:
         return f"{format(lo, fmt)} or more"
     if math.isinf(lo):
         return f"up to {format(hi, fmt)}"
-    if fmt == ".2f":
-        return f"{lo:.2f} to {hi:.2f}"
+    fmt = separating(lo, hi, fmt)
+    if fmt.endswith("f"):
+        return f"{lo:{fmt}} to {hi:{fmt}}"
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
@@ -482,9 +506,12 @@ def _sentence(found: Mapping[str, Any]) -> str:
             if rate.get("shift")
             else ""
         )
+        ends = sorted(math.inf if v is None else float(v) for v in rate["interval"])
+        finite = all(map(math.isfinite, ends))
+        digits = separating(ends[0], ends[1], ".2f") if finite else ".2f"
         body = (
             f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
-            f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:.2f}{shift} "
+            f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:{digits}}{shift} "
             f"({level} {span_text(rate['interval'], '.2f')})"
         )
     else:
@@ -676,8 +703,9 @@ def _interval(pair: Any, fmt: str) -> str | None:
     lo, hi = _num(pair[0]), _num(pair[1])
     if lo is None or hi is None:
         return None
-    if fmt == ".2f":
-        return f"{lo:.2f} to {hi:.2f}"
+    fmt = separating(lo, hi, fmt)
+    if fmt.endswith("f"):
+        return f"{lo:{fmt}} to {hi:{fmt}}"
     return f"{format(lo, fmt)}-{format(hi, fmt)}"
 
 
