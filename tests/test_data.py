@@ -653,3 +653,166 @@ def test_a_saved_batch_or_adj_t_is_refused_saying_what_to_save(tmp_path):
     torch.save(Data(x=torch.randn(3, 2), adj_t=adj_t), tmp_path / "adj.pt")
     with pytest.raises(ValueError, match=r"has adj_t and no edge_index; save it with an"):
         D.load(tmp_path / "adj.pt")
+
+
+# -- an audit of users' graph files (the numbers each case gave before its fix in the comments)
+
+
+def _saved(tmp_path, name="g.pt", **extra):
+    """A small undirected ring with features, labels and ``extra`` attributes, saved."""
+    from torch_geometric.data import Data
+    from torch_geometric.utils import to_undirected
+
+    n = 12
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+    data = Data(
+        x=torch.randn(n, 3, generator=torch.Generator().manual_seed(0)),
+        edge_index=to_undirected(ring),
+        y=torch.arange(n) % 2,
+        **extra,
+    )
+    path = tmp_path / name
+    torch.save(data, path)
+    return path
+
+
+def test_integer_split_masks_are_read_as_bool_and_others_refused(tmp_path):
+    """An int64 0/1 mask indexed rows 0 and 1 over and over: 75% accuracy where the bool
+    mask gives 40%, exit 0."""
+    n = 12
+    masks = {k: (torch.arange(n) % 3 == i).long() for i, k in enumerate(D.SPLIT_MASKS)}
+    with pytest.warns(UserWarning, match="train_mask: dtype torch.int64 of 0s and 1s"):
+        data = D.load(str(_saved(tmp_path, **masks)))
+    split = D.split_masks(data, "public")
+    for i, key in enumerate(D.SPLIT_MASKS):
+        assert split[key].dtype == torch.bool
+        assert torch.equal(split[key], torch.arange(n) % 3 == i)
+    for bad, match in [
+        (torch.tensor([0, 5, 7]), r"shape \[3\]; expected a \[12\] bool mask"),
+        (torch.arange(n) % 3, "values other than 0 and 1"),
+        (torch.ones(n, 2, dtype=torch.bool), r"shape \[12, 2\]"),
+    ]:
+        path = _saved(tmp_path, "bad.pt", train_mask=bad)
+        with pytest.raises(ValueError, match=match):
+            D.load(str(path))
+
+
+def test_a_public_split_needs_all_three_masks_and_says_when_they_overlap(tmp_path):
+    n = 12
+    data = D.load(str(_saved(tmp_path, train_mask=torch.ones(n, dtype=torch.bool))))
+    with pytest.raises(ValueError, match="has train_mask but no val_mask, test_mask"):
+        D.split_masks(data, "public")
+    every = torch.ones(n, dtype=torch.bool)
+    data = D.load(str(_saved(tmp_path, train_mask=every, val_mask=every, test_mask=every)))
+    with pytest.warns(UserWarning, match="12 nodes are in both train_mask and test_mask"):
+        D.split_masks(data, "public")
+
+
+def test_a_saved_graph_says_what_it_holds_that_is_measured_as_stored(tmp_path):
+    """One-way edges, repeats, self loops and an unread edge_attr were measured without a
+    word (a one-way ring gave half the Dirichlet energy of the ring)."""
+    from torch_geometric.data import Data
+
+    ring = torch.stack([torch.arange(6), (torch.arange(6) + 1) % 6])
+    odd = torch.cat([ring, ring[:, :2], torch.tensor([[3], [3]])], dim=1)
+    path = tmp_path / "odd.pt"
+    torch.save(Data(x=torch.randn(6, 2), edge_index=odd, edge_attr=torch.rand(9)), path)
+    with pytest.warns(UserWarning) as said:
+        D.load(str(path))
+    (text,) = [str(w.message) for w in said]
+    assert "8 of its 9 edges have no reverse edge" in text  # the loop is its own reverse
+    assert "2 edges repeat an earlier one" in text and "1 self loops" in text
+    assert "edge_attr (one value per edge) is not read as weights" in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        D.load(str(_saved(tmp_path)))  # an undirected graph without loops: nothing to say
+
+
+def test_saved_files_refused_in_one_line(tmp_path):
+    n = 12
+    sparse = _saved(tmp_path, "sparse.pt")
+    data = torch.load(sparse, weights_only=False)
+    data.x = data.x.to_sparse()
+    torch.save(data, sparse)
+    with pytest.raises(ValueError, match=r"x is a sparse tensor .*to_dense\(\)"):
+        D.load(str(sparse))
+    huge = _saved(tmp_path, "huge.pt")
+    data = torch.load(huge, weights_only=False)
+    data.y = torch.arange(n) % 2 * 10**9  # one label of 1e9 asked for a 1e9-way decoder
+    torch.save(data, huge)
+    with pytest.raises(ValueError, match=r"labels y run to 1000000000 over 2 distinct values"):
+        D.load(str(huge))
+    many = _saved(tmp_path, "many.pt")
+    data = torch.load(many, weights_only=False)
+    data.y = torch.arange(n) * 50  # ids up to 550: a subsample of a 1000-class dataset, kept
+    torch.save(data, many)
+    assert int(D.load(str(many)).y.max()) == 550
+    text = tmp_path / "edges.txt"
+    text.write_text("0,1\n1,2\n")
+    with pytest.raises(ValueError, match=r"edges.txt: an edge list is read from .* named .csv"):
+        D.load(str(text))
+    upper = tmp_path / "edges.CSV"
+    upper.write_text("0,1\n1,2\n")
+    assert D.load(str(upper)).num_nodes == 3
+
+
+def test_generator_parameters_refused_by_name():
+    with pytest.raises(ValueError, match="dataset csbm: parameter signal: .*1e\\+30"):
+        D.load("csbm:n=50,degree=4,signal=inf")  # NaN features, exit 0
+    with pytest.raises(ValueError, match="dataset csbm: parameter seed: expected an integer in"):
+        D.load("csbm:n=50,degree=4,seed=1e20")  # "Overflow when unpacking long long"
+    with pytest.raises(ValueError, match=r"parameter degree: .* \(its default, .*pass degree="):
+        D.load("csbm:n=2")  # "degree: expected ..." named neither the dataset nor a default
+
+
+def test_a_labels_file_with_too_few_rows_is_the_one_named(tmp_path):
+    edges, x, y = tmp_path / "e.csv", tmp_path / "x.csv", tmp_path / "y.csv"
+    edges.write_text("0,1\n1,2\n2,3\n")
+    x.write_text("1\n2\n3\n4\n")
+    y.write_text("0\n1\n0\n")
+    with pytest.raises(ValueError, match=r"y.csv: labels have 3 rows, expected one per node"):
+        D.load(str(edges), features=str(x), labels=str(y))
+
+
+def test_damaged_raw_files_under_a_data_root_are_said_to_be_damaged(tmp_path, planetoid_root):
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(planetoid_root / "Cora" / "raw", root / "Cora" / "raw")
+    graph = root / "Cora" / "raw" / "ind.cora.graph"
+    graph.write_bytes(graph.read_bytes()[:100])
+    with pytest.raises(D.DatasetUnavailableError, match=r"reading its files under .* failed"):
+        D.load("cora", data_root=root)  # was "EOFError: Ran out of input", exit 1
+
+
+def test_features_with_no_columns_are_said_to_have_none(tmp_path):
+    """x of shape [n, 0] was refused as "every node has the same features"."""
+    from oversmooth.analysis import _load_data
+
+    path = _saved(tmp_path, "nox.pt")
+    data = torch.load(path, weights_only=False)
+    data.x = torch.zeros(12, 0)
+    torch.save(data, path)
+    with pytest.raises(ValueError, match=r"x has 0 columns \(no node features\)"):
+        _load_data(str(path), None)
+
+
+def test_a_random_split_too_small_to_train_on_says_why(tmp_path):
+    """The hint was "use --split random" to a run that used it."""
+    from torch_geometric.data import Data
+
+    from oversmooth.config import ModelConfig
+    from oversmooth.train import TrainConfig, train
+
+    path = tmp_path / "one.pt"
+    torch.save(
+        Data(
+            x=torch.ones(1, 2),
+            edge_index=torch.zeros(2, 0, dtype=torch.long),
+            y=torch.zeros(1, dtype=torch.long),
+        ),
+        path,
+    )
+    config = TrainConfig(model=ModelConfig(name="postln", depth=2), dataset=str(path), epochs=1)
+    with pytest.raises(ValueError, match="the random 60/20/20 split needs at least 3 nodes"):
+        train(config, out=tmp_path / "run")

@@ -86,3 +86,25 @@ def test_self_loops_and_weights_still_add_up():
     op = GraphOperator(ei, torch.tensor([2.0, 3.0]), num_nodes=3, self_loops=True)
     assert op.degree.tolist() == [4.0, 3.0, 1.0]  # 3 + loop, 2 + loop, loop
     assert torch.allclose(op.edge_prob, torch.tensor([2 / 3, 3 / 4, 1 / 4, 1 / 3, 1.0]).double())
+
+
+def test_small_weights_give_the_operator_of_their_ratios_and_subnormal_ones_are_refused():
+    """Degrees were clamped at 1e-300: uniform weights of 1e-305 gave P rows summing to 1e-5
+    and a Laplacian energy 1e-40 of the truth; weights of 1e-320 (subnormal) have lost their
+    digits."""
+    from oversmooth import laplacian_energy, normalized_dirichlet_energy
+
+    ei = torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]])
+    x = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)
+    plain = GraphOperator(ei)
+    for w in (1e-301, 1e-305, 3e-308):
+        g = GraphOperator(ei, edge_weight=torch.full((6,), w, dtype=torch.float64))
+        assert float(laplacian_energy(x, g)) == pytest.approx(float(laplacian_energy(x, plain)))
+        ratio = float(normalized_dirichlet_energy(x, g)) / float(
+            normalized_dirichlet_energy(x, plain)
+        )
+        assert ratio == pytest.approx(1.0)
+    with pytest.raises(
+        ValueError, match="weights as small as 9.99989e-321, below the smallest normal"
+    ):
+        GraphOperator(ei, edge_weight=torch.full((6,), 1e-320, dtype=torch.float64))

@@ -267,6 +267,12 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
             f"'{name}', features='x.csv', labels='y.csv').to_pyg(), 'graph.pt')"
         )
     x = getattr(data, "x", None)
+    if x is not None and x.dim() == 2 and x.size(1) == 0:
+        raise ValueError(
+            f"dataset {name}: x has 0 columns (no node features), so every energy is 0 at "
+            "every layer; save the graph with its node features (data.x of shape "
+            "[num_nodes, num_features])"
+        )
     # every column constant: per-column extremes (no n x f comparison at 10^6 nodes)
     if x is not None and x.dim() == 2 and x.size(0) > 1 and torch.equal(x.amax(0), x.amin(0)):
         # a .pt without x gets the feature 1 on every node too: every energy was 0 and the

@@ -308,6 +308,13 @@ def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
     return torch.randn(n, num_features, generator=generator)
 
 
+#: The largest CSBM ``signal``: its float32 features stay finite.
+SIGNAL_MAX = 1e30
+
+#: The largest seed a torch generator takes.
+SEED_MAX = 2**63 - 1
+
+
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     if (
         isinstance(value, bool)
@@ -404,13 +411,30 @@ def _load_pyg(name: str, data_root: Path | None) -> Data:
         for p in (root, root / pyg_name, root / pyg_name / "raw", root / pyg_name / "processed")
         if not p.exists()
     ]
+    present = on_disk(name, root)  # then a failure is in reading them, not a download
     try:
         with nullcontext() if _PYG_MESSAGES[0] else redirect_stderr(io.StringIO()):
             dataset = cls(root=str(root), name=pyg_name)
-    except (OSError, ValueError, RuntimeError) as exc:  # URLError is an OSError
+    except Exception as exc:  # noqa: BLE001 - URLError is an OSError; a damaged file anything
         for folder in reversed(created):
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
+        if present:
+            # the files are there: "not in .../raw and the download failed" was false (an
+            # audit: a truncated raw file gave "EOFError: Ran out of input", exit 1)
+            raise DatasetUnavailableError(
+                f"dataset {name}: reading its files under {root / pyg_name} failed "
+                f"({type(exc).__name__}: {exc}); a raw file may be damaged or truncated, or "
+                f"{root / pyg_name / 'processed'} not writable: replace the files, or leave "
+                "out --data-root to use the shipped copy"
+                if name in _PLANETOID_RAW
+                else f"dataset {name}: reading its files under {root / pyg_name} failed "
+                f"({type(exc).__name__}: {exc}); a file may be damaged or truncated, or "
+                f"{root / pyg_name / 'processed'} not writable: remove the folder to download "
+                "it again"
+            ) from exc
+        if not isinstance(exc, (OSError, ValueError, RuntimeError)):
+            raise
         raise DatasetUnavailableError(_missing_files_message(name, root)) from exc
     data = dataset[0]
     data.name = name
@@ -454,9 +478,11 @@ def csbm(
     classes = _check_int("classes", classes, 1, n)
     degree = _check_float("degree", degree, 0.0, float(n - 1))
     homophily = _check_float("homophily", homophily, 0.0, 1.0)
-    signal = _check_float("signal", signal, 0.0, math.inf)
+    # the features are float32, signal times unit-norm means plus noise: beyond 1e30 they
+    # could overflow to inf (signal=inf gave NaN features and a report of NaN rows, exit 0)
+    signal = _check_float("signal", signal, 0.0, SIGNAL_MAX)
     features = _check_int("features", features, 1)
-    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0, SEED_MAX))
     m = int(round(n * degree / 2))
     _check_size(f"csbm:n={n},degree={degree:g},features={features}", n, 2 * m, features)
     y = torch.arange(n) % classes
@@ -533,7 +559,7 @@ def csbm_batch(
 def ring(n: int = 100, features: int = 16, seed: int = 0) -> GraphData:
     """Cycle graph ``0 - 1 - ... - (n-1) - 0`` with Gaussian features."""
     n = _check_int("n", n, 3)
-    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0, SEED_MAX))
     _check_size(f"ring:n={n},features={features}", n, 2 * n, _check_int("features", features, 1))
     i = torch.arange(n)
     edge_index = _symmetric(torch.stack([i, (i + 1) % n]), n)
@@ -543,7 +569,7 @@ def ring(n: int = 100, features: int = 16, seed: int = 0) -> GraphData:
 def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> GraphData:
     """``rows x cols`` 4-neighbour lattice, node ``r * cols + c``."""
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
-    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0, SEED_MAX))
     features = _check_int("features", features, 1)
     n = rows * cols
     _check_size(f"grid:rows={rows},cols={cols},features={features}", n, 4 * n, features)
@@ -564,7 +590,7 @@ def grid(rows: int = 10, cols: int = 10, features: int = 16, seed: int = 0) -> G
 def complete(n: int = 10, features: int = 16, seed: int = 0) -> GraphData:
     """Complete graph on ``n`` nodes (every ordered pair ``i != j``)."""
     n = _check_int("n", n, 2, 20000)
-    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0, SEED_MAX))
     features = _check_int("features", features, 1)
     _check_size(f"complete:n={n},features={features}", n, n * (n - 1), features)
     i, j = torch.triu_indices(n, n, offset=1)
@@ -643,8 +669,77 @@ def _load_pt(path: Path) -> Data:
     _validate_user_graph(
         path, obj.edge_index, n, obj.x, getattr(obj, "y", None), getattr(obj, "edge_weight", None)
     )
+    for name in SPLIT_MASKS:
+        if getattr(obj, name, None) is not None:
+            setattr(obj, name, bool_mask(getattr(obj, name), n, f"{path}: {name}"))
+    said = _stored_as_is(obj, n)
+    if said:
+        warnings.warn(f"{path}: {'; '.join(said)}", stacklevel=2)
     obj.name = path.stem
     return obj
+
+
+def _stored_as_is(obj: Data, n: int) -> list[str]:
+    """What of a saved graph is measured as stored though a user may not mean it: edges
+    without their reverse, repeated edges, self loops (a CSV is made undirected, merged and
+    loop-free; ``datasets --stats`` counts each pair once; a ``.pt`` is taken as it is, and a
+    one-way edge list gave the energies of another graph without a word), and a per-edge
+    ``edge_attr`` that is not read as the weights."""
+    said = []
+    src, dst = obj.edge_index[0].long(), obj.edge_index[1].long()
+    if src.numel():
+        key = src * n + dst
+        pairs = torch.unique(key)
+        one_way = int((~torch.isin(dst * n + src, pairs)).sum())
+        repeated, loops = key.numel() - pairs.numel(), int((src == dst).sum())
+        del key, pairs
+        if one_way:
+            said.append(
+                f"{one_way} of its {src.numel()} edges have no reverse edge (a directed graph): "
+                "messages and energies follow the edges as stored "
+                "(torch_geometric.utils.to_undirected makes it undirected)"
+            )
+        if repeated:
+            said.append(f"{repeated} edges repeat an earlier one: each copy counts, as a weight")
+        if loops:
+            said.append(
+                f"{loops} self loops: the metrics count them in the degrees; the models replace "
+                "them by their own weight-1 loops"
+            )
+    attr = getattr(obj, "edge_attr", None)
+    if getattr(obj, "edge_weight", None) is None and isinstance(attr, Tensor):
+        if attr.numel() == src.numel() and attr.is_floating_point():
+            said.append(
+                "edge_attr (one value per edge) is not read as weights: the graph is measured "
+                "unweighted; save data.edge_weight = data.edge_attr.flatten() to weigh it"
+            )
+    return said
+
+
+#: The masks of a public split, in a dataset's ``Data``.
+SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def bool_mask(mask: object, n: int, what: str) -> Tensor:
+    """``mask`` as a ``[n]`` bool tensor: a bool one as it is, one of 0/1 integers or floats
+    converted (with a warning), anything else refused in one line.  Indexing with an int64
+    0/1 "mask" picks rows 0 and 1 over and over: a model trained and scored that way reported
+    75% accuracy where its bool mask gives 40% (an audit)."""
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"{what}: expected a [{n}] bool tensor, received {type(mask).__name__}")
+    if mask.dim() != 1 or mask.numel() != n:
+        raise ValueError(
+            f"{what}: shape {list(mask.shape)}; expected a [{n}] bool mask, one entry per node"
+        )
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.dtype.is_complex or not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError(
+            f"{what}: dtype {mask.dtype} with values other than 0 and 1; expected a bool mask "
+            "(for node indices idx: mask = torch.zeros(n, dtype=torch.bool); mask[idx] = True)"
+        )
+    warnings.warn(f"{what}: dtype {mask.dtype} of 0s and 1s, read as a bool mask", stacklevel=3)
+    return mask != 0
 
 
 def _read_pt(path: Path) -> Data:
@@ -721,6 +816,11 @@ def _check_pt_tensors(path: Path, obj: Data) -> None:
 def _pt_features(path: Path, x: Tensor) -> Tensor:
     """A saved file's features ``[num_nodes, num_features]`` as float32 or float64 (other real
     dtypes converted, with a warning)."""
+    if x.layout != torch.strided:
+        raise ValueError(
+            f"{path}: x is a sparse tensor ({x.layout}); expected dense features: save "
+            "data.x = data.x.to_dense()"
+        )
     if x.dim() != 2:
         raise ValueError(
             f"{path}: x must be a [num_nodes, num_features] tensor, received shape {list(x.shape)}"
@@ -844,6 +944,11 @@ def _csv_rows(path: Path, fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
             raise ValueError(f"{path}: not a readable CSV ({exc})") from None
 
 
+#: Class ids up to this are taken as they are; beyond it, only when at least a tenth of the
+#: ids 0..max(y) occur.
+LABEL_IDS_MAX = 1000
+
+
 def _validate_user_graph(
     path: Path,
     edge_index: Tensor,
@@ -852,6 +957,7 @@ def _validate_user_graph(
     y: Tensor | None,
     edge_weight: Tensor | None = None,
     counted_by: str | None = None,
+    labels_from: str | None = None,
 ) -> None:
     """Refuse a graph whose parts disagree, in one line; ``counted_by`` names the file whose
     rows set the number of nodes (a features or labels CSV), the file to fix when the edge
@@ -891,7 +997,9 @@ def _validate_user_graph(
             )
         )
     if y is not None and y.size(0) != n:
-        raise ValueError(f"{path}: labels have {y.size(0)} rows, expected one per node ({n})")
+        raise ValueError(
+            f"{labels_from or path}: labels have {y.size(0)} rows, expected one per node ({n})"
+        )
     if y is not None and (y.dtype.is_floating_point or y.dtype.is_complex or y.dim() != 1):
         raise ValueError(
             f"{path}: labels y have dtype {y.dtype} and shape {list(y.shape)}; expected one "
@@ -901,6 +1009,17 @@ def _validate_user_graph(
         raise ValueError(
             f"{path}: labels y hold {int(y.min())}; expected class ids >= 0 (0, 1, ...)"
         )
+    if y is not None and y.numel():
+        # a classifier gets one output per class id 0..max(y): a label of 1e9 asked for a
+        # 10^9-way decoder, refused as "use a smaller --depth or --hidden" (an audit)
+        top, distinct = int(y.max()), int(torch.unique(y).numel())
+        if top + 1 > max(LABEL_IDS_MAX, 10 * distinct):
+            raise ValueError(
+                f"{labels_from or path}: labels y run to {top} over {distinct} distinct values; "
+                "a classifier "
+                f"gets one output per class id 0..{top}: renumber the classes 0..{distinct - 1} "
+                "(y = torch.unique(y, return_inverse=True)[1])"
+            )
 
 
 def _read_labels(path: Path) -> Tensor:
@@ -960,7 +1079,16 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         else (y.size(0) if y is not None else int(pairs.max()) + 1 if pairs.numel() else 0)
     )
     counted_by = features if x is not None else labels if y is not None else None
-    _validate_user_graph(path, pairs, n, x, y, weight, str(counted_by) if counted_by else None)
+    _validate_user_graph(
+        path,
+        pairs,
+        n,
+        x,
+        y,
+        weight,
+        str(counted_by) if counted_by else None,
+        str(labels) if labels else None,
+    )
     _check_size(f"{path} ({n} nodes)", n, 2 * pairs.size(1), 1 if x is None else x.size(1))
     if counted_by is None and pairs.numel():
         _note_unused_ids(path, pairs, n)
@@ -1032,7 +1160,13 @@ def load(
         _check_data_root(data_root)
     found = _resolve(name_or_path)
     if isinstance(found, Path):
-        if found.suffix == ".csv":
+        if found.suffix.lower() in (".txt", ".tsv", ".edges", ".edgelist"):
+            raise ValueError(
+                f"{found}: an edge list is read from a comma-separated file named .csv "
+                "(source,target[,weight] per row); rename or convert it, or save a PyG Data "
+                "as .pt"
+            )
+        if found.suffix.lower() == ".csv":
             return _load_csv(
                 found,
                 Path(features) if features else None,
@@ -1054,10 +1188,22 @@ def load(
         except ValueError as exc:
             # a generator's own check names its parameter alone ("n: expected ..."): say
             # which dataset's, as the parser's checks do
+            import inspect
+
             named = re.match(r"^([a-z_]+): ", str(exc))
-            if named is None or named.group(1) not in kwargs:
+            if named is None:
                 raise
-            raise ValueError(f"dataset {key}: parameter {exc}") from None
+            param = named.group(1)
+            if param in kwargs:
+                raise ValueError(f"dataset {key}: parameter {exc}") from None
+            if param not in inspect.signature(_SYNTHETIC[key]).parameters:
+                raise
+            # a default the user never typed, out of range for what they gave (csbm:n=2 and
+            # its default degree 10): "degree: expected ..." alone named neither
+            raise ValueError(
+                f"dataset {key}: parameter {exc} (its default, out of range with the "
+                f"parameters given); pass {param}=... to fit them"
+            ) from None
     if kind == "embedded" and (data_root is None or not on_disk(key, data_root)):
         return _load_embedded(key)  # the shipped copy, unless the user's raw files are there
     return _load_pyg(key, Path(data_root) if data_root is not None else None)
@@ -1182,7 +1328,7 @@ def random_split(
     train = _check_float("train", train, 0.0, 1.0)
     val = _check_float("val", val, 0.0, 1.0 - train)
     perm = torch.randperm(
-        num_nodes, generator=torch.Generator().manual_seed(_check_int("seed", seed, 0))
+        num_nodes, generator=torch.Generator().manual_seed(_check_int("seed", seed, 0, SEED_MAX))
     )
     n_train, n_val = int(round(train * num_nodes)), int(round(val * num_nodes))
     masks = {}
@@ -1203,12 +1349,31 @@ def split_masks(data: GraphData | Data, split: str = "random", seed: int = 0) ->
     if split == "random":
         return random_split(data.num_nodes, seed=seed)
     if split == "public":
-        if getattr(data, "train_mask", None) is None:
+        name = getattr(data, "name", "?")
+        have = [k for k in SPLIT_MASKS if getattr(data, k, None) is not None]
+        if not have:
             raise ValueError(
-                f"split: dataset {getattr(data, 'name', '?')!r} has no public split; "
-                "use the random split (--split random)"
+                f"split: dataset {name!r} has no public split; use the random split "
+                "(--split random)"
             )
-        return {k: getattr(data, k) for k in ("train_mask", "val_mask", "test_mask")}
+        if len(have) < len(SPLIT_MASKS):
+            missing = [k for k in SPLIT_MASKS if k not in have]
+            raise ValueError(
+                f"split: dataset {name!r} has {', '.join(have)} but no {', '.join(missing)}; "
+                "expected all three masks of a public split: save them, or use the random "
+                "split (--split random)"
+            )
+        n = int(data.num_nodes)
+        masks = {k: bool_mask(getattr(data, k), n, f"dataset {name!r}: {k}") for k in have}
+        for a, b in (("train_mask", "val_mask"), ("train_mask", "test_mask")):
+            both = int((masks[a] & masks[b]).sum())
+            if both:
+                warnings.warn(
+                    f"split: dataset {name!r}: {both} nodes are in both {a} and {b}, so the "
+                    f"{b.removesuffix('_mask')} accuracy counts nodes the model trained on",
+                    stacklevel=2,
+                )
+        return masks
     raise ValueError(f"split: expected one of 'random', 'public', received {split!r}")
 
 

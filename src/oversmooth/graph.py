@@ -78,6 +78,10 @@ def check_edge_index(edge_index: Tensor, num_nodes: int | None) -> int:
     return num_nodes
 
 
+#: The smallest normal float64: positive edge weights (so degrees) are at least this.
+TINY = torch.finfo(torch.float64).tiny
+
+
 def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
     """Validate optional edge weights: ``[num_edges]``, real, finite, non-negative."""
     if edge_weight is None:
@@ -102,6 +106,15 @@ def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
         raise ValueError(
             f"edge_weight: expected non-negative weights, received a minimum of "
             f"{float(edge_weight.min()):g}"
+        )
+    small = edge_weight.to(torch.float64)
+    small = small[(small > 0) & (small < TINY)]
+    if small.numel():
+        raise ValueError(
+            f"edge_weight: positive weights as small as {float(small.min()):g}, below the "
+            f"smallest normal float64 ({TINY:.3g}), where they have lost their digits; expected "
+            "weights of at least that: rescale them (P = D^-1 W depends only on their ratios), "
+            "e.g. divide them by their maximum"
         )
     if num_edges and not math.isfinite(float(edge_weight.to(torch.float64).sum())):
         # a degree (a sum of weights) would overflow to inf, and P = D^-1 W to 0 ("no edges")
@@ -165,7 +178,10 @@ class GraphOperator:
         )
         self.has_neighbors: Tensor = self.degree > 0  # [num_nodes] bool
         self.num_isolated: int = int((~self.has_neighbors).sum())  # one sync, at build time
-        self._inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(1e-300), 0.0)
+        # the clamp only keeps 1/0 out of the masked entries: every positive degree is at least
+        # the smallest normal float64 (check_edge_weight); a clamp at 1e-300 made uniform
+        # weights of 1e-305 give P's rows sums of 1e-5 instead of 1 (an audit)
+        self._inv_degree = torch.where(self.has_neighbors, 1.0 / self.degree.clamp_min(TINY), 0.0)
         self._set_matrix(weight)
         self._set_batch(batch)
         self.dense_mask: Tensor | None = None  # [B, N] bool, set by as_graph for dense inputs

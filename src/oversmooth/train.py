@@ -607,7 +607,12 @@ def _training_data(config: TrainConfig, device: torch.device) -> tuple[Any, _Inp
     if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
         raise ValueError(
             f"split: {config.split!r} leaves no training or validation node on "
-            f"{config.dataset!r}; use --split random"
+            f"{config.dataset!r}; "
+            + (
+                "use --split random"
+                if config.split != "random"
+                else f"the random 60/20/20 split needs at least 3 nodes, it has {data.num_nodes}"
+            )
         )
     if getattr(data, "batch", None) is not None and (
         config.model.norm == "graph" or "S" in config.model.pattern

@@ -108,7 +108,7 @@ def _rusch(s: LayerState) -> Tensor:
 def _inv_sqrt_degree(op: GraphOperator) -> Tensor:
     """``d_i^{-1/2}`` per node, 0 where ``d_i = 0`` (the pseudo-inverse convention): ``[n]``."""
     has = op.degree > 0
-    return torch.where(has, op.degree.clamp_min(1e-300).rsqrt(), 0.0)
+    return torch.where(has, op.degree.clamp_min(torch.finfo(torch.float64).tiny).rsqrt(), 0.0)
 
 
 def _normalized_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:
