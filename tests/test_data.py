@@ -816,3 +816,12 @@ def test_a_random_split_too_small_to_train_on_says_why(tmp_path):
     config = TrainConfig(model=ModelConfig(name="postln", depth=2), dataset=str(path), epochs=1)
     with pytest.raises(ValueError, match="the random 60/20/20 split needs at least 3 nodes"):
         train(config, out=tmp_path / "run")
+
+
+def test_a_saved_graph_says_when_edges_weigh_nothing(tmp_path):
+    path = _saved(tmp_path, "zero.pt")
+    data = torch.load(path, weights_only=False)
+    data.edge_weight = torch.zeros(data.edge_index.size(1))
+    torch.save(data, path)
+    with pytest.warns(UserWarning, match="24 of its 24 edges have weight 0: no edge to the"):
+        D.load(str(path))

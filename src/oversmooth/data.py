@@ -706,8 +706,16 @@ def _stored_as_is(obj: Data, n: int) -> list[str]:
                 f"{loops} self loops: the metrics count them in the degrees; the models replace "
                 "them by their own weight-1 loops"
             )
+    weight = getattr(obj, "edge_weight", None)
+    if isinstance(weight, Tensor) and weight.numel():
+        zero = int((weight == 0).sum())
+        if zero:
+            said.append(
+                f"{zero} of its {weight.numel()} edges have weight 0: no edge to the metrics "
+                "and the models (datasets --stats counts them)"
+            )
     attr = getattr(obj, "edge_attr", None)
-    if getattr(obj, "edge_weight", None) is None and isinstance(attr, Tensor):
+    if weight is None and isinstance(attr, Tensor):
         if attr.numel() == src.numel() and attr.is_floating_point():
             said.append(
                 "edge_attr (one value per edge) is not read as weights: the graph is measured "
