@@ -59,7 +59,7 @@ def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
             "laws-overlap",
             "inconclusive",
             "energy decays by 1.50 decades over layers 1-64 but the laws do not separate: an "
-            f"exponential factor halving or doubling every {math.log(2) / 0.02:.3g} layers",
+            f"exponential factor halving every {math.log(2) / 0.02:.3g} layers",
         ),
         ("opposite-sign", "inconclusive", "energy decays by 1.50 decades over layers 1-64 but "),
         ("small-exponential", "inconclusive", "energy decays by 1.50 decades over layers 1-64 "),
@@ -285,3 +285,40 @@ def test_an_interval_narrower_than_its_digits_gets_the_digits_that_tell_its_ends
     )
     text = verdict_text(verdict(frame, dtype="float64"))
     assert "decays like k^-1.000 " in text and "(95% interval -1.002 to -0.999)" in text, text
+
+
+def test_an_open_law_names_the_exponential_factor_on_the_curves_own_side():
+    """The Post-LN main command said "an exponential factor halving or doubling every 2.53
+    layers cannot be ruled out": 2.53 was the doubling end of beta's interval (-0.129 to
+    +0.274) on a decaying curve, read as halving, which beta ruled out faster than every 5.37."""
+    from oversmooth.report.prose import fastest_exponential
+
+    ev = {"beta_interval": [-0.129, 0.274]}
+    assert fastest_exponential(ev, "decay") == (0.129, False)
+    assert fastest_exponential(ev, "growth") == (0.274, False)
+    assert fastest_exponential(ev, None) == (0.274, False)  # said "halving or doubling"
+    ev["late_slope_interval"] = [-0.153, -0.029]  # the late rate bounds it where faster
+    assert fastest_exponential(ev, "decay") == (0.153, True)
+
+
+def test_a_limit_still_moving_is_said_by_its_interval_alone():
+    """Linear diffusion at depth 1024: "asymptotic halving length 162, interval 72.2 or more",
+    where the spectrum halves every 95.5 layers: 162 was the law fitted's beta, from a family
+    that misfits a curve still crossing over; the interval held the truth."""
+    from oversmooth.report.prose import verdict_text
+
+    found = {
+        "label": "exponential-smoothing",
+        "reason": "exp-late-rate-holds",
+        "trend": "decay",
+        "asymptotic": False,
+        "rate": {"value": 88.6, "interval": [72.2, 115.0], "window": [769, 1024]},
+        "asymptotic_rate": {"value": 162.0, "interval": [72.2, None]},
+        "evidence": {"late_drift": 0.0005, "late_window": [769, 1024]},
+        "final_energy": 1e-3,
+        "seeds": 5,
+        "notes": [],
+    }
+    text = verdict_text(found)
+    assert "not yet asymptotic: the local halving length is still rising (asymptotic " in text
+    assert "halving length 72.2 or more)" in text and "162" not in text, text
