@@ -620,3 +620,41 @@ def test_a_trained_sweeps_runs_are_not_deleted_by_another_kinds_overwrite(tmp_pa
     _finished(plain, kind="sweep")
     (plain / "runs").mkdir()
     check_out(plain, overwrite=True, writer="analyze")
+
+
+def test_a_folder_set_aside_by_a_run_killed_between_its_renames_is_put_back(tmp_path):
+    """SIGKILL between move_into_place's two renames left the previous results in
+    .NAME.old-PID and the new ones in .NAME.tmp-PID, no NAME; the next run into NAME removed
+    both, and the previous results were lost without a word (an audit)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "r"
+    with atomic_folder(out, overwrite=False) as tmp:
+        (tmp / "x").write_text("previous")
+    out.rename(tmp_path / f".r.old-{dead.pid}")  # the kill: set aside, the new one not in
+    (tmp_path / f".r.tmp-{dead.pid}").mkdir()
+    with pytest.warns(UserWarning, match=r"put back from \.r\.old-\d+, where a run killed"):
+        with pytest.raises(FileExistsError):  # restored, so a run without --overwrite stops
+            with claim_folder(out, overwrite=False):
+                pass
+    assert (out / "x").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_report_puts_back_a_folder_set_aside_by_a_killed_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    out = tmp_path / "an"
+    args = ["analyze", "--dataset", "karate", "--depth", "3", "--seeds", "0", "-q"]
+    assert CliRunner().invoke(app, [*args, "--out", str(out)]).exit_code == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out.rename(tmp_path / f".an.old-{dead.pid}")
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    (tmp_path / f".an.tmp-{dead.pid}").mkdir()  # a killed rebuild's copy: no later one removed it
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    assert (out / "report.html").is_file() and (out / "metrics.csv").is_file()
+    assert not list(tmp_path.glob(".an.*"))

@@ -57,6 +57,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -152,23 +153,41 @@ def _read_pid(path: Path) -> int:
 
 def clean_stale_siblings(out: Path) -> list[Path]:
     """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` siblings of ``out`` left by dead processes
-    (and the write test's ``.oversmooth-write-test-PID``, :func:`probe_writable`)."""
+    (and the write test's ``.oversmooth-write-test-PID``, :func:`probe_writable`); call it
+    holding ``out``'s lock.
+
+    Where ``out`` itself is missing and a dead process's ``.NAME.old-PID`` is there, that
+    process was killed (SIGKILL, the out-of-memory killer, a power cut) between the two renames
+    of :func:`move_into_place`, with ``out``'s previous contents set aside: they are put back
+    (with a warning), not removed.  They were removed, and the previous results lost without a
+    word, by the next run into ``out`` (an audit)."""
     out = Path(out)
     parent = out.parent if str(out.parent) else Path(".")
     removed: list[Path] = []
     if not parent.is_dir():
         return removed
-    pattern = re.compile(
-        rf"^(?:\.{re.escape(out.name)}\.(?:tmp|old)|\.oversmooth-write-test)-(\d+)$"
-    )
+    pattern = re.compile(rf"^(?:\.{re.escape(out.name)}\.(tmp|old)|\.oversmooth-write-test)-(\d+)$")
+    stale = []
     for entry in parent.iterdir():
         match = pattern.match(entry.name)
-        if match and not _pid_alive(int(match.group(1))):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-            removed.append(entry)
+        if match and not _pid_alive(int(match.group(2))):
+            stale.append((entry, match.group(1)))
+    set_aside = [e for e, kind in stale if kind == "old" and e.is_dir() and not e.is_symlink()]
+    if set_aside and not os.path.lexists(out):
+        kept = max(set_aside, key=lambda e: e.stat().st_mtime)
+        kept.rename(out)
+        stale = [(e, kind) for e, kind in stale if e != kept]
+        warnings.warn(
+            f"{out}: put back from {kept.name}, where a run killed while replacing it had set "
+            "its previous contents aside",
+            stacklevel=2,
+        )
+    for entry, _ in stale:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
     return removed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import json
 from contextlib import nullcontext
@@ -13,7 +14,13 @@ import typer
 
 from oversmooth.cli import options as O
 from oversmooth.config import upgrade_record, value_at
-from oversmooth.outputs import check_path_text, folder_lock, probe_writable, rebuilt
+from oversmooth.outputs import (
+    check_path_text,
+    clean_stale_siblings,
+    folder_lock,
+    probe_writable,
+    rebuilt,
+)
 from oversmooth.cli._common import echo_json, handle_errors
 
 # What the renderer reads, per command: required files and the columns / keys it needs
@@ -262,8 +269,16 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         "rebuild puts its lock and its copy of the folder there; copy the folder somewhere "
         "writable and run report on the copy"
     )
+    if not found and any(folder.parent.glob(f".{glob.escape(folder.name)}.old-*")):
+        # a run killed while replacing the folder set its contents aside: put back, if its
+        # process is gone (clean_stale_siblings), under the folder's lock
+        with folder_lock(folder, unwritable, in_place=True):
+            clean_stale_siblings(folder)
+        found = folder.is_dir()
     # a rebuild moves the files it wrote into the folder: in place
     with folder_lock(folder, unwritable, in_place=True) if found else nullcontext(folder) as folder:
+        if found:  # a killed rebuild's copy (.NAME.tmp-PID), which no later rebuild removed
+            clean_stale_siblings(folder)
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
             from oversmooth.experiments.atlas import render_atlas
 
