@@ -652,3 +652,28 @@ def test_a_recorded_reference_with_a_number_json_could_not_keep_is_not_used():
         {"cell": {"dataset": "d"}},
     ]
     assert _references(records) == {"b": whole, "c": unread}
+
+
+@pytest.mark.parametrize("damage", ["no_metrics", "short_list", "words", "other_seed"])
+def test_a_cell_file_damaged_inside_is_recomputed(tmp_path, damage):
+    """A cell file of valid JSON edited or damaged inside: no metrics, a list cut short or of
+    words made every rerun fail after the merged tables were removed; a cell naming another
+    seed than its file merged that seed twice and its own never (an audit)."""
+    spec = SweepSpec(**{**TINY, "seeds": (0, 1), "workers": 1})
+    out = tmp_path / "f"
+    run_sweep(spec, out)
+    clean = pd.read_csv(out / "metrics.csv")
+    path = sorted((out / "cells").glob("*-s0-*.json"))[0]
+    record = json.loads(path.read_text())
+    if damage == "no_metrics":
+        del record["metrics"]
+    elif damage == "short_list":
+        record["metrics"]["laplacian_energy"] = record["metrics"]["laplacian_energy"][:1]
+    elif damage == "words":
+        record["metrics"]["laplacian_energy"] = "abc"
+    else:
+        record["cell"]["seed"] = 1
+    path.write_text(json.dumps(record))
+    again = run_sweep(spec, out)
+    assert again.ran == 1 and again.skipped == 1 and not again.failed
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), clean)

@@ -461,16 +461,46 @@ def write_cell(folder: Path, record: dict) -> None:
 
 
 def _records(folder: Path) -> list[dict]:
-    """Every readable cell record in ``folder`` (an unreadable one is recomputed, so skipped)."""
+    """Every readable cell record in ``folder`` (an unreadable one is recomputed, so skipped;
+    so is one whose contents are not a cell's: :func:`_whole`)."""
     records = []
     for path in sorted(folder.glob("*.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and isinstance(record.get("cell"), dict):
+        if _whole(record, path.stem):
             records.append(_with_nan(record))
     return records
+
+
+def _whole(record: Any, name: str) -> bool:
+    """Whether ``record`` (read from the file ``name``.json) is a cell's record: a dict whose
+    cell gives its id and its file's name, and, when finished (``ok``), per-layer metrics as
+    lists of numbers of one length.  A valid JSON file edited or damaged inside (no metrics,
+    a list cut short, another seed than its name) made every rerun fail after the merged
+    tables were removed, or merged one seed twice and another never (an audit)."""
+    if not isinstance(record, dict) or not isinstance(record.get("cell"), dict):
+        return False
+    try:
+        if record.get("id") != name or cell_id(record["cell"]) != name:
+            return False
+    except (KeyError, TypeError, ValueError):
+        return False
+    if record.get("status") != "ok":
+        return True
+    metrics = record.get("metrics")
+    if not isinstance(metrics, dict) or "laplacian_energy" not in metrics:
+        return False
+    lengths = set()
+    for values in metrics.values():
+        # numbers, NaN as null, and at_floor's booleans
+        if not isinstance(values, list) or not all(
+            v is None or isinstance(v, (int, float)) for v in values
+        ):
+            return False
+        lengths.add(len(values))
+    return len(lengths) == 1 and lengths != {0}
 
 
 def _with_nan(record: dict) -> dict:
