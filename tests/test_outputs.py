@@ -141,7 +141,9 @@ def test_report_rebuild_waits_for_no_run_it_would_mix_with(tmp_path):
         holder.kill()
         holder.wait()
     assert result.exit_code != 0
-    assert f"is being written by another oversmooth run (pid {holder.pid})" in result.output
+    assert f"report: {folder} is being written by another oversmooth run (pid {holder.pid})" in (
+        result.output
+    )
     assert "Traceback" not in result.output
 
 

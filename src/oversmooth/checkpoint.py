@@ -8,6 +8,7 @@ A checkpoint is a plain dict of tensors and numbers (``format``, ``version``,
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -61,6 +62,21 @@ def _write_error(path: Path, exc: BaseException) -> CheckpointWriteError:
     except OSError:
         free = None
     full = getattr(exc, "errno", None) == errno.ENOSPC or (free is not None and free < FULL_BYTES)
+    # a run's first save writes into its hidden new folder (.NAME.tmp-PID), which goes with
+    # it: no previous checkpoint, nothing to resume (the line said "the previous checkpoint is
+    # kept ... rerun with --resume", of a temporary path, and --resume then found none)
+    parts, new_run = path.parent.parts, None
+    for i, part in enumerate(parts):
+        match = re.match(r"^\.(.+)\.tmp-\d+$", part)
+        if match:
+            new_run = Path(*parts[:i], match.group(1))
+            break
+    if full and new_run is not None:
+        return CheckpointWriteError(
+            errno.ENOSPC,
+            f"{new_run}: its first checkpoint could not be written, no space left on the device; "
+            "nothing was saved: free some space and rerun",
+        )
     if full:
         return CheckpointWriteError(
             errno.ENOSPC,

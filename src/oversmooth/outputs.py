@@ -728,8 +728,15 @@ def _written_in_place(lock: Path) -> bool:
         return False
 
 
-def _acquire(lock: Path, out: Path, unwritable: str | None = None, in_place: bool = False) -> int:
-    """Hold the OS-level lock on ``lock``; returns its file descriptor (closing it releases)."""
+def _acquire(
+    lock: Path,
+    out: Path,
+    unwritable: str | None = None,
+    in_place: bool = False,
+    rebuild: bool = False,
+) -> int:
+    """Hold the OS-level lock on ``lock``; returns its file descriptor (closing it releases).
+    ``rebuild``: for ``oversmooth report``, which has no ``--out`` to choose again."""
     for _ in range(100):
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -752,8 +759,11 @@ def _acquire(lock: Path, out: Path, unwritable: str | None = None, in_place: boo
         os.close(fd)
         if not locked:
             raise FolderBusyError(
-                f"--out: {out} is being written by another oversmooth run (pid {_owner(lock)}); "
-                "wait for it to finish or choose another folder"
+                f"report: {out} is being written by another oversmooth run (pid "
+                f"{_owner(lock)}); wait for it to finish, then rebuild its report"
+                if rebuild
+                else f"--out: {out} is being written by another oversmooth run (pid "
+                f"{_owner(lock)}); wait for it to finish or choose another folder"
             )
         # we locked a file its holder had just released and removed: lock the one there now
     raise FolderBusyError(f"--out: could not claim {out} (its lock kept changing); try again")
@@ -854,7 +864,10 @@ def _followed(out: Path) -> Path:
 
 @contextmanager
 def folder_lock(
-    out: str | os.PathLike, unwritable: str | None = None, in_place: bool = False
+    out: str | os.PathLike,
+    unwritable: str | None = None,
+    in_place: bool = False,
+    rebuild: bool = False,
 ) -> Iterator[Path]:
     """Hold the exclusive lock of the folder ``out`` names (``.NAME.lock`` beside it) for the
     block; the block gets the folder's real path.  A symbolic link, or a path through one, is
@@ -879,7 +892,7 @@ def folder_lock(
     # the file behind: held back until the claim is recorded, delivered inside the ``try``
     held = _hold_signals()
     try:
-        fd = _acquire(lock, out, unwritable, in_place)
+        fd = _acquire(lock, out, unwritable, in_place, rebuild)
     except BaseException:
         _release_signals(held)
         _drop_empty(created)

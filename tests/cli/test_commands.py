@@ -210,7 +210,7 @@ def test_a_report_rebuild_that_fails_part_way_leaves_the_folder_as_it_was(tmp_pa
         real(path, text)
 
     monkeypatch.setattr(document, "atomic_text", full)
-    _one_line_error(run("report", out), 1, "No space left on device")
+    _one_line_error(run("report", out), 1, "no space left on the device; free some space")
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != "notes.txt"} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no copy, no lock left
     monkeypatch.setattr(document, "atomic_text", real)

@@ -400,3 +400,25 @@ def test_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, command,
     assert calls == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "sub"]
     assert list((tmp_path / "sub").iterdir()) == []
+
+
+def test_a_full_disk_is_said_with_the_folder_the_user_named():
+    """ "OSError: [Errno 28] No space left on device" named no file; train's first save said
+    "the previous checkpoint is kept ... rerun with --resume" of a hidden temporary path, and
+    --resume then found nothing (a fault-injection audit)."""
+    import errno
+    from pathlib import Path
+
+    from oversmooth.checkpoint import _write_error
+    from oversmooth.cli._common import _disk_full
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/data/.an.tmp-55/metrics.csv")
+    said = _disk_full(full)
+    assert said.startswith("no space left on the device writing /data/an/metrics.csv; free")
+    assert _disk_full(OSError(errno.EACCES, "denied")) == ""
+    first = _write_error(Path("/data/.t.tmp-9/last.pt"), OSError(errno.ENOSPC, "No space"))
+    assert str(first).startswith("/data/t: its first checkpoint could not be written")
+    assert "nothing was saved" in str(first) and "--resume" not in str(first)
+    later = _write_error(Path("/data/t/last.pt"), OSError(errno.ENOSPC, "No space"))
+    assert "the previous checkpoint is kept" in str(later) and "--resume" in str(later)
+    assert _disk_full(first) == ""  # its own line stands

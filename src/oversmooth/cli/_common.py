@@ -13,6 +13,7 @@ still exits 2, anything else is re-raised.
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
 import os
@@ -172,11 +173,15 @@ def handle_errors(fn: F) -> F:
         except USER_ERRORS as exc:
             if DEBUG["on"]:
                 traceback.print_exc()
+            if _disk_full(exc):
+                raise fail(_disk_full(exc), 1) from None
             text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise fail(as_flag(text), 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise
+            if _disk_full(exc):
+                raise fail(_disk_full(exc), 1) from None
             if getattr(exc, "clean_message", False):
                 raise fail(str(exc), 1) from None
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -186,6 +191,33 @@ def handle_errors(fn: F) -> F:
             raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _disk_full(exc: BaseException) -> str:
+    """The line for a write that found the disk full ("" for any other error):
+    "OSError: [Errno 28] No space left on device" named no file (an audit)."""
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return ""
+    if getattr(exc, "clean_message", False):  # said already, as its writer knows it
+        return ""
+    where = f" writing {_shown_path(exc.filename)}" if exc.filename else ""
+    return (
+        f"no space left on the device{where}; free some space and rerun (a result folder is "
+        "swapped in only once whole: none was half-written)"
+    )
+
+
+_TEMPORARY = re.compile(r"^\.(.+)\.(?:tmp|old)-\d+$")
+
+
+def _shown_path(filename: object) -> str:
+    """``filename`` as the user knows it: a run's hidden temporary folder
+    (``.NAME.tmp-PID``) named as the folder it becomes (``NAME``)."""
+    parts = [
+        match.group(1) if (match := _TEMPORARY.match(part)) else part
+        for part in Path(str(filename)).parts
+    ]
+    return str(Path(*parts))
 
 
 def _stdout_gone() -> bool:

@@ -272,11 +272,15 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     if not found and any(folder.parent.glob(f".{glob.escape(folder.name)}.old-*")):
         # a run killed while replacing the folder set its contents aside: put back, if its
         # process is gone (clean_stale_siblings), under the folder's lock
-        with folder_lock(folder, unwritable, in_place=True):
+        with folder_lock(folder, unwritable, in_place=True, rebuild=True):
             clean_stale_siblings(folder)
         found = folder.is_dir()
     # a rebuild moves the files it wrote into the folder: in place
-    with folder_lock(folder, unwritable, in_place=True) if found else nullcontext(folder) as folder:
+    with (
+        folder_lock(folder, unwritable, in_place=True, rebuild=True)
+        if found
+        else nullcontext(folder) as folder
+    ):
         if found:  # a killed rebuild's copy (.NAME.tmp-PID), which no later rebuild removed
             clean_stale_siblings(folder)
         if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
