@@ -195,6 +195,10 @@ def test_report_names_the_missing_or_corrupt_file(tmp_path):
     one_line_error(run("report", out), 2, "metrics.csv: line 4 has 2 fields, the header 3")
     (out / "metrics.csv").write_text(good.replace("0.75", "abc"))
     one_line_error(run("report", out), 2, "column laplacian_energy holds 'abc' on line 3")
+    # a metric's whole column of words ("could not convert string to float", naming no file)
+    words = "seed,layer,laplacian_energy,feature_norm\n0,0,1.5,a\n0,1,0.75,b\n0,2,0.375,c\n"
+    (out / "metrics.csv").write_text(words)
+    one_line_error(run("report", out), 2, "column feature_norm holds 'a' on line 2")
     (out / "config.json").write_bytes(b"\xff\xfe")
     one_line_error(run("report", out), 2, "config.json: not UTF-8")
 
