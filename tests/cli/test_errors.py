@@ -426,3 +426,18 @@ def test_a_full_disk_is_said_with_the_folder_the_user_named():
     later = _write_error(Path("/data/t/last.pt"), OSError(errno.ENOSPC, "No space"))
     assert "the previous checkpoint is kept" in str(later) and "--resume" in str(later)
     assert _disk_full(first) == ""  # its own line stands
+
+
+def test_an_os_error_names_the_path_the_user_knows():
+    """ "[Errno 1] Operation not permitted: '.../cells/.preln-...json.tmp-8304'" named a hidden
+    temporary file (a fault-injection audit)."""
+    import errno
+
+    from oversmooth.cli._common import _os_error_text
+
+    denied = PermissionError(errno.EPERM, "Operation not permitted", "/s/cells/.c.json.tmp-84")
+    assert _os_error_text(denied) == "/s/cells/c.json: Operation not permitted"
+    moved = OSError(errno.EISDIR, "Is a directory")
+    moved.filename, moved.filename2 = "/s/.a.tmp-3/x", "/s/b"
+    assert _os_error_text(moved) == "/s/a/x -> /s/b: Is a directory"
+    assert _os_error_text(ValueError("x")) == "" and _os_error_text(OSError("plain")) == ""

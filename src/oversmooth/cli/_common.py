@@ -175,7 +175,7 @@ def handle_errors(fn: F) -> F:
                 traceback.print_exc()
             if _disk_full(exc):
                 raise fail(_disk_full(exc), 1) from None
-            text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = _os_error_text(exc) or _first_line(exc)
             raise fail(as_flag(text), 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
@@ -191,6 +191,21 @@ def handle_errors(fn: F) -> F:
             raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _os_error_text(exc: BaseException) -> str:
+    """An OS error raised as the system words it (``[Errno 1] Operation not permitted:
+    '/x/.cells.tmp-8304'``, a hidden temporary path the user never named: an audit) as
+    ``PATH: what happened``, the path as the user knows it; "" for any other error."""
+    if not isinstance(exc, OSError) or not exc.filename or not str(exc).startswith("[Errno"):
+        return ""
+    what, first = exc.strerror or "failed", _shown_path(exc.filename)
+    second = _shown_path(exc.filename2) if exc.filename2 else first
+    return f"{first}: {what}" if second == first else f"{first} -> {second}: {what}"
 
 
 def _disk_full(exc: BaseException) -> str:
