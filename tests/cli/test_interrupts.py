@@ -340,3 +340,33 @@ def test_ctrl_c_during_train_is_its_own_line_alone(tmp_path):
     lines = err.splitlines()
     assert proc.returncode == 130 and len(lines) == 1, err
     assert lines[0].startswith("interrupted: ") and "--resume" in lines[0]
+
+
+@pytest.mark.parametrize("how", ["terminated", "interrupted"])
+def test_a_training_stopped_once_it_finished_is_said_complete(tmp_path, monkeypatch, how):
+    """SIGTERM once the run had written its summary said "300 epochs saved; continue with ...
+    --resume" of a complete run, and Ctrl-C there a bare "interrupted" (a fault-injection
+    audit): both now say the folder holds the complete run."""
+    from typer.testing import CliRunner
+
+    import oversmooth.train as train_module
+    from oversmooth.cli.main import app
+    from oversmooth.train import TrainResult
+
+    out = tmp_path / "t"
+
+    def finished_then_stopped(config, out_path, **kwargs):
+        folder = Path(out_path)
+        folder.mkdir()
+        for name in ("summary.json", "report.md", "report.html"):
+            (folder / name).write_text("{}")
+        if how == "interrupted":
+            raise KeyboardInterrupt
+        best = {"train_acc": 1.0, "val_acc": 1.0, "test_acc": 1.0, "val_loss": 0.1}
+        return TrainResult(folder, 3, best, 3, "terminated")
+
+    monkeypatch.setattr(train_module, "train", finished_then_stopped)
+    result = CliRunner().invoke(app, ["train", "--dataset", "karate", "--out", str(out), "-q"])
+    assert result.exit_code == (143 if how == "terminated" else 130), result.output
+    assert f"{how} after the run was complete: {out} holds it" in result.output
+    assert "--resume" not in result.output

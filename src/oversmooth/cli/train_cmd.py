@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -66,18 +68,42 @@ def train(
         if resume:
             raise ValueError("--resume: pass --out with the folder of the run to continue")
         out = default_out("train", config.model.name)
-    with progress_bar(not quiet) as update:  # per epoch, with the epoch's scores
-        result = run_training(
-            config,
-            out,
-            resume=resume,
-            overwrite=overwrite,
-            progress=update,
-            checkpoint_every=checkpoint_every,
-            report=partial(write_training_report, **formats),
-        )
+    started = time.time()
+    try:
+        with progress_bar(not quiet) as update:  # per epoch, with the epoch's scores
+            result = run_training(
+                config,
+                out,
+                resume=resume,
+                overwrite=overwrite,
+                progress=update,
+                checkpoint_every=checkpoint_every,
+                report=partial(write_training_report, **formats),
+            )
+    except KeyboardInterrupt:  # Ctrl-C after the finished run wrote its summary.json
+        _exit_if_complete(Path(out), "interrupted", started)
+        raise
     _print_result(result, as_json)
+    if result.stopped in ("interrupted", "terminated"):
+        _exit_if_complete(result.out, result.stopped, started)
     _exit_if_stopped(result)
+
+
+def _exit_if_complete(out: Path, stopped: str, started: float) -> None:
+    """A stop that came once this run had finished (its summary.json, written after the
+    report, is there): said as such, not as a run to continue with --resume (SIGTERM said "300
+    epochs saved; continue ... --resume" of a complete run, Ctrl-C a bare "interrupted": an
+    audit)."""
+    summary = out / "summary.json"
+    try:
+        finished = summary.stat().st_mtime >= started
+    except OSError:
+        return
+    if not finished:  # another run's (an --overwrite not yet swapped in)
+        return
+    typer.echo(f"{stopped} after the run was complete: {out} holds it", err=True)
+    FINISHED["stop_said"] = True
+    raise typer.Exit(130 if stopped == "interrupted" else 143)
 
 
 def _print_result(result: TrainResult, as_json: bool) -> None:
