@@ -441,3 +441,16 @@ def test_an_os_error_names_the_path_the_user_knows():
     moved.filename, moved.filename2 = "/s/.a.tmp-3/x", "/s/b"
     assert _os_error_text(moved) == "/s/a/x -> /s/b: Is a directory"
     assert _os_error_text(ValueError("x")) == "" and _os_error_text(OSError("plain")) == ""
+
+
+def test_report_refuses_a_configuration_value_of_the_wrong_type(tmp_path):
+    """A hand-edited depth "x" was drawn into the title and the rerun command, exit 0."""
+    out = tmp_path / "r"
+    assert run("analyze", *FAST, "--out", out).exit_code == 0
+    config = json.loads((out / "config.json").read_text())
+    config["model"]["depth"] = "x"
+    (out / "config.json").write_text(json.dumps(config))
+    one_line_error(run("report", out), 2, "config.json: model.depth is 'x', expected a whole")
+    config["model"]["depth"], config["seeds"] = 4, "abc"
+    (out / "config.json").write_text(json.dumps(config))
+    one_line_error(run("report", out), 2, "config.json: seeds is 'abc', expected a list of whole")

@@ -181,6 +181,33 @@ def _check_fits(path: Path, command: str) -> None:
             raise ValueError(f"{path}: {key} must be an object, received {record!r}; {_RERUN}")
 
 
+#: What the configuration's keys the report reads must hold.
+_CONFIG_TYPES = {
+    "depth": "a whole number",
+    "seeds": "a list of whole numbers",
+    "depths": "a list of whole numbers",
+    "name": "text",
+    "conv": "text",
+    "dataset": "text",
+    "models": "a list of names",
+    "convs": "a list of names",
+    "datasets": "a list of names",
+}
+
+
+def _typed(value: object, kind: str) -> bool:
+    def whole(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if kind == "a whole number":
+        return whole(value)
+    if kind == "text":
+        return isinstance(value, str)
+    if not isinstance(value, list) or not value:
+        return False
+    return all(whole(v) if kind == "a list of whole numbers" else isinstance(v, str) for v in value)
+
+
 def _has(record: dict, path: str) -> bool:
     try:
         value_at(record, path)
@@ -213,6 +240,13 @@ def check_report_folder(folder: Path) -> None:
     missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:
         raise ValueError(f"{config_path}: missing {', '.join(missing)}; {_RERUN}")
+    for key in _CONFIG_KEYS[command]:
+        value, kind = value_at(config, key), _CONFIG_TYPES.get(key.rsplit(".", 1)[-1])
+        if kind is not None and not _typed(value, kind):
+            # a hand-edited depth "x" was drawn into the title and the rerun command (exit 0)
+            raise ValueError(
+                f"{config_path}: {key} is {value!r}, expected {kind}; {_RERUN} (or restore it)"
+            )
     for name, columns in _NEEDS[command].items():
         if name.endswith(".json"):
             _check_fits(folder / name, command)
