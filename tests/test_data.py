@@ -687,14 +687,18 @@ def test_integer_split_masks_are_read_as_bool_and_others_refused(tmp_path):
     for i, key in enumerate(D.SPLIT_MASKS):
         assert split[key].dtype == torch.bool
         assert torch.equal(split[key], torch.arange(n) % 3 == i)
+    good = {k: torch.ones(n, dtype=torch.bool) for k in ("val_mask", "test_mask")}
     for bad, match in [
         (torch.tensor([0, 5, 7]), r"shape \[3\]; expected a \[12\] bool mask"),
         (torch.arange(n) % 3, "values other than 0 and 1"),
-        (torch.ones(n, 2, dtype=torch.bool), r"shape \[12, 2\]"),
+        (torch.ones(n, 2, dtype=torch.bool), r"shape \[12, 2\], 2 splits \(one per column\)"),
     ]:
-        path = _saved(tmp_path, "bad.pt", train_mask=bad)
-        with pytest.raises(ValueError, match=match):
-            D.load(str(path))
+        # loaded as they are (PyG saves WebKB, Chameleon, Actor with [n, 10] masks, and a
+        # command that reads no split must take them); refused where the split is read
+        data = D.load(str(_saved(tmp_path, "bad.pt", train_mask=bad, **good)))
+        with pytest.raises(ValueError, match=match), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            D.split_masks(data, "public")
 
 
 def test_a_public_split_needs_all_three_masks_and_says_when_they_overlap(tmp_path):
@@ -825,3 +829,20 @@ def test_a_saved_graph_says_when_edges_weigh_nothing(tmp_path):
     torch.save(data, path)
     with pytest.warns(UserWarning, match="24 of its 24 edges have weight 0: no edge to the"):
         D.load(str(path))
+
+
+def test_an_empty_processed_folder_is_not_a_dataset_on_disk(tmp_path):
+    """PyG makes processed/ before a download that fails; an empty one counted as the files
+    being there, and the error then blamed damaged files (a regression audit)."""
+    (tmp_path / "PubMed" / "processed").mkdir(parents=True)
+    assert not D.on_disk("pubmed", tmp_path)
+    (tmp_path / "PubMed" / "processed" / "data.pt").write_bytes(b"x")
+    assert D.on_disk("pubmed", tmp_path)
+
+
+def test_label_ids_up_to_the_limit_are_taken(tmp_path):
+    path = _saved(tmp_path, "ids.pt")
+    data = torch.load(path, weights_only=False)
+    data.y = torch.tensor([0] * 11 + [D.LABEL_IDS_MAX])
+    torch.save(data, path)
+    assert int(D.load(str(path)).y.max()) == D.LABEL_IDS_MAX

@@ -660,3 +660,39 @@ def test_report_puts_back_a_folder_set_aside_by_a_killed_run(tmp_path):
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     assert (out / "report.html").is_file() and (out / "metrics.csv").is_file()
     assert not list(tmp_path.glob(".an.*"))
+
+
+def test_a_set_aside_folder_is_put_back_whatever_its_pid_and_kept_beside_a_file(tmp_path):
+    """PIDs are reused after a restart: a live PID in the name left the previous results hidden
+    (and removed once that PID exited); with NAME a file, the set-aside folder was removed
+    (a regression audit)."""
+    out = tmp_path / "r"
+    aside = tmp_path / f".r.old-{os.getpid()}"  # a live PID: this process's
+    aside.mkdir()
+    (aside / "x").write_text("previous")
+    with pytest.warns(UserWarning, match="put back from"):
+        clean_stale_siblings(out)
+    assert (out / "x").read_text() == "previous"
+    out.rename(aside)
+    out.write_text("a file")
+    with pytest.warns(UserWarning, match=r"is not a folder; left \.r\.old-"):
+        clean_stale_siblings(out)
+    assert (aside / "x").read_text() == "previous"
+
+
+def test_report_rebuilds_a_training_folder_it_put_back(tmp_path):
+    """The command was read before the folder was back: "unknown command 'train'" the first
+    time, a success the second (a regression audit)."""
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    out = tmp_path / "t"
+    args = ["train", "--dataset", "karate", "--depth", "2", "--epochs", "2", "-q"]
+    assert CliRunner().invoke(app, [*args, "--out", str(out)]).exit_code == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out.rename(tmp_path / f".t.old-{dead.pid}")
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "report.html").is_file()

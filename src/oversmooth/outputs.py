@@ -167,22 +167,37 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     if not parent.is_dir():
         return removed
     pattern = re.compile(rf"^(?:\.{re.escape(out.name)}\.(tmp|old)|\.oversmooth-write-test)-(\d+)$")
-    stale = []
+    stale: list[Path] = []
+    set_aside: dict[Path, int] = {}  # .NAME.old-PID folders -> PID
     for entry in parent.iterdir():
         match = pattern.match(entry.name)
-        if match and not _pid_alive(int(match.group(2))):
-            stale.append((entry, match.group(1)))
-    set_aside = [e for e, kind in stale if kind == "old" and e.is_dir() and not e.is_symlink()]
+        if match is None:
+            continue
+        pid = int(match.group(2))
+        if match.group(1) == "old" and entry.is_dir() and not entry.is_symlink():
+            # whatever its PID says (PIDs are reused after a restart): under out's lock no run
+            # is between its two renames, so a copy set aside with no out is a killed run's
+            set_aside[entry] = pid
+        elif not _pid_alive(pid):
+            stale.append(entry)
     if set_aside and not os.path.lexists(out):
         kept = max(set_aside, key=lambda e: e.stat().st_mtime)
         kept.rename(out)
-        stale = [(e, kind) for e, kind in stale if e != kept]
+        del set_aside[kept]
         warnings.warn(
             f"{out}: put back from {kept.name}, where a run killed while replacing it had set "
             "its previous contents aside",
             stacklevel=2,
         )
-    for entry, _ in stale:
+    if set_aside and not out.is_dir():  # never removed while out is no folder to keep
+        warnings.warn(
+            f"{out}: is not a folder; left {', '.join(e.name for e in set_aside)} beside it, "
+            "the previous contents of a folder of that name a killed run had set aside",
+            stacklevel=2,
+        )
+    else:  # out replaced, then the run killed before it removed the old copy
+        stale.extend(e for e, pid in set_aside.items() if not _pid_alive(pid))
+    for entry in stale:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:

@@ -454,3 +454,33 @@ def test_report_refuses_a_configuration_value_of_the_wrong_type(tmp_path):
     config["model"]["depth"], config["seeds"] = 4, "abc"
     (out / "config.json").write_text(json.dumps(config))
     one_line_error(run("report", out), 2, "config.json: seeds is 'abc', expected a list of whole")
+
+
+def test_an_os_error_path_is_said_as_it_is(capsys):
+    """A bare file named "depth" read as the option --depth; bytes names printed as b'...';
+    a file descriptor as a path (a regression audit)."""
+    import errno
+
+    import typer
+
+    from oversmooth.cli._common import _os_error_text, handle_errors
+
+    @handle_errors
+    def denied(name):
+        raise PermissionError(errno.EACCES, "Permission denied", name)
+
+    for name, said in [("depth", "error: depth: Permission denied"), (b"/a/.o.tmp-2/m", "/a/o/m")]:
+        with pytest.raises(typer.Exit) as stop:
+            denied(name)
+        assert stop.value.exit_code == 2
+        assert said in capsys.readouterr().err
+    fd = PermissionError(errno.EACCES, "Permission denied")
+    fd.filename = 3
+    assert _os_error_text(fd) == ""
+    assert _os_error_text(PermissionError(errno.EACCES, "x", b"/a/.o.tmp-2/m")) == "/a/o/m: x"
+
+
+def test_seeds_up_to_what_torch_takes(tmp_path):
+    from oversmooth import data as D
+
+    assert D.load(f"csbm:n=50,degree=4,seed={2**64 - 1}").num_nodes == 50

@@ -175,13 +175,17 @@ def handle_errors(fn: F) -> F:
                 traceback.print_exc()
             if _disk_full(exc):
                 raise fail(_disk_full(exc), 1) from None
-            text = _os_error_text(exc) or _first_line(exc)
-            raise fail(as_flag(text), 2) from None
+            # a path is said as it is: a file named "depth" read as the option --depth
+            text = _os_error_text(exc) or as_flag(_first_line(exc))
+            raise fail(text, 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise
             if _disk_full(exc):
                 raise fail(_disk_full(exc), 1) from None
+            if _os_error_text(exc):  # EIO and the like, of a hidden temporary path too
+                said = f"{type(exc).__name__}: {_os_error_text(exc)}"
+                raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
             if getattr(exc, "clean_message", False):
                 raise fail(str(exc), 1) from None
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -201,10 +205,16 @@ def _os_error_text(exc: BaseException) -> str:
     """An OS error raised as the system words it (``[Errno 1] Operation not permitted:
     '/x/.cells.tmp-8304'``, a hidden temporary path the user never named: an audit) as
     ``PATH: what happened``, the path as the user knows it; "" for any other error."""
-    if not isinstance(exc, OSError) or not exc.filename or not str(exc).startswith("[Errno"):
+    if not isinstance(exc, OSError) or not str(exc).startswith("[Errno"):
         return ""
+    if not isinstance(exc.filename, (str, bytes, os.PathLike)) or not exc.filename:
+        return ""  # none, or a file descriptor: the system's words are all there is
     what, first = exc.strerror or "failed", _shown_path(exc.filename)
-    second = _shown_path(exc.filename2) if exc.filename2 else first
+    second = (
+        _shown_path(exc.filename2)
+        if isinstance(exc.filename2, (str, bytes, os.PathLike)) and exc.filename2
+        else first
+    )
     return f"{first}: {what}" if second == first else f"{first} -> {second}: {what}"
 
 
@@ -215,7 +225,8 @@ def _disk_full(exc: BaseException) -> str:
         return ""
     if getattr(exc, "clean_message", False):  # said already, as its writer knows it
         return ""
-    where = f" writing {_shown_path(exc.filename)}" if exc.filename else ""
+    named = isinstance(exc.filename, (str, bytes, os.PathLike)) and exc.filename
+    where = f" writing {_shown_path(exc.filename)}" if named else ""
     return (
         f"no space left on the device{where}; free some space and rerun (a result folder is "
         "swapped in only once whole: none was half-written)"
@@ -228,9 +239,10 @@ _TEMPORARY = re.compile(r"^\.(.+)\.(?:tmp|old)-\d+$")
 def _shown_path(filename: object) -> str:
     """``filename`` as the user knows it: a run's hidden temporary folder
     (``.NAME.tmp-PID``) named as the folder it becomes (``NAME``)."""
+    text = os.fsdecode(filename) if isinstance(filename, (str, bytes, os.PathLike)) else ""
     parts = [
         match.group(1) if (match := _TEMPORARY.match(part)) else part
-        for part in Path(str(filename)).parts
+        for part in Path(text or str(filename)).parts
     ]
     return str(Path(*parts))
 

@@ -298,7 +298,6 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     from oversmooth.report.render import render_report
 
     formats = figure_formats(figure_format)
-    command = _command_of(folder)
     # the claim a run writing the folder holds: a rebuild beside `analyze --overwrite` read
     # the old run's tables and wrote its report into the new run's folder
     try:
@@ -317,6 +316,7 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         with folder_lock(folder, unwritable, in_place=True, rebuild=True):
             clean_stale_siblings(folder)
         found = folder.is_dir()
+    command = _command_of(folder)  # read once a folder set aside is back
     # a rebuild moves the files it wrote into the folder: in place
     with (
         folder_lock(folder, unwritable, in_place=True, rebuild=True)

@@ -444,7 +444,7 @@ def separating(lo: float, hi: float, fmt: str) -> str:
         chosen = f"{sign}.{int(digits) + extra}{kind}"
         if lo == hi or format(lo, chosen) != format(hi, chosen):
             return chosen
-    return chosen
+    return fmt  # equal to rounding: more digits would say nothing more
 
 
 def span_text(pair: Any, fmt: str = ".3g") -> str:
