@@ -303,3 +303,42 @@ def test_cosine_near_one_and_rows_near_1e160():
     assert_close(M.feature_norm(x), ref.ld_feature_norm(a), "feature_norm 1e160")
     assert math.isfinite(float(M.effective_rank(x)))
     assert_close(M.effective_rank(x), ref.ld_effective_rank(a), "erank 1e160")
+
+
+def test_cosine_metrics_of_rows_of_very_different_sizes():
+    """u - v rebuilt from d = a - b cancels down to the smaller row when the two differ in
+    size, losing their ratio in digits: a row 1e20 times its neighbours' size gave a mean
+    average distance of 9e7 (it lies in [0, 2]) and an angle of 0.5 (orthogonal) for rows at
+    0.149 (a batched-metrics audit).  Checked against a 60-digit reference."""
+    import mpmath as mp
+
+    import oversmooth as O
+
+    mp.mp.dps = 60
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    y = x + 0.3 * torch.randn(4, 3, generator=g, dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    neighbours = {0: [1], 1: [0, 2], 2: [1, 3], 3: [2]}
+
+    def cos(a, b):
+        a, b = [mp.mpf(float(t)) for t in a], [mp.mpf(float(t)) for t in b]
+        dot = mp.fsum(p * q for p, q in zip(a, b, strict=True))
+        return dot / mp.sqrt(mp.fsum(p * p for p in a) * mp.fsum(q * q for q in b))
+
+    angle = float(mp.acos(mp.fsum(cos(x[i], y[i]) for i in range(4)) / 4) / mp.pi)
+    for s in (1e-8, 1e-16, 1e-20, 1e-150):
+        assert float(O.angular_distance(x * s, y)) == pytest.approx(angle, rel=1e-12)
+    for s in (1e6, 1e12, 1e20):
+        z = y.clone()
+        z[0] *= s
+        mad = (
+            mp.fsum(
+                mp.fsum(1 - cos(z[i], z[j]) for j in neighbours[i]) / len(neighbours[i])
+                for i in range(4)
+            )
+            / 4
+        )
+        pairs = mp.fsum(1 - cos(z[i], z[j]) for i in range(4) for j in range(4) if i != j) / 12
+        assert float(O.mean_average_distance(z, ei)) == pytest.approx(float(mad), rel=1e-12)
+        assert float(O.mean_average_distance_global(z)) == pytest.approx(float(pairs), rel=1e-12)
