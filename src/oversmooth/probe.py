@@ -1454,6 +1454,19 @@ def _relative_per_step(energy: NDArray, steps: NDArray, layers: NDArray) -> NDAr
     return relative
 
 
+def _zero_before(energy: NDArray, steps: NDArray, layers: NDArray) -> NDArray:
+    """``[rows, graphs]`` where the graph's Laplacian energy at layer ``k - 1`` of the same step
+    is 0: its ``relative_energy`` is undefined there (0/0 or x/0), not poisoned."""
+    import numpy as np
+
+    zero = np.zeros(energy.shape, dtype=bool)
+    for step in np.unique(steps):
+        at = np.flatnonzero(steps == step)
+        follows = np.flatnonzero(np.diff(layers[at]) == 1) + 1  # the row before is layer k - 1
+        zero[at[follows]] = energy[at[follows - 1]] == 0
+    return zero
+
+
 #: The note of a Probe given a layer right after another than the layer before it.
 OUT_OF_ORDER_NOTE = (
     "a layer was recorded right after another than the layer before it (out of order, or "
@@ -1511,12 +1524,17 @@ def _per_graph(layers: NDArray, steps: NDArray, values: dict[str, NDArray]) -> d
 
 
 def _graph_mean(
-    layers: NDArray, steps: NDArray, values: dict[str, NDArray], present: NDArray | None = None
+    layers: NDArray,
+    steps: NDArray,
+    values: dict[str, NDArray],
+    present: NDArray | None = None,
+    no_ratio: NDArray | None = None,
 ) -> dict[str, NDArray]:
     """The columns of a frame with one row per layer: ``values`` (``[rows, graphs]``) averaged
     over the graphs; with ``present`` (``[rows, graphs]``), over the graphs that have a node
     (a graph id without one has nothing to measure; a NaN of a graph that has nodes still makes
-    the mean NaN)."""
+    the mean NaN).  ``no_ratio`` (``[rows, graphs]``): the graphs whose ``relative_energy`` is
+    undefined (energy 0 at the layer before), left out of its mean."""
     import numpy as np
 
     def mean(v: NDArray) -> NDArray:
@@ -1526,12 +1544,17 @@ def _graph_mean(
             return np.where(present, v, 0.0).sum(axis=1) / present.sum(axis=1)
 
     out = {"layer": layers, **{c: mean(v) for c, v in values.items()}, "step": steps}
-    if "relative_energy" in out and next(iter(values.values())).shape[1] > 1:
+    if "relative_energy" in out and no_ratio is not None and values["relative_energy"].shape[1] > 1:
         # a graph whose energy is 0 has no ratio (0/0, e.g. a one-node graph): the mean is over
-        # the graphs where it is defined (NaN where none is)
-        with warnings.catch_warnings():
+        # the graphs where it is defined (NaN where none is).  Only those are left out: a
+        # nanmean also dropped a graph made NaN by a NaN in its state, whose other columns
+        # were NaN (an audit)
+        ratio = np.where(no_ratio, np.nan, values["relative_energy"])
+        defined = ~no_ratio if present is None else ~no_ratio & present
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
-            out["relative_energy"] = np.nanmean(values["relative_energy"], axis=1)
+            total = np.where(defined, ratio, 0.0).sum(axis=1)
+            out["relative_energy"] = total / defined.sum(axis=1)
     return out
 
 
@@ -2527,8 +2550,10 @@ class Probe:
         present = self._present_rows(rows)
         steps = np.array([s for s, _ in rows])
         layers = np.array([k for _, k in rows])
+        no_ratio = None
         if "relative_energy" in self.metrics:
             data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps, layers)
+            no_ratio = _zero_before(data["laplacian_energy"], steps, layers)
         extra = [c for c in keys if c.startswith("head_energy_")]
         values = {c: data[c] for c in [*self.metrics, *extra]}
         # layer first and the metrics next, as before steps and graphs existed; then the ids
@@ -2537,7 +2562,7 @@ class Probe:
         if per_graph:
             out = _per_graph(layers, steps, values)
         else:
-            out = _graph_mean(layers, steps, values, present)
+            out = _graph_mean(layers, steps, values, present, no_ratio)
         return self._described(pd.DataFrame(out))
 
     def _present_rows(self, rows: list[tuple[int, int]]) -> NDArray | None:

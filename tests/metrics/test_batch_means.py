@@ -135,3 +135,29 @@ def test_the_similarity_matrix_of_a_batch_is_the_mean_over_graphs():
     assert torch.diagonal(sim, 1).numpy() == pytest.approx(cosine, rel=1e-12)
     everywhere = M.layer_similarity(states)  # one mean over all nodes: not what a batch gives
     assert (sim - everywhere).abs().max() > 1e-3
+
+
+def test_a_graph_poisoned_by_a_nan_is_not_left_out_of_the_relative_energy_mean():
+    """np.nanmean dropped a graph whose relative energy was NaN for any reason: a NaN in one
+    graph's state made every other column NaN but relative_energy read the other graph's ratio
+    (3.0; a batched-metrics audit).  Only a graph with no ratio (energy 0 before) is left out."""
+    import oversmooth as O
+
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 0, 3, 2, 5, 4]])  # three 2-node graphs
+    batch = torch.tensor([0, 0, 1, 1, 2, 2])
+    before = torch.tensor([[0.0], [1.0], [0.0], [2.0], [5.0], [5.0]], dtype=torch.float64)
+    after = torch.tensor([[0.0], [3.0], [0.0], [4.0], [1.0], [2.0]], dtype=torch.float64)
+
+    def mean_ratio(state):
+        probe = O.Probe(
+            None, ei, metrics=["laplacian_energy", "relative_energy"], batch=batch, reduce="mean"
+        )
+        probe.record(0, before)
+        probe.record(1, state)
+        return float(probe.to_frame()["relative_energy"].iloc[1])
+
+    # graph 2 starts at energy 0: no ratio, left out; graphs 0 and 1 grow 9-fold and 4-fold
+    assert mean_ratio(after) == pytest.approx((8.0 + 3.0) / 2)
+    poisoned = after.clone()
+    poisoned[0, 0] = float("nan")
+    assert math.isnan(mean_ratio(poisoned))
