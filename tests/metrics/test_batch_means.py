@@ -161,3 +161,27 @@ def test_a_graph_poisoned_by_a_nan_is_not_left_out_of_the_relative_energy_mean()
     poisoned = after.clone()
     poisoned[0, 0] = float("nan")
     assert math.isnan(mean_ratio(poisoned))
+
+
+def test_states_without_channels_give_the_unbatched_values_per_graph():
+    """A [4, 0] state with batch=[0, 0, 1, 1] raised an internal torch error in five metrics,
+    and angular_distance an IndexError batched or not (a batched-metrics audit)."""
+    import oversmooth as O
+
+    x = torch.zeros(4, 0, dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    batch = torch.tensor([0, 0, 1, 1])
+    calls = {
+        "feature_norm": lambda **k: O.feature_norm(x, **k),
+        "stream_variance": lambda **k: O.stream_variance(x, **k),
+        "rank_one_distance": lambda **k: O.rank_one_distance(x, **k),
+        "relative_update": lambda **k: O.relative_update(x, x, **k),
+        "angular_distance": lambda **k: O.angular_distance(x, x, **k),
+        "rayleigh_energy": lambda **k: O.rayleigh_energy(x, ei, **k),
+    }
+    for name, call in calls.items():
+        alone = float(call())
+        per_graph = call(batch=batch, reduce="none")
+        assert per_graph.shape == (2,), name
+        for value in per_graph.tolist():
+            assert value == alone or (math.isnan(value) and math.isnan(alone)), name

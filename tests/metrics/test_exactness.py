@@ -342,3 +342,24 @@ def test_cosine_metrics_of_rows_of_very_different_sizes():
         pairs = mp.fsum(1 - cos(z[i], z[j]) for i in range(4) for j in range(4) if i != j) / 12
         assert float(O.mean_average_distance(z, ei)) == pytest.approx(float(mad), rel=1e-12)
         assert float(O.mean_average_distance_global(z)) == pytest.approx(float(pairs), rel=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e-160, 1e160, 1e300])
+def test_scale_free_and_linear_energies_at_extreme_magnitudes(scale):
+    """rayleigh_energy (scale-free) and rusch_dirichlet_energy (linear in the scale) took
+    squares unscaled: inf at 1e160, 0 at 1e-170, digits lost at 1e-160 (a batched-metrics
+    audit).  Both are measured on the state scaled to order 1 now, batched or not."""
+    import oversmooth as O
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 1, 2, 3, 4, 4, 5], [1, 0, 2, 1, 4, 3, 5, 4]])
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    rayleigh, rusch = O.rayleigh_energy(x, ei), O.rusch_dirichlet_energy(x, ei)
+    per_graph = O.rusch_dirichlet_energy(x, ei, batch=batch, reduce="none")
+    assert float(O.rayleigh_energy(x * scale, ei)) == pytest.approx(float(rayleigh), rel=1e-13)
+    assert float(O.rusch_dirichlet_energy(x * scale, ei)) == pytest.approx(
+        float(rusch) * scale, rel=1e-13
+    )
+    scaled = O.rusch_dirichlet_energy(x * scale, ei, batch=batch, reduce="none")
+    assert torch.allclose(scaled / scale, per_graph, rtol=1e-13, atol=0)

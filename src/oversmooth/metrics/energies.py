@@ -95,14 +95,33 @@ def _laplacian_degree(s: LayerState) -> Tensor:
 
 
 def _rayleigh(s: LayerState) -> Tensor:
-    """``E_2 / ((1/n) ||X||_F^2)`` from the counting Laplacian energy; 0 for a zero state."""
-    energy2, norm = _laplacian(s), s.feature_norm
+    """``E_2 / ((1/n) ||X||_F^2)`` from the counting Laplacian energy; 0 for a zero state.
+    Scale-free, so measured on the state scaled to order 1 (:func:`_scaled`) unless its
+    squares are known safe: at 1e160 the energy overflowed (inf), at 1e-170 it underflowed
+    (0) where the ratio is 0.84 (an audit)."""
+    t = s if s.fast else _scaled(s)[0]
+    energy2, norm = _laplacian(t), t.feature_norm
     ratio = (energy2.sqrt() / norm.clamp_min(1e-300)).pow(2)  # ratio of roots: no overflow
     return torch.where(norm > 0, ratio, energy2 * 0.0)
 
 
 def _rusch(s: LayerState) -> Tensor:
-    return ((K.unweighted_edge_sum(s.x, s.graph) + s.poison) / s.nodes).sqrt()
+    """``sqrt((1/n) sum_edges ||x_i - x_j||^2)``, on the state scaled to order 1 and scaled
+    back unless its squares are known safe (it overflowed at 1e160 and lost digits at 1e-160,
+    where the value itself is an ordinary number: an audit)."""
+    t, exponent = (s, None) if s.fast else _scaled(s)
+    root = ((K.unweighted_edge_sum(t.x, t.graph) + t.poison) / t.nodes).sqrt()
+    return root if exponent is None else root * K.pow2(exponent)
+
+
+def _scaled(s: LayerState) -> tuple[LayerState, Tensor]:
+    """``s`` with each graph's rows divided by one power of two (:func:`K.graph_exponents`:
+    the graph's largest entry brought to ``[0.5, 1)``, exactly), and those exponents."""
+    exponent = K.graph_exponents(s.x, s.op)
+    factor = K.pow2(-exponent)
+    if exponent.dim():
+        factor = factor[s.graph.batch]
+    return LayerState(s.x * factor.reshape(-1, 1), s.op, s.narrow), exponent
 
 
 def _inv_sqrt_degree(op: GraphOperator) -> Tensor:

@@ -323,18 +323,28 @@ def mean_unit_cosine(ux: Tensor, uy: Tensor, op: GraphOperator | None = None) ->
     return segment_sum((ux * uy).sum(dim=1), op) / node_counts(op, ux.size(0))
 
 
+def graph_exponents(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
+    """Per graph (``[B]``; 0-d for one graph), ``e`` with the graph's largest ``|x_ik| / 2**e``
+    in ``[0.5, 1)``, within ``[-1000, 1000]`` (0 for a graph with no non-zero entry): dividing
+    each graph's rows by ``2**e`` keeps their squares clear of overflow and underflow."""
+    rows = row_exponents(x64)  # [n], also without channels
+    has = (x64 != 0).any(dim=1) if x64.size(1) else x64.new_zeros(len(x64), dtype=torch.bool)
+    rows = torch.where(has, rows, -(1 << 20))
+    if op is not None and op.batch is not None:
+        top = torch.full((op.num_graphs,), -(1 << 20), dtype=torch.long, device=x64.device)
+        top = top.scatter_reduce(0, op.batch, rows, "amax")
+    else:
+        top = rows.max() if rows.numel() else torch.tensor(-(1 << 20), device=x64.device)
+    return torch.where(top == -(1 << 20), 0, top).clamp(-1000, 1000)
+
+
 def rms_norm(x64: Tensor, op: GraphOperator | None = None, narrow: bool = False) -> Tensor:
     """``sqrt((1/n) ||x||^2)`` per graph (Inf with an infinite entry, NaN with a NaN), from
     power-of-two-scaled values unless a fast path (module docstring) applies; ``narrow``: see
     :func:`unit_rows`."""
     if op is not None and op.batch is not None:
         # one power-of-two scale per graph (the graph's largest entry), as if measured alone
-        rows = row_exponents(x64) if x64.numel() else x64.new_zeros(0, dtype=torch.long)
-        top = torch.full((op.num_graphs,), -(1 << 20), dtype=torch.long, device=x64.device)
-        has = (x64 != 0).any(dim=1) if x64.size(1) else x64.new_zeros(0, dtype=torch.bool)
-        rows = torch.where(has, rows, -(1 << 20))
-        top = top.scatter_reduce(0, op.batch, rows, "amax")
-        exponent = torch.where(top == -(1 << 20), 0, top).clamp(-1000, 1000)  # [B]
+        exponent = graph_exponents(x64, op)  # [B]
         scaled = x64 * pow2(-exponent)[op.batch].unsqueeze(1)
         sq = segment_sum(scaled.pow(2).sum(dim=1), op)
         return (sq / node_counts(op, x64.size(0))).sqrt() * pow2(exponent)

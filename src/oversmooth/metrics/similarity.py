@@ -60,7 +60,7 @@ def _angular(prev: LayerState, cur: LayerState) -> Tensor:
     ea, eb = K.row_exponents(prev64), K.row_exponents(x64)
     minus, zero = K.unit_gap(*K.scaled_pair(prev64, ea, x64, eb))  # u - v
     plus, _ = K.unit_gap(*K.scaled_pair(prev64, ea, -x64, eb))  # u + v
-    two = torch.full_like(minus[:, 0], 2.0)
+    two = minus.new_full((minus.size(0),), 2.0)  # (minus[:, 0] failed without channels)
     gap = torch.where(zero, two, minus.pow(2).sum(dim=1))  # 2 - 2 cos (2 for a zero row)
     span = torch.where(zero, two, plus.pow(2).sum(dim=1))  # 2 + 2 cos
     theta = 2.0 * torch.atan2(K.segment_sum(gap, op).sqrt(), K.segment_sum(span, op).sqrt())
