@@ -251,9 +251,12 @@ def unit_gap(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     gap = -(d * (a + b)).sum(dim=1) / (na_safe + nb_safe)  # |b| - |a|
     diff = (d + b * (gap / nb_safe).unsqueeze(1)) / na_safe.unsqueeze(1)
     unlike = (na_safe > 2 * nb_safe) | (nb_safe > 2 * na_safe)
-    if not host_reads_free(a) or bool(unlike.any()):
+    if not host_reads_free(a):  # no host read: every row both ways, chosen on the device
         direct = a / na_safe.unsqueeze(1) - b / nb_safe.unsqueeze(1)
-        diff = torch.where(unlike.unsqueeze(1), direct, diff)
+        return torch.where(unlike.unsqueeze(1), direct, diff), zero
+    rows = unlike.nonzero().flatten()
+    if rows.numel():  # those rows alone (a fifth more time for the MAD of a 10^5-node CSBM)
+        diff[rows] = a[rows] / na_safe[rows].unsqueeze(1) - b[rows] / nb_safe[rows].unsqueeze(1)
     return diff, zero
 
 
