@@ -251,7 +251,8 @@ def mean_average_distance_global(
     non-zero rows, :math:`u_i = X_i / \\|X_i\\|`.  It needs no graph: ``graph`` (optional) or
     ``batch`` (a ``[num_nodes]`` vector or a ``Batch``) only say which graph each node is in.
     An all-zero row has cosine 0 with every row (distance 1).  Limit: rows nearly parallel but
-    of different lengths (``X_j ~ c X_i``, ``c != 1``) are resolved to ~1e-16 absolute only.
+    of different lengths (``X_j ~ c X_i``, ``c != 1``) are resolved to ~1e-16 absolute only,
+    as in :func:`mean_average_distance` and :func:`angular_distance`.
     """
     if graph is not None:  # the graph only brings the batch
         s = LayerState.measure(x, graph, batch=batch)
