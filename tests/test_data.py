@@ -658,19 +658,20 @@ def test_a_saved_batch_or_adj_t_is_refused_saying_what_to_save(tmp_path):
 # -- an audit of users' graph files (the numbers each case gave before its fix in the comments)
 
 
-def _saved(tmp_path, name="g.pt", **extra):
-    """A small undirected ring with features, labels and ``extra`` attributes, saved."""
+def _saved(tmp_path, name="g.pt", **given):
+    """A small undirected ring (12 nodes, 24 edges) with features and labels, saved; ``given``
+    attributes added or put in their place (the file is never read back to be edited)."""
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
 
     n = 12
     ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
-    data = Data(
-        x=torch.randn(n, 3, generator=torch.Generator().manual_seed(0)),
-        edge_index=to_undirected(ring),
-        y=torch.arange(n) % 2,
-        **extra,
-    )
+    attributes = {
+        "x": torch.randn(n, 3, generator=torch.Generator().manual_seed(0)),
+        "edge_index": to_undirected(ring),
+        "y": torch.arange(n) % 2,
+    }
+    data = Data(**{**attributes, **given})
     path = tmp_path / name
     torch.save(data, path)
     return path
@@ -734,22 +735,15 @@ def test_a_saved_graph_says_what_it_holds_that_is_measured_as_stored(tmp_path):
 
 def test_saved_files_refused_in_one_line(tmp_path):
     n = 12
-    sparse = _saved(tmp_path, "sparse.pt")
-    data = torch.load(sparse, weights_only=False)
-    data.x = data.x.to_sparse()
-    torch.save(data, sparse)
+    sparse = _saved(tmp_path, "sparse.pt", x=torch.ones(n, 3).to_sparse())
     with pytest.raises(ValueError, match=r"x is a sparse tensor .*to_dense\(\)"):
         D.load(str(sparse))
-    huge = _saved(tmp_path, "huge.pt")
-    data = torch.load(huge, weights_only=False)
-    data.y = torch.arange(n) % 2 * 10**9  # one label of 1e9 asked for a 1e9-way decoder
-    torch.save(data, huge)
+    # one label of 1e9 asked for a 1e9-way decoder
+    huge = _saved(tmp_path, "huge.pt", y=torch.arange(n) % 2 * 10**9)
     with pytest.raises(ValueError, match=r"labels y run to 1000000000 over 2 distinct values"):
         D.load(str(huge))
-    many = _saved(tmp_path, "many.pt")
-    data = torch.load(many, weights_only=False)
-    data.y = torch.arange(n) * 50  # ids up to 550: a subsample of a 1000-class dataset, kept
-    torch.save(data, many)
+    # ids up to 550: a subsample of a 1000-class dataset, kept
+    many = _saved(tmp_path, "many.pt", y=torch.arange(n) * 50)
     assert int(D.load(str(many)).y.max()) == 550
     text = tmp_path / "edges.txt"
     text.write_text("0,1\n1,2\n")
@@ -793,10 +787,7 @@ def test_features_with_no_columns_are_said_to_have_none(tmp_path):
     """x of shape [n, 0] was refused as "every node has the same features"."""
     from oversmooth.analysis import _load_data
 
-    path = _saved(tmp_path, "nox.pt")
-    data = torch.load(path, weights_only=False)
-    data.x = torch.zeros(12, 0)
-    torch.save(data, path)
+    path = _saved(tmp_path, "nox.pt", x=torch.zeros(12, 0))
     with pytest.raises(ValueError, match=r"x has 0 columns \(no node features\)"):
         _load_data(str(path), None)
 
@@ -823,10 +814,7 @@ def test_a_random_split_too_small_to_train_on_says_why(tmp_path):
 
 
 def test_a_saved_graph_says_when_edges_weigh_nothing(tmp_path):
-    path = _saved(tmp_path, "zero.pt")
-    data = torch.load(path, weights_only=False)
-    data.edge_weight = torch.zeros(data.edge_index.size(1))
-    torch.save(data, path)
+    path = _saved(tmp_path, "zero.pt", edge_weight=torch.zeros(24))
     with pytest.warns(UserWarning, match="24 of its 24 edges have weight 0: no edge to the"):
         D.load(str(path))
 
@@ -841,8 +829,5 @@ def test_an_empty_processed_folder_is_not_a_dataset_on_disk(tmp_path):
 
 
 def test_label_ids_up_to_the_limit_are_taken(tmp_path):
-    path = _saved(tmp_path, "ids.pt")
-    data = torch.load(path, weights_only=False)
-    data.y = torch.tensor([0] * 11 + [D.LABEL_IDS_MAX])
-    torch.save(data, path)
+    path = _saved(tmp_path, "ids.pt", y=torch.tensor([0] * 11 + [D.LABEL_IDS_MAX]))
     assert int(D.load(str(path)).y.max()) == D.LABEL_IDS_MAX
