@@ -8,13 +8,12 @@ A checkpoint is a plain dict of tensors and numbers (``format``, ``version``,
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import torch
 
 from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
-from oversmooth.outputs import atomic_file, check_path_text
+from oversmooth.outputs import atomic_file, check_path_text, shown_path
 
 __all__ = ["save_checkpoint", "load_checkpoint", "CheckpointError", "FORMAT", "FORMAT_VERSION"]
 
@@ -65,13 +64,8 @@ def _write_error(path: Path, exc: BaseException) -> CheckpointWriteError:
     # a run's first save writes into its hidden new folder (.NAME.tmp-PID), which goes with
     # it: no previous checkpoint, nothing to resume (the line said "the previous checkpoint is
     # kept ... rerun with --resume", of a temporary path, and --resume then found none)
-    parts, new_run = path.parent.parts, None
-    for i, part in enumerate(parts):
-        match = re.match(r"^\.(.+)\.tmp-\d+$", part)
-        if match:
-            new_run = Path(*parts[:i], match.group(1))
-            break
-    if full and new_run is not None:
+    new_run = shown_path(path.parent)
+    if full and new_run != path.parent:
         return CheckpointWriteError(
             errno.ENOSPC,
             f"{new_run}: its first checkpoint could not be written, no space left on the device; "

@@ -426,16 +426,16 @@ def _load_pyg(name: str, data_root: Path | None) -> Data:
         if present:
             # the files are there: "not in .../raw and the download failed" was false (an
             # audit: a truncated raw file gave "EOFError: Ran out of input", exit 1)
+            shipped = DATASETS[name].kind == "embedded"
+            remedy = (
+                "replace the files, or leave out --data-root to use the shipped copy"
+                if shipped
+                else "remove the folder to download it again"
+            )
             raise DatasetUnavailableError(
                 f"dataset {name}: reading its files under {root / pyg_name} failed "
-                f"({type(exc).__name__}: {exc}); a raw file may be damaged or truncated, or "
-                f"{root / pyg_name / 'processed'} not writable: replace the files, or leave "
-                "out --data-root to use the shipped copy"
-                if DATASETS[name].kind == "embedded"
-                else f"dataset {name}: reading its files under {root / pyg_name} failed "
-                f"({type(exc).__name__}: {exc}); a file may be damaged or truncated, or "
-                f"{root / pyg_name / 'processed'} not writable: remove the folder to download "
-                "it again"
+                f"({type(exc).__name__}: {exc}); a {'raw ' if shipped else ''}file may be "
+                f"damaged or truncated, or {root / pyg_name / 'processed'} not writable: {remedy}"
             ) from exc
         if not isinstance(exc, (OSError, ValueError, RuntimeError)):
             raise
@@ -679,7 +679,7 @@ def _load_pt(path: Path) -> Data:
     for name in SPLIT_MASKS:  # read as bool where they are 0/1 vectors; checked where used
         mask = getattr(obj, name, None)
         if isinstance(mask, Tensor) and mask.dim() == 1 and mask.numel() == n:
-            if mask.dtype != torch.bool and bool(((mask == 0) | (mask == 1)).all()):
+            if mask.dtype != torch.bool and _zeros_and_ones(mask):
                 setattr(obj, name, bool_mask(mask, n, f"{path}: {name}"))
     said = _stored_as_is(obj, n)
     if said:
@@ -763,6 +763,11 @@ def _stored_as_is(obj: Data, n: int) -> list[str]:
 SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
 
 
+def _zeros_and_ones(mask: Tensor) -> bool:
+    """Whether every entry of a real ``mask`` is 0 or 1."""
+    return not mask.dtype.is_complex and bool(((mask == 0) | (mask == 1)).all())
+
+
 def bool_mask(mask: object, n: int, what: str) -> Tensor:
     """``mask`` as a ``[n]`` bool tensor: a bool one as it is, one of 0/1 integers or floats
     converted (with a warning), anything else refused in one line.  Indexing with an int64
@@ -783,7 +788,7 @@ def bool_mask(mask: object, n: int, what: str) -> Tensor:
         )
     if mask.dtype == torch.bool:
         return mask
-    if mask.dtype.is_complex or not bool(((mask == 0) | (mask == 1)).all()):
+    if not _zeros_and_ones(mask):
         raise ValueError(
             f"{what}: dtype {mask.dtype} with values other than 0 and 1; expected a bool mask "
             "(for node indices idx: mask = torch.zeros(n, dtype=torch.bool); mask[idx] = True)"

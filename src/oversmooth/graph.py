@@ -107,8 +107,8 @@ def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
             f"edge_weight: expected non-negative weights, received a minimum of "
             f"{float(edge_weight.min()):g}"
         )
-    small = edge_weight.to(torch.float64)
-    small = small[(small > 0) & (small < TINY)]
+    w64 = edge_weight.to(torch.float64)
+    small = w64[(w64 > 0) & (w64 < TINY)]
     if small.numel():
         raise ValueError(
             f"edge_weight: positive weights as small as {float(small.min()):g}, below the "
@@ -116,7 +116,7 @@ def check_edge_weight(edge_weight: Tensor | None, num_edges: int) -> None:
             "weights of at least that: rescale them (P = D^-1 W depends only on their ratios), "
             "e.g. divide them by their maximum"
         )
-    if num_edges and not math.isfinite(float(edge_weight.to(torch.float64).sum())):
+    if num_edges and not math.isfinite(float(w64.sum())):
         # a degree (a sum of weights) would overflow to inf, and P = D^-1 W to 0 ("no edges")
         raise ValueError(
             f"edge_weight: the weights (largest {float(edge_weight.max()):g}) sum past the "

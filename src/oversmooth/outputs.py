@@ -46,6 +46,7 @@ early and writes it later through :func:`atomic_folder` holds one lock.
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import math
@@ -151,6 +152,18 @@ def _read_pid(path: Path) -> int:
         return -1
 
 
+#: A run's hidden copy beside what it writes: ``.NAME.tmp-PID`` (being written) or
+#: ``.NAME.old-PID`` (set aside while replaced); groups: NAME, tmp or old, PID.
+HIDDEN_COPY = re.compile(r"^\.(.+)\.(tmp|old)-(\d+)$")
+
+
+def shown_path(path: str | bytes | os.PathLike) -> Path:
+    """``path`` as the user knows it: a component that is a run's hidden copy
+    (:data:`HIDDEN_COPY`, ``.NAME.tmp-PID``) named as what it becomes (``NAME``)."""
+    parts = Path(os.fsdecode(path)).parts
+    return Path(*(m.group(1) if (m := HIDDEN_COPY.match(p)) else p for p in parts))
+
+
 def clean_stale_siblings(out: Path) -> list[Path]:
     """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` siblings of ``out`` left by dead processes
     (and the write test's ``.oversmooth-write-test-PID``, :func:`probe_writable`); call it
@@ -204,6 +217,17 @@ def clean_stale_siblings(out: Path) -> list[Path]:
             entry.unlink(missing_ok=True)
         removed.append(entry)
     return removed
+
+
+def put_back(out: Path, unwritable: str | None = None) -> bool:
+    """For a command that reads ``out`` rather than claiming it (``oversmooth report``): where
+    ``out`` is missing and a killed run set it aside (``.NAME.old-PID``), put it back under
+    ``out``'s lock (:func:`clean_stale_siblings`).  Whether there was one to put back."""
+    if os.path.lexists(out) or not any(out.parent.glob(f".{glob.escape(out.name)}.old-*")):
+        return False
+    with folder_lock(out, unwritable, in_place=True, rebuild=True):
+        clean_stale_siblings(out)
+    return True
 
 
 # ----------------------------------------------------------------------------- the --out name

@@ -1438,33 +1438,23 @@ def _check_similarity(dtype: torch.dtype, sample: int | None) -> tuple[torch.dty
     return dtype, sample
 
 
-def _relative_per_step(energy: NDArray, steps: NDArray, layers: NDArray) -> NDArray:
+def _relative_per_step(energy: NDArray, steps: NDArray, layers: NDArray) -> tuple[NDArray, NDArray]:
     """``relative_energy`` from the Laplacian energies ``[rows, graphs]`` (rows sorted by step,
     then layer): per step, per graph (columns), along the layers; NaN at a layer whose layer
     ``k - 1`` has no row in its step (R compares a layer with the one before it, not with the
-    last one recorded)."""
+    last one recorded).  With it, ``[rows, graphs]`` where the energy at layer ``k - 1`` is 0:
+    the ratio is undefined there (0/0 or x/0), not poisoned."""
     import numpy as np
 
     relative = np.full_like(energy, np.nan)
+    zero_before = np.zeros(energy.shape, dtype=bool)
     for step in np.unique(steps):
         at = np.flatnonzero(steps == step)
         relative[at] = relative_energy(torch.from_numpy(energy[at])).numpy()
-        gap = np.flatnonzero(np.diff(layers[at]) != 1) + 1  # the row before is not layer k - 1
-        relative[at[gap]] = np.nan
-    return relative
-
-
-def _zero_before(energy: NDArray, steps: NDArray, layers: NDArray) -> NDArray:
-    """``[rows, graphs]`` where the graph's Laplacian energy at layer ``k - 1`` of the same step
-    is 0: its ``relative_energy`` is undefined there (0/0 or x/0), not poisoned."""
-    import numpy as np
-
-    zero = np.zeros(energy.shape, dtype=bool)
-    for step in np.unique(steps):
-        at = np.flatnonzero(steps == step)
-        follows = np.flatnonzero(np.diff(layers[at]) == 1) + 1  # the row before is layer k - 1
-        zero[at[follows]] = energy[at[follows - 1]] == 0
-    return zero
+        follows = np.diff(layers[at]) == 1  # the row before is layer k - 1
+        relative[at[1:][~follows]] = np.nan
+        zero_before[at[1:][follows]] = energy[at[:-1][follows]] == 0
+    return relative, zero_before
 
 
 #: The note of a Probe given a layer right after another than the layer before it.
@@ -1549,11 +1539,9 @@ def _graph_mean(
         # the graphs where it is defined (NaN where none is).  Only those are left out: a
         # nanmean also dropped a graph made NaN by a NaN in its state, whose other columns
         # were NaN (an audit)
-        ratio = np.where(no_ratio, np.nan, values["relative_energy"])
         defined = ~no_ratio if present is None else ~no_ratio & present
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            total = np.where(defined, ratio, 0.0).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total = np.where(defined, values["relative_energy"], 0.0).sum(axis=1)
             out["relative_energy"] = total / defined.sum(axis=1)
     return out
 
@@ -2552,8 +2540,9 @@ class Probe:
         layers = np.array([k for _, k in rows])
         no_ratio = None
         if "relative_energy" in self.metrics:
-            data["relative_energy"] = _relative_per_step(data["laplacian_energy"], steps, layers)
-            no_ratio = _zero_before(data["laplacian_energy"], steps, layers)
+            data["relative_energy"], no_ratio = _relative_per_step(
+                data["laplacian_energy"], steps, layers
+            )
         extra = [c for c in keys if c.startswith("head_energy_")]
         values = {c: data[c] for c in [*self.metrics, *extra]}
         # layer first and the metrics next, as before steps and graphs existed; then the ids

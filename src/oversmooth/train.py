@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import signal
 import threading
@@ -224,13 +223,18 @@ def _stop_on_signals(requested: dict) -> Iterator[None]:
 
 def _clean_stale_temporaries(folder: Path) -> None:
     """Remove ``.NAME.tmp-PID`` files that processes no longer alive left in ``folder``."""
-    from oversmooth.outputs import _pid_alive
+    from oversmooth.outputs import HIDDEN_COPY, _pid_alive
 
     if not folder.is_dir():
         return
     for entry in folder.iterdir():
-        match = re.match(r"^\..+\.tmp-(\d+)$", entry.name)
-        if match and entry.is_file() and not _pid_alive(int(match.group(1))):
+        match = HIDDEN_COPY.match(entry.name)
+        if (
+            match
+            and match.group(2) == "tmp"
+            and entry.is_file()
+            and not _pid_alive(int(match.group(3)))
+        ):
             entry.unlink(missing_ok=True)
 
 

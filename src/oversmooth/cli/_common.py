@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import typer
 
-from oversmooth.outputs import stop_signal
+from oversmooth.outputs import shown_path, stop_signal
 
 if TYPE_CHECKING:
     from oversmooth.analysis import AnalysisResult
@@ -173,18 +173,19 @@ def handle_errors(fn: F) -> F:
         except USER_ERRORS as exc:
             if DEBUG["on"]:
                 traceback.print_exc()
-            if _disk_full(exc):
-                raise fail(_disk_full(exc), 1) from None
+            full = _disk_full(exc)
+            if full:
+                raise fail(full, 1) from None
             # a path is said as it is: a file named "depth" read as the option --depth
-            text = _os_error_text(exc) or as_flag(_first_line(exc))
-            raise fail(text, 2) from None
+            raise fail(_os_error_text(exc) or as_flag(_first_line(exc)), 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if DEBUG["on"]:
                 raise
-            if _disk_full(exc):
-                raise fail(_disk_full(exc), 1) from None
-            if _os_error_text(exc):  # EIO and the like, of a hidden temporary path too
-                said = f"{type(exc).__name__}: {_os_error_text(exc)}"
+            full, os_text = _disk_full(exc), _os_error_text(exc)
+            if full:
+                raise fail(full, 1) from None
+            if os_text:  # EIO and the like, of a hidden temporary path too
+                said = f"{type(exc).__name__}: {os_text}"
                 raise fail(f"{said} (rerun with --debug for the traceback)", 1) from None
             if getattr(exc, "clean_message", False):
                 raise fail(str(exc), 1) from None
@@ -209,9 +210,9 @@ def _os_error_text(exc: BaseException) -> str:
         return ""
     if not isinstance(exc.filename, (str, bytes, os.PathLike)) or not exc.filename:
         return ""  # none, or a file descriptor: the system's words are all there is
-    what, first = exc.strerror or "failed", _shown_path(exc.filename)
+    what, first = exc.strerror or "failed", shown_path(exc.filename)
     second = (
-        _shown_path(exc.filename2)
+        shown_path(exc.filename2)
         if isinstance(exc.filename2, (str, bytes, os.PathLike)) and exc.filename2
         else first
     )
@@ -226,25 +227,11 @@ def _disk_full(exc: BaseException) -> str:
     if getattr(exc, "clean_message", False):  # said already, as its writer knows it
         return ""
     named = isinstance(exc.filename, (str, bytes, os.PathLike)) and exc.filename
-    where = f" writing {_shown_path(exc.filename)}" if named else ""
+    where = f" writing {shown_path(exc.filename)}" if named else ""
     return (
         f"no space left on the device{where}; free some space and rerun (a result folder is "
         "swapped in only once whole: none was half-written)"
     )
-
-
-_TEMPORARY = re.compile(r"^\.(.+)\.(?:tmp|old)-\d+$")
-
-
-def _shown_path(filename: object) -> str:
-    """``filename`` as the user knows it: a run's hidden temporary folder
-    (``.NAME.tmp-PID``) named as the folder it becomes (``NAME``)."""
-    text = os.fsdecode(filename) if isinstance(filename, (str, bytes, os.PathLike)) else ""
-    parts = [
-        match.group(1) if (match := _TEMPORARY.match(part)) else part
-        for part in Path(text or str(filename)).parts
-    ]
-    return str(Path(*parts))
 
 
 def _stdout_gone() -> bool:

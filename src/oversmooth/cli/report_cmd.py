@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import glob
 import io
 import json
 from contextlib import nullcontext
@@ -19,6 +18,7 @@ from oversmooth.outputs import (
     clean_stale_siblings,
     folder_lock,
     probe_writable,
+    put_back,
     rebuilt,
 )
 from oversmooth.cli._common import echo_json, handle_errors
@@ -310,11 +310,7 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         "rebuild puts its lock and its copy of the folder there; copy the folder somewhere "
         "writable and run report on the copy"
     )
-    if not found and any(folder.parent.glob(f".{glob.escape(folder.name)}.old-*")):
-        # a run killed while replacing the folder set its contents aside: put back, if its
-        # process is gone (clean_stale_siblings), under the folder's lock
-        with folder_lock(folder, unwritable, in_place=True, rebuild=True):
-            clean_stale_siblings(folder)
+    if not found and put_back(folder, unwritable):
         found = folder.is_dir()
     command = _command_of(folder)  # read once a folder set aside is back
     # a rebuild moves the files it wrote into the folder: in place

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -99,11 +99,8 @@ def _exit_if_complete(out: Path, stopped: str, started: float) -> None:
         finished = summary.stat().st_mtime >= started
     except OSError:
         return
-    if not finished:  # another run's (an --overwrite not yet swapped in)
-        return
-    typer.echo(f"{stopped} after the run was complete: {out} holds it", err=True)
-    FINISHED["stop_said"] = True
-    raise typer.Exit(130 if stopped == "interrupted" else 143)
+    if finished:  # else another run's (an --overwrite not yet swapped in)
+        _said_and_stop(stopped, f"{stopped} after the run was complete: {out} holds it")
 
 
 def _print_result(result: TrainResult, as_json: bool) -> None:
@@ -133,10 +130,15 @@ def _exit_if_stopped(result: TrainResult) -> None:
     if result.stopped in ("interrupted", "terminated"):
         from oversmooth.train import epochs_text  # loaded already: the run came from it
 
-        typer.echo(
+        _said_and_stop(
+            result.stopped,
             f"{result.stopped}: {epochs_text(result.epochs_run)} saved; continue with the same "
             f"command plus --resume --out {result.out}",
-            err=True,
         )
-        FINISHED["stop_said"] = True  # said: the group adds no second "interrupted"
-        raise typer.Exit(130 if result.stopped == "interrupted" else 143)
+
+
+def _said_and_stop(stopped: str, line: str) -> NoReturn:
+    """Say ``line`` and exit 130 (interrupted) or 143 (terminated)."""
+    typer.echo(line, err=True)
+    FINISHED["stop_said"] = True  # said: the group adds no second "interrupted"
+    raise typer.Exit(130 if stopped == "interrupted" else 143)

@@ -576,14 +576,13 @@ DATA_FILES = "data_files"
 #: The tables :func:`merge` writes (each as CSV, and Parquet when asked).
 MERGED_TABLES = ("metrics", "summary", "failed")
 
-_TEMP_NAME = re.compile(r"^\..+\.(tmp|old)-(\d+)$")
 _LOCK_NAME = re.compile(r"^\..+\.lock$")
 
 
 def _clean_litter(out: Path) -> None:
     """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
     (``.NAME.lock``) that dead processes left inside the sweep folder."""
-    from oversmooth.outputs import _pid_alive, remove_unheld_lock
+    from oversmooth.outputs import HIDDEN_COPY, _pid_alive, remove_unheld_lock
 
     for folder in (out, out / "cells", out / "runs"):
         if not folder.is_dir():
@@ -592,8 +591,8 @@ def _clean_litter(out: Path) -> None:
             if _LOCK_NAME.match(entry.name) and entry.is_file():
                 remove_unheld_lock(entry)  # only a lock no live process holds
                 continue
-            match = _TEMP_NAME.match(entry.name)
-            if match and not _pid_alive(int(match.group(2))):
+            match = HIDDEN_COPY.match(entry.name)
+            if match and not _pid_alive(int(match.group(3))):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from oversmooth.graph import GraphOperator, _edge_chunks, as_graph, squared_sum
+from oversmooth.graph import TINY, GraphOperator, _edge_chunks, as_graph, squared_sum
 from oversmooth.metrics import kernels as K
 from oversmooth.metrics.kernels import Reduce
 from oversmooth.metrics.state import LayerState
@@ -127,7 +127,7 @@ def _scaled(s: LayerState) -> tuple[LayerState, Tensor]:
 def _inv_sqrt_degree(op: GraphOperator) -> Tensor:
     """``d_i^{-1/2}`` per node, 0 where ``d_i = 0`` (the pseudo-inverse convention): ``[n]``."""
     has = op.degree > 0
-    return torch.where(has, op.degree.clamp_min(torch.finfo(torch.float64).tiny).rsqrt(), 0.0)
+    return torch.where(has, op.degree.clamp_min(TINY).rsqrt(), 0.0)
 
 
 def _normalized_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:

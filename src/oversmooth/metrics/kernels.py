@@ -331,8 +331,7 @@ def graph_exponents(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
     in ``[0.5, 1)``, within ``[-1000, 1000]`` (0 for a graph with no non-zero entry): dividing
     each graph's rows by ``2**e`` keeps their squares clear of overflow and underflow."""
     rows = row_exponents(x64)  # [n], also without channels
-    has = (x64 != 0).any(dim=1) if x64.size(1) else x64.new_zeros(len(x64), dtype=torch.bool)
-    rows = torch.where(has, rows, -(1 << 20))
+    rows = torch.where((x64 != 0).any(dim=1), rows, -(1 << 20))  # a zero row has no say
     if op is not None and op.batch is not None:
         top = torch.full((op.num_graphs,), -(1 << 20), dtype=torch.long, device=x64.device)
         top = top.scatter_reduce(0, op.batch, rows, "amax")
