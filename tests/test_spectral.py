@@ -203,3 +203,37 @@ def test_repeated_edges_are_named_as_such_not_as_a_directed_graph():
         spectral_gap(torch.cat([ring, ring[:, :3]], dim=1))
     with pytest.raises(ValueError, match=r"received a directed one"):
         spectral_gap(torch.tensor([[0, 1, 2], [1, 2, 0]]))
+
+
+@pytest.mark.parametrize("self_loops", [False, True])
+def test_small_components_solved_in_batches_match_each_alone(monkeypatch, self_loops):
+    """Many small components of a few sizes, their node ids shuffled (no component is a
+    contiguous range) and batches forced to split: every component's (lambda_2, lambda_min)
+    is that of its own dense matrix, and a bipartite one keeps lambda_min = -1."""
+    from oversmooth import spectral as S
+
+    rng = np.random.default_rng(7)
+    sizes = [2, 3, 3, 5, 5, 5, 9, 9, 2, 4, 300]  # 300: above the dense path's size
+    edges, weights, offset = [], [], 0
+    for n in sizes:
+        edge_index, weight = _random_graph(n, 0.4 if n < 300 else 0.02, n + offset)
+        edges.append(edge_index + offset)
+        weights.append(weight)
+        offset += n
+    perm = torch.tensor(rng.permutation(offset))
+    edge_index, weight = perm[torch.cat(edges, 1)], torch.cat(weights)
+    monkeypatch.setattr(S, "_BATCH_VALUES", 30)  # at most one 5 x 5 matrix per batch
+    w, _ = S._diffusion_weights(edge_index, weight, offset, self_loops)
+    labels, counts = S._components(w)
+    bipartite = ~S._parity_conflict(w, labels, len(counts))
+    s = S._symmetric_normalised(w)
+    spectra = S._component_spectra(s, labels, counts, bipartite)
+    dense = s.toarray()
+    assert sorted(spectra) == list(range(len(sizes)))
+    for c, (lam2, lam_min) in spectra.items():
+        nodes = np.flatnonzero(labels == c)
+        values = np.linalg.eigvalsh(dense[np.ix_(nodes, nodes)])
+        assert lam2 == pytest.approx(values[-2], abs=1e-12)
+        expected = -1.0 if bipartite[c] else values[0]
+        assert lam_min == pytest.approx(expected, abs=1e-12)
+    assert bipartite.any() or self_loops  # a 2-node component is bipartite without loops

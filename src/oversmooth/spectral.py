@@ -189,11 +189,9 @@ def _check_symmetric(w: Any) -> None:
 
 
 def _component_spectrum(s: Any) -> tuple[float, float]:
-    """(lambda_2, lambda_min) of the symmetric normalised matrix of one connected component."""
+    """(lambda_2, lambda_min) of the symmetric normalised matrix of one connected component of
+    more than :data:`_DENSE_MAX` nodes (smaller ones: :func:`_small_spectra`)."""
     size = s.shape[0]
-    if size <= _DENSE_MAX:
-        values = np.linalg.eigvalsh(s.toarray())
-        return float(values[-2]), float(values[0])
     from scipy.sparse.linalg import eigsh
 
     start = np.random.default_rng(0).standard_normal(size)  # fixed: reproducible results
@@ -268,16 +266,59 @@ def _symmetric_normalised(w: Any) -> Any:
 def _component_spectra(
     s: Any, labels: np.ndarray, sizes: np.ndarray, bipartite: np.ndarray
 ) -> dict[int, tuple[float, float]]:
-    """``(lambda_2, lambda_min)`` of every component with two or more nodes, by component."""
+    """``(lambda_2, lambda_min)`` of every component with two or more nodes, by component:
+    the small ones (up to :data:`_DENSE_MAX` nodes) densely, a batch of equal sizes at a time
+    (:func:`_small_spectra`), the others with ARPACK (:func:`_component_spectrum`)."""
     order = np.argsort(labels, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    spectra: dict[int, tuple[float, float]] = {}
-    for c in np.flatnonzero(sizes >= 2):
+    spectra = _small_spectra(s, labels, sizes, order, bounds)
+    for c in np.flatnonzero(sizes > _DENSE_MAX):
         nodes = order[bounds[c] : bounds[c + 1]]
-        lam2, lam_min = _component_spectrum(s[nodes][:, nodes].tocsr())
-        if bipartite[c]:
-            lam_min = -1.0  # exact: the spectrum of a bipartite graph is symmetric about 0
-        spectra[int(c)] = (lam2, lam_min)
+        spectra[int(c)] = _component_spectrum(s[nodes][:, nodes].tocsr())
+    for c in np.flatnonzero(bipartite):
+        # exact: the spectrum of a bipartite graph is symmetric about 0
+        spectra[int(c)] = (spectra[int(c)][0], -1.0)
+    return dict(sorted(spectra.items()))
+
+
+#: how many matrix entries one batch of :func:`_small_spectra` holds at most (32 MiB)
+_BATCH_VALUES = 1 << 22
+
+
+def _small_spectra(
+    s: Any, labels: np.ndarray, sizes: np.ndarray, order: np.ndarray, bounds: np.ndarray
+) -> dict[int, tuple[float, float]]:
+    """``(lambda_2, lambda_min)`` of every component of 2 to :data:`_DENSE_MAX` nodes: their
+    dense matrices filled from ``s``'s entries in one pass per size (each node at its rank
+    in its component, the order of ``s[nodes][:, nodes]``), solved by one batched
+    ``eigvalsh`` per :data:`_BATCH_VALUES` entries.  The same LAPACK call on the same matrix
+    as one component at a time, so the same values; CiteSeer's 389 small components took
+    40 ms one at a time (two sparse slicings each) on 2 cores."""
+    small = np.flatnonzero((sizes >= 2) & (sizes <= _DENSE_MAX))
+    spectra: dict[int, tuple[float, float]] = {}
+    if not small.size:
+        return spectra
+    rank = np.empty(len(labels), dtype=np.int64)  # each node's rank within its component
+    rank[order] = np.arange(len(labels)) - bounds[labels[order]]
+    coo = s.tocoo()
+    comp = labels[coo.row]  # edges never join two components
+    for size in np.unique(sizes[small]):
+        group = small[sizes[small] == size]
+        step = max(1, _BATCH_VALUES // int(size) ** 2)
+        for first in range(0, len(group), step):
+            part = group[first : first + step]
+            slot = np.full(len(sizes), -1, dtype=np.int64)
+            slot[part] = np.arange(len(part))
+            inside = slot[comp] >= 0
+            blocks = np.zeros((len(part), int(size), int(size)))
+            np.add.at(
+                blocks,
+                (slot[comp[inside]], rank[coo.row[inside]], rank[coo.col[inside]]),
+                coo.data[inside],
+            )
+            values = np.linalg.eigvalsh(blocks)  # [components, size], ascending
+            for c, lam2, lam_min in zip(part, values[:, -2], values[:, 0], strict=True):
+                spectra[int(c)] = (float(lam2), float(lam_min))
     return spectra
 
 

