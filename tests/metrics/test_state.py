@@ -82,3 +82,26 @@ def test_a_state_known_finite_on_the_host_adds_no_poison(monkeypatch):
     monkeypatch.setattr(kernels, "host_reads_free", lambda x: False)  # a GPU's path
     s = _state(x[:5])
     assert not s.clean and torch.equal(s.poisoned(value), value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cosine_gradient_at_a_zero_row_does_not_grow_with_the_other_row(dtype):
+    """The row norms come from vector_norm without autograd; with it, from the square root of
+    the sums of squares, whose gradient at a zero row is NaN.  vector_norm's gradient there is
+    0, and the narrow path's 0 / 1 then gave a zero row of float32 x the gradient y_i / n:
+    1500 for ||y_i|| = 5000, 1.5 for ||y_i|| = 5 (an audit)."""
+    from oversmooth.metrics import mean_cosine_similarity
+
+    grads = []
+    for scale in (1.0, 1000.0):
+        x = torch.tensor([[0.0, 0.0], [1.0, 2.0]], dtype=dtype, requires_grad=True)
+        y = torch.tensor([[3.0, 4.0], [2.0, -1.0]], dtype=dtype) * scale
+        mean_cosine_similarity(x, y).backward()
+        assert x.grad is not None
+        row = x.grad[0]
+        assert not (torch.isfinite(row).all() and row.abs().max() > 1.0)  # no y_i / n
+        grads.append(x.grad[1].clone())  # the other row: cos' own derivative, scale-free
+    assert torch.allclose(grads[0], grads[1], rtol=1e-5)
+    with torch.no_grad():  # no autograd: vector_norm, the same value
+        x = torch.tensor([[0.0, 0.0], [1.0, 2.0]], dtype=dtype)
+        assert float(mean_cosine_similarity(x, y)) == pytest.approx(0.0, abs=1e-7)

@@ -191,7 +191,13 @@ class LayerState:
         cores).  Unscaled, so a norm outside :data:`~oversmooth.metrics.kernels.NORMS_SAFE` is
         no norm to use (an overflowed square gives Inf, underflowed ones 0)."""
         if self._norms is None:
-            self._norms = torch.linalg.vector_norm(self.x, dim=1)
+            if torch.is_grad_enabled() and self.x.requires_grad:
+                # the square root of the sums of squares: its gradient at a zero row is NaN
+                # (the cosine has no derivative there), where vector_norm's 0 gave narrow
+                # inputs a gradient of y_i / n, growing with ||y_i|| (an audit)
+                self._norms = K.row_dots(self.x, self.x).sqrt()
+            else:
+                self._norms = torch.linalg.vector_norm(self.x, dim=1)
         return self._norms
 
     @property
