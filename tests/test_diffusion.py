@@ -320,7 +320,7 @@ def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
     )
     assert 200 < halving < 263  # the spectrum's 263 layers lies above the bound
     # and the interval that misses it is said to hold within the law fitted only
-    assert "within this law: the curve's limit may lie outside" in verdict_text(found)
+    assert "within this law; the curve's limiting rate may lie outside" in verdict_text(found)
 
 
 def test_a_law_fitted_with_the_opposite_sign_is_not_said_to_turn_a_curve_that_does_not():

@@ -1031,3 +1031,40 @@ def test_a_law_that_rests_on_the_first_layer_alone_is_not_named(monkeypatch):
     assert "one layer decides" in verdict_text(v)
     clean = verdict(_noisy(lambda kk: -0.05 * kk, 128, 3, 0.1, np.random.default_rng(1)))
     assert clean.label == "exponential-smoothing" and not clean.notes
+
+
+def test_an_undecided_laws_change_is_said_with_an_interval_that_holds_the_truth():
+    """``e^{-0.05k} + 10^-4`` over layers 1-256 (three seeds, noise-free): the laws do not
+    separate, and the sentence said "decays by 4.46 decades" with no interval for a true 3.97
+    (an audit).  The law's change stays the point; its interval, said beside it, holds the
+    truth, and the evidence table says whose the beta interval is."""
+    from oversmooth.report.render import evidence_table
+
+    rng = np.random.default_rng(0)
+    k = np.arange(0, 257, dtype=float)
+    log_e = np.logaddexp(-0.05 * np.maximum(k, 1), np.log(1e-4))
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "seed": s,
+                    "layer": k.astype(int),
+                    "laplacian_energy": np.exp(log_e + rng.normal()),
+                }
+            )
+            for s in range(3)
+        ],
+        ignore_index=True,
+    )
+    found = verdict(frame, dtype="float64")
+    assert found.label == "inconclusive"
+    truth = (log_e[256] - log_e[1]) / np.log(10)
+    lo, hi = found.evidence["change_interval"]
+    assert lo <= truth <= hi
+    text = verdict_text(found)
+    said = f"decays by {abs(found.evidence['change_decades']):.2f} decades (99% interval "
+    assert said in text, text
+    table = evidence_table(found.to_dict())
+    assert table is not None
+    cells = dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True))
+    assert "within this law" in cells["beta, 99% interval"]

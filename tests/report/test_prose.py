@@ -38,7 +38,11 @@ TERMS = (
     "-0.50 decades, shift k0 2"
 )
 # an undecided law's interval holds within that law only (the curve's limit may lie outside)
-OPEN_TERMS = TERMS.replace("0.005)", "0.005, within this law: the curve's limit may lie outside)")
+OPEN_TERMS = TERMS.replace(
+    "0.005)", "0.005 within this law; the curve's limiting rate may lie outside)"
+)
+# and its change is said with its interval (the law's change misfits where laws overlap)
+OPEN_CHANGE = "energy decays by 1.50 decades (99% interval 1.25 to 1.75) over layers 1-64 but "
 
 
 def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
@@ -60,16 +64,16 @@ def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
         (
             "laws-overlap",
             "inconclusive",
-            "energy decays by 1.50 decades over layers 1-64 but the laws do not separate: an "
-            f"exponential factor halving every {math.log(2) / 0.02:.3g} layers",
+            f"{OPEN_CHANGE}the laws do not separate: an exponential factor halving every "
+            f"{math.log(2) / 0.02:.3g} layers",
         ),
-        ("opposite-sign", "inconclusive", "energy decays by 1.50 decades over layers 1-64 but "),
-        ("small-exponential", "inconclusive", "energy decays by 1.50 decades over layers 1-64 "),
+        ("opposite-sign", "inconclusive", OPEN_CHANGE),
+        ("small-exponential", "inconclusive", OPEN_CHANGE),
         (
             "two-powers",
             "inconclusive",
-            "energy decays by 1.50 decades over layers 1-64 but the laws do not separate: the "
-            "exponential factor is significant in the law fitted, but a power law that steepens",
+            f"{OPEN_CHANGE}the laws do not separate: the exponential factor is significant in the "
+            "law fitted, but a power law that steepens",
         ),
         ("stable", "stable", f"the fitted energy changes by {CHANGE}, inside +-0.3"),
         ("no-trend", "inconclusive", f"the fitted energy changes by {CHANGE}: cannot tell"),

@@ -55,6 +55,7 @@ from oversmooth.report.prose import (
     comparison_title,
     conv_label,
     dropped_text,
+    OPEN_LAW_INTERVAL,
     length_span,
     unbounded,
     energy_table,
@@ -304,9 +305,11 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
             rows.append((name, format_cell(ev[key])))
     if ev.get("beta_interval"):
         lo, hi = ev["beta_interval"]
-        rows.append(
-            (f"beta, {level:.0%} interval" if level else "beta interval", f"{lo:.3g} to {hi:.3g}")
-        )
+        name = f"beta, {level:.0%} interval" if level else "beta interval"
+        cell = f"{lo:.3g} to {hi:.3g}"
+        if record.get("label") == "inconclusive":  # an undecided law's factor, not the curve's
+            cell += f" ({OPEN_LAW_INTERVAL.strip()})"
+        rows.append((name, cell))
     for key, name in (
         ("energy_decades", "energy decades (the fitted change over the window)"),
         ("norm_decades", "squared feature norm decades (first to last layer of the window)"),
