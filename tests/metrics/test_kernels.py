@@ -4,6 +4,7 @@ stall a GPU."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -349,6 +350,29 @@ def test_pairs_write_the_laplacian_into_out_with_the_sparse_products_numbers(sam
         assert torch.equal(lap, torch.sparse.mm(pairs.signed, diff))
         fresh, again = kernels.edge_pass(x, op)
         assert torch.equal(fresh, lap) and torch.equal(again, total)
+
+
+def test_pairs_differences_from_the_incidence_product_are_the_gathered_ones_bit_for_bit():
+    """The pairs' differences come from one CSR product of the +1/-1 incidence matrix: one
+    rounding per entry, the subtraction's, on every value a state can hold (subnormals, the
+    largest finite, infinities, NaN; only the sign of a zero difference may differ)."""
+    ei, w, n = symmetric_hub()
+    pairs = kernels.edge_pairs(GraphOperator(ei, w, num_nodes=n))
+    assert pairs is not None
+    gen = torch.Generator().manual_seed(5)
+    special = torch.tensor(
+        [0.0, -0.0, 5e-324, -2.2e-308, 1.7976931348623157e308, float("inf"), float("nan")],
+        dtype=torch.float64,
+    )
+    for width, value in itertools.product((1, 3, 33), special):
+        x = torch.randn(n, width, dtype=torch.float64, generator=gen) * 10.0 ** torch.randint(
+            -300, 300, (n, width), generator=gen
+        ).to(torch.float64)
+        x[torch.rand(n, width, generator=gen) < 0.2] = value
+        got = torch.sparse.mm(pairs.incidence, x)
+        want = x[pairs.src] - x[pairs.dst]
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))  # (-0 == 0)
 
 
 def test_pairs_of_unit_weights_and_constant_states():
