@@ -648,7 +648,8 @@ class TargetRuns:
 
     def _scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """This thread's two difference buffers for ``x``'s width, dtype and device."""
-        return thread_buffers(self._local, (self.scratch_rows(x.size(1)), x.size(1)), x)
+        first, second = thread_buffers(self._local, (self.scratch_rows(x.size(1)), x.size(1)), x)
+        return first, second
 
     def scratch_rows(self, channels: int) -> int:
         """Rows of the scratch buffers :meth:`differences` can use for ``channels``."""
@@ -747,18 +748,19 @@ def _adjacency_edges(adj: Tensor, transposed: bool) -> tuple[Tensor, Tensor, int
 
 
 def thread_buffers(
-    local: threading.local, shape: tuple[int, ...], like: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Two ``shape`` buffers of ``like``'s dtype and device, kept in ``local`` (one pair per
-    thread) and reused while shape, dtype and device stay the same: fresh buffers of a few MiB
-    cost page faults on every call."""
+    local: threading.local, shape: tuple[int, ...], like: Tensor, count: int = 2
+) -> tuple[Tensor, ...]:
+    """``count`` ``shape`` buffers of ``like``'s dtype and device, kept in ``local`` (one set
+    per thread) and reused while shape, dtype and device stay the same: fresh buffers of a few
+    MiB cost page faults on every call."""
     held = getattr(local, "scratch", None)
-    if held is None or (held[0].shape, held[0].dtype, held[0].device) != (
-        torch.Size(shape),
-        like.dtype,
-        like.device,
+    if (
+        held is None
+        or len(held) != count
+        or (held[0].shape, held[0].dtype, held[0].device)
+        != (torch.Size(shape), like.dtype, like.device)
     ):
-        held = (like.new_empty(shape), like.new_empty(shape))
+        held = tuple(like.new_empty(shape) for _ in range(count))
         local.scratch = held
     return held
 

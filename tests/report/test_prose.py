@@ -331,3 +331,26 @@ def test_a_limit_still_moving_is_said_by_its_interval_alone():
     text = verdict_text(found)
     assert "not yet asymptotic: the local halving length is still rising (asymptotic " in text
     assert "halving length 72.2 or more)" in text and "162" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("trend", "span", "said"),
+    [
+        ("decay", [-1.75, -1.25], "(99% interval 1.25 to 1.75)"),
+        ("decay", [-1.0, 3.0], "(99% interval 0.00 to 1.00)"),  # at most 1 decade of decay
+        ("decay", [3.0, -1.0], "(99% interval 0.00 to 1.00)"),  # stored high to low
+        ("growth", [-3.0, 1.0], "(99% interval 0.00 to 1.00)"),
+        ("growth", [1.25, 1.75], "(99% interval 1.25 to 1.75)"),
+    ],
+)
+def test_an_open_laws_change_is_said_as_sizes_on_the_trends_side(trend, span, said):
+    """The sentence says a change's size with its interval on the trend's side, from 0 where
+    the interval (an older or hand-made record's) reaches the other side: a decay's [-1, 3]
+    was said "0 to 3" and its [3, -1] "1 to 3", which left out its own 0.5 (an audit)."""
+    numbers = {**NUMBERS, "change_decades": -0.5 if trend == "decay" else 0.5}
+    numbers["change_interval"] = span
+    found = Verdict(
+        label="inconclusive", reason="laws-overlap", seeds=2, trend=trend, evidence=numbers
+    )
+    verb = "decays" if trend == "decay" else "grows"
+    assert f"energy {verb} by 0.50 decades {said} over layers" in reason_text(found)

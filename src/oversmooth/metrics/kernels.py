@@ -407,16 +407,16 @@ class EdgePairs:
         self.pairs = src.numel()
         self._local = threading.local()
 
-    def scratch(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """This thread's two ``[pairs, d]`` buffers for ``x``."""
-        return thread_buffers(self._local, (self.pairs, x.size(1)), x)
+    def scratch(self, x: Tensor) -> Tensor:
+        """This thread's ``[pairs, d]`` buffer for ``x``'s differences."""
+        return thread_buffers(self._local, (self.pairs, x.size(1)), x, count=1)[0]
 
     def differences(
         self, x: Tensor, laplacian: bool, edge_sum: bool, out: Tensor | None = None
     ) -> tuple[Tensor | None, Tensor | None]:
         """``Delta x`` (into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2`` from one
         gather of the pairs."""
-        first, _ = self.scratch(x)
+        first = self.scratch(x)
         d = torch.addmm(first, self.incidence, x, beta=0, out=first)  # x_j - x_i, j < i
         total = None
         if edge_sum:

@@ -182,7 +182,8 @@ def _gather_buffers(rows: int, like: Tensor) -> tuple[Tensor, Tensor]:
     """Two ``[rows, like.size(1)]`` buffers of ``like``'s dtype and device for
     :meth:`SparseLayout._gathered`, kept per thread and reused while their shape, dtype and
     device stay the same (at most 2 x :data:`SAMPLED_VALUES` rows: 8 MiB for 8 columns)."""
-    return thread_buffers(_GATHER, (rows, like.size(1)), like)
+    first, second = thread_buffers(_GATHER, (rows, like.size(1)), like)
+    return first, second
 
 
 class CsrPlan:

@@ -206,7 +206,7 @@ def reason_text(found: Verdict | Mapping[str, Any]) -> str:
     verb = "decays" if found.get("trend") == "decay" else "grows"
     window = ev["window"]
     return (
-        f"energy {verb} by {_open_change_text(ev)} over layers "
+        f"energy {verb} by {_open_change_text(ev, found.get('trend'))} over layers "
         f"{window[0]}-{window[1]} but the laws do not separate: "
         f"{_open_law(code, ev, found.get('trend'))} (law fitted: {_terms_text(ev, True)})"
     )
@@ -334,19 +334,21 @@ def _change_text(ev: Mapping[str, Any]) -> str:
 OPEN_LAW_INTERVAL = " within this law; the curve's limiting rate may lie outside"
 
 
-def _open_change_text(ev: Mapping[str, Any]) -> str:
+def _open_change_text(ev: Mapping[str, Any], trend: Any) -> str:
     """The size of an undecided law's change in decades, with its interval: the law's change,
-    which misfits where the laws do not separate (``e^{-0.05k} + 10^-8`` over layers 1-512
-    printed "decays by 9.17 decades" for a true 7.98, with no interval; its 99% interval,
-    2.97 to 13.3, holds it, an audit)."""
+    which misfits where the laws do not separate (``e^{-0.05k} + 10^-4`` over layers 1-256
+    printed "decays by 4.46 decades" for a true 3.97, with no interval; its 99% interval,
+    2.62 to 5.65, holds it, an audit).  The interval is said as sizes on the trend's side (a
+    decay's ``[-5.65, -2.62]`` reads "2.62 to 5.65"), from 0 where it reaches the other side."""
     change = abs(ev["change_decades"])
     span = change_interval(ev)
     if span is None:
         return f"{change:.2f} decades"
-    lo, hi = sorted((abs(span[0]), abs(span[1])))
-    if span[0] < 0 < span[1]:
-        lo = 0.0  # (a trend's interval lies on its side; an older record's may not)
-    fmt = separating(lo, hi, ".3g")
+    lo, hi = sorted(span)
+    if trend == "decay":
+        lo, hi = -hi, -lo
+    lo, hi = max(lo, 0.0), max(hi, 0.0)
+    fmt = separating(lo, hi, ".2f")
     return f"{change:.2f} decades ({ev['level']:.0%} interval {lo:{fmt}} to {hi:{fmt}})"
 
 
