@@ -84,7 +84,7 @@ def test_a_state_known_finite_on_the_host_adds_no_poison(monkeypatch):
     assert not s.clean and torch.equal(s.poisoned(value), value)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])  # narrow: norms' path
 def test_cosine_gradient_at_a_zero_row_does_not_grow_with_the_other_row(dtype):
     """The row norms come from vector_norm without autograd; with it, from the square root of
     the sums of squares, whose gradient at a zero row is NaN.  vector_norm's gradient there is

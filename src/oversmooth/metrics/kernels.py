@@ -379,14 +379,16 @@ class EdgePairs:
     directions: ``(\Delta x)_i`` gets ``+p_{ij} d`` and ``(\Delta x)_j`` gets ``-p_{ji} d`` (one
     CSR product of the signed ``[n, pairs]`` matrix :attr:`signed`), and the edge sum gets
     ``(w_{ij} + w_{ji}) ||d||^2``.  The terms are those of :meth:`TargetRuns.differences` bit
-    for bit (``fl(a - b) = -fl(b - a)``); only the order of the sums differs.  Half the gathers
-    and half the squares of the pass over every directed edge.
+    for bit (``fl(a - b) = -fl(b - a)``); only the order of the sums differs.  Half the
+    differences and half the squares of the pass over every directed edge.
 
     The differences themselves are one CSR product of the ``[pairs, n]`` incidence matrix
     :attr:`incidence` (+1 at ``j``, -1 at ``i`` on each pair's row) with ``x``: each row sums
     ``x_j`` and ``-x_i``, one rounding, so ``fl(x_j - x_i)`` bit for bit as gathering both rows
-    and subtracting, in 26 us against 59 us on Cora's 5,278 pairs and 32 float64 channels on 2
-    cores (the two gathers wrote 2 x 1.3 MiB that the subtraction read back).
+    and subtracting, but the sign of a zero (``-0 - 0`` is ``-0``, the product's ``0 + -0 +
+    -0`` is ``+0``; its square is the same), in 26 us against 59 us on Cora's 5,278 pairs and 32
+    float64 channels on 2 cores (the two gathers wrote 2 x 1.3 MiB that the subtraction read
+    back).
     """
 
     def __init__(
@@ -415,7 +417,7 @@ class EdgePairs:
         self, x: Tensor, laplacian: bool, edge_sum: bool, out: Tensor | None = None
     ) -> tuple[Tensor | None, Tensor | None]:
         """``Delta x`` (into ``out`` when given) and ``sum_e w_e ||x_src - x_dst||^2`` from one
-        gather of the pairs."""
+        set of the pairs' differences (the incidence product)."""
         first = self.scratch(x)
         d = torch.addmm(first, self.incidence, x, beta=0, out=first)  # x_j - x_i, j < i
         total = None

@@ -132,8 +132,8 @@ class LayerState:
         if self._fast is None:
             self._fast = False
             if not self.batched and self.x.numel() and (self.narrow or K.host_reads_free(self.x)):
-                # K.rms_norm's sum (not the rows' sums of squares, which the cosine may have
-                # formed already): a column's numbers do not depend on the others asked for
+                # K.rms_norm's sum (not from the cosine's row norms, which may be formed
+                # already): a column's numbers do not depend on the others asked for
                 self._total = K.squared_total(self.x)
                 self._fast = self.narrow or K.within(self._total, K.SQUARES_SAFE)
         return self._fast

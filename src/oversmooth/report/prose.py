@@ -358,7 +358,8 @@ def _terms_text(ev: Mapping[str, Any], open_law: bool = False) -> str:
     ``open_law``: the law was not decided (an inconclusive verdict), so ``beta``'s interval is
     said to hold within the law only: linear diffusion on Cora at depth 256 gave ``beta``
     -0.00552 to +0.000444 (99%), where the spectrum's limit is -0.00725 (halving every 95.5
-    layers); the open law's sentence bounds the curve by its late local rate instead."""
+    layers); the fastest exponential the open law's sentence names is the faster of that
+    interval's end and the late local rate (:func:`fastest_exponential`)."""
     lo, hi = ev["beta_interval"]
     fmt = separating(lo, hi, ".3g")
     within = OPEN_LAW_INTERVAL if open_law else ""
