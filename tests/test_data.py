@@ -501,6 +501,50 @@ def test_a_partly_numeric_line_1_is_a_bad_row_not_a_header(tmp_path, edges, feat
     assert D.load(tmp_path / "h.csv", directed=True).edge_index.tolist() == [[0, 1], [1, 2]]
 
 
+def test_pandas_unnamed_column_header_of_a_features_csv_is_refused_not_read_as_node_0(tmp_path):
+    """``pandas.DataFrame(x).to_csv(path, index=False)`` writes the header ``0,1,2``: all
+    numbers, so it was read as node 0's features, every node's features moved to the next
+    node and one isolated node was added, silently (an audit)."""
+    import numpy as np
+    import pandas as pd
+
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,3\n")
+    x = np.arange(12, dtype=float).reshape(4, 3) / 7 + 0.25
+    pd.DataFrame(x).to_csv(tmp_path / "x.csv", index=False)
+    assert (tmp_path / "x.csv").read_text().splitlines()[0] == "0,1,2"
+    with pytest.raises(ValueError, match=r"x.csv:1: line 1 reads '0,1,2', the header pandas"):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+    pd.DataFrame(x).to_csv(tmp_path / "x.csv", index=False, header=False)  # as the error says
+    assert torch.allclose(
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv").x,
+        torch.tensor(x, dtype=torch.float32),
+    )
+    # node 0's features written as values, not column numbers, are data
+    (tmp_path / "x.csv").write_text("0.0,1.0,2.0\n1,1,1\n2,2,2\n3,3,3\n")
+    assert D.load(tmp_path / "e.csv", features=tmp_path / "x.csv").x[0].tolist() == [0, 1, 2]
+    # a wide header is said short
+    pd.DataFrame(np.ones((4, 40))).to_csv(tmp_path / "x.csv", index=False)
+    with pytest.raises(ValueError, match=r"line 1 reads '0,1,2,3,4,5,6,7,8,9,\.\.\.,39'"):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv")
+
+
+def test_a_narrow_index_header_is_read_as_data_with_a_warning_and_edges_are_not_checked(
+    tmp_path,
+):
+    """``0`` or ``0,1`` can be node 0's features (a count, a one-hot class): read as data, with
+    a warning naming the file; an edge list starting with the edge 0 -> 1 (many do) and a
+    labels file starting with class 0 are read without one."""
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,3\n")
+    (tmp_path / "y.csv").write_text("0\n1\n0\n1\n")
+    (tmp_path / "x.csv").write_text("0,1\n1,0\n0,1\n1,0\n")
+    with pytest.warns(UserWarning, match=r"x.csv:1: line 1 reads '0,1', .*read as data"):
+        g = D.load(tmp_path / "e.csv", features=tmp_path / "x.csv", labels=tmp_path / "y.csv")
+    assert g.x[0].tolist() == [0, 1] and g.num_nodes == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        D.load(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+
+
 @pytest.mark.parametrize(
     "text, line, shown, why",
     [

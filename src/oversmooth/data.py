@@ -891,18 +891,27 @@ def _pt_features(path: Path, x: Tensor) -> Tensor:
 
 
 def _read_numeric_csv(
-    path: Path, min_cols: int, what: str, max_cols: int | None = None, hint: str = ""
+    path: Path,
+    min_cols: int,
+    what: str,
+    max_cols: int | None = None,
+    hint: str = "",
+    index_header: int | None = None,
 ) -> np.ndarray:
     """Rows of numbers; a header line is allowed; errors name the file and line.
 
     ``max_cols`` refuses wider rows (``hint`` says what to keep): an extra column would
-    otherwise be read as the weight or the label.  The rows themselves come from
+    otherwise be read as the weight or the label.  With ``index_header``, a line 1 that reads
+    ``0,1,...,d-1``, the header pandas writes for unnamed columns, is refused from that many
+    columns on and warned of below (:func:`_index_header`).  The rows themselves come from
     :func:`_numeric_rows`."""
     rows: list[list[float]] = []
     width = None
-    for lineno, _, values in _numeric_rows(path, what):
+    for lineno, cells, values in _numeric_rows(path, what):
         if width is None:
             width = len(values)
+            if lineno == 1 and index_header is not None:
+                _index_header(path, cells, what, index_header)
             if width < min_cols:
                 raise ValueError(
                     f"{path}:{lineno}: expected at least {min_cols} columns for {what}, "
@@ -922,6 +931,33 @@ def _read_numeric_csv(
     if not rows:
         raise ValueError(f"{path}: no data rows ({what})")
     return np.asarray(rows, dtype=np.float64)
+
+
+def _index_header(path: Path, cells: list[str], what: str, refuse_from: int) -> None:
+    """Refuse (from ``refuse_from`` columns on) or warn of a line 1 that reads ``0,1,...,d-1``:
+    the header ``pandas.DataFrame(array).to_csv(path, index=False)`` writes, all numbers, so
+    read as a data row.  In a features file it became node 0's features and moved every node's
+    features to the next node, with one isolated node more, silently.  A row of 3 or more
+    features equal to their column numbers is no node's in practice; 1 or 2 (``0``, ``0,1``:
+    a count, a one-hot class) can be, so there it is read as data with a warning.  Edge lists
+    and labels are not checked: ``0,1`` is the first edge of many sorted edge lists and ``0``
+    the first label of many files, and a warning on every such file would say nothing."""
+    if [c.strip() for c in cells] != [str(i) for i in range(len(cells))]:
+        return
+    text = ",".join(c.strip() for c in cells)
+    shown = text if len(text) <= 24 else f"{text[:20]}...,{len(cells) - 1}"
+    said = f"{path}:1: line 1 reads {shown!r}, the header pandas writes for unnamed columns"
+    if len(cells) >= refuse_from:
+        raise ValueError(
+            f"{said}; as data it would be node 0's {what} and move every node's to the next "
+            "node; remove the line (or write the file with header=False); if it is node 0's, "
+            "write its values as 0.0,1.0,..."
+        )
+    warnings.warn(
+        f"{said}; it is read as data ({what}); if it is a header, remove the line (or write "
+        "the file with header=False)",
+        stacklevel=5,
+    )
 
 
 def _is_number(cell: str) -> bool:
@@ -1123,7 +1159,7 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
     pairs = torch.from_numpy(ids.astype(np.int64)).t()
     weight = torch.from_numpy(table[:, 2]) if table.shape[1] > 2 else None  # float64, as read
     x = (
-        torch.from_numpy(_read_numeric_csv(Path(features), 1, "features")).float()
+        torch.from_numpy(_read_numeric_csv(Path(features), 1, "features", index_header=3)).float()
         if features
         else None
     )
