@@ -157,6 +157,10 @@ def _read_pid(path: Path) -> int:
 HIDDEN_COPY = re.compile(r"^\.(.+)\.(tmp|old)-(\d+)$")
 
 
+#: The write test's file (:func:`probe_writable`): ``.oversmooth-write-test-PID``.
+_WRITE_TEST = re.compile(r"^\.oversmooth-write-test-(\d+)$")
+
+
 def shown_path(path: str | bytes | os.PathLike) -> Path:
     """``path`` as the user knows it: a component that is a run's hidden copy
     (:data:`HIDDEN_COPY`, ``.NAME.tmp-PID``) named as what it becomes (``NAME``)."""
@@ -179,15 +183,17 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     removed: list[Path] = []
     if not parent.is_dir():
         return removed
-    pattern = re.compile(rf"^(?:\.{re.escape(out.name)}\.(tmp|old)|\.oversmooth-write-test)-(\d+)$")
     stale: list[Path] = []
     set_aside: dict[Path, int] = {}  # .NAME.old-PID folders -> PID
     for entry in parent.iterdir():
-        match = pattern.match(entry.name)
-        if match is None:
+        match = HIDDEN_COPY.match(entry.name)
+        if match is not None and match.group(1) == out.name:
+            kind, pid = match.group(2), int(match.group(3))
+        elif (test := _WRITE_TEST.match(entry.name)) is not None:
+            kind, pid = "test", int(test.group(1))
+        else:
             continue
-        pid = int(match.group(2))
-        if match.group(1) == "old" and entry.is_dir() and not entry.is_symlink():
+        if kind == "old" and entry.is_dir() and not entry.is_symlink():
             # whatever its PID says (PIDs are reused after a restart): under out's lock no run
             # is between its two renames, so a copy set aside with no out is a killed run's
             set_aside[entry] = pid
@@ -211,12 +217,17 @@ def clean_stale_siblings(out: Path) -> list[Path]:
     else:  # out replaced, then the run killed before it removed the old copy
         stale.extend(e for e, pid in set_aside.items() if not _pid_alive(pid))
     for entry in stale:
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        remove_entry(entry)
         removed.append(entry)
     return removed
+
+
+def remove_entry(entry: Path) -> None:
+    """Remove ``entry``: a folder with what it holds, a file or a symbolic link itself."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def put_back(out: Path, unwritable: str | None = None) -> bool:

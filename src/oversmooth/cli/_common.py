@@ -208,15 +208,16 @@ def _os_error_text(exc: BaseException) -> str:
     ``PATH: what happened``, the path as the user knows it; "" for any other error."""
     if not isinstance(exc, OSError) or not str(exc).startswith("[Errno"):
         return ""
-    if not isinstance(exc.filename, (str, bytes, os.PathLike)) or not exc.filename:
+    if not _a_path(exc.filename):
         return ""  # none, or a file descriptor: the system's words are all there is
     what, first = exc.strerror or "failed", shown_path(exc.filename)
-    second = (
-        shown_path(exc.filename2)
-        if isinstance(exc.filename2, (str, bytes, os.PathLike)) and exc.filename2
-        else first
-    )
+    second = shown_path(exc.filename2) if _a_path(exc.filename2) else first
     return f"{first}: {what}" if second == first else f"{first} -> {second}: {what}"
+
+
+def _a_path(filename: object) -> bool:
+    """Whether an OS error's ``filename`` is a path (not None, empty or a file descriptor)."""
+    return isinstance(filename, (str, bytes, os.PathLike)) and bool(filename)
 
 
 def _disk_full(exc: BaseException) -> str:
@@ -226,8 +227,7 @@ def _disk_full(exc: BaseException) -> str:
         return ""
     if getattr(exc, "clean_message", False):  # said already, as its writer knows it
         return ""
-    named = isinstance(exc.filename, (str, bytes, os.PathLike)) and exc.filename
-    where = f" writing {shown_path(exc.filename)}" if named else ""
+    where = f" writing {shown_path(exc.filename)}" if _a_path(exc.filename) else ""
     return (
         f"no space left on the device{where}; free some space and rerun (a result folder is "
         "swapped in only once whole: none was half-written)"

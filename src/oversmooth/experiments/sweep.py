@@ -582,7 +582,7 @@ _LOCK_NAME = re.compile(r"^\..+\.lock$")
 def _clean_litter(out: Path) -> None:
     """Remove hidden temporary files and folders (``.NAME.tmp-PID``) and the folder locks
     (``.NAME.lock``) that dead processes left inside the sweep folder."""
-    from oversmooth.outputs import HIDDEN_COPY, _pid_alive, remove_unheld_lock
+    from oversmooth.outputs import HIDDEN_COPY, _pid_alive, remove_entry, remove_unheld_lock
 
     for folder in (out, out / "cells", out / "runs"):
         if not folder.is_dir():
@@ -593,10 +593,7 @@ def _clean_litter(out: Path) -> None:
                 continue
             match = HIDDEN_COPY.match(entry.name)
             if match and not _pid_alive(int(match.group(3))):
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink(missing_ok=True)
+                remove_entry(entry)
 
 
 def _check_datasets(spec: SweepSpec) -> tuple[dict[str, str], dict[str, str]]:

@@ -115,13 +115,10 @@ def _rusch(s: LayerState) -> Tensor:
 
 
 def _scaled(s: LayerState) -> tuple[LayerState, Tensor]:
-    """``s`` with each graph's rows divided by one power of two (:func:`K.graph_exponents`:
-    the graph's largest entry brought to ``[0.5, 1)``, exactly), and those exponents."""
-    exponent = K.graph_exponents(s.x, s.op)
-    factor = K.pow2(-exponent)
-    if exponent.dim():
-        factor = factor[s.graph.batch]
-    return LayerState(s.x * factor.reshape(-1, 1), s.op, s.narrow), exponent
+    """``s`` with each graph's rows divided by one power of two, and those exponents
+    (:func:`K.graph_scaled`)."""
+    scaled, exponent = K.graph_scaled(s.x, s.op)
+    return LayerState(scaled, s.op, s.narrow), exponent
 
 
 def _inv_sqrt_degree(op: GraphOperator) -> Tensor:

@@ -340,14 +340,25 @@ def graph_exponents(x64: Tensor, op: GraphOperator | None = None) -> Tensor:
     return torch.where(top == -(1 << 20), 0, top).clamp(-1000, 1000)
 
 
+def graph_scaled(x64: Tensor, op: GraphOperator | None = None) -> tuple[Tensor, Tensor]:
+    """``x64`` with each graph's rows divided by ``2**e`` (:func:`graph_exponents`: exact, the
+    graph's largest entry brought to ``[0.5, 1)``), and those exponents (``[B]``; 0-d for one
+    graph)."""
+    exponent = graph_exponents(x64, op)
+    factor = pow2(-exponent)
+    if exponent.dim():
+        assert op is not None and op.batch is not None
+        factor = factor[op.batch]
+    return x64 * factor.reshape(-1, 1), exponent
+
+
 def rms_norm(x64: Tensor, op: GraphOperator | None = None, narrow: bool = False) -> Tensor:
     """``sqrt((1/n) ||x||^2)`` per graph (Inf with an infinite entry, NaN with a NaN), from
     power-of-two-scaled values unless a fast path (module docstring) applies; ``narrow``: see
     :func:`unit_rows`."""
     if op is not None and op.batch is not None:
         # one power-of-two scale per graph (the graph's largest entry), as if measured alone
-        exponent = graph_exponents(x64, op)  # [B]
-        scaled = x64 * pow2(-exponent)[op.batch].unsqueeze(1)
+        scaled, exponent = graph_scaled(x64, op)  # exponent: [B]
         sq = segment_sum(scaled.pow(2).sum(dim=1), op)
         return (sq / node_counts(op, x64.size(0))).sqrt() * pow2(exponent)
     if x64.numel() == 0:
@@ -406,7 +417,7 @@ class EdgePairs:
         self.signed = signed  # [n, pairs] CSR: +p_ij at row i, -p_ji at row j
         self.weight = weight  # [pairs] w_ij + w_ji
         self.unit = unit  # every weight is 1: weight is 2 everywhere
-        self.pairs = src.numel()
+        self.pairs = count
         self._local = threading.local()
 
     def scratch(self, x: Tensor) -> Tensor:

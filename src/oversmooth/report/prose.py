@@ -323,15 +323,12 @@ def _change_text(ev: Mapping[str, Any]) -> str:
     """The fitted change in decades over the window, with its interval."""
     change, window = ev["change_decades"], ev["window"]
     span = change_interval(ev)
-    interval = ""
-    if span is not None:
-        fmt = separating(*span, "+.2f")
-        interval = f" ({ev['level']:.0%} interval {span[0]:{fmt}} to {span[1]:{fmt}})"
+    interval = "" if span is None else f" ({ev['level']:.0%} interval {_ends(*span, '+.2f')})"
     return f"{change:+.2f} decades over layers {window[0]}-{window[1]}{interval}"
 
 
 #: what an undecided law's ``beta`` interval is said to be (in the sentence and the tables)
-OPEN_LAW_INTERVAL = " within this law; the curve's limiting rate may lie outside"
+OPEN_LAW_INTERVAL = "within this law; the curve's limiting rate may lie outside"
 
 
 def _open_change_text(ev: Mapping[str, Any], trend: Any) -> str:
@@ -347,9 +344,8 @@ def _open_change_text(ev: Mapping[str, Any], trend: Any) -> str:
     lo, hi = sorted(span)
     if trend == "decay":
         lo, hi = -hi, -lo
-    lo, hi = max(lo, 0.0), max(hi, 0.0)
-    fmt = separating(lo, hi, ".2f")
-    return f"{change:.2f} decades ({ev['level']:.0%} interval {lo:{fmt}} to {hi:{fmt}})"
+    ends = _ends(max(lo, 0.0), max(hi, 0.0), ".2f")
+    return f"{change:.2f} decades ({ev['level']:.0%} interval {ends})"
 
 
 def _terms_text(ev: Mapping[str, Any], open_law: bool = False) -> str:
@@ -361,11 +357,11 @@ def _terms_text(ev: Mapping[str, Any], open_law: bool = False) -> str:
     layers); the fastest exponential the open law's sentence names is the faster of that
     interval's end and the late local rate (:func:`fastest_exponential`)."""
     lo, hi = ev["beta_interval"]
-    fmt = separating(lo, hi, ".3g")
-    within = OPEN_LAW_INTERVAL if open_law else ""
+    within = f" {OPEN_LAW_INTERVAL}" if open_law else ""
     return (
         f"exponential factor e^(beta k) with beta {ev['beta']:.3g} ({ev['level']:.0%} interval "
-        f"{lo:{fmt}} to {hi:{fmt}}{within}), power term {ev['power_term_decades']:+.2f} decades, "
+        f"{_ends(lo, hi, '.3g')}{within}), power term "
+        f"{ev['power_term_decades']:+.2f} decades, "
         f"shift k0 {_shift_text(ev['k0'], ev.get('window'))}"
     )
 
@@ -476,6 +472,13 @@ def separating(lo: float, hi: float, fmt: str) -> str:
     return fmt  # equal to rounding: more digits would say nothing more
 
 
+def _ends(lo: float, hi: float, fmt: str, joiner: str = " to ") -> str:
+    """``lo`` and ``hi`` in ``fmt``, with the digits that tell them apart (:func:`separating`),
+    joined by ``joiner``."""
+    fmt = separating(lo, hi, fmt)
+    return f"{format(lo, fmt)}{joiner}{format(hi, fmt)}"
+
+
 def span_text(pair: Any, fmt: str = ".3g") -> str:
     """``lo-hi`` (or ``lo to hi`` for ``.2f``), with as many more digits as tell the two ends
     apart (:func:`separating`); an open end (``None``, as JSON stores ``inf``) is said in
@@ -487,10 +490,7 @@ def span_text(pair: Any, fmt: str = ".3g") -> str:
         return f"{format(lo, fmt)} or more"
     if math.isinf(lo):
         return f"up to {format(hi, fmt)}"
-    fmt = separating(lo, hi, fmt)
-    if fmt.endswith("f"):
-        return f"{lo:{fmt}} to {hi:{fmt}}"
-    return f"{format(lo, fmt)}-{format(hi, fmt)}"
+    return _ends(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
 
 
 def length_span(pair: Any, fmt: str = ".3g") -> str:
@@ -739,10 +739,7 @@ def _interval(pair: Any, fmt: str) -> str | None:
     lo, hi = _num(pair[0]), _num(pair[1])
     if lo is None or hi is None:
         return None
-    fmt = separating(lo, hi, fmt)
-    if fmt.endswith("f"):
-        return f"{lo:{fmt}} to {hi:{fmt}}"
-    return f"{format(lo, fmt)}-{format(hi, fmt)}"
+    return _ends(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
 
 
 _UNREADABLE = (KeyError, TypeError, ValueError, IndexError, StopIteration)

@@ -308,7 +308,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         name = f"beta, {level:.0%} interval" if level else "beta interval"
         cell = f"{lo:.3g} to {hi:.3g}"
         if record.get("label") == "inconclusive":  # an undecided law's factor, not the curve's
-            cell += f" ({OPEN_LAW_INTERVAL.strip()})"
+            cell += f" ({OPEN_LAW_INTERVAL})"
         rows.append((name, cell))
     for key, name in (
         ("energy_decades", "energy decades (the fitted change over the window)"),
