@@ -277,7 +277,7 @@ def test_an_interval_narrower_than_its_digits_gets_the_digits_that_tell_its_ends
 
     assert span_text((-1.0017, -0.9993), ".2f") == "-1.002 to -0.999"
     assert span_text((5.5412, 5.5433)) == "5.541-5.543"
-    assert span_text((5.4, 5.6)) == "5.4-5.6" and span_text((3.0, 3.0)) == "3-3"
+    assert span_text((5.4, 5.6)) == "5.4-5.6" and span_text((3.0, 3.0)) == "3 at both ends"
     assert separating(1.0, 1.0 + 1e-12, ".2f") == ".2f"  # equal to rounding: no digits added
     ev = {"change_decades": 0.011, "window": [1, 64], "level": 0.99}
     ev["change_interval"] = [0.0104, 0.0117]
@@ -354,3 +354,32 @@ def test_an_open_laws_change_is_said_as_sizes_on_the_trends_side(trend, span, sa
     )
     verb = "decays" if trend == "decay" else "grows"
     assert f"energy {verb} by 0.50 decades {said} over layers" in reason_text(found)
+
+
+def test_an_interval_that_reads_the_same_at_both_ends_or_was_stored_high_to_low():
+    """A noise-free curve's interval narrower than four more digits show read "13.9-13.9", as
+    if it were two numbers; a stored interval written high to low read "5.65 to 2.62".  And
+    the evidence table's cells read their ends without the digits that tell them apart."""
+    from oversmooth.report.prose import _interval, ends_text, span_text
+    from oversmooth.report.render import evidence_table
+
+    assert span_text((13.86294, 13.86294 + 1e-9)) == "13.9 at both ends"
+    assert ends_text(-0.05, -0.05, "+.2f") == "-0.05 at both ends"
+    assert span_text((13.86294, 13.86394)) == "13.863-13.864"  # four more digits suffice
+    assert _interval([5.65, 2.62], ".2f") == "2.62 to 5.65"
+    assert ends_text(2.0, -1.0, "+.2f") == "-1.00 to +2.00"
+    record = {
+        "label": "exponential-smoothing",
+        "evidence": {
+            "level": 0.99,
+            "change_decades": -4.0,
+            "change_interval": [-3.9996, -4.0004],
+            "beta": -0.0501,
+            "beta_interval": [-0.05007, -0.05012],
+        },
+    }
+    table = evidence_table(record)
+    assert table is not None
+    cells = dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True))
+    assert cells["fitted change, decades (99% interval)"] == "-4.00 (-4.0004 to -3.9996)"
+    assert cells["beta, 99% interval"] == "-0.05012 to -0.05007"

@@ -40,6 +40,7 @@ __all__ = [
     "doubling_length",
     "late_length_span",
     "span_text",
+    "ends_text",
     "analysis_fits",
     "analysis_title",
     "comparison_fits",
@@ -323,7 +324,7 @@ def _change_text(ev: Mapping[str, Any]) -> str:
     """The fitted change in decades over the window, with its interval."""
     change, window = ev["change_decades"], ev["window"]
     span = change_interval(ev)
-    interval = "" if span is None else f" ({ev['level']:.0%} interval {_ends(*span, '+.2f')})"
+    interval = "" if span is None else f" ({ev['level']:.0%} interval {ends_text(*span, '+.2f')})"
     return f"{change:+.2f} decades over layers {window[0]}-{window[1]}{interval}"
 
 
@@ -344,7 +345,7 @@ def _open_change_text(ev: Mapping[str, Any], trend: Any) -> str:
     lo, hi = sorted(span)
     if trend == "decay":
         lo, hi = -hi, -lo
-    ends = _ends(max(lo, 0.0), max(hi, 0.0), ".2f")
+    ends = ends_text(max(lo, 0.0), max(hi, 0.0), ".2f")
     return f"{change:.2f} decades ({ev['level']:.0%} interval {ends})"
 
 
@@ -360,7 +361,7 @@ def _terms_text(ev: Mapping[str, Any], open_law: bool = False) -> str:
     within = f" {OPEN_LAW_INTERVAL}" if open_law else ""
     return (
         f"exponential factor e^(beta k) with beta {ev['beta']:.3g} ({ev['level']:.0%} interval "
-        f"{_ends(lo, hi, '.3g')}{within}), power term "
+        f"{ends_text(lo, hi, '.3g')}{within}), power term "
         f"{ev['power_term_decades']:+.2f} decades, "
         f"shift k0 {_shift_text(ev['k0'], ev.get('window'))}"
     )
@@ -472,11 +473,16 @@ def separating(lo: float, hi: float, fmt: str) -> str:
     return fmt  # equal to rounding: more digits would say nothing more
 
 
-def _ends(lo: float, hi: float, fmt: str, joiner: str = " to ") -> str:
-    """``lo`` and ``hi`` in ``fmt``, with the digits that tell them apart (:func:`separating`),
-    joined by ``joiner``."""
+def ends_text(lo: float, hi: float, fmt: str, joiner: str = " to ") -> str:
+    """An interval's two ends, low first (a stored one written high to low read "5.65 to
+    2.62"), in ``fmt`` with the digits that tell them apart (:func:`separating`), joined by
+    ``joiner``.  Ends that still read the same (a noise-free curve's interval, narrower than
+    :data:`MOST_EXTRA_DIGITS` more digits can show, read "13.9-13.9", as if it were two
+    numbers) are said once: ``13.9 at both ends``."""
+    lo, hi = sorted((lo, hi))
     fmt = separating(lo, hi, fmt)
-    return f"{format(lo, fmt)}{joiner}{format(hi, fmt)}"
+    low, high = format(lo, fmt), format(hi, fmt)
+    return f"{low} at both ends" if low == high else f"{low}{joiner}{high}"
 
 
 def span_text(pair: Any, fmt: str = ".3g") -> str:
@@ -490,7 +496,7 @@ def span_text(pair: Any, fmt: str = ".3g") -> str:
         return f"{format(lo, fmt)} or more"
     if math.isinf(lo):
         return f"up to {format(hi, fmt)}"
-    return _ends(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
+    return ends_text(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
 
 
 def length_span(pair: Any, fmt: str = ".3g") -> str:
@@ -739,7 +745,7 @@ def _interval(pair: Any, fmt: str) -> str | None:
     lo, hi = _num(pair[0]), _num(pair[1])
     if lo is None or hi is None:
         return None
-    return _ends(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
+    return ends_text(lo, hi, fmt, " to " if fmt.endswith("f") else "-")
 
 
 _UNREADABLE = (KeyError, TypeError, ValueError, IndexError, StopIteration)

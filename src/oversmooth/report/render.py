@@ -55,6 +55,7 @@ from oversmooth.report.prose import (
     comparison_title,
     conv_label,
     dropped_text,
+    ends_text,
     OPEN_LAW_INTERVAL,
     length_span,
     unbounded,
@@ -285,7 +286,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
             (
                 f"fitted change, decades ({level:.0%} interval)" if level else "fitted change",
                 f"{ev['change_decades']:+.2f}"
-                + ("" if span is None else f" ({span[0]:+.2f} to {span[1]:+.2f})"),
+                + ("" if span is None else f" ({ends_text(*span, '+.2f')})"),
             )
         )
     for key, name in (
@@ -306,7 +307,7 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     if ev.get("beta_interval"):
         lo, hi = ev["beta_interval"]
         name = f"beta, {level:.0%} interval" if level else "beta interval"
-        cell = f"{lo:.3g} to {hi:.3g}"
+        cell = ends_text(lo, hi, ".3g")
         if record.get("label") == "inconclusive":  # an undecided law's factor, not the curve's
             cell += f" ({OPEN_LAW_INTERVAL})"
         rows.append((name, cell))
