@@ -545,6 +545,30 @@ def test_a_narrow_index_header_is_read_as_data_with_a_warning_and_edges_are_not_
         D.load(tmp_path / "e.csv", labels=tmp_path / "y.csv")
 
 
+def test_pandas_header_of_a_labels_csv_with_one_row_too_many_is_said(tmp_path):
+    """``pandas.Series(y).to_csv(path, index=False)`` writes the header ``0``: read as node 0's
+    label, every label moved to the next node and (without features, where the labels count
+    the nodes) one isolated node was added, silently; beside features the error said only "5
+    rows, expected 4".  A file starting with the label 0 and one row per node is data."""
+    import pandas as pd
+
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
+    pd.Series([2, 0, 1, 1]).to_csv(tmp_path / "y.csv", index=False)
+    assert (tmp_path / "y.csv").read_text().splitlines()[0] == "0"
+    with pytest.warns(UserWarning, match=r"y.csv:1: line 1 reads '0', the header pandas .*node 4"):
+        g = D.load(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    assert g.num_nodes == 5  # read as the file says, with the warning
+    (tmp_path / "x.csv").write_text("1,0\n0,1\n1,1\n0,0\n")
+    with pytest.raises(
+        ValueError, match=r"y.csv:1: line 1 reads '0', .* 5 rows for 4 nodes; remove"
+    ):
+        D.load(tmp_path / "e.csv", features=tmp_path / "x.csv", labels=tmp_path / "y.csv")
+    pd.Series([2, 0, 1, 1]).to_csv(tmp_path / "y.csv", index=False, header=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert D.load(tmp_path / "e.csv", labels=tmp_path / "y.csv").y.tolist() == [2, 0, 1, 1]
+
+
 @pytest.mark.parametrize(
     "text, line, shown, why",
     [

@@ -940,8 +940,9 @@ def _index_header(path: Path, cells: list[str], what: str, refuse_from: int) -> 
     features to the next node, with one isolated node more, silently.  A row of 3 or more
     features equal to their column numbers is no node's in practice; 1 or 2 (``0``, ``0,1``:
     a count, a one-hot class) can be, so there it is read as data with a warning.  Edge lists
-    and labels are not checked: ``0,1`` is the first edge of many sorted edge lists and ``0``
-    the first label of many files, and a warning on every such file would say nothing."""
+    are not checked: ``0,1`` is the first edge of many sorted edge lists, and a warning on
+    every such file would say nothing; ``0`` is the first label of many files, so a labels
+    file is questioned only when it has one row too many (:func:`_label_header`)."""
     if [c.strip() for c in cells] != [str(i) for i in range(len(cells))]:
         return
     text = ",".join(c.strip() for c in cells)
@@ -1163,7 +1164,10 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         if features
         else None
     )
-    y = _read_labels(Path(labels)) if labels else None
+    y = None
+    if labels:
+        y = _read_labels(Path(labels))
+        _label_header(Path(labels), y, x, pairs)
     n = (
         x.size(0)
         if x is not None
@@ -1194,6 +1198,33 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
         else:
             edge_index, extra = _symmetric(pairs, n), {}
     return _data(x, edge_index, y, path.stem, **extra)
+
+
+def _label_header(path: Path, y: Tensor, x: Tensor | None, pairs: Tensor) -> None:
+    """A labels CSV whose line 1 reads ``0`` and that has one row more than the graph's nodes:
+    the header ``pandas.Series(y).to_csv(path, index=False)`` writes, read as node 0's label.
+    Beside a features file the counts disagree, refused here with what to do (it said only
+    "5 rows, expected 4"); alone, the labels set the node count, so every label moved to the
+    next node and one isolated node was added, silently: warned of.  (A file that starts
+    with the label 0 and has one row per node is read as it is: that is most files.)"""
+    nodes = x.size(0) if x is not None else int(pairs.max()) + 1 if pairs.numel() else None
+    if nodes is None or y.size(0) != nodes + 1:
+        return
+    first = next(_numeric_rows(path, "labels"), None)
+    if first is None or first[0] != 1 or [c.strip() for c in first[1]] != ["0"]:
+        return
+    said = (
+        f"{path}:1: line 1 reads '0', the header pandas writes for an unnamed column, and the "
+        f"file has {y.size(0)} rows for {nodes} nodes"
+    )
+    if x is not None:
+        raise ValueError(f"{said}; remove the line (or write the file with header=False)")
+    warnings.warn(
+        f"{said} in the edge list: read as node 0's label, it moves every label to the next "
+        f"node and adds node {nodes}, isolated; if it is a header, remove the line (or write "
+        "the file with header=False)",
+        stacklevel=4,
+    )
 
 
 def _note_unused_ids(path: Path, pairs: Tensor, n: int) -> None:
