@@ -102,6 +102,12 @@ def test_the_law_tables_change_interval_is_the_verdicts():
     table = law_table({"curve": {"evidence": found.to_dict()}})
     cell = table["decades (fitted change, 99% interval)"][0]
     assert cell == f"{ev['change_decades']:+.2f} ({lo:+.2f} to {hi:+.2f})"
+    # ends that read the same to 2 decimals get the digits that tell them apart (as the
+    # sentence's), and one stored high to low reads low first
+    narrow = {"label": "inconclusive", "evidence": {"change_decades": -4.0}}
+    narrow["evidence"]["change_interval"] = [-3.9996, -4.0004]
+    cell = law_table({"curve": {"evidence": narrow}})["decades (fitted change, 99% interval)"][0]
+    assert cell == "-4.00 (-4.0004 to -3.9996)"
 
 
 def test_the_environment_table_says_what_it_does_not_know_and_leaves_out_what_did_not_run(

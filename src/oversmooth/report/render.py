@@ -235,7 +235,7 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
                 "curve": name,
                 "decades (fitted change, 99% interval)": MISSING
                 if change is None
-                else f"{change:+.2f} ({change_span[0]:+.2f} to {change_span[1]:+.2f})"
+                else f"{change:+.2f} ({ends_text(*change_span, '+.2f')})"
                 if change_span is not None
                 else f"{change:+.2f}",
                 "late rate": late,
@@ -825,10 +825,11 @@ def _render_comparison(folder: Path, config: dict) -> Document:
     doc.heading(f"What was measured at depth {max(config['depths'])}")
     doc.text(
         "Each curve's fitted change in decades, its late halving (or doubling) length, the late "
-        "relative change |R| and adjacent cosine (the curse-of-depth test of a growing curve: "
-        "— for a decay), and whether the fall is the nodes converging (oversmoothing) or the "
-        "features shrinking (norm collapse): decisive even where the law cannot be named. Then "
-        "the law and its rates, all from the verdict."
+        "relative change |R| and adjacent cosine (the curse-of-depth test of a flat or growing "
+        "curve: — for a decay), and whether the fall is the nodes converging (oversmoothing) or "
+        "the features shrinking (norm collapse): decisive even where the law cannot be named, "
+        "once the change is (its interval excludes 0; where it does not, these three read —). "
+        "Then the law and its rates, all from the verdict."
     )
     doc.table(law_table(fits))
     doc.heading(
