@@ -484,3 +484,26 @@ def test_seeds_up_to_what_torch_takes(tmp_path):
     from oversmooth import data as D
 
     assert D.load(f"csbm:n=50,degree=4,seed={2**64 - 1}").num_nodes == 50
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        # a dangling value: click said "Got unexpected extra argument(s) (<the path>)"
+        (["compare", "--depths", "4", "--models", "--out", "x"], "--models took '--out'"),
+        # a type error: click said "unable to parse string as an integer"
+        (["analyze", "--depth", "--seeds", "1"], "--depth took '--seeds'"),
+        # it parses: the run went into a folder named "--overwrite"
+        (["analyze", "--out", "--overwrite", *FAST], "--out took '--overwrite'"),
+        (["analyze", "--out", "-L", "2"], "--out took '-L'"),
+    ],
+)
+def test_an_option_given_no_value_that_took_the_next_option_is_said(tmp_path, args, said):
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        line = one_line_error(run(*args), 2, said)
+    finally:
+        os.chdir(old)
+    assert line.split(" (see ")[0].endswith(f"expected a value after {said.split()[0]}")
+    assert not any(tmp_path.iterdir())  # nothing written, no folder named "--overwrite"

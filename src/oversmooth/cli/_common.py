@@ -20,7 +20,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from collections.abc import Callable
 
 import typer
@@ -37,6 +37,8 @@ DEBUG = {"on": False}
 # set by a command whose last output is written: the process may then end at once
 # (cli.main.main), without the interpreter's teardown of everything it imported
 FINISHED = {"exit_now": False, "stop_said": False}
+#: the command line the CLI was given (set by its entry point; read by swallowed_option)
+COMMAND_ARGS: list[str] = []
 
 
 def load_run_modules() -> None:
@@ -145,6 +147,34 @@ def _flag_of(name: str) -> str | None:
             return option(field).flag
         except KeyError:
             continue
+    return None
+
+
+def swallowed_option(ctx: Any, args: list[str] | None = None) -> str | None:
+    """A usage error's plain cause when an option that takes a value was given none and took
+    the next option as its value: ``compare --models --out x`` said "Got unexpected extra
+    argument(s) (x)", naming the path, and ``analyze --depth --seeds 1`` "unable to parse
+    string as an integer".  None where no option of the command did so."""
+    command = getattr(ctx, "command", None)
+    if command is None:
+        return None
+    names: set[str] = set()
+    takes_value: set[str] = set()
+    for param in command.params:
+        opts = [*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())]
+        names.update(opts)
+        if getattr(param, "param_type_name", "") == "option" and not getattr(
+            param, "is_flag", False
+        ):
+            takes_value.update(getattr(param, "opts", ()))
+    names.update(("--help", "-h"))
+    args = COMMAND_ARGS if args is None else args
+    for option, value in zip(args, args[1:], strict=False):
+        if option in takes_value and value in names:
+            return (
+                f"{option} took {value!r}, the option after it, as its value; "
+                f"expected a value after {option}"
+            )
     return None
 
 

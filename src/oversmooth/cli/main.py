@@ -107,6 +107,15 @@ class HelpContext(_Context):
 
     formatter_class = WholeNamesFormatter
 
+    def invoke(self, callback: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Refuse, before the command runs, an option that took the next option as its value
+        where that parses (``--out --overwrite``: a folder named ``--overwrite``; where it
+        does not, the usage error says it, :meth:`OneLineErrors.main`)."""
+        swallowed = _common.swallowed_option(self)
+        if swallowed is not None:
+            raise _common.fail(swallowed, 2)
+        return super().invoke(callback, *args, **kwargs)
+
 
 class OneLineErrors(TyperGroup):
     """Usage errors (bad option values, unknown commands) as one line on stderr, exit code 2.
@@ -143,6 +152,7 @@ class OneLineErrors(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        _common.COMMAND_ARGS[:] = sys.argv[1:] if args is None else list(args)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -164,6 +174,9 @@ class OneLineErrors(TyperGroup):
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             # typer checks choices through pydantic, whose messages start "Value error, "
             message = exc.format_message().replace(": Value error, ", ": ")
+            swallowed = _common.swallowed_option(ctx)
+            if swallowed is not None:
+                message = swallowed
             typer.echo(f"error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
         if code == 130 and not _common.FINISHED["stop_said"]:
