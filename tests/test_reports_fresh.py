@@ -72,6 +72,11 @@ def _claims() -> list[tuple[str, str, float]]:
     bench = _load(REPORTS / "benchmarks" / "results.json")
     end, precision = bench["end_to_end"], bench["precision"]
     reproduce = _load(REPORTS / "paper-reproduction" / "config.json")
+    sweep = bench["sweep"]
+    one, two = (
+        next(r for r in sweep["runs"] if r["pair"] == sweep["pair"] and r["workers"] == w)
+        for w in (1, 2)
+    )
     main = [  # the main command, in the README and again in docs/analyze.md
         (r"it takes about (\d+) seconds", end["seconds"]),
         (r"\((\d+\.\d) s in `reports/benchmarks`", end["seconds"]),
@@ -93,6 +98,12 @@ def _claims() -> list[tuple[str, str, float]]:
         ("docs/precision.md", r"against (\d+\.\d\d) s \(", precision["float32_shadow_s"]),
         ("docs/precision.md", r"s \((\d+\.\d\d)x\), because", precision["analysis_ratio"]),
         ("docs/reproduce.md", r"\(about (\d+) minutes on 2 cores", reproduce["seconds"] / 60),
+        ("docs/sweep.md", r"once per sweep, about (\d+\.\d) s on", sweep["server_start_s"]),
+        ("docs/sweep.md", r"workers computed (\d+\.\d\d) times as many", sweep["ratio"]),
+        ("docs/sweep.md", r"(\d+\.\d\d) times once started", sweep["steady_ratio"]),
+        ("docs/sweep.md", r"a cell takes (\d+\.\d\d) s alone", one["cell_median_s"]),
+        ("docs/sweep.md", r"and (\d+\.\d\d) s beside another", two["cell_median_s"]),
+        ("docs/sweep.md", r"first cell (\d+\.\d\d) s more", sweep["warmup_s"]),
     ]
 
 
@@ -100,7 +111,7 @@ def _texts() -> dict[str, str]:
     from oversmooth.cli.commands import COMMANDS
 
     texts = {"README.md": README.read_text(encoding="utf-8")}
-    for doc in ("analyze", "verdict", "precision", "reproduce"):
+    for doc in ("analyze", "verdict", "precision", "reproduce", "sweep"):
         texts[f"docs/{doc}.md"] = (REPORTS.parent / "docs" / f"{doc}.md").read_text("utf-8")
     texts.update({f"{name} --help": _help(name) for name in COMMANDS})
     return {where: " ".join(text.split()) for where, text in texts.items()}  # lines joined
@@ -151,3 +162,31 @@ def test_the_main_command_prints_what_the_benchmarked_run_printed(page):
             f"the energy falls {decades:.1f} decades over 256 layers, halving every {halving:.1f}"
         )
         assert reading in " ".join(text.lower().split()), f"{page} no longer reads: {reading}"
+
+
+def test_the_memory_table_of_reliability_md_is_the_committed_measurement():
+    """reports/reliability.md's measured peaks (and estimate / measured) are the committed
+    bench's whole-process peaks (`scaling_size.csv`, MiB) in MB or GB, and the estimate of
+    resources.analysis_bytes for the same graphs; they said 495 MB, 773 MB and 1.75 GB for a
+    bench that measured 486 MB, 812 MB and 1.77 GB (an audit)."""
+    import csv
+
+    from oversmooth.resources import analysis_bytes
+
+    rows = csv.DictReader((REPORTS / "benchmarks" / "scaling_size.csv").open(encoding="utf-8"))
+    measured = {int(r["nodes"]): float(r["process_peak_mib"]) * 2**20 for r in rows}
+    text = (REPORTS / "reliability.md").read_text(encoding="utf-8")
+    for power in (4, 5, 6):
+        row = re.search(
+            rf"^\| 10\^{power} \| ([\d.]+) (MB|GB) \| ([\d.]+) (MB|GB) \| ([\d.]+) \|", text, re.M
+        )
+        assert row, f"reports/reliability.md: no memory row for 10^{power} nodes"
+        unit = {"MB": 1e6, "GB": 1e9}
+        peak, estimate = measured[10**power], float(row.group(3)) * unit[row.group(4)]
+        stated = row.group(1)
+        decimals = len(stated.partition(".")[2])
+        assert float(stated) == round(peak / unit[row.group(2)], decimals), (power, stated, peak)
+        # the CSBM of the bench: n nodes of degree 10 (about 10 n directed edges), 32 features
+        wanted = analysis_bytes(10**power, 10 * 10**power, 32, 4)
+        assert abs(estimate - wanted) <= 0.01 * wanted, (power, estimate, wanted)
+        assert float(row.group(5)) == round(wanted / peak, 2), (power, row.group(5))
