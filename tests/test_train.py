@@ -178,6 +178,14 @@ def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
         C.CheckpointError, match="2-epoch warm-up but --epochs 40 implies 4; pass --warmup 2"
     ):
         T.train(T.TrainConfig(epochs=40, **post), tmp_path / "post", resume=True)
+    # and what it names works (it was refused as "trained with warmup=None, not 2"): the same
+    # 2-epoch schedule, so the run goes on where it stopped, at the peak rate
+    before = len((tmp_path / "post" / "history.csv").read_text().splitlines())
+    T.train(T.TrainConfig(epochs=40, warmup=2, patience=3, **post), tmp_path / "post", resume=True)
+    after = (tmp_path / "post" / "history.csv").read_text().splitlines()
+    assert len(after) > before and after[-1].split(",")[3] == "0.0001"  # the peak rate
+    with pytest.raises(C.CheckpointError, match="3-epoch warm-up.*pass --warmup 2|warm-up"):
+        T.train(T.TrainConfig(epochs=40, warmup=3, **post), tmp_path / "post", resume=True)
 
 
 def _nan_loss_at(monkeypatch, phase: str, epoch: int) -> None:
@@ -580,3 +588,12 @@ def test_history_lr_is_the_rate_each_epoch_trained_at(tmp_path):
 
     written = pd.read_csv(tmp_path / "run" / "history.csv")["lr"].tolist()
     assert written == pytest.approx(want, rel=1e-5)
+
+
+def test_a_one_epoch_runs_report_says_one_epoch(tmp_path):
+    """The report said "finished after 1 epochs" and "1 recorded epochs x 3 layers" (an audit)."""
+    from oversmooth.report.writers import write_training_report
+
+    T.train(T.TrainConfig(epochs=1, **TINY), tmp_path / "run", report=write_training_report)
+    text = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert "finished after 1 epoch;" in text and "1 recorded epoch x 3 layers;" in text

@@ -334,6 +334,11 @@ class _Run:
             )
         current, before = _flat(self.config.to_dict()), _flat(saved)
         for key, value in current.items():
+            # the warm-up is compared by its length in epochs below: a run that took the
+            # default (a tenth of --epochs) is resumed with more epochs by the --warmup N its
+            # refusal names (that --warmup was refused as "trained with warmup=None")
+            if key == "warmup":
+                continue
             if key not in RESUME_MAY_CHANGE and before.get(key) != value:
                 raise CheckpointError(
                     f"--resume: {path} was trained with {key.removeprefix('model.')}="
@@ -342,7 +347,11 @@ class _Run:
                 )
         try:
             # a missing or ill-typed saved value is refused by TrainConfig and caught below
-            saved_warmup = replace(self.config, epochs=saved.get("epochs")).warmup_epochs  # type: ignore[arg-type]
+            saved_warmup = replace(
+                self.config,
+                epochs=saved.get("epochs"),  # type: ignore[arg-type]
+                warmup=saved.get("warmup"),
+            ).warmup_epochs
         except (TypeError, ValueError):
             saved_warmup = None
         if saved_warmup != self.config.warmup_epochs:

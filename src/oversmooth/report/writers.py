@@ -77,6 +77,11 @@ def _training_config(folder: Path) -> dict:
     return upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
 
 
+def _count(count: Any, noun: str) -> str:
+    """``1 epoch``, ``3 layers``: the noun in the plural unless ``count`` is 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _training_result(
     doc: Document, history: Sequence[Mapping], best_epoch: int, summary: Mapping[str, Any]
 ) -> None:
@@ -84,9 +89,10 @@ def _training_result(
     import pandas as pd
 
     doc.heading("Result")
+    ran = summary.get("epochs_run", len(history))
     doc.text(
-        f"{summary.get('stopped', 'stopped')} after {summary.get('epochs_run', len(history))} "
-        f"epochs; best validation accuracy at epoch {best_epoch}."
+        f"{summary.get('stopped', 'stopped')} after {_count(ran, 'epoch')}; best validation "
+        f"accuracy at epoch {best_epoch}."
     )
     doc.table(
         pd.DataFrame(
@@ -206,7 +212,8 @@ def _dynamics_section(doc: Document, dynamics: Sequence[Mapping], best_epoch: in
         "dynamics.png",
     )
     doc.text(
-        f"{grid.shape[1]} recorded epochs x {grid.shape[0]} layers; per-layer numbers: "
+        f"{_count(grid.shape[1], 'recorded epoch')} x {_count(grid.shape[0], 'layer')}; "
+        "per-layer numbers: "
         "`dynamics.csv`."
     )
 
