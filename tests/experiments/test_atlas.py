@@ -261,3 +261,13 @@ def test_decades_lost_leaves_out_the_end_layer_the_verdict_left_out():
     odd = Verdict("inconclusive", "no-trend", seeds=1, notes=[{"code": "ends", "off_layers": [1]}])
     assert decades_lost(frame, 4, odd)[0] == pytest.approx(2.0)  # from layer 2, as the verdict
     assert _decades_cell(-0.04, False) == "0.0"  # never "-0.0"
+
+
+def test_gcn_pairnorm_is_said_with_the_scale_pyg_builds():
+    """PyG's ``GCN(norm="pairnorm")`` hands ``hidden_channels`` (64) to the norm's first
+    argument, PairNorm's scale; the atlas said ``PairNorm(scale=1)`` (an audit).  Every energy
+    from layer 2 on is 64^2 times that of scale 1: the description must say what is built."""
+    model = build("gcn-pairnorm", 5, 2, 3, seed=0)
+    scales = {float(norm.scale) for norm in model.norms if hasattr(norm, "scale")}
+    assert scales == {64.0}
+    assert "PairNorm(scale=64)" in ZOO["gcn-pairnorm"].configuration

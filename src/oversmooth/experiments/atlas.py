@@ -763,7 +763,7 @@ def _intro(doc: Any, result: AtlasReport) -> None:
         "classes as its documentation and examples assemble them (section *How each was "
         f"configured*) and {native} of the zoo's own, each probed at initialisation: "
         f"one forward pass per seed (seeds {seeds}, each a draw of the weights) at depth "
-        f"{config.depth}, in float64, in `eval()` mode with dropout 0, on "
+        f"{config.depth}, in float64, in `eval()` mode (dropout off), on "
         f"{' and '.join(f'`{d}`' for d in config.datasets)}. The per-layer Laplacian energy "
         "E(X^k) = (1/n)||PX - X||^2 is judged by `oversmooth.verdict` with the seeds pooled as "
         f"replicates; the middle layer ({config.middle}) is pruned with "
@@ -845,9 +845,11 @@ def _document(result: AtlasReport) -> Any:
     doc.heading("How each was configured")
     doc.text(
         "Width 64 between an input map and, where the example has one, a linear head; PyG's "
-        "own initialisers (parameters cast to float64); dropout 0, `eval()` mode, so a "
+        "own initialisers (parameters cast to float64); `eval()` mode (dropout off), so a "
         "BatchNorm (GPS) is still the identity at initialisation (running mean 0, variance 1). "
-        "The zoo's models keep their defaults (width 32, 4 heads)."
+        "Every architecture reads the dataset's features as they are (the GCNII and APPNP "
+        "scripts row-normalise Cora's first, with `NormalizeFeatures`). The zoo's models keep "
+        "their defaults (width 32, 4 heads)."
     )
     doc.table(_configuration_table(config))
     _notes(doc, result)

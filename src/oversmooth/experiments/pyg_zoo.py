@@ -9,9 +9,10 @@ that hold for all of them:
 - width :data:`HIDDEN` (64, the width of PyG's GCNII, GPS and DeeperGCN examples) between an
   input map and, where the example has one, a linear classification head; the zoo's own models
   keep their defaults (width 32, 4 heads: the seed paper's);
-- dropout 0 and ``eval()`` mode: the forward at initialisation is deterministic, as in every
-  oversmooth analysis.  A BatchNorm in eval mode at initialisation (GPS) is the identity up to
-  ``1/sqrt(1 + eps)``: its running statistics are still 0 and 1;
+- ``eval()`` mode (every dropout off, whatever its rate): the forward at initialisation is
+  deterministic, as in every oversmooth analysis.  A BatchNorm in eval mode at
+  initialisation (GPS) is the identity up to ``1/sqrt(1 + eps)``: its running statistics are
+  still 0 and 1;
 - float64 parameters (drawn in float32 by PyG's own initialisers, then cast), so that deep
   energies are not at the float32 floor;
 - parameters are drawn layer after layer from one seeded generator (``torch.random.fork_rng``,
@@ -94,7 +95,7 @@ class GCNII(nn.Module):
 
 
 class APPNPNet(nn.Module):
-    """PyG's ``examples/citation/appnp.py``: ``lin2(relu(lin1(x)))`` gives class scores ``h``,
+    """PyG's ``benchmark/citation/appnp.py``: ``lin2(relu(lin1(x)))`` gives class scores ``h``,
     then ``APPNP(K=depth, alpha=0.1)`` propagates them: ``x <- (1 - alpha) P x + alpha h``.
 
     The propagation steps are not modules, so :meth:`record_steps` reads them: step ``k``'s
@@ -320,8 +321,9 @@ ZOO: dict[str, ZooEntry] = {
             "gcn-pairnorm",
             "GCN + PairNorm",
             "models.GCN, PairNorm",
-            "GCN(in, 64, num_layers=L, norm='pairnorm'): PairNorm(scale=1) after every "
-            "convolution but the last, then ReLU; no head",
+            "GCN(in, 64, num_layers=L, norm='pairnorm'): PairNorm(scale=64) after every "
+            "convolution but the last, then ReLU; no head (PyG hands hidden_channels to the "
+            "norm's first argument, PairNorm's scale: its paper's default is 1)",
             _basic("GCN", norm="pairnorm"),
         ),
         ZooEntry(
@@ -336,7 +338,7 @@ ZOO: dict[str, ZooEntry] = {
             "appnp",
             "APPNP",
             "APPNP",
-            "examples/citation/appnp.py: h = Linear(64, classes)(relu(Linear(in, 64)(x))); "
+            "benchmark/citation/appnp.py: h = Linear(64, classes)(relu(Linear(in, 64)(x))); "
             "APPNP(K=L, alpha=0.1) propagates the class scores; layer k = after step k",
             lambda i, c, d: APPNPNet(i, c, d),
             prunable=False,
