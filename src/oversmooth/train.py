@@ -854,6 +854,8 @@ def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None
             "epochs_run": len(run.history),
             "stopped": stopped,
             "seconds_this_run": seconds,
+            # the seconds are this process's: a resumed run's do not count what ran before
+            "resumed": run.resumed,
         }
         # the report first, summary.json (which says "finished") last: a run that fails in
         # between (a full disk) is not marked finished

@@ -136,7 +136,10 @@ def _training_configuration(
     )
     doc.table(training_settings(settings))
     seconds = summary.get("seconds_this_run")
-    timings = {"training_s": seconds} if isinstance(seconds, (int, float)) else {}
+    # a resumed run timed only what ran since it was resumed: said so ("time: training since
+    # resumed"), not as the whole training's time (an audit)
+    key = "training_since_resumed_s" if summary.get("resumed") else "training_s"
+    timings = {key: seconds} if isinstance(seconds, (int, float)) else {}
     reproduce_sections(doc, {**config, "timings": config.get("timings") or timings})
 
 
