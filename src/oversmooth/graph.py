@@ -263,7 +263,8 @@ class GraphOperator:
         if self.num_edges and bool((batch[src] != batch[dst]).any()):
             raise ValueError(
                 "batch: some edges join nodes of different graphs; per-graph metrics need "
-                "each edge inside one graph (check the batch vector or pass batch=None)"
+                "each edge inside one graph: check the batch vector, or leave it out (batch=None;"
+                " a .pt file without its 'batch') to measure the whole as one graph"
             )
         self.batch = batch
         self.graph_nodes = torch.zeros(
