@@ -13,10 +13,14 @@ The bits depend on the CPU (MKL and the vectorised kernels round differently on 
 AVX-512 Intel processors: up to 2.6e-6 of a case's largest sum in float32, 1.2e-14 in
 float64), so each record names the platform it was made on (:func:`platform`).  On a
 platform with a record the comparison is bit for bit; on any other the sums are compared
-within :data:`TOLERANCE` of the case's largest.  Run this file as a script
-(``python tests/nn/test_forward_reference.py``) to add this platform's record (the others
-kept: only when the code's numbers are those already recorded), or with ``--reset`` to
-record a deliberate change of the numbers (every other platform's record dropped).
+within :data:`TOLERANCE` of the case's largest.  Two machines of one platform can still
+round differently (two AMD EPYC hosts with AVX2 differ in the last bits of the global
+attention and edge-set cases, up to 1.1e-14 of a sum): a platform may hold several records,
+and a case's output is bit for bit one of them.  Run this file as a script
+(``python tests/nn/test_forward_reference.py``) to add this machine's record (the others
+kept: only when the code's numbers are those already recorded, within :data:`TOLERANCE`;
+only when this machine's bits are in no record yet), or with ``--reset`` to record a
+deliberate change of the numbers (every other record dropped).
 """
 
 from __future__ import annotations
@@ -225,12 +229,12 @@ def records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def recorded() -> tuple[dict[str, dict[str, object]], bool]:
-    """This platform's record and True; else the first record and False (sums compared
+def recorded() -> tuple[list[dict[str, dict[str, object]]], bool]:
+    """This platform's records and True; else the first record and False (sums compared
     within :data:`TOLERANCE`)."""
     found = records()
-    mine = [r for r in found if applies(r, platform())]
-    return (mine[0]["cases"], True) if mine else (found[0]["cases"], False)
+    mine = [r["cases"] for r in found if applies(r, platform())]
+    return (mine, True) if mine else ([found[0]["cases"]], False)
 
 
 def test_every_case_was_recorded():
@@ -276,13 +280,16 @@ def subtract_maxima(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_outputs_are_bit_identical_to_the_recorded_ones(key, recorded, one_thread, monkeypatch):
     subtract_maxima(monkeypatch)
     got = digest(CASES[key]())
-    cases, exact = recorded
-    want = cases[key]
+    mine, exact = recorded
     if not exact:  # no record of this platform: the numbers, not their bits
-        assert_sums_close(got["sum"], want["sum"], key)
+        assert_sums_close(got["sum"], mine[0][key]["sum"], key)
         return
-    assert got["sum"] == want["sum"], f"{key}: sums differ"
-    assert got["sha256"] == want["sha256"], f"{key}: same sums, different bytes"
+    # bit for bit one of this platform's records (its machines may round differently)
+    same = [cases[key] for cases in mine if cases[key]["sum"] == got["sum"]]
+    assert same, f"{key}: sums differ from every record of this platform"
+    assert any(want["sha256"] == got["sha256"] for want in same), (
+        f"{key}: same sums, different bytes"
+    )
 
 
 # the csr cases with scored attention (GCN's and the diffusion model's weights are fixed)
@@ -329,10 +336,12 @@ if __name__ == "__main__":  # pragma: no cover - records the reference values
     kernel_module.bounded_scores = lambda scores: False  # the recorded path (subtract_maxima)
     here = platform()
     values = {key: digest(case()) for key, case in CASES.items()}
-    kept = [] if "--reset" in sys.argv[1:] else [r for r in records() if not applies(r, here)]
+    kept = [] if "--reset" in sys.argv[1:] else records()
     for other in kept:  # a record only of the numbers the others hold
         for key, want in other["cases"].items():
             assert_sums_close(values[key]["sum"], want["sum"], key)
+    if any(other["cases"] == values for other in kept if applies(other, here)):
+        sys.exit(f"this machine's bits are recorded already ({RECORDED})")
     RECORDED.write_text(
         json.dumps({"records": [*kept, {"platform": here, "cases": values}]}, indent=1) + "\n",
         encoding="utf-8",
