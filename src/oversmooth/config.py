@@ -613,14 +613,14 @@ OPTIONS: tuple[Option, ...] = (
         ("--lr",),
         "Learning rate.",
         "float",
-        default_text="1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN",
+        default_text="1e-4 peak for the Post-LN models (postln, nonlocal), 1e-3 for the others",
     ),
     Option(
         "warmup",
         ("--warmup",),
         "Linear warm-up epochs.",
         "int",
-        default_text="epochs/10 for Post-LN, 0 otherwise",
+        default_text="a tenth of --epochs, at least 1, for postln and nonlocal; 0 for the others",
     ),
     Option("weight_decay", ("--weight-decay",), "Adam L2 weight decay.", "float"),
     Option(

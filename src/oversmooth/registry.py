@@ -165,7 +165,7 @@ MODELS: Registry[ModelEntry] = Registry(
             False,
             "linear diffusion",
             False,
-            "reference X' = P X, P = GCN mean (--conv ignored); no parameter, no LN",
+            "reference X' = P X, P = GCN mean (--conv ignored; esa refused); no parameter, no LN",
         ),
     },
 )

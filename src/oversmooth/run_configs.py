@@ -291,7 +291,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=lambda: ModelConfig("nonlocal", depth=64))
     dataset: str = "cora"
     epochs: int = 5000
-    lr: float | None = None  # default: 1e-3 (Pre-LN), 1e-4 peak (Post-LN)
+    lr: float | None = None  # default: 1e-4 peak (postln, nonlocal), 1e-3 (every other model)
     warmup: int | None = None  # default: epochs // 10 for Post-LN, 0 otherwise
     weight_decay: float = 5e-4
     split: str = "random"

@@ -42,14 +42,18 @@ def test_energy_table_ratios():
     assert math.isclose(row["ratio"], 3.0 / 0.558)
 
 
-def test_optional_datasets_need_local_files(tmp_path):
+def test_optional_datasets_need_local_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("OVERSMOOTH_DATA", str(tmp_path / "default"))
     assert dataset_available("cora", None) and not dataset_available("pubmed", None)
     assert not dataset_available("pubmed", str(tmp_path))
-    raw = tmp_path / "PubMed" / "raw"
-    raw.mkdir(parents=True)
-    for suffix in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):
-        (raw / f"ind.pubmed.{suffix}").write_bytes(b"")
+    for root in (tmp_path, tmp_path / "default"):
+        raw = root / "PubMed" / "raw"
+        raw.mkdir(parents=True)
+        for suffix in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):
+            (raw / f"ind.pubmed.{suffix}").write_bytes(b"")
     assert dataset_available("pubmed", str(tmp_path))
+    # without --data-root, the default folder (as --help says; its files were skipped)
+    assert dataset_available("pubmed", None)
 
 
 def test_cli_refuses_to_overwrite_before_any_work(tmp_path):

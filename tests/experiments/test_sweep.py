@@ -329,7 +329,10 @@ def test_cli_sweep_from_lists(tmp_path):
     payload = json.loads(result.output)
     assert payload["cells"] == 1 and payload["ran"] == 1 and payload["failed"] == []
     report = tmp_path / "c" / "report-san-init"  # the merged report states the sweep's dtype
-    assert json.loads((report / "config.json").read_text())["model"]["dtype"] == "float32"
+    model = json.loads((report / "config.json").read_text())["model"]
+    assert model["dtype"] == "float32"
+    # and Cora's sizes, not the config's placeholder 1 and 1 (an audit)
+    assert (model["in_channels"], model["out_channels"]) == (1433, 7)
     fits = json.loads((report / "fits.json").read_text())
     assert fits["cora/preln"]["dtype"] == "float32"
 

@@ -107,14 +107,15 @@ class ReproduceConfig:
 
 
 def dataset_available(name: str, data_root: str | None) -> bool:
-    """Whether a benchmark's files are already on disk (nothing is downloaded here)."""
+    """Whether a benchmark's files are already on disk (nothing is downloaded here), under
+    ``data_root`` or, without one, the default data folder
+    (:func:`~oversmooth.data.default_data_root`, where every other command reads them: files
+    there were skipped)."""
     if name in ("cora", "citeseer"):  # shipped: read from data_root only when there
         return True
-    if data_root is None:
-        return False
-    from oversmooth.data import on_disk
+    from oversmooth.data import default_data_root, on_disk
 
-    return on_disk(name, data_root)
+    return on_disk(name, default_data_root() if data_root is None else data_root)
 
 
 def _initialisation_runs(

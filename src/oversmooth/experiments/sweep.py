@@ -75,6 +75,7 @@ from oversmooth.config import (
     ModelConfig,
     is_seed,
     set_by_run,
+    with_data_sizes,
 )
 from oversmooth.registry import upgrade_columns
 from oversmooth.run_configs import ComparisonConfig
@@ -452,6 +453,12 @@ def _finished_fields(analysis: AnalysisResult) -> dict[str, Any]:
         # the graph's linear-diffusion reference, so that the merge need not load the dataset
         # and solve its eigenproblem again
         "diffusion": {k: v for k, v in reference.items() if k != "measured"},
+        # the model's input and output sizes as the data set them, for the merged reports'
+        # config.json (which recorded the config's placeholder 1 and 1, an audit)
+        "sizes": [
+            analysis.config["model"]["in_channels"],
+            analysis.config["model"]["out_channels"],
+        ],
     }
 
 
@@ -1245,7 +1252,7 @@ def merge(
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
             write_comparison(
-                _group_comparison(spec, mode, conv, part, layer_rows, _references(ok)),
+                _group_comparison(spec, mode, conv, part, layer_rows, _references(ok), _sizes(ok)),
                 out / f"report-{conv}-{mode}",
                 overwrite=True,
                 figure_formats=figure_formats,
@@ -1270,6 +1277,17 @@ def _references(records: list[dict]) -> dict[str, dict]:
     return out
 
 
+def _sizes(records: list[dict]) -> dict[str, tuple[int, int]]:
+    """Each dataset's ``(features, classes)`` as a finished cell recorded them (cells written
+    by a version that did not record them give none)."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in records:
+        sizes = r.get("sizes")
+        if isinstance(sizes, list) and len(sizes) == 2 and all(type(v) is int for v in sizes):
+            out.setdefault(str(r["cell"].get("dataset")), (sizes[0], sizes[1]))
+    return out
+
+
 def _group_comparison(
     spec: SweepSpec,
     mode: str,
@@ -1277,10 +1295,13 @@ def _group_comparison(
     part: pd.DataFrame,
     layer_rows: pd.DataFrame,
     references: Mapping[str, dict] | None = None,
+    sizes: Mapping[str, tuple[int, int]] | None = None,
 ) -> ComparisonResult:
     """The cells of one (``mode``, ``conv``) group as the result of ``oversmooth compare``:
     ``part`` their summary rows, ``layer_rows`` their per-layer rows; ``references``: the
-    datasets' diffusion references the cells recorded (:func:`_references`)."""
+    datasets' diffusion references the cells recorded (:func:`_references`); ``sizes``: their
+    ``(features, classes)`` (:func:`_sizes`; the config records None where one is unknown,
+    never the config's placeholder)."""
     from oversmooth.analysis import ComparisonResult
     from oversmooth.runtime import environment, resolve_device
 
@@ -1306,8 +1327,10 @@ def _group_comparison(
         for k in spec.depths
         if (m, d, k) not in present
     ]
+    known = [sizes[d] for d in datasets if sizes and d in sizes]
+    record = with_data_sizes(config.to_dict(), known if len(known) == len(datasets) else [])
     return ComparisonResult(
-        config={"command": "compare", **config.to_dict(), "sweep_mode": mode, "missing": missing},
+        config={"command": "compare", **record, "sweep_mode": mode, "missing": missing},
         metrics=layer_rows.drop(columns=["mode", "conv"]),
         summary=part.drop(columns=["mode", "conv"]),
         fits=fits,

@@ -322,8 +322,10 @@ def build_model(
     """Build one of the zoo's models with seeded parameters.
 
     Args:
-        name: ``preln``, ``postln``, ``nonlocal``, ``nonlocal-preln`` or ``plain``.
-        conv: ``san`` (default), ``gcn`` or ``gat``.
+        name: ``preln``, ``postln``, ``nonlocal``, ``nonlocal-preln``, ``plain`` or
+            ``diffusion`` (see :data:`~oversmooth.registry.MODELS`).
+        conv: ``san`` (default), ``gcn``, ``gat`` or ``esa`` (see
+            :data:`~oversmooth.registry.CONVS`).
         depth: number of blocks.
         in_channels: feature size.
         out_channels: number of classes.
