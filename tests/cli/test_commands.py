@@ -189,6 +189,17 @@ def test_models_metrics_and_report_rebuild(tmp_path):
         result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
     )
     _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
+    # rebuilt by the version that ran it: nothing more said; by another (a run's recorded
+    # commit older than the code), the page says who rebuilt it (the atlas's said only its
+    # run's commit, 70 commits before its words: an audit)
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "rebuilt from the folder's files" not in text
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["environment"]["git_commit"] = "0123abc"
+    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert run("report", out).exit_code == 0
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "(commit `0123abc`). This page was rebuilt from the folder's files by oversmooth" in text
 
 
 def test_a_report_rebuild_that_fails_part_way_leaves_the_folder_as_it_was(tmp_path, monkeypatch):

@@ -125,3 +125,24 @@ def test_the_environment_table_says_what_it_does_not_know_and_leaves_out_what_di
     text = (folder / "report.md").read_text(encoding="utf-8")
     assert "| git_commit | not recorded |" in text
     assert "time: prune" not in text and "time: forward" in text
+
+
+def test_what_a_user_reads_in_tables_and_captions_of_one_seed():
+    """Booleans read yes/no (a per-layer excerpt's at_floor read False, a setting True); one
+    seed's intervals name no between-seed excess "over 1 seed" (an audit of the pages)."""
+    import numpy as np
+
+    from oversmooth.report.document import format_cell
+    from oversmooth.report.prose import uncertainty_text
+
+    assert [format_cell(v) for v in (True, False, np.bool_(True), 1, 0.5)] == [
+        "yes",
+        "no",
+        "yes",
+        "1",
+        "0.5",
+    ]
+    ev = {"bootstrap_draws": 200, "bootstrap_block": 8}
+    one = uncertainty_text({"seeds": 1, "evidence": ev})
+    assert one is not None and "between-seed" not in one and "one seed" in one
+    assert "between-seed excess over 3 seeds" in str(uncertainty_text({"seeds": 3, "evidence": ev}))

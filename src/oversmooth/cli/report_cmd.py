@@ -293,9 +293,27 @@ def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
     write_training_report(folder, history, best, summary, dynamics, figure_formats=formats)
 
 
+def _render(folder: Path, command: str, formats: Any) -> None:
+    """Rebuild the report of ``folder``, written by ``command``, with all its new files or
+    none."""
+    from oversmooth.report.render import render_report
+
+    if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
+        from oversmooth.experiments.atlas import render_atlas
+
+        with rebuilt(folder) as work:  # all the new files, or none
+            render_atlas(work, formats)
+    elif command == "train":
+        _render_training(folder, formats)
+    else:
+        check_report_folder(folder)
+        with rebuilt(folder) as work:
+            render_report(work, figure_formats=formats)
+
+
 def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) -> None:
     from oversmooth.report.formats import figure_formats
-    from oversmooth.report.render import render_report
+    from oversmooth.report.render import rebuilding
 
     formats = figure_formats(figure_format)
     # the claim a run writing the folder holds: a rebuild beside `analyze --overwrite` read
@@ -321,17 +339,8 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
     ):
         if found:  # a killed rebuild's copy (.NAME.tmp-PID), which no later rebuild removed
             clean_stale_siblings(folder)
-        if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
-            from oversmooth.experiments.atlas import render_atlas
-
-            with rebuilt(folder) as work:  # all the new files, or none
-                render_atlas(work, formats)
-        elif command == "train":
-            _render_training(folder, formats)
-        else:
-            check_report_folder(folder)
-            with rebuilt(folder) as work:
-                render_report(work, figure_formats=formats)
+        with rebuilding():  # the pages say which version rebuilt them
+            _render(folder, command, formats)
     if as_json:
         command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
         files = sorted(

@@ -740,6 +740,8 @@ def command_line(config: AtlasConfig) -> str:
 
 
 def _intro(doc: Any, result: AtlasReport) -> None:
+    from oversmooth.report.render import rebuilt_note
+
     config, env = result.config, result.environment
     minutes = result.timings.get("total", math.nan) / 60
     seeds = ", ".join(map(str, config.seeds))
@@ -750,7 +752,7 @@ def _intro(doc: Any, result: AtlasReport) -> None:
         f"{env.get('processor') or 'this machine'} ({threads} torch "
         f"thread{'' if threads == 1 else 's'}, device {env.get('device')}), oversmooth "
         f"{env.get('oversmooth')} (commit `{env.get('git_commit') or 'n/a'}`), torch "
-        f"{env.get('torch')}, torch_geometric {env.get('torch_geometric')}."
+        f"{env.get('torch')}, torch_geometric {env.get('torch_geometric')}." + rebuilt_note(env)
     )
     if config.quick:
         doc.text(
@@ -868,13 +870,17 @@ def _closing_sections(doc: Any, result: AtlasReport) -> None:
     versions and machine, and the seconds each architecture took), as every report ends."""
     import pandas as pd
 
+    from oversmooth.report.render import rebuilt_note
+
     env, timings = result.environment, result.timings
     doc.heading("Reproduce")
     commit = env.get("git_commit")
     doc.text(
         f"Written with oversmooth {env.get('oversmooth', '(version not recorded)')}"
         + (f" (commit `{commit}`)" if commit else "")
-        + "; this command reruns it (`oversmooth report DIR` redraws the figure and the "
+        + "."
+        + rebuilt_note(env)
+        + " This command reruns it (`oversmooth report DIR` redraws the figure and the "
         "report from the folder's files alone):"
     )
     doc.code(command_line(result.config))

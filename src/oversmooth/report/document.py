@@ -522,9 +522,12 @@ def _html_img(folder: Path, fig: _Figure) -> str:
 
 
 def format_cell(value: Any) -> str:
-    """A table cell: floats with 4 significant digits, NaN/None as a dash."""
+    """A table cell: floats with 4 significant digits, NaN/None as a dash, booleans as yes/no
+    (a per-layer excerpt's ``at_floor`` read ``False``, a setting ``True``: an audit)."""
     if value is None:
         return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return MISSING if math.isnan(value) else f"{value:.4g}"
     try:
@@ -532,6 +535,8 @@ def format_cell(value: Any) -> str:
 
         if isinstance(value, np.floating):
             return format_cell(float(value))
+        if isinstance(value, np.bool_):
+            return format_cell(bool(value))
     except ImportError:  # pragma: no cover - numpy is a dependency
         pass
     return str(value)

@@ -223,11 +223,13 @@ def uncertainty_text(found: Verdict | Mapping[str, Any]) -> str | None:
     if ev.get("bootstrap_draws") is None:
         return None
     seeds = found.get("seeds")
-    return (
+    bootstrap = (
         f"moving-block bootstrap ({ev['bootstrap_draws']} draws, blocks of "
-        f"{ev['bootstrap_block']} layers, k0 refitted) plus the between-seed excess over "
-        f"{seeds} seed{'s' if seeds != 1 else ''}"
+        f"{ev['bootstrap_block']} layers, k0 refitted)"
     )
+    if seeds == 1:  # no between-seed term: one seed is one draw of the weights
+        return f"{bootstrap}, one seed (its interval speaks for that draw of the weights alone)"
+    return f"{bootstrap} plus the between-seed excess over {seeds} seeds"
 
 
 def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:

@@ -20,8 +20,9 @@ import math
 import os
 import time
 from pathlib import Path
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -477,6 +478,40 @@ def render_report(
     return folder
 
 
+#: who rebuilds a folder's report from its files (``oversmooth report``): the version and
+#: commit, set for the rebuild by :func:`rebuilding`; empty when a run writes its own report
+REBUILT_BY: dict[str, str | None] = {}
+
+
+@contextmanager
+def rebuilding() -> Iterator[None]:
+    """Mark the reports written inside as rebuilt from their folders' files by this version:
+    :func:`rebuilt_note` then says so where it differs from the version that ran."""
+    from oversmooth.version import __version__, commit
+
+    REBUILT_BY.update(oversmooth=__version__, git_commit=commit())
+    try:
+        yield
+    finally:
+        REBUILT_BY.clear()
+
+
+def rebuilt_note(env: Mapping[str, Any]) -> str:
+    """A sentence for a report rebuilt (:func:`rebuilding`) by another version or commit than
+    the one its run recorded (``env``): the page said only the run's commit, 70 commits before
+    the words it showed (an audit); "" otherwise."""
+    if not REBUILT_BY:
+        return ""
+    version, commit = REBUILT_BY.get("oversmooth"), REBUILT_BY.get("git_commit")
+    if version == env.get("oversmooth") and commit == env.get("git_commit"):
+        return ""
+    by = f"oversmooth {version}" + (f" (commit `{commit}`)" if commit else "")
+    return (
+        f" This page was rebuilt from the folder's files by {by}: the numbers are the run's, "
+        "the words and figures this version's."
+    )
+
+
 def reproduce_sections(doc: Document, config: Mapping[str, Any]) -> None:
     """The closing sections of every command's report: *Reproduce* (the version and commit
     that wrote it, and the command line that reruns it, from :func:`reproduce_command`) and
@@ -499,9 +534,10 @@ def reproduce_sections(doc: Document, config: Mapping[str, Any]) -> None:
             f"Merged from the cells of `oversmooth sweep` ({config['sweep_mode']} mode) with "
             f"{where}; the sweep's grid and options are in `spec.json` in the folder above "
             "this one (rerun the sweep with the same spec to finish or extend it)."
+            + rebuilt_note(env)
         )
     else:
-        doc.text(f"Written with {where}; this command reruns it:")
+        doc.text(f"Written with {where}.{rebuilt_note(env)} This command reruns it:")
         doc.code(reproduce_command(config))
     # a stage that did not run (no pruning: 0.0) is left out; a value not known (the commit
     # outside a git checkout) says so rather than "None"
@@ -545,6 +581,7 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     if not (no_layernorm or spread > 10.0):
         return False
     groups = metrics.groupby("seed") if "seed" in metrics else [("", metrics)]
+    one_seed = "seed" not in metrics or metrics["seed"].nunique() == 1
     curves = [
         {
             "label": f"seed {seed}" if seed != "" else "rayleigh energy",
@@ -561,7 +598,8 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     why = (
         "this model has no LayerNorm"
         if no_layernorm
-        else f"the feature norm, a geometric mean over seeds, changes {spread:.3g}-fold over "
+        else f"the feature norm{'' if one_seed else ', a geometric mean over seeds,'} changes "
+        f"{spread:.3g}-fold over "
         f"layers {int(curve.index.min())}-{int(curve.index.max())}"
     )
     doc.text(
@@ -642,17 +680,19 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
     law = (
-        f"with the fit of the verdict's law family (drawn whether or not it names a law; {pooled}; "
+        f"log-log, with the fit of the verdict's law family (drawn whether or not it names a "
+        f"law; {pooled}; "
         if _fitted(mean_fit)
-        else f"({pooled}; no law was fitted, see the verdict; "
+        else f"log-log ({pooled}; no law was fitted, see the verdict; "
     )
+    through = "the curve" if pooled == "one seed" else "the seeds' geometric-mean curve"
     doc.figure(
         fig,
-        f"Laplacian energy against layer, log-log, {law}"
+        f"Laplacian energy against layer, {law}"
         "the float floor is drawn where it falls inside the range of the data)"
         + (
-            f"; dashed grey: theory references through the seed-mean curve "
-            f"{_anchor_words(mean_fit)}"
+            f"; grey lines, each with its own dashes and named in the legend: theory references "
+            f"through {through} {_anchor_words(mean_fit)}"
             if references
             else ""
         ),
@@ -757,6 +797,18 @@ def _pruning_section(doc: Document, path: Path, seed: int) -> None:
     doc.heading("Layer pruning sensitivity")
     doc.figure(fig, f"{caption} (the model of seed {seed}, the run's first)", "pruning.png")
     doc.table(accuracy_in_percent(prune))
+    said = [
+        text
+        for name, text in (
+            ("logits_change", "`logits_change` is ‖Z_k − Z‖_F / ‖Z‖_F, Z the logits"),
+            ("final_energy", "`final_energy` the final layer's Laplacian energy, pruned"),
+            ("energy_change", "`energy_change` its relative change, (pruned − whole) / whole"),
+            ("accuracy_drop", "`accuracy_drop` the test-accuracy drop in points"),
+        )
+        if name in prune
+    ]
+    if said:
+        doc.text(f"Per pruned layer: {'; '.join(said)}.")
 
 
 def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
@@ -882,7 +934,7 @@ def _comparison_dataset_section(
     seeds = list(config["seeds"])
     fig = plots.figure()
     plots.final_energy_vs_depth(fig.add_subplot(), summary, dataset)
-    doc.heading(f"{dataset}")
+    doc.heading(f"Figures on {dataset}")
     doc.figure(
         fig,
         f"Final-layer energy against depth on {dataset}"
@@ -952,7 +1004,10 @@ def _reference_caption(
         drawn.append("the nonlocal bound through each nonlocal curve")
     if not drawn:
         return ""
-    return f"; dashed grey: {' and '.join(drawn)}, {_anchor_words(record)}"
+    return (
+        f"; grey lines, each with its own dashes and named in the legend: {' and '.join(drawn)}, "
+        f"{_anchor_words(record)}"
+    )
 
 
 def _deepest_curves(
