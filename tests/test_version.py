@@ -101,3 +101,25 @@ def test_the_checkout_commit_is_asked_of_git_once_per_process(monkeypatch):
         assert len(calls) == 1
     finally:
         version_module._checkout_commit.cache_clear()
+
+
+def test_dirty_means_the_code_differs_not_another_file_of_the_checkout(tmp_path):
+    """A report regenerated into the checkout made every later run "-dirty"; only a change
+    under the file's own folder (the package) does."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "reports").mkdir()
+    shutil.copy(SOURCE, repo / "pkg" / "version.py")
+    (repo / "reports" / "r.md").write_text("one\n")
+    for args in (
+        ("init", "-q"),
+        ("add", "."),
+        ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"),
+    ):
+        assert subprocess.run(["git", *args], cwd=repo, capture_output=True).returncode == 0
+    clean = git_commit(repo / "pkg" / "version.py")
+    assert clean is not None and not clean.endswith("-dirty")
+    (repo / "reports" / "r.md").write_text("two\n")
+    assert git_commit(repo / "pkg" / "version.py") == clean
+    (repo / "pkg" / "version.py").write_text("# changed\n")
+    assert git_commit(repo / "pkg" / "version.py") == clean + "-dirty"

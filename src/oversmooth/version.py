@@ -25,8 +25,10 @@ _COMMIT_LINE = re.compile(r"^__commit__: str \| None = None$", re.M)
 
 def git_commit(path: str | Path) -> str | None:
     """The commit checked out in the git work tree that tracks the file ``path`` (``-dirty``
-    appended when a tracked file differs from it); None when no work tree tracks it (an
-    installed copy, even one inside a checkout's ignored ``.venv``) or git is missing."""
+    appended when a tracked file of ``path``'s folder, the code, differs from it: reports
+    regenerated into the same checkout made every later run of it "dirty"); None when no work
+    tree tracks it (an installed copy, even one inside a checkout's ignored ``.venv``) or git
+    is missing."""
     path = Path(path)
 
     def git(*args: str) -> subprocess.CompletedProcess:
@@ -40,7 +42,7 @@ def git_commit(path: str | Path) -> str | None:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0 or not head.stdout.strip():
             return None
-        dirty = git("diff", "--quiet", "HEAD", "--").returncode == 1
+        dirty = git("diff", "--quiet", "HEAD", "--", ".").returncode == 1
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("-dirty" if dirty else "")
