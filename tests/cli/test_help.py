@@ -92,7 +92,10 @@ def test_top_level_help_lists_every_command_uncut(width):
         ("analyze", "[default: float64]"),
         ("compare", "[default: preln,postln,nonlocal]"),
         ("train", "[default: nonlocal]"),
-        ("train", "[default: 1e-3 for Pre-LN and plain, 1e-4 peak for Post-LN]"),
+        (
+            "train",
+            "[default: 1e-4 peak for the Post-LN models (postln, nonlocal), 1e-3 for the others]",
+        ),
         ("sweep", "A TOML spec ([grid] and [options])"),
         ("sweep", "[default: float64, or the spec's]"),
     ],

@@ -359,6 +359,28 @@ def test_an_absent_measurement_is_not_measured_and_the_report_shows_the_table(tm
     assert text.index("## Targets") < text.index("## Probe overhead")
     assert f"results schema {bench.SCHEMA_VERSION}" in text
     assert "no faster kernel" not in text  # the fake default kernel is a fast one
+    # the status beside the measure (last, it sat off a phone's screen)
+    assert "| measure | status | measured | target | reason |" in text
+
+
+def test_report_rebuilds_a_bench_folder_from_its_results(tmp_path):
+    """`oversmooth report` takes a bench folder: its figures and report from results.json,
+    nothing re-measured, the page saying which version rebuilt it where another ran it."""
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+    from oversmooth.outputs import write_json
+
+    results = _fake_results()
+    results["targets"] = bench.targets(results)
+    results["machine"]["git_commit"] = "0123abc"
+    write_json(tmp_path / "results.json", results)
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "## Targets" in text and "(commit `0123abc`)" in text
+    assert "This page was rebuilt from the folder's files by oversmooth" in text
+    assert (tmp_path / "scaling_depth.png").is_file()
 
 
 @pytest.mark.slow

@@ -51,7 +51,8 @@ def report(
     folder: Annotated[
         Path,
         typer.Argument(
-            metavar="FOLDER", help="A folder written by analyze, prune, compare, atlas or train."
+            metavar="FOLDER",
+            help="A folder written by analyze, prune, compare, atlas, train or bench.",
         ),
     ],
     figure_format: O.FigureFormat = None,
@@ -65,7 +66,8 @@ def report(
 def _read_json(path: Path) -> object:
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path}: missing; expected a folder from analyze, prune, compare, atlas or train"
+            f"{path}: missing; expected a folder from analyze, prune, compare, atlas, train or "
+            "bench"
         )
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -224,7 +226,8 @@ def check_report_folder(folder: Path) -> None:
         raise FileNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
         raise ValueError(
-            f"{folder}: not a folder; pass one written by analyze, prune, compare, atlas or train"
+            f"{folder}: not a folder; pass one written by analyze, prune, compare, atlas, train "
+            "or bench"
         )
     config_path = folder / "config.json"
     config = _read_json(config_path)
@@ -235,7 +238,7 @@ def check_report_folder(folder: Path) -> None:
     if command not in _NEEDS:
         raise ValueError(
             f"{config_path}: unknown command {command!r}; expected a folder of analyze, prune, "
-            "compare, atlas or train"
+            "compare, atlas, train or bench"
         )
     missing = [k for k in _CONFIG_KEYS[command] if not _has(config, k)]
     if missing:
@@ -259,13 +262,27 @@ def check_report_folder(folder: Path) -> None:
 
 
 def _command_of(folder: Path) -> object:
-    """The command that wrote ``folder`` as its config.json says, else None
-    (:func:`check_report_folder` then says what is wrong)."""
+    """The command that wrote ``folder`` as its config.json says (``bench`` for a folder with
+    no config.json and the ``results.json`` of :func:`oversmooth.experiments.bench.run_bench`),
+    else None (:func:`check_report_folder` then says what is wrong)."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "bench" if _bench_results(folder) is not None else None
     except (OSError, ValueError):
         return None
     return config.get("command") if isinstance(config, dict) else None
+
+
+def _bench_results(folder: Path) -> dict | None:
+    """``folder``'s bench results (``results.json`` with its schema and targets), or None."""
+    try:
+        results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(results, dict) and "schema_version" in results and "targets" in results:
+        return results
+    return None
 
 
 def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
@@ -303,6 +320,13 @@ def _render(folder: Path, command: str, formats: Any) -> None:
 
         with rebuilt(folder) as work:  # all the new files, or none
             render_atlas(work, formats)
+    elif command == "bench":  # from results.json, as the bench wrote it: nothing re-measured
+        from oversmooth.report.writers import write_bench_report
+
+        results = _bench_results(folder)
+        assert results is not None  # _command_of found them
+        with rebuilt(folder) as work:
+            write_bench_report(work, results, formats)
     elif command == "train":
         _render_training(folder, formats)
     else:
