@@ -148,6 +148,9 @@ def test_nonlocal_reference_and_size_cut_off(monkeypatch):
     assert ref["algebraic"]["difference"] == pytest.approx(0.6)
     text = " ".join(reference_prose({"reference": ref}, "nonlocal"))
     assert "Theorem 4.1" in text and "0.6 shallower than the bound's" in text
+    # the theorem's flow is the one the paper sets beside its Post-LN architecture: a Pre-LN
+    # nonlocal stream gets no bound (a falling k^-1 line was drawn through a rising curve)
+    assert "algebraic" not in theory_reference("nonlocal-preln", desc, diffusion_reference(data))
     monkeypatch.setattr(analysis, "SPECTRAL_MAX_NODES", 10)
     skipped = diffusion_reference(data)
     assert not skipped["computed"] and "more than the eigensolver budget of 10" in skipped["reason"]
@@ -279,6 +282,14 @@ def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
     assert "0.000233× the diffusion length -- not yet asymptotic: linear diffusion's" in sentence
     (other,) = reference_prose({"reference": ref}, "postln")
     assert "0.000233× the diffusion length." in other and "not yet asymptotic" not in other
+    # another model's unsettled rate is said unsettled, without promising that it will reach
+    # the spectral length (said of the nonlocal model's, an audit)
+    ref["diffusion"]["measured"]["asymptotic"] = None
+    (other,) = reference_prose({"reference": ref}, "nonlocal")
+    assert "not shown to be asymptotic" in other and "slowest eigenvector" not in other
+    (sentence,) = reference_prose({"reference": ref}, "diffusion")
+    assert "the spectral length holds only once the slowest eigenvector dominates" in sentence
+    ref["diffusion"]["measured"]["asymptotic"] = True
     # a ratio that rounds to 1 at 6 digits is written as 1 - d
     ref["diffusion"]["energy_ratio"] = 0.99999997
     assert (

@@ -237,3 +237,45 @@ def test_small_components_solved_in_batches_match_each_alone(monkeypatch, self_l
         expected = -1.0 if bipartite[c] else values[0]
         assert lam_min == pytest.approx(expected, abs=1e-12)
     assert bipartite.any() or self_loops  # a 2-node component is bipartite without loops
+
+
+def _path(n: int) -> torch.Tensor:
+    return _undirected([(i, i + 1) for i in range(n - 1)])
+
+
+def test_a_slowly_mixing_component_is_solved_densely_or_said_not_computed(monkeypatch):
+    """A path's lambda_2 sits within 1e-6 of 1: ARPACK took 22 s on 2,000 nodes and never
+    converged on a weighted path of 1,000 or a path of 2,900, whose ArpackNoConvergence (a
+    RuntimeError) stopped the whole analysis (an audit).  Without convergence within its
+    restarts the component is solved densely, to the dense eigensolver's values; beyond the
+    dense bound the reference says it was not computed, and why."""
+    import oversmooth.spectral as spectral
+    from oversmooth.analysis import _diffusion_reference
+    from oversmooth.data import GraphData
+
+    n = 300
+    edge_index = _path(n)
+    monkeypatch.setattr(spectral, "_ARPACK_RESTARTS", 1)  # what a long path does at 300
+    gap = spectral_gap(edge_index, num_nodes=n, self_loops=True)
+    w = np.zeros((n, n))
+    w[edge_index[0].numpy(), edge_index[1].numpy()] = 1.0
+    w += np.eye(n)
+    d = w.sum(axis=1)
+    values = np.linalg.eigvalsh(w / np.sqrt(np.outer(d, d)))
+    assert gap.lambda2 == pytest.approx(values[-2], abs=1e-12)
+    assert gap.lambda_min == pytest.approx(values[0], abs=1e-12)
+    monkeypatch.setattr(spectral, "_DENSE_FALLBACK_MAX", n - 1)
+    with pytest.raises(ValueError, match="did not converge on a connected component of 300"):
+        spectral_gap(edge_index, num_nodes=n, self_loops=True)
+    data = GraphData(n, x=torch.ones(n, 1), edge_index=edge_index, name="path")
+    reference = _diffusion_reference(data)
+    assert not reference["computed"] and "did not converge" in reference["reason"]
+
+
+def test_a_node_whose_only_edge_is_its_self_loop_is_isolated():
+    """It diffuses nothing, and was counted in the components' tally as a component of its
+    own ("its one component" said of a ring with such a node, an audit)."""
+    ring = _undirected([(i, (i + 1) % 10) for i in range(10)])
+    edge_index = torch.cat([ring, torch.tensor([[10], [10]])], dim=1)
+    gap = spectral_gap(edge_index, num_nodes=11, self_loops=True)
+    assert gap.isolated == 1 and gap.nodes == 10

@@ -78,10 +78,13 @@ SPECTRAL_MAX_NODES = 50_000
 
 #: The algebraic reference for nonlocal message passing, from the nonlocal paper (Section 4.1,
 #: Theorem 4.1, proof in Appendix A.3): the continuous nonlocal flow
-#: ``dX/dt = (int |Delta X|^2) Delta X`` obeys ``-C_1 E^2 <= dE/dt ~ -C_2 E^2`` for its energy
-#: ``E``, so ``E(t) >= E(0) / (1 + C_1 E(0) t)``: the energy falls no faster than ``t^-1``
-#: (slope -1 on log-log axes).  A bound on a continuous flow, not a prediction for a discrete
-#: network with learned projections: the report draws it as a reference line.
+#: ``dX/dt = (int |Delta X|^2) Delta X`` obeys ``-C_1 E^2 <= dE/dt ~ -C_2 E^2`` for its
+#: Dirichlet energy ``E = int |grad X|^2``, so ``E(t) >= E(0) / (1 + C_1 E(0) t)``: the energy
+#: falls no faster than ``t^-1`` (slope -1 on log-log axes).  The reports draw it on the
+#: Laplacian energy, within constant factors of the Dirichlet energy on a fixed graph, so the
+#: slope carries over and the intercept does not: the line goes through the measured curve.
+#: A bound on a continuous flow, not a prediction for a discrete network with learned
+#: projections: the report draws it as a reference line.
 NONLOCAL_REFERENCE = {
     "slope": -1.0,
     "kind": "bound",
@@ -219,12 +222,16 @@ def _measured_slope(desc: dict) -> dict:
 def theory_reference(model: str, desc: dict, diffusion: dict) -> dict:
     """What theory says beside a curve's fits, for its fits.json record (``"reference"``):
     the graph's ``diffusion`` prediction (:func:`diffusion_reference`) with the measured
-    halving length, and for nonlocal models the algebraic reference slope
-    (:data:`NONLOCAL_REFERENCE`) with the measured slope and their difference."""
+    halving length, and for the nonlocal Post-LN model the algebraic reference slope
+    (:data:`NONLOCAL_REFERENCE`) with the measured slope and their difference.  Not for
+    ``nonlocal-preln``: the theorem's flow is the nonlocal heat flow the paper sets beside its
+    Post-LN architecture, while a Pre-LN stream adds the nonlocal message of its normalised
+    state to itself (a falling k^-1 line was drawn through a rising curve, an audit)."""
     out: dict[str, Any] = {
         "diffusion": {**diffusion, "measured": _measured_halving(desc)},
     }
-    if model in MODELS and MODELS[model].nonlocal_:
+    spec = MODELS.get(model)
+    if spec is not None and spec.nonlocal_ and spec.placement == "postln":
         measured = _measured_slope(desc)
         alpha = measured["alpha"]
         out["algebraic"] = {

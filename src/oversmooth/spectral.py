@@ -8,7 +8,8 @@ belongs to the constant vectors, which carry no Laplacian energy, so the Laplaci
 .. math::  \\rho^2, \\qquad \\rho = \\max(|\\lambda_2|, |\\lambda_{\\min}|)
 
 per step, where ``rho`` is the second-largest eigenvalue modulus (SLEM).  A bipartite
-component has ``lambda_min = -1``: its energy oscillates and never decays.
+component has ``lambda_min = -1``: its states ``X`` oscillate between two alternating shapes
+and its energy settles at a positive constant, never decaying.
 
 ``P`` is similar to the symmetric ``S = D^{-1/2} W D^{-1/2}`` when ``W`` is symmetric, so the
 eigenvalues are real and are computed from ``S`` with a sparse Lanczos solver (small
@@ -51,6 +52,14 @@ from oversmooth.graph import check_edge_index, check_edge_weight
 __all__ = ["SpectralGap", "spectral_gap", "halving_steps"]
 
 _DENSE_MAX = 256  # components up to this size are solved densely (size^2 floats, ~0.5 MB)
+#: restarts ARPACK gets per eigenproblem: Cora, CiteSeer and CSBM graphs of 1,000 and 3,000
+#: nodes converge within 100 (the same values as with ARPACK's default of 10 x size); a slowly
+#: mixing component (a path of 2,000 nodes: 1 - lambda_2 = 8e-7) took 22 s to converge, and a
+#: weighted path of 1,000 nodes or a path of 2,900 never did (an audit)
+_ARPACK_RESTARTS = 300
+#: a component ARPACK does not solve within :data:`_ARPACK_RESTARTS` is solved densely up to
+#: this size (size^2 float64: 128 MiB; a path of 2,900 nodes took 1.5 s on 2 cores)
+_DENSE_FALLBACK_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,7 @@ class SpectralGap:
             else f"the largest connected component ({self.nodes} of {self.num_nodes} nodes)"
         )
         if self.energy_ratio >= 1.0:
-            rate = "its energy does not decay (a bipartite component oscillates)"
+            rate = "its energy does not decay (a bipartite component's states oscillate)"
         elif self.energy_ratio == 0.0:
             rate = "diffusion takes its energy to zero in one step"
         else:
@@ -190,13 +199,42 @@ def _check_symmetric(w: Any) -> None:
 
 def _component_spectrum(s: Any) -> tuple[float, float]:
     """(lambda_2, lambda_min) of the symmetric normalised matrix of one connected component of
-    more than :data:`_DENSE_MAX` nodes (smaller ones: :func:`_small_spectra`)."""
+    more than :data:`_DENSE_MAX` nodes (smaller ones: :func:`_small_spectra`): ARPACK within
+    :data:`_ARPACK_RESTARTS` restarts, else densely up to :data:`_DENSE_FALLBACK_MAX` nodes,
+    else ``ValueError`` (a reference then says it was not computed, and why)."""
     size = s.shape[0]
-    from scipy.sparse.linalg import eigsh
+    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
     start = np.random.default_rng(0).standard_normal(size)  # fixed: reproducible results
-    top = eigsh(s, k=2, which="LA", v0=start, tol=0.0, return_eigenvectors=False)
-    low = eigsh(s, k=1, which="SA", v0=start, tol=0.0, return_eigenvectors=False)
+    try:
+        top = eigsh(
+            s,
+            k=2,
+            which="LA",
+            v0=start,
+            tol=0.0,
+            maxiter=_ARPACK_RESTARTS,
+            return_eigenvectors=False,
+        )
+        low = eigsh(
+            s,
+            k=1,
+            which="SA",
+            v0=start,
+            tol=0.0,
+            maxiter=_ARPACK_RESTARTS,
+            return_eigenvectors=False,
+        )
+    except ArpackNoConvergence:  # a RuntimeError: it stopped the whole analysis
+        if size > _DENSE_FALLBACK_MAX:
+            raise ValueError(
+                f"spectral_gap: the eigensolver did not converge on a connected component of "
+                f"{size} nodes within {_ARPACK_RESTARTS} restarts (a slowly mixing graph, such "
+                f"as a long path: lambda_2 within about 1e-6 of 1), and it is too large to "
+                f"solve densely (more than {_DENSE_FALLBACK_MAX} nodes)"
+            ) from None
+        values = np.linalg.eigvalsh(s.toarray())  # ascending
+        return float(values[-2]), float(values[0])
     return float(np.sort(top)[0]), float(low[0])
 
 
@@ -231,7 +269,9 @@ def _diffusion_weights(
     w.eliminate_zeros()
     _check_symmetric(w)
     n = w.shape[0]
-    isolated = int(np.count_nonzero(np.diff(w.indptr) == 0))  # no edge, before any self loop
+    # no edge to another node, before any self loop (a node whose only edge is a self loop
+    # is isolated too: it diffuses nothing; it was counted in a component, an audit)
+    isolated = int(np.count_nonzero(np.diff(w.indptr) - (w.diagonal() != 0) == 0))
     if self_loops:  # the zoo's neighbourhood N(i) ∪ {i}: a unit self loop replaces any other
         w = (w - sp.diags(w.diagonal()) + sp.identity(n, dtype=np.float64)).tocsr()
         w.eliminate_zeros()

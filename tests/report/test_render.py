@@ -146,3 +146,26 @@ def test_what_a_user_reads_in_tables_and_captions_of_one_seed():
     one = uncertainty_text({"seeds": 1, "evidence": ev})
     assert one is not None and "between-seed" not in one and "one seed" in one
     assert "between-seed excess over 3 seeds" in str(uncertainty_text({"seeds": 3, "evidence": ev}))
+
+
+def test_a_compare_caption_anchors_each_theory_line_where_it_is_drawn():
+    """The caption named the diffusion anchor curve's layer for the nonlocal bound too, which
+    is drawn through each nonlocal curve at that curve's own late window (an audit: layer 44
+    said, layer 49 drawn)."""
+    import numpy as np
+
+    from oversmooth.report.render import _reference_caption
+
+    grid = np.arange(1, 5)
+    references = [
+        ("linear diffusion, ×0.3/step", grid, grid),
+        ("k⁻¹ bound (Thm 4.1)", grid, grid),
+    ]
+    record = {"evidence": {"label": "inconclusive", "evidence": {"late_window": [44, 64]}}}
+    text = _reference_caption(references, "cora/diffusion", record)
+    said = (
+        "linear diffusion through the cora/diffusion curve at the start of the late window "
+        "(layer 44); the nonlocal bound through each nonlocal curve at the start of that "
+        "curve's own late window"
+    )
+    assert said in text, text

@@ -923,9 +923,13 @@ def _diffusion_sentence(
                     "the spectral one from below, however steady it looks over these layers"
                 )
             if caveat is not None:
-                tail += (
-                    f" -- {caveat}, and the spectral length holds only once the slowest "
-                    "eigenvector dominates"
+                # only linear diffusion's own curve tends to the spectral length: said of any
+                # other model (nonlocal, Post-LN, Pre-LN) it promised that its halving length
+                # would reach P~'s, which nothing supports (an audit)
+                tail += f" -- {caveat}" + (
+                    ", and the spectral length holds only once the slowest eigenvector dominates"
+                    if linear
+                    else ""
                 )
     else:
         tail = f"no exponential was fitted to the measured {name} curve"

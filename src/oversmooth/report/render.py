@@ -999,15 +999,17 @@ def _reference_caption(
     """The caption's words for the theory lines drawn (:func:`reference_lines`), only those."""
     drawn = []
     if any(label.startswith("linear diffusion") for label, _, _ in references):
-        drawn.append(f"linear diffusion through the {anchor} curve")
+        drawn.append(f"linear diffusion through the {anchor} curve {_anchor_words(record)}")
     if any("bound" in label for label, _, _ in references):
-        drawn.append("the nonlocal bound through each nonlocal curve")
+        # each through its own curve at that curve's own anchor: the anchor curve's layer,
+        # said of both, was not the bound's (layer 44 for a bound through layer 49, an audit)
+        drawn.append(
+            "the nonlocal bound through each nonlocal curve at the start of that curve's own "
+            "late window (its first layer where it has none)"
+        )
     if not drawn:
         return ""
-    return (
-        f"; grey lines, each with its own dashes and named in the legend: {' and '.join(drawn)}, "
-        f"{_anchor_words(record)}"
-    )
+    return f"; grey lines, each with its own dashes and named in the legend: {'; '.join(drawn)}"
 
 
 def _deepest_curves(
