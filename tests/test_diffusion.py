@@ -151,6 +151,9 @@ def test_nonlocal_reference_and_size_cut_off(monkeypatch):
     # the theorem's flow is the one the paper sets beside its Post-LN architecture: a Pre-LN
     # nonlocal stream gets no bound (a falling k^-1 line was drawn through a rising curve)
     assert "algebraic" not in theory_reference("nonlocal-preln", desc, diffusion_reference(data))
+    # and a folder written before that rule, rebuilt, neither says nor draws it
+    text = " ".join(reference_prose({"reference": ref}, "nonlocal-preln"))
+    assert "Theorem 4.1" not in text
     monkeypatch.setattr(analysis, "SPECTRAL_MAX_NODES", 10)
     skipped = diffusion_reference(data)
     assert not skipped["computed"] and "more than the eigensolver budget of 10" in skipped["reason"]

@@ -26,7 +26,7 @@ from oversmooth.checkpoint import CheckpointError, load_checkpoint
 from oversmooth.fit import geometric_mean
 from oversmooth.graph import GraphOperator
 from oversmooth.config import MAX_DEPTH, with_data_sizes
-from oversmooth.nn.model import MODELS, DepthModel, seeded_models
+from oversmooth.nn.model import DepthModel, seeded_models
 from oversmooth.precision import (
     twin_needed,
     FloorTracker,
@@ -40,6 +40,7 @@ from oversmooth.resources import release_heap
 from oversmooth.run_configs import AnalysisConfig, ComparisonConfig  # re-exported
 from oversmooth.run_configs import comparison_key
 from oversmooth.registry import DISPLAY as PRETTY  # noqa: F401  (re-exported: its old home)
+from oversmooth.registry import bound_applies
 from oversmooth.runtime import environment, resolve_device, resolve_dtype
 from oversmooth.spectral import halving_steps, spectral_gap
 from oversmooth.verdict import Verdict
@@ -230,8 +231,7 @@ def theory_reference(model: str, desc: dict, diffusion: dict) -> dict:
     out: dict[str, Any] = {
         "diffusion": {**diffusion, "measured": _measured_halving(desc)},
     }
-    spec = MODELS.get(model)
-    if spec is not None and spec.nonlocal_ and spec.placement == "postln":
+    if bound_applies(model):
         measured = _measured_slope(desc)
         alpha = measured["alpha"]
         out["algebraic"] = {

@@ -1205,8 +1205,10 @@ def _label_header(path: Path, y: Tensor, x: Tensor | None, pairs: Tensor) -> Non
     the header ``pandas.Series(y).to_csv(path, index=False)`` writes, read as node 0's label.
     Beside a features file the counts disagree, refused here with what to do (it said only
     "5 rows, expected 4"); alone, the labels set the node count, so every label moved to the
-    next node and one isolated node was added, silently: warned of.  (A file that starts
-    with the label 0 and has one row per node is read as it is: that is most files.)"""
+    next node and one isolated node was added, silently: warned of, as a question (the same
+    file is also one whose last node is in no edge, which it then reads right).  A file that
+    starts with the label 0 and has one row per node of the edge list is read without a word:
+    that is most files."""
     nodes = x.size(0) if x is not None else int(pairs.max()) + 1 if pairs.numel() else None
     if nodes is None or y.size(0) != nodes + 1:
         return
@@ -1220,9 +1222,10 @@ def _label_header(path: Path, y: Tensor, x: Tensor | None, pairs: Tensor) -> Non
     if x is not None:
         raise ValueError(f"{said}; remove the line (or write the file with header=False)")
     warnings.warn(
-        f"{said} in the edge list: read as node 0's label, it moves every label to the next "
-        f"node and adds node {nodes}, isolated; if it is a header, remove the line (or write "
-        "the file with header=False)",
+        f"{said} in the edge list: if line 1 is that header, every label is read one node late "
+        f"and node {nodes} is an isolated node your graph lacks: remove the line (or write the "
+        f"file with header=False); if node {nodes} is an isolated node of your graph, the file "
+        "is read right",
         stacklevel=4,
     )
 
@@ -1503,7 +1506,8 @@ def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
     """Nodes, undirected edges (unordered pairs, self loops excluded), features,
     classes (the largest label + 1: a classifier's output width, as PyG counts them), edge
     homophily (fraction of those same edges joining equal labels) and
-    isolated nodes (no edge in either direction).
+    isolated nodes (no edge to another node, in either direction: a self loop alone leaves a
+    node isolated, as :func:`oversmooth.spectral.spectral_gap` counts it).
 
     Homophily counts each unordered pair once, as the edge count does: over the columns of
     ``edge_index`` a pair stored in both directions, in one, or repeated (a ``.pt`` file may
@@ -1514,8 +1518,8 @@ def graph_stats(data: GraphData | Data) -> dict[str, float | int]:
     a, b = torch.minimum(src[off], dst[off]), torch.maximum(src[off], dst[off])
     keys = torch.unique(a * n + b) if a.numel() else a
     touched = torch.zeros(n, dtype=torch.bool)
-    touched[src] = True
-    touched[dst] = True
+    touched[src[off]] = True
+    touched[dst[off]] = True
     y = getattr(data, "y", None)
     stats: dict[str, float | int] = {
         "nodes": n,

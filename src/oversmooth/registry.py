@@ -214,6 +214,16 @@ def display_name(model: str) -> str:
     return DISPLAY.get(model, model)
 
 
+def bound_applies(model: str) -> bool:
+    """Whether the nonlocal paper's Theorem 4.1 bound is set beside ``model``'s curve: the
+    nonlocal Post-LN model's, the architecture the paper sets the theorem's flow beside (not
+    ``nonlocal-preln``, whose stream adds the nonlocal message of its normalised state to
+    itself).  Read where the reference is computed and where a report draws it, so a folder
+    written before the rule is rebuilt without it."""
+    entry = MODELS.get(model)
+    return entry is not None and entry.nonlocal_ and entry.placement == "postln"
+
+
 # -- old column names ----------------------------------------------------------------------------
 
 #: Column names of per-layer tables written before a column was named after the function that

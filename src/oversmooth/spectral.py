@@ -58,7 +58,9 @@ _DENSE_MAX = 256  # components up to this size are solved densely (size^2 floats
 #: weighted path of 1,000 nodes or a path of 2,900 never did (an audit)
 _ARPACK_RESTARTS = 300
 #: a component ARPACK does not solve within :data:`_ARPACK_RESTARTS` is solved densely up to
-#: this size (size^2 float64: 128 MiB; a path of 2,900 nodes took 1.5 s on 2 cores)
+#: this size (size^2 float64: 128 MiB; a path of 2,900 nodes took 1.5 s on 2 cores); a larger
+#: one gets ARPACK's own limit (10 x size restarts: a 20 x 300 grid converged in 1.9 s, a ring
+#: of 4,200 nodes in 32 s)
 _DENSE_FALLBACK_MAX = 4096
 
 
@@ -77,7 +79,8 @@ class SpectralGap:
         nodes: size of the largest connected component.
         num_nodes: nodes in the graph.
         num_components: connected components with two or more nodes.
-        isolated: nodes without any edge (their Laplacian is 0 by convention).
+        isolated: nodes without an edge to another node (a self loop alone included; their
+            Laplacian is 0 by convention).
         bipartite: whether the largest component is bipartite.
         bipartite_components: components (two or more nodes) that are bipartite.
         graph_energy_ratio: the largest per-step ratio over all components: the asymptotic
@@ -200,41 +203,37 @@ def _check_symmetric(w: Any) -> None:
 def _component_spectrum(s: Any) -> tuple[float, float]:
     """(lambda_2, lambda_min) of the symmetric normalised matrix of one connected component of
     more than :data:`_DENSE_MAX` nodes (smaller ones: :func:`_small_spectra`): ARPACK within
-    :data:`_ARPACK_RESTARTS` restarts, else densely up to :data:`_DENSE_FALLBACK_MAX` nodes,
-    else ``ValueError`` (a reference then says it was not computed, and why)."""
+    :data:`_ARPACK_RESTARTS` restarts; else densely up to :data:`_DENSE_FALLBACK_MAX` nodes,
+    and ARPACK with its own limit beyond; else ``ValueError`` (a reference then says it was
+    not computed, and why)."""
     size = s.shape[0]
-    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+    from scipy.sparse.linalg import ArpackNoConvergence
 
-    start = np.random.default_rng(0).standard_normal(size)  # fixed: reproducible results
     try:
-        top = eigsh(
-            s,
-            k=2,
-            which="LA",
-            v0=start,
-            tol=0.0,
-            maxiter=_ARPACK_RESTARTS,
-            return_eigenvectors=False,
-        )
-        low = eigsh(
-            s,
-            k=1,
-            which="SA",
-            v0=start,
-            tol=0.0,
-            maxiter=_ARPACK_RESTARTS,
-            return_eigenvectors=False,
-        )
+        return _arpack_spectrum(s, _ARPACK_RESTARTS)
     except ArpackNoConvergence:  # a RuntimeError: it stopped the whole analysis
-        if size > _DENSE_FALLBACK_MAX:
-            raise ValueError(
-                f"spectral_gap: the eigensolver did not converge on a connected component of "
-                f"{size} nodes within {_ARPACK_RESTARTS} restarts (a slowly mixing graph, such "
-                f"as a long path: lambda_2 within about 1e-6 of 1), and it is too large to "
-                f"solve densely (more than {_DENSE_FALLBACK_MAX} nodes)"
-            ) from None
-        values = np.linalg.eigvalsh(s.toarray())  # ascending
-        return float(values[-2]), float(values[0])
+        if size <= _DENSE_FALLBACK_MAX:
+            values = np.linalg.eigvalsh(s.toarray())  # ascending
+            return float(values[-2]), float(values[0])
+    try:
+        return _arpack_spectrum(s, None)
+    except ArpackNoConvergence:
+        raise ValueError(
+            f"spectral_gap: the eigensolver did not converge on a connected component of "
+            f"{size} nodes (a slowly mixing graph, such as a long path or ring: lambda_2 too "
+            f"close to 1), which is too large to solve densely (more than "
+            f"{_DENSE_FALLBACK_MAX} nodes)"
+        ) from None
+
+
+def _arpack_spectrum(s: Any, restarts: int | None) -> tuple[float, float]:
+    """(lambda_2, lambda_min) by ARPACK from a fixed start, within ``restarts`` (None: its own
+    default, 10 x size); ``ArpackNoConvergence`` when it does not converge."""
+    from scipy.sparse.linalg import eigsh
+
+    start = np.random.default_rng(0).standard_normal(s.shape[0])  # fixed: reproducible results
+    top = eigsh(s, k=2, which="LA", v0=start, tol=0.0, maxiter=restarts, return_eigenvectors=False)
+    low = eigsh(s, k=1, which="SA", v0=start, tol=0.0, maxiter=restarts, return_eigenvectors=False)
     return float(np.sort(top)[0]), float(low[0])
 
 

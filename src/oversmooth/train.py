@@ -355,10 +355,14 @@ class _Run:
         except (TypeError, ValueError):
             saved_warmup = None
         if saved_warmup != self.config.warmup_epochs:
+            given = (
+                f"--warmup {self.config.warmup} gives"
+                if self.config.warmup is not None
+                else f"--epochs {self.config.epochs} implies"
+            )
             raise CheckpointError(
-                f"--resume: {path} was trained with a {saved_warmup}-epoch warm-up but --epochs "
-                f"{self.config.epochs} implies {self.config.warmup_epochs}; "
-                f"pass --warmup {saved_warmup}"
+                f"--resume: {path} was trained with a {saved_warmup}-epoch warm-up but {given} "
+                f"{self.config.warmup_epochs}; pass --warmup {saved_warmup}"
             )
         try:
             self.model.load_state_dict(state["state_dict"])

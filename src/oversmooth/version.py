@@ -6,7 +6,8 @@ sdist) carries the commit its build ran from, written into its copy of this file
 hooks below (``[tool.setuptools.cmdclass]`` in pyproject.toml), so a run of an installed
 package still records where its code came from.  :func:`commit` falls back to asking git
 about the source tree (an editable install, a checkout on ``sys.path``).  A commit with
-``-dirty`` appended was built from, or runs in, a tree whose tracked files differ from it.
+``-dirty`` appended was built from, or runs in, a tree whose package files (this folder's
+tracked files) differ from it; reports or docs changed beside them do not count.
 """
 
 from __future__ import annotations

@@ -381,6 +381,17 @@ def test_report_rebuilds_a_bench_folder_from_its_results(tmp_path):
     assert "## Targets" in text and "(commit `0123abc`)" in text
     assert "This page was rebuilt from the folder's files by oversmooth" in text
     assert (tmp_path / "scaling_depth.png").is_file()
+    # --json names the command (it read a config.json a bench folder does not have)
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["command"] == "bench"
+    # results of an older schema that lack what the report reads: one line, nothing moved
+    old = tmp_path / "old"
+    old.mkdir()
+    write_json(old / "results.json", {"schema_version": 1, "targets": []})
+    result = CliRunner().invoke(app, ["report", str(old)])
+    assert result.exit_code == 2 and "results schema 1 lacks" in result.output, result.output
+    assert sorted(p.name for p in old.iterdir()) == ["results.json"]
 
 
 @pytest.mark.slow

@@ -112,8 +112,8 @@ class HelpContext(_Context):
         where that parses (``--out --overwrite``: a folder named ``--overwrite``; where it
         does not, the usage error says it, :meth:`OneLineErrors.main`)."""
         swallowed = _common.swallowed_option(self)
-        if swallowed is not None:
-            raise _common.fail(swallowed, 2)
+        if swallowed is not None:  # worded as the usage-error line says it
+            raise _common.fail(f"{swallowed} (see '{self.command_path} --help')", 2)
         return super().invoke(callback, *args, **kwargs)
 
 

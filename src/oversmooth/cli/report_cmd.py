@@ -326,7 +326,15 @@ def _render(folder: Path, command: str, formats: Any) -> None:
         results = _bench_results(folder)
         assert results is not None  # _command_of found them
         with rebuilt(folder) as work:
-            write_bench_report(work, results, formats)
+            try:
+                write_bench_report(work, results, formats)
+            except (KeyError, TypeError, ValueError) as exc:  # nothing is moved in
+                raise ValueError(
+                    f"{folder / 'results.json'}: results schema "
+                    f"{results.get('schema_version')} lacks what this version's bench report "
+                    f"reads ({type(exc).__name__}: {exc}); rebuild it with the oversmooth that "
+                    "wrote it, or rerun oversmooth bench"
+                ) from None
     elif command == "train":
         _render_training(folder, formats)
     else:
@@ -366,7 +374,7 @@ def _run(folder: Path, as_json: bool = False, figure_format: str | None = None) 
         with rebuilding():  # the pages say which version rebuilt them
             _render(folder, command, formats)
     if as_json:
-        command = json.loads((folder / "config.json").read_text(encoding="utf-8"))["command"]
+        command = _command_of(folder)  # a bench folder has no config.json (an audit)
         files = sorted(
             p.name
             for p in folder.iterdir()

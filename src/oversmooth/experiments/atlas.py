@@ -870,17 +870,13 @@ def _closing_sections(doc: Any, result: AtlasReport) -> None:
     versions and machine, and the seconds each architecture took), as every report ends."""
     import pandas as pd
 
-    from oversmooth.report.render import rebuilt_note
-
     env, timings = result.environment, result.timings
     doc.heading("Reproduce")
     commit = env.get("git_commit")
     doc.text(
         f"Written with oversmooth {env.get('oversmooth', '(version not recorded)')}"
         + (f" (commit `{commit}`)" if commit else "")
-        + "."
-        + rebuilt_note(env)
-        + " This command reruns it (`oversmooth report DIR` redraws the figure and the "
+        + ". This command reruns it (`oversmooth report DIR` redraws the figure and the "
         "report from the folder's files alone):"
     )
     doc.code(command_line(result.config))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
 from oversmooth.config import upgrade_record
-from oversmooth.registry import DISPLAY
+from oversmooth.registry import DISPLAY, bound_applies
 from oversmooth.run_configs import comparison_key
 from oversmooth.verdict import (
     EXP_TOLERANCE,
@@ -1014,7 +1014,9 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
         sentence = _diffusion_sentence(diffusion, name, graph, linear=model == "diffusion")
         if sentence:
             out.append(sentence)
-    if isinstance(algebraic, Mapping):
+    # a folder written before the bound was kept to the nonlocal Post-LN model still stores it
+    # for nonlocal-preln: not said there (an audit of the rebuilt pages)
+    if isinstance(algebraic, Mapping) and bound_applies(model):
         sentence = _algebraic_sentence(algebraic, name)
         if sentence:
             out.append(sentence)

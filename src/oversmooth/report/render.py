@@ -37,6 +37,7 @@ from oversmooth.outputs import (
     read_table,
     write_json,
 )
+from oversmooth.registry import bound_applies
 from oversmooth.report import plots
 from oversmooth.report.command import reproduce_command
 from oversmooth.report.document import MISSING, Document, format_cell, plus_minus
@@ -675,7 +676,9 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
     """The analyze report's energy per layer with the fitted law and theory lines, the law
     table, the halving profile and the theory sentences."""
     curves, mean, pooled = seed_curves(metrics, mean_fit)
-    references = reference_lines(mean_fit, mean.index.to_numpy(), mean.to_numpy())
+    references = reference_lines(
+        mean_fit, mean.index.to_numpy(), mean.to_numpy(), algebraic=bound_applies(model)
+    )
     fig = plots.figure()
     plots.energy_curves(fig.add_subplot(), curves, references=references)
     doc.heading("Laplacian energy per layer")
@@ -1032,6 +1035,7 @@ def _deepest_curves(
             mean.index.to_numpy(),
             mean.to_numpy(),
             diffusion=curve["label"] == anchor,
+            algebraic=bound_applies(curve["model"]),
         )
         curves.append(
             {
