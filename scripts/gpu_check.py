@@ -10,17 +10,18 @@ On a CUDA machine (``--device cuda``, the default) it
    the device under a Probe, every layer state is copied to the host, and oversmooth's
    metric functions recompute each column there (``<= 1e-10`` relative);
 3. checks that a probed forward makes no host synchronisation per layer: CUDA's sync debug
-   mode counts the synchronising calls of a probed forward at two depths, which must be
-   equal (a per-layer sync would add one a layer);
+   mode and the profiler's record of the runtime's synchronising calls count those of a
+   probed forward at two depths, for each float-floor method, which must be equal (a
+   per-layer sync would add one a layer);
 4. times probed forwards at depth 256 and 1024 on Cora and at depth 4 on a 10^6-node CSBM
    (CUDA events, peak device memory);
 
 and writes ``report.md`` and ``results.json`` into ``--out`` (default
-``reports/benchmarks/gpu``).  It exits 1 when a check fails.  ``--device cpu`` is the dry run
-CI executes (``--tiny``: small sizes, seconds): every step runs on the CPU, step 3 as a
-simulation (:func:`simulated_host_reads`: the GPU's code paths forced, every host read and
-synchronising aten call counted), and the report goes to a temporary folder unless ``--out``
-is given.
+``reports/benchmarks/gpu``; a temporary folder with ``--tiny``).  It exits 1 when a check
+fails.  ``--device cpu`` is the dry run CI executes (``--tiny``: small sizes, seconds):
+every step runs on the CPU, step 3 as a simulation (:func:`simulated_host_reads`: the GPU's
+code paths forced, every host read and synchronising aten call counted), and the report goes
+to a temporary folder unless ``--out`` is given.
 Sized for under 5 minutes on one GPU.
 """
 
@@ -145,12 +146,33 @@ def agreement(device: torch.device, depth: int) -> dict:
     }
 
 
-def _count_syncs(device: torch.device, depth: int) -> int:
-    """Synchronising calls CUDA's sync debug mode reports during one probed forward as the main
-    command runs it: the float64 Post-LN with the float-floor check and the similarity matrix
-    (a float32 model never reaches the float64 paths that read values to the host, so a check
-    of it passed whatever those did; an audit), after one ``.item()`` the mode must see (a
-    count of 0 would otherwise pass however the warnings were lost)."""
+#: The cases of the CUDA count, (dtype, floor method): the main command's float64 path with
+#: each of its float-floor methods (``auto`` resolves to the lazy bound, which keeps no
+#: tracker, so the twin's per-layer code was never counted; an audit) and float32's shadow.
+SYNC_CASES = (("float64", "bound"), ("float64", "twin"), ("float32", "shadow"))
+
+#: CUDA runtime calls that make the host wait for the device, as the profiler names them: the
+#: second count, which also sees what the sync debug mode does not (its torch.sparse calls,
+#: which every layer makes; anything under a warnings filter).
+RUNTIME_SYNCS = frozenset(
+    {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
+)
+
+
+def runtime_syncs(names: list[str]) -> int:
+    """How many of the profiler's event ``names`` are :data:`RUNTIME_SYNCS`."""
+    return sum(name in RUNTIME_SYNCS for name in names)
+
+
+def _count_syncs(
+    device: torch.device, depth: int, dtype: str = "float64", floor: str = "bound"
+) -> tuple[int, int]:
+    """Synchronising calls during one probed forward as the main command runs it (Post-LN,
+    the similarity matrix, the float-floor method ``floor``), after one ``.item()`` both
+    counts must see, made inside the forward by a hook on the first block (a count of 0, or a
+    control outside the forward, would pass however the calls were lost): CUDA's sync debug
+    mode's warnings, and the runtime's synchronising calls the profiler records
+    (:data:`RUNTIME_SYNCS`)."""
     from oversmooth import build_model
     from oversmooth.analysis import input_graph, probe_run
     from oversmooth.data import load
@@ -162,39 +184,54 @@ def _count_syncs(device: torch.device, depth: int) -> int:
         in_channels=data.num_features,
         out_channels=7,
         device=device,
-        dtype="float64",
+        dtype=dtype,
     )
     graph = input_graph(data, device)
 
     def run() -> None:
-        probe_run(model, data, graph=graph, similarity=True, floor="auto", seed=0)
+        probe_run(model, data, graph=graph, similarity=True, floor=floor, seed=0)
 
     run()  # warm-up: lazily built structures
     torch.cuda.synchronize(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            torch.ones(1, device=device).item()  # the positive control: one sync
-            run()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
+
+    def read_once(module: object, args: object, out: object) -> None:
+        torch.ones(1, device=device).item()  # the positive control: one sync, in the forward
+
+    control = model.blocks[0].register_forward_hook(read_once)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    try:
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            torch.profiler.profile(activities=activities) as profiled,
+        ):
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                run()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+    finally:
+        control.remove()
+    warned = sum("synchroniz" in str(w.message) for w in caught)
+    return warned, runtime_syncs([event.name for event in profiled.events()])
 
 
 def sync_check(device: torch.device, depths: tuple[int, int]) -> dict:
-    """CUDA: the sync debug mode's count at two depths (equal: none per layer; at least the
-    positive control's one: the mode's warnings reach the count).  Elsewhere: the CPU
-    simulation of the GPU's code paths (:func:`simulated_host_reads`)."""
+    """CUDA: both counts of :func:`_count_syncs` at two depths, for each of
+    :data:`SYNC_CASES` (equal: none per layer; at least the positive control's one: the calls
+    reach the count).  Elsewhere: the CPU simulation of the GPU's code paths
+    (:func:`simulated_host_reads`)."""
     if device.type != "cuda":
         return simulated_host_reads(depths)
-    counts = {depth: _count_syncs(device, depth) for depth in depths}
-    seen = all(count >= 1 for count in counts.values())
-    return {
-        "counts": counts,
-        "control_seen": seen,
-        "ok": seen and counts[depths[0]] == counts[depths[1]],
+    counts = {
+        f"{dtype} {floor}": {depth: _count_syncs(device, depth, dtype, floor) for depth in depths}
+        for dtype, floor in SYNC_CASES
     }
+    seen = all(min(pair) >= 1 for by_depth in counts.values() for pair in by_depth.values())
+    equal = all(by_depth[depths[0]] == by_depth[depths[1]] for by_depth in counts.values())
+    return {"counts": counts, "control_seen": seen, "ok": seen and equal}
 
 
 # -- the CPU simulation of step 3 ----------------------------------------------------------------
@@ -388,8 +425,16 @@ def _sync_row(s: dict) -> str:
     """The report's row of step 3: CUDA's count, or the CPU simulation's."""
     status = "ok" if s["ok"] else "failed"
     if not s.get("simulated"):
-        counts = ", ".join(f"depth {d}: {c} syncs" for d, c in s["counts"].items())
-        return f"| no host synchronisation per layer in a probed forward | {counts} | {status} |"
+        counts = "; ".join(
+            f"{case}: "
+            + ", ".join(f"depth {d}: {w} warned, {r} runtime" for d, (w, r) in by_depth.items())
+            for case, by_depth in s["counts"].items()
+        )
+        return (
+            "| no host synchronisation per layer in a probed forward (sync debug mode's "
+            "warnings; the runtime's synchronising calls, torch.sparse's included) | "
+            f"{counts} | {status} |"
+        )
     cases = "; ".join(
         f"{case}: " + ", ".join(f"depth {d}: {c}" for d, c in by_depth.items())
         for case, by_depth in s["counts"].items()
@@ -405,23 +450,30 @@ def write_report(out: Path, results: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     m, a, s = results["main"], results["agreement"], results["sync"]
+    tiny = " --tiny" if results["tiny"] else ""
+    same = (
+        " (a dry run: the same CPU kernels on both sides, so only the layer count can fail)"
+        if results["device"] == "cpu"
+        else ""
+    )
     lines = [
         "# oversmooth GPU check",
         "",
-        f"`scripts/gpu_check.sh --device {results['device']}` in {results['seconds']:.0f} s on "
-        f"{results['machine']}; torch {torch.__version__}. Overall: "
-        f"**{'passed' if results['ok'] else 'FAILED'}**.",
+        f"`scripts/gpu_check.sh --device {results['device']}{tiny}` in "
+        f"{results['seconds']:.0f} s on {results['machine']}; torch {torch.__version__}, "
+        f"oversmooth {results.get('oversmooth')} (commit `{results.get('commit') or 'n/a'}`)."
+        f" Overall: **{'passed' if results['ok'] else 'FAILED'}**.",
         "",
         "| check | result | status |",
         "|---|---|---|",
         f"| `oversmooth analyze --model postln --depth {m['depth']} --device "
         f"{results['device']}` | {m['seconds']:.1f} s | {'ok' if m['ok'] else 'failed'} |",
         f"| metrics on the device against CPU float64, same states (depth {a['depth']}, "
-        f"<= {TOLERANCE:g} relative) | largest {max(a['max_rel_diff'].values()):.1e} | "
+        f"<= {TOLERANCE:g} relative){same} | largest {max(a['max_rel_diff'].values()):.1e} | "
         f"{'ok' if a['ok'] else 'failed'} |",
         _sync_row(s),
         "",
-        "Probed forwards (default metrics, float32 model, after a warm-up):",
+        "Probed forwards (default metrics, float32 model, after a warm-up; one timed run each):",
         "",
         "| graph | nodes | depth | seconds | peak device MiB |",
         "|---|---|---|---|---|",
@@ -440,10 +492,14 @@ def run(device_name: str, out: Path, tiny: bool) -> dict:
     device = torch.device(device_name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda: no CUDA device here; try --device cpu")
+    from oversmooth.version import __version__, commit
+
     sizes = _sizes(tiny)
     results: dict = {
         "device": device_name,
         "tiny": tiny,
+        "oversmooth": __version__,
+        "commit": commit(),
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "main": main_command(device_name, sizes["main_depth"]),
         "agreement": agreement(device, sizes["agree_depth"]),
@@ -462,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="report folder")
     parser.add_argument("--tiny", action="store_true", help="small sizes (the CI dry run)")
     args = parser.parse_args(argv)
-    if args.out is None and torch.device(args.device).type == "cuda":
+    if args.out is None and torch.device(args.device).type == "cuda" and not args.tiny:
+        # a --tiny run's report is no evidence of the full sizes: never the committed folder
         args.out = "reports/benchmarks/gpu"
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="oversmooth-gpu-check-"))
     results = run(args.device, out, args.tiny)

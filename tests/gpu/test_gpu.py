@@ -121,7 +121,9 @@ def test_analysis_on_cuda_agrees_with_the_cpu(tmp_path):
 
     # float64 on both (float32 would differ by more than the tolerance); AnalysisConfig takes
     # its model as a ModelConfig (it was given depth=, a TypeError on every CUDA machine)
-    model = ModelConfig("postln", depth=8, dtype="float64")
+    # depth 16: at 8 too few layers are usable for a law, so both labels were always
+    # "inconclusive" and the comparison could not fail (an audit)
+    model = ModelConfig("postln", depth=16, dtype="float64")
     runs = {
         device: run_analysis(AnalysisConfig(model=model, seeds=(0, 1), device=device))
         for device in ("cpu", "cuda")
@@ -143,10 +145,21 @@ def test_the_cuda_sync_count_runs_the_main_commands_path(monkeypatch):
     check = _gpu_check()
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: None)
-    assert check._count_syncs(torch.device("cpu"), 3) == 0
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth: 0)
+    for dtype, floor in check.SYNC_CASES:  # each float-floor method's path runs
+        assert check._count_syncs(torch.device("cpu"), 3, dtype, floor) == (0, 0)
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (0, 0))
     result = check.sync_check(torch.device("cuda"), (3, 6))
     assert result["control_seen"] is False and result["ok"] is False
+    # the runtime count sees only the calls that make the host wait (an async copy does not)
+    names = ["cudaStreamSynchronize", "cudaMemcpyAsync", "aten::add", "cudaMemcpy"]
+    assert check.runtime_syncs(names) == 2
+    # both counts at least the control's, equal at both depths: ok; one more at depth 6: not
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2))
+    assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is True
+    monkeypatch.setattr(
+        check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2 + (depth == 6))
+    )
+    assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is False
 
 
 @pytest.mark.gpu
