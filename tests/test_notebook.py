@@ -94,8 +94,16 @@ def test_reports_read_the_dtype_from_the_frame(tmp_path):
     bare = frame.copy()
     bare.attrs.clear()  # e.g. read back from a CSV: float32 assumed, and said
     out = oversmooth.write_report(bare, tmp_path / "bare")
-    assert "assumes float32" in (out / "report.md").read_text(encoding="utf-8")
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "assumes float32" in text
+    assert "the model ran in float32" not in text  # assumed, not said as a fact (an audit)
     assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    # torch's dtype is the same precision as the frame's "float64" (it was refused)
+    out = oversmooth.write_report(frame, tmp_path / "torch64", dtype=torch.float64)
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float64"
+    # an empty frame with its step column: one clear line (an IndexError, an audit)
+    with pytest.raises(ValueError, match="no rows; run a forward pass"):
+        oversmooth.write_report(frame.iloc[:0], tmp_path / "empty")
 
 
 def test_write_report_has_verdict_banner(probed, tmp_path):

@@ -330,7 +330,9 @@ def test_verdict_names_the_floor_and_the_float64_value(deep):
     )
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
     assert no_shadow["evidence"]["notes"][-1]["float64_energy"] is None
-    assert verdict_text(no_shadow["evidence"]).endswith("; rerun with --dtype float64")
+    assert verdict_text(no_shadow["evidence"]).endswith(
+        "; measure it in float64 (--dtype float64; a model of your own: model.double())"
+    )
     on_f64 = describe_frame(deep[("float64", "twin")], 16, dtype="float64")
     assert on_f64["evidence"]["notes"] == [] and "floor" not in verdict_text(on_f64["evidence"])
 

@@ -70,6 +70,10 @@ def test_options_select_metrics_prefix_and_parts():
     assert list(only) == ["gnn/feature_norm/final"]
     with pytest.raises(ValueError, match="dirichlet_energy not in the frame"):
         frame_scalars(frame, ["dirichlet_energy"])
+    # one name is one metric (it was read letter by letter, an audit)
+    assert list(frame_scalars(frame, "feature_norm", per_layer=False)) == [
+        "energy/feature_norm/final"
+    ]
 
 
 def test_several_steps_log_the_last_and_several_graphs_are_refused():

@@ -72,6 +72,8 @@ def _one_pass(frame: Any, step: int | None = None, graph: int | None = None) -> 
             f"frame: expected a 'layer' column (one row per layer), received columns "
             f"{list(frame.columns)}; pass probe.to_frame()"
         )
+    if len(frame) < 1:  # before the step column's values are read (an IndexError there)
+        raise ValueError("frame: no rows; run a forward pass inside the probe first")
     if "step" in frame:
         steps = sorted(int(s) for s in frame["step"].unique())
         if step is None and len(steps) > 1:
@@ -523,7 +525,10 @@ def _measured_text(
         passes += f" Graph {graph} of the batch (one graph of a per-graph frame)."
     doc.text(
         "Measured by `oversmooth.Probe` on your model; Laplacian energy (1/n)·‖PX − X‖²_F "
-        f"with P = D⁻¹W on the probed graph (0 at an isolated node), accumulated in float64; "
-        f"the model ran in {dtype}." + passes + (f" {assumed}" if assumed else "")
+        "with P = D⁻¹W on the probed graph (0 at an isolated node), accumulated in float64"
+        # an assumed precision is not said as a fact ("the model ran in float32" of a float64
+        # run's frame read back from a CSV, an audit): the sentence saying it was assumed
+        + (f". {assumed}" if assumed else f"; the model ran in {dtype}.")
+        + passes
     )
     _layer_notes(doc, attrs)

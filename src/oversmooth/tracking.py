@@ -19,6 +19,8 @@ Names (``prefix`` defaults to ``"energy"``):
 Metrics undefined at the first layer (``relative_energy``, ``mean_cosine_similarity``,
 ``angular_distance``, ``relative_update``, ``head_energy_*``: NaN there by definition) are not
 logged at that layer; every other NaN or infinity is logged as it is (it means something).
+Values are sent as float64; a tracker may keep less (TensorBoard stores float32, where an
+energy below about 1e-38 reads 0: docs/lightning.md).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def _metric_columns(frame: pd.DataFrame, metrics: Iterable[str] | None) -> list[
             if c not in _ID_COLUMNS
             and frame[c].dtype.kind in "fiu"  # numbers; not the flags (bool) or text
         ]
-    names = list(metrics)
+    # one name is one metric (a string iterated read "metrics: l, a, p, l, ... not in the
+    # frame", an audit)
+    names = [metrics] if isinstance(metrics, str) else list(metrics)
     missing = [m for m in names if m not in frame.columns]
     if missing:
         raise ValueError(

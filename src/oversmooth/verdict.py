@@ -442,6 +442,10 @@ def frame_dtype(table: Any, dtype: str | None) -> tuple[str, str | None]:
     """The precision the frame ``table`` was measured in (``frame.attrs["dtype"]``, else
     ``dtype``, else float32) and, when it had to be assumed, a sentence saying so."""
     recorded = getattr(table, "attrs", {}).get("dtype")
+    # torch.float64 and "float64" are one precision (torch.float64 was refused against a
+    # frame's "float64", and recorded as "torch.float64", an audit)
+    dtype = None if dtype is None else str(dtype).removeprefix("torch.")
+    recorded = None if recorded is None else str(recorded).removeprefix("torch.")
     if dtype is not None and recorded is not None and dtype != recorded:
         raise ValueError(
             f"dtype={dtype!r}: the frame was measured in {recorded} (frame.attrs['dtype']); "

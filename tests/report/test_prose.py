@@ -116,7 +116,11 @@ def test_an_inconclusive_line_says_its_reason_and_the_notes():
 @pytest.mark.parametrize(
     ("dtype", "f64", "tail"),
     [
-        ("float32", None, "rerun with --dtype float64"),
+        (
+            "float32",
+            None,
+            "measure it in float64 (--dtype float64; a model of your own: model.double())",
+        ),
         ("float32", 3.0e-9, "float64 gives 3e-09"),
         ("float64", None, "the curve is below what float64 resolves"),
     ],

@@ -421,7 +421,8 @@ def _floor_text(note: Mapping[str, Any]) -> str:
     if f64 is not None:
         tail = f"float64 gives {f64:.2g}"
     elif dtype != "float64":
-        tail = "rerun with --dtype float64"
+        # said to a command's user and to a notebook's alike (a Python user was told a flag)
+        tail = "measure it in float64 (--dtype float64; a model of your own: model.double())"
     else:
         tail = "the curve is below what float64 resolves"
     return (
