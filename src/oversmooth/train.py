@@ -871,7 +871,9 @@ def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None
 
 def epochs_text(count: int) -> str:
     """``1 epoch``, ``15 epochs``."""
-    return f"{count} epoch{'' if count == 1 else 's'}"
+    from oversmooth.report.document import counted
+
+    return counted(count, "epoch")
 
 
 def describe(result: TrainResult) -> str:

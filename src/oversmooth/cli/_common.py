@@ -150,11 +150,13 @@ def _flag_of(name: str) -> str | None:
     return None
 
 
-def swallowed_option(ctx: Any, args: list[str] | None = None) -> str | None:
+def swallowed_option(ctx: Any) -> str | None:
     """A usage error's plain cause when an option that takes a value was given none and took
     the next option as its value: ``compare --models --out x`` said "Got unexpected extra
     argument(s) (x)", naming the path, and ``analyze --depth --seeds 1`` "unable to parse
-    string as an integer".  None where no option of the command did so."""
+    string as an integer", and ``analyze --out --overwrite`` wrote into a folder named
+    ``--overwrite``.  Read from :data:`COMMAND_ARGS`; None where no option of the command
+    did so."""
     command = getattr(ctx, "command", None)
     if command is None:
         return None
@@ -168,7 +170,7 @@ def swallowed_option(ctx: Any, args: list[str] | None = None) -> str | None:
         ):
             takes_value.update(getattr(param, "opts", ()))
     names.update(("--help", "-h"))
-    args = COMMAND_ARGS if args is None else args
+    args = COMMAND_ARGS
     for option, value in zip(args, args[1:], strict=False):
         if option in takes_value and value in names:
             return (

@@ -43,6 +43,7 @@ __all__ = [
     "Document",
     "inline_html",
     "format_cell",
+    "counted",
     "verdict_kind",
     "DPI",
     "MISSING",
@@ -540,6 +541,11 @@ def format_cell(value: Any) -> str:
     except ImportError:  # pragma: no cover - numpy is a dependency
         pass
     return str(value)
+
+
+def counted(count: Any, noun: str) -> str:
+    """``1 epoch``, ``3 layers``: ``count`` and ``noun``, in the plural unless ``count`` is 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def plus_minus(value: float, half: Any) -> str:

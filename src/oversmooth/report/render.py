@@ -479,6 +479,9 @@ def render_report(
     return folder
 
 
+#: how an energy caption names the theory lines (each with its own dashes: the bound is dotted)
+GREY_LINES = "grey lines, each with its own dashes and named in the legend"
+
 #: who rebuilds a folder's report from its files (``oversmooth report``): the version and
 #: commit, set for the rebuild by :func:`rebuilding`; empty when a run writes its own report
 REBUILT_BY: dict[str, str | None] = {}
@@ -582,7 +585,7 @@ def rayleigh_section(doc: Document, metrics: pd.DataFrame, model: str | None = N
     if not (no_layernorm or spread > 10.0):
         return False
     groups = metrics.groupby("seed") if "seed" in metrics else [("", metrics)]
-    one_seed = "seed" not in metrics or metrics["seed"].nunique() == 1
+    one_seed = len(groups) == 1
     curves = [
         {
             "label": f"seed {seed}" if seed != "" else "rayleigh energy",
@@ -688,14 +691,13 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
         if _fitted(mean_fit)
         else f"log-log ({pooled}; no law was fitted, see the verdict; "
     )
-    through = "the curve" if pooled == "one seed" else "the seeds' geometric-mean curve"
+    through = "the seeds' geometric-mean curve" if len(curves) > 1 else "the curve"
     doc.figure(
         fig,
         f"Laplacian energy against layer, {law}"
         "the float floor is drawn where it falls inside the range of the data)"
         + (
-            f"; grey lines, each with its own dashes and named in the legend: theory references "
-            f"through {through} {_anchor_words(mean_fit)}"
+            f"; {GREY_LINES}: theory references through {through} {_anchor_words(mean_fit)}"
             if references
             else ""
         ),
@@ -1012,7 +1014,7 @@ def _reference_caption(
         )
     if not drawn:
         return ""
-    return f"; grey lines, each with its own dashes and named in the legend: {'; '.join(drawn)}"
+    return f"; {GREY_LINES}: {'; '.join(drawn)}"
 
 
 def _deepest_curves(

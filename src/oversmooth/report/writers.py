@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from oversmooth.config import upgrade_record
 from oversmooth.report import plots
-from oversmooth.report.document import MISSING, Document
+from oversmooth.report.document import MISSING, Document, counted
 from oversmooth.report.formats import DEFAULT_FIGURE_FORMATS, DEFAULT_TABLE_FORMATS, write_beside
 from oversmooth.report.prose import conv_label
 from oversmooth.report.render import rebuilt_note, reproduce_sections
@@ -77,11 +77,6 @@ def _training_config(folder: Path) -> dict:
     return upgrade_record(loaded.get("train", loaded)) if isinstance(loaded, dict) else {}
 
 
-def _count(count: Any, noun: str) -> str:
-    """``1 epoch``, ``3 layers``: the noun in the plural unless ``count`` is 1."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _training_result(
     doc: Document, history: Sequence[Mapping], best_epoch: int, summary: Mapping[str, Any]
 ) -> None:
@@ -91,7 +86,7 @@ def _training_result(
     doc.heading("Result")
     ran = summary.get("epochs_run", len(history))
     doc.text(
-        f"{summary.get('stopped', 'stopped')} after {_count(ran, 'epoch')}; best validation "
+        f"{summary.get('stopped', 'stopped')} after {counted(ran, 'epoch')}; best validation "
         f"accuracy at epoch {best_epoch}."
     )
     doc.table(
@@ -215,7 +210,7 @@ def _dynamics_section(doc: Document, dynamics: Sequence[Mapping], best_epoch: in
         "dynamics.png",
     )
     doc.text(
-        f"{_count(grid.shape[1], 'recorded epoch')} x {_count(grid.shape[0], 'layer')}; "
+        f"{counted(grid.shape[1], 'recorded epoch')} x {counted(grid.shape[0], 'layer')}; "
         "per-layer numbers: "
         "`dynamics.csv`."
     )
