@@ -870,10 +870,9 @@ def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None
 
 
 def epochs_text(count: int) -> str:
-    """``1 epoch``, ``15 epochs``."""
-    from oversmooth.report.document import counted
-
-    return counted(count, "epoch")
+    """``1 epoch``, ``15 epochs`` (as ``report.document.counted`` says any count: the
+    write layer's, which this layer does not import)."""
+    return f"{count} epoch{'' if count == 1 else 's'}"
 
 
 def describe(result: TrainResult) -> str:
