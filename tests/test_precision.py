@@ -151,6 +151,28 @@ def test_fits_leave_out_rows_at_the_floor(deep):
     )
 
 
+def test_layers_at_floor_counts_what_the_verdict_left_out():
+    # fits.json's layers_at_floor counted energies below the bound itself while the verdict
+    # leaves out those below AT_FLOOR_FACTOR times it: a frame of a user's own model (no floor
+    # columns) whose last layers sit between the two had "0 layers at the floor" beside a
+    # verdict that dropped them
+    import pandas as pd
+
+    layers = np.arange(41)
+    bound = (dtype_eps("float32") * 1.0) ** 2
+    energy = np.exp(-0.5 * layers)
+    energy[-6:] = 3.0 * bound  # between the bound and AT_FLOOR_FACTOR times it
+    rows = [
+        {"seed": s, "layer": k, "laplacian_energy": e * (1 + 0.01 * s), "feature_norm": 1.0}
+        for s in range(3)
+        for k, e in zip(layers, energy, strict=True)
+    ]
+    desc = describe_frame(pd.DataFrame(rows), hidden=16, dtype="float32")
+    assert desc["evidence"]["dropped"]["at_floor"] == 18
+    assert desc["layers_at_floor"] == desc["evidence"]["layers_at_floor"] == 6
+    assert desc["final_at_floor"]
+
+
 def test_float64_fit_keeps_points_below_the_float32_bound(deep):
     # regression: the floor used eps32 for float64 states and dropped genuine float64 energies
     f64 = deep[("float64", "twin")].drop(columns=["float_floor", "at_floor"])

@@ -1375,6 +1375,102 @@ def _post_ln(model, x, edge_index):
     return h
 
 
+class RowFunctionPreLN(torch.nn.Module):
+    """``h = h + conv(fn(h))`` (``post=False``) or ``h = fn(h + conv(h))`` with ``fn`` a row
+    function: ``F.normalize``, ``F.rms_norm`` with a weight, ``F.layer_norm`` with an affine
+    of its own per block (moved off its initial values, as training leaves it)."""
+
+    def __init__(self, fn: str, post: bool = False, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.fn, self.post = fn, post
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        gen = torch.Generator().manual_seed(3)
+        self.weight = torch.nn.Parameter(torch.rand(depth, 8, generator=gen) + 0.5)
+        self.bias = torch.nn.Parameter(torch.randn(depth, 8, generator=gen))
+
+    def norm(self, k, h):
+        F = torch.nn.functional
+        if self.fn == "normalize":
+            return F.normalize(h, dim=-1)
+        if self.fn == "rms_norm":
+            return F.rms_norm(h, (8,), self.weight[k])
+        return F.layer_norm(h, (8,), self.weight[k], self.bias[k])
+
+    def forward(self, x, edge_index):
+        h = x
+        for k, conv in enumerate(self.convs):
+            if self.post:
+                h = self.norm(k, h + conv(h, edge_index))
+            else:
+                h = h + conv(self.norm(k, h), edge_index)
+        return h
+
+
+@pytest.mark.parametrize("fn", ["normalize", "rms_norm", "layer_norm"])
+def test_a_pre_ln_stack_with_any_row_function_for_its_norm_is_reported(fn):
+    """Only rows of mean 0 and variance 1 were known as a norm's: with ``F.normalize``,
+    ``F.rms_norm`` or a layer norm's trained affine the rows were ``norm(h)``, with no word (an
+    audit).  Rows that all satisfy one equation, in the entries or their squares, are now
+    known; a Post-LN stack of the same function still reads the stream, without a warning."""
+    torch.manual_seed(0)
+    data = small_graph(n=40)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    model = RowFunctionPreLN(fn).double().eval()
+    with pytest.warns(UserWarning, match="look like Pre-LN with a norm that is a function"):
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index)
+    assert "every row before the last holds norm(h)" in probe.to_frame().attrs["gaps"][0]
+    post = RowFunctionPreLN(fn, post=True).double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(post, data.edge_index, capture="residual") as probe, torch.no_grad():
+            post(x, data.edge_index)
+    assert probe.to_frame().attrs["gaps"] == []
+
+
+class TwiceNormed(torch.nn.Module):
+    """Pre-LN over paired ``convs``/``norms`` with the norm applied twice
+    (``h + conv(norms[k](norms[k](h)))``), or (``functional=True``) to ``F.layer_norm(h)``."""
+
+    def __init__(self, functional: bool, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.functional = functional
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(8) for _ in range(depth))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h, self.kept = x, [x]
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            inner = torch.nn.functional.layer_norm(h, (8,)) if self.functional else norm(h)
+            h = h + conv(norm(inner), edge_index)
+            self.kept.append(h)
+        return h
+
+
+def test_a_norm_applied_twice_is_followed_back_to_the_stream():
+    """``norms[k](norms[k](h))``: the paired norm's input was read as the stream, ``norm(h)``,
+    with no word (an audit); it is followed back to ``h``.  ``norms[k](F.layer_norm(h))``
+    cannot be, and a warning says that the rows are ``norm(h)``."""
+    torch.manual_seed(0)
+    data = small_graph(n=40)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    model = TwiceNormed(functional=False).double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index)
+    assert_energies(probe.to_frame(), model.kept, data.edge_index)
+    model = TwiceNormed(functional=True).double().eval()
+    with pytest.warns(UserWarning, match="look like Pre-LN with a norm that is a function"):
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index)
+
+
 class PreLNWithFFNNorms(torch.nn.Module):
     """Pre-LN blocks with paired ``norms`` and an FFN per block that starts with its own
     LayerNorm (``ffns[k] = Sequential(LayerNorm, Linear)``), no final norm."""

@@ -361,19 +361,6 @@ def mean_curve(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"layer": layers, **{c: columns[c] for c in present}})
 
 
-def _floor(frame: pd.DataFrame, hidden: int, dtype: str) -> np.ndarray:
-    """Per-row float floor of a per-layer table: ``inf`` where ``at_floor`` is set (so the fits
-    drop those rows); else the single-step bound of ``dtype``."""
-    if "at_floor" in frame:
-        return np.where(frame["at_floor"].fillna(False).astype(bool).to_numpy(), np.inf, 0.0)
-    if "float_floor" in frame:
-        return frame["float_floor"].to_numpy(dtype=np.float64)
-    norm = (
-        frame["feature_norm"] if "feature_norm" in frame else np.full(len(frame), np.sqrt(hidden))
-    )
-    return bound_floor(norm, dtype)
-
-
 def describe_frame(frame: pd.DataFrame, hidden: int, dtype: str = "float32") -> dict:
     """The verdict (:func:`oversmooth.verdict.verdict`, all seeds in ``frame`` pooled) and the
     numbers a report shows beside it: the float floor at the last layer, how many layers sit at
@@ -389,8 +376,6 @@ def describe_frame(frame: pd.DataFrame, hidden: int, dtype: str = "float32") -> 
     """
     found = _decide(frame, hidden=hidden, dtype=dtype)
     mean = mean_curve(frame.assign(seed=0) if "seed" not in frame else frame)
-    energies = mean["laplacian_energy"].to_numpy(dtype=np.float64)
-    floor = _floor(mean, hidden, dtype)
     if "float_floor" in mean:
         last_floor = float(mean["float_floor"].iloc[-1])
     else:
@@ -404,9 +389,7 @@ def describe_frame(frame: pd.DataFrame, hidden: int, dtype: str = "float32") -> 
         "final_energy": found.final_energy,
         "float_floor": last_floor,
         "final_at_floor": found.final_at_floor,
-        "layers_at_floor": int(np.isinf(floor).sum())
-        if "at_floor" in mean
-        else int((energies < floor).sum()),
+        "layers_at_floor": found.layers_at_floor,
         "float64_final_energy": f64,
         "dtype": dtype,
         "evidence": found.to_dict(),

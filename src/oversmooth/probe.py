@@ -604,6 +604,11 @@ class _StreamTap:
     def reset(self) -> None:
         """A new forward pass."""
         self.pending: dict[int, Tensor] = {}  # input of a paired norm that ran, by layer
+        # id(output) -> (the norm's place, output, the stream it normalised) of the paired
+        # norms that ran since the last layer call: a norm's output normalised again by the
+        # same norm (norm(norm(h))) is read back to h, not taken for the stream (its rows were
+        # norm(h), with no word: an audit)
+        self.norm_made: dict[int, tuple[int, Tensor, Tensor]] = {}
         self.prenorm = False  # the last layer read its stream at its paired norm
         self.awaiting = False  # the stream after the last block is still to be read
         self.width: int | None = None
@@ -666,6 +671,7 @@ class _StreamTap:
             handles.append(
                 norm.register_forward_pre_hook(input_hook(self._norm_input(k)), with_kwargs=True)
             )
+            handles.append(norm.register_forward_hook(self._norm_output(k)))
         for norm in plan.finals:
             handles.append(
                 norm.register_forward_pre_hook(input_hook(self._final_input), with_kwargs=True)
@@ -682,7 +688,18 @@ class _StreamTap:
 
     def _norm_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
-            self.pending[k] = first_tensor(args)
+            x = first_tensor(args)
+            made = self.norm_made.get(id(x))
+            # only this norm's own output: another's (a Post-LN block's norm before a Pre-LN
+            # block's) is the stream itself
+            self.pending[k] = made[2] if made is not None and made[0] == k and made[1] is x else x
+
+        return hook
+
+    def _norm_output(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            if k in self.pending and isinstance(output, Tensor):
+                self.norm_made[id(output)] = (k, output, self.pending[k])
 
         return hook
 
@@ -699,6 +716,7 @@ class _StreamTap:
             if stray and self.mismatch is None:
                 self.mismatch = (stray[0], k)
             self.pending.clear()  # never read as a later layer's stream
+            self.norm_made.clear()
             self.previous = k
             self.awaiting = False
             row, self.calls = self.calls, self.calls + 1
@@ -1547,11 +1565,44 @@ def _graph_mean(
 
 
 def normalised_rows(x: Tensor) -> bool:
-    """Whether ``x`` ``[n, d]`` looks like the output of a LayerNorm with its initial affine
-    (most rows of mean 0 and variance just under 1): how :class:`Probe` tells, at run time,
-    that what it reads as the stream at a layer's input is ``norm(h)``."""
+    """Whether the rows of ``x`` ``[n, d]`` look like the output of a function that normalises
+    each row, as a Pre-LN block's norm would hand its layer: how :class:`Probe` tells, at run
+    time, that what it reads as the stream at a layer's input is ``norm(h)``.  Rows that all
+    satisfy one equation (:func:`_on_one_surface`): linear in the entries, ``a . y = c``
+    (``F.layer_norm`` with any affine: its rows sum to the affine's constant), or in their
+    squares, ``b . y^2 = 1`` (``F.normalize``, ``F.rms_norm`` with any weight, a layer norm
+    without affine); the mean-0, variance-1 rows of a layer norm were the only kind known, and
+    ``F.normalize`` or a trained affine read as the stream with no word (an audit)."""
     dev = _row_deviations(x, rows=None).get("normalised")
-    return dev is not None and bool((dev <= 1e-3).to(torch.float64).mean() >= 0.9)
+    if dev is not None and bool((dev <= 1e-3).to(torch.float64).mean() >= 0.9):
+        return True
+    return _on_one_surface(x)
+
+
+def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
+    """Whether the rows of ``x`` (at most ``rows`` of them, at a stride) satisfy one linear
+    equation in their entries or in their squares, to the rounding of ``x``'s precision: the
+    smallest singular value of ``[y, 1]`` (or of ``[y^2, 1]``), its columns scaled to unit norm,
+    below ``ROW_ROUNDING * d * eps`` (at most 1e-3) times the largest.  Needs twice as many
+    rows as columns (fewer rows always satisfy some equation); False otherwise."""
+    if x.dim() != 2 or not x.is_floating_point() or x.size(1) < 2:
+        return False
+    n, d = x.shape
+    if n < 2 * (d + 1):
+        return False
+    z = x.detach()[:: max(1, n // (rows or KIND_ROWS))].to(torch.float64)
+    if not bool(torch.isfinite(z).all()):
+        return False
+    tol = min(ROW_ROUNDING * d * torch.finfo(x.dtype).eps, 1e-3)
+    ones = torch.ones_like(z[:, :1])
+    for system in (torch.cat([z, ones], dim=1), torch.cat([z * z, ones], dim=1)):
+        scale = torch.linalg.vector_norm(system, dim=0)
+        if bool((scale == 0).any()):  # a zero column: an equation of no use
+            continue
+        values = torch.linalg.svdvals(system / scale)
+        if float(values[-1]) <= tol * float(values[0]):
+            return True
+    return False
 
 
 #: units in the last place per column that a row function's output is held to (its sum, its
@@ -1606,11 +1657,13 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
 
 PRENORM_NOTE = (
     "capture='residual': the stream read at the inputs of the first layers has normalised "
-    "rows (mean 0, variance 1) but the stream after the last block does not: the blocks look "
-    "like Pre-LN with a norm that is a function (h = h + conv(F.layer_norm(h))), so every row "
-    "before the last holds norm(h), not the stream h; use a norm module (nn.LayerNorm, one per "
-    "block or shared: the probe follows it back to its input), pass stream=[...] (modules "
-    "whose input is h), or record h yourself: Probe(None, graph) and probe.record(k, h)"
+    "rows (all on one surface: a layer norm's, with or without its affine, or one norm per "
+    "row) but the stream after the last block does not: the blocks look like Pre-LN with a "
+    "norm that is a function (h = h + conv(F.layer_norm(h)), F.normalize, F.rms_norm), so "
+    "every row before the last holds norm(h), not the stream h; use a norm module "
+    "(nn.LayerNorm, one per block or shared: the probe follows it back to its input), pass "
+    "stream=[...] (modules whose input is h), or record h yourself: Probe(None, graph) and "
+    "probe.record(k, h)"
 )
 
 
@@ -1878,13 +1931,11 @@ class Probe:
                 "run), or record the stream yourself: Probe(None, graph) and probe.record(k, x)"
             )
         self._plan = stream_plan(model, modules, stream) if self._stream_inputs else None
-        # each layer's input taken as the stream (no norms paired, no taps): a Pre-LN block
-        # whose norm is a function or shared would hand norm(h) instead; checked at run time
+        # each layer's input (or its paired norm's) taken as the stream (no taps): a Pre-LN
+        # block whose norm is a function or shared would hand norm(h) instead, as would a
+        # paired norm given a function's output (norms[k](F.layer_norm(h))); checked at run time
         self._check_prenorm = (
-            self._plan is not None
-            and not self._plan.taps
-            and not self._plan.norms
-            and not _is_basic_gnn(model)
+            self._plan is not None and not self._plan.taps and not _is_basic_gnn(model)
         )
         self._names = _ModuleNames(model)  # walked only when a message names a module
         return modules
@@ -2147,9 +2198,10 @@ class Probe:
             notes.append(self._tap.note)
         if self._graph_changed:
             notes.append(GRAPH_CHANGED_NOTE)
-        if self._prenorm_suspect:
+        stray = self._tap is not None and self._tap.mismatch is not None and not self._tap.identity
+        if self._prenorm_suspect and not stray:  # (the note on stray norms says it)
             notes.append(PRENORM_NOTE)
-        if self._tap is not None and self._tap.mismatch is not None and not self._tap.identity:
+        if stray and self._tap is not None and self._tap.mismatch is not None:
             j, k = self._tap.mismatch
             norms = self._tap.plan.norms
             notes.append(

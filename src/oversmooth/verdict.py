@@ -198,7 +198,8 @@ class Verdict:
     ``asymptotic`` is True when the late rate is shown to have stopped moving, False when it
     is still changing, None when the layers do not resolve whether it is
     (``asymptotic_rate`` then holds the model's limit, open on each side the drift may go).
-    ``profile`` is the local rate along the window
+    ``layers_at_floor`` counts the layers left out as at the float floor (in any seed;
+    ``dropped["at_floor"]`` counts the rows).  ``profile`` is the local rate along the window
     (:func:`local_halving_length` turns it into halving lengths).  ``reason`` is the rule that
     decided (a code of :data:`REASONS`) and ``notes`` what to say beside it (dicts with a code
     of :data:`NOTES` and its numbers); numbers and codes only:
@@ -217,6 +218,7 @@ class Verdict:
     notes: list[dict[str, Any]] = field(default_factory=list)
     final_energy: float = float("nan")
     final_at_floor: bool = False
+    layers_at_floor: int = 0
     trend: str | None = None
     collapse: str | None = None
     asymptotic: bool | None = None
@@ -401,6 +403,8 @@ class _Rows:
             "at_floor": int((at_floor & deep).sum()),
         }
         self.final_at_floor = bool(at_floor[layers == last].any())
+        # the layers (not rows: a layer counts once whatever its seeds) left out as at the floor
+        self.floor_layers = int(np.unique(layers[at_floor & deep]).size)
         self.usable = deep & finite & ~nonpos & ~at_floor
         self.values = values
         self.floor = np.zeros(len(frame)) if floor is None else np.nan_to_num(floor, nan=0.0)
@@ -520,6 +524,7 @@ class _Outcome:
             notes=notes,
             final_energy=rows.final,
             final_at_floor=rows.final_at_floor,
+            layers_at_floor=rows.floor_layers,
             **fields,
         )
 
