@@ -435,6 +435,26 @@ def test_curse_of_depth_survives_per_layer_noise():
         assert v.label == "exponential-growth" and v.curse_of_depth is False
 
 
+@pytest.mark.parametrize("beta", [0.01, 0.04])
+def test_exponential_growth_is_never_the_curse_of_depth(beta):
+    """``E = e^{beta k}`` has ``R = e^beta - 1`` at every layer: it holds, it does not vanish.
+    Below CURSE_R (0.05) it was flagged the curse of depth, beside a banner of exponential
+    growth (an audit); the summary now says why it is not."""
+    k = np.arange(257.0)
+    frame = pd.DataFrame(
+        {
+            "layer": k,
+            "laplacian_energy": np.exp(beta * k),
+            "feature_norm": np.exp(beta * k / 2),
+            "mean_cosine_similarity": 0.999,
+        }
+    )
+    v = verdict(frame, dtype="float64")
+    assert v.label == "exponential-growth" and v.curse_of_depth is False
+    assert v.evidence["curse_r_median"] == pytest.approx(np.expm1(beta), rel=1e-6)
+    assert "not the curse of depth (the rate holds: R does not vanish)" in verdict_text(v)
+
+
 def test_too_few_layers_is_inconclusive():
     frame = synthetic_frame("exponential", -0.5, 0.0, depth=4)
     v = verdict(frame)

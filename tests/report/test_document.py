@@ -82,6 +82,7 @@ def test_table_of_contents_from_enough_sections(tmp_path, sections):
         ("algebraic-smoothing", False, None, "energy-decay"),
         ("power-law-growth", True, None, "curse-of-depth"),
         ("power-law-growth", False, None, "healthy"),
+        ("exponential-growth", False, None, "energy-growth"),
         ("stable", False, None, "healthy"),
         ("inconclusive", None, None, "inconclusive"),
     ],

@@ -60,7 +60,9 @@ _KINDS = {
     "algebraic-smoothing": "oversmoothing",
     "stable": "healthy",
     "power-law-growth": "healthy",
-    "exponential-growth": "healthy",
+    # a geometric growth is an explosion, not a healthy curve (it was bannered green: an
+    # audit), nor the curse of depth (its relative change holds)
+    "exponential-growth": "energy growth",
     "inconclusive": "inconclusive",
 }
 _BANNER = {
@@ -70,6 +72,7 @@ _BANNER = {
     "inconclusive": ("#eeeeee", "#616161"),
     "norm collapse": ("#e8eaf6", "#3949ab"),
     "energy decay": ("#eceff1", "#455a64"),
+    "energy growth": ("#f3e5f5", "#6a1b9a"),
 }
 
 
@@ -77,7 +80,8 @@ def verdict_kind(
     label: str | None, curse_of_depth: bool | None = None, collapse: str | None = None
 ) -> str:
     """Banner kind of a verdict label: ``oversmoothing``, ``norm collapse``, ``energy decay``,
-    ``curse of depth``, ``healthy`` or ``inconclusive``.  A growing curve with the curse of
+    ``curse of depth``, ``energy growth`` (an exponential growth), ``healthy`` or
+    ``inconclusive``.  A growing curve with the curse of
     depth is ``curse of depth``; a decay is ``oversmoothing`` only where the verdict found the
     nodes converging (``collapse`` ``oversmoothing`` or ``both``,
     :attr:`oversmooth.verdict.Verdict.oversmoothing`), ``norm collapse`` where the fall is the
