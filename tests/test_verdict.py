@@ -20,7 +20,7 @@ from oversmooth.experiments.calibration import (
     draw_frame,
     synthetic_frame,
 )
-from oversmooth.report.prose import verdict_text
+from oversmooth.report.prose import dropped_text, verdict_text
 from oversmooth.lawfit import LawModel
 from oversmooth.verdict import MIN_LAYERS, Verdict, local_halving_length, verdict
 from oversmooth.config import ModelConfig
@@ -453,6 +453,23 @@ def test_exponential_growth_is_never_the_curse_of_depth(beta):
     assert v.label == "exponential-growth" and v.curse_of_depth is False
     assert v.evidence["curse_r_median"] == pytest.approx(np.expm1(beta), rel=1e-6)
     assert "not the curse of depth (the rate holds: R does not vanish)" in verdict_text(v)
+
+
+def test_subnormal_energies_are_left_out():
+    """``e^{-2k}`` in float64 with no floor column reaches subnormal doubles (below 2.2e-308)
+    from layer 355 on: fitted, their lost bits bent the late rate, whose interval missed the
+    exact ln 2 / 2 (an audit).  They are left out and counted."""
+    k = np.arange(513.0)
+    frame = pd.DataFrame({"layer": k, "laplacian_energy": np.exp(-2 * k)})
+    v = verdict(frame, dtype="float64")
+    truth = np.log(2) / 2
+    lo, hi = v.rate.interval
+    assert lo <= truth <= hi and v.rate.window[1] < 355
+    subnormal = (frame["laplacian_energy"] < np.finfo(np.float64).tiny) & (
+        frame["laplacian_energy"] > 0
+    )
+    assert v.dropped["subnormal"] == int(subnormal.sum()) > 0
+    assert "below the smallest normal double" in dropped_text(v.dropped)
 
 
 def test_too_few_layers_is_inconclusive():

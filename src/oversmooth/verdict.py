@@ -38,8 +38,8 @@ root: ``oversmooth.verdict_text``).
 
 Dropped rows, all counted: layer 0, non-finite and non-positive energies, rows ``at_floor``
 (or, without that column, below ``float_floor`` or the single-step bound of ``dtype`` from
-``feature_norm``).  Rules, thresholds, calibration and the measurements behind them:
-docs/verdict.md.
+``feature_norm``), energies below the smallest normal double (subnormal).  Rules, thresholds,
+calibration and the measurements behind them: docs/verdict.md.
 """
 
 from __future__ import annotations
@@ -396,16 +396,20 @@ class _Rows:
             "float_floor" in frame or "at_floor" in frame
         )
         at_floor = _at_floor(frame, values, floor) & finite & ~nonpos
+        # subnormal doubles carry fewer significant bits: e^{-2k} fitted into them had a late
+        # interval of 0.34658-0.34662 layers, without the exact 0.346574 (an audit)
+        subnormal = finite & ~nonpos & ~at_floor & (values < np.finfo(np.float64).tiny)
         self.dropped = {
             "layer_0": int((~deep).sum()),
             "nonfinite": int((deep & ~finite).sum()),
             "nonpositive": int(nonpos.sum()),
             "at_floor": int((at_floor & deep).sum()),
+            "subnormal": int((subnormal & deep).sum()),
         }
         self.final_at_floor = bool(at_floor[layers == last].any())
         # the layers (not rows: a layer counts once whatever its seeds) left out as at the floor
         self.floor_layers = int(np.unique(layers[at_floor & deep]).size)
-        self.usable = deep & finite & ~nonpos & ~at_floor
+        self.usable = deep & finite & ~nonpos & ~at_floor & ~subnormal
         self.values = values
         self.floor = np.zeros(len(frame)) if floor is None else np.nan_to_num(floor, nan=0.0)
 

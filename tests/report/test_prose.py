@@ -233,8 +233,17 @@ def test_open_interval_ends_and_a_shift_at_its_bound_are_said_in_words():
             -0.1,
             -84.0,
             "; mostly norm collapse, not oversmoothing: the "
-            "squared feature norm falls by 84 decades, the scale-free energy changes only -0.1 "
-            "decades",
+            "squared feature norm falls by 84 decades, the scale-free energy stays within 0.3 "
+            "decades (-0.1 decades)",
+        ),
+        (  # a rise said as one (it read "changes only +5.5 decades": an audit)
+            "decay",
+            "norm-collapse",
+            5.5,
+            -11.0,
+            "; mostly norm collapse, not oversmoothing: the squared feature norm falls by 11 "
+            "decades, the scale-free energy rises (+5.5 decades: the node directions spread "
+            "apart)",
         ),
     ],
 )

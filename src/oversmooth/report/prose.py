@@ -437,6 +437,7 @@ _DROPPED = {
     "nonfinite": "non-finite",
     "nonpositive": "zero or negative",
     "at_floor": "at the float floor",
+    "subnormal": "below the smallest normal double (2.2e-308: fewer significant bits)",
     "before_window": "before the fitted window",
     "not_usable_in_every_seed": "not usable in every seed",
     "odd_end": "at an end of the window, far off the law (see the note)",
@@ -639,6 +640,17 @@ def _late_clause(ev: Mapping[str, Any], decay: bool) -> str:
     return f"late {word} length {point:.3g} layers over layers {window[0]}-{window[1]} ({level})"
 
 
+def _scale_free_change(decades: float, text: str) -> str:
+    """How the scale-free energy moves beside a norm collapse whose nodes do not converge: a
+    rise is said as one (a rise of 5.5 decades, the directions spreading, read "changes only
+    +5.5 decades": an audit), a change within the stable band as staying."""
+    if decades >= STABLE_DECADES:
+        return f"rises ({text} decades: the node directions spread apart)"
+    if abs(decades) < STABLE_DECADES:
+        return f"stays within {STABLE_DECADES:g} decades ({text} decades)"
+    return f"changes only {text} decades"
+
+
 def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     """What a decay is made of: the nodes converging, the features shrinking, or both."""
     collapse = found.get("collapse")
@@ -690,8 +702,8 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             f"energy {sf} decades)"
             if converge
             else "mostly norm collapse, not oversmoothing: the squared feature norm falls by "
-            f"{abs(ev['norm_decades']):.2g} decades, the scale-free energy changes only {sf} "
-            "decades"
+            f"{abs(ev['norm_decades']):.2g} decades, the scale-free energy "
+            + _scale_free_change(ev["scale_free_decades"], sf)
         ),
         "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
         f"squared norm {nd} decades)",
