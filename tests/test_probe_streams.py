@@ -1105,3 +1105,71 @@ def test_an_output_wider_than_the_stream_is_not_said_to_be_something_else():
     assert "is not the stream" not in said
     assert frame.attrs["missing_layers"] == [2]
     assert_stream(frame, kept[:2], ei)  # the rows before it are the stream
+
+
+class DroppedBranch(Stack):
+    """``h = h + drop(relu(conv(h)))`` with an ``nn.Dropout`` module, in train mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def step(self, k, h, edge_index):
+        return h + self.drop(self.convs[k](h, edge_index).relu())
+
+
+def test_a_dropout_on_the_branch_is_not_read_as_a_stack_without_skips():
+    """The dropout's input follows the previous layer's output alone: the rows (the layers'
+    inputs) were right, but a warning said the model had no residual stream and pointed to
+    capture='output', which records the branch (an audit)."""
+    torch.manual_seed(0)
+    model = DroppedBranch().double().train()
+    frame, kept, said, ei = probed(model, capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+class UnusedNorms(Stack):
+    """A ``norms`` list that the forward never calls: ``h = h + relu(conv(h))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(DEPTH))
+
+    def step(self, k, h, edge_index):
+        return h + self.convs[k](h, edge_index).relu()
+
+
+def test_paired_norms_that_never_run_say_nothing():
+    """A warning said the norms each ran after their layer (Post-LN), unchecked, when they
+    never ran (an audit): their places say nothing, and the rows are the stream."""
+    frame, kept, said, ei = probed(UnusedNorms().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+class ResidualWithHead(Stack):
+    """``h = h + conv(h)``, then ``head(h)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(WIDTH, 3)
+
+    def step(self, k, h, edge_index):
+        return h + self.convs[k](h, edge_index)
+
+    def end(self, h):
+        return self.head(h)
+
+
+def test_the_head_warning_names_a_remedy_that_records_the_last_row():
+    """The warning offered layers=[...] of the blocks, which records no more (layers are never
+    taken for blocks: an audit); what it names now, stream=[*layers, head], does."""
+    model = ResidualWithHead().double().eval()
+    frame, kept, said, ei = probed(model, capture="residual")
+    (warning,) = said
+    assert "layers=" not in warning and "then head, to record it" in warning
+    assert_stream(frame, kept[:-1], ei)
+    frame, kept, said, ei = probed(model, capture="residual", stream=[*model.convs, model.head])
+    assert_stream(frame, kept, ei)
+    assert said == []

@@ -563,6 +563,9 @@ class _Held:
 
     chain: list[Tensor]
     versions: list[int] | None
+    # the chain goes on through a module that ran since the last layer call without making
+    # the input (h + drop(relu(conv(h))): the dropout's input is the branch, not the stream)
+    ran: bool = False
 
     def changed(self, last: bool = False) -> bool:
         """Whether a tensor of the chain (``last``: its end, the root) changed in place."""
@@ -604,6 +607,7 @@ class _StreamTap:
     def reset(self) -> None:
         """A new forward pass."""
         self.pending: dict[int, Tensor] = {}  # input of a paired norm that ran, by layer
+        self.norms_ran = False  # a paired norm ran in this forward (their places say something)
         # id(output) -> (the norm's place, output, the stream it normalised) of the paired
         # norms that ran since the last layer call: a norm's output normalised again by the
         # same norm (norm(norm(h))) is read back to h, not taken for the stream (its rows were
@@ -689,6 +693,7 @@ class _StreamTap:
     def _norm_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
             x = first_tensor(args)
+            self.norms_ran = True
             made = self.norm_made.get(id(x))
             # only this norm's own output: another's (a Post-LN block's norm before a Pre-LN
             # block's) is the stream itself
@@ -777,6 +782,7 @@ class _StreamTap:
         # is one tensor too, updated in place between the layer calls: each call a new state;
         # read as one, rows 1-3 of such a stack were row 0's values again, cosine 1)
         same = len(chain) == 1 and self.previous_input is x and x._version == self.previous_version
+        made = self.made
         self.made, self.ran, self.previous_input = {}, [], x
         self.previous_version = x._version
         if self.mode is not None or (own and not self.held):
@@ -787,7 +793,12 @@ class _StreamTap:
                 self.emit(row, chain[-1] if pre else x)
             return
         # a GPS block's branches: the previous row again, the same object
-        self._hold_row(row, self.held[-1] if same and self.held else self._hold(chain), own)
+        if same and self.held:
+            held = self.held[-1]
+        else:
+            held = self._hold(chain)
+            held.ran = len(chain) > 1 and stream is None and id(x) not in made
+        self._hold_row(row, held, own)
 
     def _check_own(self, row: int, x: Tensor, stream: Tensor) -> None:
         """Row ``row`` is read at its own paired norm's input ``stream`` (Pre-LN by the places;
@@ -939,7 +950,12 @@ class _StreamTap:
         found = set() if self.paired[k - 1] else self._readings(k)
         if len(found) == 1:
             (reading,) = found
-            plain = reading == "plain" and self._fed()
+            # "plain" through a module that did not make the input (a dropout on the branch,
+            # h + drop(relu(conv(h)))) read the branch for the stream: the rows (the inputs)
+            # were right, but a warning said the model had no residual stream and pointed to
+            # capture='output' (an audit)
+            branch = reading == "plain" and self.held[k].ran
+            plain = reading == "plain" and self._fed() and not branch
             self.identity = True  # the places of paired norms say nothing more
             self._settle("pre" if reading == "pre" else "input", post=reading == "post" or plain)
             if plain:
@@ -968,7 +984,9 @@ class _StreamTap:
             self.identity = True  # what the identity showed in an earlier forward
             self._settle(self.known[0], post=self.known[1])
             return
-        if self.plan.norms:
+        # (norms that never ran say nothing: a list defined and not called drew a warning
+        # that each ran after its layer, Post-LN: an audit)
+        if self.plan.norms and self.norms_ran:
             # the places of the paired norms: a layer whose own norm ran just before it reads
             # the norm's input (its row's chain), any other its own input (Post-LN), said to
             # be unchecked where the identity bears out no pair of the latter (once a norm ran
@@ -2276,9 +2294,12 @@ class Probe:
                     f"is the output of {self._names.get(id(head), type(head).__name__)} (a head "
                     "run after the last layer), not the stream"
                 )
+                # (layers=[...] was offered too, and does not record it: layers are never
+                # taken for blocks, an audit)
                 how = (
-                    "pass stream=[...] with the module whose input is the stream after the last "
-                    "block, or layers=[...] of the blocks, to record it"
+                    "pass stream=[...]: the modules whose input is the stream before each layer "
+                    "(the layers themselves where each layer's input is the stream), then "
+                    f"{self._names.get(id(head), type(head).__name__)}, to record it"
                 )
             else:
                 what = f"({_shape(output)}) is not the stream ({rows} rows of width {width})"
@@ -2291,8 +2312,9 @@ class Probe:
                         "after it (widened) or a head's output cannot be told"
                     )
                 how = (
-                    "pass layers=[...] of the blocks, or stream=[...] with the module whose "
-                    "input is the stream after the last block, to record it"
+                    "pass stream=[...]: the modules whose input is the stream before each layer "
+                    "(the layers themselves where each layer's input is the stream), then the "
+                    "module whose input is the stream after the last block, to record it"
                 )
             warnings.warn(
                 f"capture='residual': the model's output {what}; layer {last} is not recorded "
