@@ -175,6 +175,7 @@ def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
 def test_report_names_the_missing_or_corrupt_file(tmp_path):
     out = tmp_path / "r"
     assert run("analyze", *FAST, "--out", out).exit_code == 0
+    good_fits = (out / "fits.json").read_text()
     (out / "fits.json").write_text("{not json")
     one_line_error(run("report", out), 2, f"{out / 'fits.json'}: not valid JSON")
     fits = {"per_seed": {}, "mean_over_seeds": float("nan")}  # was an AttributeError, exit 1
@@ -182,6 +183,22 @@ def test_report_names_the_missing_or_corrupt_file(tmp_path):
     one_line_error(run("report", out), 2, "fits.json: mean_over_seeds must be an object")
     (out / "fits.json").write_text("NaN")
     one_line_error(run("report", out), 2, "fits.json: expected a JSON object")
+    # a number edited into a word: the verdict lost its clause, with no word (an audit)
+    (out / "fits.json").write_text(good_fits)
+    edited = json.loads(good_fits)
+    edited["mean_over_seeds"]["evidence"]["final_energy"] = "big"
+    (out / "fits.json").write_text(json.dumps(edited))
+    one_line_error(
+        run("report", out),
+        2,
+        "fits.json: mean_over_seeds.evidence.final_energy is 'big', expected a number",
+    )
+    edited = json.loads(good_fits)
+    edited["mean_over_seeds"]["evidence"] = "a verdict"
+    (out / "fits.json").write_text(json.dumps(edited))
+    one_line_error(run("report", out), 2, "mean_over_seeds.evidence must be an object")
+    (out / "fits.json").write_text(good_fits)
+    assert run("report", out).exit_code == 0
     (out / "fits.json").write_text("{}")
     (out / "metrics.csv").unlink()
     one_line_error(run("report", out), 2, f"{out / 'metrics.csv'}: missing")

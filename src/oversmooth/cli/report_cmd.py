@@ -181,6 +181,65 @@ def _check_fits(path: Path, command: str) -> None:
     for key, record in records.items():
         if not isinstance(record, dict):
             raise ValueError(f"{path}: {key} must be an object, received {record!r}; {_RERUN}")
+        _check_evidence(path, key, record)
+
+
+#: Where a verdict record (fits.json) holds numbers (or null); a word there left the verdict
+#: sentence without its clause, with no word of it (an audit set final_energy to "big")
+_RECORD_NUMBERS = ("final_energy", "float_floor", "float64_final_energy", "layers_at_floor")
+_EVIDENCE_NUMBERS = ("final_energy", "seeds", "usable_layers", "layers_at_floor")
+_RATE_NUMBERS = ("value", "exponent", "shift")
+_RATE_PAIRS = ("interval", "exponent_interval")
+
+
+def _check_evidence(path: Path, key: str, record: dict) -> None:
+    """A record's numbers must be numbers: the record's own, and, in a verdict of this
+    version (codes and numbers; an older one's words are shown as they are), the evidence's,
+    its rates' and its inner numbers (every one but the law's ``model`` description)."""
+
+    def number(where: str, value: object) -> None:
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            return
+        raise ValueError(f"{path}: {where} is {value!r}, expected a number; {_RERUN}")
+
+    for name in _RECORD_NUMBERS:
+        if name in record:
+            number(f"{key}.{name}", record[name])
+    if "evidence" not in record:
+        return
+    evidence = record["evidence"]
+    if not isinstance(evidence, dict):
+        raise ValueError(
+            f"{path}: {key}.evidence must be an object, received {evidence!r}; {_RERUN}"
+        )
+    if not isinstance(evidence.get("notes"), list) or "summary" in evidence:
+        return  # an older version's verdict, in words (report.prose._numeric)
+    where = f"{key}.evidence"
+    for name in _EVIDENCE_NUMBERS:
+        if name in evidence:
+            number(f"{where}.{name}", evidence[name])
+    for name in ("rate", "asymptotic_rate"):
+        rate = evidence.get(name)
+        if rate is None:
+            continue
+        if not isinstance(rate, dict):
+            raise ValueError(f"{path}: {where}.{name} must be an object or null; {_RERUN}")
+        for field in _RATE_NUMBERS:
+            if field in rate:
+                number(f"{where}.{name}.{field}", rate[field])
+        for field in _RATE_PAIRS:
+            pair = rate.get(field)
+            if field in rate and not (isinstance(pair, list) and len(pair) == 2):
+                raise ValueError(
+                    f"{path}: {where}.{name}.{field} is {pair!r}, expected two numbers; {_RERUN}"
+                )
+            for value in pair or ():
+                number(f"{where}.{name}.{field}", value)
+    inner = evidence.get("evidence", {})
+    if isinstance(inner, dict):
+        for name, value in inner.items():
+            if isinstance(value, str) and name != "model":
+                number(f"{where}.evidence.{name}", value)
 
 
 #: What the configuration's keys the report reads must hold.
