@@ -314,6 +314,11 @@ def test_unknown_name_lists_names():
         D.load("corra")
     with pytest.raises(ValueError, match="takes no parameters"):
         D.load("cora:n=3")
+    # a graph without parameters said "expected key=value parameters with key in (none)"
+    with pytest.raises(
+        ValueError, match="karate: takes no parameters, received 'n=5'; pass karate"
+    ):
+        D.load("karate:n=5")
 
 
 def test_splits():

@@ -166,7 +166,9 @@ def test_training_neither_uses_nor_changes_the_global_rng(tmp_path):
 
 def test_resume_refuses_changed_options_it_would_silently_ignore(tmp_path):
     T.train(T.TrainConfig(epochs=2, **TINY), tmp_path / "run")
-    with pytest.raises(C.CheckpointError, match="was trained with lr=None, not 0.01"):
+    with pytest.raises(
+        C.CheckpointError, match=r"was trained with --lr unset \(its default\), not --lr 0.01"
+    ):
         T.train(T.TrainConfig(epochs=4, lr=0.01, **TINY), tmp_path / "run", resume=True)
     # fewer epochs than already ran: refused, and config.json still says what ran
     with pytest.raises(C.CheckpointError, match="has trained 2 epochs already, more than --epo"):
@@ -322,7 +324,7 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
         C.CheckpointError, match="checkpoint has dataset='cora' but dataset='citeseer'"
     ):
         C.load_checkpoint(best, expect={"dataset": "citeseer"})
-    with pytest.raises(C.CheckpointError, match="was trained with depth=4, not 8"):
+    with pytest.raises(C.CheckpointError, match="was trained with --depth 4, not --depth 8"):
         T.train(
             T.TrainConfig(epochs=4, model=replace(FAST["model"], depth=8)),
             tmp_path / "run",
@@ -617,3 +619,22 @@ def test_a_resumed_runs_report_says_its_time_is_since_the_resume(tmp_path):
     )
     text = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "| time: training since resumed |" in text and "| time: training |" not in text
+
+
+def test_a_checkpoint_missing_weights_is_counted(tmp_path):
+    """torch's list of every key, cut at 200 characters, ended in '", )' (an audit): the
+    weights missing and unexpected are counted, with the first of each."""
+    T.train(T.TrainConfig(epochs=1, **TINY), tmp_path / "run")
+    best = tmp_path / "run" / "best.pt"
+    obj = torch.load(best, weights_only=True)
+    dropped = [k for k in obj["state_dict"] if k.startswith("blocks.1.")]
+    for k in dropped:
+        del obj["state_dict"][k]
+    obj["state_dict"]["extra.weight"] = torch.zeros(1)
+    torch.save(obj, best)
+    with pytest.raises(
+        C.CheckpointError,
+        match=rf"\({len(dropped)} missing weights, the first blocks\.1\.[a-z0-9_.]+; "
+        r"1 unexpected weight, the first extra\.weight\)",
+    ):
+        C.load_checkpoint(best)

@@ -120,9 +120,12 @@ def _read(
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unreadable file
+        # (torch's exception type named first, "(KeyError: the file is corrupted ...)", read
+        # like a crash of this program: an audit)
         raise CheckpointError(
-            f"{path}: not a readable oversmooth checkpoint ({type(exc).__name__}: the file is "
-            "corrupted, truncated, or not a weights-only torch file); retrain or restore it"
+            f"{path}: not a readable oversmooth checkpoint: the file is corrupted, truncated, "
+            f"or not a weights-only torch file (torch.load: {type(exc).__name__}); retrain or "
+            "restore it"
         ) from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise CheckpointError(
@@ -147,6 +150,18 @@ def _read(
                 "expected a dict; retrain it"
             )
     return obj
+
+
+def _key_mismatch(missing: list[str], unexpected: list[str]) -> str:
+    """The weights a checkpoint lacks or has too many of, counted, with the first of each
+    (torch's list of every key, cut at 200 characters, ended in '", )': an audit); empty when
+    none."""
+    parts = [
+        f"{len(keys)} {what} weight{'s' if len(keys) != 1 else ''}, the first {keys[0]}"
+        for keys, what in ((missing, "missing"), (unexpected, "unexpected"))
+        if keys
+    ]
+    return "; ".join(parts)
 
 
 def load_checkpoint(
@@ -182,14 +197,17 @@ def load_checkpoint(
         raise CheckpointError(f"{path}: its model config is invalid ({exc})") from None
     model = model_from_config(config, map_location)
     try:
-        model.load_state_dict(obj["state_dict"])
+        loaded = model.load_state_dict(obj["state_dict"], strict=False)
+        detail = _key_mismatch(loaded.missing_keys, loaded.unexpected_keys)
     except RuntimeError as exc:
         # torch's first line is only "Error(s) in loading state_dict for DepthModel:"; the
-        # entry that does not fit is on the next (a missing key, a size mismatch)
+        # entry that does not fit is on the next (a size mismatch)
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         detail = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s)") else lines[0]
+        detail = detail[:200]
+    if detail:
         raise CheckpointError(
-            f"{path}: weights do not match the architecture in the checkpoint ({detail[:200]}); "
+            f"{path}: weights do not match the architecture in the checkpoint ({detail}); "
             "the file was changed after training, or written for another model: retrain it"
         ) from None
     model.eval()

@@ -219,7 +219,8 @@ class ModelConfig:
         for field in ("self_loops", "score_scale"):
             if not isinstance(getattr(self, field), bool):
                 raise ValueError(
-                    f"{field}: expected True or False, received {getattr(self, field)!r}"
+                    f"{field}: expected a boolean (true or false), "
+                    f"received {getattr(self, field)!r}"
                 )
         if (
             not isinstance(self.pattern, str)

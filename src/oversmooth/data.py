@@ -640,6 +640,8 @@ def _parse_params(name: str, text: str) -> dict:
         key = key.strip()
         if key in params:
             raise ValueError(f"dataset {name}: parameter {key} given twice; give each once")
+        if not signature:
+            raise ValueError(f"dataset {name}: takes no parameters, received {item!r}; pass {name}")
         if not sep or key not in signature:
             raise ValueError(
                 f"dataset {name}: expected key=value parameters with key in "
@@ -1389,7 +1391,7 @@ def _resolve(name_or_path: str | os.PathLike) -> Path | tuple[str, dict]:
         )
     if DATASETS[key].kind != "synthetic":
         if params:
-            raise ValueError(f"dataset {key}: takes no parameters, received {params!r}")
+            raise ValueError(f"dataset {key}: takes no parameters, received {params!r}; pass {key}")
         return key, {}
     return key, _parse_params(key, params)
 

@@ -315,7 +315,8 @@ class TrainConfig:
             )
         if not isinstance(self.deterministic, bool):
             raise ValueError(
-                f"deterministic: expected True or False, received {self.deterministic!r}"
+                "deterministic: expected a boolean (true or false), "
+                f"received {self.deterministic!r}"
             )
         if self.split not in SPLITS:
             raise ValueError(f"split: expected one of {', '.join(SPLITS)}, received {self.split!r}")

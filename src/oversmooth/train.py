@@ -134,6 +134,25 @@ RESUME_KEYS = {
     "meta": "the dataset and training configuration of the run (a dict)",
 }
 # training options that --resume may change: none of them changes what an epoch computes
+#: configuration keys set by something other than an option of their own name
+_OPTION_OF = {"model.name": "--model", "model.in_channels": None, "model.out_channels": None}
+
+
+def _as_option(key: str, value: object) -> str:
+    """A configuration value as the ``oversmooth train`` option that sets it (``--model
+    preln``, ``--no-self-loops``): a refusal said ``name='preln'`` (an audit); keys no option
+    sets (the dataset's widths) as ``key=value``."""
+    field = key.removeprefix("model.")
+    option = _OPTION_OF.get(key, "--" + field.replace("_", "-"))
+    if option is None:
+        return f"{field}={value!r} (from the dataset)"
+    if value is None:
+        return f"{option} unset (its default)"
+    if isinstance(value, bool):
+        return option if value else "--no-" + option.removeprefix("--")
+    return f"{option} {value}"
+
+
 RESUME_MAY_CHANGE = ("epochs", "patience", "device", "data_root", "deterministic")
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 HISTORY_COLUMNS = ["epoch", "loss", "val_loss", "lr", "train_acc", "val_acc", "test_acc", "status"]
@@ -341,9 +360,8 @@ class _Run:
                 continue
             if key not in RESUME_MAY_CHANGE and before.get(key) != value:
                 raise CheckpointError(
-                    f"--resume: {path} was trained with {key.removeprefix('model.')}="
-                    f"{before.get(key)!r}, not {value!r}; pass the same options or start a new "
-                    "--out"
+                    f"--resume: {path} was trained with {_as_option(key, before.get(key))}, "
+                    f"not {_as_option(key, value)}; pass the same options or start a new --out"
                 )
         try:
             # a missing or ill-typed saved value is refused by TrainConfig and caught below

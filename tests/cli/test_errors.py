@@ -103,6 +103,7 @@ def files(tmp_path_factory):
         (["compare", "-m", "preln,preln", "-L", "2", "-q"], "--models: preln appears twice"),
         (["compare", "-m", "preln", "-L", "2,2", "-q"], "--depths: 2 appears twice"),
         (["analyze", *FAST, "--metrics", "feature_norm,feature_norm"], "feature_norm appears"),
+        (["analyze", *FAST, "--figure-format", "svg,svg"], "--figure-format: svg appears twice"),
         (["analyze", *FAST, "-d", "csbm:n=-5"], "dataset csbm: parameter n: expected an"),
         # a run of a grid that cannot run says which (an audit)
         (

@@ -98,6 +98,8 @@ def test_top_level_help_lists_every_command_uncut(width):
         ),
         ("sweep", "A TOML spec ([grid] and [options])"),
         ("sweep", "[default: float64, or the spec's]"),
+        # a required option showed "[default: none]" (an audit)
+        ("prune", "Layers to prune one at a time, e.g. 2,32,64. [required]"),
     ],
 )
 def test_bracketed_text_survives(name, kept):

@@ -172,8 +172,10 @@ def test_table8_positions_and_bad_trained_runs(tmp_path):
 
     assert table8_layers(256) == [2, 32, 64, 96, 128, 160, 192, 224]  # the paper's
     assert table8_layers(64) == [2, 8, 16, 24, 32, 40, 48, 56]
+    with pytest.raises(ValueError, match="run: no such folder; pass an `oversmooth train` run"):
+        run_reproduction(ReproduceConfig(trained=(str(tmp_path / "run"),)), tmp_path / "out")
     (tmp_path / "run").mkdir()
-    with pytest.raises(ValueError, match="missing best.pt, config.json, summary.json"):
+    with pytest.raises(ValueError, match="it lacks best.pt, config.json, summary.json"):
         run_reproduction(ReproduceConfig(trained=(str(tmp_path / "run"),)), tmp_path / "out")
     assert not (tmp_path / "out").exists()  # refused before any work
     result = CliRunner().invoke(

@@ -270,6 +270,8 @@ def test_bad_spec_files(tmp_path):
     missing = tmp_path / "none.toml"
     with pytest.raises(FileNotFoundError, match="none.toml: no such spec file"):
         load_spec(missing)
+    with pytest.raises(ValueError, match="a folder; expected a TOML spec file"):
+        load_spec(tmp_path)
     bad_key = tmp_path / "k.toml"
     bad_key.write_text("[grid]\nmodels = ['preln']\nwidth = [3]\n")
     with pytest.raises(ValueError, match="unknown key grid.width"):

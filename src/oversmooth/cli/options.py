@@ -116,17 +116,22 @@ def parameters(
     also: str | None = None,
     also_for: Callable[[str], bool] | None = None,
     why: Mapping[str, str] | None = None,
+    required: Collection[str] = (),
 ) -> list[inspect.Parameter]:
     """One keyword parameter per table option of ``config`` (then one hidden parameter per
     former spelling), its help showing ``config``'s default or the command's own
     (``defaults``, dotted fields); ``also`` (where else a default may come from) is added to
-    the fields ``also_for`` accepts (all when it is None)."""
+    the fields ``also_for`` accepts (all when it is None); the fields of ``required`` show
+    ``[required]`` instead (prune's --prune-layers showed ``[default: none]``: an audit)."""
     defaults, why = dict(defaults or {}), dict(why or {})
     params, hidden = [], []
     for field, entry in C.options_of(config):
         default = defaults[field] if field in defaults else C.default_of(config, field)
         more = also if also_for is None or also_for(field) else None
-        text = option_help(entry, default, more, why.get(field, ""))
+        if field in required:
+            text = " ".join(t for t in (entry.help, why.get(field, ""), "[required]") if t)
+        else:
+            text = option_help(entry, default, more, why.get(field, ""))
         params.append(_keyword(entry.name, declare(entry, text)))
         for old in entry.old:
             note = f"Deprecated: {entry.flag}."
@@ -147,6 +152,7 @@ def config_command(
     also: str | None = None,
     also_for: Callable[[str], bool] | None = None,
     why: Mapping[str, str] | None = None,
+    required: Collection[str] = (),
 ) -> Callable[[F], F]:
     """Declare a command that fills ``config``: ``fn(given, **own)`` becomes a function whose
     parameters are the table options of ``config`` (see :func:`parameters`) followed by
@@ -154,7 +160,7 @@ def config_command(
     :class:`Given`."""
 
     def wrap(fn: F) -> F:
-        table = parameters(config, defaults, also, also_for, why)
+        table = parameters(config, defaults, also, also_for, why, required)
         hints = typing.get_type_hints(fn, include_extras=True)
         own = [
             p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY)

@@ -24,6 +24,7 @@ DEFAULTS = C.PRUNE_DEFAULTS
     also="or the checkpoint's",
     also_for=AnalysisConfig.fixed_by_checkpoint,
     why={"model.name": "Pre-LN by default: the seed paper's Table 8 prunes Pre-LN models."},
+    required=("prune",),
 )
 @handle_errors
 def prune(

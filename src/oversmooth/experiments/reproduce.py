@@ -472,12 +472,17 @@ def _trained_run(run: str, load: bool = False) -> tuple[Path, dict, dict]:
             f"--trained {run}: a file; pass the `oversmooth train` run folder that holds it "
             f"({folder.parent})"
         )
+    if not folder.exists():
+        raise ValueError(
+            f"--trained {run}: no such folder; pass an `oversmooth train` run folder (it holds "
+            "best.pt, config.json and summary.json)"
+        )
     files = [folder / "best.pt", folder / "config.json", folder / "summary.json"]
     missing = [f.name for f in files if not f.is_file()]
     if missing:
         raise ValueError(
-            f"--trained {run}: expected an `oversmooth train` run folder with best.pt, "
-            f"config.json and summary.json, missing {', '.join(missing)}"
+            f"--trained {run}: expected an `oversmooth train` run folder, which holds best.pt, "
+            f"config.json and summary.json; it lacks {', '.join(missing)}"
         )
     config = upgrade_record(_json_object(run, files[1]))
     summary = _json_object(run, files[2])

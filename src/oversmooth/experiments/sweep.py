@@ -314,6 +314,8 @@ def load_spec(path: str | os.PathLike, overrides: Mapping[str, Any] | None = Non
 
     tomllib = _toml()
     path = Path(check_path_text(path, "spec"))
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder; expected a TOML spec file (docs/sweep.md)")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such spec file")
     try:

@@ -74,6 +74,10 @@ def _parse(value: str | Iterable[str] | None, option: str, valid: tuple[str, ...
                 f"{option}: unknown format {name!r}; expected any of {', '.join(valid)}, "
                 f"e.g. {option} {','.join(valid)}"
             )
+    # as every other list option (--seeds, --depths, --metrics) refuses a repeat (an audit)
+    twice = next((n for k, n in enumerate(names) if n in names[:k]), None)
+    if twice is not None:
+        raise ValueError(f"{option}: {twice} appears twice; give each format once")
     return names
 
 
