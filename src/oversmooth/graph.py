@@ -689,6 +689,12 @@ def validate_features(x: Tensor, name: str = "x") -> None:
         raise TypeError(
             f"{name}: expected a torch.Tensor [num_nodes, channels], received {type(x).__name__}"
         )
+    if x.dim() == 3:  # a dense batch, which the graph-free metrics read as node rows only
+        raise ValueError(
+            f"{name}: expected node rows [num_nodes, channels], received a dense batch of shape "
+            f"{list(x.shape)}; pass its real nodes, {name}[mask], with batch= the masked "
+            "operator (as_graph(adj, mask=mask))"
+        )
     if x.dim() != 2:
         raise ValueError(
             f"{name}: expected a 2-D tensor [num_nodes, channels], received shape {list(x.shape)}; "

@@ -2733,7 +2733,7 @@ class Probe:
             out[index.unsqueeze(1), index.unsqueeze(0)] = (
                 gram / max(n, 1) if weights is None else gram
             )
-        return out
+        return out.clamp(-1.0, 1.0)  # (rounding put parallel layers at 1 + 2e-16)
 
     def _row_weights(self, rows: int, device: torch.device) -> Tensor | None:
         """On a batch, each kept row's weight in the mean over graphs of the per-graph means:

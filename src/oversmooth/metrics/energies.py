@@ -61,7 +61,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
     pass), then the gradient integral (odd ``m``) or the measure's sum of squares (even)."""
     op = s.graph
     if order == 2 and measure == "counting" and op.batch is None:  # ||Delta x||^2 / n
-        return s.poisoned(s.laplacian_squares / max(op.num_nodes, 1))
+        return s.poisoned(s.laplacian_squares / K.count(op.num_nodes))
     y = s.x
     for k in range(order // 2):
         y = s.laplacian if k == 0 else K.laplacian(y, op)
@@ -70,7 +70,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
         assert total is not None
         return s.poisoned(0.5 * total / s.nodes)
     if measure == "counting" and op.batch is None:
-        return s.poisoned(squared_sum(y) / max(op.num_nodes, 1))
+        return s.poisoned(squared_sum(y) / K.count(op.num_nodes))
     sq = K.row_dots(y, y)  # [n]
     if measure == "degree":
         sq = op.degree * sq
@@ -153,10 +153,14 @@ def _normalized_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:
         xt = torch.index_select(x64, 0, dst[part])
         diff = xs.sub_(xt).mul_(inv_s[part].unsqueeze(1)).addcmul_(xt, gap[part].unsqueeze(1))
         sq = diff.mul_(diff).sum(dim=1)  # [chunk]
+        # a weight-0 edge adds 0, also beside a square that overflowed (0 * inf made the sum
+        # NaN where the energy is inf: an audit)
+        weight = op.edge_weight[part]
+        term = torch.where(weight == 0, 0.0, weight * sq)
         if op.edge_graph is None:
-            total = total + torch.dot(op.edge_weight[part], sq)
+            total = total + term.sum()
         else:
-            total.index_add_(0, op.edge_graph[part], op.edge_weight[part] * sq)
+            total.index_add_(0, op.edge_graph[part], term)
     return total
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "within",
     "norms_safe",
     "segment_sum",
+    "count",
     "node_counts",
     "pow2",
     "row_exponents",
@@ -122,18 +123,26 @@ def batch_operator(batch: object, x: Tensor) -> GraphOperator | None:
     return GraphOperator(empty, num_nodes=x.size(0), batch=batch)
 
 
-def finish(value: Tensor, op: GraphOperator | None, reduce: str) -> Tensor:
+def finish(
+    value: Tensor, op: GraphOperator | None, reduce: str, measured: Tensor | None = None
+) -> Tensor:
     """Apply ``reduce`` to a per-graph value: ``"mean"`` averages the graphs of a batch (a
     single graph is returned as is, 0-d); ``"none"`` keeps one value per graph ``[B]``.
 
     A graph id without a node (a gap in the batch vector's ids; in an edge-set model's
     line graph, a graph without edges) has nothing to measure: its value is NaN and the mean
-    is over the other graphs (a NaN of a graph that has nodes still makes the mean NaN)."""
+    is over the other graphs (a NaN of a graph that has nodes still makes the mean NaN).
+    ``measured`` (``[B]``, optional): the graphs the metric has something to measure in (a
+    neighbour for MAD, two nodes for the global MAD); the others are NaN and left out of the
+    mean too."""
     if reduce not in ("mean", "none"):
         raise ValueError(f"reduce: expected one of 'mean', 'none', received {reduce!r}")
     if op is None or op.batch is None:
         return value if reduce == "mean" else value.unsqueeze(0)
-    present = graphs_present(op).view(-1, *([1] * (value.dim() - 1)))
+    present = graphs_present(op)
+    if measured is not None:
+        present = present & measured
+    present = present.view(-1, *([1] * (value.dim() - 1)))
     if reduce == "none":
         return torch.where(present, value, math.nan)
     return torch.where(present, value, 0.0).sum(dim=0) / present.sum(dim=0)
@@ -185,10 +194,18 @@ def segment_sum(values: Tensor, op: GraphOperator | None, edges: bool = False) -
     return values.new_zeros(op.num_graphs).index_add_(0, index, values)
 
 
+def count(n: int) -> float:
+    """``n`` as the divisor of a mean over ``n`` items: NaN for none (0/0; a mean over an
+    empty graph read 0, a value that means something: an audit)."""
+    return float(n) if n > 0 else math.nan
+
+
 def node_counts(op: GraphOperator | None, n: int) -> Tensor | float:
-    """Node count per graph (at least 1), the ``1/n`` of every per-node mean."""
+    """Node count per graph (at least 1 in a batch, whose empty graph ids :func:`finish`
+    leaves out), the ``1/n`` of every per-node mean; NaN for a single graph without nodes,
+    whose means are 0/0 (they read 0, a value that means something: an audit)."""
     if op is None or op.graph_nodes is None:
-        return float(max(n, 1))
+        return count(n)
     return op.graph_nodes.clamp_min(1.0)
 
 
@@ -322,7 +339,7 @@ def mean_unit_cosine(ux: Tensor, uy: Tensor, op: GraphOperator | None = None) ->
     ``op``; cos near 1 is exact to ~1e-16 relative this way (only ``1 - cos`` needs
     :func:`unit_gap`)."""
     if op is None or op.batch is None:
-        return torch.dot(ux.reshape(-1), uy.reshape(-1)) / max(ux.size(0), 1)
+        return torch.dot(ux.reshape(-1), uy.reshape(-1)) / count(ux.size(0))
     return segment_sum((ux * uy).sum(dim=1), op) / node_counts(op, ux.size(0))
 
 
@@ -361,9 +378,9 @@ def rms_norm(x64: Tensor, op: GraphOperator | None = None, narrow: bool = False)
         scaled, exponent = graph_scaled(x64, op)  # exponent: [B]
         sq = segment_sum(scaled.pow(2).sum(dim=1), op)
         return (sq / node_counts(op, x64.size(0))).sqrt() * pow2(exponent)
-    if x64.numel() == 0:
-        return x64.new_zeros(())
-    n = max(x64.size(0), 1)
+    if x64.numel() == 0:  # no node: NaN (0/0); nodes without columns: 0
+        return x64.new_full((), math.nan if x64.size(0) == 0 else 0.0)
+    n = count(x64.size(0))
     if narrow or host_reads_free(x64):
         # the scaled path's sum, bit for bit, when nothing over/underflows (the same sum of
         # values scaled by a power of two)
@@ -542,7 +559,7 @@ def head_energies(x64: Tensor, src: Tensor, dst: Tensor, alpha: Tensor) -> Tenso
     from oversmooth.graph import _edge_laplacian
 
     lap = _edge_laplacian(x64, src, dst, alpha)  # [n, h, d]
-    return lap.pow(2).sum(dim=(0, 2)) / max(x64.size(0), 1) + poison(x64)
+    return lap.pow(2).sum(dim=(0, 2)) / count(x64.size(0)) + poison(x64)
 
 
 # -- per-graph helpers ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ the previous layer's state and this one (NaN at a step's first layer).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -38,15 +39,17 @@ def _cosine(prev: LayerState, cur: LayerState) -> Tensor:
 
     Without unit rows where no norm can overflow or underflow: both states narrow (zero rows
     aside), or every row norm of both read on the CPU to lie in ``[2**-400, 2**400]``; the
-    row norms then come from the node pass.  Otherwise from the unit rows."""
+    row norms then come from the node pass.  Otherwise from the unit rows.  Held to
+    ``[-1, 1]``: parallel rows gave 1 + 2.2e-16 (an audit)."""
     if not cur.batched and cur.x.numel():
         both_narrow = prev.narrow and cur.narrow
         if both_narrow or (prev.rows_safe and cur.rows_safe):
             both = prev.norms * cur.norms  # [n]
             if both_narrow:  # checked norms are >= 2**-400: only here can a row be zero
                 both = torch.where(both == 0, 1.0, both)  # a zero row gives 0 / 1
-            return K.row_dots(prev.x, cur.x).div_(both).sum() / cur.x.size(0)
-    return K.mean_unit_cosine(prev.unit, cur.unit, cur.op)
+            mean = K.row_dots(prev.x, cur.x).div_(both).sum() / cur.x.size(0)
+            return mean.clamp(-1.0, 1.0)
+    return K.mean_unit_cosine(prev.unit, cur.unit, cur.op).clamp(-1.0, 1.0)
 
 
 def _angular(prev: LayerState, cur: LayerState) -> Tensor:
@@ -84,9 +87,18 @@ def _mad_neighbors(s: LayerState) -> Tensor:
         count.index_add_(0, b, on)
     has = count > 0
     per_node = torch.where(has, dist / count.clamp_min(1.0), 0.0)
+    # no node with a neighbour: 0/0, NaN (it read 0, complete oversmoothing: an audit)
     if op.batch is None:
-        return per_node.sum() / has.sum().clamp_min(1) + s.poison
-    return K.segment_sum(per_node, op) / K.segment_sum(has.double(), op).clamp_min(1) + s.poison
+        return per_node.sum() / has.sum() + s.poison
+    return K.segment_sum(per_node, op) / K.segment_sum(has.double(), op) + s.poison
+
+
+def _measured(value: Tensor, s: LayerState) -> Tensor | None:
+    """Per graph of a batch, whether MAD had a node with a neighbour to measure: its value is
+    not NaN, or is NaN from a non-finite state (which the mean keeps)."""
+    if not s.batched:
+        return None
+    return ~torch.isnan(value) | torch.isnan(s.poison)
 
 
 def _mad_global(s: LayerState) -> Tensor:
@@ -102,8 +114,8 @@ def _mad_global(s: LayerState) -> Tensor:
         return _mad_global_batched(s.x, s.graph) + s.poison
     x64 = s.x
     n = x64.size(0)
-    if n < 2:
-        return x64.new_zeros(()) + s.poison
+    if n < 2:  # no pair: NaN (it read 0: an audit)
+        return x64.new_full((), math.nan)
     exponent = K.row_exponents(x64)
     nonzero = (x64 != 0).any(dim=1)  # [n]
     ref = torch.argmax(nonzero.to(torch.int8))  # first non-zero row (0 when there is none)
@@ -122,7 +134,7 @@ def _mad_global_batched(x64: Tensor, op: GraphOperator) -> Tensor:
     batch, size = op.batch, op.graph_nodes
     n = x64.size(0)
     if n == 0:
-        return x64.new_zeros(op.num_graphs)
+        return x64.new_full((op.num_graphs,), math.nan)
     exponent = K.row_exponents(x64)
     nonzero = (x64 != 0).any(dim=1)  # [n]
     ref = K.first_rows(op, nonzero).clamp_max(n - 1)[batch]  # [n] reference row of i's graph
@@ -134,7 +146,7 @@ def _mad_global_batched(x64: Tensor, op: GraphOperator) -> Tensor:
     mean = mean / m.clamp_min(1.0).unsqueeze(1)
     centred = (w - mean[batch]) * nonzero.unsqueeze(1)
     pair_sum = m * K.segment_sum(centred.pow(2).sum(dim=1), op) + (size * (size - 1) - m * (m - 1))
-    return torch.where(size >= 2, pair_sum / (size * (size - 1)).clamp_min(1.0), 0.0)
+    return torch.where(size >= 2, pair_sum / (size * (size - 1)).clamp_min(1.0), math.nan)
 
 
 #: Column name (= function name) -> its kernel on a LayerState.
@@ -219,7 +231,8 @@ def mean_average_distance(
             \\frac{1}{|N_i|} \\sum_{j \\in N_i} \\bigl(1 - \\cos(X_i, X_j)\\bigr)
 
     where :math:`n'` counts the nodes that have neighbours (``n' = n`` without
-    isolated nodes); neighbours are counted without weights, as in the paper.  The average
+    isolated nodes; NaN when no node has one); neighbours are counted without weights, as in
+    the paper.  The average
     over all pairs of nodes is :func:`mean_average_distance_global`.  An all-zero row has
     cosine 0 with every row (distance 1).
 
@@ -234,7 +247,8 @@ def mean_average_distance(
             "over all pairs of nodes, which needs none, is mean_average_distance_global)"
         )
     s = LayerState.measure(x, graph, batch=batch)
-    return K.finish(_mad_neighbors(s), s.op, reduce)
+    value = _mad_neighbors(s)
+    return K.finish(value, s.op, reduce, _measured(value, s))
 
 
 def mean_average_distance_global(
@@ -244,7 +258,8 @@ def mean_average_distance_global(
     batch: Tensor | None = None,
     reduce: Reduce = "mean",
 ) -> Tensor:
-    """MAD over all ordered pairs of nodes ``i != j``: the mean of ``1 - cos(X_i, X_j)``.
+    """MAD over all ordered pairs of nodes ``i != j``: the mean of ``1 - cos(X_i, X_j)`` (NaN
+    for fewer than two nodes).
 
     Computed in ``O(n d)``, without an ``n x n`` matrix, through
     :math:`\\sum_{i \\ne j} (1 - \\cos) = m \\sum_i \\|u_i - \\bar u\\|^2` over the ``m``
@@ -259,7 +274,11 @@ def mean_average_distance_global(
     else:
         validate_features(x)
         s = LayerState(x.to(torch.float64), K.batch_operator(batch, x), x.dtype in K.NARROW)
-    return K.finish(_mad_global(s), s.op, reduce)
+    measured = None
+    if s.batched:
+        assert s.op is not None and s.op.graph_nodes is not None
+        measured = s.op.graph_nodes >= 2
+    return K.finish(_mad_global(s), s.op, reduce, measured)
 
 
 def layer_similarity(
@@ -301,9 +320,11 @@ def layer_similarity(
     bop = K.batch_operator(batch, stack[0])
     if bop is None or bop.batch is None:
         flat = u.reshape(u.size(0), -1)  # [L, n*d]
-        return K.finish(flat @ flat.T / max(n, 1), None, reduce)
+        return K.finish((flat @ flat.T / K.count(n)).clamp(-1.0, 1.0), None, reduce)
     padded = K.pad_graphs(u.transpose(0, 1), bop)  # [B, max_n, L, d], zero rows add nothing
     flat = padded.transpose(1, 2).reshape(bop.num_graphs, u.size(0), -1)  # [B, L, max_n*d]
     sizes = K.node_counts(bop, n)
     assert isinstance(sizes, Tensor)
-    return K.finish(flat @ flat.transpose(1, 2) / sizes.view(-1, 1, 1), bop, reduce)
+    return K.finish(
+        (flat @ flat.transpose(1, 2) / sizes.view(-1, 1, 1)).clamp(-1.0, 1.0), bop, reduce
+    )

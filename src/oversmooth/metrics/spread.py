@@ -67,6 +67,8 @@ def _effective_rank(s: LayerState) -> Tensor:
     clean = torch.where(torch.isfinite(x64), x64, 0.0)
     if op is not None and op.batch is not None:
         return _effective_rank_batched(x64, clean, s)
+    if x64.size(0) == 0:  # no node: nothing to measure (it read 0: an audit)
+        return x64.new_full((), float("nan"))
     finite = torch.isfinite(x64).all()
     # subtract one row first (exact for near-constant states), then the mean of what is left
     centred = clean - clean[:1]
