@@ -68,7 +68,8 @@ def test_a_config_command_has_exactly_the_table_s_options(command):
         flags = [*param.opts, *param.secondary_opts]
         assert flags == [f for spelling in entry.flags for f in spelling.split("/")], flags
         assert param.help.startswith(entry.help), f"{command} {entry.flag}: {param.help!r}"
-        assert "[default: " in param.help, f"{command} {entry.flag}: default not shown"
+        shown = "[default: " in param.help or param.help.endswith("[required]")
+        assert shown, f"{command} {entry.flag}: default not shown"
         for old in entry.old:  # a former spelling: accepted, hidden
             hidden = next(p for p in params.values() if old in p.opts)
             assert hidden.hidden and hidden.help == f"Deprecated: {entry.flag}."
@@ -118,7 +119,10 @@ def test_every_option_with_a_value_shows_its_default(command):
             continue
         if param.is_flag and not param.secondary_opts:  # --json, --overwrite: off unless given
             continue
-        shown = "[default: " in (param.help or "") or param.show_default is not False
+        help = param.help or ""
+        shown = (
+            "[default: " in help or help.endswith("[required]") or param.show_default is not False
+        )
         assert shown, f"{command} {param.opts[0]}: no default shown"
 
 

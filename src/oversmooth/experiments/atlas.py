@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -385,23 +385,22 @@ def _energy_at(frame: pd.DataFrame, layer: int) -> tuple[float, bool]:
 
 
 def decades_lost(
-    frame: pd.DataFrame, depth: int, verdict: Verdict | None = None
+    frame: pd.DataFrame, depth: int, notes: Sequence[Mapping[str, Any]] = ()
 ) -> tuple[float, bool]:
     """``log10 E(1) - log10 E(depth)`` of the seeds' geometric-mean energy (negative: gained),
     and whether the last layer is at the float floor (then a lower bound).  An end layer the
-    verdict left out as off its law (its ``ends`` note) is left out here too, so that the
+    verdict left out as off its law (its ``ends`` note, or the ``first-layer`` note of a layer
+    that alone decided the law) is left out here too, so that the
     column and the verdict's "decays by X decades over layers a-b" agree in sign: PyG's GCN
     with PairNorm gains 1.6 decades from layer 1 (a convolution's output before the first
     PairNorm, 2.8 decades below the law) and loses 1.6 from layer 2 (the verdict's fitted
     change: 1.8).  Two end points and a fitted law can still differ in sign where the change
     is small (the same model on CSBM: 0.04 lost, +0.18 fitted)."""
     first, last = 1, depth
-    off = [
-        k
-        for note in (verdict.notes if verdict else [])
-        if note.get("code") == "ends"
-        for k in note.get("off_layers", [])
-    ]
+    off = [k for note in notes if note.get("code") == "ends" for k in note.get("off_layers", [])]
+    # and the first layer a verdict left out because it alone decided the law (GAT on Cora:
+    # 46.6 decades from layer 1 beside a verdict over layers 2-128, 45.5: an audit)
+    off += [int(note["layer"]) for note in notes if note.get("code") == "first-layer"]
     while first in off and first < last:
         first += 1
     while last in off and last > first:
@@ -439,7 +438,7 @@ def atlas_table(
     for key in config.names:
         v = verdicts[(key, main)]
         frame = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == main)]
-        lost, floor = decades_lost(frame, config.depth, v)
+        lost, floor = decades_lost(frame, config.depth, v.notes)
         mine = prune[prune["architecture"] == key]
         row: dict[str, Any] = {
             "architecture": key,
@@ -462,7 +461,7 @@ def atlas_table(
             row[f"verdict_{name}"] = w.label
             row[f"collapse_{name}"] = w.collapse
             row[f"decades_lost_{name}"], row[f"final_at_floor_{name}"] = decades_lost(
-                sub, config.depth, w
+                sub, config.depth, w.notes
             )
         row["configuration"] = _zoo()[key].configuration
         rows.append(row)
@@ -706,15 +705,40 @@ def read_atlas(folder: str | Path) -> AtlasReport:
         k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in names
     }
     config = AtlasConfig(**kept)
+    curves = pd.read_csv(folder / "curves.csv")
+    verdicts = json.loads((folder / "fits.json").read_text(encoding="utf-8"))
     return AtlasReport(
         config=config,
-        table=pd.read_csv(folder / "atlas.csv"),
-        curves=pd.read_csv(folder / "curves.csv"),
-        verdicts=json.loads((folder / "fits.json").read_text(encoding="utf-8")),
+        table=_decades_again(pd.read_csv(folder / "atlas.csv"), curves, verdicts, config),
+        curves=curves,
+        verdicts=verdicts,
         timings=saved.get("timings", {}),
         environment=saved.get("environment", {}),
         notes=saved.get("notes", {}),
     )
+
+
+def _decades_again(
+    table: pd.DataFrame, curves: pd.DataFrame, verdicts: Mapping[str, Any], config: AtlasConfig
+) -> pd.DataFrame:
+    """The decades-lost columns of ``table`` formed again from the stored curves and the
+    verdicts' notes, by this version's rule (:func:`decades_lost`), as the verdict sentences are
+    rebuilt from their numbers: a rule of what to leave out is no measurement."""
+    table = table.copy()
+    for index, row in table.iterrows():
+        key = str(row["architecture"])
+        for k, name in enumerate(config.datasets):
+            suffix = "" if k == 0 else f"_{name}"
+            record = verdicts.get(f"{key}/{name}")
+            column = f"decades_lost{suffix}"
+            if not isinstance(record, Mapping) or column not in table:
+                continue
+            mine = curves[(curves["architecture"] == key) & (curves["dataset"] == name)]
+            notes = record.get("notes")
+            lost, floor = decades_lost(mine, config.depth, notes if isinstance(notes, list) else [])
+            table.loc[index, column] = lost
+            table.loc[index, f"final_at_floor{suffix}"] = floor
+    return table
 
 
 def render_atlas(folder: str | Path, figure_formats: Sequence[str] = ("png",)) -> Path:

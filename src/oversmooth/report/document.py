@@ -454,6 +454,14 @@ _STYLE = (
     # a phone: narrower cells, so that small tables fit without scrolling
     "@media (max-width:40rem){main{padding:0 .75rem}td,th{padding:.2rem .4rem}"
     "td.text,th.text{min-width:5rem}}"
+    # print (and PDF): no scrolling frame to clip the columns past it, no cue to print; wide
+    # tables wrap their cells and shrink their text instead (an audit)
+    "@media print{main{max-width:none;margin:0}.scroll{overflow:visible}"
+    ".wide.overflows::before,.wide.overflows::after{display:none}"
+    "table{font-size:.7rem;width:100%}td,th{white-space:normal;padding:.1rem .3rem}"
+    "td:first-child,th:first-child{position:static}"
+    ".figure img{max-width:100%!important}.figure.shrunk figcaption::after{content:''}"
+    "h2,h3{break-after:avoid}tr,figure{break-inside:avoid}}"
     # figures: natural size where it fits, else the column's width; a click toggles full size
     ".figure{margin:1.2rem 0;max-width:100%}.figure .wide{margin:0}"
     ".figure img{display:block;max-width:100%;height:auto}"

@@ -176,16 +176,25 @@ def _log_scales(
     return True
 
 
+#: a log axis of layers that ends at or below this layer labels every whole layer
+SHORT_AXIS_LAYERS = 12
+
+
 def _layer_ticks(ax: Axes) -> None:
     """A log axis of layers labelled with plain integers at 1, 2 and 5 times the powers of 10
     (unlabelled ticks at the other integers): matplotlib's own labels, ``2×10^0 3×10^0 ...``,
     run into each other on a curve from layer 2 to 13."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+
+    def short(value: float, _: object) -> str:
+        # a short stack labels every layer: a depth-4 axis read "1" and "2" only (an audit)
+        return f"{value:g}" if ax.get_xlim()[1] <= SHORT_AXIS_LAYERS else ""
+
+    ax.xaxis.set_minor_formatter(FuncFormatter(short))
 
 
 def _integer_ticks(*axes: Any) -> None:

@@ -250,7 +250,15 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
                 "asymptotic rate (95%)": _rate_cell(asym),
             }
         )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # a column that reads — for every curve says nothing and widened the table past the page
+    # (the curse-of-depth columns of a decay, the rates of an unnamed law: an audit)
+    empty = [c for c in OPTIONAL_LAW_COLUMNS if c in table and (table[c] == MISSING).all()]
+    return table.drop(columns=empty)
+
+
+#: :func:`law_table`'s columns left out where every curve reads — in them
+OPTIONAL_LAW_COLUMNS = ("late |R|", "adjacent cosine", "rate (95%)", "asymptotic rate (95%)")
 
 
 def evidence_table(record: dict | None) -> pd.DataFrame | None:
@@ -703,6 +711,12 @@ def _energy_section(doc: Document, metrics: pd.DataFrame, mean_fit: dict, model:
         ),
         "energy.png",
     )
+    doc.text(
+        "What was measured, from the verdict: the fitted change in decades and the late halving "
+        "(or doubling) length; the late relative change |R| and the adjacent cosine where the "
+        "curve is flat or grows (the curse-of-depth test), the law's rates where a law is named "
+        "(columns with nothing to show are left out)."
+    )
     doc.table(law_table({f"{model}, {pooled}": mean_fit}))
     halving_profile_section(doc, {f"{model} ({pooled})": mean_fit}, "halving.png")
     for sentence in reference_prose(mean_fit, model):
@@ -886,7 +900,8 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         "curve: — for a decay), and whether the fall is the nodes converging (oversmoothing) or "
         "the features shrinking (norm collapse): decisive even where the law cannot be named, "
         "once the change is (its interval excludes 0; where it does not, these three read —). "
-        "Then the law and its rates, all from the verdict."
+        "Then the law and its rates, all from the verdict; a column that reads — for every curve "
+        "is left out."
     )
     doc.table(law_table(fits))
     doc.heading(
