@@ -122,6 +122,24 @@ def test_the_report_is_rebuilt_from_the_folder_alone(quick_atlas, tmp_path):
     render_atlas(copy)
     assert (copy / "report.md").read_text() == (out / "report.md").read_text()
     assert read_atlas(copy).config == AtlasConfig.preset(True)
+    assert (copy / "atlas.csv").read_text() == (out / "atlas.csv").read_text()
+
+
+def test_a_rebuild_forms_the_decades_lost_again_by_the_current_rule(quick_atlas, tmp_path):
+    """A derived column stored by an older rule (GAT's decades lost counted a first layer the
+    verdict left out: an audit) is formed again from the curves and the verdicts' notes, in
+    atlas.csv and on the page alike."""
+    import pandas as pd
+
+    out, _ = quick_atlas
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    table = pd.read_csv(copy / "atlas.csv")
+    table["decades_lost"] = 999.0
+    table.to_csv(copy / "atlas.csv", index=False)
+    render_atlas(copy)
+    assert (copy / "atlas.csv").read_text() == (out / "atlas.csv").read_text()
+    assert "999" not in (copy / "report.md").read_text()
 
 
 def test_oversmooth_report_rebuilds_an_atlas_folder(quick_atlas, tmp_path):

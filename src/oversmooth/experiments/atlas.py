@@ -745,9 +745,16 @@ def render_atlas(folder: str | Path, figure_formats: Sequence[str] = ("png",)) -
     """Rebuild ``atlas.png``, ``report.md`` and ``report.html`` of an atlas folder from its
     files (:func:`read_atlas`), figures also in ``figure_formats``."""
     from oversmooth.report.formats import figure_formats as check_figures
+    from oversmooth.report.formats import write_table
 
-    _document(read_atlas(folder)).write(Path(folder), check_figures(figure_formats))
-    return Path(folder)
+    folder = Path(folder)
+    report = read_atlas(folder)
+    # the table as the report shows it: its derived columns by this version's rules
+    # (:func:`_decades_again`), so that atlas.csv and the page never disagree
+    tables = ("csv", "parquet") if (folder / "atlas.parquet").is_file() else ("csv",)
+    write_table(report.table, folder / "atlas.csv", tables, float_format="%.6g")
+    _document(report).write(folder, check_figures(figure_formats))
+    return folder
 
 
 def command_line(config: AtlasConfig) -> str:
