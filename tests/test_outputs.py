@@ -421,6 +421,23 @@ def test_a_lock_file_nobody_holds_is_taken_and_a_held_one_is_not(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_claim_that_cannot_write_its_pid_leaves_no_lock_file(tmp_path, monkeypatch):
+    """A full disk: the claim fails with the error, and its lock file (created empty, the PID
+    not written) was left behind (an audit)."""
+    import errno
+
+    from oversmooth import outputs
+
+    def full(fd, in_place=False):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs, "_write_pid", full)
+    with pytest.raises(OSError, match="No space left"):
+        with claim_folder(tmp_path / "r", overwrite=False):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_read_table_reads_an_older_folders_column_names(tmp_path):
     from oversmooth.outputs import read_table
 

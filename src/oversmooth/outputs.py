@@ -800,12 +800,19 @@ def _acquire(
             raise
         try:
             locked = _try_lock(fd)
-            if locked and _same_file(fd, lock):
-                _write_pid(fd, in_place)
-                return fd
+            ours = locked and _same_file(fd, lock)
         except BaseException:
             os.close(fd)
             raise
+        if ours:
+            try:
+                _write_pid(fd, in_place)
+            except BaseException:
+                # ours, and it could not say whose (a full disk): removed, not left behind
+                # empty (an audit)
+                _release(lock, fd)
+                raise
+            return fd
         os.close(fd)
         if not locked:
             raise FolderBusyError(

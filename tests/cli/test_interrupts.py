@@ -370,3 +370,29 @@ def test_a_training_stopped_once_it_finished_is_said_complete(tmp_path, monkeypa
     assert result.exit_code == (143 if how == "terminated" else 130), result.output
     assert f"{how} after the run was complete: {out} holds it" in result.output
     assert "--resume" not in result.output
+
+
+def test_a_stop_that_came_up_as_another_error_is_the_stop(capsys):
+    """A Ctrl-C inside an extension module's initialisation (matplotlib's, imported at the first
+    figure) comes up as "ImportError: initialization failed": it exited 1 with that error (an
+    audit).  A stop the handler recorded is the stop, whatever error carried it up."""
+    import typer
+
+    from oversmooth.cli._common import FINISHED, handle_errors
+    from oversmooth.outputs import STOPS, stop_signal
+
+    @handle_errors
+    def command() -> None:
+        try:
+            stop_signal(KeyboardInterrupt)
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None
+
+    FINISHED["stop_said"] = False
+    try:
+        with pytest.raises(typer.Exit) as done:
+            command()
+    finally:
+        STOPS.clear()
+    assert done.value.exit_code == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted"]

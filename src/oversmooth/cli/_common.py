@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import typer
 
-from oversmooth.outputs import shown_path, stop_signal
+from oversmooth.outputs import STOPS, shown_path, stop_signal
 
 if TYPE_CHECKING:
     from oversmooth.analysis import AnalysisResult
@@ -203,6 +203,8 @@ def handle_errors(fn: F) -> F:
             os.dup2(quiet, sys.stdout.fileno())
             raise typer.Exit(141) from None
         except USER_ERRORS as exc:
+            if STOPS:  # a stop swallowed into another error on its way up: the stop
+                raise stopped(STOPS[-1]()) from None
             if DEBUG["on"]:
                 traceback.print_exc()
             full = _disk_full(exc)
@@ -211,6 +213,10 @@ def handle_errors(fn: F) -> F:
             # a path is said as it is: a file named "depth" read as the option --depth
             raise fail(_os_error_text(exc) or as_flag(_first_line(exc)), 2) from None
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
+            if STOPS:
+                # a Ctrl-C inside an extension's import (matplotlib's, at the first figure)
+                # comes up as "ImportError: initialization failed", exit 1 (an audit)
+                raise stopped(STOPS[-1]()) from None
             if DEBUG["on"]:
                 raise
             full, os_text = _disk_full(exc), _os_error_text(exc)

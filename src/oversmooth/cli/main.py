@@ -314,6 +314,8 @@ def main() -> None:
         except SystemExit as done:
             if done.code in (0, None) and _common.FINISHED["exit_now"]:
                 _exit_now()
+            if done.code in (130, 143) and _common.FINISHED["stop_said"]:
+                _exit_now(done.code)
             if done.code in (0, None):
                 # done and said so: a Ctrl-C in the interpreter's teardown (about 0.8 s after
                 # report or sweep printed its line) exited 130 without a word
@@ -321,7 +323,10 @@ def main() -> None:
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             raise
     except KeyboardInterrupt as exc:
-        interrupted(exc)
+        try:
+            interrupted(exc)
+        except SystemExit as done:  # the process ends here: no teardown (see _exit_now)
+            _exit_now(done.code if isinstance(done.code, int) else 130)
     finally:
         # in a process that goes on (main() called from a notebook or a test), nothing of
         # the command's stays: a later Ctrl-C recorded by its handler made every write of the
@@ -343,13 +348,20 @@ def _quiet_stops(unraisable: Any) -> None:
         sys.__unraisablehook__(unraisable)
 
 
-def _exit_now() -> NoReturn:
+def _exit_now(code: int = 0) -> NoReturn:
     """End a command whose outputs are all written: flush the streams and leave without
     the interpreter's teardown (freeing every module and object torch, pandas and
-    matplotlib made, about a second of CPU on 2 cores, for nothing)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    matplotlib made, about a second of CPU on 2 cores, for nothing).  Also how a stopped
+    command ends, once its line is said and its cleanups have run: a Ctrl-C inside an
+    extension's import (matplotlib's) left a half-initialised module whose teardown aborted
+    the interpreter ("Fatal Python error"), and a late Ctrl-C made the process die of SIGINT
+    instead of exiting 130 (an audit)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stream: nothing more to say
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
