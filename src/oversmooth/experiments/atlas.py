@@ -477,7 +477,7 @@ def config_record(config: AtlasConfig) -> dict[str, Any]:
 
 
 def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
-    """``halves every 1.07 (0.88-1.31)``, ``k^-1.2 (-1.5 to -0.9)`` or a dash."""
+    """``halves every 1.07 layers (0.88-1.31)``, ``k^-1.2 (-1.5 to -0.9)`` or a dash."""
     from oversmooth.report.document import MISSING, format_cell
 
     if name is None or not math.isfinite(value):
@@ -489,7 +489,9 @@ def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
     if unbounded((low, high)):
         return "not bounded"
     word = "halves" if name == "halving_length" else "doubles"
-    return f"{word} every {format_cell(value)} ({length_span((low, high), '.4g')})"
+    # "layers" said, as in the late-rate column beside it ("doubles every 0.4453 (up to
+    # 0.5547)" named no unit: an audit)
+    return f"{word} every {format_cell(value)} layers ({length_span((low, high), '.4g')})"
 
 
 #: a late halving or doubling length above this many layers is shown as flat
@@ -809,8 +811,16 @@ def _intro(doc: Any, result: AtlasReport) -> None:
 
 
 def _reading(doc: Any, config: AtlasConfig) -> None:
+    others = config.datasets[1:]
     doc.text(
-        "How to read it. **verdict**: the label of `oversmooth.verdict` (a law is named only "
+        f"How to read it. Every column is measured on `{config.datasets[0]}`"
+        + (
+            f" but the last{'' if len(others) == 1 else f' {len(others)}'}, which name"
+            f"{'s' if len(others) == 1 else ''} {' and '.join(f'`{d}`' for d in others)}"
+            if others
+            else ""
+        )
+        + ". **verdict**: the label of `oversmooth.verdict` (a law is named only "
         "when the data separate it from the others; `inconclusive` says the decay or growth "
         "was measured but its law not pinned down). **asymptotic rate**: the named law's "
         "limit, with its 95% interval (a dash where no law is named). **late rate**: the slope "
