@@ -65,6 +65,10 @@ def test_settings_show_what_a_default_resolved_to():
         "probe_every": "0 (off: no dynamics.csv)",
         "device": "auto (cpu)",
     }
+    # a run written before ffn_channels was recorded: its default FFN, not "—" (no FFN)
+    old = {"model.hidden": 32, "model.ffn": None}
+    table = dict(zip(*training_settings(old).to_dict(orient="list").values(), strict=True))
+    assert table["model.ffn"] == "64 = 2 x hidden (default)"
 
 
 def test_report_rebuilds_a_training_run_from_its_files(tmp_path):

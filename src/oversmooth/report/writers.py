@@ -171,6 +171,12 @@ def _setting(key: str, value: Any, config: Mapping[str, Any]) -> str:
         return f"{value} ({resolved})"
     if value is None and resolved is not None:
         return f"{resolved:g} (default)" if isinstance(resolved, float) else f"{resolved} (default)"
+    if key == "model.ffn" and value is None:
+        # a run written before ffn_channels was recorded: its FFN was the default, 2 x hidden
+        # ("—" read as no FFN at all: an audit)
+        hidden = config.get("model.hidden")
+        width = f"{2 * hidden} = " if isinstance(hidden, int) else ""
+        return f"{width}2 x hidden (default)"
     if key == "data_root" and value is None:
         return "not given"
     return MISSING if value is None else str(value)
