@@ -64,8 +64,8 @@ def _found(reason: str, label: str = "inconclusive", **fields) -> Verdict:
         (
             "laws-overlap",
             "inconclusive",
-            f"{OPEN_CHANGE}the laws do not separate: an exponential factor halving every "
-            f"{math.log(2) / 0.02:.3g} layers",
+            f"{OPEN_CHANGE}the laws do not separate: an exponential factor as fast as halving "
+            f"every {math.log(2) / 0.02:.3g} layers",
         ),
         ("opposite-sign", "inconclusive", OPEN_CHANGE),
         ("small-exponential", "inconclusive", OPEN_CHANGE),

@@ -110,6 +110,26 @@ def test_the_law_tables_change_interval_is_the_verdicts():
     assert cell == "-4.00 (-4.0004 to -3.9996)"
 
 
+def test_the_law_table_names_no_late_rate_without_a_trend():
+    """Where the change's interval reaches 0 (no trend), the late rate reads —, as the text
+    above the table says: it read "halves every 5.26 layers" beside a verdict that "cannot tell
+    a stable curve from a trend" (an audit); with a trend it is given, and a column that reads —
+    for every curve is left out."""
+    from oversmooth.report.render import law_table
+
+    evidence = {"late_slope": -0.1318, "late_slope_interval": [-0.39, 0.0], "change_decades": -5.4}
+    open_record = {"label": "inconclusive", "trend": None, "evidence": evidence}
+    table = law_table({"curve": {"evidence": open_record}})
+    assert table["late rate"][0] == "—"
+    assert "rate (95%)" not in table and "late |R|" not in table
+    decided = {**open_record, "trend": "decay"}
+    assert table_late(law_table({"curve": {"evidence": decided}})).startswith("halves every 5.26")
+
+
+def table_late(table):
+    return table["late rate"][0]
+
+
 def test_the_environment_table_says_what_it_does_not_know_and_leaves_out_what_did_not_run(
     tmp_path,
 ):

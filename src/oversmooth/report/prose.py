@@ -259,9 +259,11 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
         factor = f"{verb} every {math.log(2) / fastest:.3g} layers"
         if late:
             factor += " (the late local rate)"
+        # "as fast as": a bound, not an estimate ("halving every 0.204 layers cannot be ruled
+        # out" read as the curve's rate beside a late rate of 0.714: two audits)
         return (
-            f"an exponential factor {factor} cannot be ruled out, nor a law whose local rate "
-            "falls like 1/k"
+            f"an exponential factor as fast as {factor} cannot be ruled out, nor a law whose "
+            "local rate falls like 1/k"
         )
     raise ValueError(f"reason: unknown code {code!r}")
 
@@ -682,10 +684,20 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             if math.isfinite(lo) and math.isfinite(hi)
             else "not bounded"
         )
+        level = f"{ev.get('level', 0.99):.0%} interval; oversmoothing needs at least a third"
+        if ev.get("directions_converge"):
+            # the nodes do converge; only their share of the fall is open ("whether the nodes
+            # converge is not resolved" beside a scale-free energy falling in every seed: an
+            # audit)
+            return (
+                f"; the nodes converge (scale-free energy {sf} decades) but whether that is the "
+                f"fall is not resolved: the squared feature norm changes {nd} decades, and the "
+                f"scale-free share of the fall is {span} ({level})"
+            )
         return (
             f"; whether the nodes converge is not resolved: the scale-free energy changes {sf} "
             f"decades, the squared feature norm {nd}, and the scale-free share of the fall is "
-            f"{span} ({ev.get('level', 0.99):.0%} interval; oversmoothing needs at least a third)"
+            f"{span} ({level})"
         )
     if not collapse:
         return ""

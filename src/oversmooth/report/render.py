@@ -220,7 +220,10 @@ def law_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
         change, change_span = ev.get("change_decades"), change_interval(ev)
         slope = ev.get("late_slope")
         late = MISSING
-        if isinstance(slope, (int, float)) and slope != 0:
+        # no trend established (the change's interval reaches 0): — as the text above the
+        # table says (a late halving length beside "cannot tell a stable curve from a trend":
+        # an audit)
+        if isinstance(slope, (int, float)) and slope != 0 and found.get("trend") is not None:
             word = "halves" if slope < 0 else "doubles"
             late = f"{word} every {math.log(2) / abs(slope):.3g} layers"  # as the verdict line
             span = ev.get("late_slope_interval")
