@@ -1648,6 +1648,15 @@ def test_a_stream_that_widens_says_why_its_cosine_is_nan():
         gcn = GCN(5, 8, num_layers=3).double().eval()
         with Probe(gcn, data) as probe, torch.no_grad():
             gcn(data.x.double(), data.edge_index)
+        # nor one whose last layer narrows to the classes (every PyG model with out_channels
+        # warned, the docs' own example too: an audit)
+        classes = GCN(5, 8, num_layers=3, out_channels=2).double().eval()
+        with Probe(classes, data) as probe, torch.no_grad():
+            classes(data.x.double(), data.edge_index)
+    assert (
+        probe.to_frame()["mean_cosine_similarity"].iloc[-1]
+        != probe.to_frame()["mean_cosine_similarity"].iloc[-1]
+    )  # NaN: no cosine between states of two widths
 
 
 def test_a_pass_recorded_again_by_hand_keeps_only_its_own_similarity_rows():

@@ -1110,3 +1110,19 @@ def test_an_undecided_laws_change_is_said_with_an_interval_that_holds_the_truth(
     assert table is not None
     cells = dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True))
     assert "within this law" in cells["beta, 99% interval"]
+
+
+def test_verdict_takes_a_probe_as_plot_and_write_report_do():
+    """verdict(probe) failed in pandas ("DataFrame constructor not properly called!": an
+    audit); it reads the probe's frame, its precision included."""
+    import torch
+
+    from oversmooth import Probe, build_model
+    from oversmooth.data import load
+
+    data = load("karate")
+    model = build_model("postln", depth=12, in_channels=data.num_features, out_channels=2)
+    model = model.double()
+    with Probe(model, data.edge_index) as probe, torch.no_grad():
+        model(data.x.double(), data.edge_index)
+    assert verdict(probe) == verdict(probe.to_frame())

@@ -1502,7 +1502,8 @@ OUT_OF_ORDER_NOTE = (
     "starts the next step)"
 )
 
-#: The note of a stream whose width changes after layer 1 (layer 0, the input, is often wider).
+#: The note of a stream whose width changes between inner layers (layer 0, the input, is often
+#: wider, and a last layer that maps to the classes narrower: neither is noted).
 WIDTH_NOTE = (
     "a layer's state is wider or narrower than the layer's before it (e.g. blocks that "
     "concatenate, DeepGCNLayer(block='dense')): the columns measured against the previous "
@@ -2531,7 +2532,11 @@ class Probe:
         elif prev is not None and prev.x.shape == state.x.shape:
             return {name: fn(prev, state) for name, fn in self._between_fns.items()}
         elif prev is not None and k >= 2 and prev.x.shape[0] == state.x.shape[0]:
-            self._note(WIDTH_NOTE)
+            # the first layer's widening from the input and the last's narrowing to the classes
+            # (PyG's GCN(in, 64, L, out_channels=7)) are the usual shape of a stack, not blocks
+            # that concatenate: every such model warned, the docs' own example too (an audit)
+            if self.num_layers is None or k != self.num_layers - 1:
+                self._note(WIDTH_NOTE)
         nan = float("nan")
         missing = (
             state.x.new_tensor(nan) if op.batch is None else state.x.new_full((op.num_graphs,), nan)

@@ -305,7 +305,8 @@ def verdict(
     """Classify the per-layer energy curve(s) in ``frame`` (rules in the module docstring).
 
     Args:
-        frame: per-layer table: ``layer``, the ``energy`` column, optionally ``seed``,
+        frame: per-layer table (or a :class:`~oversmooth.Probe`, read as its ``to_frame()``):
+            ``layer``, the ``energy`` column, optionally ``seed``,
             ``feature_norm``, ``relative_energy``, ``mean_cosine_similarity``, ``at_floor``,
             ``float_floor`` (old column names are upgraded, see
             :func:`oversmooth.registry.upgrade_columns`).
@@ -320,6 +321,10 @@ def verdict(
         bootstrap_seed: seed of the bootstrap's generator (the result is deterministic; not
             a model seed, which is the frame's ``seed`` column).
     """
+    # a Probe, as plot and write_report take it: its frame (pandas said "DataFrame
+    # constructor not properly called!": an audit)
+    if type(frame).__name__ == "Probe" and callable(getattr(frame, "to_frame", None)):
+        frame = frame.to_frame()
     dtype, assumed = frame_dtype(frame, dtype)
     frame = _prepare(frame, energy)
     rows = _Rows(frame, energy, dtype, hidden)

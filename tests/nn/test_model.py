@@ -303,8 +303,11 @@ def test_bad_configs_list_choices():
         build_model("postln", conv="gin", **base)
     with pytest.raises(ValueError, match=r"pattern: expected a non-empty string over \{M, S\}"):
         build_model("postln", pattern="MX", **base)
-    with pytest.raises(ValueError, match="options: unknown widht"):
+    with pytest.raises(ValueError, match="build_model: unknown keyword widht; expected one of"):
         build_model("postln", widht=3, **base)
+    # the closest keyword named, and the list holds the named arguments too (an audit)
+    with pytest.raises(ValueError, match="unknown keyword hiden; did you mean hidden?"):
+        build_model("postln", hiden=3, **{k: v for k, v in base.items() if k != "hidden"})
     model = build_model("postln", **base)
     with pytest.raises(ValueError, match=r"x: expected shape \[num_nodes, 3\]"):
         model(torch.randn(4, 5), torch.tensor([[0], [1]]))

@@ -396,3 +396,25 @@ def test_an_interval_that_reads_the_same_at_both_ends_or_was_stored_high_to_low(
     cells = dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True))
     assert cells["fitted change, decades (99% interval)"] == "-4.00 (-4.0004 to -3.9996)"
     assert cells["beta, 99% interval"] == "-0.05012 to -0.05007"
+
+
+def test_two_end_layers_left_out_are_said_in_the_plural():
+    """ "layer 1 lies 0.62 decades above and layer 24 lies 0.53 decades below ... and is left
+    out of the fit" (an audit)."""
+    from oversmooth.report.prose import _note_text
+
+    note = {
+        "code": "ends",
+        "off_layers": [1, 24],
+        "off_decades": [0.62, -0.53],
+        "typical_decades": 0.05,
+        "measured_decades": -3.0,
+        "fitted_decades": -2.5,
+        "first": 1,
+        "last": 24,
+    }
+    said = _note_text(note)
+    assert "layer 24 lies 0.53 decades below a law" in said
+    assert "and are left out of the fit: with them the measured" in said
+    one = {**note, "off_layers": [1], "off_decades": [0.62]}
+    assert "and is left out of the fit: with it the measured" in _note_text(one)

@@ -370,11 +370,19 @@ _BUILD_ARGUMENTS = frozenset(
 def _check_options(options: dict[str, Any]) -> None:
     """``ValueError`` for a :func:`build_model` keyword that is no other :class:`ModelConfig`
     field."""
+    import difflib
+
     known = {f.name for f in dataclasses.fields(ModelConfig)} - _BUILD_ARGUMENTS
     unknown = set(options) - known
     if unknown:
+        # every keyword, the named arguments too, and the closest to a typo first ("hiden"
+        # was answered with a list that left out hidden: an audit)
+        every = sorted(known | _BUILD_ARGUMENTS | {"device"})
+        close = [m for u in sorted(unknown) for m in difflib.get_close_matches(u, every, 1)]
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise ValueError(
-            f"options: unknown {', '.join(sorted(unknown))}; expected {', '.join(sorted(known))}"
+            f"build_model: unknown keyword {', '.join(sorted(unknown))}; {hint}expected one of "
+            f"{', '.join(every)}"
         )
 
 

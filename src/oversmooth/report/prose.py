@@ -401,9 +401,11 @@ def _note_text(note: Mapping[str, Any]) -> str:
             f"layer {k} lies {abs(d):.2f} decades {'above' if d > 0 else 'below'}"
             for k, d in zip(note["off_layers"], note["off_decades"], strict=True)
         )
+        both = len(note["off_layers"]) > 1  # "... and layer 24 lies ... and is left out": are
         return (
             f"{off} a law through all the layers (typical residual "
-            f"{note['typical_decades']:.2g} decades) and is left out of the fit: with it the "
+            f"{note['typical_decades']:.2g} decades) and {'are' if both else 'is'} left out of "
+            f"the fit: with {'them' if both else 'it'} the "
             f"measured energy changes by {note['measured_decades']:+.2f} decades from layer "
             f"{note['first']} to {note['last']}, that law by {note['fitted_decades']:+.2f}"
         )
