@@ -689,13 +689,28 @@ def test_residual_capture_does_not_take_a_head_of_the_streams_width_for_the_stre
         with Probe(model, data, capture="residual") as probe, torch.no_grad():
             model(data.x, data.edge_index)
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
-    for jk in ("cat", "max", "last"):
+    for jk in ("cat", "max"):
         torch.manual_seed(0)
         gcn = GCN(5, 8, num_layers=3, out_channels=8, jk=jk).double().eval()
         with pytest.warns(UserWarning, match=r"output of lin \(a head"):
             with Probe(gcn, data, capture="residual") as probe, torch.no_grad():
                 gcn(data.x, data.edge_index)
         assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+    # jk="last" hands the head the last layer's activated output, the stream as the layers'
+    # inputs see it: recorded, in eval mode as in train mode (it was left out in eval mode
+    # only, where the dropout returns its input: an audit)
+    gcn = GCN(5, 8, num_layers=3, out_channels=8, jk="last").double().eval()
+    seen: dict = {}
+    gcn.lin.register_forward_pre_hook(lambda module, args: seen.update(x=args[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(gcn, data, capture="residual") as probe, torch.no_grad():
+            gcn(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    assert frame["laplacian_energy"].iloc[-1] == pytest.approx(
+        M.laplacian_energy(seen["x"], data.edge_index).item(), rel=1e-12
+    )
 
 
 class ReversedPreLN(PreLNTransformer):

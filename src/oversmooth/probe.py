@@ -1238,6 +1238,16 @@ class _StreamTap:
             if not self.prenorm and not any(_is_norm(m) for m in before[0].modules()):
                 return inp, None  # head(dropout(h)) in train mode: h as the layers see it
             return (inp if self._own_norm(before[0]) else before[1]), None
+        if (
+            before is not None
+            and before[1] is not None
+            and not self.prenorm
+            and next(before[0].parameters(), None) is None
+        ):
+            # head(act(h)): act(h), as `return act(h)` gives it, the stream as the layers'
+            # inputs see it (PyG's GCN(jk="last") in eval mode, whose dropout returns its input:
+            # recorded in train mode, left out in eval mode: an audit)
+            return inp, None
         return None, module
 
     def _own_norm(self, norm: nn.Module) -> bool:
