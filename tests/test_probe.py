@@ -1802,3 +1802,68 @@ def test_a_mask_or_edge_weights_the_forward_takes_but_the_probe_lacks_are_said()
         warnings.simplefilter("error")
         with Probe(model, data.edge_index, edge_weight=weights), torch.no_grad():
             model(data.x, data.edge_index, weights)
+
+
+class FunctionalNormShapes(torch.nn.Module):
+    """Three shapes around a functional layer norm: ``"post-last-bare"`` (Post-LN blocks,
+    ``h = F.layer_norm(h + relu(conv(h)))``, but the last block without its norm),
+    ``"pre-head"`` (Pre-LN, ``h + relu(conv(F.layer_norm(h)))``, then a Linear head) and
+    ``"low-rank"`` (a Linear encoder from 2 features, then linear residual layers)."""
+
+    def __init__(self, shape: str, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.shape = shape
+        self.enc = torch.nn.Linear(2, 8)
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.head = torch.nn.Linear(8, 3)
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        norm = torch.nn.functional.layer_norm
+        h = self.enc(x[:, :2]) if self.shape == "low-rank" else norm(x, (8,))
+        self.kept = [h]
+        for k, conv in enumerate(self.convs):
+            if self.shape == "post-last-bare":
+                h = h + conv(h, edge_index).relu()
+                h = norm(h, (8,)) if k < len(self.convs) - 1 else h
+            elif self.shape == "pre-head":
+                h = h + conv(norm(h, (8,)), edge_index).relu()
+            else:
+                h = h + conv(h, edge_index)
+            self.kept.append(h)
+        return self.head(h) if self.shape == "pre-head" else h
+
+
+@pytest.mark.parametrize("shape", ["post-last-bare", "low-rank"])
+def test_the_functional_norm_check_leaves_a_true_stream_alone(shape):
+    """Two false warnings that the rows were norm(h) (an audit): a Post-LN stack whose last block
+    has no norm (its end is the last row plus the layer's output, as a stream's is), and a state
+    of lower rank than its width (a narrow encoder through linear layers: many equations, not
+    one)."""
+    torch.manual_seed(0)
+    data = small_graph(n=60)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    model = FunctionalNormShapes(shape).double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index)
+    assert_energies(probe.to_frame(), model.kept, data.edge_index)
+
+
+def test_the_functional_norm_check_reads_the_input_of_a_head():
+    """A Pre-LN stack with a functional norm and a head: the check ran at the end only, which the
+    head hides, so the rows norm(h) came with the head's warning alone (an audit)."""
+    torch.manual_seed(0)
+    data = small_graph(n=60)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    model = FunctionalNormShapes("pre-head").double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual"), torch.no_grad():
+            model(x, data.edge_index)
+    said = [str(w.message) for w in caught]
+    assert any("look like Pre-LN with a norm that is a function" in s for s in said), said
+    assert any("output of head" in s for s in said)

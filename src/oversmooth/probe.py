@@ -650,6 +650,7 @@ class _StreamTap:
         self.paired: list[bool] = []  # per held row: its own paired norm ran just before it
         self.held_from = 0  # the row of the first held one
         self.last_out: Tensor | None = None  # the last layer call's output
+        self.hidden_input: Tensor | None = None  # the input of a head that hid the end
         self.identity = False  # the mode was read from the residual identity
 
     def emit(self, k: int, x: Tensor) -> None:
@@ -737,13 +738,13 @@ class _StreamTap:
     def _after_layer(self, module: nn.Module, args: tuple, output: object) -> None:
         self.awaiting = True  # until another layer starts: then this was not the last
         self.after = {}
-        if not self.chains:
-            return
         try:
             out: Tensor | None = first_tensor(output)  # (x, attention) too
         except TypeError:
             out = None
-        self.last_out = out
+        self.last_out = out  # (also for the Pre-LN check at the end: Probe._prenorm_end)
+        if not self.chains:
+            return
         if self.mode is None and len(self.outs) < len(self.held):
             self.outs.append(None if out is None else self._hold([out]))
             self.normed.append(None)
@@ -1137,7 +1138,7 @@ class _StreamTap:
         identity showed is)."""
         self.held, self.outs, self.made, self.ran, self.after = [], [], {}, [], {}
         self.normed, self.own_last = [], None
-        self.last = self.previous_input = self.last_out = None
+        self.last = self.previous_input = self.last_out = self.hidden_input = None
         self.pending, self.paired = {}, []
 
     def flush(self, output: object = None) -> None:
@@ -1248,6 +1249,7 @@ class _StreamTap:
             # inputs see it (PyG's GCN(jk="last") in eval mode, whose dropout returns its input:
             # recorded in train mode, left out in eval mode: an audit)
             return inp, None
+        self.hidden_input = inp  # what the head read: the Pre-LN check can still use it
         return None, module
 
     def _own_norm(self, norm: nn.Module) -> bool:
@@ -1612,8 +1614,9 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
     """Whether the rows of ``x`` (at most ``rows`` of them, at a stride) satisfy one linear
     equation in their entries or in their squares, to the rounding of ``x``'s precision: the
     smallest singular value of ``[y, 1]`` (or of ``[y^2, 1]``), its columns scaled to unit norm,
-    below ``ROW_ROUNDING * d * eps`` (at most 1e-3) times the largest.  Needs twice as many
-    rows as columns (fewer rows always satisfy some equation); False otherwise."""
+    below ``ROW_ROUNDING * d * eps`` (at most 1e-3) times the largest, and the next one well
+    above it (one equation, not the many of a state of lower rank).  Needs twice as many rows
+    as columns (fewer rows always satisfy some equation); False otherwise."""
     if x.dim() != 2 or not x.is_floating_point() or x.size(1) < 2:
         return False
     n, d = x.shape
@@ -1629,7 +1632,10 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
         if bool((scale == 0).any()):  # a zero column: an equation of no use
             continue
         values = torch.linalg.svdvals(system / scale)
-        if float(values[-1]) <= tol * float(values[0]):
+        # exactly one equation: a state of lower rank (a narrow encoder through linear layers)
+        # satisfies many, and was taken for normalised rows (an audit)
+        top = float(values[0])
+        if float(values[-1]) <= tol * top and float(values[-2]) > 10 * tol * top:
             return True
     return False
 
@@ -2289,7 +2295,14 @@ class Probe:
         if stream and kind is None:
             assert x is not None
             self._stream_end_state(last, x)
-        elif not self._warned:
+            return
+        hidden = self._tap.hidden_input
+        if head is not None and hidden is not None and hidden.shape[-1:] == (width,):
+            # a head hid the end, but what it read is the stream after the last block: a Pre-LN
+            # stack with a functional norm and a head had rows norm(h) with no word of it, the
+            # check having run at the end only (an audit)
+            self._prenorm_suspect = self._prenorm_suspect or self._prenorm_end(hidden)
+        if not self._warned:
             self._warned = True
             if kind is not None:
                 what = (
@@ -2344,9 +2357,25 @@ class Probe:
     def _stream_end_state(self, k: int, x: Tensor) -> None:
         """The stream after the last block: recorded, and compared with the first layer's
         input (see :data:`PRENORM_NOTE`)."""
-        if self._check_prenorm and self._first_normalised and not normalised_rows(x):
+        if self._prenorm_end(x):
             self._prenorm_suspect = True
         self.record(k, x)
+
+    def _prenorm_end(self, end: Tensor) -> bool:
+        """Whether the stream after the last block, ``end``, shows the rows before it to be
+        ``norm(h)``: the first layers' inputs were normalised and ``end`` is not, and ``end``
+        is not the last row plus (a monotone function of) the last layer's output, as it is
+        where those rows were the stream (a Post-LN stack whose last block has no norm,
+        ``h = h + relu(conv(h))`` after normalised ones, was said to hold norm(h): an
+        audit)."""
+        if not (self._check_prenorm and self._first_normalised) or normalised_rows(end):
+            return False
+        tap = self._tap
+        before, out = (tap.last, tap.last_out) if tap is not None else (None, None)
+        if before is not None and out is not None and before.shape == end.shape == out.shape:
+            if before is not end and _step_follows(end, before, _sampled(out), zero=True):
+                return False
+        return True
 
     def _conv_alone(self, k: int, inp: Tensor, out: Tensor) -> None:
         """Layer module ``k`` skipped, its conv called directly: the conv reads the layer (its
