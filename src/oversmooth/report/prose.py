@@ -1002,8 +1002,12 @@ def _algebraic_sentence(ref: Mapping[str, Any], name: str) -> str | None:
         return f"{head}; no power law was fitted to the measured {name} curve."
     interval = _interval(measured.get("interval"), ".2f") or _steep_side(measured)
     span = measured.get("span") or []
+    # the shifted power law alone, not the law of the verdict's table (an exponential factor
+    # times a power term, whose alpha and k0 differ): two alphas side by side, unexplained,
+    # read as a contradiction (an audit)
     kind = (
-        "asymptotic exponent of the fitted (k + k0)^alpha"
+        "asymptotic exponent of the fitted (k + k0)^alpha, a shifted power law alone, without "
+        "the exponential factor of the law in the evidence table"
         if measured.get("source") == "verdict"
         else "tail-window power-law fit"
     )
