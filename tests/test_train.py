@@ -422,6 +422,8 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert "(trained)" in payload["verdict"]
+    # the report's title says it too (only the verdict line did: an audit)
+    assert (tmp_path / "a" / "report.md").read_text().startswith("# oversmooth analyze: trained ")
     assert [r["layer"] for r in payload["prune"]] == [1, 4] and "accuracy_drop" in payload["prune"][
         0
     ]

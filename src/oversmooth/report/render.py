@@ -664,8 +664,11 @@ def _render_analysis(folder: Path, config: dict) -> Document:
         config["dataset"],
     )
     command = config.get("command") or "analyze"  # prune writes the same report
+    # a trained model says so in the title, not only in the verdict line (an audit)
+    trained = "trained " if config.get("checkpoint") else ""
     doc = Document(
-        f"oversmooth {command}: {model} {conv_label(model, conv)}, depth {depth}, {dataset}"
+        f"oversmooth {command}: {trained}{model} {conv_label(model, conv)}, depth {depth}, "
+        f"{dataset}"
     )
     mean_fit = fits.get("mean_over_seeds", {})
     if "verdict" in fits and not verdict_record(mean_fit):
