@@ -1867,3 +1867,63 @@ def test_the_functional_norm_check_reads_the_input_of_a_head():
     said = [str(w.message) for w in caught]
     assert any("look like Pre-LN with a norm that is a function" in s for s in said), said
     assert any("output of head" in s for s in said)
+
+
+class PostLNPooled(torch.nn.Module):
+    """Post-LN over functional norms (the encoder's output normalised too), then a head on the
+    graphs' mean: ``head(global_mean_pool(h, batch))``."""
+
+    def __init__(self, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.head = torch.nn.Linear(8, 3)
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index, batch):
+        from torch_geometric.nn import global_mean_pool
+
+        norm = torch.nn.functional.layer_norm
+        h = norm(x, (8,))
+        self.kept = [h]
+        for conv in self.convs:
+            h = norm(h + conv(h, edge_index).relu(), (8,))
+            self.kept.append(h)
+        return self.head(global_mean_pool(h, batch))
+
+
+def test_a_pooled_readout_is_not_read_as_the_end_of_the_stream():
+    """A head on a pooled state ([graphs, width]) had its input checked as the stream after the
+    last block: not normalised, so a Post-LN model's true rows were said to be norm(h) (a
+    review)."""
+    torch.manual_seed(0)
+    data = small_graph(n=60)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    batch = torch.arange(data.num_nodes) % 3
+    model = PostLNPooled().double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+            model(x, data.edge_index, batch)
+    said = [str(w.message) for w in caught]
+    assert not any("norm that is a function" in s for s in said), said
+    assert_energies(probe.to_frame(), model.kept[:-1], data.edge_index)
+
+
+def test_rows_without_a_negative_entry_or_with_a_constant_channel_are_no_norms():
+    """Probabilities, one-hot rows and a constant channel satisfy one equation too, and were
+    taken for a norm's output (a review); a layer norm's rows, with an affine, still are."""
+    from oversmooth.probe import normalised_rows
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(200, 8, generator=gen, dtype=torch.float64)
+    assert not normalised_rows(torch.softmax(z, dim=1))
+    assert not normalised_rows(torch.eye(8, dtype=torch.float64)[torch.arange(200) % 8])
+    constant = z.clone()
+    constant[:, 0] = 1.5
+    assert not normalised_rows(constant)
+    weight, bias = torch.rand(8, generator=gen) + 0.5, torch.randn(8, generator=gen)
+    normed = torch.nn.functional.layer_norm(z, (8,), weight.double(), bias.double())
+    assert normalised_rows(normed)
+    assert normalised_rows(torch.nn.functional.normalize(z, dim=1))

@@ -1126,3 +1126,25 @@ def test_verdict_takes_a_probe_as_plot_and_write_report_do():
     with Probe(model, data.edge_index) as probe, torch.no_grad():
         model(data.x.double(), data.edge_index)
     assert verdict(probe) == verdict(probe.to_frame())
+
+
+def test_exponential_growth_with_an_open_limit_leaves_the_curse_undecided():
+    """A noisy geometric growth whose asymptotic doubling length is open to no growth: "the
+    rate holds: R does not vanish" was said beside "(asymptotic doubling length 16.2 or
+    more)" (a review); whether R vanishes is open, and the flag is None, not True."""
+    rng = np.random.default_rng(0)
+    k = np.arange(65.0)
+    rows = [
+        {
+            "seed": s,
+            "layer": layer,
+            "laplacian_energy": np.exp(0.04 * layer + 0.02 * rng.standard_normal()),
+            "feature_norm": np.exp(0.02 * layer),
+            "mean_cosine_similarity": 0.999,
+        }
+        for s in range(2)
+        for layer in k
+    ]
+    v = verdict(pd.DataFrame(rows), dtype="float64")
+    assert v.label == "exponential-growth" and np.isinf(max(v.asymptotic_rate.interval))
+    assert v.curse_of_depth is None and "whether R vanishes is open" in verdict_text(v)

@@ -114,7 +114,8 @@ _HELD: dict[Path, list[int]] = {}  # absolute folder -> [re-entrance count, lock
 _INSIDE: set[Path] = set()
 
 #: The stop signals the command's handlers raised (their exception classes), oldest first;
-#: emptied when the command starts and when it handles the stop.  Python swallows an
+#: emptied when ``oversmooth.cli.main.main`` returns in a process that goes on (a stopped
+#: command's process ends at once).  Python swallows an
 #: exception raised where it cannot propagate (a weakref callback, a ``__del__``: matplotlib
 #: runs some while drawing, and a Ctrl-C there was printed as "Exception ignored" and the run
 #: went on, replaced the old folder and exited 0).  :func:`move_into_place` reads it first.

@@ -1615,8 +1615,10 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
     equation in their entries or in their squares, to the rounding of ``x``'s precision: the
     smallest singular value of ``[y, 1]`` (or of ``[y^2, 1]``), its columns scaled to unit norm,
     below ``ROW_ROUNDING * d * eps`` (at most 1e-3) times the largest, and the next one well
-    above it (one equation, not the many of a state of lower rank).  Needs twice as many rows
-    as columns (fewer rows always satisfy some equation); False otherwise."""
+    above it (one equation, not the many of a state of lower rank), over every column (not a
+    constant channel's).  Rows without a negative entry are none (probabilities, one-hot
+    rows).  Needs twice as many rows as columns (fewer rows always satisfy some equation);
+    False otherwise."""
     if x.dim() != 2 or not x.is_floating_point() or x.size(1) < 2:
         return False
     n, d = x.shape
@@ -1625,17 +1627,26 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
     z = x.detach()[:: max(1, n // (rows or KIND_ROWS))].to(torch.float64)
     if not bool(torch.isfinite(z).all()):
         return False
+    if not bool((z < 0).any()):
+        # rows with no negative entry (probabilities, one-hot or row-normalised features) sum
+        # to a constant too, and are no norm's output (a review)
+        return False
     tol = min(ROW_ROUNDING * d * torch.finfo(x.dtype).eps, 1e-3)
     ones = torch.ones_like(z[:, :1])
     for system in (torch.cat([z, ones], dim=1), torch.cat([z * z, ones], dim=1)):
         scale = torch.linalg.vector_norm(system, dim=0)
         if bool((scale == 0).any()):  # a zero column: an equation of no use
             continue
-        values = torch.linalg.svdvals(system / scale)
+        _, values, vh = torch.linalg.svd(system / scale, full_matrices=False)
         # exactly one equation: a state of lower rank (a narrow encoder through linear layers)
         # satisfies many, and was taken for normalised rows (an audit)
         top = float(values[0])
-        if float(values[-1]) <= tol * top and float(values[-2]) > 10 * tol * top:
+        if not (float(values[-1]) <= tol * top and float(values[-2]) > 10 * tol * top):
+            continue
+        # over every column, as a norm's is (a constant channel is an equation of one column,
+        # and was taken for one: a review)
+        weights = vh[-1, :-1].abs()
+        if bool((weights >= 0.01 * weights.max()).all()):
             return True
     return False
 
@@ -2297,7 +2308,10 @@ class Probe:
             self._stream_end_state(last, x)
             return
         hidden = self._tap.hidden_input
-        if head is not None and hidden is not None and hidden.shape[-1:] == (width,):
+        # node rows only: a pooled readout ([graphs, d], head(mean_pool(h))) is no stream, and a
+        # Post-LN model's was read as the end of a Pre-LN one (a review)
+        nodes = hidden is not None and hidden.dim() == 2 and hidden.size(0) == rows
+        if head is not None and hidden is not None and nodes and hidden.shape[-1:] == (width,):
             # a head hid the end, but what it read is the stream after the last block: a Pre-LN
             # stack with a functional norm and a head had rows norm(h) with no word of it, the
             # check having run at the end only (an audit)

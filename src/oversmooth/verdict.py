@@ -774,13 +774,18 @@ def _named_law(
         shown = powers_rss > fit.law_rss
     if shown or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
-        if sign > 0:
-            # a constant rate: R tends to exp(beta) - 1, not to 0 (the curse's R -> 0); an
-            # energy doubling every 17 layers (R = 0.041 at every layer) was flagged the curse
-            # of depth for its |R| below CURSE_R (an audit)
+        rate, asym_rate = _exp_rates(est, sign, layers, evidence)
+        if sign > 0 and asym_rate is not None and math.isfinite(max(asym_rate.interval)):
+            # a limit shown to hold a rate: R tends to exp(beta) - 1, not to 0 (the curse's R
+            # -> 0); an energy doubling every 17 layers (R = 0.041 at every layer) was flagged
+            # the curse of depth for its |R| below CURSE_R (an audit)
             common["curse_of_depth"] = False
             evidence["curse_rate_holds"] = True
-        rate, asym_rate = _exp_rates(est, sign, layers, evidence)
+        elif sign > 0 and common.get("curse_of_depth"):
+            # a geometric growth whose limit may still reach no growth: whether R vanishes is
+            # open (it said "the rate holds" beside a limit open to none: a review)
+            common["curse_of_depth"] = None
+            evidence["curse_limit_open"] = True
         reason = "exp-constant-rate" if shown else "exp-late-rate-holds"
         asym = evidence["late_asymptotic"]
         return out.done(

@@ -76,3 +76,13 @@ def test_cosines_stay_within_one():
     matrix = O.layer_similarity([x, 2 * x, x])
     assert matrix.max().item() <= 1.0
     assert torch.allclose(matrix.diagonal(), torch.ones(3).double(), rtol=0, atol=1e-15)
+
+
+def test_a_one_node_graph_with_a_nan_still_poisons_the_global_mad_mean():
+    """The one-node graph has no pair and is left out of the mean, but not when its state holds
+    a NaN: that graph made the mean of every other metric NaN (a review)."""
+    pair = Data(x=ROWS[:2].clone(), edge_index=torch.tensor([[0, 1], [1, 0]]))
+    lone = Data(x=torch.tensor([[math.nan, 1.0]], dtype=torch.float64), edge_index=NO_EDGES)
+    batch = Batch.from_data_list([pair, lone])
+    assert math.isnan(O.mean_average_distance_global(batch.x, batch).item())
+    assert math.isnan(O.mean_average_distance_global(lone.x).item())

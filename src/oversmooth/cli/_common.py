@@ -203,10 +203,10 @@ def handle_errors(fn: F) -> F:
             os.dup2(quiet, sys.stdout.fileno())
             raise typer.Exit(141) from None
         except USER_ERRORS as exc:
-            if STOPS:  # a stop swallowed into another error on its way up: the stop
-                raise stopped(STOPS[-1]()) from None
             if DEBUG["on"]:
                 traceback.print_exc()
+            if STOPS:  # a stop swallowed into another error on its way up: the stop
+                raise stopped(STOPS[-1]()) from None
             full = _disk_full(exc)
             if full:
                 raise fail(full, 1) from None
@@ -215,7 +215,10 @@ def handle_errors(fn: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if STOPS:
                 # a Ctrl-C inside an extension's import (matplotlib's, at the first figure)
-                # comes up as "ImportError: initialization failed", exit 1 (an audit)
+                # comes up as "ImportError: initialization failed", exit 1 (an audit); with
+                # --debug the error that carried it is shown first
+                if DEBUG["on"]:
+                    traceback.print_exc()
                 raise stopped(STOPS[-1]()) from None
             if DEBUG["on"]:
                 raise

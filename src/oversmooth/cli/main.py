@@ -328,9 +328,10 @@ def main() -> None:
         except SystemExit as done:  # the process ends here: no teardown (see _exit_now)
             _exit_now(done.code if isinstance(done.code, int) else 130)
     finally:
-        # in a process that goes on (main() called from a notebook or a test), nothing of
-        # the command's stays: a later Ctrl-C recorded by its handler made every write of the
-        # Python API raise KeyboardInterrupt at once (an audit)
+        # in a process that goes on (main() called from a notebook or a test, and the command
+        # not stopped: a stopped one leaves at once, _exit_now), nothing of the command's
+        # stays: a later Ctrl-C recorded by its handler made every write of the Python API
+        # raise KeyboardInterrupt at once (an audit)
         STOPS.clear()
         sys.unraisablehook, warnings.showwarning = hook, show
         ours = (_common.raise_interrupted, _common.raise_terminated)

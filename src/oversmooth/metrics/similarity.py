@@ -114,8 +114,8 @@ def _mad_global(s: LayerState) -> Tensor:
         return _mad_global_batched(s.x, s.graph) + s.poison
     x64 = s.x
     n = x64.size(0)
-    if n < 2:  # no pair: NaN (it read 0: an audit)
-        return x64.new_full((), math.nan)
+    if n < 2:  # no pair: NaN (it read 0: an audit); a non-finite state poisons it alike
+        return x64.new_full((), math.nan) + s.poison
     exponent = K.row_exponents(x64)
     nonzero = (x64 != 0).any(dim=1)  # [n]
     ref = torch.argmax(nonzero.to(torch.int8))  # first non-zero row (0 when there is none)
@@ -277,7 +277,9 @@ def mean_average_distance_global(
     measured = None
     if s.batched:
         assert s.op is not None and s.op.graph_nodes is not None
-        measured = s.op.graph_nodes >= 2
+        # a one-node graph has no pair, but one with a NaN in its state still makes the mean
+        # NaN, as every metric's does (it was left out: a review)
+        measured = (s.op.graph_nodes >= 2) | torch.isnan(s.poison)
     return K.finish(_mad_global(s), s.op, reduce, measured)
 
 

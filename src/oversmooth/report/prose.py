@@ -737,6 +737,11 @@ def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     if ev.get("curse_cosine") is not None:
         text += f", adjacent cosine {ev['curse_cosine']:.3f}"
     curse = found.get("curse_of_depth")
+    if curse is None and ev.get("curse_limit_open"):
+        return (
+            f"; {text}: curse of depth undecided (a geometric growth whose limit the layers do "
+            "not resolve: whether R vanishes is open)"
+        )
     if curse is False and ev.get("curse_rate_holds"):
         return f"; {text}: not the curse of depth (the rate holds: R does not vanish)"
     if curse is False:
