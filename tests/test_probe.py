@@ -1927,3 +1927,62 @@ def test_rows_without_a_negative_entry_or_with_a_constant_channel_are_no_norms()
     normed = torch.nn.functional.layer_norm(z, (8,), weight.double(), bias.double())
     assert normalised_rows(normed)
     assert normalised_rows(torch.nn.functional.normalize(z, dim=1))
+
+
+class HeadAfterActivation(torch.nn.Module):
+    """``h = h + relu(conv(h))`` (``post=False``) or Post-LN over functional norms
+    (``post=True``), then ``head(act(h))`` with ``act`` an ``nn.ReLU`` module or ``F.relu``."""
+
+    def __init__(self, post: bool, module: bool, depth: int = 4) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.post, self.module = post, module
+        self.convs = torch.nn.ModuleList(GCNConv(8, 8) for _ in range(depth))
+        self.act = torch.nn.ReLU()
+        self.head = torch.nn.Linear(8, 3)
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        norm = torch.nn.functional.layer_norm
+        h = norm(x, (8,)) if self.post else x
+        self.kept = [h]
+        for conv in self.convs:
+            h = h + conv(h, edge_index).relu()
+            h = norm(h, (8,)) if self.post else h
+            self.kept.append(h)
+        return self.head(self.act(h) if self.module else torch.relu(h))
+
+
+def test_a_head_after_an_activation_keeps_the_stream_or_says_it_is_hidden():
+    """head(nn.ReLU()(h)) of a residual stack read relu(h) for its last row, 35% below the true
+    energy, with no word (a review of an audit's fix, which holds for PyG's BasicGNN only); and
+    a Post-LN stack's head(F.relu(h)) drew the warning that its true rows were norm(h)."""
+    torch.manual_seed(0)
+    data = small_graph(n=60)
+    x = torch.randn(data.num_nodes, 8, dtype=torch.float64) * 3 + 1
+    for post, module in ((False, True), (True, False)):
+        model = HeadAfterActivation(post, module).double().eval()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Probe(model, data.edge_index, capture="residual") as probe, torch.no_grad():
+                model(x, data.edge_index)
+        said = [str(w.message) for w in caught]
+        assert not any("norm that is a function" in s for s in said), said
+        assert any("output of head" in s for s in said), said
+        frame = probe.to_frame()
+        assert frame["layer"].tolist() == list(range(len(model.kept) - 1))
+        assert_energies(frame, model.kept[:-1], data.edge_index)
+
+
+def test_a_float32_layer_norm_with_an_affine_is_known_at_width_512():
+    """Its bias made every column correlate with the constant, and the one-equation test
+    missed it at width 512 in float32 (a review): the columns are centred first."""
+    from oversmooth.probe import normalised_rows
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(2100, 512, generator=gen)
+    weight = 1 + 0.3 * torch.randn(512, generator=gen)
+    bias = 0.5 * torch.randn(512, generator=gen)
+    assert normalised_rows(torch.nn.functional.layer_norm(z, (512,), weight, bias))
+    assert not normalised_rows(z)

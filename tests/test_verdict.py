@@ -1148,3 +1148,30 @@ def test_exponential_growth_with_an_open_limit_leaves_the_curse_undecided():
     v = verdict(pd.DataFrame(rows), dtype="float64")
     assert v.label == "exponential-growth" and np.isinf(max(v.asymptotic_rate.interval))
     assert v.curse_of_depth is None and "whether R vanishes is open" in verdict_text(v)
+
+
+def test_the_final_energy_of_seeds_one_of_which_overflowed_is_the_others_mean():
+    """One seed's NaN made the final energy the first seed's value alone (an audit): it is the
+    geometric mean of the seeds whose final energy is a number; none, their NaN."""
+    finals = [3.094e-30, 4.031e-30, np.nan, 3.155e-30]
+    rows = [
+        {"seed": s, "layer": k, "laplacian_energy": np.exp(-10.0 * k) if k < 4 else f}
+        for s, f in enumerate(finals)
+        for k in range(5)
+    ]
+    v = verdict(pd.DataFrame(rows), dtype="float64")
+    finite = np.array([f for f in finals if np.isfinite(f)])
+    assert v.final_energy == pytest.approx(np.exp(np.log(finite).mean()), rel=1e-12)
+    nan = [{**r, "laplacian_energy": np.nan} if r["layer"] == 4 else r for r in rows]
+    assert np.isnan(verdict(pd.DataFrame(nan), dtype="float64").final_energy)
+
+
+def test_an_overflowed_final_energy_is_not_at_the_floor():
+    """The at_floor column flags a non-finite energy too; the summary's final_at_floor read it as
+    rounding at the floor for an overflow (an audit)."""
+    from oversmooth.analysis import final_at_floor
+
+    frame = pd.DataFrame({"laplacian_energy": [1.0, np.inf], "at_floor": [False, True]})
+    assert not final_at_floor(frame)
+    frame = pd.DataFrame({"laplacian_energy": [1.0, 1e-40], "at_floor": [False, True]})
+    assert final_at_floor(frame)

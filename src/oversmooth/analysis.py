@@ -932,11 +932,20 @@ def _compare_seeds(
 def _final_row(frame: pd.DataFrame) -> dict:
     """The summary row of one run's per-layer frame."""
     keys = [c for c in ("dataset", "model", "conv", "depth", "seed") if c in frame]
+    final = float(frame["laplacian_energy"].iloc[-1])
     return {
         **{k: frame[k].iloc[0] for k in keys},
-        "final_energy": float(frame["laplacian_energy"].iloc[-1]),
-        "final_at_floor": bool(frame["at_floor"].iloc[-1]),
+        "final_energy": final,
+        "final_at_floor": final_at_floor(frame),
     }
+
+
+def final_at_floor(frame: pd.DataFrame) -> bool:
+    """Whether a run's last layer is at the float floor: its ``at_floor`` flag, for a finite
+    energy only (an overflow, flagged ``at_floor`` by the column's rule, was tallied as
+    rounding at the floor in the summary tables: an audit)."""
+    final = float(frame["laplacian_energy"].iloc[-1])
+    return bool(frame["at_floor"].iloc[-1]) and math.isfinite(final)
 
 
 def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:

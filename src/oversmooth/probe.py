@@ -373,6 +373,13 @@ def _rectified(*tensors: Tensor) -> bool:
     return all(bool((_sampled(t) >= 0).all()) for t in tensors)
 
 
+def _zeroed(t: Tensor) -> bool:
+    """Whether a tenth or more of ``t``'s (sampled) entries are exactly 0, as a dropout or a
+    ReLU leaves them."""
+    sample = _sampled(t)
+    return bool(sample.numel()) and float((sample == 0).to(torch.float64).mean()) >= 0.1
+
+
 def _correlation(a: Tensor, b: Tensor) -> float:
     """The correlation of ``a``'s and ``b``'s entries (-inf for other shapes or a constant)."""
     if a.shape != b.shape:
@@ -591,6 +598,8 @@ class _StreamTap:
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.outer = [] if model is None else outer_modules(model, self.layers)
+        # PyG's BasicGNN hands each layer act(h) and its jk="last" head the same (see end_state)
+        self.basic = model is not None and _is_basic_gnn(model)
         # no taps: a layer fed by a norm or dropout outside the layers is read by the residual
         # identity (see _decide); with paired norms too, which tell only where each norm runs
         # (a norm run after its layer is Post-LN's, or a Pre-LN norm run at the end of a block
@@ -1240,14 +1249,15 @@ class _StreamTap:
                 return inp, None  # head(dropout(h)) in train mode: h as the layers see it
             return (inp if self._own_norm(before[0]) else before[1]), None
         if (
-            before is not None
+            self.basic
+            and before is not None
             and before[1] is not None
-            and not self.prenorm
             and next(before[0].parameters(), None) is None
         ):
-            # head(act(h)): act(h), as `return act(h)` gives it, the stream as the layers'
-            # inputs see it (PyG's GCN(jk="last") in eval mode, whose dropout returns its input:
-            # recorded in train mode, left out in eval mode: an audit)
+            # PyG's BasicGNN with jk="last" in eval mode, whose dropout returns its input: the
+            # head reads act(h), what every layer of it reads (recorded in train mode, left out
+            # in eval mode: an audit).  Only there: a residual stack's head(act(h)) read act(h)
+            # for its stream, 35% below the true energy, with no word (a review)
             return inp, None
         self.hidden_input = inp  # what the head read: the Pre-LN check can still use it
         return None, module
@@ -1610,42 +1620,52 @@ def normalised_rows(x: Tensor) -> bool:
     return _on_one_surface(x)
 
 
+#: the widest state whose rows :func:`_on_one_surface` tests (an SVD of ``4 d x d``, up to three
+#: times per forward: about 0.3 s at 512 on 2 CPU cores)
+SURFACE_WIDTH = 512
+
+
 def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
     """Whether the rows of ``x`` (at most ``rows`` of them, at a stride) satisfy one linear
     equation in their entries or in their squares, to the rounding of ``x``'s precision: the
-    smallest singular value of ``[y, 1]`` (or of ``[y^2, 1]``), its columns scaled to unit norm,
+    columns of ``y`` (or ``y^2``) centred and scaled to unit norm, their smallest singular value
     below ``ROW_ROUNDING * d * eps`` (at most 1e-3) times the largest, and the next one well
-    above it (one equation, not the many of a state of lower rank), over every column (not a
-    constant channel's).  Rows without a negative entry are none (probabilities, one-hot
-    rows).  Needs twice as many rows as columns (fewer rows always satisfy some equation);
-    False otherwise."""
-    if x.dim() != 2 or not x.is_floating_point() or x.size(1) < 2:
+    above both it and rounding (one equation, not the many of a state of lower rank), with a
+    weight on every column (a constant channel's centred column is zero: no equation).
+    Centring leaves out the constant the rows share, which a layer norm's bias made correlate
+    with every column (a float32 norm with an affine at width 512 was missed: a review).  Rows
+    without a negative entry are none (probabilities, one-hot rows).  Needs twice as many rows
+    as columns (fewer rows always satisfy some equation); False otherwise."""
+    if x.dim() != 2 or not x.is_floating_point() or not 2 <= x.size(1) <= SURFACE_WIDTH:
         return False
     n, d = x.shape
     if n < 2 * (d + 1):
         return False
-    z = x.detach()[:: max(1, n // (rows or KIND_ROWS))].to(torch.float64)
+    # four rows per column are enough to tell one equation from none (an SVD of 4096 x 2048
+    # took 14 s, three times per forward: a review)
+    z = x.detach()[:: max(1, n // (rows or min(KIND_ROWS, 4 * (d + 1))))].to(torch.float64)
     if not bool(torch.isfinite(z).all()):
         return False
     if not bool((z < 0).any()):
         # rows with no negative entry (probabilities, one-hot or row-normalised features) sum
         # to a constant too, and are no norm's output (a review)
         return False
-    tol = min(ROW_ROUNDING * d * torch.finfo(x.dtype).eps, 1e-3)
-    ones = torch.ones_like(z[:, :1])
-    for system in (torch.cat([z, ones], dim=1), torch.cat([z * z, ones], dim=1)):
+    eps = torch.finfo(x.dtype).eps
+    tol = min(ROW_ROUNDING * d * eps, 1e-3)
+    for values_of in (z, z * z):
+        system = values_of - values_of.mean(dim=0, keepdim=True)
         scale = torch.linalg.vector_norm(system, dim=0)
-        if bool((scale == 0).any()):  # a zero column: an equation of no use
+        if bool((scale == 0).any()):  # a constant column: an equation of one column
             continue
-        _, values, vh = torch.linalg.svd(system / scale, full_matrices=False)
+        system = system / scale
+        values = torch.linalg.svdvals(system)
+        top, least, next_ = float(values[0]), float(values[-1]), float(values[-2])
         # exactly one equation: a state of lower rank (a narrow encoder through linear layers)
         # satisfies many, and was taken for normalised rows (an audit)
-        top = float(values[0])
-        if not (float(values[-1]) <= tol * top and float(values[-2]) > 10 * tol * top):
+        if not (least <= tol * top and next_ > max(100 * least, 10 * d * eps * top)):
             continue
-        # over every column, as a norm's is (a constant channel is an equation of one column,
-        # and was taken for one: a review)
-        weights = vh[-1, :-1].abs()
+        # over every column, as a norm's is (a review)
+        weights = torch.linalg.svd(system, full_matrices=False)[2][-1].abs()
         if bool((weights >= 0.01 * weights.max()).all()):
             return True
     return False
@@ -2311,7 +2331,10 @@ class Probe:
         # node rows only: a pooled readout ([graphs, d], head(mean_pool(h))) is no stream, and a
         # Post-LN model's was read as the end of a Pre-LN one (a review)
         nodes = hidden is not None and hidden.dim() == 2 and hidden.size(0) == rows
-        if head is not None and hidden is not None and nodes and hidden.shape[-1:] == (width,):
+        # and not seen through an activation or a dropout (head(F.relu(h)) of a Post-LN stack:
+        # its end no longer the last row plus the layer's output, a false warning: a review)
+        plain = nodes and hidden is not None and not _rectified(hidden) and not _zeroed(hidden)
+        if head is not None and hidden is not None and plain and hidden.shape[-1:] == (width,):
             # a head hid the end, but what it read is the stream after the last block: a Pre-LN
             # stack with a functional norm and a head had rows norm(h) with no word of it, the
             # check having run at the end only (an audit)

@@ -386,7 +386,10 @@ class _Rows:
         finals = at_last[energy].to_numpy(dtype=np.float64)
         self.final = geometric_mean(finals)
         if not np.all(np.isfinite(finals)):
-            self.final = float(finals[0])
+            # the seeds whose final energy is a number (the first seed's value stood for all,
+            # NaN where that seed overflowed: an audit); none: the first's NaN or Inf
+            finite = finals[np.isfinite(finals)]
+            self.final = geometric_mean(finite) if finite.size else float(finals[0])
         elif (finals == 0).any():  # the geometric mean of values with a zero is 0, not 1e-300
             self.final = 0.0
         self.final64 = None  # the float64 shadow of a float32 run, when recorded

@@ -1183,6 +1183,8 @@ def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The per-layer and per-cell tables of the finished cells ``ok``, sorted by cell."""
     import pandas as pd
 
+    from oversmooth.analysis import final_at_floor
+
     keys = ["mode", "dataset", "conv", "model", "depth", "seed"]
     frames, rows = [], []
     for r in ok:
@@ -1195,11 +1197,7 @@ def _merged_tables(ok: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 **{k: r["cell"][k] for k in keys},
                 "final_energy": r["final_energy"],
                 # as compare's summary has it (the tables mark a final energy at the floor)
-                **(
-                    {"final_at_floor": bool(frame["at_floor"].iloc[-1])}
-                    if "at_floor" in frame
-                    else {}
-                ),
+                **({"final_at_floor": final_at_floor(frame)} if "at_floor" in frame else {}),
                 "classification": r["classification"],
                 # the trained cell's numbers at its best epoch: best_test_acc, ..., best_epoch
                 **{

@@ -925,9 +925,10 @@ def _render_comparison(folder: Path, config: dict) -> Document:
         )
         + "; the layout of the seed paper's Tables 2, 4 and 6."
         + (
-            " A value marked (k of n seeds) is over the seeds that gave one: the other runs of "
-            "that cell failed (a sweep's `failed.csv` names them), and its verdict pools only "
-            "those seeds."
+            " A value marked (k of n seeds) is over the seeds whose final energy is a number: the "
+            "other runs of that cell failed (a sweep's `failed.csv` names them; the verdict "
+            "pools the runs that finished) or ended in a non-finite energy (an overflow: empty or "
+            "inf in `summary.csv`, and the cell's verdict names it)."
             if _fewer_seeds(summary, len(seeds))
             else ""
         )
