@@ -682,3 +682,12 @@ def test_a_cell_file_damaged_inside_is_recomputed(tmp_path, damage):
     again = run_sweep(spec, out)
     assert again.ran == 1 and again.skipped == 1 and not again.failed
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), clean)
+
+
+def test_the_report_lists_the_models_in_the_specs_order(tmp_path):
+    """The energy table and figure listed the models alphabetically while the verdicts and the
+    "What was measured" table followed the spec (an audit)."""
+    spec = SweepSpec(**{**TINY, "models": ("preln", "nonlocal", "postln"), "workers": 1})
+    run_sweep(spec, tmp_path / "o")
+    table = pd.read_csv(tmp_path / "o" / "report-san-init" / "table.csv")
+    assert table["model"].tolist() == ["preln", "nonlocal", "postln"]

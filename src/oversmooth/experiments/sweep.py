@@ -1251,6 +1251,7 @@ def merge(
 
         for (mode, conv), part in summary.groupby(["mode", "conv"], sort=False):
             layer_rows = metrics[(metrics["mode"] == mode) & (metrics["conv"] == conv)]
+            part, layer_rows = _in_spec_order(part, spec), _in_spec_order(layer_rows, spec)
             write_comparison(
                 _group_comparison(spec, mode, conv, part, layer_rows, _references(ok), _sizes(ok)),
                 out / f"report-{conv}-{mode}",
@@ -1259,6 +1260,22 @@ def merge(
                 table_formats=table_formats,
             )
     return metrics, summary
+
+
+def _in_spec_order(frame: pd.DataFrame, spec: SweepSpec) -> pd.DataFrame:
+    """``frame``'s rows in the order the spec lists its datasets and models (then depth, seed,
+    layer): the report's tables and figure listed the models alphabetically beside verdicts in
+    the spec's order (an audit)."""
+    rank = {
+        "dataset": {d: k for k, d in enumerate(spec.datasets)},
+        "model": {m: k for k, m in enumerate(spec.models)},
+    }
+    keys = [c for c in ("dataset", "model", "depth", "seed", "layer") if c in frame]
+
+    def order(column: pd.Series) -> pd.Series:
+        return column.map(rank[column.name]) if column.name in rank else column
+
+    return frame.sort_values(keys, key=order, kind="stable").reset_index(drop=True)
 
 
 def _references(records: list[dict]) -> dict[str, dict]:
