@@ -617,11 +617,10 @@ class _StreamTap:
         """A new forward pass."""
         self.pending: dict[int, Tensor] = {}  # input of a paired norm that ran, by layer
         self.norms_ran = False  # a paired norm ran in this forward (their places say something)
-        # id(output) -> (the norm's place, output, the stream it normalised) of the paired
-        # norms that ran since the last layer call: a norm's output normalised again by the
-        # same norm (norm(norm(h))) is read back to h, not taken for the stream (its rows were
-        # norm(h), with no word: an audit)
-        self.norm_made: dict[int, tuple[int, Tensor, Tensor]] = {}
+        # per paired norm that ran since the last layer call, (its output, the stream it
+        # normalised): its output normalised again by it (norm(norm(h))) is read back to h, not
+        # taken for the stream (its rows were norm(h), with no word: an audit)
+        self.norm_made: dict[int, tuple[Tensor, Tensor]] = {}
         self.prenorm = False  # the last layer read its stream at its paired norm
         self.awaiting = False  # the stream after the last block is still to be read
         self.width: int | None = None
@@ -704,17 +703,17 @@ class _StreamTap:
         def hook(module: nn.Module, args: tuple) -> None:
             x = first_tensor(args)
             self.norms_ran = True
-            made = self.norm_made.get(id(x))
             # only this norm's own output: another's (a Post-LN block's norm before a Pre-LN
             # block's) is the stream itself
-            self.pending[k] = made[2] if made is not None and made[0] == k and made[1] is x else x
+            made = self.norm_made.get(k)
+            self.pending[k] = made[1] if made is not None and made[0] is x else x
 
         return hook
 
     def _norm_output(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
         def hook(module: nn.Module, args: tuple, output: object) -> None:
             if k in self.pending and isinstance(output, Tensor):
-                self.norm_made[id(output)] = (k, output, self.pending[k])
+                self.norm_made[k] = (output, self.pending[k])
 
         return hook
 
@@ -2264,11 +2263,11 @@ class Probe:
             notes.append(self._tap.note)
         if self._graph_changed:
             notes.append(GRAPH_CHANGED_NOTE)
-        stray = self._tap is not None and self._tap.mismatch is not None and not self._tap.identity
-        if self._prenorm_suspect and not stray:  # (the note on stray norms says it)
+        mismatch = None if self._tap is None or self._tap.identity else self._tap.mismatch
+        if self._prenorm_suspect and mismatch is None:  # (the note on stray norms says it)
             notes.append(PRENORM_NOTE)
-        if stray and self._tap is not None and self._tap.mismatch is not None:
-            j, k = self._tap.mismatch
+        if mismatch is not None and self._tap is not None:
+            j, k = mismatch
             norms = self._tap.plan.norms
             notes.append(
                 f"capture='residual': the norms paired with the layers by their place in the "
@@ -2328,13 +2327,18 @@ class Probe:
             self._stream_end_state(last, x)
             return
         hidden = self._tap.hidden_input
-        # node rows only: a pooled readout ([graphs, d], head(mean_pool(h))) is no stream, and a
-        # Post-LN model's was read as the end of a Pre-LN one (a review)
-        nodes = hidden is not None and hidden.dim() == 2 and hidden.size(0) == rows
-        # and not seen through an activation or a dropout (head(F.relu(h)) of a Post-LN stack:
-        # its end no longer the last row plus the layer's output, a false warning: a review)
-        plain = nodes and hidden is not None and not _rectified(hidden) and not _zeroed(hidden)
-        if head is not None and hidden is not None and plain and hidden.shape[-1:] == (width,):
+        # node rows of the stream's width only: a pooled readout ([graphs, d],
+        # head(mean_pool(h))) is no stream, and a Post-LN model's was read as the end of a
+        # Pre-LN one; nor seen through an activation or a dropout (head(F.relu(h)) of a Post-LN
+        # stack: its end no longer the last row plus the layer's output): two false warnings
+        # (a review)
+        if (
+            head is not None
+            and hidden is not None
+            and hidden.shape == (rows, width)
+            and not _rectified(hidden)
+            and not _zeroed(hidden)
+        ):
             # a head hid the end, but what it read is the stream after the last block: a Pre-LN
             # stack with a functional norm and a head had rows norm(h) with no word of it, the
             # check having run at the end only (an audit)

@@ -212,8 +212,10 @@ def _check_evidence(path: Path, key: str, record: dict) -> None:
         raise ValueError(
             f"{path}: {key}.evidence must be an object, received {evidence!r}; {_RERUN}"
         )
-    if not isinstance(evidence.get("notes"), list) or "summary" in evidence:
-        return  # an older version's verdict, in words (report.prose._numeric)
+    from oversmooth.report.prose import numeric_verdict
+
+    if not numeric_verdict(evidence):
+        return  # an older version's verdict, in words, shown as it is
     where = f"{key}.evidence"
     for name in _EVIDENCE_NUMBERS:
         if name in evidence:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -410,6 +411,37 @@ def decades_lost(
     return _log10(start) - _log10(end), floor
 
 
+def decades_columns(
+    key: str,
+    curves: pd.DataFrame,
+    notes_of: Callable[[str], Sequence[Mapping[str, Any]]],
+    config: AtlasConfig,
+) -> dict[str, Any]:
+    """Architecture ``key``'s ``decades_lost`` and ``final_at_floor`` columns, one pair per
+    dataset (the main one's unsuffixed, the others' suffixed ``_<dataset>``), from its
+    per-layer ``curves`` and each dataset's verdict notes (``notes_of(dataset)``): what the
+    table is built with and what a rebuild forms again (:func:`_decades_again`)."""
+    out: dict[str, Any] = {}
+    for name in config.datasets:
+        mine = curves[(curves["architecture"] == key) & (curves["dataset"] == name)]
+        lost, floor = decades_lost(mine, config.depth, notes_of(name))
+        out[_suffixed("decades_lost", name, config)] = lost
+        out[_suffixed("final_at_floor", name, config)] = floor
+    return out
+
+
+def _verdict_notes(
+    verdicts: Mapping[tuple[str, str], Verdict], key: str, dataset: str
+) -> list[dict[str, Any]]:
+    return verdicts[(key, dataset)].notes
+
+
+def _suffixed(column: str, dataset: str, config: AtlasConfig) -> str:
+    """``column`` of ``dataset`` in the atlas table: unsuffixed for the main (first) dataset,
+    ``column_<dataset>`` for the others."""
+    return column if dataset == config.datasets[0] else f"{column}_{dataset}"
+
+
 def _rate_record(v: Verdict) -> dict[str, Any]:
     """The asymptotic rate: the verdict's ``asymptotic_rate`` (an exponential's ``beta``, with
     the interval that spans it and the late rate), else its rate (a power law's exponent)."""
@@ -438,15 +470,15 @@ def atlas_table(
     for key in config.names:
         v = verdicts[(key, main)]
         frame = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == main)]
-        lost, floor = decades_lost(frame, config.depth, v.notes)
+        decades = decades_columns(key, metrics, partial(_verdict_notes, verdicts, key), config)
         mine = prune[prune["architecture"] == key]
         row: dict[str, Any] = {
             "architecture": key,
             "name": _zoo()[key].name,
             "verdict": v.label,
             **_rate_record(v),
-            "decades_lost": lost,
-            "final_at_floor": floor,
+            "decades_lost": decades["decades_lost"],
+            "final_at_floor": decades["final_at_floor"],
             "collapse": v.collapse,
             "curse_of_depth": v.curse_of_depth,
             "prune_logits_change": float(mine["logits_change"].median()) if len(mine) else math.nan,
@@ -457,12 +489,10 @@ def atlas_table(
             row[f"energy_{depth}"] = _energy_at(frame, depth)[0]
         for name in others:
             w = verdicts[(key, name)]
-            sub = metrics[(metrics["architecture"] == key) & (metrics["dataset"] == name)]
             row[f"verdict_{name}"] = w.label
             row[f"collapse_{name}"] = w.collapse
-            row[f"decades_lost_{name}"], row[f"final_at_floor_{name}"] = decades_lost(
-                sub, config.depth, w.notes
-            )
+            row[f"decades_lost_{name}"] = decades[f"decades_lost_{name}"]
+            row[f"final_at_floor_{name}"] = decades[f"final_at_floor_{name}"]
         row["configuration"] = _zoo()[key].configuration
         rows.append(row)
     return pd.DataFrame(rows)
@@ -729,17 +759,20 @@ def _decades_again(
     table = table.copy()
     for index, row in table.iterrows():
         key = str(row["architecture"])
-        for k, name in enumerate(config.datasets):
-            suffix = "" if k == 0 else f"_{name}"
+
+        def notes(name: str, key: str = key) -> Sequence[Mapping[str, Any]]:
             record = verdicts.get(f"{key}/{name}")
-            column = f"decades_lost{suffix}"
-            if not isinstance(record, Mapping) or column not in table:
+            found = record.get("notes") if isinstance(record, Mapping) else None
+            return found if isinstance(found, list) else []
+
+        fresh = decades_columns(key, curves, notes, config)
+        for name in config.datasets:  # a dataset without a verdict keeps its stored columns
+            if not isinstance(verdicts.get(f"{key}/{name}"), Mapping):
                 continue
-            mine = curves[(curves["architecture"] == key) & (curves["dataset"] == name)]
-            notes = record.get("notes")
-            lost, floor = decades_lost(mine, config.depth, notes if isinstance(notes, list) else [])
-            table.loc[index, column] = lost
-            table.loc[index, f"final_at_floor{suffix}"] = floor
+            for column in ("decades_lost", "final_at_floor"):
+                column = _suffixed(column, name, config)
+                if column in table:
+                    table.loc[index, column] = fresh[column]
     return table
 
 

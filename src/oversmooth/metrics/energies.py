@@ -61,7 +61,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
     pass), then the gradient integral (odd ``m``) or the measure's sum of squares (even)."""
     op = s.graph
     if order == 2 and measure == "counting" and op.batch is None:  # ||Delta x||^2 / n
-        return s.poisoned(s.laplacian_squares / K.count(op.num_nodes))
+        return s.poisoned(s.laplacian_squares / s.nodes)
     y = s.x
     for k in range(order // 2):
         y = s.laplacian if k == 0 else K.laplacian(y, op)
@@ -70,7 +70,7 @@ def _energy(s: LayerState, order: int, measure: str) -> Tensor:
         assert total is not None
         return s.poisoned(0.5 * total / s.nodes)
     if measure == "counting" and op.batch is None:
-        return s.poisoned(squared_sum(y) / K.count(op.num_nodes))
+        return s.poisoned(squared_sum(y) / s.nodes)
     sq = K.row_dots(y, y)  # [n]
     if measure == "degree":
         sq = op.degree * sq

@@ -94,8 +94,9 @@ def _mad_neighbors(s: LayerState) -> Tensor:
 
 
 def _measured(value: Tensor, s: LayerState) -> Tensor | None:
-    """Per graph of a batch, whether MAD had a node with a neighbour to measure: its value is
-    not NaN, or is NaN from a non-finite state (which the mean keeps)."""
+    """Per graph of a batch, whether MAD had something to measure (a node with a neighbour; for
+    the global MAD, two nodes): its value is not NaN, or is NaN from a non-finite state, which
+    the mean keeps (a one-node graph holding a NaN was left out of it: a review)."""
     if not s.batched:
         return None
     return ~torch.isnan(value) | torch.isnan(s.poison)
@@ -274,13 +275,8 @@ def mean_average_distance_global(
     else:
         validate_features(x)
         s = LayerState(x.to(torch.float64), K.batch_operator(batch, x), x.dtype in K.NARROW)
-    measured = None
-    if s.batched:
-        assert s.op is not None and s.op.graph_nodes is not None
-        # a one-node graph has no pair, but one with a NaN in its state still makes the mean
-        # NaN, as every metric's does (it was left out: a review)
-        measured = (s.op.graph_nodes >= 2) | torch.isnan(s.poison)
-    return K.finish(_mad_global(s), s.op, reduce, measured)
+    value = _mad_global(s)
+    return K.finish(value, s.op, reduce, _measured(value, s))
 
 
 def layer_similarity(

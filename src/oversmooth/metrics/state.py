@@ -167,7 +167,7 @@ class LayerState:
         """``sqrt((1/n) ||x||_F^2)`` per graph (Inf with an infinite entry, NaN with a NaN)."""
         if self.fast:
             assert self._total is not None
-            return self._total.div(K.count(self.x.size(0))).sqrt()  # K.rms_norm's fast path
+            return self._total.div(self.nodes).sqrt()  # K.rms_norm's fast path
         return K.rms_norm(self.x, self.op, self.narrow)
 
     @property

@@ -56,6 +56,7 @@ __all__ = [
     "reference_prose",
     "summary_table",
     "uncertainty_text",
+    "numeric_verdict",
     "verdict_prose",
     "verdict_record",
     "verdict_text",
@@ -125,7 +126,7 @@ def _as_dict(found: Verdict | Mapping[str, Any]) -> Mapping[str, Any]:
     return found.to_dict() if isinstance(found, Verdict) else found
 
 
-def _numeric(found: Mapping[str, Any]) -> bool:
+def numeric_verdict(found: Mapping[str, Any]) -> bool:
     """True for a verdict of this version (codes and numbers); False for an older record,
     whose ``summary`` and ``reason`` are words."""
     return isinstance(found.get("notes"), list) and "summary" not in found
@@ -141,7 +142,7 @@ def verdict_text(found: Verdict | Mapping[str, Any], title: str | None = None) -
     gives that text.  Example: ``print(oversmooth.verdict_text(oversmooth.verdict(frame)))``.
     """
     found = _as_dict(found)
-    if not _numeric(found):
+    if not numeric_verdict(found):
         return str(found.get("summary") or "")
     blocked = found.get("reason") in BLOCKERS
     pieces = [_sentence(found)]
@@ -170,7 +171,7 @@ def reason_text(found: Verdict | Mapping[str, Any]) -> str:
     record's stored words as they are."""
     found = _as_dict(found)
     code = found.get("reason")
-    if not _numeric(found):
+    if not numeric_verdict(found):
         return str(code or "")
     ev = found.get("evidence") or {}
     if code in BLOCKERS:
@@ -796,7 +797,7 @@ def verdict_prose(record: Mapping[str, Any] | None, title: str | None = None) ->
     """
     record = record or {}
     found = verdict_record(record)
-    if found is not None and _numeric(found):
+    if found is not None and numeric_verdict(found):
         try:
             return verdict_text(found, title)
         except _UNREADABLE:
@@ -813,7 +814,7 @@ def reason_prose(record: Mapping[str, Any] | None) -> str | None:
     record = record or {}
     found = verdict_record(record) or {}
     stored = [found.get("reason"), record.get("reason")]
-    if _numeric(found):
+    if numeric_verdict(found):
         try:
             return reason_text(found)
         except _UNREADABLE:
@@ -827,7 +828,7 @@ def with_prose(record: Mapping[str, Any], title: str | None = None) -> dict:
     ``"evidence"``, for readers of the file.  A record without this version's numbers is
     returned as it is."""
     found = verdict_record(record)
-    if found is None or not _numeric(found):
+    if found is None or not numeric_verdict(found):
         return dict(record)
     out: dict[str, Any] = {}
     for key, value in record.items():
