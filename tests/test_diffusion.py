@@ -120,6 +120,9 @@ def test_energy_ratio_and_fitted_rate_match_the_spectral_prediction():
     measured = ref["diffusion"]["measured"]
     assert measured["halving_layers"] == pytest.approx(gap.graph_halving_steps, rel=1e-3)
     assert f"halves every {measured['halving_layers']:.3g} layers" in sentence
+    # the late slope, under the verdict's name for it ("beta" is the exponential law's rate)
+    assert measured["late_slope"] == desc["evidence"]["evidence"]["late_slope"]
+    assert "beta" not in measured
 
 
 def test_verdict_rate_matches_the_spectral_prediction():

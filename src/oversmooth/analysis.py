@@ -201,7 +201,8 @@ def _measured_halving(desc: dict) -> dict:
         "asymptotic": ev["late_asymptotic"],  # None: the layers do not resolve it
         "source": "late",
         "span": list(ev["late_window"]),
-        "beta": slope,
+        # the verdict's name for it: "beta" there is the exponential law's own rate
+        "late_slope": slope,
     }
 
 
