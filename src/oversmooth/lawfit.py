@@ -511,11 +511,13 @@ class SegmentLines:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its standard error and degrees of freedom."""
+    """A point estimate with its standard error and degrees of freedom, and the share of its
+    variance that is the between-seed excess (what more seeds would shrink)."""
 
     value: float
     se: float
     dof: float
+    between: float = 0.0
 
     def interval(self, level: float) -> tuple[float, float]:
         h = quantile(level, self.dof) * self.se
@@ -624,5 +626,5 @@ class Evidence:
                 continue
             denom = (excess**2) / max(self.seeds - 1, 1) + (w**2) / self.within_dof
             dof = total**2 / denom if denom > 0 else math.inf
-            out.append(Estimate(float(point[j]), math.sqrt(total), dof))
+            out.append(Estimate(float(point[j]), math.sqrt(total), dof, excess / total))
         return out

@@ -716,6 +716,9 @@ def _decide(
             column = _STATS.index("change_ends" if measured else "change")
             changes = np.atleast_2d(stat(logs))[:, column] / ln10
             evidence["seed_changes"] = [float(c) for c in changes]
+            # the share of the change's variance that is the seeds' spread: what more seeds
+            # narrow (the layers' scatter about the law stays whatever their number)
+            evidence["change_seed_share"] = est["change"].between
         return out.done("inconclusive", "no-trend", **common)
 
     fit = _Fitted(est, full, layers, logs, evidence, float(pooled["rss"][0]))

@@ -298,18 +298,30 @@ def fastest_exponential(ev: Mapping[str, Any], trend: Any) -> tuple[float, bool]
 
 
 def _seed_changes_text(ev: Mapping[str, Any]) -> str:
-    """Each seed's own fitted change beside a pooled interval too wide to decide (empty for one
-    seed, or a record without them): when every seed trends the same way beyond the stable
-    band, it is the few seeds and their spread that keep the pooled interval open."""
+    """Each seed's own change beside a pooled interval too wide to decide (empty for one
+    seed, or a record without them): the fitted law's change over the window, or the
+    measured one between its ends where the verdict read the ends (``change_from_ends``).
+    When every seed trends the same way beyond the stable band, the hint that more seeds
+    narrow the interval is given only where the seeds' spread is at least half the change's
+    variance (``change_seed_share``; a record without it keeps the hint): five noise-free
+    seeds of one curve that falls and rises again agreed to the digit beside an interval of
+    -4.31 to +3.09 decades, the layers' scatter about the law, which no number of seeds
+    narrows (an audit)."""
     changes = ev.get("seed_changes")
     if not changes or len(changes) < 2:
         return ""
     low, high = min(changes), max(changes)
     span = f"{low:+.2f} and {high:+.2f}" if len(changes) == 2 else f"{low:+.2f} to {high:+.2f}"
-    text = f"; the {len(changes)} seeds alone change by {span} decades"
+    what = (
+        "each seed alone changes" if ev.get("change_from_ends") else "each seed's fit alone changes"
+    )
+    text = f"; {what} by {span} decades"
     if high < -STABLE_DECADES or low > STABLE_DECADES:
         verb = "falls" if high < 0 else "rises"
-        text += f" (every seed {verb}: more seeds narrow the interval)"
+        seeds_widen = float(ev.get("change_seed_share", 1.0)) >= 0.5
+        text += f" (every seed {verb}" + (
+            ": more seeds narrow the interval)" if seeds_widen else ")"
+        )
     return text
 
 
