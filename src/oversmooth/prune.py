@@ -118,6 +118,26 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
     return (logits[mask].argmax(dim=1) == y[mask]).double().mean()
 
 
+def _majority(y: Tensor, mask: Tensor) -> Tensor:
+    """The accuracy of predicting the most frequent class of the measured nodes everywhere."""
+    labels = y[mask]
+    if labels.numel() == 0:
+        return torch.tensor(float("nan"), dtype=torch.float64)
+    return torch.bincount(labels.long()).max().double() / labels.numel()
+
+
+#: An unpruned accuracy at most this far above the most frequent class's share (a fraction):
+#: the model predicts at chance, and its accuracy drops say nothing about its layers.  Twice the
+#: binomial standard error of an accuracy near 0.3 on Cora's 1,000 test nodes is 0.029.
+CHANCE_MARGIN = 0.05
+
+
+def at_chance(accuracy: float, majority: float) -> bool:
+    """Whether an unpruned ``accuracy`` is within :data:`CHANCE_MARGIN` of ``majority`` (the
+    most frequent class's share of the measured nodes) or below it."""
+    return accuracy <= majority + CHANCE_MARGIN
+
+
 @dataclass
 class _Baseline:
     """The unpruned model's output, against which every pruned layer is measured."""
@@ -128,6 +148,7 @@ class _Baseline:
     y: Tensor | None
     mask: Tensor | None
     acc: Tensor | None
+    majority: Tensor | None = None  # what the most frequent class alone scores
 
     @classmethod
     def of(
@@ -137,7 +158,7 @@ class _Baseline:
         if mask is None:
             return cls(logits, energy, norm, None, None, None)
         y, mask = data.y.to(device), mask.to(device)
-        return cls(logits, energy, norm, y, mask, _accuracy(logits, y, mask))
+        return cls(logits, energy, norm, y, mask, _accuracy(logits, y, mask), _majority(y, mask))
 
     def row(self, layer: int, logits: Tensor, energy: Tensor) -> dict:
         row = {
@@ -149,6 +170,12 @@ class _Baseline:
         if self.y is not None and self.mask is not None and self.acc is not None:
             acc = _accuracy(logits, self.y, self.mask)
             row["accuracy"], row["accuracy_drop"] = acc, self.acc - acc
+            # the baseline beside every row, so that prune.csv says what the drops are from
+            # and whether the model is above chance at all (a model predicting one class
+            # showed drops of 0 that read as "every layer removable": an audit)
+            row["unpruned_accuracy"] = self.acc
+            assert self.majority is not None
+            row["majority_accuracy"] = self.majority
         return row
 
 
@@ -183,7 +210,11 @@ def prune_sensitivity(
         pandas DataFrame, one row per pruned layer: ``layer``, ``logits_change``
         (:math:`\\|Z_k - Z\\|_F / \\|Z\\|_F`), ``final_energy``, ``energy_change``
         (relative to the unpruned final energy) and, with a mask, ``accuracy``
-        and ``accuracy_drop`` (unpruned minus pruned).  ``frame.attrs["baseline"]``
+        and ``accuracy_drop`` (unpruned minus pruned), with the unpruned accuracy
+        (``unpruned_accuracy``) and what predicting the most frequent class of the masked nodes
+        scores (``majority_accuracy``) beside them: a model within
+        :data:`CHANCE_MARGIN` of it (:func:`at_chance`) predicts at chance, and its drops say
+        nothing about its layers.  ``frame.attrs["baseline"]``
         holds the unpruned ``final_energy`` and ``accuracy``; ``frame.attrs["pruned_as"]`` and
         ``frame.attrs["identity_on_stream"]`` how each layer was taken out, and
         ``frame.attrs["energy_on"]`` where the final energy is measured: ``"stream"`` (after the

@@ -220,12 +220,9 @@ def test_table8_contrast_is_read_per_position_not_from_a_mean():
     loss and a gain at two positions cancelled (an audit: drops 4.0 and -4.0 read "no cost")."""
     import numpy as np
 
-    def runs(*names):
-        return [{"config": {"model": {"name": n}}, "summary": {}} for n in names]
-
     def said(pre, nl):
         drops = {"Pre-LN": np.array([22.7, *pre]), "nonlocal": np.array([44.0, *nl])}
-        return _table8_sentences(runs("preln", "nonlocal"), drops)[2]
+        return _table8_sentences(_table8_runs("preln", "nonlocal", depth=256), drops)[2]
 
     cancelled = said([4.0, -4.0, 0, 0, 0, 0, 0], [7.0] * 7)
     assert "not at every position" in cancelled and "up to 4.0" in cancelled
@@ -233,3 +230,82 @@ def test_table8_contrast_is_read_per_position_not_from_a_mean():
     clean = said([0.2, 0.0, -0.1, 0, 0, 0, 0], [3.0, 2.0, 5.0, 2.5, 4.0, 1.0, 6.0])
     assert clean.startswith("So, as in the paper, every Pre-LN block") and "at least 1.0" in clean
     assert "does not appear" in said([3.0] * 7, [3.0] * 7)
+
+
+def _table8_runs(*names, depth, accuracy=0.85, majority=0.3, summary=None):
+    """``--trained`` items as _table8_sentences reads them: a pruning frame at the Table 8
+    positions of ``depth`` with its baseline, per architecture name."""
+    import pandas as pd
+
+    from oversmooth.experiments.reproduce import table8_layers
+
+    items = []
+    for name in names:
+        layers = table8_layers(depth)
+        prune = pd.DataFrame(
+            {
+                "layer": layers,
+                "accuracy": accuracy,
+                "unpruned_accuracy": accuracy,
+                "majority_accuracy": majority,
+            }
+        )
+        prune.attrs["baseline"] = {"accuracy": accuracy}
+        items.append(
+            {"config": {"model": {"name": name}}, "summary": summary or {}, "prune": prune}
+        )
+    return items
+
+
+def test_table8_sentences_name_the_positions_pruned_and_leave_out_a_model_at_chance():
+    """A depth-8 run's early position is layer 1, beside six others (the sentence said "layer
+    2" and "the other seven"); a run at chance (one class predicted: drops of 0 everywhere)
+    is said to be at chance and left out of the contrast, which it read as "does not appear";
+    a run whose best epoch was the last of 3 is under-trained (best_epoch counts from 0: the
+    check 2 >= 0.9 x 3 missed it).  All from an audit."""
+    import numpy as np
+
+    drops = {"Pre-LN": np.array([46.2, 4.6, 2.0, 3.1, 1.5, 0.2, -0.2])}
+    (sentence,) = _table8_sentences(_table8_runs("preln", depth=8), drops)
+    assert sentence.startswith("Pre-LN: pruning layer 1 costs 46.2 points; the other 6 positions")
+    assert "(layers 2-7)" in sentence
+    runs = _table8_runs("preln", depth=16) + _table8_runs(
+        "nonlocal",
+        depth=16,
+        accuracy=0.2884,
+        majority=0.302,
+        summary={"best_epoch": 2, "epochs_run": 3},
+    )
+    drops = {"Pre-LN": np.array([20.0, *[12.0] * 6]), "nonlocal": np.zeros(7)}
+    text = " ".join(_table8_sentences(runs, drops))
+    assert "nonlocal: its unpruned test accuracy 28.8% is within -1.4 points of predicting" in text
+    assert "predicts at chance" in text and "Table 8" not in text  # no contrast drawn
+    assert "still improving when it stopped (best validation epoch 2 of 0-2)" in text
+
+
+def test_a_pruning_table_says_its_baseline_and_when_the_model_is_at_chance():
+    """prune.csv carries the unpruned accuracy and the most frequent class's share beside
+    every drop, and the report and terminal say whether the model is above chance."""
+    import torch
+
+    from oversmooth import build_model, prune_sensitivity
+    from oversmooth.data import load
+    from oversmooth.report.prose import pruning_baseline
+
+    data = load("cora")
+    model = build_model("preln", depth=4, in_channels=data.num_features, out_channels=7)
+    with torch.no_grad():  # a model that predicts class 3 everywhere
+        model.decoder.weight.zero_()
+        model.decoder.bias.copy_(torch.arange(7.0) == 3)
+    frame = prune_sensitivity(model, data, layers=[1, 2], mask="test_mask")
+    test_y = data.y[data.test_mask]
+    majority = float(torch.bincount(test_y).max()) / len(test_y)
+    assert frame["majority_accuracy"].tolist() == [majority] * 2
+    assert frame["unpruned_accuracy"].tolist() == [float((test_y == 3).double().mean())] * 2
+    assert frame["accuracy_drop"].tolist() == [0.0, 0.0]
+    text = pruning_baseline(frame)
+    assert text is not None and "the model predicts at chance" in text
+    frame["unpruned_accuracy"] = majority + 0.2
+    text = pruning_baseline(frame)
+    assert text is not None and "chance" not in text and f"{100 * majority:.2f}%" in text
+    assert pruning_baseline(frame.drop(columns=["majority_accuracy"])) is None

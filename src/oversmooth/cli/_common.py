@@ -415,6 +415,11 @@ def analyze_and_report(
 
         shown = accuracy_in_percent(result.prune)  # the reports' convention (prune.csv: fractions)
         typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        from oversmooth.report.prose import pruning_baseline
+
+        baseline = pruning_baseline(result.prune)
+        if baseline is not None:
+            typer.echo(baseline)
     typer.echo(f"report: {folder / 'report.html'}")
 
 

@@ -619,20 +619,52 @@ def _table8_figure(doc: Any, runs: list[dict], drops: dict[str, Any], pd: Module
 
 
 def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
-    """What the ``--trained`` runs' pruning shows, against the paper's Table 8."""
+    """What the ``--trained`` runs' pruning shows, against the paper's Table 8.
+
+    The early position is the first of :func:`table8_layers` (layer 2 from depth 16 on, layer
+    1 below it), and the others are counted: a depth-8 run was said to lose at "layer 2" what
+    it lost at layer 1, beside "the other seven positions" of six.  A run whose unpruned model
+    predicts at chance (:func:`oversmooth.prune.at_chance`) says so and is left out of the
+    contrast: a nonlocal run that predicted one class lost 0 points everywhere, which read as
+    "the contrast does not appear" (an audit)."""
+    from oversmooth.prune import at_chance
+
     sentences = []
     late: dict[str, Any] = {}
+    firsts: dict[str, int] = {}
     for (name, drop), item in zip(drops.items(), runs, strict=True):
-        after = drop[1:]  # every position after layer 2
-        late[item["config"]["model"]["name"]] = after
-        sentences.append(
-            f"{name}: pruning layer 2 costs {drop[0]:.1f} points; the other seven positions cost "
-            f"{after.mean():.1f} on average (at most {after.max():.1f})."
+        prune, arch = item["prune"], item["config"]["model"]["name"]
+        layers = [int(k) for k in prune["layer"]]
+        base = prune.attrs["baseline"]["accuracy"]
+        majority = (
+            float(prune["majority_accuracy"].iloc[0]) if "majority_accuracy" in prune else None
         )
-    if "preln" in late and "nonlocal" in late:
+        if majority is not None and at_chance(base, majority):
+            sentences.append(
+                f"{name}: its unpruned test accuracy {100 * base:.1f}% is within "
+                f"{100 * (base - majority):+.1f} points of predicting the most frequent class "
+                f"({100 * majority:.1f}%): the model predicts at chance, so its pruning says "
+                "nothing about its blocks (train it longer)."
+            )
+            continue
+        after = drop[1:]  # every position after the early one
+        firsts[arch], late[arch] = layers[0], after
+        others = (
+            f"the other {len(after)} positions (layers {layers[1]}-{layers[-1]}) cost "
+            f"{after.mean():.1f} on average (at most {after.max():.1f})"
+            if len(after)
+            else "no other position was pruned"
+        )
+        sentences.append(f"{name}: pruning layer {layers[0]} costs {drop[0]:.1f} points; {others}.")
+    if "preln" in late and "nonlocal" in late and len(late["preln"]) and len(late["nonlocal"]):
         pre, nl = late["preln"], late["nonlocal"]
+        first = (
+            f"layer {firsts['preln']}"
+            if firsts["preln"] == firsts["nonlocal"]
+            else "the first pruned layer"
+        )
         means = (
-            f"(mean drop after layer 2: Pre-LN {pre.mean():.1f}, nonlocal {nl.mean():.1f} points)"
+            f"(mean drop after {first}: Pre-LN {pre.mean():.1f}, nonlocal {nl.mean():.1f} points)"
         )
         # per position, not on average: gains and losses at different layers cancel in a mean
         if pre.max() < 0.5 and nl.min() > pre.max() + 0.5:
@@ -656,11 +688,12 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
     for item in runs:
         summary, cfg = item["summary"], item["config"]
         best, ran = summary.get("best_epoch"), summary.get("epochs_run")
-        if best is not None and ran and best >= 0.9 * ran:
+        # best_epoch counts from 0: the last of 3 epochs is 2 (2 >= 0.9 x 3 was false)
+        if best is not None and ran and best + 1 >= 0.9 * ran:
             sentences.append(
                 f"The {cfg['model']['name']} run was still improving when it stopped (best "
-                f"validation epoch {best} of {ran}), so its numbers describe an under-trained "
-                "model."
+                f"validation epoch {best} of 0-{ran - 1}), so its numbers describe an "
+                "under-trained model."
             )
     return sentences
 

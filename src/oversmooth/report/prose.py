@@ -57,6 +57,7 @@ __all__ = [
     "summary_table",
     "uncertainty_text",
     "numeric_verdict",
+    "pruning_baseline",
     "verdict_prose",
     "verdict_record",
     "verdict_text",
@@ -65,6 +66,28 @@ __all__ = [
 
 PRETTY = DISPLAY  # model name -> display name (``Post-LN``), read from the model registry
 BLOCKERS = ("nonfinite", "all-zero")  # reasons that stop a verdict before any fit
+
+
+def pruning_baseline(frame: pd.DataFrame) -> str | None:
+    """What a pruning table's accuracy drops are measured from: the unpruned accuracy beside
+    what predicting the most frequent class scores, and whether the model is at chance
+    (:func:`oversmooth.prune.at_chance`), when then its drops say nothing about its layers.
+    None for a table without accuracies (or written before they carried the baseline)."""
+    from oversmooth.prune import CHANCE_MARGIN, at_chance
+
+    if not {"unpruned_accuracy", "majority_accuracy"} <= set(frame.columns) or frame.empty:
+        return None
+    whole, majority = (float(frame[c].iloc[0]) for c in ("unpruned_accuracy", "majority_accuracy"))
+    text = (
+        f"Unpruned accuracy {100 * whole:.2f}% on the measured nodes (predicting their most "
+        f"frequent class everywhere scores {100 * majority:.2f}%)"
+    )
+    if at_chance(whole, majority):
+        text += (
+            f": within {100 * CHANCE_MARGIN:g} points of that, the model predicts at chance, so "
+            "its accuracy drops say nothing about what its layers do (train it longer)"
+        )
+    return text + "."
 
 
 def conv_label(model: str, conv: str) -> str:

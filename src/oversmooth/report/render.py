@@ -67,6 +67,7 @@ from oversmooth.report.prose import (
     summary_table,
     uncertainty_text,
     late_length_span,
+    pruning_baseline,
     verdict_prose,
     verdict_record,
 )
@@ -406,7 +407,8 @@ def seeds_text(seeds: list[int]) -> str:
 def accuracy_in_percent(frame: pd.DataFrame) -> pd.DataFrame:
     """A pruning table for reading: ``accuracy`` (a fraction in prune.csv) as ``accuracy (%)``
     and ``accuracy_drop`` as ``accuracy drop (points)``, the convention of every report."""
-    shown = frame.copy()
+    # the baseline, the same on every row, is said in one sentence (prose.pruning_baseline)
+    shown = frame.drop(columns=["unpruned_accuracy", "majority_accuracy"], errors="ignore")
     for column, name in (("accuracy", "accuracy (%)"), ("accuracy_drop", "accuracy drop (points)")):
         if column in shown:
             shown[column] = 100 * shown[column]
@@ -822,6 +824,9 @@ def _pruning_section(doc: Document, path: Path, seed: int) -> None:
     doc.heading("Layer pruning sensitivity")
     doc.figure(fig, f"{caption} (the model of seed {seed}, the run's first)", "pruning.png")
     doc.table(accuracy_in_percent(prune))
+    baseline = pruning_baseline(prune)
+    if baseline is not None:
+        doc.text(baseline)
     said = [
         text
         for name, text in (
