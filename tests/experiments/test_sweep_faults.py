@@ -251,3 +251,28 @@ def _write_tally():
         hit = sum(r["hit"] for r in TALLY)
         summary = {"scenarios": len(TALLY), "hit": hit, **totals, "runs": TALLY}
         Path(path).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_a_killed_main_process_not_yet_reaped_counts_as_dead_to_its_workers():
+    """A SIGKILLed main process whose own parent has not reaped it answers kill(pid, 0), and
+    its workers (children of the fork server) computed their whole cell before noticing: the
+    watchdog reads its state from /proc (an audit)."""
+    import subprocess
+    import time
+
+    from oversmooth.experiments.sweep import _zombie
+
+    assert not _zombie(os.getpid())
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not _zombie(child.pid)
+        child.kill()
+        for _ in range(100):  # dead, not reaped: Popen waits only when asked
+            if _zombie(child.pid):
+                break
+            time.sleep(0.02)
+        assert _zombie(child.pid)
+    finally:
+        child.wait()
+    assert not _zombie(child.pid)  # reaped: no such process

@@ -673,7 +673,7 @@ def _die_with_parent(main_pid: int) -> None:
             return True
         except PermissionError:
             pass
-        return False
+        return _zombie(main_pid)
 
     if orphaned():  # the main process died before the lines above ran
         os._exit(1)
@@ -685,6 +685,21 @@ def _die_with_parent(main_pid: int) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, name="oversmooth-parent-watch", daemon=True).start()
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has died and waits to be reaped (Linux's ``/proc``; False where there
+    is none).  A killed main process that its own parent has not reaped (a Python supervisor
+    that has not waited yet) still answers ``kill(pid, 0)``: its workers, children of the fork
+    server, which outlives it, computed their whole cell (31 s at depth 1024) before noticing
+    (an audit)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) state ...": the command may hold spaces and parentheses
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
 
 
 #: What a cell imports, loaded once by the local backend's fork server: every worker forked
@@ -765,7 +780,11 @@ def _worker_main(conn: Any, main_pid: int) -> None:
         if task is None:
             return
         fn, cell, options, out = task
-        conn.send(fn(cell, options, out))
+        record = fn(cell, options, out)
+        try:
+            conn.send(record)
+        except OSError:  # the main process is gone (BrokenPipeError): nobody to tell
+            os._exit(1)
 
 
 @contextmanager
