@@ -4,6 +4,7 @@ specs."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import json
 import os
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from oversmooth.cli.main import app
 from tests.conftest import held_folder
 from oversmooth.experiments.sweep import (
+    SweepResult,
     SweepSpec,
     write_cell,
     cell_id,
@@ -516,6 +518,30 @@ def test_nan_results_are_written_as_strict_json_and_read_back_as_nan(tmp_path):
     again = run_sweep(spec, out)  # resume reads the cell back: nothing recomputed
     assert again.ran == 0 and again.skipped == 1
     pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), metrics)
+    # a finished cell whose final energy is not finite is named, in both runs (it was counted
+    # as a success with no word: an audit), and kept, not retried
+    (cell,) = spec.cells()
+    assert first.diverged == again.diverged == [{"id": cell_id(cell), "final_energy": None}]
+
+
+def test_the_command_names_diverged_cells(tmp_path, monkeypatch):
+    """The summary line counts the diverged cells, stderr names each, --json lists them, and
+    the exit code stays 0 (they finished)."""
+    import oversmooth.experiments.sweep as sweep
+
+    def fake(spec, progress=None, **formats):
+        return SweepResult(
+            Path(spec.out), 2, 0, 2, [], 1.0, [{"id": "a-cell", "final_energy": None}]
+        )
+
+    monkeypatch.setattr(sweep, "run_sweep", fake)
+    argv = ["sweep", "--datasets", "karate", "--depths", "2", "--out", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert "0 failed, 1 diverged (a final energy that is not finite)" in result.output
+    assert "diverged a-cell: final energy NaN" in result.output
+    result = CliRunner().invoke(app, [*argv, "--json"])
+    assert json.loads(result.stdout)["diverged"] == [{"id": "a-cell", "final_energy": None}]
 
 
 def test_graph_files_in_folders_sweep_and_report(tmp_path, monkeypatch):
@@ -691,3 +717,7 @@ def test_the_report_lists_the_models_in_the_specs_order(tmp_path):
     run_sweep(spec, tmp_path / "o")
     table = pd.read_csv(tmp_path / "o" / "report-san-init" / "table.csv")
     assert table["model"].tolist() == ["preln", "nonlocal", "postln"]
+    # and so do the top-level tables (they were a-z: an audit)
+    assert pd.read_csv(tmp_path / "o" / "summary.csv")["model"].tolist() == list(spec.models)
+    metrics = pd.read_csv(tmp_path / "o" / "metrics.csv")
+    assert metrics["model"].drop_duplicates().tolist() == list(spec.models)

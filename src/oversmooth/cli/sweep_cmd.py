@@ -32,8 +32,10 @@ def sweep(
     and reports.
 
     Rerun the same command to finish an interrupted sweep: finished cells are skipped,
-    failed ones retried; a folder whose cells were computed with other options (a
-    device included: --device auto picks cuda where there is one) is refused.
+    failed ones retried (exit 1 while any is left); cells whose final energy is not
+    finite are named as diverged, and kept. A folder whose cells were computed with
+    other options (a device included: --device auto picks cuda where there is one) is
+    refused.
 
     Example: oversmooth sweep --models preln,postln,nonlocal --depths 2,32,64 --seeds 0,1,2
     --out reports/sweep
@@ -50,17 +52,26 @@ def sweep(
         "skipped": result.skipped,
         "ran": result.ran,
         "failed": [{"id": r["id"], "error": r.get("error")} for r in result.failed],
+        "diverged": result.diverged,
         "seconds": result.seconds,
     }
     if as_json:
         echo_json(summary)
     else:
+        diverged = (
+            f", {len(result.diverged)} diverged (a final energy that is not finite)"
+            if result.diverged
+            else ""
+        )
         typer.echo(
             f"{result.total} cells: {result.skipped} already done, {result.ran} run, "
-            f"{len(result.failed)} failed; "
+            f"{len(result.failed)} failed{diverged}; "
             f"tables and reports in {result.out}"
         )
         for r in result.failed:
             typer.echo(f"failed {r['id']}: {r.get('error')}", err=True)
+        for r in result.diverged:
+            energy = "NaN" if r["final_energy"] is None else f"{r['final_energy']:g}"
+            typer.echo(f"diverged {r['id']}: final energy {energy}", err=True)
     if result.failed:
         raise typer.Exit(1)

@@ -51,6 +51,7 @@ import ctypes
 import gc
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -1023,6 +1024,9 @@ class SweepResult:
     ran: int
     failed: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    # finished cells whose final energy is not finite (NaN or Inf: the model diverged in
+    # that precision); kept, not retried (a rerun computes the same numbers)
+    diverged: list[dict] = field(default_factory=list)
 
 
 def run_sweep(
@@ -1071,11 +1075,42 @@ def run_sweep(
         ):
             _prepare_folder(out, spec)
             failed = _run_todo(run_cells, todo, out, len(cells), stale, progress, cell_fn)
-            merge(out, spec, options=options, **formats)
+            _, summary = merge(out, spec, options=options, **formats)
     total = len(cells)
     return SweepResult(
-        out, total, total - len(todo), len(todo), failed, time.perf_counter() - started
+        out,
+        total,
+        total - len(todo),
+        len(todo),
+        failed,
+        time.perf_counter() - started,
+        _diverged(summary),
     )
+
+
+def _diverged(summary: pd.DataFrame) -> list[dict]:
+    """The finished cells of a merged ``summary`` whose final energy is not finite: each as
+    ``{"id", "final_energy"}`` (None for NaN, as JSON has it), in the table's order.  A cell
+    that overflowed was counted as a success with no word but its report's verdict (an
+    audit)."""
+    import numpy as np
+
+    out = []
+    for row in summary.to_dict("records"):
+        energy = row.get("final_energy")
+        energy = math.nan if energy is None else float(energy)
+        if np.isfinite(energy):
+            continue
+        cell = {
+            "model": str(row["model"]),
+            "conv": str(row["conv"]),
+            "depth": int(row["depth"]),
+            "dataset": str(row["dataset"]),
+            "seed": int(row["seed"]),
+            "mode": str(row["mode"]),
+        }
+        out.append({"id": cell_id(cell), "final_energy": None if math.isnan(energy) else energy})
+    return out
 
 
 def _unfinished(
@@ -1246,7 +1281,8 @@ def merge(
 
     With ``spec``, only the cells of its grid computed with its options (their key; ``options``
     as :func:`run_sweep` made them, default ``spec.options()``) are merged, so the tables always
-    describe the spec written beside them; each table is written atomically
+    describe the spec written beside them, in its order (modes, datasets, convs and models
+    as it lists them, then depth, seed and layer); each table is written atomically
     (also as Parquet with ``parquet`` in ``table_formats``, the reports' figures also in
     ``figure_formats``).
     """
@@ -1261,6 +1297,8 @@ def merge(
     failed = [r for r in records if r.get("status") != "ok"]
     ok = [r for r in records if r.get("status") == "ok"]
     metrics, summary = _merged_tables(ok)
+    if spec is not None:  # the tables as the reports list them: the spec's order, not a-z
+        metrics, summary = _in_spec_order(metrics, spec), _in_spec_order(summary, spec)
     write_table(metrics, out / "metrics.csv", table_formats, float_format=CSV_FLOAT)
     write_table(summary, out / "summary.csv", table_formats, float_format=CSV_FLOAT)
     failed_rows = pd.DataFrame([{**r["cell"], "error": r.get("error", "")} for r in failed])
@@ -1286,10 +1324,14 @@ def _in_spec_order(frame: pd.DataFrame, spec: SweepSpec) -> pd.DataFrame:
     layer): the report's tables and figure listed the models alphabetically beside verdicts in
     the spec's order (an audit)."""
     rank = {
+        "mode": {m: k for k, m in enumerate(spec.modes)},
         "dataset": {d: k for k, d in enumerate(spec.datasets)},
+        "conv": {c: k for k, c in enumerate(spec.convs)},
         "model": {m: k for k, m in enumerate(spec.models)},
     }
-    keys = [c for c in ("dataset", "model", "depth", "seed", "layer") if c in frame]
+    keys = [c for c in ("mode", "dataset", "conv", "model", "depth", "seed", "layer") if c in frame]
+    if not keys:  # no cell finished: an empty table
+        return frame
 
     def order(column: pd.Series) -> pd.Series:
         return column.map(rank[column.name]) if column.name in rank else column
