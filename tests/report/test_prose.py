@@ -418,3 +418,29 @@ def test_two_end_layers_left_out_are_said_in_the_plural():
     assert "and are left out of the fit: with them the measured" in said
     one = {**note, "off_layers": [1], "off_decades": [0.62]}
     assert "and is left out of the fit: with it the measured" in _note_text(one)
+
+
+def test_the_energy_table_counts_overflowed_seeds_out_and_says_so():
+    """One seed's Inf made the whole cell a dash, hiding the finite seeds and the overflow; a
+    seed at exactly 0 dropped the geometric mean without a word (an audit).  Infs are counted
+    out like NaNs, and named; a zero makes the geometric mean 0."""
+    import numpy as np
+    import pandas as pd
+
+    from oversmooth.report.prose import energy_table
+
+    rows = [
+        {"model": "postln", "dataset": "cora", "depth": depth, "seed": s, "final_energy": v}
+        for depth, values in (
+            (4, [0.1, 0.2, np.nan]),
+            (8, [0.1, np.inf, 0.3]),
+            (16, [np.inf] * 3),
+            (32, [0.0, 0.1, 0.2]),
+        )
+        for s, v in enumerate(values)
+    ]
+    row = energy_table(pd.DataFrame(rows)).iloc[0]
+    assert row["4 layers"] == "0.15 ± 0.071 [0.141] (2 of 3 seeds)"
+    assert row["8 layers"] == "0.2 ± 0.14 [0.173] (2 of 3 seeds; 1 overflowed)"
+    assert row["16 layers"] == "overflow (3 of 3 seeds)"
+    assert row["32 layers"] == "0.1 ± 0.1 [0]"

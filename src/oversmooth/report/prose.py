@@ -1103,18 +1103,31 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     arithmetic mean ± std, then the average that suits values spread over decades), the value
     alone when there is one seed, a dash where a cell has no value, and ``(k of n seeds)`` after
     a value over fewer seeds than the run asked (``seeds``, default the seeds in ``summary``:
-    a sweep cell that failed)."""
+    a sweep cell that failed, or a final energy that is NaN or Inf, which are counted out;
+    ``; j overflowed`` names the Infs, and a cell of Infs alone reads ``overflow (j of n
+    seeds)``).  A seed at exactly 0 makes the geometric mean 0."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
 
     keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
-    grouped = summary.groupby([*keys, "depth"], sort=False)["final_energy"]
-    stats = grouped.agg(["mean", "std", "count"]).reset_index()
-    logs = grouped.apply(
-        lambda v: float(np.exp(np.log(v).mean())) if (v > 0).all() else float("nan")
+    energy = summary["final_energy"].astype(float)
+    # an overflowed seed (Inf) is counted out of the statistics like a NaN one, and said: one
+    # Inf made the whole cell a dash, hiding its finite seeds and the overflow alike (an audit)
+    frame = summary.assign(
+        final_energy=energy.where(np.isfinite(energy)), _overflow=np.isinf(energy)
     )
-    stats["geo"] = logs.to_numpy()
+    grouped = frame.groupby([*keys, "depth"], sort=False)["final_energy"]
+    stats = grouped.agg(["mean", "std", "count"]).reset_index()
+    stats["overflow"] = frame.groupby([*keys, "depth"], sort=False)["_overflow"].sum().to_numpy()
+
+    def geometric(v: pd.Series) -> float:
+        v = v.dropna()
+        if len(v) == 0 or (v < 0).any():
+            return float("nan")
+        return 0.0 if (v == 0).any() else float(np.exp(np.log(v).mean()))  # a 0 seed: 0
+
+    stats["geo"] = grouped.apply(geometric).to_numpy()
     if "final_at_floor" in summary:  # seeds whose final energy is rounding, not the model's
         flags = summary.assign(_floor=summary["final_at_floor"].fillna(False).astype(bool))
         stats["floor"] = flags.groupby([*keys, "depth"], sort=False)["_floor"].sum().to_numpy()
@@ -1124,10 +1137,17 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
         seeds = summary["seed"].nunique() if "seed" in summary else 1
 
     def cell(row: pd.Series) -> str:
+        overflow = int(row["overflow"])
         if not np.isfinite(row["mean"]):
-            return MISSING
-        # fewer seeds than the table's (a sweep cell that failed): said, never a silent mean
-        fewer = f" ({row['count']:.0f} of {seeds} seeds)" if row["count"] < seeds else ""
+            return f"overflow ({overflow} of {seeds} seeds)" if overflow else MISSING
+        # fewer seeds than the table's (a sweep cell that failed, a run that overflowed or
+        # ended in NaN): said, never a silent mean
+        fewer = (
+            f" ({row['count']:.0f} of {seeds} seeds"
+            + (f"; {overflow} overflowed)" if overflow else ")")
+            if row["count"] < seeds
+            else ""
+        )
         # a final energy at the float floor is rounding noise: said, as the verdict says it
         # (a float32 Post-LN at depth 400 read 6.6e-13 unmarked; an audit)
         floor = (
