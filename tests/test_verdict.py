@@ -1195,3 +1195,26 @@ def test_an_overflowed_final_energy_is_not_at_the_floor():
     assert not final_at_floor(frame)
     frame = pd.DataFrame({"laplacian_energy": [1.0, 1e-40], "at_floor": [False, True]})
     assert final_at_floor(frame)
+
+
+def test_a_seed_that_overflowed_is_named_beside_the_seeds_that_did_not():
+    """One NaN seed of three blocked the pooled verdict with no word of which seed, or that the
+    others were finite (an audit of a sweep).  It still blocks it (a seed that diverges is the
+    architecture's), but the note names the seed and how to judge the others."""
+    k = np.arange(17)
+    frame = pd.concat(
+        [
+            pd.DataFrame({"seed": s, "layer": k, "laplacian_energy": np.exp(-0.1 * k) * (1 + s)})
+            for s in range(3)
+        ]
+    )
+    frame.loc[(frame.seed == 2) & (frame.layer >= 15), "laplacian_energy"] = np.inf
+    v = verdict(frame)
+    assert v.label == "inconclusive" and v.reason == "nonfinite"
+    assert verdict_text(v) == (
+        "inconclusive: Inf in the layer states of seed 2 (1 of 3) from layer 15 on: non-finite "
+        "input features or an overflow; the other seeds are finite and can be judged alone, "
+        "e.g. frame[frame.seed != 2]"
+    )
+    frame.loc[frame.layer == 16, "laplacian_energy"] = np.nan  # every seed: no seed named
+    assert "seed" not in verdict_text(verdict(frame))

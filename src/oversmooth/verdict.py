@@ -278,9 +278,17 @@ def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[dict[str, Any] | No
     deep = layers > 0
     if nan.any() or inf.any():
         what = "NaN/Inf" if nan.any() and inf.any() else "NaN" if nan.any() else "Inf"
-        return {"code": "nonfinite", "values": what, "layer": _first_bad(layers, nan | inf)}, (
-            "nonfinite"
-        )
+        note: dict[str, Any] = {
+            "code": "nonfinite",
+            "values": what,
+            "layer": _first_bad(layers, nan | inf),
+        }
+        seeds = frame["seed"].to_numpy()
+        if len(np.unique(seeds)) > 1:  # which seeds (one of three blocked the pooled verdict
+            # with no word of which, or that the others were finite: an audit)
+            note["seeds"] = [int(x) for x in np.unique(seeds[nan | inf])]
+            note["of_seeds"] = int(len(np.unique(seeds)))
+        return note, "nonfinite"
     finite = values[deep]
     if len(finite) and np.all(finite == 0):
         return {"code": "all-zero"}, "all-zero"

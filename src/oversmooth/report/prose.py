@@ -421,10 +421,22 @@ def _shift_text(k0: float, window: Any) -> str:
 def _note_text(note: Mapping[str, Any]) -> str:
     code = note["code"]
     if code == "nonfinite":
-        return (
-            f"{note['values']} in the layer states from layer {note['layer']} on: non-finite "
-            "input features or an overflow"
+        seeds, of = note.get("seeds") or [], note.get("of_seeds") or 0
+        where = ""
+        if seeds and len(seeds) < of:
+            named = ", ".join(str(x) for x in seeds)
+            where = f" of seed{'s' if len(seeds) > 1 else ''} {named} ({len(seeds)} of {of})"
+        text = (
+            f"{note['values']} in the layer states{where} from layer {note['layer']} on: "
+            "non-finite input features or an overflow"
         )
+        if where:
+            text += "; the other seeds are finite and can be judged alone, e.g. " + (
+                f"frame[frame.seed != {seeds[0]}]"
+                if len(seeds) == 1
+                else f"frame[~frame.seed.isin([{named}])]"
+            )
+        return text
     if code == "all-zero":
         return "all energies are 0: the graph has no edges or the features are constant"
     if code == "zero-from":
