@@ -337,6 +337,16 @@ def test_checkpoint_mismatch_and_corruption(tmp_path):
     torch.save(state, tmp_path / "reshaped.pt")
     with pytest.raises(C.CheckpointError, match=f"size mismatch for {re.escape(name)}"):
         C.load_checkpoint(tmp_path / "reshaped.pt")
+    # a label changed by hand: Pre-LN and Post-LN have the same weights, and the checkpoint
+    # loaded as Post-LN and was measured as it (final energy 0.42 against 25: an audit)
+    state = torch.load(best, weights_only=True)
+    state["model_config"]["name"] = "postln"
+    torch.save(state, tmp_path / "relabelled.pt")
+    with pytest.raises(
+        C.CheckpointError,
+        match="model config says name='postln' but its training record says name='preln'",
+    ):
+        C.load_checkpoint(tmp_path / "relabelled.pt")
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(best.read_bytes()[:200])
     with pytest.raises(

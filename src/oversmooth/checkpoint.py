@@ -164,6 +164,29 @@ def _key_mismatch(missing: list[str], unexpected: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _check_training_record(path: Path, config: dict, meta: dict) -> None:
+    """The model config against the training's own record of it (``meta["train_config"]``,
+    where a training wrote one): Pre-LN, Post-LN and plain models have the same weights, so a
+    checkpoint whose label was changed by hand loaded as the other architecture and was
+    measured as it, with no word (an audit)."""
+    record = meta.get("train_config")
+    if not isinstance(record, dict):
+        return
+    trained = record.get("model")
+    if isinstance(trained, str):  # the flat record of older runs: the options by name
+        trained = {**record, "name": trained}
+    if not isinstance(trained, dict):
+        return
+    for field in ("name", "conv", "depth", "hidden", "heads", "norm"):
+        said = trained.get(field)  # None: the option left at its default, nothing recorded
+        if said is not None and field in config and said != config[field]:
+            raise CheckpointError(
+                f"{path}: its model config says {field}={config[field]!r} but its training "
+                f"record says {field}={said!r}: the file was changed after training; "
+                "retrain it, or restore its model config"
+            )
+
+
 def load_checkpoint(
     path: str | os.PathLike,
     map_location: str | torch.device | None = None,
@@ -191,6 +214,7 @@ def load_checkpoint(
                 f"{path}: checkpoint has {key}={have!r} but {key}={wanted!r} "
                 "was asked for; drop the option or use a matching checkpoint"
             )
+    _check_training_record(path, config_dict, meta)
     try:
         config = ModelConfig(**config_dict)
     except (TypeError, ValueError) as exc:
