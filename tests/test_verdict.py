@@ -1218,3 +1218,53 @@ def test_a_seed_that_overflowed_is_named_beside_the_seeds_that_did_not():
     )
     frame.loc[frame.layer == 16, "laplacian_energy"] = np.nan  # every seed: no seed named
     assert "seed" not in verdict_text(verdict(frame))
+
+
+def test_the_more_seeds_hint_follows_what_more_seeds_shrink():
+    """Seeds with independent noise about a law the fit follows have no between-seed excess,
+    yet more of them narrow the interval (their mean curve is less noisy): the hint is given.
+    Seeds that agree to the digit, about a law that misfits, get none (a review)."""
+    from oversmooth.report.prose import _seed_changes_text
+
+    rng = np.random.default_rng(0)
+    k = np.arange(65)
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "seed": s,
+                    "layer": k,
+                    "laplacian_energy": np.exp(-0.02 * k + 0.6 * rng.standard_normal(k.size)),
+                }
+            )
+            for s in range(3)
+        ]
+    )
+    v = verdict(frame)
+    assert v.reason == "no-trend" and max(v.evidence["seed_changes"]) < -0.3  # every seed falls
+    assert v.evidence["change_seed_share"] > 0.5
+    assert "(every seed falls: more seeds narrow the interval)" in _seed_changes_text(v.evidence)
+    # the share itself, on the rule's two ends
+    from oversmooth.lawfit import Estimate
+    from oversmooth.verdict import _seed_share
+
+    logs = np.log(np.stack([g.laplacian_energy.to_numpy() for _, g in frame.groupby("seed")]))
+    same = np.stack([logs[0]] * 3)
+    assert _seed_share(Estimate(0.0, 1.0, 10.0, 0.0), same, rss=5.0) == pytest.approx(0, abs=1e-12)
+    assert _seed_share(Estimate(0.0, 1.0, 10.0, 0.0), logs, rss=1e-9) == 1.0
+    assert _seed_share(Estimate(0.0, 1.0, 10.0, 0.7), same, rss=5.0) == pytest.approx(0.7)
+
+
+def test_a_non_finite_note_names_seeds_as_they_are_labelled():
+    """String seed labels crashed the note (int('run2')), and a float seed 2.5 was named 2
+    (a review)."""
+    k = np.arange(17)
+    frame = pd.concat(
+        [
+            pd.DataFrame({"seed": s, "layer": k, "laplacian_energy": np.exp(-0.1 * k)})
+            for s in ("run1", "run2")
+        ]
+    )
+    frame.loc[(frame.seed == "run2") & (frame.layer == 16), "laplacian_energy"] = np.nan
+    text = verdict_text(verdict(frame))
+    assert "of seed run2 (1 of 2)" in text and "frame[frame.seed != 'run2']" in text

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.config import upgrade_record
 from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
 from oversmooth.outputs import atomic_file, check_path_text, shown_path
 
@@ -172,9 +173,7 @@ def _check_training_record(path: Path, config: dict, meta: dict) -> None:
     record = meta.get("train_config")
     if not isinstance(record, dict):
         return
-    trained = record.get("model")
-    if isinstance(trained, str):  # the flat record of older runs: the options by name
-        trained = {**record, "name": trained}
+    trained = upgrade_record(record).get("model")  # the flat record of older runs too
     if not isinstance(trained, dict):
         return
     for field in ("name", "conv", "depth", "hidden", "heads", "norm"):

@@ -119,11 +119,14 @@ def _accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> Tensor:
 
 
 def _majority(y: Tensor, mask: Tensor) -> Tensor:
-    """The accuracy of predicting the most frequent class of the measured nodes everywhere."""
-    labels = y[mask]
-    if labels.numel() == 0:
-        return torch.tensor(float("nan"), dtype=torch.float64)
-    return torch.bincount(labels.long()).max().double() / labels.numel()
+    """The accuracy of predicting the most frequent class of the measured nodes everywhere; a
+    negative label (an unlabelled node, which every prediction misses) is no class to predict
+    but counts in the share."""
+    labels = y[mask].long()
+    labelled = labels[labels >= 0]
+    if labelled.numel() == 0:
+        return torch.tensor(float("nan"), dtype=torch.float64, device=y.device)
+    return torch.bincount(labelled).max().double() / labels.numel()
 
 
 #: An unpruned accuracy at most this far above the most frequent class's share (a fraction):

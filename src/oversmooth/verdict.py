@@ -255,7 +255,11 @@ def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
         extra = [c for c in ("step", "graph") if c in frame and frame[c].nunique() > 1]
         hint = (
             f"; it has several {' and '.join(repr(c) for c in extra)} values: pick one, e.g. "
-            + " & ".join(f"frame[frame.{c} == 0]" for c in extra)
+            + (
+                f"frame[frame.{extra[0]} == 0]"
+                if len(extra) == 1
+                else "frame[" + " & ".join(f"(frame.{c} == 0)" for c in extra) + "]"
+            )
             if extra
             else "; filter the table to one run first"
         )
@@ -283,11 +287,14 @@ def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[dict[str, Any] | No
             "values": what,
             "layer": _first_bad(layers, nan | inf),
         }
-        seeds = frame["seed"].to_numpy()
-        if len(np.unique(seeds)) > 1:  # which seeds (one of three blocked the pooled verdict
-            # with no word of which, or that the others were finite: an audit)
-            note["seeds"] = [int(x) for x in np.unique(seeds[nan | inf])]
-            note["of_seeds"] = int(len(np.unique(seeds)))
+        import pandas as pd
+
+        seeds = frame["seed"]
+        if seeds.nunique() > 1:  # which seeds (one of three blocked the pooled verdict with no
+            # word of which, or that the others were finite: an audit), as labelled
+            bad = pd.unique(seeds[nan | inf])
+            note["seeds"] = [x.item() if hasattr(x, "item") else x for x in bad]
+            note["of_seeds"] = int(seeds.nunique())
         return note, "nonfinite"
     finite = values[deep]
     if len(finite) and np.all(finite == 0):
@@ -724,13 +731,26 @@ def _decide(
             column = _STATS.index("change_ends" if measured else "change")
             changes = np.atleast_2d(stat(logs))[:, column] / ln10
             evidence["seed_changes"] = [float(c) for c in changes]
-            # the share of the change's variance that is the seeds' spread: what more seeds
-            # narrow (the layers' scatter about the law stays whatever their number)
-            evidence["change_seed_share"] = est["change"].between
+            evidence["change_seed_share"] = _seed_share(est["change"], logs, pooled["rss"][0])
         return out.done("inconclusive", "no-trend", **common)
 
     fit = _Fitted(est, full, layers, logs, evidence, float(pooled["rss"][0]))
     return _named_law(out, frame, fit, -1 if trend == "decay" else 1, common)
+
+
+def _seed_share(change: Estimate, logs: np.ndarray, rss: float) -> float:
+    """The share of the change's variance that more seeds would shrink: the between-seed
+    excess, and of the rest (the layers' scatter of the seeds' mean curve about the law) the
+    part that is each seed's own noise, which averages out over seeds (the mean over layers of
+    the seeds' variance, over their number, against the mean curve's residual variance), not
+    the misfit all seeds share.  Five noise-free seeds of one curve that falls and rises again
+    share all of it (0: more seeds narrow nothing); seeds with independent noise about a law
+    the fit follows have none of it shared (1), though their excess is 0 (a review)."""
+    within = 1.0 - change.between
+    residual = float(rss) / logs.shape[1]
+    own = float(np.var(logs, axis=0, ddof=1).mean()) / len(logs)
+    averaged = min(1.0, own / residual) if residual > 0 else float(own > 0)
+    return change.between + within * averaged
 
 
 @dataclass

@@ -278,7 +278,7 @@ def test_table8_sentences_name_the_positions_pruned_and_leave_out_a_model_at_cha
     )
     drops = {"Pre-LN": np.array([20.0, *[12.0] * 6]), "nonlocal": np.zeros(7)}
     text = " ".join(_table8_sentences(runs, drops))
-    assert "nonlocal: its unpruned test accuracy 28.8% is within -1.4 points of predicting" in text
+    assert "nonlocal: its unpruned test accuracy 28.8% is 1.4 points below predicting" in text
     assert "predicts at chance" in text and "Table 8" not in text  # no contrast drawn
     assert "still improving when it stopped (best validation epoch 2 of 0-2)" in text
 
@@ -309,3 +309,29 @@ def test_a_pruning_table_says_its_baseline_and_when_the_model_is_at_chance():
     text = pruning_baseline(frame)
     assert text is not None and "chance" not in text and f"{100 * majority:.2f}%" in text
     assert pruning_baseline(frame.drop(columns=["majority_accuracy"])) is None
+
+
+def test_the_majority_share_skips_unlabelled_nodes_and_a_chance_model_is_said_in_section_3():
+    """A label of -1 (an unlabelled node) crashed the pruning table (bincount); and the trained
+    paragraph of section 3 read a model at chance as 'the deep layers ... can be dropped almost
+    for free' (a review)."""
+    import torch
+
+    from oversmooth.experiments.reproduce import _at_chance_text
+    from oversmooth.prune import _majority
+
+    y = torch.tensor([-1, -1, 0, 1, 1, 2])
+    mask = torch.ones(6, dtype=torch.bool)
+    assert float(_majority(y, mask)) == 2 / 6  # class 1, out of every measured node
+    assert torch.isnan(_majority(y, torch.zeros(6, dtype=torch.bool)))
+
+    class Run:
+        def __init__(self, base):
+            self.prune = pd.DataFrame(
+                {"layer": [9], "unpruned_accuracy": [base], "majority_accuracy": [0.302]}
+            )
+
+    text = _at_chance_text({"preln": {"analysis": Run(0.85)}, "nonlocal": {"analysis": Run(0.30)}})
+    assert text.startswith("The nonlocal Post-LN model predicts at chance (test accuracy 30.0%")
+    assert "Pre-LN" not in text
+    assert _at_chance_text({"preln": {"analysis": Run(0.85)}}) == ""

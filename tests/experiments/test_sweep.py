@@ -539,7 +539,7 @@ def test_the_command_names_diverged_cells(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
     assert "0 failed, 1 diverged (a final energy that is not finite)" in result.output
-    assert "diverged a-cell: final energy NaN" in result.output
+    assert "diverged a-cell: final energy not finite" in result.output
     result = CliRunner().invoke(app, [*argv, "--json"])
     assert json.loads(result.stdout)["diverged"] == [{"id": "a-cell", "final_energy": None}]
 

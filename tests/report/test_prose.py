@@ -421,9 +421,8 @@ def test_two_end_layers_left_out_are_said_in_the_plural():
 
 
 def test_the_energy_table_counts_overflowed_seeds_out_and_says_so():
-    """One seed's Inf made the whole cell a dash, hiding the finite seeds and the overflow; a
-    seed at exactly 0 dropped the geometric mean without a word (an audit).  Infs are counted
-    out like NaNs, and named; a zero makes the geometric mean 0."""
+    """One seed's Inf made the whole cell a dash, hiding the finite seeds and the overflow (an
+    audit).  Infs are counted out like NaNs, and named; an empty summary is an empty table."""
     import numpy as np
     import pandas as pd
 
@@ -443,4 +442,5 @@ def test_the_energy_table_counts_overflowed_seeds_out_and_says_so():
     assert row["4 layers"] == "0.15 ± 0.071 [0.141] (2 of 3 seeds)"
     assert row["8 layers"] == "0.2 ± 0.14 [0.173] (2 of 3 seeds; 1 overflowed)"
     assert row["16 layers"] == "overflow (3 of 3 seeds)"
-    assert row["32 layers"] == "0.1 ± 0.1 [0]"
+    assert row["32 layers"] == "0.1 ± 0.1"  # no geometric mean with a seed at 0
+    assert energy_table(pd.DataFrame(rows).iloc[:0]).empty

@@ -71,7 +71,8 @@ def sweep(
         for r in result.failed:
             typer.echo(f"failed {r['id']}: {r.get('error')}", err=True)
         for r in result.diverged:
-            energy = "NaN" if r["final_energy"] is None else f"{r['final_energy']:g}"
+            # a cell's JSON keeps no Inf (null, as NaN): "not finite" covers both
+            energy = "not finite" if r["final_energy"] is None else f"{r['final_energy']:g}"
             typer.echo(f"diverged {r['id']}: final energy {energy}", err=True)
     if result.failed:
         raise typer.Exit(1)

@@ -640,11 +640,13 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
             float(prune["majority_accuracy"].iloc[0]) if "majority_accuracy" in prune else None
         )
         if majority is not None and at_chance(base, majority):
+            gap = 100 * (base - majority)
+            relation = f"{-gap:.1f} points below" if gap < 0 else f"within {gap:.1f} points of"
             sentences.append(
-                f"{name}: its unpruned test accuracy {100 * base:.1f}% is within "
-                f"{100 * (base - majority):+.1f} points of predicting the most frequent class "
-                f"({100 * majority:.1f}%): the model predicts at chance, so its pruning says "
-                "nothing about its blocks (train it longer)."
+                f"{name}: its unpruned test accuracy {100 * base:.1f}% is {relation} "
+                f"predicting the most frequent class ({100 * majority:.1f}%): the model "
+                "predicts at chance, so its pruning says nothing about its blocks (train it "
+                "longer)."
             )
             continue
         after = drop[1:]  # every position after the early one
@@ -1333,6 +1335,30 @@ def _beyond_paragraph(verdict_rows: list[dict]) -> str:
     )
 
 
+def _at_chance_text(trained: dict) -> str:
+    """A sentence per trained model whose unpruned accuracy is at chance
+    (:func:`oversmooth.prune.at_chance`), empty when none is."""
+    from oversmooth.prune import at_chance
+    from oversmooth.registry import DISPLAY
+
+    said = []
+    for arch, item in trained.items():
+        p = item["analysis"].prune
+        if "majority_accuracy" not in p or p.empty:
+            continue
+        base, majority = (
+            float(p["unpruned_accuracy"].iloc[0]),
+            float(p["majority_accuracy"].iloc[0]),
+        )
+        if at_chance(base, majority):
+            said.append(
+                f"The {DISPLAY.get(arch, arch)} model predicts at chance (test accuracy "
+                f"{100 * base:.1f}%, the most frequent class alone {100 * majority:.1f}%): its "
+                "drops say nothing about its layers."
+            )
+    return " ".join(said)
+
+
 def _training_paragraph(prune: pd.DataFrame, trained: dict, config: ReproduceConfig) -> str:
     """Pruning and adjacent-layer similarity of the trained models against Table 8."""
     half = config.train_depth // 2
@@ -1355,6 +1381,9 @@ def _training_paragraph(prune: pd.DataFrame, trained: dict, config: ReproduceCon
         f"nonlocal {deep_drop['nonlocal']:.1f} points; the adjacent-layer similarity over that "
         f"half is {adjacent['preln']:.3f} (Pre-LN) and {adjacent['nonlocal']:.3f} (nonlocal). "
     )
+    chance = _at_chance_text(trained)
+    if chance:  # drops of 0 from a model at chance read as "dropped almost for free" (a review)
+        return text + chance + " So these runs say nothing of the paper's Table 8."
     if contrast > 0.5:
         text += (
             "That is the direction of the paper's Table 8 (at depth 256 Pre-LN loses nothing "

@@ -325,11 +325,11 @@ def _seed_changes_text(ev: Mapping[str, Any]) -> str:
     seed, or a record without them): the fitted law's change over the window, or the
     measured one between its ends where the verdict read the ends (``change_from_ends``).
     When every seed trends the same way beyond the stable band, the hint that more seeds
-    narrow the interval is given only where the seeds' spread is at least half the change's
-    variance (``change_seed_share``; a record without it keeps the hint): five noise-free
-    seeds of one curve that falls and rises again agreed to the digit beside an interval of
-    -4.31 to +3.09 decades, the layers' scatter about the law, which no number of seeds
-    narrows (an audit)."""
+    narrow the interval is given only where at least half the change's variance is what more
+    seeds shrink (``change_seed_share``: the seeds' spread and their own noise, not a misfit
+    they share; a record without it keeps the hint): five noise-free seeds of one curve that
+    falls and rises again agreed to the digit beside an interval of -4.31 to +3.09 decades,
+    the law's misfit, which no number of seeds narrows (an audit)."""
     changes = ev.get("seed_changes")
     if not changes or len(changes) < 2:
         return ""
@@ -430,11 +430,11 @@ def _note_text(note: Mapping[str, Any]) -> str:
             f"{note['values']} in the layer states{where} from layer {note['layer']} on: "
             "non-finite input features or an overflow"
         )
-        if where:
+        if where:  # the seeds as Python literals: labels may be strings
             text += "; the other seeds are finite and can be judged alone, e.g. " + (
-                f"frame[frame.seed != {seeds[0]}]"
+                f"frame[frame.seed != {seeds[0]!r}]"
                 if len(seeds) == 1
-                else f"frame[~frame.seed.isin([{named}])]"
+                else f"frame[~frame.seed.isin([{', '.join(repr(x) for x in seeds)}])]"
             )
         return text
     if code == "all-zero":
@@ -1117,12 +1117,16 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     a value over fewer seeds than the run asked (``seeds``, default the seeds in ``summary``:
     a sweep cell that failed, or a final energy that is NaN or Inf, which are counted out;
     ``; j overflowed`` names the Infs, and a cell of Infs alone reads ``overflow (j of n
-    seeds)``).  A seed at exactly 0 makes the geometric mean 0."""
+    seeds)``); the geometric mean is that of the finite seeds, none when one is 0."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
 
     keys = ["model", "conv", "dataset"] if "conv" in summary else ["model", "dataset"]
+    if summary.empty:
+        import pandas as pd
+
+        return pd.DataFrame(columns=keys)
     energy = summary["final_energy"].astype(float)
     # an overflowed seed (Inf) is counted out of the statistics like a NaN one, and said: one
     # Inf made the whole cell a dash, hiding its finite seeds and the overflow alike (an audit)
@@ -1133,13 +1137,14 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
     stats["overflow"] = frame.groupby([*keys, "depth"], sort=False)["_overflow"].sum().to_numpy()
 
-    def geometric(v: pd.Series) -> float:
-        v = v.dropna()
-        if len(v) == 0 or (v < 0).any():
-            return float("nan")
-        return 0.0 if (v == 0).any() else float(np.exp(np.log(v).mean()))  # a 0 seed: 0
-
-    stats["geo"] = grouped.apply(geometric).to_numpy()
+    logs = grouped.apply(  # over the finite seeds; none with a seed at or below 0
+        lambda v: (
+            float(np.exp(np.log(v.dropna()).mean()))
+            if len(v.dropna()) and (v.dropna() > 0).all()
+            else float("nan")
+        )
+    )
+    stats["geo"] = logs.to_numpy()
     if "final_at_floor" in summary:  # seeds whose final energy is rounding, not the model's
         flags = summary.assign(_floor=summary["final_at_floor"].fillna(False).astype(bool))
         stats["floor"] = flags.groupby([*keys, "depth"], sort=False)["_floor"].sum().to_numpy()

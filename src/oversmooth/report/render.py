@@ -859,12 +859,13 @@ def _layer_excerpt(doc: Document, first: pd.DataFrame) -> None:
 
 
 def _fewer_seeds(summary: pd.DataFrame, seeds: int) -> bool:
-    """Whether some (model, conv, dataset, depth) of ``summary`` has a final energy from fewer
-    than ``seeds`` seeds (a failed sweep cell)."""
+    """Whether some (model, conv, dataset, depth) of ``summary`` has a finite final energy from
+    fewer than ``seeds`` seeds (a failed sweep cell, a run that overflowed)."""
     if not len(summary):
         return False
     keys = [k for k in ("model", "conv", "dataset", "depth") if k in summary]
-    counts = summary.groupby(keys, sort=False)["final_energy"].count()
+    finite = summary.assign(_finite=np.isfinite(summary["final_energy"].astype(float)))
+    counts = finite.groupby(keys, sort=False)["_finite"].sum()  # an Inf counts out, as NaN
     return bool((counts < seeds).any())
 
 
