@@ -904,3 +904,30 @@ def test_an_empty_processed_folder_is_not_a_dataset_on_disk(tmp_path):
 def test_label_ids_up_to_the_limit_are_taken(tmp_path):
     path = _saved(tmp_path, "ids.pt", y=torch.tensor([0] * 11 + [D.LABEL_IDS_MAX]))
     assert int(D.load(str(path)).y.max()) == D.LABEL_IDS_MAX
+
+
+def test_a_csv_made_undirected_says_what_changed(tmp_path):
+    """A directed, looped, unevenly weighted CSV was measured as the undirected graph with no
+    word, where a .pt gets a note for each (an audit); a CSV that already is undirected gets
+    none, and directed=True keeps the rows as written, silently."""
+    import warnings
+
+    from oversmooth.data import load
+
+    edges = tmp_path / "e.csv"
+    edges.write_text("0,1,1\n1,0,5\n1,2,1\n3,3,4\n2,3,1\n")
+    with pytest.warns(UserWarning) as caught:
+        data = load(str(edges))
+    (said,) = [str(w.message) for w in caught]
+    assert "made undirected" in said and "2 of its 5 rows have no reverse row where" in said
+    assert "1 self loops dropped" in said and "1 pairs are listed with different weights" in said
+    assert data.edge_weight.tolist() == [5.0, 5.0, 1.0, 1.0, 1.0, 1.0]
+    clean = tmp_path / "u.csv"
+    clean.write_text("0,1\n1,0\n1,2\n2,1\n")
+    once = tmp_path / "once.csv"  # one row per pair: the usual undirected edge list
+    once.write_text("0,1\n1,2\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load(str(clean))
+        load(str(once))
+        load(str(edges), directed=True)

@@ -1194,12 +1194,56 @@ def _load_csv(path: Path, features: Path | None, labels: Path | None, directed: 
     if directed:
         edge_index, extra = pairs, ({"edge_weight": weight} if weight is not None else {})
     else:
+        said = _made_undirected(pairs, weight, n)
+        if said:
+            warnings.warn(
+                f"{path}: made undirected (load(..., directed=True) keeps it as written): "
+                + "; ".join(said),
+                stacklevel=3,
+            )
         if weight is not None:
             edge_index, weight = _undirected_max(pairs, weight, n)
             extra = {"edge_weight": weight}
         else:
             edge_index, extra = _symmetric(pairs, n), {}
     return _data(x, edge_index, y, path.stem, **extra)
+
+
+def _made_undirected(pairs: Tensor, weight: Tensor | None, n: int) -> list[str]:
+    """What making an edge list undirected changes, in words: rows without their reverse
+    row where other rows have one (each gets one; a file of one row per pair, the usual
+    undirected edge list, is not a change), self loops (dropped), and pairs listed with
+    different weights (the larger kept).  A directed, looped or unevenly weighted CSV was
+    measured as another graph with no word, where a ``.pt`` gets the same notes
+    (:func:`_stored_as_is`; an audit).  Empty when nothing changed."""
+    if not pairs.numel():
+        return []
+    src, dst = pairs[0].numpy(), pairs[1].numpy()
+    loop = src == dst
+    said = []
+    keys = np.sort(src[~loop] * n + dst[~loop])
+    reverse = dst[~loop] * n + src[~loop]
+    if keys.size:
+        found = np.searchsorted(keys, reverse).clip(max=keys.size - 1)
+        one_way = int((keys[found] != reverse).sum())
+        # one row per pair is how undirected edge lists are written: said only when other
+        # rows do come with their reverse (a directed graph, partly reciprocal)
+        if 0 < one_way < keys.size:
+            said.append(
+                f"{one_way} of its {src.size} rows have no reverse row where the others have "
+                "one (a directed graph?): each gets one"
+            )
+    if loop.any():
+        said.append(f"{int(loop.sum())} self loops dropped")
+    if weight is not None and keys.size:
+        pair = np.minimum(src, dst)[~loop] * n + np.maximum(src, dst)[~loop]
+        order = np.argsort(pair, kind="stable")
+        pair, w = pair[order], weight.numpy()[~loop][order]
+        differ = (pair[1:] == pair[:-1]) & (w[1:] != w[:-1])
+        if differ.any():
+            count = np.unique(pair[1:][differ]).size
+            said.append(f"{count} pairs are listed with different weights: the larger is kept")
+    return said
 
 
 def _label_header(path: Path, y: Tensor, x: Tensor | None, pairs: Tensor) -> None:
