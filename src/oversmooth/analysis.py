@@ -261,7 +261,9 @@ class AnalysisResult:
     timings: dict = field(default_factory=dict)
 
 
-def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
+def _load_data(name: str, data_root: str | None, dtype: str = "float64") -> tuple[Data, int]:
+    """The dataset ``name`` and its class count, refused in one line where a model in
+    ``dtype`` could measure nothing of it."""
     from oversmooth.data import load
 
     data = load(name, data_root=data_root)
@@ -290,6 +292,16 @@ def _load_data(name: str, data_root: str | None) -> tuple[Data, int]:
             "feature 1 on every node), so a message-passing model keeps every row equal and "
             "every energy is 0 at every layer; save the graph with its node features (data.x)"
         )
+    if x is not None and x.is_floating_point() and x.numel():
+        # float64 features beyond the model's range overflow at its input: every state NaN from
+        # layer 0, an 'inconclusive' report and exit 0 (an audit)
+        top, limit = float(x.abs().max()), torch.finfo(resolve_dtype(dtype)).max
+        if top > limit:
+            raise ValueError(
+                f"dataset {name}: features reach {top:.3g}, beyond the {dtype} range "
+                f"({limit:.3g}) the model runs in, so every state would overflow at its input; "
+                "rescale the features or run the model in float64 (--dtype float64)"
+            )
     if getattr(data, "y", None) is None:
         out_channels = 2
     else:
@@ -758,7 +770,7 @@ def run_analysis(config: AnalysisConfig, progress: Progress | None = None) -> An
     started = time.perf_counter()
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.model.dtype)
-    data, out_channels = _load_data(config.dataset, config.data_root)
+    data, out_channels = _load_data(config.dataset, config.data_root, config.model.dtype)
     _check_memory(config, data, device, dtype)
     # data.x keeps its own precision: the models cast it on the way into their encoders
     graph = input_graph(data, device)
@@ -966,7 +978,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     done = 0
     frames, fits, verdicts, sizes = [], {}, [], []
     for dataset in config.datasets:
-        data, out_channels = _load_data(dataset, config.data_root)
+        data, out_channels = _load_data(dataset, config.data_root, config.model.dtype)
         sizes.append((data.num_features, out_channels))
         graph = input_graph(data, device)
         diffusion = diffusion_reference(data)  # once per graph, shared by every model
