@@ -456,6 +456,7 @@ def test_features_beyond_the_models_precision_are_refused_before_any_work(tmp_pa
     float64 takes them."""
     import torch
     from torch_geometric.data import Data
+    from typer.testing import CliRunner
 
     edges = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
     x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 1e39
