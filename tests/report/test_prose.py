@@ -435,6 +435,7 @@ def test_the_energy_table_counts_overflowed_seeds_out_and_says_so():
             (8, [0.1, np.inf, 0.3]),
             (16, [np.inf] * 3),
             (32, [0.0, 0.1, 0.2]),
+            (64, [np.nan, np.nan, np.inf]),
         )
         for s, v in enumerate(values)
     ]
@@ -443,4 +444,5 @@ def test_the_energy_table_counts_overflowed_seeds_out_and_says_so():
     assert row["8 layers"] == "0.2 ± 0.14 [0.173] (2 of 3 seeds; 1 overflowed)"
     assert row["16 layers"] == "overflow (3 of 3 seeds)"
     assert row["32 layers"] == "0.1 ± 0.1"  # no geometric mean with a seed at 0
+    assert row["64 layers"] == "not finite (3 of 3 seeds)"  # a dash is for no run at all
     assert energy_table(pd.DataFrame(rows).iloc[:0]).empty

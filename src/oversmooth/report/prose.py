@@ -1116,8 +1116,9 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     alone when there is one seed, a dash where a cell has no value, and ``(k of n seeds)`` after
     a value over fewer seeds than the run asked (``seeds``, default the seeds in ``summary``:
     a sweep cell that failed, or a final energy that is NaN or Inf, which are counted out;
-    ``; j overflowed`` names the Infs, and a cell of Infs alone reads ``overflow (j of n
-    seeds)``); the geometric mean is that of the finite seeds, none when one is 0."""
+    ``; j overflowed`` names the Infs, and a cell without a finite seed reads ``overflow (j of
+    n seeds)`` or ``not finite (j of n seeds)``, a dash only where no run finished); the
+    geometric mean is that of the finite seeds, none when one is 0."""
     import numpy as np
 
     from oversmooth.report.document import MISSING
@@ -1131,11 +1132,15 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     # an overflowed seed (Inf) is counted out of the statistics like a NaN one, and said: one
     # Inf made the whole cell a dash, hiding its finite seeds and the overflow alike (an audit)
     frame = summary.assign(
-        final_energy=energy.where(np.isfinite(energy)), _overflow=np.isinf(energy)
+        final_energy=energy.where(np.isfinite(energy)),
+        _overflow=np.isinf(energy),
+        _nonfinite=~np.isfinite(energy),  # a run that ended in NaN or Inf (not a failed one)
     )
     grouped = frame.groupby([*keys, "depth"], sort=False)["final_energy"]
     stats = grouped.agg(["mean", "std", "count"]).reset_index()
-    stats["overflow"] = frame.groupby([*keys, "depth"], sort=False)["_overflow"].sum().to_numpy()
+    flags = frame.groupby([*keys, "depth"], sort=False)
+    stats["overflow"] = flags["_overflow"].sum().to_numpy()
+    stats["nonfinite"] = flags["_nonfinite"].sum().to_numpy()
 
     logs = grouped.apply(  # over the finite seeds; none with a seed at or below 0
         lambda v: (
@@ -1156,7 +1161,11 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
     def cell(row: pd.Series) -> str:
         overflow = int(row["overflow"])
         if not np.isfinite(row["mean"]):
-            return f"overflow ({overflow} of {seeds} seeds)" if overflow else MISSING
+            if overflow and overflow == row["nonfinite"]:
+                return f"overflow ({overflow} of {seeds} seeds)"
+            # every run ended in NaN (a sweep cell keeps no Inf: NaN and Inf are both null)
+            nonfinite = int(row["nonfinite"])
+            return f"not finite ({nonfinite} of {seeds} seeds)" if nonfinite else MISSING
         # fewer seeds than the table's (a sweep cell that failed, a run that overflowed or
         # ended in NaN): said, never a silent mean
         fewer = (
