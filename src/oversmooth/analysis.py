@@ -261,6 +261,31 @@ class AnalysisResult:
     timings: dict = field(default_factory=dict)
 
 
+def check_feature_range(what: str, x: torch.Tensor | None, dtype: str) -> None:
+    """Refuse (``ValueError``, one line) float features that the model's ``dtype`` cannot hold:
+    beyond its largest value every state overflows at the input (float64 features of 1e39 with
+    a float32 model: NaN from layer 0, an 'inconclusive' report and exit 0), and below its
+    smallest subnormal every feature rounds to 0 (the verdict then blamed an edgeless graph or
+    constant features; audits).  From the per-column extremes: no ``[n, f]`` temporary."""
+    if x is None or not x.is_floating_point() or x.dim() != 2 or not x.numel():
+        return
+    info = torch.finfo(resolve_dtype(dtype))
+    top = max(float(x.amax(0).abs().max()), float(x.amin(0).abs().max()))
+    if top > info.max:
+        raise ValueError(
+            f"{what}: features reach {top:.3g}, beyond the {dtype} range ({info.max:.3g}) the "
+            "model runs in, so every state would overflow at its input; rescale the features "
+            "or run the model in float64 (--dtype float64)"
+        )
+    smallest = info.tiny * info.eps  # the smallest subnormal
+    if 0 < top < smallest / 2:
+        raise ValueError(
+            f"{what}: features are at most {top:.3g} in size, below the smallest {dtype} "
+            f"value ({smallest:.3g}), so every feature would round to 0 at the model's input; "
+            "rescale the features or run the model in float64 (--dtype float64)"
+        )
+
+
 def _load_data(name: str, data_root: str | None, dtype: str = "float64") -> tuple[Data, int]:
     """The dataset ``name`` and its class count, refused in one line where a model in
     ``dtype`` could measure nothing of it."""
@@ -292,16 +317,7 @@ def _load_data(name: str, data_root: str | None, dtype: str = "float64") -> tupl
             "feature 1 on every node), so a message-passing model keeps every row equal and "
             "every energy is 0 at every layer; save the graph with its node features (data.x)"
         )
-    if x is not None and x.is_floating_point() and x.numel():
-        # float64 features beyond the model's range overflow at its input: every state NaN from
-        # layer 0, an 'inconclusive' report and exit 0 (an audit)
-        top, limit = float(x.abs().max()), torch.finfo(resolve_dtype(dtype)).max
-        if top > limit:
-            raise ValueError(
-                f"dataset {name}: features reach {top:.3g}, beyond the {dtype} range "
-                f"({limit:.3g}) the model runs in, so every state would overflow at its input; "
-                "rescale the features or run the model in float64 (--dtype float64)"
-            )
+    check_feature_range(f"dataset {name}", x, dtype)
     if getattr(data, "y", None) is None:
         out_channels = 2
     else:
@@ -969,6 +985,9 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     from oversmooth.data import check_distinct
 
     check_distinct(config.datasets)
+    if len(config.datasets) > 1:  # every dataset refused or taken before the first model runs
+        for dataset in config.datasets[1:]:  # (the first is loaded by the loop at once)
+            _load_data(dataset, config.data_root, config.model.dtype)
     started = time.perf_counter()
     device = resolve_device(config.device)
     floor_method = config.floor_method

@@ -542,3 +542,35 @@ def test_features_beyond_the_models_precision_are_refused_before_any_work(tmp_pa
     assert result.exit_code == 2 and not (tmp_path / "a").exists()
     assert "beyond the float32 range (3.4e+38)" in result.output
     assert "--dtype float64" in result.output
+
+
+def test_features_below_the_models_precision_and_every_dataset_of_a_compare_are_checked_first():
+    """Features of 1e-50 round to 0 in float32 (the verdict blamed an edgeless graph); compare
+    ran every model of its first dataset before refusing the second; and a float32 maximum
+    itself is taken (a review)."""
+    import torch
+
+    from oversmooth.analysis import check_feature_range
+
+    with pytest.raises(ValueError, match="below the smallest float32 value"):
+        check_feature_range("x", torch.full((3, 2), 1e-50, dtype=torch.float64), "float32")
+    check_feature_range("x", torch.full((3, 2), torch.finfo(torch.float32).max).double(), "float32")
+    check_feature_range("x", torch.full((3, 2), 1e-50, dtype=torch.float64), "float64")
+    check_feature_range("x", torch.zeros(3, 2, dtype=torch.float64), "float32")  # all 0: taken
+
+
+def test_compare_refuses_a_later_dataset_before_any_model_runs(tmp_path, monkeypatch):
+    import torch
+    from torch_geometric.data import Data
+
+    import oversmooth.analysis as analysis
+
+    edges = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.tensor([[1e39, 1.0], [2.0, 3.0], [4.0, 5.0]], dtype=torch.float64)
+    torch.save(Data(x=x, edge_index=edges), tmp_path / "big.pt")
+    ran = []
+    monkeypatch.setattr(analysis, "input_graph", lambda *a: ran.append(a))
+    argv = ["compare", "--datasets", f"karate,{tmp_path / 'big.pt'}", "--depths", "2"]
+    result = CliRunner().invoke(app, [*argv, "--dtype", "float32", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "beyond the float32 range" in result.output
+    assert not ran and not (tmp_path / "c").exists()

@@ -452,8 +452,9 @@ def _analysis_summary(result: AnalysisResult, folder: Path) -> dict:
 
 
 # measured (torch 2.13, float64, five seeds, the twin only where needed): a bare
-# `oversmooth analyze` took 5.5 s wall on 2 CPU cores (reports/benchmarks, end to end; checked
-# against it by tests/test_reports_fresh.py, as analyze --help's "about 5 s" is)
+# `oversmooth analyze` took 11.0 s wall on 2 CPU cores of an AMD EPYC (reports/benchmarks, end
+# to end; checked against it by tests/test_reports_fresh.py, as analyze --help's "about 11 s"
+# is)
 _BARE_SECONDS = 11
 
 
