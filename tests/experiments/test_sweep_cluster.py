@@ -101,6 +101,7 @@ def in_folder(cluster, tmp_path, monkeypatch):
         (node / "graph.pt").unlink(missing_ok=True)
 
 
+@pytest.mark.slow  # a Ray cluster of two nodes: 21 s of the default suite's 5 minutes on 2 cores
 def test_cells_on_two_nodes_come_back_to_the_driver(cluster, tmp_path, in_folder):
     nodes = cluster.nodes
     # a relative path: each node reads its own copy, in its own working folder, and the sweep
