@@ -640,6 +640,11 @@ def _training_data(config: TrainConfig, device: torch.device) -> tuple[Any, _Inp
     data = load(config.dataset, data_root=config.data_root)
     if getattr(data, "y", None) is None:
         raise ValueError(f"dataset: {config.dataset!r} has no labels to train on")
+    from oversmooth.analysis import check_feature_range
+
+    # features the model's precision cannot hold: the loss was NaN at epoch 0, with a hint to
+    # lower --lr (a review)
+    check_feature_range(f"dataset {config.dataset}", data.x, config.model.dtype)
     masks = split_masks(data, config.split, seed=config.model.seed)
     if not int(masks["train_mask"].sum()) or not int(masks["val_mask"].sum()):
         raise ValueError(

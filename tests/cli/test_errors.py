@@ -574,3 +574,17 @@ def test_compare_refuses_a_later_dataset_before_any_model_runs(tmp_path, monkeyp
     result = CliRunner().invoke(app, [*argv, "--dtype", "float32", "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "beyond the float32 range" in result.output
     assert not ran and not (tmp_path / "c").exists()
+
+
+def test_train_refuses_features_its_precision_cannot_hold(tmp_path):
+    """It trained into a NaN loss at epoch 0 and said to lower --lr (a review)."""
+    import torch
+    from torch_geometric.data import Data
+
+    edges = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.tensor([[1e39, 1.0], [2.0, 3.0], [4.0, 5.0]], dtype=torch.float64)
+    torch.save(Data(x=x, edge_index=edges, y=torch.tensor([0, 1, 0])), tmp_path / "big.pt")
+    argv = ["train", "--dataset", str(tmp_path / "big.pt"), "--depth", "2", "--epochs", "1"]
+    result = CliRunner().invoke(app, [*argv, "--dtype", "float32", "--out", str(tmp_path / "t")])
+    assert result.exit_code == 2 and "beyond the float32 range" in result.output, result.output
+    assert not (tmp_path / "t").exists()
