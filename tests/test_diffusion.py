@@ -311,6 +311,7 @@ def _diffusion_analysis(dataset: str, depth: int):
     return run_analysis(AnalysisConfig(model=model, dataset=dataset, similarity=False))
 
 
+@pytest.mark.slow  # a depth-1024 analysis: 11 s of the default suite's 5 minutes on 2 cores
 def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
     """Linear diffusion on the 100-node ring at depth 1024 crosses over from its power-law
     transient to its slowest mode (halving every 263 layers) inside the window.  The law

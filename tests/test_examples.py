@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+# the same PyG GCN, probe, report and pruning as docs/python.md's own-model block, which the
+# default suite runs (tests/test_docs.py): this whole script is in the slow set
+@pytest.mark.slow
 def test_own_model_example(tmp_path):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     done = subprocess.run(
