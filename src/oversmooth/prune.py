@@ -141,6 +141,14 @@ def at_chance(accuracy: float, majority: float) -> bool:
     return accuracy <= majority + CHANCE_MARGIN
 
 
+def baseline(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """A pruning table's ``(unpruned accuracy, most frequent class's share)``, the same on
+    every row; None for a table without accuracies, or written before it carried them."""
+    if frame.empty or not {"unpruned_accuracy", "majority_accuracy"} <= set(frame.columns):
+        return None
+    return float(frame["unpruned_accuracy"].iloc[0]), float(frame["majority_accuracy"].iloc[0])
+
+
 @dataclass
 class _Baseline:
     """The unpruned model's output, against which every pruned layer is measured."""

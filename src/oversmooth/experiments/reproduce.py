@@ -627,7 +627,7 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
     predicts at chance (:func:`oversmooth.prune.at_chance`) says so and is left out of the
     contrast: a nonlocal run that predicted one class lost 0 points everywhere, which read as
     "the contrast does not appear" (an audit)."""
-    from oversmooth.prune import at_chance
+    from oversmooth.prune import at_chance, baseline
 
     sentences = []
     late: dict[str, Any] = {}
@@ -635,11 +635,9 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
     for (name, drop), item in zip(drops.items(), runs, strict=True):
         prune, arch = item["prune"], item["config"]["model"]["name"]
         layers = [int(k) for k in prune["layer"]]
-        base = prune.attrs["baseline"]["accuracy"]
-        majority = (
-            float(prune["majority_accuracy"].iloc[0]) if "majority_accuracy" in prune else None
-        )
-        if majority is not None and at_chance(base, majority):
+        numbers = baseline(prune)
+        if numbers is not None and at_chance(*numbers):
+            base, majority = numbers
             gap = 100 * (base - majority)
             relation = f"{-gap:.1f} points below" if gap < 0 else f"within {gap:.1f} points of"
             sentences.append(
@@ -1338,19 +1336,14 @@ def _beyond_paragraph(verdict_rows: list[dict]) -> str:
 def _at_chance_text(trained: dict) -> str:
     """A sentence per trained model whose unpruned accuracy is at chance
     (:func:`oversmooth.prune.at_chance`), empty when none is."""
-    from oversmooth.prune import at_chance
+    from oversmooth.prune import at_chance, baseline
     from oversmooth.registry import DISPLAY
 
     said = []
     for arch, item in trained.items():
-        p = item["analysis"].prune
-        if "majority_accuracy" not in p or p.empty:
-            continue
-        base, majority = (
-            float(p["unpruned_accuracy"].iloc[0]),
-            float(p["majority_accuracy"].iloc[0]),
-        )
-        if at_chance(base, majority):
+        numbers = baseline(item["analysis"].prune)
+        if numbers is not None and at_chance(*numbers):
+            base, majority = numbers
             said.append(
                 f"The {DISPLAY.get(arch, arch)} model predicts at chance (test accuracy "
                 f"{100 * base:.1f}%, the most frequent class alone {100 * majority:.1f}%): its "

@@ -73,11 +73,12 @@ def pruning_baseline(frame: pd.DataFrame) -> str | None:
     what predicting the most frequent class scores, and whether the model is at chance
     (:func:`oversmooth.prune.at_chance`), when then its drops say nothing about its layers.
     None for a table without accuracies (or written before they carried the baseline)."""
-    from oversmooth.prune import CHANCE_MARGIN, at_chance
+    from oversmooth.prune import CHANCE_MARGIN, at_chance, baseline
 
-    if not {"unpruned_accuracy", "majority_accuracy"} <= set(frame.columns) or frame.empty:
+    numbers = baseline(frame)
+    if numbers is None:
         return None
-    whole, majority = (float(frame[c].iloc[0]) for c in ("unpruned_accuracy", "majority_accuracy"))
+    whole, majority = numbers
     text = (
         f"Unpruned accuracy {100 * whole:.2f}% on the measured nodes (predicting their most "
         f"frequent class everywhere scores {100 * majority:.2f}%)"
