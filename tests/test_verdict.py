@@ -92,6 +92,42 @@ def test_the_theorem_law_with_a_shift_below_the_grid_is_fitted_exactly(k0, depth
     assert v.rate.value == pytest.approx(-1.0, abs=1e-9)
 
 
+@pytest.mark.parametrize("exponential", [True, False])
+def test_the_fit_at_its_own_shift_is_the_plain_least_squares_bit_for_bit(exponential):
+    """LawModel._solved reuses buffers in place for speed; its coefficients, residuals and
+    (X'X)^-1 diagonal are the plain expressions' own bits (the reports' numbers stay put)."""
+    rng = np.random.default_rng(5)
+    k = np.arange(1, 65, dtype=np.float64)
+    model = LawModel(k, exponential=exponential)
+    y = rng.normal(size=(7, len(k))).cumsum(axis=1) - np.log(k + 2.0)
+    y = y - y.mean(axis=1, keepdims=True)
+    k0 = rng.uniform(0.0, 80.0, size=7)
+    coef, resid, inv = model._solved(y, k0)
+    logs = np.log(k[None, :] + k0[:, None])
+    mean_l = logs.mean(axis=1, keepdims=True)
+    lc = logs - mean_l
+    sll, sly = (lc * lc).sum(axis=1), (lc * y).sum(axis=1)
+    if exponential:
+        kc = k / k.max()
+        mean_k = float(kc.mean())
+        kc = kc - mean_k
+        skk, sky, slk = float(kc @ kc), y @ kc, lc @ kc
+        det = sll * skk - slk * slk
+        alpha = (sly * skk - sky * slk) / det
+        beta = (sky * sll - sly * slk) / det
+        plain = y - alpha[:, None] * lc - beta[:, None] * kc[None, :]
+        want = np.stack([-(alpha * mean_l[:, 0] + beta * mean_k), alpha, beta], axis=1)
+        want_inv = np.stack([np.full(7, np.nan), skk / det, sll / det], axis=1)
+    else:
+        alpha = sly / sll
+        plain = y - alpha[:, None] * lc
+        want = np.stack([-alpha * mean_l[:, 0], alpha], axis=1)
+        want_inv = np.stack([np.full(7, np.nan), 1.0 / sll], axis=1)
+    assert np.array_equal(coef, want) and np.array_equal(resid, plain)
+    assert np.array_equal(inv, want_inv, equal_nan=True)
+    assert np.array_equal(model._exact(y, k0)[1], (plain * plain).sum(axis=1))
+
+
 @pytest.mark.parametrize("depth, k0", [(256, 217.6), (256, 243.2), (1024, 972.8), (64, 48.0)])
 def test_the_theorem_law_with_a_shift_near_the_last_layer_is_covered(depth, k0):
     """E0 / (1 + k / k0) with k0 between the k0 grid's last two values (0.7 k_max to k_max):

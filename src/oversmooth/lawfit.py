@@ -129,6 +129,12 @@ class LawModel:
         self.design = np.stack(cols, axis=-1)  # [G, n, p]
         self.pinv = np.linalg.pinv(self.design)  # [G, p, n]
         self.exponential = exponential
+        # the centred exponential column and its sum of squares, which every fit at its own
+        # k0 (:meth:`_solved`) shares
+        scaled = k / self.scale
+        self._mean_k = float(scaled.mean())
+        self._kc = scaled - self._mean_k
+        self._skk = float(self._kc @ self._kc)
 
     def fit(self, curves: np.ndarray) -> dict[str, np.ndarray]:
         """Least-squares fit of every row of ``curves`` (``[m, n]``), ``k0`` chosen per row:
@@ -167,33 +173,44 @@ class LawModel:
         the residuals themselves (not ``|y|^2`` minus the projection, which loses a noise-free
         curve's residuals to cancellation)."""
         coef, resid, _ = self._solved(y, k0)
-        return coef, (resid * resid).sum(axis=1)
+        return coef, np.multiply(resid, resid, out=resid).sum(axis=1)
 
     def _solved(self, y: np.ndarray, k0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`_exact`'s solution: the coefficients ``[m, p]``, the residuals ``[m, n]`` and
         the diagonal of ``(X'X)^-1`` of the slope columns ``[m, p]`` (the intercept's entry NaN;
-        what a coefficient's standard error scales, :func:`_profiled`)."""
-        logs = np.log(self.k[None, :] + k0[:, None])  # [m, n]
-        mean_l = logs.mean(axis=1, keepdims=True)
-        lc = logs - mean_l
-        sll, sly = (lc * lc).sum(axis=1), (lc * y).sum(axis=1)
-        nan = np.full(len(k0), np.nan)
+        what a coefficient's standard error scales, :func:`_profiled`).
+
+        The search of ``k0`` calls this tens of times per fit, on every bootstrap draw at
+        once: two ``[m, n]`` buffers are reused in place, every product and sum taken in the
+        order of the plain expressions (the same bits)."""
+        m = len(k0)
+        lc = np.add(self.k[None, :], k0[:, None])
+        np.log(lc, out=lc)  # [m, n]
+        mean_l = lc.sum(axis=1, keepdims=True) / lc.shape[1]
+        np.subtract(lc, mean_l, out=lc)
+        work = np.multiply(lc, lc)
+        sll = work.sum(axis=1)
+        sly = np.multiply(lc, y, out=work).sum(axis=1)
+        coef = np.empty((m, 3 if self.exponential else 2))
+        inv = np.empty_like(coef)
+        inv[:, 0] = np.nan
         if self.exponential:
-            kc = self.k / self.scale
-            mean_k = float(kc.mean())
-            kc = kc - mean_k
-            skk, sky, slk = float(kc @ kc), y @ kc, lc @ kc
+            kc, mean_k, skk = self._kc, self._mean_k, self._skk
+            sky, slk = y @ kc, lc @ kc
             det = sll * skk - slk * slk
             alpha = (sly * skk - sky * slk) / det
             beta = (sky * sll - sly * slk) / det
-            resid = y - alpha[:, None] * lc - beta[:, None] * kc[None, :]
-            coef = np.stack([-(alpha * mean_l[:, 0] + beta * mean_k), alpha, beta], axis=1)
-            inv = np.stack([nan, skk / det, sll / det], axis=1)
+            # y - alpha lc - beta kc, subtracted in that order
+            resid = np.subtract(y, np.multiply(alpha[:, None], lc, out=work), out=work)
+            np.subtract(resid, np.multiply(beta[:, None], kc[None, :], out=lc), out=resid)
+            coef[:, 0] = -(alpha * mean_l[:, 0] + beta * mean_k)
+            coef[:, 1], coef[:, 2] = alpha, beta
+            inv[:, 1], inv[:, 2] = skk / det, sll / det
         else:
             alpha = sly / sll
-            resid = y - alpha[:, None] * lc
-            coef = np.stack([-alpha * mean_l[:, 0], alpha], axis=1)
-            inv = np.stack([nan, 1.0 / sll], axis=1)
+            resid = np.subtract(y, np.multiply(alpha[:, None], lc, out=work), out=work)
+            coef[:, 0], coef[:, 1] = -alpha * mean_l[:, 0], alpha
+            inv[:, 1] = 1.0 / sll
         return coef, resid, inv
 
     def _refine(
