@@ -14,6 +14,12 @@ from pathlib import Path
 # Spinning changes no number.
 if "OMP_WAIT_POLICY" not in os.environ:
     os.environ.setdefault("GOMP_SPINCOUNT", "3000")
+# Under pytest-xdist (the README's `pytest -n 2`), one torch thread per worker, and per command
+# a test starts: the two workers fill the two cores, where two threads each took turns.  The
+# suite measured 312 s with two threads per worker and 275 s with one.  Tests of several threads
+# set their own count (torch.set_num_threads, or OMP_NUM_THREADS in a subprocess's env).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
