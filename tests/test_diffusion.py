@@ -333,7 +333,8 @@ def test_an_open_law_never_rules_out_the_spectral_rate_of_linear_diffusion():
     fastest, late = fastest_exponential(found.to_dict()["evidence"], found.trend)
     assert late and fastest >= truth
     halving = math.log(2) / fastest
-    assert f"as fast as halving every {halving:.3g} layers (the late local rate) cannot be" in (
+    late_end = "(the end of the late local rate's 95% interval)"
+    assert f"as fast as halving every {halving:.3g} layers {late_end} cannot be" in (
         verdict_text(found)
     )
     assert 200 < halving < 263  # the spectrum's 263 layers lies above the bound

@@ -460,8 +460,14 @@ def test_norm_collapse_is_not_oversmoothing():
     v = verdict(frame, dtype="float64")
     assert v.collapse == "norm-collapse" and not v.oversmoothing
     assert v.evidence["norm_decades"] < -20 and v.evidence["scale_free_decades"] > -1
+    # its law is the energy's, its words not smoothing ("exponential smoothing ... mostly norm
+    # collapse, not oversmoothing" named smoothing what it denied: an audit)
+    assert v.label == "exponential-smoothing"
+    assert verdict_text(v).startswith("exponential decay: energy halves every"), verdict_text(v)
     converge = frame.assign(laplacian_energy=np.exp(-0.3 * k), feature_norm=1.0)
-    assert verdict(converge, dtype="float64").collapse == "oversmoothing"
+    found = verdict(converge, dtype="float64")
+    assert found.collapse == "oversmoothing"
+    assert verdict_text(found).startswith("exponential smoothing: energy halves every")
 
 
 def test_curse_of_depth_survives_per_layer_noise():

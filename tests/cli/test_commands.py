@@ -68,6 +68,10 @@ def test_main_command_verdicts(tmp_path, model, seeds, labels):
     summary = json.loads(result.output)
     assert summary["classification"] in labels, summary["verdict"]
     found = json.loads((out / "fits.json").read_text())["mean_over_seeds"]["evidence"]
+    if found["label"] == "inconclusive" and found["collapse"] == "oversmoothing":
+        # what was decided opens the line, as on the report's banner: "inconclusive" alone
+        # read as an undecided diagnosis (an audit)
+        assert ": oversmoothing, law inconclusive: energy decays by" in summary["verdict"]
     if model == "preln":
         assert found["trend"] == "growth" and summary["curse_of_depth"] is True
         assert "curse of depth" in summary["verdict"]
@@ -124,6 +128,10 @@ def test_analyze_human_output_and_prune_and_seeds(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "Pre-LN SAN, 8 layers on cora" in result.output and "report:" in result.output
+    # the table is one model's, which the line above it says
+    assert "pruning, the model of seed 0 (the run's first, not the 2 seeds' mean above):" in (
+        result.output
+    )
     import pandas as pd
 
     metrics = pd.read_csv(tmp_path / "a" / "metrics.csv")
@@ -188,7 +196,7 @@ def test_models_metrics_and_report_rebuild(tmp_path):
     assert (
         result.exit_code == 0 and (out / "report.md").is_file() and (out / "energy.png").is_file()
     )
-    _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder")
+    _one_line_error(run("report", tmp_path / "missing"), 2, "no such folder; pass a folder")
     # rebuilt by the version that ran it: nothing more said; by another (a run's recorded
     # commit older than the code), the page says who rebuilt it (the atlas's said only its
     # run's commit, 70 commits before its words: an audit)

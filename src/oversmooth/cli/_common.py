@@ -414,6 +414,11 @@ def analyze_and_report(
         from oversmooth.report.render import accuracy_in_percent
 
         shown = accuracy_in_percent(result.prune)  # the reports' convention (prune.csv: fractions)
+        seeds = result.config.get("seeds") or [0]
+        # one model is pruned: its final energy is not the verdict's mean over the seeds just
+        # above it (an audit read the two side by side as a contradiction)
+        several = f", not the {len(seeds)} seeds' mean above" if len(seeds) > 1 else ""
+        typer.echo(f"pruning, the model of seed {seeds[0]} (the run's first{several}):")
         typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         from oversmooth.report.prose import pruning_baseline
 

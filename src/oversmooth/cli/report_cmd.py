@@ -284,7 +284,10 @@ def check_report_folder(folder: Path) -> None:
     corrupt, instead of a raw parse error from inside the renderer."""
     check_path_text(folder, "FOLDER")
     if not folder.exists():
-        raise FileNotFoundError(f"{folder}: no such folder")
+        raise FileNotFoundError(
+            f"{folder}: no such folder; pass a folder written by analyze, prune, compare, "
+            "atlas, train or bench (the `report:` line they print names it)"
+        )
     if not folder.is_dir():
         raise ValueError(
             f"{folder}: not a folder; pass one written by analyze, prune, compare, atlas, train "

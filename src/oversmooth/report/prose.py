@@ -283,7 +283,9 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
         verb = {"decay": "halving", "growth": "doubling"}.get(str(trend), "halving or doubling")
         factor = f"{verb} every {math.log(2) / fastest:.3g} layers"
         if late:
-            factor += " (the late local rate)"
+            # the end of the late rate's interval, at its own level: the sentence around it is
+            # at the law's level (99%), which an audit took it for
+            factor += f" (the end of the late local rate's {REPORT_LEVEL:.0%} interval)"
         # "as fast as": a bound, not an estimate ("halving every 0.204 layers cannot be ruled
         # out" read as the curve's rate beside a late rate of 0.714: two audits)
         return (
@@ -606,15 +608,33 @@ def _sentence(found: Mapping[str, Any]) -> str:
         finite = all(map(math.isfinite, ends))
         digits = separating(ends[0], ends[1], ".2f") if finite else ".2f"
         body = (
-            f"{'algebraic smoothing' if smoothing else 'power-law growth'}: energy "
+            f"{_decay_word(found, 'algebraic') if smoothing else 'power-law growth'}: energy "
             f"{'decays' if smoothing else 'grows'} like k^{rate['exponent']:{digits}}{shift} "
             f"({level} {span_text(rate['interval'], '.2f')})"
         )
     else:
-        body = f"inconclusive: {reason_text(found)}"
+        body = f"{_undecided_law(found)}: {reason_text(found)}"
         if found.get("trend") in ("decay", "growth") and ev.get("late_slope_interval"):
             body += "; " + _late_clause(ev, found["trend"] == "decay")
     return body + _collapse_clause(found, ev) + _curse_clause(found, ev)
+
+
+def _undecided_law(found: Mapping[str, Any]) -> str:
+    """The opening of an inconclusive verdict: ``inconclusive``, or what was decided beside
+    the law, as the report's banner says it (``oversmoothing, law inconclusive``; the main
+    command's line opened with "inconclusive" where its banner said oversmoothing, and a
+    reader of the terminal alone took the diagnosis for undecided: an audit)."""
+    from oversmooth.report.document import verdict_kind
+
+    kind = verdict_kind(found.get("label"), found.get("curse_of_depth"), found.get("collapse"))
+    return "inconclusive" if kind == "inconclusive" else f"{kind}, law inconclusive"
+
+
+def _decay_word(found: Mapping[str, Any], law: str) -> str:
+    """``exponential smoothing`` (or ``algebraic``), or ``exponential decay`` where the verdict
+    found the fall to be mostly the features shrinking: "exponential smoothing ... mostly norm
+    collapse, not oversmoothing" named smoothing what the same line denied (an audit)."""
+    return f"{law} decay" if found.get("collapse") == "norm-collapse" else f"{law} smoothing"
 
 
 def _exponential_text(
@@ -627,7 +647,7 @@ def _exponential_text(
     ev = found.get("evidence") or {}
     window = rate.get("window") or ev.get("late_window") or (0, 0)
     body = (
-        f"{'exponential smoothing' if smoothing else 'exponential growth'}: energy "
+        f"{_decay_word(found, 'exponential') if smoothing else 'exponential growth'}: energy "
         f"{'halves' if smoothing else 'doubles'} every {rate['value']:.3g} layers over layers "
         f"{window[0]}-{window[1]} ({level} {length_span(rate['interval'])})"
     )
