@@ -382,6 +382,10 @@ def test_hetero_inputs_are_refused_at_construction():
     hetero = to_hetero(Net(), data.metadata())
     with pytest.raises(ValueError, match="to_hetero model"):
         Probe(hetero, data["paper", "cites", "paper"].edge_index)
+    # with its HeteroData the model is named first: the graph's hint (one edge type) would be
+    # refused again for this model (an audit)
+    with pytest.raises(ValueError, match="to_hetero model"):
+        Probe(hetero, data)
 
 
 def test_bad_batch_and_graph_inputs():
@@ -573,3 +577,131 @@ def test_analysis_of_a_batched_dataset_averages_per_graph_energies():
         per_graph.append(M.laplacian_energy(last, one.edge_index).item())
     final = result.metrics[result.metrics["layer"] == 3]["laplacian_energy"].item()
     assert final == pytest.approx(sum(per_graph) / 3, rel=1e-10)
+
+
+# ----------------------------------------------------------------------------- inputs unsaid
+
+
+class _Convs(nn.Module):
+    """Two GCN layers, called as the test's forward says (``call(conv, x, inputs)``)."""
+
+    def __init__(self, call, width: int = 4):
+        super().__init__()
+        self.convs = nn.ModuleList([GCNConv(width, width), GCNConv(width, width)])
+        self.call = call
+
+    def forward(self, x, *inputs):
+        for conv in self.convs:
+            x = torch.tanh(self.call(conv, x, *inputs))
+        return x
+
+
+def _directed_graph(n: int = 12) -> torch.Tensor:
+    torch.manual_seed(3)
+    src = torch.randint(0, n, (40,))
+    dst = torch.randint(0, n, (40,))
+    keep = src < dst  # one direction only
+    return torch.stack([src[keep], dst[keep]])
+
+
+def _gaps(model, graph, *inputs, **kw):
+    with pytest.warns(UserWarning) as caught, Probe(model, graph, **kw) as probe, torch.no_grad():
+        model(*inputs)
+    assert probe.to_frame().attrs["gaps"]
+    return " ".join(str(w.message) for w in caught)
+
+
+def test_a_neighbor_loader_sample_is_said_to_be_one():
+    """A NeighborLoader batch (n_id, batch_size) was measured as if it were the whole graph (an
+    audit: Cora's input features read 4.4 on a 64-seed sample against 21.1 on the graph)."""
+    ei = _directed_graph()
+    sample = Data(x=torch.randn(12, 4), edge_index=ei, n_id=torch.arange(12), batch_size=3)
+    model = _Convs(lambda conv, x, data: conv(x, data.edge_index)).eval()
+    said = _gaps(model, sample, sample.x, sample)
+    assert "NeighborLoader sample (3 seed nodes of 12)" in said
+    # the Probe given the edge_index alone: the forward's Data says it
+    assert "NeighborLoader sample" in _gaps(model, ei, sample.x, sample)
+    with pytest.warns(UserWarning, match="NeighborLoader sample"):  # recorded by hand too
+        with Probe(None, sample) as probe:
+            probe.record(0, sample.x)
+    whole = Data(x=sample.x, edge_index=ei)  # no n_id: a graph of its own, nothing said
+    with Probe(model, whole) as probe, torch.no_grad():
+        model(whole.x, whole)
+    assert not probe.to_frame().attrs["gaps"]
+
+
+def test_weights_inside_the_data_the_forward_takes_are_noted():
+    ei = to_undirected(_directed_graph())
+    data = Data(x=torch.randn(12, 4), edge_index=ei, edge_weight=torch.rand(ei.size(1)) + 0.1)
+    model = _Convs(lambda conv, x, d: conv(x, d.edge_index, d.edge_weight)).eval()
+    assert "the energies are of the unweighted graph" in _gaps(model, ei, data.x, data)
+    with Probe(model, data) as probe, torch.no_grad():  # the weighted graph: nothing to say
+        model(data.x, data)
+    assert not probe.to_frame().attrs["gaps"]
+
+
+def test_a_batch_vector_the_probe_was_not_given_is_noted():
+    graphs = [
+        Data(x=torch.randn(n, 4), edge_index=to_undirected(_directed_graph(n))) for n in (5, 7, 9)
+    ]
+    b = Batch.from_data_list(graphs)
+    model = _Convs(lambda conv, x, ei, batch: conv(x, ei)).eval()
+    said = _gaps(model, b.edge_index, b.x, b.edge_index, b.batch)
+    assert "batch vector of 3 graphs, which the Probe was not given" in said
+    for given in ({"batch": b.batch}, {}):  # the batch given, or the Batch itself: per graph
+        graph = b.edge_index if given else b
+        with Probe(model, graph, **given) as probe, torch.no_grad():
+            model(b.x, b.edge_index, b.batch)
+        assert not probe.to_frame().attrs["gaps"]
+    # a sorted node index is no batch vector (no repeat)
+    with Probe(model, b.edge_index) as probe, torch.no_grad():
+        model(b.x, b.edge_index, torch.arange(b.num_nodes))
+    assert not probe.to_frame().attrs["gaps"]
+
+
+def test_a_directed_dense_adjacency_the_model_takes_is_noted():
+    """PyG's dense layers compute adj @ x: on a directed graph they propagate over the reverse
+    of the A[src, dst] the Probe reads (an audit: DenseGCNConv 0.161 measured against 0.076)."""
+    from torch_geometric.nn import DenseGCNConv
+
+    class Dense(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = nn.ModuleList([DenseGCNConv(4, 4), DenseGCNConv(4, 4)])
+
+        def forward(self, x, adj):
+            for conv in self.convs:
+                x = torch.tanh(conv(x, adj)).squeeze(0)
+            return x
+
+    model, x = Dense().eval(), torch.randn(12, 4)
+    adj = to_dense_adj(_directed_graph(), max_num_nodes=12)[0]
+    assert "adj.transpose(-2, -1)" in _gaps(model, adj, x, adj)
+    symmetric = adj + adj.T
+    with Probe(model, symmetric) as probe, torch.no_grad():
+        model(x, symmetric)
+    assert not probe.to_frame().attrs["gaps"]
+
+
+def test_a_dense_copy_of_the_directed_sparse_matrix_the_model_takes_is_refused():
+    ei = _directed_graph()
+    adj_t = to_torch_coo_tensor(ei, size=12).t().coalesce().to_sparse_csr()
+    model = _Convs(lambda conv, x, a: conv(x, a)).eval()
+    x = torch.randn(12, 4)
+    with pytest.raises(ValueError, match="a dense copy of the sparse matrix the model takes"):
+        with Probe(model, adj_t.to_dense()), torch.no_grad():
+            model(x, adj_t)
+
+
+def test_rusch_energy_counts_a_repeated_edge_once_as_its_adjacency_does():
+    """N_i is a set: an edge list with repeats gave 6.062 where its coalesced adjacency gave
+    5.544 on Cora (an audit); MAD and the Dirichlet energy agreed already."""
+    ei = to_undirected(_directed_graph())
+    repeated = torch.cat([ei, ei[:, :5]], dim=1)
+    x = torch.randn(12, 4, dtype=torch.float64)
+    adjacency = torch.sparse_coo_tensor(repeated, torch.ones(repeated.size(1)), (12, 12))
+    got = M.rusch_dirichlet_energy(x, repeated)
+    assert torch.equal(got, M.rusch_dirichlet_energy(x, adjacency.coalesce()))
+    assert torch.allclose(got, M.rusch_dirichlet_energy(x, ei), rtol=1e-15, atol=0)
+    dense = to_dense_adj(repeated, max_num_nodes=12)[0]  # entries 2 where repeated: one edge
+    assert torch.allclose(got, M.rusch_dirichlet_energy(x, dense), rtol=1e-15, atol=0)

@@ -357,8 +357,9 @@ def rusch_dirichlet_energy(
 
         \\sqrt{ \\frac1n \\sum_i \\sum_{j \\in N_i} \\|X_i - X_j\\|^2 }
 
-    Unweighted, as in the survey: edge weights are ignored and every edge of the
-    list counts once.  On an unweighted graph it equals ``sqrt(2 * dirichlet_energy)``.
+    Unweighted, as in the survey: edge weights are ignored and ``N_i`` is a set, so a pair
+    listed twice counts once (as in its adjacency; an edge of weight 0 is no edge).  On an
+    unweighted graph without repeated edges it equals ``sqrt(2 * dirichlet_energy)``.
     """
     s = LayerState.measure(x, graph, batch=batch)
     return K.finish(_rusch(s), s.op, reduce)

@@ -540,16 +540,20 @@ def laplacian(x64: Tensor, op: GraphOperator, out: Tensor | None = None) -> Tens
 
 
 def unweighted_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:
-    """``sum over the listed edges of ||x_src - x_dst||^2``, every edge counting 1 whatever
-    its weight (repeated edges count each time); not poisoned."""
-    total = x64.new_zeros(()) if op.batch is None else x64.new_zeros(op.num_graphs)
-    src, dst = op.edge_index
-    for part in _edge_chunks(op.num_edges, x64.size(1)):
+    """``sum over the graph's edges of ||x_src - x_dst||^2``, each pair once whatever its
+    weight: the operator's merged edges of nonzero weight, a neighbour set as in the dense
+    ``A[i, j] != 0``, so an edge list with repeated edges and its adjacency give one value (the
+    list counted a repeat twice, its coalesced adjacency once: an audit); not poisoned."""
+    runs = op.runs
+    total = x64.new_zeros(()) if runs.graph is None else x64.new_zeros(op.num_graphs)
+    src, dst, present = runs.col, runs.row, runs.weight != 0
+    for part in _edge_chunks(runs.nnz, x64.size(1)):
         sq = (x64[src[part]] - x64[dst[part]]).pow(2).sum(dim=1)  # [chunk]
-        if op.edge_graph is None:
+        sq = torch.where(present[part], sq, 0.0)
+        if runs.graph is None:
             total = total + sq.sum()
         else:
-            total.index_add_(0, op.edge_graph[part], sq)
+            total.index_add_(0, runs.graph[part], sq)
     return total
 
 
