@@ -647,16 +647,19 @@ def test_a_batch_vector_the_probe_was_not_given_is_noted():
     b = Batch.from_data_list(graphs)
     model = _Convs(lambda conv, x, ei, batch: conv(x, ei)).eval()
     said = _gaps(model, b.edge_index, b.x, b.edge_index, b.batch)
-    assert "batch vector of 3 graphs, which the Probe was not given" in said
+    assert "batch vector of 3 graphs (0, 0, ..., 2 over the nodes), which the Probe was" in said
     for given in ({"batch": b.batch}, {}):  # the batch given, or the Batch itself: per graph
         graph = b.edge_index if given else b
         with Probe(model, graph, **given) as probe, torch.no_grad():
             model(b.x, b.edge_index, b.batch)
         assert not probe.to_frame().attrs["gaps"]
-    # a sorted node index is no batch vector (no repeat)
-    with Probe(model, b.edge_index) as probe, torch.no_grad():
-        model(b.x, b.edge_index, torch.arange(b.num_nodes))
-    assert not probe.to_frame().attrs["gaps"]
+    # no batch vector: a sorted node index (no repeat), a sorted edge_type of RGCN (one entry
+    # per edge, not per node: a review), a vector on the meta device (not read)
+    edge_type = torch.arange(b.num_edges) * 3 // b.num_edges
+    for other in (torch.arange(b.num_nodes), edge_type, b.batch.to("meta")):
+        with Probe(model, b.edge_index) as probe, torch.no_grad():
+            model(b.x, b.edge_index, other)
+        assert not probe.to_frame().attrs["gaps"]
 
 
 def test_a_directed_dense_adjacency_the_model_takes_is_noted():

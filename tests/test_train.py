@@ -437,6 +437,10 @@ def test_cli_train_then_analyze_checkpoint(tmp_path):
     assert [r["layer"] for r in payload["prune"]] == [1, 4] and "accuracy_drop" in payload["prune"][
         0
     ]
+    # the terminal's table names the checkpoint's model, not a seed (a review)
+    human = ["analyze", "--checkpoint", str(out / "best.pt"), "--prune-layers", "4", "--seeds"]
+    result = runner.invoke(app, [*human, "0", "--out", str(tmp_path / "b"), "-q"])
+    assert result.exit_code == 0 and "pruning, the checkpoint's model:" in result.output
     result = runner.invoke(app, ["analyze", "--checkpoint", str(out / "best.pt"), "--depth", "8"])
     assert result.exit_code == 2 and "checkpoint has depth=4 but --depth 8" in result.output
     (tmp_path / "bad.pt").write_text("garbage")

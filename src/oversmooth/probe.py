@@ -313,13 +313,17 @@ def _graph_data(value: object) -> bool:
     return isinstance(getattr(value, "edge_index", None), Tensor) and hasattr(value, "num_nodes")
 
 
-def _batch_vector(value: object) -> int:
-    """The number of graphs of ``value`` when it reads as a ``batch`` vector (a 1-D integer
-    tensor from 0 in steps of 0 or 1, with a repeat: a node index never repeats), else 0."""
+def _batch_vector(value: object, nodes: int | None) -> int:
+    """The number of graphs of ``value`` when it reads as a ``batch`` vector of ``nodes``
+    entries (a 1-D integer tensor from 0 in steps of 0 or 1, with a repeat: a node index never
+    repeats), else 0.  Without the node count nothing reads as one: a sorted ``edge_type`` of
+    RGCN (length E) was taken for a batch of graphs (a review)."""
     if not (
         isinstance(value, Tensor)
         and value.dim() == 1
         and value.numel() > 1
+        and value.numel() == nodes
+        and value.device.type != "meta"
         and not value.is_floating_point()
         and value.dtype != torch.bool
     ):
@@ -335,6 +339,8 @@ def _sample_note(value: object) -> str | None:
     else None."""
     seeds, n_id = getattr(value, "batch_size", None), getattr(value, "n_id", None)
     if not (_graph_data(value) and isinstance(seeds, int) and isinstance(n_id, Tensor)):
+        return None
+    if seeds >= n_id.numel():  # every node a seed: no outer hop
         return None
     return (
         f"the graph is a NeighborLoader sample ({seeds} seed nodes of {n_id.numel()}): the "
@@ -359,13 +365,24 @@ def _unseen_inputs(graph: object, batch: Tensor | None, values: tuple) -> list[s
     notes = [note for note in map(_sample_note, values) if note is not None][:1]
     given = batch is not None or isinstance(getattr(graph, "batch", None), Tensor)
     if not given and not (isinstance(graph, Tensor) and graph.dim() == 3):
-        inner = [getattr(v, "batch", None) for v in values if _graph_data(v)]
-        graphs = max((_batch_vector(v) for v in (*values, *inner)), default=0)
+        # the node count: a Data's own, else the features' rows (the first floating 2-D
+        # argument); a vector of another length is no batch vector
+        rows = [
+            v.size(0)
+            for v in values
+            if isinstance(v, Tensor) and v.is_floating_point() and v.dim() == 2
+        ][:1]
+        found = [
+            _batch_vector(getattr(v, "batch", None), v.num_nodes) for v in values if _graph_data(v)
+        ]
+        found += [_batch_vector(v, rows[0] if rows else None) for v in values]
+        graphs = max(found, default=0)
         if graphs > 1:
             notes.append(
-                f"the forward takes a batch vector of {graphs} graphs, which the Probe was not "
-                f"given: its rows measure the {graphs} graphs as one graph, not each graph "
-                "(averaged); pass Probe(model, edge_index, batch=batch), or the Batch itself"
+                f"the forward takes what reads as a batch vector of {graphs} graphs (0, 0, ..., "
+                f"{graphs - 1} over the nodes), which the Probe was not given: if it is one, the "
+                f"rows measure the {graphs} graphs as one graph, not each graph (averaged); "
+                "pass Probe(model, edge_index, batch=batch), or the Batch itself"
             )
     if _dense_matrix(graph) and any(
         isinstance(v, Tensor) and (v is graph or (_dense_matrix(v) and torch.equal(v, graph)))

@@ -416,9 +416,15 @@ def analyze_and_report(
         shown = accuracy_in_percent(result.prune)  # the reports' convention (prune.csv: fractions)
         seeds = result.config.get("seeds") or [0]
         # one model is pruned: its final energy is not the verdict's mean over the seeds just
-        # above it (an audit read the two side by side as a contradiction)
+        # above it (an audit read the two side by side as a contradiction); a checkpoint's
+        # weights are the checkpoint's whatever the seed (a review)
         several = f", not the {len(seeds)} seeds' mean above" if len(seeds) > 1 else ""
-        typer.echo(f"pruning, the model of seed {seeds[0]} (the run's first{several}):")
+        which = (
+            "the checkpoint's model"
+            if result.config.get("checkpoint")
+            else f"the model of seed {seeds[0]} (the run's first{several})"
+        )
+        typer.echo(f"pruning, {which}:")
         typer.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         from oversmooth.report.prose import pruning_baseline
 
