@@ -543,7 +543,9 @@ def test_summary_rate_profile_and_evidence_of_a_clean_exponential():
     assert v.curse_of_depth is False and v.trend == "decay"
     assert v.rate.name == "halving_length" and abs(v.rate.value - np.log(2) / 0.0729) < 0.5
     assert v.rate.interval[0] < np.log(2) / 0.0729 < v.rate.interval[1]
-    assert verdict_text(v, "test").startswith("test: exponential smoothing: energy halves every 9.")
+    # no feature_norm: the fall's cause is not shown, and the words say the energy's law only
+    assert v.collapse is None
+    assert verdict_text(v, "test").startswith("test: exponential decay: energy halves every 9.")
     assert v.seeds == 3 and v.usable_layers == 256 and v.dropped["layer_0"] == 3
     local = local_halving_length(v.profile)
     inside = [

@@ -631,10 +631,14 @@ def _undecided_law(found: Mapping[str, Any]) -> str:
 
 
 def _decay_word(found: Mapping[str, Any], law: str) -> str:
-    """``exponential smoothing`` (or ``algebraic``), or ``exponential decay`` where the verdict
-    found the fall to be mostly the features shrinking: "exponential smoothing ... mostly norm
-    collapse, not oversmoothing" named smoothing what the same line denied (an audit)."""
-    return f"{law} decay" if found.get("collapse") == "norm-collapse" else f"{law} smoothing"
+    """``exponential smoothing`` (or ``algebraic``) where the verdict found the nodes
+    converging (``collapse`` ``oversmoothing`` or ``both``), else ``exponential decay``: the
+    fall of the energy alone, as the banner says it ("exponential smoothing ... mostly norm
+    collapse, not oversmoothing" named smoothing what the same line denied: an audit; a
+    decay whose cause is not resolved, or a table without ``feature_norm``, is bannered
+    "energy decay": a review)."""
+    converge = found.get("collapse") in ("oversmoothing", "both")
+    return f"{law} smoothing" if converge else f"{law} decay"
 
 
 def _exponential_text(
