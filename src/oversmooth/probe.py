@@ -350,10 +350,16 @@ def _sample_note(value: object) -> str | None:
     )
 
 
-def _unseen_inputs(graph: object, batch: Tensor | None, values: tuple) -> list[str]:
+def _unseen_inputs(
+    graph: object, batch: Tensor | None, edges: int | None, values: tuple
+) -> list[str]:
     """Notes on what the first forward's arguments hold that the Probe's graph does not say
     (audits; each was measured without a word):
 
+    * a floating ``[E]`` tensor beside a Probe graph of ``edges`` edges without weights
+      (``edges`` None: it has weights), as an argument or inside a ``Data`` argument
+      (``forward(data)`` reading ``data.edge_weight``): weights the model may use, the Probe
+      does not;
     * a ``NeighborLoader`` sample (``n_id`` and ``batch_size``): the energies are the sampled
       subgraph's, whose outer-hop nodes keep only their edges toward the seeds (the input
       features of a 64-seed sample of Cora read 4.4 against 21.1 on the whole graph);
@@ -362,7 +368,28 @@ def _unseen_inputs(graph: object, batch: Tensor | None, values: tuple) -> list[s
     * a directed dense adjacency, the Probe's own graph, taken by the forward: read as
       ``A[src, dst]`` (as ``to_dense_adj`` builds it), while PyG's dense layers (``adj @ x``)
       send messages the other way (a directed ``DenseGCNConv``: 0.161 against 0.076)."""
-    notes = [note for note in map(_sample_note, values) if note is not None][:1]
+    notes = []
+    inner = [
+        getattr(value, name, None)
+        for value in values
+        if _graph_data(value)
+        for name in ("edge_weight", "edge_attr")
+    ]
+    if edges is not None and any(
+        isinstance(value, Tensor)
+        and value.is_floating_point()
+        and value.dim() in (1, 2)
+        and value.size(0) == edges
+        and value.numel() == edges
+        for value in (*values, *inner)
+    ):
+        notes.append(
+            f"the forward takes a floating [{edges}] tensor beside the graph, while the "
+            "Probe's graph has no edge weights: if the model weights its edges with it, "
+            "the energies are of the unweighted graph (pass edge_weight= to measure the "
+            "weighted one)"
+        )
+    notes += [note for note in map(_sample_note, values) if note is not None][:1]
     given = batch is not None or isinstance(getattr(graph, "batch", None), Tensor)
     if not given and not (isinstance(graph, Tensor) and graph.dim() == 3):
         # the node count: a Data's own, else the features' rows (the first floating 2-D
@@ -2253,23 +2280,24 @@ class Probe:
         """What the first recorded forward's arguments say of the graph the Probe was given,
         before it runs (audits: each measured another graph than the model's, silently):
 
-        * the very sparse matrix the model takes, of a directed graph, is refused: PyG layers
-          read a sparse matrix as ``adj_t`` (``A[dst, src]``), the Probe reads a bare one as
-          ``A[src, dst]``, so every row measured the reversed graph (the Laplacian energy of
-          a directed GCN 9-31% off; the Dirichlet energy, symmetric in the direction, right);
+        * the very sparse matrix the model takes (or a dense copy of it), of a directed graph,
+          is refused: PyG layers read a sparse matrix as ``adj_t`` (``A[dst, src]``), the
+          Probe reads a bare one as ``A[src, dst]``, so every row measured the reversed graph
+          (the Laplacian energy of a directed GCN 9-31% off; the Dirichlet energy, symmetric
+          in the direction, right);
         * a node mask ``[B, N]`` with padding, taken by the forward but not given to a Probe
           on a dense batch, is refused: the padded rows counted as isolated nodes in ``1/n``
           (energies 37-52% low);
-        * a floating ``[E]`` argument beside an unweighted Probe graph of ``E`` edges (edge
-          weights the model uses, the Probe does not) is noted."""
+        * what the arguments hold that the Probe's graph does not say is noted
+          (:func:`_unseen_inputs`)."""
         values = (*args, *kwargs.values())
         graph = self._graph_arg
-        layouts = is_sparse_matrix(graph) or _dense_matrix(graph)
-        if layouts and self._operator is not None and self._takes(graph, values):
-            if _directed(self._operator):
+        dense = _dense_matrix(graph)
+        if (dense or is_sparse_matrix(graph)) and self._operator is not None:
+            if self._takes(graph, values) and _directed(self._operator):
                 given = (
                     "a dense copy of the sparse matrix the model takes"
-                    if _dense_matrix(graph)
+                    if dense
                     else "the sparse matrix the model takes"
                 )
                 raise ValueError(
@@ -2292,32 +2320,8 @@ class Probe:
                         "which the Probe was not given: its rows would count the padding as "
                         "isolated nodes (in 1/n); pass Probe(model, adj, mask=mask)"
                     )
-        edges = self._unweighted_edges()
-        # a Data the forward takes carries its weights inside (forward(data) read
-        # data.edge_weight while the Probe measured the unweighted graph, unsaid: an audit)
-        inner = [
-            getattr(value, name, None)
-            for value in values
-            if _graph_data(value)
-            for name in ("edge_weight", "edge_attr")
-        ]
-        if edges is not None and any(
-            isinstance(value, Tensor)
-            and value.is_floating_point()
-            and value.dim() in (1, 2)
-            and value.size(0) == edges
-            and value.numel() == edges
-            for value in (*values, *inner)
-        ):
-            self._input_notes.append(
-                f"the forward takes a floating [{edges}] tensor beside the graph, while the "
-                "Probe's graph has no edge weights: if the model weights its edges with it, "
-                "the energies are of the unweighted graph (pass edge_weight= to measure the "
-                "weighted one)"
-            )
-        for note in _unseen_inputs(graph, self._batch, values):
-            if note not in self._input_notes and note != self._graph_note:
-                self._input_notes.append(note)
+        notes = _unseen_inputs(graph, self._batch, self._unweighted_edges(), values)
+        self._input_notes += [note for note in notes if note != self._graph_note]
 
     @staticmethod
     def _takes(graph: object, values: tuple) -> bool:

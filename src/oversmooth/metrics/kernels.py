@@ -546,10 +546,12 @@ def unweighted_edge_sum(x64: Tensor, op: GraphOperator) -> Tensor:
     list counted a repeat twice, its coalesced adjacency once: an audit); not poisoned."""
     runs = op.runs
     total = x64.new_zeros(()) if runs.graph is None else x64.new_zeros(op.num_graphs)
-    src, dst, present = runs.col, runs.row, runs.weight != 0
+    src, dst = runs.col, runs.row
+    present = None if runs.unit else runs.weight != 0  # every weight 1: every edge present
     for part in _edge_chunks(runs.nnz, x64.size(1)):
         sq = (x64[src[part]] - x64[dst[part]]).pow(2).sum(dim=1)  # [chunk]
-        sq = torch.where(present[part], sq, 0.0)
+        if present is not None:
+            sq = torch.where(present[part], sq, 0.0)
         if runs.graph is None:
             total = total + sq.sum()
         else:
