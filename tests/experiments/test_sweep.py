@@ -721,3 +721,29 @@ def test_the_report_lists_the_models_in_the_specs_order(tmp_path):
     assert pd.read_csv(tmp_path / "o" / "summary.csv")["model"].tolist() == list(spec.models)
     metrics = pd.read_csv(tmp_path / "o" / "metrics.csv")
     assert metrics["model"].drop_duplicates().tolist() == list(spec.models)
+
+
+def test_the_dataset_check_refuses_what_every_cell_would(tmp_path):
+    """The check before any cell is analyze's own (features the model's precision cannot hold,
+    or every node alike), so such a dataset stops the sweep once instead of failing each cell."""
+    import torch
+    from torch_geometric.data import Data
+
+    from oversmooth.experiments.sweep import _check_datasets
+
+    edges = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    for name, x, said in (
+        (
+            "big.pt",
+            torch.tensor([[1e39, 1.0], [2.0, 3.0], [4.0, 5.0]], dtype=torch.float64),
+            "beyond the float32 range",
+        ),
+        ("same.pt", torch.ones(3, 2), "every node has the same features"),
+    ):
+        torch.save(Data(x=x, edge_index=edges), tmp_path / name)
+        spec = SweepSpec(
+            models=("preln",), depths=(2,), seeds=(0,), datasets=(str(tmp_path / name),)
+        )
+        spec = replace(spec, model=replace(spec.model, dtype="float32"))
+        with pytest.raises(ValueError, match=said):
+            _check_datasets(spec)

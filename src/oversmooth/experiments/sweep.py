@@ -614,8 +614,8 @@ def _check_datasets(spec: SweepSpec) -> tuple[dict[str, str], dict[str, str]]:
     file (a ``.pt`` or ``.csv`` path), which goes into the cells' identity: a file changed
     between two runs (or another file of the same relative name) is not the graph the
     finished cells measured."""
-    from oversmooth.analysis import check_feature_range
-    from oversmooth.data import _names_a_file, check_distinct, load
+    from oversmooth.analysis import _load_data
+    from oversmooth.data import _names_a_file, check_distinct
     from oversmooth.experiments.sweep_ray import graph_fingerprint
     from oversmooth.resources import check_allocation, model_bytes
 
@@ -623,8 +623,9 @@ def _check_datasets(spec: SweepSpec) -> tuple[dict[str, str], dict[str, str]]:
     fingerprints, files = {}, {}
     deepest, m = max(spec.depths), spec.model
     for name in spec.datasets:
-        data = load(name, data_root=spec.data_root)
-        check_feature_range(f"datasets: {name!r}", getattr(data, "x", None), m.dtype)
+        # refused here as each cell's analysis would refuse it (features the model's precision
+        # cannot hold, none, or all equal), not once per cell
+        data, _ = _load_data(name, spec.data_root, m.dtype)
         if "trained" in spec.modes and getattr(data, "y", None) is None:
             raise ValueError(
                 f"datasets: {name!r} has no labels, which trained mode needs; "
