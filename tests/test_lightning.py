@@ -518,3 +518,46 @@ def test_energies_are_logged_at_lightnings_own_step_with_two_optimisers(pl, cora
     assert sorted(monitor.frames) == [0, 2, 4, 6]  # global_step: two per batch
     assert energy["step"].tolist() == [0, 1, 2, 3]  # Lightning's step: one per batch
     assert losses["step"].tolist() == [0, 1, 2]
+
+
+@QUIET
+def test_epoch_end_energies_sit_one_step_after_the_epochs_own_metrics_same_epoch(
+    pl, cora, tmp_path
+):
+    """Two batches an epoch: what the module logs at an epoch's end goes at the epoch's last
+    batch (Lightning's convention), the energies of the same weights one step later, each row
+    with the same ``epoch``, the verdict's rows too (their epoch was empty; an audit)."""
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    net = _net(pl, cora)
+    marks = []
+
+    def on_train_epoch_end() -> None:
+        marks.append(net.trainer.current_epoch)
+        net.log("mark", float(net.trainer.current_epoch))
+
+    net.on_train_epoch_end = on_train_epoch_end  # type: ignore[method-assign]
+    loader = torch.utils.data.DataLoader([cora, cora], batch_size=None, collate_fn=lambda b: b)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        logger=CSVLogger(tmp_path, name="run"),
+        callbacks=[EnergyMonitor(cora, every_n_epochs=1)],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        log_every_n_steps=1,
+        accelerator="cpu",
+    )
+    torch.manual_seed(0)
+    trainer.fit(net, loader)
+    assert marks == [0, 1]
+    table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
+    mark = table.dropna(subset=["mark"])
+    energy = table.dropna(subset=["energy/laplacian_energy/final"])
+    assert mark["step"].tolist() == [1, 3] and mark["epoch"].tolist() == [0, 1]
+    assert energy["step"].tolist() == [0, 2, 4] and energy["epoch"].tolist() == [0, 0, 1]
+    codes = table.dropna(subset=["energy/verdict_code"])
+    assert codes["step"].tolist() == [0, 4] and codes["epoch"].tolist() == [0, 1]

@@ -51,10 +51,17 @@ DEFAULT_METRICS = ("laplacian_energy", "feature_norm")
 
 
 def _log_step(trainer: pl.Trainer) -> int:
-    """The step Lightning's own ``self.log`` logs at: the batches that stepped an optimiser.
-    ``global_step`` counts optimiser steps, so with two optimisers stepped per batch (manual
-    optimisation) the energies landed at twice the step of the losses beside them (an audit).
-    ``global_step`` where the loop does not say (another Lightning version)."""
+    """The step the energies of the weights now in the module are logged at: the batches
+    that stepped an optimiser, the step at which Lightning logs a training loss of the same
+    weights.  ``global_step`` counts optimiser steps, so with two optimisers stepped per batch
+    (manual optimisation) the energies landed at twice the step of the losses beside them (an
+    audit).  ``global_step`` where the loop does not say (another Lightning version).
+
+    What Lightning logs at an epoch's end (validation metrics, ``on_epoch`` values) goes one
+    step earlier, at the epoch's last batch; an end-of-epoch probe is not moved there, where it
+    would share step 0 with the probe before training whenever an epoch is one batch (a
+    full-graph training): both carry ``epoch``, the column to join them on (docs/lightning.md).
+    """
     loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
     stepped = getattr(loop, "_batches_that_stepped", None)
     return int(stepped) if isinstance(stepped, int) else int(trainer.global_step)
@@ -339,13 +346,15 @@ class EnergyMonitor(pl.Callback):
                 logger.log_metrics(scalars, step=_log_step(trainer))
         return frame
 
-    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
+    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str, epoch: int) -> None:
         step = trainer.global_step
         found = verdict(frame)
         self.verdicts[step] = found
         self.titles[step] = title
         for logger in trainer.loggers:
-            log_verdict(found, logger, _log_step(trainer), prefix=self.prefix, title=title)
+            log_verdict(
+                found, logger, _log_step(trainer), prefix=self.prefix, title=title, epoch=epoch
+            )
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step, self._frame, self._weights = None, None, None
@@ -361,7 +370,8 @@ class EnergyMonitor(pl.Callback):
             if self.judge:
                 # the weights before this fit's first step: the initialisation, unless the
                 # module was trained before (a second fit, a fine-tuning): nothing here tells
-                self._judge(trainer, frame, f"{type(pl_module).__name__} before training")
+                title = f"{type(pl_module).__name__} before training"
+                self._judge(trainer, frame, title, self._epoch)
 
     def on_train_batch_end(
         self,
@@ -399,4 +409,4 @@ class EnergyMonitor(pl.Callback):
             frame = self._record(trainer, pl_module, self._epoch)
         if self.judge:
             title = f"{type(pl_module).__name__} after {trainer.global_step} steps"
-            self._judge(trainer, frame, title)
+            self._judge(trainer, frame, title, self._epoch)

@@ -212,13 +212,17 @@ def log_verdict(
     *,
     prefix: str = "energy",
     title: str | None = None,
+    epoch: int | None = None,
 ) -> dict[str, float]:
     """Send a verdict to ``sink`` (as in :func:`log_frame`): its label's number
     ``{prefix}/verdict_code`` (:data:`VERDICT_CODES`) always, and ``{prefix}/verdict`` as text
     (label and summary, :func:`oversmooth.report.prose.verdict_text` prefixed by ``title``)
     where the sink takes text (SummaryWriter, Lightning's TensorBoard and W&B loggers; not the
-    CSV logger or a plain function).  Returns the numbers sent."""
+    CSV logger or a plain function).  ``epoch``, where given, is sent beside the code (as
+    Lightning's own ``self.log`` adds it).  Returns the numbers sent."""
     scalars = {f"{prefix}/verdict_code": float(VERDICT_CODES[verdict.label])}
+    if epoch is not None:
+        scalars["epoch"] = float(epoch)
     _send(sink, scalars, step)
     write_text = _text_writer(sink)
     if write_text is not None:
