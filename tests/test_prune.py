@@ -35,6 +35,37 @@ def _without_block(model: PreLNTransformer, k: int) -> PreLNTransformer:
     return pruned
 
 
+class _ConvsNamedBlocks(PreLNTransformer):
+    """The same Pre-LN model with its convs in a list named ``blocks``: not blocks whose
+    outputs are the stream (the skip and the norm live in forward)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.blocks = self._modules.pop("convs")
+
+    @property
+    def convs(self) -> nn.ModuleList:  # what PreLNTransformer's forward and stream read
+        return self.blocks
+
+
+def test_convs_in_a_list_named_blocks_are_pruned_out_of_the_stream_not_as_blocks():
+    """A list named ``blocks`` was taken for whole blocks whatever the forward does: replacing
+    a conv by its input made the step h + norm(h), said to be the identity (an audit: logits
+    change 0.91 where removing the block gives 0.69)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = _ConvsNamedBlocks(5).double().eval()
+    frame = prune_sensitivity(model, data)
+    for k in (1, 2, 3):
+        with torch.no_grad():
+            base = model.stream(data.x, data.edge_index)[-1]
+            out = model.stream(data.x, data.edge_index, skip=k - 1)[-1]
+        change = ((out - base).norm() / base.norm()).item()
+        assert frame[frame.layer == k].iloc[0]["logits_change"] == pytest.approx(change, rel=1e-9)
+    assert frame.attrs["pruned_as"] == {1: "zero", 2: "zero", 3: "zero"}
+    assert frame.attrs["identity_on_stream"] == {1: True, 2: True, 3: True}
+
+
 @pytest.mark.parametrize("head", [False, True])
 def test_pruning_a_pre_ln_layer_removes_its_whole_block(head):
     torch.manual_seed(0)

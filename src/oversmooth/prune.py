@@ -538,18 +538,22 @@ def _prune_any(
     from oversmooth.probe import stream_plan, find_layers
 
     modules, are_blocks = find_layers(model, "residual")
-    if stream is not None and are_blocks:
-        raise ValueError(
-            "stream: the layers of this model are blocks (their outputs are the stream); "
-            "leave stream unset"
-        )
-    plan = None if are_blocks else stream_plan(model, modules, stream)
     chosen = check_layers(layers, len(modules))
     mask_t = _resolve_mask(data, mask)
     with _eval_mode(model):
         param = next(iter(model.parameters()), None)
         device = param.device if param is not None else data.x.device
         run = _forward(model, data, device)
+        if are_blocks and not _chained(modules, run):
+            # taken for blocks by their place (model.blocks), but the forward changes the
+            # state between them (h = h + conv(norm(h))): their outputs are not the stream
+            are_blocks = False
+        if stream is not None and are_blocks:
+            raise ValueError(
+                "stream: the layers of this model are blocks (their outputs are the stream); "
+                "leave stream unset"
+            )
+        plan = None if are_blocks else stream_plan(model, modules, stream)
         graph = as_graph(data, device=device)
         pruner = _Pruner(model, modules, plan, run)
         logits, final = _run_counting_calls(model, modules, pruner.baseline, chosen)
@@ -593,6 +597,45 @@ def _forward(model: nn.Module, data: Data, device: torch.device) -> Callable[[],
         return out
 
     return run
+
+
+def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> bool:
+    """Whether, in one forward (``run``), every block after the first is given the output of
+    the block before it (the same tensor, or equal values): blocks whose outputs are the
+    stream.  Replacing a block by its input is the identity on the stream only then; a list
+    named ``blocks`` that holds the convs of ``h = h + conv(norm(h))`` was pruned to
+    ``h + norm(h)`` and said to be the identity (an audit)."""
+    from oversmooth.probe import first_tensor
+
+    outputs: dict[int, Tensor | None] = {}
+    chained = True
+
+    def out_hook(k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            outputs[k] = first_tensor(output)
+
+        return hook
+
+    def in_hook(k: int) -> Callable[[nn.Module, tuple], None]:
+        def hook(module: nn.Module, args: tuple) -> None:
+            nonlocal chained
+            before = outputs.pop(k - 1, None)
+            x = args[0] if args and isinstance(args[0], Tensor) else None
+            if before is None or x is None:
+                return  # the first block, or an input that is not a tensor: nothing to compare
+            if x is not before and not (x.shape == before.shape and torch.equal(x, before)):
+                chained = False
+
+        return hook
+
+    handles = [m.register_forward_hook(out_hook(k)) for k, m in enumerate(modules)]
+    handles += [m.register_forward_pre_hook(in_hook(k)) for k, m in enumerate(modules) if k]
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return chained
 
 
 _T = TypeVar("_T")
