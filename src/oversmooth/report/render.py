@@ -833,7 +833,12 @@ def _pruning_section(doc: Document, path: Path, seed: int) -> None:
             ("logits_change", "`logits_change` is ‖Z_k − Z‖_F / ‖Z‖_F, Z the logits"),
             ("final_energy", "`final_energy` the final layer's Laplacian energy, pruned"),
             ("energy_change", "`energy_change` its relative change, (pruned − whole) / whole"),
-            ("accuracy_drop", "`accuracy_drop` the test-accuracy drop in points"),
+            ("accuracy", "`accuracy (%)` the test accuracy with the layer pruned"),
+            (
+                "accuracy_drop",
+                "`accuracy drop (points)` the unpruned accuracy less that, in percentage "
+                "points (prune.csv holds both as fractions: `accuracy`, `accuracy_drop`)",
+            ),
         )
         if name in prune
     ]
