@@ -14,8 +14,9 @@ from its layer instead of recomputing the unchanged prefix:
 
 Any other model (a PyG ``GCN``, a custom module): its layers are the ones
 :func:`~oversmooth.probe.find_layers` finds with ``capture="residual"`` (blocks such as PyG's
-``DeepGCNLayer`` or a ``model.blocks`` list, else a ``BasicGNN``'s ``convs``, else
-``model.convs``/``layers``), and pruning layer ``k`` takes the whole block out of the residual
+``DeepGCNLayer`` or a ``model.blocks`` list whose forward hands each block's output to the
+next, else a ``BasicGNN``'s ``convs``, else ``model.convs``/``layers``, or a ``model.blocks``
+list that does not chain), and pruning layer ``k`` takes the whole block out of the residual
 stream, read as ``Probe(capture="residual")`` reads it:
 
 - a block (its output is the stream) is replaced by its input: the identity;
