@@ -89,6 +89,13 @@ def train(
     _exit_if_stopped(result)
 
 
+#: How far a file's modification time may lag the clock it is compared with: the kernel stamps
+#: files from a coarse clock (a tick, up to 10 ms, behind ``time.time()``; whole seconds on some
+#: file systems), so a summary.json written right after the command started read as older than
+#: its start (CI: a bare "interrupted" once in about a hundred runs of the Ctrl-C test).
+_MTIME_SLACK_S = 2.0
+
+
 def _exit_if_complete(out: Path, stopped: str, started: float) -> None:
     """A stop that came once this run had finished (its summary.json, written after the
     report, is there): said as such, not as a run to continue with --resume (SIGTERM said "300
@@ -96,7 +103,7 @@ def _exit_if_complete(out: Path, stopped: str, started: float) -> None:
     audit)."""
     summary = out / "summary.json"
     try:
-        finished = summary.stat().st_mtime >= started
+        finished = summary.stat().st_mtime >= started - _MTIME_SLACK_S
     except OSError:
         return
     if finished:  # else another run's (an --overwrite not yet swapped in)
