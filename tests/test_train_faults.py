@@ -182,13 +182,33 @@ def random_kills(rng: random.Random, span_s: float, count: int) -> list[tuple[st
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, float]:
+    """The uninterrupted run, as a subprocess: its wall time spans the random kills."""
     out = tmp_path_factory.mktemp("reference") / "run"
     _, seconds = _run(out)
     return out, seconds
 
 
-def test_sigkill_mid_run_then_resume_is_bit_identical(tmp_path, reference):
-    ref, _ = reference
+@pytest.fixture(scope="module")
+def reference_here(tmp_path_factory) -> Path:
+    """The uninterrupted run, computed in this process on one thread as the subprocesses run
+    (the same kernels, so the same bits; a process fewer, with its imports and its report)."""
+    from typer.testing import CliRunner
+
+    from oversmooth.cli.main import app
+
+    out = tmp_path_factory.mktemp("reference") / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = CliRunner().invoke(app, [*TRAIN, "--out", str(out)])
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_sigkill_mid_run_then_resume_is_bit_identical(tmp_path, reference_here):
+    ref = reference_here
     # a seeded epoch, killed as soon as it is saved (robust to the machine's speed)
     epoch = random.Random(0).randint(2, EPOCHS - 3)
     steps = scenario(tmp_path, ref, [("SIGKILL", 0.0)], after_epoch=epoch)
