@@ -57,6 +57,19 @@ class PreLNTransformer(nn.Module):
         return h if self.head is None else self.head(h)
 
 
+class ConvsNamedBlocks(PreLNTransformer):
+    """The same Pre-LN model with its convs in a list named ``blocks``: not blocks whose
+    outputs are the stream (the skip and the norm live in forward)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.blocks = self._modules.pop("convs")
+
+    @property
+    def convs(self) -> nn.ModuleList:  # what PreLNTransformer's forward and stream read
+        return self.blocks
+
+
 class TwoNormLists(PreLNTransformer):
     """Norms in two lists paired with the layers (attention and FFN pre-norms): the probe
     cannot tell which one carries the stream."""

@@ -786,15 +786,26 @@ def test_residual_capture_says_when_the_paired_norms_run_for_other_layers():
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)
 
 
+class ConvBlock(torch.nn.Module):
+    """A block module holding a conv (a list of bare PyG convs is read as layers, not blocks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv = GCNConv(5, 5)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)
+
+
 class BlocksSkipInForward(torch.nn.Module):
     """A ``blocks`` ModuleList whose skip lives in ``forward`` (``h = h + blocks[k](h)``): the
     probe takes ``blocks`` for whole blocks, whose outputs are not the stream here."""
 
     def __init__(self) -> None:
         super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.blocks = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+        self.blocks = torch.nn.ModuleList(ConvBlock() for _ in range(3))
 
     def forward(self, x, edge_index):
         for block in self.blocks:
@@ -829,9 +840,7 @@ class BlocksCopyTheStream(torch.nn.Module):
 
     def __init__(self, gap_at: int | None = None) -> None:
         super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.blocks = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(4))
+        self.blocks = torch.nn.ModuleList(ConvBlock() for _ in range(4))
         self.gap_at = gap_at
 
     def forward(self, x, edge_index):

@@ -1173,3 +1173,21 @@ def test_the_head_warning_names_a_remedy_that_records_the_last_row():
     frame, kept, said, ei = probed(model, capture="residual", stream=[*model.convs, model.head])
     assert_stream(frame, kept, ei)
     assert said == []
+
+
+def test_convs_in_a_list_named_blocks_are_read_on_the_stream():
+    """A list named ``blocks`` was taken for blocks whose outputs are the stream whatever it
+    held: the convs of ``h = h + conv(norm(h))`` were recorded (a note said so); bare PyG convs
+    are layers, read on the stream as under ``model.convs`` (an audit)."""
+    from .pyg_models import ConvsNamedBlocks
+
+    torch.manual_seed(0)
+    data = small_graph()
+    model = ConvsNamedBlocks(5).double().eval()
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+        states = model.stream(data.x, data.edge_index)
+    expected = [M.laplacian_energy(h, data.edge_index).item() for h in states]
+    frame = probe.to_frame()
+    assert frame["laplacian_energy"].tolist() == pytest.approx(expected, rel=1e-12)
+    assert not frame.attrs.get("gaps")

@@ -15,7 +15,7 @@ from torch_geometric.nn import GCN
 import oversmooth.metrics as M
 from oversmooth import build_model, prune_sensitivity
 
-from .pyg_models import DeeperGCN, PreLNTransformer, small_graph
+from .pyg_models import ConvsNamedBlocks, DeeperGCN, PreLNTransformer, small_graph
 
 
 def _change(model, data, pruned) -> tuple[float, float]:
@@ -35,26 +35,13 @@ def _without_block(model: PreLNTransformer, k: int) -> PreLNTransformer:
     return pruned
 
 
-class _ConvsNamedBlocks(PreLNTransformer):
-    """The same Pre-LN model with its convs in a list named ``blocks``: not blocks whose
-    outputs are the stream (the skip and the norm live in forward)."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__(channels)
-        self.blocks = self._modules.pop("convs")
-
-    @property
-    def convs(self) -> nn.ModuleList:  # what PreLNTransformer's forward and stream read
-        return self.blocks
-
-
 def test_convs_in_a_list_named_blocks_are_pruned_out_of_the_stream_not_as_blocks():
     """A list named ``blocks`` was taken for whole blocks whatever the forward does: replacing
     a conv by its input made the step h + norm(h), said to be the identity (an audit: logits
     change 0.91 where removing the block gives 0.69)."""
     torch.manual_seed(0)
     data = small_graph()
-    model = _ConvsNamedBlocks(5).double().eval()
+    model = ConvsNamedBlocks(5).double().eval()
     frame = prune_sensitivity(model, data)
     for k in (1, 2, 3):
         with torch.no_grad():

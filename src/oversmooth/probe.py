@@ -130,7 +130,8 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     ``capture="output"``: an oversmooth ``DepthModel``'s blocks; a PyG ``BasicGNN``'s
     ``convs``; else the first non-empty ``nn.ModuleList`` among ``model.convs``,
     ``model.layers``, ``model.blocks``.  ``capture="residual"``: a ``DepthModel``'s blocks,
-    a ``model.blocks`` ModuleList, or PyG ``DeepGCNLayer`` modules (outputs are the stream);
+    a ``model.blocks`` ModuleList (unless it holds bare PyG convolutions, which are layers), or
+    PyG ``DeepGCNLayer`` modules (outputs are the stream);
     failing those, the ``output`` layers, whose *inputs* carry the stream (see :class:`Probe`).
     """
     if capture not in _CAPTURES:
@@ -139,7 +140,10 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         return list(model.blocks), True
     if capture == "residual":
         blocks = _module_list(model, ["blocks"])
-        if blocks is not None:
+        # a list of bare PyG convolutions holds no skip: its outputs are the branches, the
+        # stream is what the forward makes of them (h = h + conv(norm(h)) read as conv(norm(h))
+        # was pruned to h + norm(h): an audit), so it is taken as layers, as under model.convs
+        if blocks is not None and not _bare_convs(blocks):
             # a readout MLP named blocks beside the GNN's convs was measured as the stream,
             # silently (an audit): the energy of its two linear maps read as oversmoothing
             _check_passes_messages(model, blocks)
@@ -169,6 +173,16 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         "pass layers=[module, ...] (layer k = output of module k), or record the states "
         "yourself: Probe(None, graph) and probe.record(k, x)"
     )
+
+
+def _bare_convs(modules: list[nn.Module]) -> bool:
+    """Whether every module is a PyG ``MessagePassing`` itself (a conv, not a block that holds
+    one)."""
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:  # pragma: no cover - torch_geometric is a dependency
+        return False
+    return all(isinstance(m, MessagePassing) for m in modules)
 
 
 def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
