@@ -235,3 +235,51 @@ def test_a_baseline_energy_of_zero_is_said():
     with pytest.warns(UserWarning, match="energy_change, relative to it, is undefined"):
         frame = prune_sensitivity(model, data, [2])
     assert frame["final_energy"].tolist() == [0.0]
+
+
+class _Branch(nn.Module):
+    """A block module holding a conv: the list is taken for blocks until the forward shows
+    that it does not chain them."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv = GCNConv(width, width)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)
+
+
+class _SkipOutsideBlocks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(_Branch(5) for _ in range(3))
+        self.head = nn.Linear(5, 3)
+
+    def stream(self, x, edge_index, skip: int | None = None):
+        for k, block in enumerate(self.blocks):
+            if k != skip:
+                x = x + torch.tanh(block(x, edge_index))
+        return x
+
+    def forward(self, x, edge_index):
+        return self.head(self.stream(x, edge_index))
+
+
+def test_blocks_the_forward_does_not_chain_are_pruned_out_of_the_stream():
+    """``h = h + tanh(blocks[k](h))``: replacing a block by its input made the step
+    h + tanh(h), said to be the identity; the forward is checked to chain the blocks first."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = _SkipOutsideBlocks().double().eval()
+    with pytest.warns(UserWarning, match=r"layer 3: .*the stream after it is not seen"):
+        frame = prune_sensitivity(model, data)
+    with torch.no_grad():
+        base = model(data.x, data.edge_index)
+    for k in (1, 2):  # the stream after the last block feeds the head: layer 3 is not checked
+        with torch.no_grad():
+            out = model.head(model.stream(data.x, data.edge_index, skip=k - 1))
+        change = ((out - base).norm() / base.norm()).item()
+        assert frame[frame.layer == k].iloc[0]["logits_change"] == pytest.approx(change, rel=1e-9)
+    assert frame.attrs["pruned_as"][1] == frame.attrs["pruned_as"][2] == "zero"
