@@ -527,6 +527,39 @@ def test_an_option_given_no_value_that_took_the_next_option_is_said(tmp_path, ar
     assert not any(tmp_path.iterdir())  # nothing written, no folder named "--overwrite"
 
 
+@pytest.mark.parametrize(
+    "args, said, instead",
+    [
+        # seed 1 alone ran, and the report said "with seed 1"
+        (["analyze", "--seeds", "0", "--seeds", "1"], "--seeds was given twice (0 and 1)", "0,1"),
+        # no SVG was written
+        (
+            ["analyze", "--figure-format=svg", "--figure-format", "pdf"],
+            "--figure-format was given twice (svg and pdf)",
+            "svg,pdf",
+        ),
+        # a short spelling and the long one are one option
+        (
+            ["compare", "-m", "preln", "--models", "postln", "-m", "plain"],
+            "--models was given 3 times",
+            "preln,postln,plain",
+        ),
+    ],
+)
+def test_a_list_option_given_twice_is_refused_not_cut_to_its_last(tmp_path, args, said, instead):
+    """Click keeps the last value of a repeated option: a list given in two halves lost its
+    first half, unsaid.  A one-value option keeps its last (a shell alias, then one's own)."""
+    line = one_line_error(run(*args, "--out", tmp_path / "r"), 2, said)
+    flag = said.split()[0]
+    assert line.split(" (see ")[0].endswith(f"expected one comma-separated list: {flag} {instead}")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_one_value_option_given_twice_keeps_its_last(tmp_path):
+    result = run("analyze", *FAST, "--depth", "3", "--seeds", "0", "--out", tmp_path / "d")
+    assert result.exit_code == 0 and "3 layers" in result.output
+
+
 def test_features_beyond_the_models_precision_are_refused_before_any_work(tmp_path):
     """float64 features of 1e39 passed validation, and a float32 model overflowed at its input:
     NaN from layer 0, an 'inconclusive' report and exit 0 (an audit).  Refused in one line,

@@ -180,6 +180,51 @@ def swallowed_option(ctx: Any) -> str | None:
     return None
 
 
+#: Options outside the config table whose value is a comma-separated list.
+_OWN_LIST_OPTIONS = ("--figure-format", "--table-format")
+
+
+def repeated_list_option(ctx: Any) -> str | None:
+    """A list option (a comma-separated value: ``--seeds 0,1``) given more than once, where
+    click keeps the last: ``--seeds 0 --seeds 1`` ran seed 1 alone and ``--figure-format svg
+    --figure-format pdf`` wrote no SVG, unsaid.  Read from :data:`COMMAND_ARGS`; None where
+    every list option was given at most once.  A one-value option given twice keeps its last,
+    as click does (a shell alias then a value of one's own)."""
+    from oversmooth.config import OPTIONS
+
+    command = getattr(ctx, "command", None)
+    if command is None:
+        return None
+    own = {f for param in command.params for f in getattr(param, "opts", ())}
+    # an old spelling beside the new one is refused by the options themselves (options.py)
+    canonical = {
+        flag: entry.flag
+        for entry in OPTIONS
+        if entry.kind in ("ints", "names", "extra")
+        for flag in entry.flags
+    }
+    canonical.update((flag, flag) for flag in _OWN_LIST_OPTIONS)
+    given: dict[str, list[str]] = {}
+    args = [str(arg) for arg in COMMAND_ARGS]  # a test runner's Path objects too
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        flag, eq, value = arg.partition("=")
+        if flag not in own or flag not in canonical:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        given.setdefault(canonical[flag], []).append(value)
+    for flag, values in given.items():
+        if len(values) > 1:
+            times = "twice" if len(values) == 2 else f"{len(values)} times"
+            return (
+                f"{flag} was given {times} ({' and '.join(values)}) and only the last would "
+                f"count; expected one comma-separated list: {flag} {','.join(values)}"
+            )
+    return None
+
+
 def handle_errors(fn: F) -> F:
     """Turn library exceptions into one line on stderr and an exit code."""
 

@@ -110,10 +110,11 @@ class HelpContext(_Context):
     def invoke(self, callback: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Refuse, before the command runs, an option that took the next option as its value
         where that parses (``--out --overwrite``: a folder named ``--overwrite``; where it
-        does not, the usage error says it, :meth:`OneLineErrors.main`)."""
-        swallowed = _common.swallowed_option(self)
-        if swallowed is not None:  # worded as the usage-error line says it
-            raise _common.fail(f"{swallowed} (see '{self.command_path} --help')", 2)
+        does not, the usage error says it, :meth:`OneLineErrors.main`), and a list option
+        given twice, whose first list click drops (``--seeds 0 --seeds 1``)."""
+        for refused in (_common.swallowed_option(self), _common.repeated_list_option(self)):
+            if refused is not None:  # worded as the usage-error line says it
+                raise _common.fail(f"{refused} (see '{self.command_path} --help')", 2)
         return super().invoke(callback, *args, **kwargs)
 
 
