@@ -870,6 +870,34 @@ def test_the_collapse_decades_add_up_with_the_printed_fall():
     assert ev["scale_free_decades"] == pytest.approx(ev["energy_decades"] - ev["norm_decades"])
 
 
+@pytest.mark.parametrize("sigma", [0.0, 0.1])
+def test_the_collapse_decades_of_a_nearly_flat_energy_are_each_curves_own(sigma):
+    """The nodes converge (scale-free energy -4 decades) while the squared norm grows +4: the
+    energy is flat.  The scale-free change was printed as the share times the printed change,
+    a ratio of two near-zero changes times a third: +10.3 and -10.3 decades (-1.3 and +1.3
+    with noise), the wrong sign (an audit)."""
+    rng = np.random.default_rng(3)
+    layers = np.arange(0, 65)
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "seed": seed,
+                    "layer": layers,
+                    "laplacian_energy": np.exp(sigma * rng.standard_normal(len(layers))),
+                    "feature_norm": 10.0 ** (2.0 * layers / 64),  # squared: +4 decades
+                }
+            )
+            for seed in range(3)
+        ]
+    )
+    ev = verdict(frame, dtype="float64").to_dict()["evidence"]
+    half = ev["scale_free_halfwidth"]
+    assert abs(ev["scale_free_decades"] + 4.0) <= max(half, 1e-9) + 0.1
+    assert ev["norm_decades"] == pytest.approx(ev["energy_decades"] - ev["scale_free_decades"])
+    assert ev["directions_converge"]
+
+
 def _two_seeds(decades: tuple[float, float], depth: int = 64) -> pd.DataFrame:
     """Two seeds whose energies change by ``decades`` each over ``depth`` layers (a little
     noise): too few seeds for a pooled interval to decide."""

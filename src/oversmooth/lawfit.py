@@ -54,6 +54,7 @@ exists, and the interval speaks for that seed.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -629,11 +630,13 @@ class Evidence:
     def _combine(
         self, point: np.ndarray, boot: np.ndarray, resampled: np.ndarray | None
     ) -> list[Estimate]:
-        v_w = np.nanvar(boot, axis=0, ddof=1)
-        if resampled is not None:
-            v_b = np.nanvar(resampled, axis=0, ddof=1) * self.seeds / (self.seeds - 1)
-        else:
-            v_b = np.zeros_like(v_w)
+        with warnings.catch_warnings():  # a statistic NaN in every draw (a flat energy's share)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            v_w = np.nanvar(boot, axis=0, ddof=1)
+            if resampled is not None:
+                v_b = np.nanvar(resampled, axis=0, ddof=1) * self.seeds / (self.seeds - 1)
+            else:
+                v_b = np.zeros_like(v_w)
         out = []
         for j in range(len(point)):
             w, excess = float(v_w[j]), max(float(v_b[j]) - float(v_w[j]), 0.0)

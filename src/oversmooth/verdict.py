@@ -1247,9 +1247,13 @@ def _collapse(
     if found is None:
         return None
     free, h_free, share_est = found
-    # the share is the scale-free change over the printed change; its interval is the ratio's,
-    # from the two sets of curves resampled together (what they share cancels)
-    scale_free = free if energy_dec == 0 else share_est.value * energy_dec
+    # the share is the scale-free change over the energy's; its interval is the ratio's, from
+    # the two sets of curves resampled together (what they share cancels).  The scale-free
+    # change printed is its own estimate (whose halfwidth is the one recorded), the norm's the
+    # rest of the printed change: read as the share times the printed change, a nearly flat
+    # energy (nodes converging as the norm grows, -4 and +4 decades) gave +10.3 and -10.3
+    # decades, the share's ratio of two near-zero changes times a third (an audit)
+    scale_free = free
     norm_dec = energy_dec - scale_free
     evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
     evidence["scale_free_halfwidth"] = h_free
@@ -1298,8 +1302,10 @@ def _scale_free_estimates(
         return law + correction
 
     def both(f: np.ndarray, e: np.ndarray) -> np.ndarray:
-        of_free = change(f)
-        return np.column_stack([of_free, of_free / change(e)])
+        of_free, of_e = change(f), change(e)
+        # an energy exactly flat has no share (NaN, left out of the draws' variances)
+        share = np.divide(of_free, of_e, out=np.full_like(of_free, np.nan), where=of_e != 0)
+        return np.column_stack([of_free, share])
 
     est, share = ev_free.estimate_pair(ev_e, both)
     ln10 = math.log(10)
