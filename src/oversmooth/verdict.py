@@ -1246,14 +1246,20 @@ def _collapse(
     found = _scale_free_estimates(part, rows.energy, layers, bootstrap_seed)
     if found is None:
         return None
-    free, h_free, share_est = found
+    free, h_free, share_est, of_energy = found
     # the share is the scale-free change over the energy's; its interval is the ratio's, from
-    # the two sets of curves resampled together (what they share cancels).  The scale-free
-    # change printed is its own estimate (whose halfwidth is the one recorded), the norm's the
-    # rest of the printed change: read as the share times the printed change, a nearly flat
-    # energy (nodes converging as the norm grows, -4 and +4 decades) gave +10.3 and -10.3
-    # decades, the share's ratio of two near-zero changes times a third (an audit)
-    scale_free = free
+    # the two sets of curves resampled together (what they share cancels).  The printed
+    # change (the chosen law's) differs a little from the energy's change read here; that
+    # difference is split between the scale-free part and the norm's in proportion to their
+    # sizes, so that the three add up and a fixed norm (Post-LN) keeps 0 decades.  Where the
+    # two parts have the same sign this is the share times the printed change, as before;
+    # that product, taken for every curve, read a nearly flat energy (nodes converging as the
+    # norm grows, -4 and +4 decades) as +10.3 and -10.3 decades: the share a ratio of two
+    # near-zero changes (an audit)
+    of_norm = of_energy - free
+    size = abs(free) + abs(of_norm)
+    gap = energy_dec - of_energy
+    scale_free = free + (gap * abs(free) / size if size > 0 else gap / 2)
     norm_dec = energy_dec - scale_free
     evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
     evidence["scale_free_halfwidth"] = h_free
@@ -1277,11 +1283,11 @@ def _collapse(
 
 def _scale_free_estimates(
     part: pd.DataFrame, energy: str, layers: np.ndarray, bootstrap_seed: int
-) -> tuple[float, float, Estimate] | None:
+) -> tuple[float, float, Estimate, float] | None:
     """The scale-free energy's change from the first layer to the last (decades), its
-    ``LEVEL`` halfwidth, and the estimate of its share of the energy's change, each change
-    read as the verdict reads the energy's (:func:`_law_ends`); None where a seed lacks a
-    layer.
+    ``LEVEL`` halfwidth, the estimate of its share of the energy's change, and the energy's
+    change (decades), each change read as the verdict reads the energy's (:func:`_law_ends`);
+    None where a seed lacks a layer.
 
     Both from one bootstrap of the seeds' ``log E`` and ``log(E / norm^2)`` curves, taken
     together (:meth:`~oversmooth.lawfit.Evidence.estimate_pair`): the energy and the norm of a
@@ -1305,11 +1311,11 @@ def _scale_free_estimates(
         of_free, of_e = change(f), change(e)
         # an energy exactly flat has no share (NaN, left out of the draws' variances)
         share = np.divide(of_free, of_e, out=np.full_like(of_free, np.nan), where=of_e != 0)
-        return np.column_stack([of_free, share])
+        return np.column_stack([of_free, share, of_e])
 
-    est, share = ev_free.estimate_pair(ev_e, both)
+    est, share, of_energy = ev_free.estimate_pair(ev_e, both)
     ln10 = math.log(10)
-    return est.value / ln10, est.halfwidth(LEVEL) / ln10, share
+    return est.value / ln10, est.halfwidth(LEVEL) / ln10, share, of_energy.value / ln10
 
 
 def _law_ends(
