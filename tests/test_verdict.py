@@ -898,6 +898,32 @@ def test_the_collapse_decades_of_a_nearly_flat_energy_are_each_curves_own(sigma)
     assert ev["directions_converge"]
 
 
+def test_an_energy_that_speeds_up_at_the_end_is_not_called_the_curse_of_depth():
+    """|R| rises from 0.001 to 0.9 over the last quarter: the curse was read off the median
+    step of a law that misfits the curve, beside a late doubling length of 10.2 layers (|R|
+    0.07); the late local rate must bound |R| below CURSE_R too (an audit)."""
+    depth = 256
+    layers = np.arange(0, depth + 1)
+    rise = 3 * (np.exp((layers - depth) / 10) - np.exp(-depth / 10)) / (1 - np.exp(-depth / 10))
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "seed": seed,
+                    "layer": layers,
+                    "laplacian_energy": (1.0 + 0.1 * seed) * 10.0**rise,
+                    "mean_cosine_similarity": 1.0,
+                }
+            )
+            for seed in range(3)
+        ]
+    )
+    found = verdict(frame, dtype="float64")
+    assert found.curse_of_depth is not True
+    assert found.evidence["curse_r_late_high"] >= 0.05
+    assert "the late local rate reaches |R|" in verdict_text(found)
+
+
 def _two_seeds(decades: tuple[float, float], depth: int = 64) -> pd.DataFrame:
     """Two seeds whose energies change by ``decades`` each over ``depth`` layers (a little
     noise): too few seeds for a pooled interval to decide."""

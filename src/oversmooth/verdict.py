@@ -716,7 +716,7 @@ def _decide(
         if not evidence["decay_stopped"]:
             common["collapse"] = collapse
     if trend == "flat":  # a flat curve whose layers barely change the state: the curse too
-        curse, numbers = _curse(frame, est["step_late"], layers)
+        curse, numbers = _curse(frame, est["step_late"], est["slope_late"], layers)
         evidence.update(numbers)
         if numbers["curse_cosine"] is None and curse:
             # a flat fit's |R| is small by construction: without the cosine nothing decides
@@ -774,7 +774,7 @@ def _named_law(
     tol = evidence["beta_tolerance"]
     curse: bool | None = False
     if sign > 0:
-        curse, numbers = _curse(frame, est["step_late"], layers)
+        curse, numbers = _curse(frame, est["step_late"], est["slope_late"], layers)
         evidence.update(numbers)
     common["curse_of_depth"] = curse
     b_lo, b_hi = est["beta"].interval(LEVEL)
@@ -1332,25 +1332,37 @@ def _law_ends(
 
 
 def _curse(
-    frame: pd.DataFrame, step: Estimate, layers: np.ndarray
+    frame: pd.DataFrame, step: Estimate, late: Estimate, layers: np.ndarray
 ) -> tuple[bool | None, dict[str, float | None]]:
     """Curse of depth from the fitted relative change over the last quarter (module docstring):
-    the decision and the numbers behind it."""
+    the decision and the numbers behind it.
+
+    The law's step is read beside the late local slope (a line through the last quarter): a
+    vanishing change is claimed only where both bound |R| below ``CURSE_R``.  An energy that
+    speeds up at the end (|R| from 0.001 to 0.9 over the last quarter) was flagged the curse
+    from the median step of a law that misfits it, beside a late doubling length of 10.2
+    layers, an |R| of 0.07 (an audit)."""
     size = max(MIN_QUARTER, len(layers) // 4)
     last = layers[-size:]
     lo, hi = step.interval(LEVEL)
     r_med = abs(math.expm1(step.value))
     r_hi = max(abs(math.expm1(lo)), abs(math.expm1(hi)))
     r_lo = 0.0 if lo * hi <= 0 else min(abs(math.expm1(lo)), abs(math.expm1(hi)))
+    r_late = max(abs(math.expm1(v)) for v in late.interval(LEVEL))
     cos = None
     if "mean_cosine_similarity" in frame:
         c = frame[frame["layer"].isin(last)]["mean_cosine_similarity"].to_numpy(dtype=np.float64)
         c = c[np.isfinite(c)]
         cos = float(np.median(c)) if len(c) else None
-    numbers = {"curse_r_median": r_med, "curse_r_high": r_hi, "curse_cosine": cos}
+    numbers = {
+        "curse_r_median": r_med,
+        "curse_r_high": r_hi,
+        "curse_cosine": cos,
+        "curse_r_late_high": r_late,
+    }
     if (cos is not None and cos <= CURSE_COSINE) or r_lo >= CURSE_R:
         curse: bool | None = False
-    elif r_hi < CURSE_R:
+    elif r_hi < CURSE_R and r_late < CURSE_R:
         curse = True
     else:
         curse = None

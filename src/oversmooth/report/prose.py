@@ -826,6 +826,12 @@ def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             f"; {text}: curse of depth undecided (a flat fit's |R| is small by construction: "
             "the adjacent cosine decides, and the table has none)"
         )
+    late = ev.get("curse_r_late_high")
+    if late is not None and late >= CURSE_R and ev["curse_r_high"] < CURSE_R:
+        return (
+            f"; {text}: curse of depth undecided (the late local rate reaches |R| {late:.2g}, "
+            f"not below {CURSE_R:g})"
+        )
     return f"; {text}: curse of depth undecided (threshold |R| < {CURSE_R:g})"
 
 
