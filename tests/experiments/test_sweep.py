@@ -206,6 +206,13 @@ def test_a_seed_that_failed_everywhere_is_marked_in_table_csv_too(tmp_path):
     run_sweep(spec, tmp_path / "f", cell_fn=fails_on_seed_1)
     table = (tmp_path / "f" / "report-san-init" / "table.csv").read_text()
     assert "(1 of 2 seeds)" in table
+    # the verdict pools seed 0 alone: its line and fits.json say so (they read as the 2-seed
+    # sweep's: an audit)
+    text = (tmp_path / "f" / "report-san-init" / "report.md").read_text()
+    assert "pooled over the 1 of the 2 seeds asked that finished" in text
+    fits = json.loads((tmp_path / "f" / "report-san-init" / "fits.json").read_text())
+    (record,) = fits.values()
+    assert {"code": "fewer-seeds", "seeds": 1, "of_seeds": 2} in record["evidence"]["notes"]
 
 
 def test_a_combination_whose_every_seed_failed_is_named_in_the_report(tmp_path):

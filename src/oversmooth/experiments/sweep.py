@@ -1454,6 +1454,14 @@ def _deepest_fits(
             ]
             if len(rows):
                 desc = describe_frame(rows, spec.model.hidden, dtype=spec.model.dtype)
+                finished, asked = int(rows["seed"].nunique()), len(spec.seeds)
+                if finished < asked:
+                    # the verdict pools the seeds that finished: said where it is read, as the
+                    # tables say "(k of n seeds)" (its line read as the full sweep's: an audit)
+                    desc["_verdict"].notes.append(
+                        {"code": "fewer-seeds", "seeds": finished, "of_seeds": asked}
+                    )
+                    desc["evidence"] = desc["_verdict"].to_dict()
                 desc["reference"] = theory_reference(model, desc, diffusion)
                 fits[f"{dataset}/{model}"] = {**fits_record(desc), "depth": depth}
                 verdicts.append(desc["_verdict"])

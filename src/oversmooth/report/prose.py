@@ -440,6 +440,11 @@ def _note_text(note: Mapping[str, Any]) -> str:
                 else f"frame[~frame.seed.isin([{', '.join(repr(x) for x in seeds)}])]"
             )
         return text
+    if code == "fewer-seeds":
+        return (
+            f"pooled over the {note['seeds']} of the {note['of_seeds']} seeds asked that "
+            "finished (failed.csv names the others)"
+        )
     if code == "all-zero":
         return "all energies are 0: the graph has no edges or the features are constant"
     if code == "zero-from":
