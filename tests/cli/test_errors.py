@@ -556,8 +556,10 @@ def test_a_list_option_given_twice_is_refused_not_cut_to_its_last(tmp_path, args
 
 
 def test_a_one_value_option_given_twice_keeps_its_last(tmp_path):
-    result = run("analyze", *FAST, "--depth", "3", "--seeds", "0", "--out", tmp_path / "d")
-    assert result.exit_code == 0 and "3 layers" in result.output
+    """-m is analyze's --model (one value) and compare's --models (a list)."""
+    args = ["-m", "preln", "-m", "postln", "--depth", "3", "--seeds", "0"]
+    result = run("analyze", *FAST, *args, "--out", tmp_path / "d")
+    assert result.exit_code == 0 and "Post-LN SAN, 3 layers" in result.output
 
 
 def test_features_beyond_the_models_precision_are_refused_before_any_work(tmp_path):

@@ -195,22 +195,24 @@ def repeated_list_option(ctx: Any) -> str | None:
     command = getattr(ctx, "command", None)
     if command is None:
         return None
-    own = {f for param in command.params for f in getattr(param, "opts", ())}
+    # this command's list options, each spelling to its long flag (a short flag is a list in
+    # one command and one value in another: -m is compare's --models and analyze's --model);
     # an old spelling beside the new one is refused by the options themselves (options.py)
+    lists = {entry.name for entry in OPTIONS if entry.kind in ("ints", "names", "extra")}
     canonical = {
-        flag: entry.flag
-        for entry in OPTIONS
-        if entry.kind in ("ints", "names", "extra")
-        for flag in entry.flags
+        flag: opts[0]
+        for param in command.params
+        for opts in [list(getattr(param, "opts", ()))]
+        if opts and (param.name in lists or opts[0] in _OWN_LIST_OPTIONS)
+        for flag in opts
     }
-    canonical.update((flag, flag) for flag in _OWN_LIST_OPTIONS)
     given: dict[str, list[str]] = {}
     args = [str(arg) for arg in COMMAND_ARGS]  # a test runner's Path objects too
     for i, arg in enumerate(args):
         if arg == "--":
             break
         flag, eq, value = arg.partition("=")
-        if flag not in own or flag not in canonical:
+        if flag not in canonical:
             continue
         if not eq:
             value = args[i + 1] if i + 1 < len(args) else ""
