@@ -227,6 +227,9 @@ def test_a_combination_whose_every_seed_failed_is_named_in_the_report(tmp_path):
     assert json.loads((folder / "config.json").read_text())["missing"] == [
         {"model": model, "dataset": dataset, "depth": 3}
     ]
+    # table.csv keeps the depth, a dash where no run finished (it vanished there: an audit)
+    table = pd.read_csv(folder / "table.csv")
+    assert table["3 layers"].tolist() == ["—"] and table["2 layers"].notna().all()
 
 
 def test_a_run_clears_the_tables_and_reports_of_the_earlier_spec_before_it_merges(tmp_path):

@@ -101,14 +101,16 @@ def conv_label(model: str, conv: str) -> str:
     return conv.upper()
 
 
-def _layers(depth: int) -> str:
+def layers_label(depth: int) -> str:
     """``256 layers``, ``1 layer``."""
     return "1 layer" if depth == 1 else f"{depth} layers"
 
 
 def curve_title(model: str, conv: str, depth: int, dataset: str, trained: bool = False) -> str:
     """The prefix of a verdict line: ``Post-LN SAN, 256 layers on cora`` (+ `` (trained)``)."""
-    title = f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {_layers(depth)} on {dataset}"
+    title = (
+        f"{PRETTY.get(model, model)} {conv_label(model, conv)}, {layers_label(depth)} on {dataset}"
+    )
     return title + (" (trained)" if trained else "")
 
 
@@ -1234,7 +1236,7 @@ def energy_table(summary: pd.DataFrame, seeds: int | None = None) -> pd.DataFram
             key=lambda k: (models.index(k[0]), *((convs.index(k[1]),) if convs else ()), k[-1]),
         )
     )
-    table.columns = [_layers(d) for d in table.columns]
+    table.columns = [layers_label(d) for d in table.columns]
     return table.reset_index().fillna(MISSING)
 
 

@@ -167,6 +167,21 @@ def write_matrix_csv(
     atomic_text(path, "\n".join(lines) + "\n")
 
 
+def _every_depth(table: pd.DataFrame, config: Mapping[str, Any]) -> pd.DataFrame:
+    """``table`` (:func:`summary_table`) with a column for every depth asked, a dash where no
+    run finished: a sweep depth of which every cell failed vanished from table.csv without a
+    word there (report.md named it; an audit)."""
+    from oversmooth.report.prose import layers_label
+
+    missing = config.get("missing") or []
+    depths = {int(d) for d in config.get("depths") or []}
+    depths |= {int(m["depth"]) for m in missing if isinstance(m, dict) and "depth" in m}
+    columns = [layers_label(d) for d in sorted(depths)]
+    if not columns or set(columns) <= set(table.columns):
+        return table
+    return table.reindex(columns=columns, fill_value=MISSING)
+
+
 def write_comparison(
     result: ComparisonResult,
     out: Path,
@@ -182,7 +197,7 @@ def write_comparison(
         write_table(result.metrics, tmp / "metrics.csv", tables, float_format=CSV_FLOAT)
         write_table(result.summary, tmp / "summary.csv", tables, float_format=CSV_FLOAT)
         asked = len(result.config["seeds"])
-        table = summary_table(result.summary, asked)
+        table = _every_depth(summary_table(result.summary, asked), result.config)
         write_table(table, tmp / "table.csv", tables, index=True)
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
