@@ -130,8 +130,7 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     ``capture="output"``: an oversmooth ``DepthModel``'s blocks; a PyG ``BasicGNN``'s
     ``convs``; else the first non-empty ``nn.ModuleList`` among ``model.convs``,
     ``model.layers``, ``model.blocks``.  ``capture="residual"``: a ``DepthModel``'s blocks,
-    a ``model.blocks`` ModuleList (unless it holds bare PyG convolutions, which are layers), or
-    PyG ``DeepGCNLayer`` modules (outputs are the stream);
+    a ``model.blocks`` ModuleList, or PyG ``DeepGCNLayer`` modules (outputs are the stream);
     failing those, the ``output`` layers, whose *inputs* carry the stream (see :class:`Probe`).
     """
     if capture not in _CAPTURES:
@@ -140,10 +139,7 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         return list(model.blocks), True
     if capture == "residual":
         blocks = _module_list(model, ["blocks"])
-        # a list of bare PyG convolutions holds no skip: its outputs are the branches, the
-        # stream is what the forward makes of them (h = h + conv(norm(h)) read as conv(norm(h))
-        # was pruned to h + norm(h): an audit), so it is taken as layers, as under model.convs
-        if blocks is not None and not _bare_convs(blocks):
+        if blocks is not None:
             # a readout MLP named blocks beside the GNN's convs was measured as the stream,
             # silently (an audit): the energy of its two linear maps read as oversmoothing
             _check_passes_messages(model, blocks)

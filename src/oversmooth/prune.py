@@ -14,9 +14,9 @@ from its layer instead of recomputing the unchanged prefix:
 
 Any other model (a PyG ``GCN``, a custom module): its layers are the ones
 :func:`~oversmooth.probe.find_layers` finds with ``capture="residual"`` (blocks such as PyG's
-``DeepGCNLayer`` or a ``model.blocks`` list whose forward hands each block's output to the
-next, else a ``BasicGNN``'s ``convs``, else ``model.convs``/``layers``, or a ``model.blocks``
-list that does not chain), and pruning layer ``k`` takes the whole block out of the residual
+``DeepGCNLayer`` or a ``model.blocks`` list, except a list of bare PyG convolutions that the
+forward does not chain, else a ``BasicGNN``'s ``convs``, else ``model.convs``/``layers``), and
+pruning layer ``k`` takes the whole block out of the residual
 stream, read as ``Probe(capture="residual")`` reads it:
 
 - a block (its output is the stream) is replaced by its input: the identity;
@@ -505,8 +505,14 @@ def _refuse_unreached(calls: LayerCalls, chosen: list[int], model: nn.Module) ->
         )
 
 
-def _say_how(frame: pd.DataFrame, how: dict[int, str], same: dict[int, bool | None]) -> None:
-    """Record how each layer was taken out; warn about the ones that were not the identity."""
+def _say_how(
+    frame: pd.DataFrame,
+    how: dict[int, str],
+    same: dict[int, bool | None],
+    unseen: str = "the stream after it is not seen",
+) -> None:
+    """Record how each layer was taken out; warn about the ones that were not the identity
+    (``unseen``: why a layer's removal was not checked)."""
     import warnings
 
     frame.attrs["pruned_as"] = how
@@ -515,7 +521,7 @@ def _say_how(frame: pd.DataFrame, how: dict[int, str], same: dict[int, bool | No
     if off:
         ways = "; ".join(
             f"layer {k}: {PRUNED_AS[how[k]]} ("
-            + ("the stream after it is not seen" if same[k] is None else "not the identity")
+            + (unseen if same[k] is None else "not the identity")
             + ")"
             for k in off
         )
@@ -536,7 +542,7 @@ def _prune_any(
     stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of any model through hooks on its layers."""
-    from oversmooth.probe import stream_plan, find_layers
+    from oversmooth.probe import _bare_convs, find_layers, stream_plan
 
     modules, are_blocks = find_layers(model, "residual")
     chosen = check_layers(layers, len(modules))
@@ -545,10 +551,15 @@ def _prune_any(
         param = next(iter(model.parameters()), None)
         device = param.device if param is not None else data.x.device
         run = _forward(model, data, device)
-        if are_blocks and not _chained(modules, run):
-            # taken for blocks by their place (model.blocks), but the forward changes the
-            # state between them (h = h + conv(norm(h))): their outputs are not the stream
-            are_blocks = False
+        unchained = are_blocks and not _chained(modules, run)
+        if unchained and _bare_convs(modules):
+            # bare convs taken for blocks by their place (model.blocks), with the skip in the
+            # forward (h = h + conv(norm(h)), pruned to h + norm(h) and said to be the
+            # identity: an audit): pruned as layers, each removal checked on the stream.  Bare
+            # convs the forward chains stay blocks (their outputs are the stream), and so do
+            # block modules it does not chain (an activation between them): read as layers,
+            # their final energy moved to the model's output; their removal is said unchecked
+            are_blocks = unchained = False
         if stream is not None and are_blocks:
             raise ValueError(
                 "stream: the layers of this model are blocks (their outputs are the stream); "
@@ -579,7 +590,12 @@ def _prune_any(
 
         frame = _measure(chosen, base, pruned, callback)
         frame.attrs["energy_on"] = "stream" if on_stream else "output"
-        _say_how(frame, how, same)
+        if unchained:
+            same = dict.fromkeys(same, None)
+            why = "the forward changes the state between the blocks, so a block's input is not "
+            _say_how(frame, how, same, why + "the stream before it: not checked")
+        else:
+            _say_how(frame, how, same)
         return frame
 
 

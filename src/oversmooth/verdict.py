@@ -1259,7 +1259,7 @@ def _collapse(
     of_norm = of_energy - free
     size = abs(free) + abs(of_norm)
     gap = energy_dec - of_energy
-    scale_free = free + (gap * abs(free) / size if size > 0 else gap / 2)
+    scale_free = free + (gap * abs(free) / size if size > 0 else 0.0)
     norm_dec = energy_dec - scale_free
     evidence.update(energy_decades=energy_dec, norm_decades=norm_dec, scale_free_decades=scale_free)
     evidence["scale_free_halfwidth"] = h_free
@@ -1270,6 +1270,8 @@ def _collapse(
     share = share_est.value
     evidence["direction_share"] = share
     half = share_est.halfwidth(LEVEL)
+    if not (math.isfinite(share) and math.isfinite(half)):
+        return None  # no share to judge (every comparison below would fall through to "both")
     lo, hi = share - half, share + half
     evidence["direction_share_interval"] = [lo, hi]
     if lo >= 2 / 3:

@@ -362,7 +362,7 @@ def test_a_training_stopped_once_it_finished_is_said_complete(tmp_path, monkeypa
             (folder / name).write_text("{}")
         # stamped by a clock behind time.time() (the kernel's coarse one lags by up to a
         # tick): the run's own summary read as older than the command (CI, once)
-        lagging = time.time() - 0.5
+        lagging = time.time() - 0.05
         os.utime(folder / "summary.json", (lagging, lagging))
         if how == "interrupted":
             raise KeyboardInterrupt
