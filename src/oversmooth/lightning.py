@@ -346,14 +346,19 @@ class EnergyMonitor(pl.Callback):
                 logger.log_metrics(scalars, step=_log_step(trainer))
         return frame
 
-    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str, epoch: int) -> None:
+    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
         step = trainer.global_step
         found = verdict(frame)
         self.verdicts[step] = found
         self.titles[step] = title
         for logger in trainer.loggers:
             log_verdict(
-                found, logger, _log_step(trainer), prefix=self.prefix, title=title, epoch=epoch
+                found,
+                logger,
+                _log_step(trainer),
+                prefix=self.prefix,
+                title=title,
+                epoch=self._epoch,
             )
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -370,8 +375,7 @@ class EnergyMonitor(pl.Callback):
             if self.judge:
                 # the weights before this fit's first step: the initialisation, unless the
                 # module was trained before (a second fit, a fine-tuning): nothing here tells
-                title = f"{type(pl_module).__name__} before training"
-                self._judge(trainer, frame, title, self._epoch)
+                self._judge(trainer, frame, f"{type(pl_module).__name__} before training")
 
     def on_train_batch_end(
         self,
@@ -409,4 +413,4 @@ class EnergyMonitor(pl.Callback):
             frame = self._record(trainer, pl_module, self._epoch)
         if self.judge:
             title = f"{type(pl_module).__name__} after {trainer.global_step} steps"
-            self._judge(trainer, frame, title, self._epoch)
+            self._judge(trainer, frame, title)

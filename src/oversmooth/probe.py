@@ -171,16 +171,6 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     )
 
 
-def _bare_convs(modules: list[nn.Module]) -> bool:
-    """Whether every module is a PyG ``MessagePassing`` itself (a conv, not a block that holds
-    one)."""
-    try:
-        from torch_geometric.nn import MessagePassing
-    except ImportError:  # pragma: no cover - torch_geometric is a dependency
-        return False
-    return all(isinstance(m, MessagePassing) for m in modules)
-
-
 def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     """Refuse a module list found by its name (``model.layers``) whose modules all map each
     node on its own (an activation or :func:`_pointwise_types`: an MLP) while the model has

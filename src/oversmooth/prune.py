@@ -506,10 +506,7 @@ def _refuse_unreached(calls: LayerCalls, chosen: list[int], model: nn.Module) ->
 
 
 def _say_how(
-    frame: pd.DataFrame,
-    how: dict[int, str],
-    same: dict[int, bool | None],
-    unseen: str = "the stream after it is not seen",
+    frame: pd.DataFrame, how: dict[int, str], same: dict[int, bool | None], unseen: str
 ) -> None:
     """Record how each layer was taken out; warn about the ones that were not the identity
     (``unseen``: why a layer's removal was not checked)."""
@@ -542,7 +539,7 @@ def _prune_any(
     stream: Sequence[nn.Module] | None = None,
 ) -> pd.DataFrame:
     """:func:`prune_sensitivity` of any model through hooks on its layers."""
-    from oversmooth.probe import _bare_convs, find_layers, stream_plan
+    from oversmooth.probe import find_layers, stream_plan
 
     modules, are_blocks = find_layers(model, "residual")
     chosen = check_layers(layers, len(modules))
@@ -590,12 +587,14 @@ def _prune_any(
 
         frame = _measure(chosen, base, pruned, callback)
         frame.attrs["energy_on"] = "stream" if on_stream else "output"
-        if unchained:
+        unseen = "the stream after it is not seen"
+        if unchained:  # nothing of the stream is seen between blocks the forward does not chain
             same = dict.fromkeys(same, None)
-            why = "the forward changes the state between the blocks, so a block's input is not "
-            _say_how(frame, how, same, why + "the stream before it: not checked")
-        else:
-            _say_how(frame, how, same)
+            unseen = (
+                "the forward changes the state between the blocks, so a block's input is not "
+                "the stream before it: not checked"
+            )
+        _say_how(frame, how, same, unseen)
         return frame
 
 
@@ -614,6 +613,16 @@ def _forward(model: nn.Module, data: Data, device: torch.device) -> Callable[[],
         return out
 
     return run
+
+
+def _bare_convs(modules: Sequence[nn.Module]) -> bool:
+    """Whether every module is a PyG ``MessagePassing`` itself (a conv, not a block that holds
+    one)."""
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:  # pragma: no cover - torch_geometric is a dependency
+        return False
+    return all(isinstance(m, MessagePassing) for m in modules)
 
 
 def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> bool:
