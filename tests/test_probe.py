@@ -925,13 +925,18 @@ class PostLNLists(torch.nn.Module):
     """Post-LN over lists, skips in forward: ``h = norms[k](h + convs[k](h))``; the stream the
     layers read (and the one after the last block) is each norm's output."""
 
-    def __init__(self, head: bool) -> None:
+    def __init__(self, head: bool, final: type | None = None) -> None:
         super().__init__()
         from torch_geometric.nn import GCNConv
 
         self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(3))
         self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(5) for _ in range(3))
         self.head = torch.nn.Linear(5, 2) if head else None
+        self.final = None if final is None else final(5)
+        if self.final is not None:  # a trained affine map: its output is far from its input
+            with torch.no_grad():
+                self.final.weight.fill_(3.0)
+                self.final.bias.normal_()
 
     def stream(self, x, edge_index) -> list[torch.Tensor]:
         states = [x]
@@ -941,17 +946,22 @@ class PostLNLists(torch.nn.Module):
 
     def forward(self, x, edge_index):
         h = self.stream(x, edge_index)[-1]
+        if self.final is not None:
+            h = self.final(h)
         return h if self.head is None else self.head(h)
 
 
+@pytest.mark.parametrize("final", [None, torch.nn.LayerNorm, torch.nn.BatchNorm1d])
 @pytest.mark.parametrize("head", [False, True])
-def test_residual_capture_reads_a_post_ln_stacks_last_norm_output(head):
+def test_residual_capture_reads_a_post_ln_stacks_last_norm_output(head, final):
     """The last layer's own Post-LN norm was taken for a final norm: the last row measured
     the sum h + conv(h) before it (energy 18.5 against the stream's 6.0 in a 16-layer stack on
-    Cora), in the frame and in prune_sensitivity's final energy."""
+    Cora), in the frame and in prune_sensitivity's final energy.  With a final norm and a head
+    (``head(final(h))``) the final norm's output was read as layer L (an audit: 9x the stream's
+    energy with a trained final norm), where without the head its input was."""
     torch.manual_seed(0)
     data = small_graph()
-    frame, states = _probed_stream(PostLNLists(head), data)
+    frame, states = _probed_stream(PostLNLists(head, final), data)
     assert frame["layer"].tolist() == [0, 1, 2, 3]
     for k, state in enumerate(states):
         assert frame["feature_norm"][k] == pytest.approx(M.feature_norm(state).item(), rel=1e-12)

@@ -1373,8 +1373,15 @@ class _StreamTap:
         if next(module.parameters(), None) is None and inp is not None:
             return output, None  # an activation (one tensor in); a readout of a list is not
         if before is not None and transparent(before[0]):
-            if not self.prenorm and not any(_is_norm(m) for m in before[0].modules()):
+            normed = any(_is_norm(m) for m in before[0].modules())
+            if not self.prenorm and not normed:
                 return inp, None  # head(dropout(h)) in train mode: h as the layers see it
+            earlier = None if before[1] is None else self.after.get(id(before[1]))
+            if normed and earlier is not None and self._own_norm(earlier[0]):
+                # head(final_norm(norms[L-1](h + conv(h)))): the final norm's input, as
+                # without the head; its output, an affine map of it, was read as layer L (9x
+                # the stream's energy with a trained final norm: an audit)
+                return before[1], None
             return (inp if self._own_norm(before[0]) else before[1]), None
         if (
             self.basic
