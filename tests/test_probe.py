@@ -2005,3 +2005,73 @@ def test_a_float32_layer_norm_with_an_affine_is_known_at_width_512():
     bias = 0.5 * torch.randn(512, generator=gen)
     assert normalised_rows(torch.nn.functional.layer_norm(z, (512,), weight, bias))
     assert not normalised_rows(z)
+
+
+class Interleaved(torch.nn.Module):
+    """``layers = ModuleList([conv, ReLU(), conv, ReLU(), ...])`` run in order by forward;
+    optionally a conv before the list and one after it (``conv_in``, ``conv_out``), and one
+    defined but never called (``spare``)."""
+
+    def __init__(self, depth: int = 3, ends: bool = False, spare: bool = False) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        modules: list[torch.nn.Module] = []
+        for _ in range(depth):
+            modules += [GCNConv(5, 5), torch.nn.ReLU()]
+        self.layers = torch.nn.ModuleList(modules)
+        self.conv_in = GCNConv(5, 5) if ends else None
+        self.conv_out = GCNConv(5, 5) if ends else None
+        self.spare = GCNConv(5, 5) if spare else None
+
+    def forward(self, x, edge_index, convs=None):
+        if self.conv_in is not None:
+            x = self.conv_in(x, edge_index)
+        for module in self.layers:
+            x = module(x, edge_index) if module.__class__.__name__ == "GCNConv" else module(x)
+            if convs is not None and module.__class__.__name__ == "GCNConv":
+                convs.append(x)
+        return x if self.conv_out is None else self.conv_out(x, edge_index)
+
+
+def test_a_list_mixing_convs_and_activations_has_one_row_per_conv():
+    """Each ReLU of ``ModuleList([conv, ReLU(), ...])`` was a row of its own: twice the depth,
+    every rate per layer halved, with no word (an audit).  The rows are the convs' outputs now,
+    as for PyG's BasicGNN, and a note says what was left out."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = Interleaved().double().eval()
+    convs: list[torch.Tensor] = []
+    with torch.no_grad():
+        model(data.x, data.edge_index, convs)
+    with pytest.warns(UserWarning, match="mixes modules that map each node on its own"):
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == [0, 1, 2, 3]
+    for k, state in enumerate([data.x, *convs]):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
+        )
+    assert any("(ReLU)" in gap for gap in frame.attrs["gaps"])
+
+
+def test_message_passing_outside_the_layers_found_is_named_when_it_runs():
+    """A conv before the list found and one after it ran in the forward and were measured by no
+    row (layer 0 was the first conv's output, the last conv never seen), with no word (an
+    audit).  A conv the forward never calls says nothing."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = Interleaved(ends=True).double().eval()
+    with pytest.warns(UserWarning, match="pass messages in the forward outside the 3 layers"):
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    gaps = " ".join(probe.to_frame().attrs["gaps"])
+    assert "model.conv_in (GCNConv), model.conv_out (GCNConv)" in gaps
+    quiet = Interleaved(spare=True).double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(quiet, data) as probe, torch.no_grad():
+            quiet(data.x, data.edge_index)
+    assert not [w for w in caught if "outside" in str(w.message)]
+    assert not any("spare" in gap for gap in probe.to_frame().attrs["gaps"])

@@ -115,12 +115,17 @@ _CAPTURES = ("output", "residual")
 _LAYER_LISTS = ("convs", "layers", "blocks")  # ModuleList attributes searched, in this order
 
 
-def _module_list(model: nn.Module, names: Sequence[str]) -> list[nn.Module] | None:
+def _named_list(model: nn.Module, names: Sequence[str]) -> tuple[str, list[nn.Module]] | None:
     for name in names:
         value = getattr(model, name, None)
         if isinstance(value, nn.ModuleList) and len(value):
-            return list(value)
+            return name, list(value)
     return None
+
+
+def _module_list(model: nn.Module, names: Sequence[str]) -> list[nn.Module] | None:
+    named = _named_list(model, names)
+    return None if named is None else named[1]
 
 
 def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Module], bool]:
@@ -160,7 +165,7 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
     found = _module_list(model, _LAYER_LISTS)
     if found is not None:
         _check_passes_messages(model, found)
-        return found, False
+        return _passing(found), False
     hetero = (
         " (a to_hetero model: probe one node type, see Probe)" if _is_hetero_model(model) else ""
     )
@@ -169,6 +174,44 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
         "pass layers=[module, ...] (layer k = output of module k), or record the states "
         "yourself: Probe(None, graph) and probe.record(k, x)"
     )
+
+
+def _maps_nodes_alone(module: nn.Module) -> bool:
+    """Whether ``module`` and everything in it maps each node on its own (an activation, a
+    norm, dropout, a Linear, an MLP of them): it passes no messages."""
+    pointwise = _pointwise_types()
+    activation = "torch.nn.modules.activation"
+    return all(
+        isinstance(sub, pointwise) or type(sub).__module__ == activation for sub in module.modules()
+    )
+
+
+def _passing(found: list[nn.Module]) -> list[nn.Module]:
+    """The layers of a module list found by its name: the modules that pass messages, where
+    the list mixes them with per-node modules (``ModuleList([conv, ReLU(), conv, ReLU()])``,
+    whose ReLUs were rows of their own: twice the depth, every rate per layer halved, no
+    word; an audit).  Layer ``k`` is then the ``k``-th message-passing module's output, as
+    for a PyG ``BasicGNN``'s convs (:meth:`Probe` notes the modules left out)."""
+    kept = [m for m in found if not _maps_nodes_alone(m)]
+    return kept if kept else found
+
+
+def _outside_passing(model: nn.Module, layers: Sequence[nn.Module]) -> list[tuple[str, nn.Module]]:
+    """PyG message-passing modules of ``model`` outside ``layers`` (each with its name): a
+    ``conv_in`` before the list found, a ``conv_out`` after it."""
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:  # pragma: no cover - torch_geometric is a dependency
+        return []
+    inside = {id(sub) for m in layers for sub in m.modules()}
+    outside: list[tuple[str, nn.Module]] = []
+    for name, sub in model.named_modules():
+        if isinstance(sub, MessagePassing) and id(sub) not in inside:
+            if not any(sub is other for _, other in outside):  # (a module listed twice)
+                outside.append((name, sub))
+    # one inside another (a conv wrapping a conv): the outer one is the call
+    held = {id(s) for _, m in outside for s in m.modules() if s is not m}
+    return [(name, m) for name, m in outside if id(m) not in held]
 
 
 def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
@@ -182,11 +225,7 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
         return
     inside = {id(sub): sub for m in found for sub in m.modules()}
-    pointwise = _pointwise_types()
-    activation = "torch.nn.modules.activation"
-    if not all(
-        isinstance(sub, pointwise) or type(sub).__module__ == activation for sub in inside.values()
-    ):
+    if not all(_maps_nodes_alone(m) for m in found):
         # message passing that is not a PyG MessagePassing (DenseGCNConv, attention written
         # with torch_geometric.utils.softmax and index_add_, oversmooth's own blocks)
         return
@@ -1473,6 +1512,42 @@ def _tied_name(model: nn.Module, modules: Sequence[nn.Module]) -> tuple[str, int
     return _ModuleNames(model).get(id(module), type(module).__name__), count
 
 
+def _found_notes(model: nn.Module, modules: Sequence[nn.Module]) -> list[str]:
+    """The note on a module list found by its name whose per-node modules are no rows
+    (:func:`_passing`); none when every module of it is a layer."""
+    named = _named_list(model, _LAYER_LISTS)
+    if named is None or isinstance(model, DepthModel) or _is_basic_gnn(model):
+        return []
+    name, listed = named
+    kept = {id(m) for m in modules}
+    if len(modules) >= len(listed) or not kept <= {id(m) for m in listed}:
+        return []
+    left = sorted({type(m).__name__ for m in listed if id(m) not in kept})
+    return [
+        f"model.{name} mixes modules that map each node on its own ({', '.join(left)}) with "
+        f"the {len(modules)} that pass messages: the rows are those {len(modules)} modules' "
+        "outputs (layer k = the k-th one's output, before the per-node modules after it, as "
+        "for PyG's BasicGNN convs); pass layers=[...] to read other modules"
+    ]
+
+
+def _outside_note(
+    ran: Sequence[str], outside: Sequence[tuple[str, nn.Module]], layers: Sequence[nn.Module]
+) -> str:
+    """The note on message-passing modules the forward ran outside the layers found."""
+    where = ", ".join(
+        f"model.{name} ({type(m).__name__})" for name, m in outside if name in set(ran)
+    )
+    many = len(ran) > 1
+    return (
+        f"{where} {'pass' if many else 'passes'} messages in the forward outside the "
+        f"{len(layers)} layers found: {'their outputs are' if many else 'its output is'} no "
+        "row (layer 0 is the first layer's input, layer L the last one's output), so the "
+        f"energy {'they change' if many else 'it changes'} is not measured; pass "
+        "layers=[...] in the order they run to read them as layers too"
+    )
+
+
 class LayerCalls:
     """Counts, in each forward, the calls of every layer module, to report the layers that did
     not run or ran a different number of times than the others.  A module listed ``m`` times
@@ -2105,12 +2180,19 @@ class Probe:
                 )
             self.layers, self._stream_inputs, self._plan = [], False, None
             self._check_prenorm = self._check_blocks = False
+            self._layer_notes, self._outside = [], []
+            self._outside_ran = []
             self._names = _ModuleNames(None)
             return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
+            self._layer_notes = _found_notes(model, modules)
+            found = not isinstance(model, DepthModel) and not _is_basic_gnn(model)
+            self._outside = _outside_passing(model, modules) if found else []
         else:
             modules, are_blocks = _owned(model, layers, "layers"), False
+            self._layer_notes, self._outside = [], []
+        self._outside_ran = [0] * len(self._outside)
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see StreamPlan
         self._stream_inputs = capture == "residual" and not are_blocks and bool(modules)
@@ -2239,6 +2321,8 @@ class Probe:
             )
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
             self._handles.extend(self._calls.attach())
+            for k, (_, module) in enumerate(self._outside):
+                self._handles.append(module.register_forward_hook(self._outside_call(k)))
             if self._tap is not None:
                 self._handles.extend(self._tap.attach())
             elif self.layers:  # layer 0 comes from self._calls (its first call)
@@ -2278,10 +2362,17 @@ class Probe:
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
+        self._outside_ran = [0] * len(self._outside)
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
         if self._tap is not None:
             self._tap.reset()
+
+    def _outside_call(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            self._outside_ran[k] += 1
+
+        return hook
 
     def _check_first_inputs(self, args: tuple, kwargs: dict) -> None:
         """What the first recorded forward's arguments say of the graph the Probe was given,
@@ -2390,7 +2481,10 @@ class Probe:
                 self._gap_between_blocks(gaps[changed[0]][0])
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
-        notes = self._calls.notes() + self._input_notes
+        notes = self._calls.notes() + self._input_notes + self._layer_notes
+        ran = [n for (n, _), calls in zip(self._outside, self._outside_ran, strict=True) if calls]
+        if ran:
+            notes.append(_outside_note(ran, self._outside, self.layers))
         if self._tap is not None and self._tap.note is not None:
             notes.append(self._tap.note)
         if self._graph_changed:
