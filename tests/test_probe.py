@@ -2075,3 +2075,24 @@ def test_message_passing_outside_the_layers_found_is_named_when_it_runs():
             quiet(data.x, data.edge_index)
     assert not [w for w in caught if "outside" in str(w.message)]
     assert not any("spare" in gap for gap in probe.to_frame().attrs["gaps"])
+
+
+def test_a_first_forward_on_other_edges_than_the_probes_is_named():
+    """``Probe(model, edge_index)`` then ``model(x, other)`` measured every row on the
+    Probe's edges while the model propagated on others (DropEdge, a rewired graph), with no
+    word (an audit).  The same edges in another order, or the Data the Probe was given, say
+    nothing."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = GCN(5, 5, num_layers=3).double().eval()
+    half = data.edge_index[:, ::2]
+    with pytest.warns(UserWarning, match=r"edge_index \(\d+ edges\) is not the one the Probe"):
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            model(data.x, half)
+    assert any("is not the one the Probe was given" in g for g in probe.to_frame().attrs["gaps"])
+    shuffled = data.edge_index[:, torch.randperm(data.edge_index.size(1))]
+    for graph, edges in ((data.edge_index, shuffled), (data, data.edge_index)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with Probe(model, graph) as probe, torch.no_grad():
+                model(data.x, edges)

@@ -275,6 +275,50 @@ def _pointwise_types() -> tuple[type, ...]:
     return (*_POINTWISE, MLP, PygLinear)
 
 
+def _edge_index_of(graph: object) -> Tensor | None:
+    """The ``edge_index`` a Probe was given: the tensor itself, or a ``Data``'s (not a
+    :class:`GraphOperator`'s, whose edges may carry the self loops it added)."""
+    if isinstance(graph, GraphOperator):
+        return None
+    index = graph if isinstance(graph, Tensor) else getattr(graph, "edge_index", None)
+    if not isinstance(index, Tensor) or index.dim() != 2 or index.size(0) != 2:
+        return None
+    if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+        return None
+    return index
+
+
+def _same_edge_list(a: Tensor, b: Tensor) -> bool:
+    """Whether two ``[2, E]`` edge indices hold the same directed edges (in any order)."""
+    if a is b:
+        return True
+    if a.shape != b.shape:
+        return False
+    a = a.to(b.device)  # (the Probe's graph on the CPU, the model's on a GPU: the same edges)
+    if torch.equal(a, b):
+        return True
+    n = int(max(int(a.max()), int(b.max())) + 1) if a.numel() else 1
+    key_a, key_b = (a[0] * n + a[1]).sort().values, (b[0] * n + b[1]).sort().values
+    return bool(torch.equal(key_a, key_b))
+
+
+def _other_edges_note(graph: object, inputs: Sequence[Tensor]) -> str | None:
+    """The note on a first forward whose ``edge_index`` is not the one the Probe was given
+    (the rows are measured on the Probe's graph: DropEdge in a training step, a rewired graph
+    were measured on the edges the model did not use, with no word; an audit)."""
+    mine = _edge_index_of(graph)
+    theirs = [t for t in inputs if t.dim() == 2 and t.size(0) == 2]
+    if mine is None or not theirs or any(_same_edge_list(mine, t) for t in theirs):
+        return None
+    edges = ", ".join(str(t.size(1)) for t in theirs)
+    return (
+        f"the forward's edge_index ({edges} edges) is not the one the Probe was given "
+        f"({mine.size(1)} edges), and every row is measured on the Probe's: give the Probe "
+        "the graph the model propagates on (if the forward drops or rewires edges on purpose, "
+        "the energies are of the graph given)"
+    )
+
+
 def edge_states(model: nn.Module | None) -> bool:
     """An oversmooth model whose block states are edge states (``conv="esa"``)."""
     from oversmooth.registry import CONVS
@@ -2419,6 +2463,8 @@ class Probe:
                         "isolated nodes (in 1/n); pass Probe(model, adj, mask=mask)"
                     )
         notes = _unseen_inputs(graph, self._batch, self._unweighted_edges(), values)
+        other = _other_edges_note(graph, graph_inputs(args, kwargs))
+        notes += [] if other is None else [other]
         self._input_notes += [note for note in notes if note != self._graph_note]
 
     @staticmethod
