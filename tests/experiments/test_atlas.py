@@ -295,3 +295,21 @@ def test_gcn_pairnorm_is_said_with_the_scale_pyg_builds():
     scales = {float(norm.scale) for norm in model.norms if hasattr(norm, "scale")}
     assert scales == {64.0}
     assert "PairNorm(scale=64)" in ZOO["gcn-pairnorm"].configuration
+
+
+def test_the_atlas_cells_say_what_the_verdict_says():
+    """An asymptotic rate bounded on one side showed the fit's point ("doubles every 0.4453
+    layers (up to 0.5547)", from a shift at the top of its grid) beside a verdict saying "not
+    shown to be asymptotic ... up to 0.555"; a late rate read "halves every 30.91 layers" where
+    the verdict establishes no trend (a seed rising): an audit.  Now the bound alone, a dash."""
+    from oversmooth.experiments.atlas import _late_cell, _rate_cell
+
+    assert _rate_cell("doubling_length", 0.4453, 0.0, 0.5547) == (
+        "doubling length up to 0.5547 layers"
+    )
+    assert _rate_cell("halving_length", 3.0, 2.0, float("inf")).startswith("halving length 2")
+    assert _rate_cell("halving_length", 3.0, 2.0, 4.0).startswith("halves every 3 layers (2")
+    assert _rate_cell("halving_length", 3.0, 0.0, float("inf")) == "not bounded"
+    evidence = {"late_slope": -0.0224}
+    assert _late_cell({"trend": None, "evidence": evidence}) == "—"
+    assert _late_cell({"trend": "decay", "evidence": evidence}).startswith("halves every 30.9")

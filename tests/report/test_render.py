@@ -189,3 +189,18 @@ def test_a_compare_caption_anchors_each_theory_line_where_it_is_drawn():
         "curve's own late window"
     )
     assert said in text, text
+
+
+def test_an_asymptotic_rate_bounded_on_one_side_is_its_bound_alone():
+    """As the verdict's line says it ("asymptotic doubling length up to 0.555"): the point of a
+    one-sided asymptotic interval is the fit's, no limit the layers show (an audit).  A late
+    rate keeps its point: it is measured."""
+    from oversmooth.report.render import _rate_cell
+
+    one_sided = {"name": "doubling_length", "kind": "asymptotic", "value": 0.4453}
+    assert _rate_cell({**one_sided, "interval": [0.0, 0.5547]}) == "up to 0.5547"
+    assert _rate_cell({**one_sided, "interval": [0.2, None]}) == "0.2 or more"
+    assert _rate_cell({**one_sided, "interval": [0.0, None]}) == "not bounded"
+    late = {**one_sided, "kind": "late", "interval": [0.0, 0.5547]}
+    assert _rate_cell(late) == "0.4453 (up to 0.5547)"
+    assert _rate_cell({**one_sided, "interval": [0.3, 0.5547]}) == "0.4453 (0.3-0.5547)"

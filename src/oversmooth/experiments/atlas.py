@@ -518,6 +518,12 @@ def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
 
     if unbounded((low, high)):
         return "not bounded"
+    if min(low, high) == 0 or math.isinf(max(low, high)):
+        # bounded on one side only: the bound, as the verdict's line says it; the point was
+        # the fit's (GIN's 0.4453 from a shift at the top of its grid, beside a line saying
+        # "not shown to be asymptotic ... up to 0.555": an audit)
+        noun = "halving" if name == "halving_length" else "doubling"
+        return f"{noun} length {length_span((low, high), '.4g')} layers"
     word = "halves" if name == "halving_length" else "doubles"
     # "layers" said, as in the late-rate column beside it ("doubles every 0.4453 (up to
     # 0.5547)" named no unit: an audit)
@@ -534,6 +540,11 @@ def _late_cell(record: dict) -> str:
 
     slope = (record.get("evidence") or {}).get("late_slope")
     if not isinstance(slope, (int, float)) or not math.isfinite(slope):
+        return MISSING
+    if record.get("trend") is None:
+        # no trend established (the change's interval reaches 0), as in analyze's law table:
+        # the zoo's Post-LN SAN read "halves every 30.91 layers" while one of its three seeds
+        # rose 1.55 decades over its last half (an audit)
         return MISSING
     length = math.log(2) / abs(slope) if slope else math.inf
     if length > FLAT_LENGTH:
@@ -856,15 +867,21 @@ def _reading(doc: Any, config: AtlasConfig) -> None:
         + ". **verdict**: the label of `oversmooth.verdict` (a law is named only "
         "when the data separate it from the others; `inconclusive` says the decay or growth "
         "was measured but its law not pinned down). **asymptotic rate**: the named law's "
-        "limit, with its 95% interval (a dash where no law is named). **late rate**: the slope "
-        "of log E over the last quarter of the fitted layers, always measured, as the layers "
-        "it takes the energy to halve or double at that slope. **decades "
+        "limit, with its 95% interval (a dash where no law is named; the bound alone where "
+        "the interval is open on one side). **late rate**: the slope of log E over the last "
+        "quarter of the fitted layers, as the layers it takes the energy to halve or double "
+        "at that slope (a dash where the verdict establishes no trend: the seeds' mean then "
+        "has a slope that no seed need follow). **decades "
         f"lost**: log10 E(1) - log10 E({config.depth}) of the seeds' geometric mean "
         "(negative: gained; '>=' when the last layer is at the float64 floor; an end layer "
         "the verdict leaves out as off its law is left out here too, as GCN + PairNorm's "
         "layer 1). **fall is**: "
-        "`oversmoothing` when the nodes converge (the scale-free energy E/||X||^2 falls), "
-        "`norm-collapse` when the features shrink instead. **curse of depth**: a growing or "
+        "what carries the fall, read from the share of its decades the scale-free energy "
+        "E/||X||^2 carries (the nodes converging) against the squared feature norm (the "
+        "features shrinking): `oversmoothing` at two thirds or more, `norm-collapse` at one "
+        "third or less (the nodes may still converge by less, as GAT's), `both` between, a "
+        "dash where the share's 99% interval crosses a third or the curve does not fall. "
+        "**curse of depth**: a growing or "
         "flat curve whose layers barely change the state (relative change < 0.05, adjacent "
         "cosine > 0.9). **prune**: relative change of the model's output when the middle "
         "layer alone is taken out (median over the pruned seeds); in brackets how: `block` "
