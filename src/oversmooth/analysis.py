@@ -977,6 +977,18 @@ def final_at_floor(frame: pd.DataFrame) -> bool:
     return bool(frame["at_floor"].iloc[-1]) and math.isfinite(final)
 
 
+def _comparison_curves(models: Sequence[str], convs: Sequence[str]) -> list[tuple[str, str]]:
+    """The (model, conv) curves of a comparison, convs outermost: every model under every conv,
+    except the diffusion model, which ignores the conv (X' = P X): it runs once, under the
+    first (``--models diffusion,postln --convs san,gcn`` wrote two identical diffusion rows,
+    one titled for each conv: an audit)."""
+    from oversmooth.registry import MODELS
+
+    return [
+        (m, c) for c in convs for m in models if c == convs[0] or MODELS[m].placement != "diffusion"
+    ]
+
+
 def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -> ComparisonResult:
     """Every (dataset, model, conv, depth, seed) at initialisation; per-layer rows, final
     energies, fits at the deepest depth."""
@@ -992,7 +1004,7 @@ def run_comparison(config: ComparisonConfig, progress: Progress | None = None) -
     device = resolve_device(config.device)
     floor_method = config.floor_method
     deepest = config.depths[-1]
-    curves = [(m, c) for c in config.convs for m in config.models]
+    curves = _comparison_curves(config.models, config.convs)
     total = sum(config.depths) * len(config.seeds) * len(curves) * len(config.datasets)
     done = 0
     frames, fits, verdicts, sizes = [], {}, [], []

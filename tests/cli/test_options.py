@@ -190,3 +190,20 @@ def test_the_table_names_its_fields_once():
     fields = [f for entry in OPTIONS for f in entry.fields]
     assert len(fields) == len(set(fields))
     assert option("model.ffn").flag == "--ffn"
+
+
+def test_compare_runs_the_diffusion_model_once_whatever_the_convs(tmp_path):
+    """The diffusion model ignores the conv (X' = P X): with --convs san,gcn it wrote two
+    identical rows, one titled for each conv (an audit); it runs once, under the first."""
+    args = ["--models", "diffusion,postln", "--convs", "san,gcn", "--depths", "2,3"]
+    args += ["--seeds", "0", "--hidden", "8", "--heads", "2", "-d", "karate", "--floor", "bound"]
+    result = runner.invoke(app, ["compare", *args, "-q", "--json", "-o", tmp_path / "c"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    assert sorted({(r["model"], r["conv"]) for r in summary}) == [
+        ("diffusion", "san"),
+        ("postln", "gcn"),
+        ("postln", "san"),
+    ]
+    fits = json.loads((tmp_path / "c" / "fits.json").read_text())
+    assert set(fits) == {"karate/diffusion/san", "karate/postln/san", "karate/postln/gcn"}
