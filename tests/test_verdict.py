@@ -1133,7 +1133,8 @@ def test_a_limit_open_both_ways_reads_not_bounded_in_the_tables():
         "not bounded"
     )
     assert length_span((0.0, np.inf)) == "not bounded"
-    assert atlas_cell("doubling_length", 0.45, 0.0, 0.52).endswith("(up to 0.52)")
+    # bounded on one side: the bound alone, as the verdict's line says it
+    assert atlas_cell("doubling_length", 0.45, 0.0, 0.52) == "doubling length up to 0.52 layers"
 
 
 def test_the_share_is_read_like_the_energy_when_the_norm_follows_a_power_law():
