@@ -335,3 +335,48 @@ def test_the_majority_share_skips_unlabelled_nodes_and_a_chance_model_is_said_in
     assert text.startswith("The nonlocal Post-LN model predicts at chance (test accuracy 30.0%")
     assert "Pre-LN" not in text
     assert _at_chance_text({"preln": {"analysis": Run(0.85)}}) == ""
+
+
+def test_the_verdict_rows_say_what_each_verdict_decided():
+    """Every backbone row read 'inconclusive' (the law's label) where the verdicts named
+    oversmoothing, a norm collapse or the curse of depth, and the discussion said 'classified
+    inconclusive with all 3 backbones' of a stack its verdicts called a norm collapse; Pre-LN's
+    growth pointed at verdicts that did not say what grew, and nothing said that no law of
+    Figure 1 was named (an audit)."""
+    import oversmooth.experiments.reproduce as R
+
+    def record(label, collapse=None, curse=None, norm=None, free=None):
+        ev = {"norm_decades": norm, "scale_free_decades": free}
+        found = {"label": label, "collapse": collapse, "curse_of_depth": curse, "evidence": ev}
+        return {"classification": label, "evidence": found}
+
+    assert R.decided(record("inconclusive", "oversmoothing")) == (
+        "law inconclusive · oversmoothing"
+    )
+    assert R.decided(record("inconclusive", curse=True)) == "law inconclusive · curse of depth"
+    assert R.decided(record("inconclusive")) == "inconclusive"
+    rows = []
+    for conv in ("san", "gcn", "gat"):
+        for model, fit in (
+            ("preln", record("inconclusive", norm=2.43, free=-1.67)),
+            ("postln", record("inconclusive", "oversmoothing")),
+            ("nonlocal", record("inconclusive")),
+            ("plain", record("inconclusive", "norm-collapse")),
+        ):
+            rows.append(
+                {
+                    "conv": conv,
+                    "model": model,
+                    "classification": fit["classification"],
+                    "verdict (what was decided)": R.decided(fit),
+                    "halving": None,
+                    **R._decades_split(fit),
+                }
+            )
+    beyond = R._beyond_paragraph(rows)
+    assert "Post-LN law inconclusive · oversmoothing with both" in beyond
+    assert "reads law inconclusive · norm collapse with all 3 backbones: its energy falls" in beyond
+    config = R.ReproduceConfig.preset(True)
+    assert "neither confirmed nor contradicted" in R._laws_sentence(rows, config)
+    split = R._growth_split(rows)
+    assert "+2.4 decades" in split and "-1.7" in split and "node directions converge" in split
