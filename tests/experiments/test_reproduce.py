@@ -380,3 +380,13 @@ def test_the_verdict_rows_say_what_each_verdict_decided():
     assert "neither confirmed nor contradicted" in R._laws_sentence(rows, config)
     split = R._growth_split(rows)
     assert "+2.4 decades" in split and "-1.7" in split and "node directions converge" in split
+
+
+def test_section_3_shows_accuracies_and_drops_with_two_decimals():
+    """4 significant digits gave '86.9' beside '94.83' and drops of '-0.5545' (an audit)."""
+    import oversmooth.experiments.reproduce as R
+
+    frame = pd.DataFrame({"model": ["preln"], "val %": [86.9], "drop (points)": [-0.55452]})
+    shown = R._points(frame)
+    assert shown.iloc[0].tolist() == ["preln", "86.90", "-0.55"]
+    assert frame["val %"][0] == 86.9  # the numbers themselves are left alone

@@ -1025,12 +1025,22 @@ def _training_section(
         "the paper trains 256 layers for 5000 epochs at 1e-4 for Post-LN. "
         "Pruning uses the test nodes of the same split."
     )
-    doc.table(pd.DataFrame(_accuracy_rows(trained)))
+    doc.table(_points(pd.DataFrame(_accuracy_rows(trained))))
     _similarity_figure(doc, trained)
     prune = pd.DataFrame(_pruning_rows(folder, trained, tables))
-    doc.table(prune)
+    doc.table(_points(prune))
     _pruning_figure(doc, prune, trained)
     return prune
+
+
+def _points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Accuracies and their drops in percent with two decimals, as section 3b shows them (the
+    table's 4 significant digits gave "86.9" beside "94.83" and drops of "-0.5545")."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if "%" in column or "points" in column:
+            shown[column] = [f"{v:.2f}" for v in shown[column]]
+    return shown
 
 
 def _accuracy_rows(trained: dict) -> list[dict]:
