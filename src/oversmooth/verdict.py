@@ -36,9 +36,10 @@ extremes met, the float floor), each with its numbers.  The sentences are the wr
 for a live verdict and for a report re-rendered from ``fits.json`` alike (also at the package
 root: ``oversmooth.verdict_text``).
 
-Dropped rows, all counted: layer 0, non-finite and non-positive energies, rows ``at_floor``
+Dropped rows, all counted: layer 0, non-positive energies, rows ``at_floor``
 (or, without that column, below ``float_floor`` or the single-step bound of ``dtype`` from
-``feature_norm``), energies below the smallest normal double (subnormal).  Rules, thresholds,
+``feature_norm``), energies below the smallest normal double (subnormal); a NaN or an Inf
+anywhere is no dropped row but an ``inconclusive`` verdict (``nonfinite``).  Rules, thresholds,
 calibration and the measurements behind them: docs/verdict.md.
 """
 

@@ -263,7 +263,7 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
     """Why a trend's law is open (the inconclusive reasons of a decided trend)."""
     if code == "opposite-sign":
         # said of the law fitted, not of the curve: linear diffusion, whose energy never
-        # turns, gave beta +0.015 to +0.035 (99%) on a 4x25 grid at depth 64 (an audit)
+        # turns, gave beta +0.013 to +0.039 (99%) on a 4x25 grid at depth 64 (an audit)
         return (
             "the law fitted has an exponential factor of the opposite sign, which would turn "
             "it beyond these layers; the curve need not turn (a sum of exponentials, which "
