@@ -2012,7 +2012,9 @@ class Interleaved(torch.nn.Module):
     optionally a conv before the list and one after it (``conv_in``, ``conv_out``), and one
     defined but never called (``spare``)."""
 
-    def __init__(self, depth: int = 3, ends: bool = False, spare: bool = False) -> None:
+    def __init__(
+        self, depth: int = 3, ends: bool = False, spare: bool = False, score: bool = False
+    ) -> None:
         super().__init__()
         from torch_geometric.nn import GCNConv
 
@@ -2023,8 +2025,11 @@ class Interleaved(torch.nn.Module):
         self.conv_in = GCNConv(5, 5) if ends else None
         self.conv_out = GCNConv(5, 5) if ends else None
         self.spare = GCNConv(5, 5) if spare else None
+        self.score = GCNConv(5, 1) if score else None  # a one-channel score (SAGPooling's)
 
     def forward(self, x, edge_index, convs=None):
+        if self.score is not None:
+            self.score(x, edge_index)
         if self.conv_in is not None:
             x = self.conv_in(x, edge_index)
         for module in self.layers:
@@ -2044,7 +2049,7 @@ def test_a_list_mixing_convs_and_activations_has_one_row_per_conv():
     convs: list[torch.Tensor] = []
     with torch.no_grad():
         model(data.x, data.edge_index, convs)
-    with pytest.warns(UserWarning, match="mixes modules that map each node on its own"):
+    with pytest.warns(UserWarning, match=r"holds weightless per-node modules \(ReLU\)"):
         with Probe(model, data) as probe, torch.no_grad():
             model(data.x, data.edge_index)
     frame = probe.to_frame()
@@ -2054,6 +2059,63 @@ def test_a_list_mixing_convs_and_activations_has_one_row_per_conv():
             M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
         )
     assert any("(ReLU)" in gap for gap in frame.attrs["gaps"])
+
+
+class SublayerLists(torch.nn.Module):
+    """A graph transformer over one list of sublayers, ``layers = [conv, FFN] * L``, each with
+    its own Post-LN norm (``norms``, 2L of them); and ``[conv, MultiheadAttention] * L``."""
+
+    def __init__(self, attention: bool = False, depth: int = 2) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        modules: list[torch.nn.Module] = []
+        for _ in range(depth):
+            second = (
+                torch.nn.MultiheadAttention(6, 2, batch_first=True)
+                if attention
+                else torch.nn.Sequential(
+                    torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 6)
+                )
+            )
+            modules += [GCNConv(6, 6), second]
+        self.layers = torch.nn.ModuleList(modules)
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(6) for _ in modules)
+
+    def forward(self, x, edge_index, states=None):
+        for layer, norm in zip(self.layers, self.norms, strict=True):
+            if isinstance(layer, torch.nn.MultiheadAttention):
+                out = layer(x[None], x[None], x[None], need_weights=False)[0][0]
+            elif isinstance(layer, torch.nn.Sequential):
+                out = layer(x)
+            else:
+                out = layer(x, edge_index)
+            x = norm(x + out)
+            if states is not None:
+                states.append(x)
+        return x
+
+
+@pytest.mark.parametrize("attention", [False, True])
+def test_sublayers_with_weights_stay_layers_of_the_list(attention):
+    """Dropping every per-node module of a list broke ``capture="residual"`` on a graph
+    transformer whose FFN sublayers sit beside its convs, one norm each (3 layers against 6
+    norms: a ValueError), and dropped ``MultiheadAttention`` (it lives among torch's
+    activations) from ``[conv, attention] * L`` (a review).  Both keep one row per sublayer."""
+    torch.manual_seed(0)
+    data = small_graph(channels=6)
+    model = SublayerLists(attention).double().eval()
+    states = [data.x]
+    with torch.no_grad():
+        model(data.x, data.edge_index, states)
+    with Probe(model, data, capture="residual") as probe, torch.no_grad():
+        model(data.x, data.edge_index)
+    frame = probe.to_frame()
+    assert frame["layer"].tolist() == list(range(5))
+    for k, state in enumerate(states):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, data.edge_index).item(), rel=1e-10
+        )
 
 
 def test_message_passing_outside_the_layers_found_is_named_when_it_runs():
@@ -2068,13 +2130,13 @@ def test_message_passing_outside_the_layers_found_is_named_when_it_runs():
             model(data.x, data.edge_index)
     gaps = " ".join(probe.to_frame().attrs["gaps"])
     assert "model.conv_in (GCNConv), model.conv_out (GCNConv)" in gaps
-    quiet = Interleaved(spare=True).double().eval()
+    quiet = Interleaved(spare=True, score=True).double().eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Probe(quiet, data) as probe, torch.no_grad():
             quiet(data.x, data.edge_index)
     assert not [w for w in caught if "outside" in str(w.message)]
-    assert not any("spare" in gap for gap in probe.to_frame().attrs["gaps"])
+    assert not any("spare" in g or "score" in g for g in probe.to_frame().attrs["gaps"])
 
 
 def test_a_first_forward_on_other_edges_than_the_probes_is_named():
@@ -2086,13 +2148,65 @@ def test_a_first_forward_on_other_edges_than_the_probes_is_named():
     data = small_graph()
     model = GCN(5, 5, num_layers=3).double().eval()
     half = data.edge_index[:, ::2]
-    with pytest.warns(UserWarning, match=r"edge_index \(\d+ edges\) is not the one the Probe"):
+    with pytest.warns(UserWarning, match=r"read as its edge_index\) is not the edge_index"):
         with Probe(model, data.edge_index) as probe, torch.no_grad():
             model(data.x, half)
-    assert any("is not the one the Probe was given" in g for g in probe.to_frame().attrs["gaps"])
+    assert any("is not the edge_index the Probe" in g for g in probe.to_frame().attrs["gaps"])
     shuffled = data.edge_index[:, torch.randperm(data.edge_index.size(1))]
     for graph, edges in ((data.edge_index, shuffled), (data, data.edge_index)):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with Probe(model, graph) as probe, torch.no_grad():
                 model(data.x, edges)
+    # a Probe adding self loops measures the graph the forward gets with them (a review)
+    from torch_geometric.utils import add_self_loops
+
+    looped = add_self_loops(data.edge_index, num_nodes=data.num_nodes)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data.edge_index, self_loops=True) as probe, torch.no_grad():
+            model(data.x, looped)
+    # reused after reset(), the note is said once, the current one (it repeated: a review)
+    probe = Probe(model, data.edge_index)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with probe, torch.no_grad():
+            for cut in (half, data.edge_index[:, ::3]):
+                probe.reset()
+                model(data.x, cut)
+    gaps = probe.to_frame().attrs["gaps"]
+    assert len(gaps) == 1 and f"({data.edge_index[:, ::3].size(1)} columns" in gaps[0]
+    assert all(str(w.message).count("read as its edge_index") == 1 for w in caught)
+
+
+class LinkPredictor(torch.nn.Module):
+    """``forward(x, adj_t, edge_label_index)``: propagates on a sparse adjacency and scores
+    the pairs of ``edge_label_index``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = torch.nn.ModuleList(GCNConv(5, 5) for _ in range(2))
+
+    def forward(self, x, adj_t, edge_label_index):
+        for conv in self.convs:
+            x = conv(x, adj_t).relu()
+        return (x[edge_label_index[0]] * x[edge_label_index[1]]).sum(-1)
+
+
+def test_a_forward_on_a_sparse_adjacency_has_no_edge_index_to_compare():
+    """Link prediction's ``edge_label_index``, the forward's only [2, K] integer argument
+    beside a sparse adjacency, was read as its edge_index (a review)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = LinkPredictor().double().eval()
+    n = data.num_nodes
+    adj_t = torch.sparse_coo_tensor(
+        data.edge_index.flip(0), torch.ones(data.edge_index.size(1)), (n, n)
+    ).to_sparse_csr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Probe(model, data) as probe, torch.no_grad():
+            model(data.x, adj_t.double(), data.edge_index[:, :7])
+    assert probe.to_frame()["layer"].tolist() == [0, 1, 2]

@@ -178,21 +178,31 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
 
 def _maps_nodes_alone(module: nn.Module) -> bool:
     """Whether ``module`` and everything in it maps each node on its own (an activation, a
-    norm, dropout, a Linear, an MLP of them): it passes no messages."""
+    norm, dropout, a Linear, an MLP of them): it passes no messages.  ``MultiheadAttention``
+    lives among torch's activations and mixes every node (a review)."""
     pointwise = _pointwise_types()
     activation = "torch.nn.modules.activation"
     return all(
-        isinstance(sub, pointwise) or type(sub).__module__ == activation for sub in module.modules()
+        isinstance(sub, pointwise)
+        or (type(sub).__module__ == activation and not isinstance(sub, nn.MultiheadAttention))
+        for sub in module.modules()
     )
 
 
+def _bare_pointwise(module: nn.Module) -> bool:
+    """A per-node module without weights (an activation, dropout, an identity): no layer of
+    its own in any stack."""
+    return _maps_nodes_alone(module) and next(module.parameters(), None) is None
+
+
 def _passing(found: list[nn.Module]) -> list[nn.Module]:
-    """The layers of a module list found by its name: the modules that pass messages, where
-    the list mixes them with per-node modules (``ModuleList([conv, ReLU(), conv, ReLU()])``,
-    whose ReLUs were rows of their own: twice the depth, every rate per layer halved, no
-    word; an audit).  Layer ``k`` is then the ``k``-th message-passing module's output, as
-    for a PyG ``BasicGNN``'s convs (:meth:`Probe` notes the modules left out)."""
-    kept = [m for m in found if not _maps_nodes_alone(m)]
+    """The layers of a module list found by its name: all but its weightless per-node modules
+    where it holds some beside others (``ModuleList([conv, ReLU(), conv, ReLU()])``, whose
+    ReLUs were rows of their own: twice the depth, every rate per layer halved, no word; an
+    audit).  Modules with weights stay, per-node or not: a transformer's FFN sublayers, each
+    with its norm in a list of 2L norms, are layers of the stream (dropping them broke
+    ``capture="residual"`` on such stacks: a review).  :meth:`Probe` notes what was left out."""
+    kept = [m for m in found if not _bare_pointwise(m)]
     return kept if kept else found
 
 
@@ -289,34 +299,47 @@ def _edge_index_of(graph: object) -> Tensor | None:
 
 
 def _same_edge_list(a: Tensor, b: Tensor) -> bool:
-    """Whether two ``[2, E]`` edge indices hold the same directed edges (in any order)."""
+    """Whether two ``[2, E]`` edge indices hold the same directed edges (in any order, and
+    with or without self loops: a Probe with ``self_loops=True`` given the bare edges measures
+    the graph a forward given ``add_self_loops(edge_index)`` propagates on; a review)."""
     if a is b:
         return True
+    a = a.to(b.device)  # (the Probe's graph on the CPU, the model's on a GPU: the same edges)
+    if a.shape == b.shape and torch.equal(a, b):
+        return True
+    a, b = a[:, a[0] != a[1]], b[:, b[0] != b[1]]
     if a.shape != b.shape:
         return False
-    a = a.to(b.device)  # (the Probe's graph on the CPU, the model's on a GPU: the same edges)
-    if torch.equal(a, b):
-        return True
     n = int(max(int(a.max()), int(b.max())) + 1) if a.numel() else 1
     key_a, key_b = (a[0] * n + a[1]).sort().values, (b[0] * n + b[1]).sort().values
     return bool(torch.equal(key_a, key_b))
 
 
-def _other_edges_note(graph: object, inputs: Sequence[Tensor]) -> str | None:
+def _other_edges_note(graph: object, inputs: Sequence[Tensor], values: tuple) -> str | None:
     """The note on a first forward whose ``edge_index`` is not the one the Probe was given
     (the rows are measured on the Probe's graph: DropEdge in a training step, a rewired graph
-    were measured on the edges the model did not use, with no word; an audit)."""
+    were measured on the edges the model did not use, with no word; an audit).  None where the
+    forward takes a sparse adjacency (``adj_t``): its ``[2, K]`` integer arguments are then
+    something else, such as link prediction's ``edge_label_index`` (a review)."""
     mine = _edge_index_of(graph)
     theirs = [t for t in inputs if t.dim() == 2 and t.size(0) == 2]
-    if mine is None or not theirs or any(_same_edge_list(mine, t) for t in theirs):
+    if mine is None or not theirs or any(_sparse_argument(v) for v in values):
         return None
-    edges = ", ".join(str(t.size(1)) for t in theirs)
+    if any(_same_edge_list(mine, t) for t in theirs):
+        return None
+    columns = ", ".join(str(t.size(1)) for t in theirs)
     return (
-        f"the forward's edge_index ({edges} edges) is not the one the Probe was given "
-        f"({mine.size(1)} edges), and every row is measured on the Probe's: give the Probe "
-        "the graph the model propagates on (if the forward drops or rewires edges on purpose, "
-        "the energies are of the graph given)"
+        f"the forward's [2, E] integer argument ({columns} columns, read as its edge_index) is "
+        f"not the edge_index the Probe was given ({mine.size(1)} edges), and every row is "
+        "measured on the Probe's: give the Probe the graph the model propagates on (if the "
+        "forward drops or rewires edges on purpose, the energies are of the graph given)"
     )
+
+
+def _sparse_argument(value: object) -> bool:
+    """A forward argument that is a sparse adjacency (a torch sparse tensor, a torch_sparse
+    ``SparseTensor``) or a ``Data`` holding one as ``adj_t``."""
+    return is_sparse_matrix(value) or is_sparse_matrix(getattr(value, "adj_t", None))
 
 
 def edge_states(model: nn.Module | None) -> bool:
@@ -1568,10 +1591,9 @@ def _found_notes(model: nn.Module, modules: Sequence[nn.Module]) -> list[str]:
         return []
     left = sorted({type(m).__name__ for m in listed if id(m) not in kept})
     return [
-        f"model.{name} mixes modules that map each node on its own ({', '.join(left)}) with "
-        f"the {len(modules)} that pass messages: the rows are those {len(modules)} modules' "
-        "outputs (layer k = the k-th one's output, before the per-node modules after it, as "
-        "for PyG's BasicGNN convs); pass layers=[...] to read other modules"
+        f"model.{name} holds weightless per-node modules ({', '.join(left)}) between its "
+        f"{len(modules)} other modules: they are no layers of their own (one row per module "
+        "with weights, as for PyG's BasicGNN convs); pass layers=[...] to read other states"
     ]
 
 
@@ -1586,8 +1608,7 @@ def _outside_note(
     return (
         f"{where} {'pass' if many else 'passes'} messages in the forward outside the "
         f"{len(layers)} layers found: {'their outputs are' if many else 'its output is'} no "
-        "row (layer 0 is the first layer's input, layer L the last one's output), so the "
-        f"energy {'they change' if many else 'it changes'} is not measured; pass "
+        f"row, so the energy {'they change' if many else 'it changes'} is not measured; pass "
         "layers=[...] in the order they run to read them as layers too"
     )
 
@@ -2414,7 +2435,11 @@ class Probe:
 
     def _outside_call(self, k: int) -> Callable[[nn.Module, tuple, object], None]:
         def hook(module: nn.Module, args: tuple, output: object) -> None:
-            self._outside_ran[k] += 1
+            # one channel is a score or a count (SAGPooling's GNN, a degree feature), no
+            # layer state (they were named as layers to read: a review)
+            out = output if isinstance(output, Tensor) else None
+            if out is not None and out.dim() >= 2 and out.size(-1) > 1:
+                self._outside_ran[k] += 1
 
         return hook
 
@@ -2463,9 +2488,11 @@ class Probe:
                         "isolated nodes (in 1/n); pass Probe(model, adj, mask=mask)"
                     )
         notes = _unseen_inputs(graph, self._batch, self._unweighted_edges(), values)
-        other = _other_edges_note(graph, graph_inputs(args, kwargs))
+        other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
         notes += [] if other is None else [other]
-        self._input_notes += [note for note in notes if note != self._graph_note]
+        # replaced, not added to: after reset() the next forward is a first one again, and its
+        # notes were appended to the last ones (a note repeated, a stale one kept: a review)
+        self._input_notes = [note for note in notes if note != self._graph_note]
 
     @staticmethod
     def _takes(graph: object, values: tuple) -> bool:

@@ -346,7 +346,7 @@ def test_the_verdict_rows_say_what_each_verdict_decided():
     import oversmooth.experiments.reproduce as R
 
     def record(label, collapse=None, curse=None, norm=None, free=None):
-        ev = {"norm_decades": norm, "scale_free_decades": free}
+        ev = {"norm_decades": norm, "scale_free_decades": free, "window": [3, 256]}
         found = {"label": label, "collapse": collapse, "curse_of_depth": curse, "evidence": ev}
         return {"classification": label, "evidence": found}
 
@@ -378,8 +378,11 @@ def test_the_verdict_rows_say_what_each_verdict_decided():
     assert "reads law inconclusive · norm collapse with all 3 backbones: its energy falls" in beyond
     config = R.ReproduceConfig.preset(True)
     assert "neither confirmed nor contradicted" in R._laws_sentence(rows, config)
+    stable = [{**rows[0], "classification": "stable"}, *rows[1:]]  # a verdict, no law
+    assert "neither confirmed nor contradicted" in R._laws_sentence(stable, config)
     split = R._growth_split(rows)
-    assert "+2.4 decades" in split and "-1.7" in split and "node directions converge" in split
+    assert "+2.4 decades over layers 3-256" in split and "-1.7" in split
+    assert "node directions converge" in split
 
 
 def test_section_3_shows_accuracies_and_drops_with_two_decimals():

@@ -1003,7 +1003,8 @@ def _decades_split(fit: dict | None) -> dict[str, float | None]:
     from oversmooth.report.prose import verdict_record
 
     ev = (verdict_record(fit) or {}).get("evidence") or {}
-    return {key: ev.get(key) for key in ("norm_decades", "scale_free_decades")}
+    split = {key: ev.get(key) for key in ("norm_decades", "scale_free_decades")}
+    return {**split, "window": ev.get("window")}
 
 
 def _training_section(
@@ -1351,7 +1352,14 @@ def _laws_sentence(verdict_rows: list[dict], config: ReproduceConfig) -> str:
     """Whether the verdicts name the laws the paper reads in Figure 1 (Post-LN exponential,
     nonlocal algebraic, Pre-LN power-law growth): the agreement in kind said the ordering
     held and nothing of the laws, every one of which was left open (an audit)."""
-    named = [r for r in verdict_rows if r["classification"] != "inconclusive"]
+    laws = (
+        "exponential-smoothing",
+        "algebraic-smoothing",
+        "power-law-growth",
+        "exponential-growth",
+    )
+    # ("stable" is a verdict but no law of Figure 1: it was listed as one, a review)
+    named = [r for r in verdict_rows if r["classification"] in laws]
     seeds = len(config.seeds)
     if not named:
         return (
@@ -1383,9 +1391,13 @@ def _growth_split(verdict_rows: list[dict]) -> str:
         if free < 0 < norm
         else "the two parts of the change in the energy"
     )
+    window = row.get("window") if row is not None else None
+    where = f"its {DEPTHS[-1]} layers"
+    if isinstance(window, (list, tuple)) and len(window) == 2 and list(window) != [1, DEPTHS[-1]]:
+        where = f"layers {window[0]}-{window[1]}"  # the verdict's window, narrower
     return (
-        f" (its SAN stack's squared feature norm changes {norm:+.1f} decades over its "
-        f"{DEPTHS[-1]} layers, its scale-free energy {free:+.1f}: {converge})"
+        f" (its SAN stack's squared feature norm changes {norm:+.1f} decades over {where}, its "
+        f"scale-free energy {free:+.1f}: {converge})"
     )
 
 
