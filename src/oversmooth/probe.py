@@ -134,7 +134,8 @@ def find_layers(model: nn.Module, capture: str = "output") -> tuple[list[nn.Modu
 
     ``capture="output"``: an oversmooth ``DepthModel``'s blocks; a PyG ``BasicGNN``'s
     ``convs``; else the first non-empty ``nn.ModuleList`` among ``model.convs``,
-    ``model.layers``, ``model.blocks``.  ``capture="residual"``: a ``DepthModel``'s blocks,
+    ``model.layers``, ``model.blocks``, less its weightless per-node modules (activations,
+    dropout) where it holds others.  ``capture="residual"``: a ``DepthModel``'s blocks,
     a ``model.blocks`` ModuleList, or PyG ``DeepGCNLayer`` modules (outputs are the stream);
     failing those, the ``output`` layers, whose *inputs* carry the stream (see :class:`Probe`).
     """
