@@ -2007,6 +2007,14 @@ def test_a_float32_layer_norm_with_an_affine_is_known_at_width_512():
     assert not normalised_rows(z)
 
 
+def _assert_laplacian_rows(frame, states, edge_index, rel):
+    """Row k of ``frame`` holds the Laplacian energy of ``states[k]``."""
+    for k, state in enumerate(states):
+        assert frame["laplacian_energy"][k] == pytest.approx(
+            M.laplacian_energy(state, edge_index).item(), rel=rel
+        )
+
+
 class Interleaved(torch.nn.Module):
     """``layers = ModuleList([conv, ReLU(), conv, ReLU(), ...])`` run in order by forward;
     optionally a conv before the list and one after it (``conv_in``, ``conv_out``), and one
@@ -2054,10 +2062,7 @@ def test_a_list_mixing_convs_and_activations_has_one_row_per_conv():
             model(data.x, data.edge_index)
     frame = probe.to_frame()
     assert frame["layer"].tolist() == [0, 1, 2, 3]
-    for k, state in enumerate([data.x, *convs]):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-12
-        )
+    _assert_laplacian_rows(frame, [data.x, *convs], data.edge_index, rel=1e-12)
     assert any("(ReLU)" in gap for gap in frame.attrs["gaps"])
 
 
@@ -2112,10 +2117,7 @@ def test_sublayers_with_weights_stay_layers_of_the_list(attention):
         model(data.x, data.edge_index)
     frame = probe.to_frame()
     assert frame["layer"].tolist() == list(range(5))
-    for k, state in enumerate(states):
-        assert frame["laplacian_energy"][k] == pytest.approx(
-            M.laplacian_energy(state, data.edge_index).item(), rel=1e-10
-        )
+    _assert_laplacian_rows(frame, states, data.edge_index, rel=1e-10)
 
 
 def test_message_passing_outside_the_layers_found_is_named_when_it_runs():

@@ -231,20 +231,11 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     PyG message passing elsewhere: an APPNP model's MLP in ``model.layers``, propagated after
     them by one ``APPNP`` module, was probed as two GNN layers (the fall of the energy through
     two linear maps, the ten propagation steps and the output never seen), with no word."""
-    try:
-        from torch_geometric.nn import MessagePassing
-    except ImportError:  # pragma: no cover - torch_geometric is a dependency
-        return
-    inside = {id(sub): sub for m in found for sub in m.modules()}
     if not all(_maps_nodes_alone(m) for m in found):
         # message passing that is not a PyG MessagePassing (DenseGCNConv, attention written
         # with torch_geometric.utils.softmax and index_add_, oversmooth's own blocks)
         return
-    passing = [
-        (name, sub)
-        for name, sub in model.named_modules()
-        if isinstance(sub, MessagePassing) and id(sub) not in inside
-    ]
+    passing = _outside_passing(model, found)
     if not passing:  # no PyG message passing anywhere: nothing says the list is not the layers
         return
     kinds = ", ".join(sorted({type(m).__name__ for m in found}))
@@ -1581,10 +1572,11 @@ def _tied_name(model: nn.Module, modules: Sequence[nn.Module]) -> tuple[str, int
 
 
 def _found_notes(model: nn.Module, modules: Sequence[nn.Module]) -> list[str]:
-    """The note on a module list found by its name whose per-node modules are no rows
-    (:func:`_passing`); none when every module of it is a layer."""
+    """The note on a module list found by its name (not a DepthModel's, not a BasicGNN's)
+    whose per-node modules are no rows (:func:`_passing`); none when every module of it is a
+    layer."""
     named = _named_list(model, _LAYER_LISTS)
-    if named is None or isinstance(model, DepthModel) or _is_basic_gnn(model):
+    if named is None:
         return []
     name, listed = named
     kept = {id(m) for m in modules}
@@ -2252,8 +2244,9 @@ class Probe:
             return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
-            self._layer_notes = _found_notes(model, modules)
+            # found by a list's name (a DepthModel's blocks and a BasicGNN's convs are known)
             found = not isinstance(model, DepthModel) and not _is_basic_gnn(model)
+            self._layer_notes = _found_notes(model, modules) if found else []
             self._outside = _outside_passing(model, modules) if found else []
         else:
             modules, are_blocks = _owned(model, layers, "layers"), False

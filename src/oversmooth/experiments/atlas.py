@@ -514,11 +514,11 @@ def _rate_cell(name: str | None, value: float, low: float, high: float) -> str:
         return MISSING
     if name == "alpha":
         return f"k^{format_cell(value)} ({format_cell(low)} to {format_cell(high)})"
-    from oversmooth.report.prose import length_span, unbounded
+    from oversmooth.report.prose import length_span, one_sided, unbounded
 
     if unbounded((low, high)):
         return "not bounded"
-    if min(low, high) == 0 or math.isinf(max(low, high)):
+    if one_sided((low, high)):
         # bounded on one side only: the bound, as the verdict's line says it; the point was
         # the fit's (GIN's 0.4453 from a shift at the top of its grid, beside a line saying
         # "not shown to be asymptotic ... up to 0.555": an audit)

@@ -998,8 +998,8 @@ def decided(fit: dict | None) -> str:
 
 
 def _decades_split(fit: dict | None) -> dict[str, float | None]:
-    """The decades of squared feature norm and of scale-free energy a verdict read over its
-    window (None where it has none)."""
+    """The decades of squared feature norm and of scale-free energy a verdict read, and the
+    window it read them over (``window``; each None where it has none)."""
     from oversmooth.report.prose import verdict_record
 
     ev = (verdict_record(fit) or {}).get("evidence") or {}
@@ -1352,13 +1352,11 @@ def _laws_sentence(verdict_rows: list[dict], config: ReproduceConfig) -> str:
     """Whether the verdicts name the laws the paper reads in Figure 1 (Post-LN exponential,
     nonlocal algebraic, Pre-LN power-law growth): the agreement in kind said the ordering
     held and nothing of the laws, every one of which was left open (an audit)."""
-    laws = (
-        "exponential-smoothing",
-        "algebraic-smoothing",
-        "power-law-growth",
-        "exponential-growth",
-    )
-    # ("stable" is a verdict but no law of Figure 1: it was listed as one, a review)
+    from oversmooth.verdict import LABELS
+
+    # the labels that name a law ("stable" is a verdict but no law of Figure 1: it was listed
+    # as one, a review)
+    laws = set(LABELS) - {"stable", "inconclusive"}
     named = [r for r in verdict_rows if r["classification"] in laws]
     seeds = len(config.seeds)
     if not named:
@@ -1380,9 +1378,8 @@ def _growth_split(verdict_rows: list[dict]) -> str:
     scale-free energy over the verdict's window ("section 2's verdicts say whether it is the
     nodes' differences or only their norm that grows" pointed at verdicts that do not say:
     the norm grew 2.4 decades while the scale-free energy fell 1.7, an audit)."""
-    row = next((r for r in verdict_rows if (r["conv"], r["model"]) == ("san", "preln")), None)
-    norm = None if row is None else row.get("norm_decades")
-    free = None if row is None else row.get("scale_free_decades")
+    row = next((r for r in verdict_rows if (r["conv"], r["model"]) == ("san", "preln")), {})
+    norm, free = row.get("norm_decades"), row.get("scale_free_decades")
     if norm is None or free is None or not (math.isfinite(norm) and math.isfinite(free)):
         return ""
     converge = (
@@ -1391,7 +1388,7 @@ def _growth_split(verdict_rows: list[dict]) -> str:
         if free < 0 < norm
         else "the two parts of the change in the energy"
     )
-    window = row.get("window") if row is not None else None
+    window = row.get("window")
     where = f"its {DEPTHS[-1]} layers"
     if isinstance(window, (list, tuple)) and len(window) == 2 and list(window) != [1, DEPTHS[-1]]:
         where = f"layers {window[0]}-{window[1]}"  # the verdict's window, narrower

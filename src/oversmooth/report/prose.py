@@ -584,6 +584,13 @@ def unbounded(pair: Any) -> bool:
     return lo == 0 and math.isinf(hi)
 
 
+def one_sided(pair: Any) -> bool:
+    """Whether a halving (doubling) length's interval is open on exactly one side (from 0, or
+    to ``inf``): a bound, whose point is the fit's, not a limit the layers show."""
+    lo, hi = sorted(math.inf if v is None else float(v) for v in pair)
+    return (lo == 0) != math.isinf(hi)
+
+
 def _percent(value: float) -> str:
     """A signed percentage; one that rounds to zero reads ``0%``, not ``-0%``."""
     text = f"{value:+.0%}"

@@ -60,6 +60,7 @@ from oversmooth.report.prose import (
     ends_text,
     OPEN_LAW_INTERVAL,
     length_span,
+    one_sided,
     unbounded,
     energy_table,
     reason_prose,
@@ -218,9 +219,7 @@ def _rate_cell(rate: dict | None) -> str:
     if rate.get("name") in ("halving_length", "doubling_length"):
         if unbounded((lo, hi)):
             return "not bounded"
-        ends = [math.inf if v is None else float(v) for v in (lo, hi)]
-        one_sided = min(ends) == 0 or math.isinf(max(ends))
-        if rate.get("kind") == "asymptotic" and one_sided:
+        if rate.get("kind") == "asymptotic" and one_sided((lo, hi)):
             # the bound alone, as the verdict's line says it: the point of an asymptotic
             # rate bounded on one side is the fit's, not a limit the layers show (an audit)
             return length_span((lo, hi), ".4g")
