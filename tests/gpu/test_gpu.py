@@ -59,7 +59,7 @@ def test_the_simulated_gpu_paths_read_nothing_per_layer():
     """Step 3 without CUDA: the GPU's code paths, forced on the CPU, at two depths."""
     from oversmooth import graph
 
-    result = _gpu_check().simulated_host_reads((2, 5))
+    result = _gpu_check().simulated_host_reads((2, 5), "karate")
     assert result["ok"] and not result["per_layer"], result
     assert len(result["counts"]) == 4
     for by_depth in result["counts"].values():
@@ -94,7 +94,7 @@ def test_the_simulation_catches_a_host_read_per_layer(monkeypatch, planted):
     monkeypatch.setattr(Probe, "record", record)
     check = _gpu_check()
     monkeypatch.setattr(check, "SIMULATED", check.SIMULATED[:1])
-    result = check.simulated_host_reads((2, 4))
+    result = check.simulated_host_reads((2, 4), "karate")
     assert not result["ok"]
     assert any("test_gpu.py" in line or "probe.py" in line for line in result["per_layer"])
 
