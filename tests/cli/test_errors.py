@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -256,14 +257,17 @@ def test_pt_with_integer_features_is_converted_with_a_note(tmp_path):
 
 _SLOW_ANALYZE = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import oversmooth.analysis as analysis
     from oversmooth.cli.main import app
 
     real = analysis.run_analysis
-    def slow(*args, **kwargs):  # hold the claim long enough for the other run to collide
+    release = os.environ.get("RELEASE")
+    def slow(*args, **kwargs):  # hold the claim until the other run has collided
         print("running", flush=True)
-        time.sleep(3)
+        deadline = time.monotonic() + 60  # a run that never collides fails, not hangs
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
         return real(*args, **kwargs)
     analysis.run_analysis = slow
     app(sys.argv[1:], prog_name="oversmooth")
@@ -271,19 +275,29 @@ _SLOW_ANALYZE = textwrap.dedent(
 )
 
 
-def _cli_process(*args: str, code: str = _SLOW_ANALYZE) -> subprocess.Popen:
+def _cli_process(*args: str, code: str = _SLOW_ANALYZE, release: str = "") -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "RELEASE": release},
     )
 
 
 def test_two_concurrent_runs_into_one_folder(tmp_path):
     # with --overwrite both used to run to the end and replace each other's report
     out = tmp_path / "same"
-    procs = [_cli_process("analyze", *FAST, "--out", str(out), "--overwrite") for _ in range(2)]
+    release = (
+        tmp_path.parent / f"{tmp_path.name}-release"
+    )  # outside tmp_path: its listing is checked
+    args = ("analyze", *FAST, "--out", str(out), "--overwrite")
+    procs = [_cli_process(*args, release=str(release)) for _ in range(2)]
+    # the run that claimed the folder waits in its analysis until the other has been refused
+    deadline = time.monotonic() + 300
+    while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.touch()
     results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], results
