@@ -8,8 +8,13 @@
 # same states (<= 1e-10 relative), checks that a probed forward makes no host
 # synchronisation per layer, times depth 256 and 1024 and a 10^6-node graph, and writes
 # report.md and results.json (--out DIR to put them elsewhere).  Exit code 1 when a check
-# fails.  Sized for under 5 minutes on one GPU.  PYTHON selects the interpreter.
+# fails.  Sized for under 5 minutes on one GPU.  PYTHON selects the interpreter (default
+# python3).  On a machine whose results come back only from a folder ($OUT on a lent one):
+#   scripts/gpu_check.sh --out "$OUT/gpu"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MPLBACKEND="${MPLBACKEND:-Agg}"
-exec "${PYTHON:-python}" scripts/gpu_check.py "$@"
+# this checkout's package, installed or not (a lent GPU machine has torch and PyG but no
+# oversmooth); the main command's child process inherits it
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-$(command -v python3 || command -v python)}" scripts/gpu_check.py "$@"

@@ -146,18 +146,18 @@ def test_the_cuda_sync_count_runs_the_main_commands_path(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: None)
     for dtype, floor in check.SYNC_CASES:  # each float-floor method's path runs
-        assert check._count_syncs(torch.device("cpu"), 3, dtype, floor) == (0, 0)
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (0, 0))
+        assert check._count_syncs(torch.device("cpu"), 3, dtype, floor) == (0, 0, 0)
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (0, 0, 9))
     result = check.sync_check(torch.device("cuda"), (3, 6))
     assert result["control_seen"] is False and result["ok"] is False
     # the runtime count sees only the calls that make the host wait (an async copy does not)
     names = ["cudaStreamSynchronize", "cudaMemcpyAsync", "aten::add", "cudaMemcpy"]
     assert check.runtime_syncs(names) == 2
     # both counts at least the control's, equal at both depths: ok; one more at depth 6: not
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2))
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2, 9))
     assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is True
     monkeypatch.setattr(
-        check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2 + (depth == 6))
+        check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2 + (depth == 6), 9)
     )
     assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is False
 
@@ -176,3 +176,68 @@ def test_a_planted_per_layer_sync_fails_the_cuda_check(monkeypatch):
 
     monkeypatch.setattr(Probe, "record", reading)
     assert not _gpu_check().sync_check(torch.device("cuda"), (4, 16))["ok"]
+
+
+def test_full_and_tiny_sizes_name_the_same_steps():
+    """The full sizes lacked a key the tiny ones had: the first full run on a GPU would have
+    crashed after its main command (an audit)."""
+    check = _gpu_check()
+    assert check._sizes(False).keys() == check._sizes(True).keys()
+
+
+class _Event:
+    def __init__(self, name, start, end):
+        self.name = name
+        self.time_range = type("Interval", (), {"start": start, "end": end})()
+
+
+def test_the_runtime_count_reads_only_the_counted_forward():
+    """The profiler synchronises the device itself as it stops (cudaDeviceSynchronize after
+    the block): counted, it passed the positive control whatever the forward's calls were."""
+    check = _gpu_check()
+    events = [
+        _Event("cudaStreamSynchronize", 5, 6),  # before the range
+        _Event(check.COUNTED, 10, 100),
+        _Event("cudaStreamSynchronize", 20, 21),  # the control's, inside
+        _Event("cudaLaunchKernel", 30, 31),
+        _Event("cudaDeviceSynchronize", 120, 121),  # the profiler's own, after
+    ]
+    inside, cuda = check.counted_names(events)
+    assert check.runtime_syncs(inside) == 1 and cuda == 4
+    assert check.counted_names([_Event("aten::add", 0, 1)]) == ([], 0)  # no range: nothing
+
+
+def test_a_blind_profiler_is_named_in_the_report(monkeypatch):
+    check = _gpu_check()
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 0, 0))
+    result = check.sync_check(torch.device("cuda"), (3, 6))
+    assert not result["ok"] and result["profiler_blind"]
+    assert "recorded no CUDA runtime call" in check._sync_row(result)
+
+
+def test_a_failing_step_leaves_the_others_and_the_report(tmp_path, monkeypatch):
+    """One exception lost every result and the report of a whole GPU lease (an audit)."""
+    check = _gpu_check()
+    monkeypatch.setattr(
+        check,
+        "main_command",
+        lambda device, depth: {"ok": True, "seconds": 1.0, "depth": depth, "verdict": "v"},
+    )
+
+    def broken(*args):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(check, "agreement", broken)
+    monkeypatch.setattr(
+        check,
+        "sync_check",
+        lambda *a: {"ok": True, "simulated": True, "counts": {}, "per_layer": []},
+    )
+    monkeypatch.setattr(check, "timings", broken)
+    results = check.run("cpu", tmp_path, tiny=True)
+    assert not results["ok"] and results["main"]["ok"] and results["sync"]["ok"]
+    assert results["agreement"] == {"ok": False, "error": "RuntimeError: planted"}
+    report = (tmp_path / "report.md").read_text()
+    assert "error: RuntimeError: planted | failed |" in report
+    assert "The timings failed: RuntimeError: planted" in report
+    assert json.loads((tmp_path / "results.json").read_text())["ok"] is False
