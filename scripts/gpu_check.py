@@ -184,7 +184,14 @@ def counted_names(events: list) -> tuple[list[str], int]:
     """The names of the profiler ``events`` that lie inside a :data:`COUNTED` range (on the
     host's clock; none without such a range), and how many events are CUDA runtime calls at
     all (``cuda`` in their name; 0 says the profiler recorded none, not that none were made)."""
-    spans = [(e.time_range.start, e.time_range.end) for e in events if e.name == COUNTED]
+    cpu = (
+        torch.autograd.DeviceType.CPU
+    )  # the range's host event, not its copy on the GPU's timeline
+    spans = [
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name == COUNTED and e.device_type == cpu
+    ]
     inside = [
         e.name
         for e in events
@@ -195,12 +202,16 @@ def counted_names(events: list) -> tuple[list[str], int]:
 
 
 def _count_syncs(
-    device: torch.device, depth: int, dtype: str = "float64", floor: str = "bound"
+    device: torch.device,
+    depth: int,
+    dtype: str = "float64",
+    floor: str = "bound",
+    control: bool = True,
 ) -> tuple[int, int, int]:
     """Synchronising calls during one probed forward as the main command runs it (Post-LN,
-    the similarity matrix, the float-floor method ``floor``), after one ``.item()`` both
-    counts must see, made inside the forward by a hook on the first block (a count of 0, or a
-    control outside the forward, would pass however the calls were lost): CUDA's sync debug
+    the similarity matrix, the float-floor method ``floor``), with ``control`` one ``.item()``
+    more, made inside the forward by a hook on the first block, which both counts must see
+    (:func:`sync_check` compares the counts with and without it): CUDA's sync debug
     mode's warnings, and the runtime's synchronising calls the profiler records
     (:data:`RUNTIME_SYNCS`) inside the :data:`COUNTED` range; third, how many CUDA runtime
     events the profiler recorded in all (0: it saw none, so the second count means nothing)."""
@@ -228,7 +239,7 @@ def _count_syncs(
     def read_once(module: object, args: object, out: object) -> None:
         torch.ones(1, device=device).item()  # the positive control: one sync, in the forward
 
-    control = model.blocks[0].register_forward_hook(read_once)
+    hook = model.blocks[0].register_forward_hook(read_once) if control else None
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -245,7 +256,8 @@ def _count_syncs(
             finally:
                 torch.cuda.set_sync_debug_mode("default")
     finally:
-        control.remove()
+        if hook is not None:
+            hook.remove()
     warned = sum("synchroniz" in str(w.message) for w in caught)
     inside, cuda_events = counted_names(list(profiled.events()))
     return warned, runtime_syncs(inside), cuda_events
@@ -253,25 +265,53 @@ def _count_syncs(
 
 def sync_check(device: torch.device, depths: tuple[int, int], graph: str = "cora") -> dict:
     """CUDA: both counts of :func:`_count_syncs` at two depths, for each of
-    :data:`SYNC_CASES` (equal: none per layer; at least the positive control's one: the calls
-    reach the count).  Elsewhere: the CPU simulation of the GPU's code paths
-    (:func:`simulated_host_reads`) on ``graph``."""
+    :data:`SYNC_CASES` (equal: none per layer), and their rise with the positive control (at
+    least one each: a read inside the forward reaches the counts).  Elsewhere: the CPU
+    simulation of the GPU's code paths (:func:`simulated_host_reads`) on ``graph``."""
     if device.type != "cuda":
         return simulated_host_reads(depths, graph)
-    measured = {
-        f"{dtype} {floor}": {depth: _count_syncs(device, depth, dtype, floor) for depth in depths}
-        for dtype, floor in SYNC_CASES
-    }
+    # each forward counted without, then with the control: the forward makes host reads of its
+    # own at its end (the similarity matrix's copy to the host), so only a rise of both counts
+    # with the control shows that the counts see a read made inside the forward
+    bare, with_control = (
+        {
+            f"{dtype} {floor}": {
+                depth: _count_syncs(device, depth, dtype, floor, control) for depth in depths
+            }
+            for dtype, floor in SYNC_CASES
+        }
+        for control in (False, True)
+    )
     counts = {
         case: {depth: (warned, runtime) for depth, (warned, runtime, _) in by_depth.items()}
-        for case, by_depth in measured.items()
+        for case, by_depth in bare.items()
     }
-    seen = all(min(pair) >= 1 for by_depth in counts.values() for pair in by_depth.values())
+    rises = {
+        case: {
+            depth: (with_control[case][depth][0] - w, with_control[case][depth][1] - r)
+            for depth, (w, r) in by_depth.items()
+        }
+        for case, by_depth in counts.items()
+    }
+    seen = all(min(rise) >= 1 for by_depth in rises.values() for rise in by_depth.values())
     equal = all(by_depth[depths[0]] == by_depth[depths[1]] for by_depth in counts.values())
-    # the profiler recorded no CUDA runtime call at all (a runtime where it cannot): the
-    # second count is blind, which the report says instead of blaming the code
-    blind = any(events == 0 for by_depth in measured.values() for *_, events in by_depth.values())
-    return {"counts": counts, "control_seen": seen, "profiler_blind": blind, "ok": seen and equal}
+    # the sync debug mode's own verdict: its control seen, its counts equal at both depths
+    warned_ok = all(
+        by_depth[depths[0]][0] == by_depth[depths[1]][0]
+        and min(rise[0] for rise in rises[case].values()) >= 1
+        for case, by_depth in counts.items()
+    )
+    # the profiler recorded no CUDA runtime call at all (a runtime where it cannot)
+    runs = (*bare.values(), *with_control.values())
+    blind = any(events == 0 for by_depth in runs for *_, events in by_depth.values())
+    return {
+        "counts": counts,
+        "control_rise": rises,
+        "control_seen": seen,
+        "profiler_blind": blind,
+        "warned_ok": warned_ok,
+        "ok": seen and equal,
+    }
 
 
 # -- the CPU simulation of step 3 ----------------------------------------------------------------
@@ -479,12 +519,15 @@ def _sync_row(s: dict) -> str:
             + ", ".join(f"depth {d}: {w} warned, {r} runtime" for d, (w, r) in by_depth.items())
             for case, by_depth in s["counts"].items()
         )
-        blind = (
-            " The profiler recorded no CUDA runtime call at all here, so its count (the second"
-            " number) saw nothing: the positive control fails for that reason, not the code's."
-            if s.get("profiler_blind")
-            else ""
-        )
+        blind = ""
+        if s.get("profiler_blind"):
+            blind = " The profiler recorded no CUDA runtime call at all here: its count (the second"
+            blind += (
+                " number) saw nothing, and the sync debug mode's count alone passed (its control"
+                " seen, equal at both depths)."
+                if s.get("warned_ok")
+                else " number) saw nothing, and the sync debug mode's count failed too."
+            )
         return (
             "| no host synchronisation per layer in a probed forward (sync debug mode's "
             "warnings; the runtime's synchronising calls, torch.sparse's included) | "

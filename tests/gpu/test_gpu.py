@@ -146,18 +146,27 @@ def test_the_cuda_sync_count_runs_the_main_commands_path(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: None)
     for dtype, floor in check.SYNC_CASES:  # each float-floor method's path runs
-        assert check._count_syncs(torch.device("cpu"), 3, dtype, floor) == (0, 0, 0)
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (0, 0, 9))
+        for control in (False, True):
+            assert check._count_syncs(torch.device("cpu"), 3, dtype, floor, control) == (0, 0, 0)
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor, c: (0, 0, 9))
     result = check.sync_check(torch.device("cuda"), (3, 6))
     assert result["control_seen"] is False and result["ok"] is False
+    # the forward's own reads at its end (the similarity matrix to the host) are in both runs:
+    # counts of 1 that the control does not raise are no control seen (an audit)
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor, c: (1, 1, 9))
+    assert check.sync_check(torch.device("cuda"), (3, 6))["control_seen"] is False
     # the runtime count sees only the calls that make the host wait (an async copy does not)
     names = ["cudaStreamSynchronize", "cudaMemcpyAsync", "aten::add", "cudaMemcpy"]
     assert check.runtime_syncs(names) == 2
     # both counts at least the control's, equal at both depths: ok; one more at depth 6: not
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2, 9))
+    monkeypatch.setattr(
+        check, "_count_syncs", lambda device, depth, dtype, floor, c: (1 + c, 2 + c, 9)
+    )
     assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is True
     monkeypatch.setattr(
-        check, "_count_syncs", lambda device, depth, dtype, floor: (1, 2 + (depth == 6), 9)
+        check,
+        "_count_syncs",
+        lambda device, depth, dtype, floor, c: (1 + c, 2 + c + (depth == 6), 9),
     )
     assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is False
 
@@ -186,8 +195,8 @@ def test_full_and_tiny_sizes_name_the_same_steps():
 
 
 class _Event:
-    def __init__(self, name, start, end):
-        self.name = name
+    def __init__(self, name, start, end, device_type=torch.autograd.DeviceType.CPU):
+        self.name, self.device_type = name, device_type
         self.time_range = type("Interval", (), {"start": start, "end": end})()
 
 
@@ -201,6 +210,8 @@ def test_the_runtime_count_reads_only_the_counted_forward():
         _Event("cudaStreamSynchronize", 20, 21),  # the control's, inside
         _Event("cudaLaunchKernel", 30, 31),
         _Event("cudaDeviceSynchronize", 120, 121),  # the profiler's own, after
+        # the range's copy on the GPU's timeline, which can outlast the host's range
+        _Event(check.COUNTED, 10, 200, torch.autograd.DeviceType.CUDA),
     ]
     inside, cuda = check.counted_names(events)
     assert check.runtime_syncs(inside) == 1 and cuda == 4
@@ -209,10 +220,18 @@ def test_the_runtime_count_reads_only_the_counted_forward():
 
 def test_a_blind_profiler_is_named_in_the_report(monkeypatch):
     check = _gpu_check()
-    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor: (1, 0, 0))
+    monkeypatch.setattr(check, "_count_syncs", lambda device, depth, dtype, floor, c: (1 + c, 0, 0))
     result = check.sync_check(torch.device("cuda"), (3, 6))
-    assert not result["ok"] and result["profiler_blind"]
+    assert not result["ok"] and result["profiler_blind"] and result["warned_ok"]
     assert "recorded no CUDA runtime call" in check._sync_row(result)
+    assert "sync debug mode's count alone passed" in check._sync_row(result)
+    # a sync per layer that the debug mode saw is not put on the profiler (an audit)
+    monkeypatch.setattr(
+        check, "_count_syncs", lambda device, depth, dtype, floor, c: (depth + c, 0, 0)
+    )
+    result = check.sync_check(torch.device("cuda"), (3, 6))
+    assert result["profiler_blind"] and not result["warned_ok"]
+    assert "the sync debug mode's count failed too" in check._sync_row(result)
 
 
 def test_a_failing_step_leaves_the_others_and_the_report(tmp_path, monkeypatch):
