@@ -288,17 +288,21 @@ def _cli_process(*args: str, code: str = _SLOW_ANALYZE, release: str = "") -> su
 def test_two_concurrent_runs_into_one_folder(tmp_path):
     # with --overwrite both used to run to the end and replace each other's report
     out = tmp_path / "same"
-    release = (
-        tmp_path.parent / f"{tmp_path.name}-release"
-    )  # outside tmp_path: its listing is checked
+    release = tmp_path.parent / f"{tmp_path.name}-release"  # tmp_path's listing is checked
     args = ("analyze", *FAST, "--out", str(out), "--overwrite")
     procs = [_cli_process(*args, release=str(release)) for _ in range(2)]
-    # the run that claimed the folder waits in its analysis until the other has been refused
-    deadline = time.monotonic() + 300
-    while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    release.touch()
-    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+    try:
+        # the run that claimed the folder waits in its analysis until the other is refused
+        deadline = time.monotonic() + 300
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        release.touch()
+        results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+    finally:
+        for p in procs:  # a hung child is not left behind
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], results
     loser_stdout, loser = next((out, err) for code, out, err in results if code == 2)
