@@ -514,9 +514,14 @@ def _sync_row(s: dict) -> str:
         return "| no host synchronisation per layer in a probed forward | " + _error(s)
     status = "ok" if s["ok"] else "failed"
     if not s.get("simulated"):
+        rises = s.get("control_rise", {})
         counts = "; ".join(
             f"{case}: "
-            + ", ".join(f"depth {d}: {w} warned, {r} runtime" for d, (w, r) in by_depth.items())
+            + ", ".join(
+                f"depth {d}: {w} warned, {r} runtime"
+                + (" (control +{}/+{})".format(*rises[case][d]) if case in rises else "")
+                for d, (w, r) in by_depth.items()
+            )
             for case, by_depth in s["counts"].items()
         )
         blind = ""

@@ -162,7 +162,9 @@ def test_the_cuda_sync_count_runs_the_main_commands_path(monkeypatch):
     monkeypatch.setattr(
         check, "_count_syncs", lambda device, depth, dtype, floor, c: (1 + c, 2 + c, 9)
     )
-    assert check.sync_check(torch.device("cuda"), (3, 6))["ok"] is True
+    result = check.sync_check(torch.device("cuda"), (3, 6))
+    assert result["ok"] is True
+    assert "depth 3: 1 warned, 2 runtime (control +1/+1)" in check._sync_row(result)
     monkeypatch.setattr(
         check,
         "_count_syncs",
