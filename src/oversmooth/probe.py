@@ -215,11 +215,12 @@ def _outside_passing(model: nn.Module, layers: Sequence[nn.Module]) -> list[tupl
     except ImportError:  # pragma: no cover - torch_geometric is a dependency
         return []
     inside = {id(sub) for m in layers for sub in m.modules()}
-    outside: list[tuple[str, nn.Module]] = []
-    for name, sub in model.named_modules():
-        if isinstance(sub, MessagePassing) and id(sub) not in inside:
-            if not any(sub is other for _, other in outside):  # (a module listed twice)
-                outside.append((name, sub))
+    # (named_modules yields a module registered under two names once)
+    outside = [
+        (name, sub)
+        for name, sub in model.named_modules()
+        if isinstance(sub, MessagePassing) and id(sub) not in inside
+    ]
     # one inside another (a conv wrapping a conv): the outer one is the call
     held = {id(s) for _, m in outside for s in m.modules() if s is not m}
     return [(name, m) for name, m in outside if id(m) not in held]

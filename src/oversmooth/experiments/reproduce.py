@@ -970,16 +970,13 @@ def _curves_section(
     doc.table(pd.DataFrame(verdict_rows)[["conv", "model", "verdict (what was decided)"]])
     for row in verdict_rows:
         doc.text(row["verdict"])
-    elsewhere = [
-        f"{key.split('/')[-1]} {decided(fit)}"
-        for key, fit in san.fits.items()
-        if not key.startswith("cora/")
-    ]
+    elsewhere = {key: fit for key, fit in san.fits.items() if not key.startswith("cora/")}
     if elsewhere:
-        others = sorted({key.split("/")[0] for key in san.fits if not key.startswith("cora/")})
+        others = sorted({key.split("/")[0] for key in elsewhere})
+        listed = "; ".join(f"{key.split('/')[-1]} {decided(fit)}" for key, fit in elsewhere.items())
         doc.text(
             f"With SAN on {', '.join(others)} ({DEPTHS[-1]} layers; fits.json holds each "
-            f"verdict): {'; '.join(elsewhere)}."
+            f"verdict): {listed}."
         )
 
     return verdict_rows
@@ -988,13 +985,11 @@ def _curves_section(
 def decided(fit: dict | None) -> str:
     """What a fits.json record's verdict decided, as its banner says it (``law inconclusive ·
     oversmoothing``, ``law inconclusive · curse of depth``, ``inconclusive``, a named law)."""
-    from oversmooth.report.document import verdict_heading, verdict_kind
-    from oversmooth.report.prose import verdict_record
+    from oversmooth.report.document import verdict_heading
+    from oversmooth.report.prose import record_kind, verdict_record
 
     found = verdict_record(fit) or {}
-    label = found.get("label")
-    kind = verdict_kind(label, found.get("curse_of_depth"), found.get("collapse"))
-    return verdict_heading(label, kind)
+    return verdict_heading(found.get("label"), record_kind(found))
 
 
 def _decades_split(fit: dict | None) -> dict[str, float | None]:

@@ -638,10 +638,16 @@ def _undecided_law(found: Mapping[str, Any]) -> str:
     the law, as the report's banner says it (``oversmoothing, law inconclusive``; the main
     command's line opened with "inconclusive" where its banner said oversmoothing, and a
     reader of the terminal alone took the diagnosis for undecided: an audit)."""
+    kind = record_kind(found)
+    return "inconclusive" if kind == "inconclusive" else f"{kind}, law inconclusive"
+
+
+def record_kind(found: Mapping[str, Any]) -> str:
+    """The banner's kind of a verdict record (:func:`oversmooth.report.document.verdict_kind`
+    of its label, curse-of-depth flag and collapse)."""
     from oversmooth.report.document import verdict_kind
 
-    kind = verdict_kind(found.get("label"), found.get("curse_of_depth"), found.get("collapse"))
-    return "inconclusive" if kind == "inconclusive" else f"{kind}, law inconclusive"
+    return verdict_kind(found.get("label"), found.get("curse_of_depth"), found.get("collapse"))
 
 
 def _decay_word(found: Mapping[str, Any], law: str) -> str:
