@@ -1188,3 +1188,94 @@ def test_convs_in_a_list_named_blocks_with_the_skip_in_forward_are_said_not_the_
         with Probe(model, data, capture="residual") as probe, torch.no_grad():
             model(data.x, data.edge_index)
     assert "pass layers=[...]" in probe.to_frame().attrs["gaps"][0]
+
+
+class GroupedList(nn.Module):
+    """Several modules per residual block in one list (an audit: every call was a row, so
+    ``norm(h)`` or ``relu(conv(h))`` read as the stream and the depth counted twice, with no
+    word).  ``kind``: ``prenorm`` ``layers = [LN, conv] * L``, ``h = h + conv(LN(h))``;
+    ``postnorm`` ``[conv, LN] * L``, ``h = LN(h + conv(h))``; ``twoconv`` ``[conv, conv] * L``,
+    ``h = h + conv(relu(conv(h)))``."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.kind = kind
+        self.enc = nn.Linear(5, WIDTH)
+        pair = {
+            "prenorm": lambda: [nn.LayerNorm(WIDTH), GCNConv(WIDTH, WIDTH)],
+            "postnorm": lambda: [GCNConv(WIDTH, WIDTH), nn.LayerNorm(WIDTH)],
+            "twoconv": lambda: [GCNConv(WIDTH, WIDTH), GCNConv(WIDTH, WIDTH)],
+        }[kind]
+        self.layers = nn.ModuleList(m for _ in range(DEPTH) for m in pair())
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k in range(DEPTH):
+            first, second = self.layers[2 * k], self.layers[2 * k + 1]
+            if self.kind == "prenorm":
+                h = h + second(first(h), edge_index)
+            elif self.kind == "postnorm":
+                h = second(h + first(h, edge_index))
+            else:
+                h = h + second(first(h, edge_index).relu(), edge_index)
+            self.kept.append(h)
+        return h
+
+
+@pytest.mark.parametrize("kind", ["prenorm", "postnorm", "twoconv"])
+@pytest.mark.parametrize("capture", ["residual", "output"])
+def test_a_list_of_several_modules_per_block_is_said(kind, capture):
+    torch.manual_seed(0)
+    model = GroupedList(kind).double().eval()
+    frame, kept, said, ei = probed(model, capture=capture)
+    (warning,) = [w for w in said if "module calls run as" in w]
+    assert f"model.layers's {2 * DEPTH} module calls run as {DEPTH} blocks of 2" in warning
+    assert any(gap in warning for gap in frame.attrs["gaps"])
+    # what it names records the stream: one module per block, and the stream before each
+    firsts, seconds = list(model.layers[0::2]), list(model.layers[1::2])
+    layers, stream = {
+        "prenorm": (seconds, firsts),
+        "postnorm": (firsts, None),
+        "twoconv": (firsts, None),
+    }[kind]
+    frame, kept, said, ei = probed(model, capture="residual", layers=layers, stream=stream)
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+@pytest.mark.parametrize(
+    "fed",
+    [
+        [True] * 7,  # a plain stack
+        [False] * 7,  # skips around every layer
+        [True, False, False, False, False, False, False],  # a first layer that projects
+        [False, False, False, False, False, False, True],  # a last layer without a skip
+        [True, False],  # too few calls to show a period
+    ],
+)
+def test_layer_feeding_sees_no_blocks_where_the_calls_show_no_period(fed):
+    from oversmooth.probe import LayerFeeding
+
+    feeding = LayerFeeding([nn.Identity()], "layers")
+    feeding.fed = fed
+    assert feeding.period() is None
+
+
+@pytest.mark.parametrize(
+    ("fed", "period"),
+    [
+        ([True, False] * 3 + [True], 2),
+        ([False, True] * 3 + [False], 2),
+        ([True, True, False] * 2 + [True, True], 3),
+    ],
+)
+def test_layer_feeding_finds_the_blocks_period(fed, period):
+    from oversmooth.probe import LayerFeeding
+
+    feeding = LayerFeeding([nn.Identity()], "layers")
+    feeding.fed = fed
+    assert feeding.period() == period

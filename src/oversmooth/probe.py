@@ -1722,6 +1722,99 @@ class LayerCalls:
         return out
 
 
+#: entries of a layer's input and the previous call's output that :class:`LayerFeeding`
+#: compares (a stride through larger states: a residual sum breaks monotony at nearly every one)
+FEED_ENTRIES = 1 << 12
+
+
+class LayerFeeding:
+    """Whether the modules of a layer list are one per layer, from the calls of a forward.
+
+    Each layer call's input is compared with the previous call's output: *fed* when it is
+    that output (the same tensor) or a monotone function of it entry by entry (``relu(out)``,
+    dropout in eval mode), with no stream added.  Plain layers are all fed (``h =
+    relu(conv(h))``), layers with a skip none (``h = h + conv(norm(h))``).  Fed and unfed
+    calls alternating with a period ``p >= 2`` mean ``p`` modules per residual block (``[norm,
+    conv] * L`` or ``[conv, conv] * L`` in one list): every call was a row, so the rows inside
+    the blocks (``norm(h)``, ``relu(conv(h))``) were read as the stream and the depth counted
+    ``p`` times, with no word (an audit).  Checked on the first forward of at least four
+    calls; :meth:`note` says it."""
+
+    def __init__(self, layers: Sequence[nn.Module], name: str) -> None:
+        self.layers, self.name = distinct(layers), name
+        self.done = False  # a forward has been checked
+        self.reset()
+
+    def reset(self) -> None:
+        """A new forward pass."""
+        self.fed: list[bool] = []  # per layer call after the first: its input was fed
+        self.last: Tensor | None = None  # the previous call's output
+
+    def attach(self) -> list:
+        handles = []
+        for layer in self.layers:
+            handles.append(layer.register_forward_pre_hook(self._enter, with_kwargs=True))
+            handles.append(layer.register_forward_hook(self._leave))
+        return handles
+
+    def _enter(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if self.done:
+            return
+        try:
+            x = first_tensor(inputs_of(args, kwargs))
+        except TypeError:
+            x = None
+        last, self.last = self.last, None
+        if last is not None and x is not None:
+            self.fed.append(x is last or self._follows(x, last))
+        elif self.fed or last is not None:  # a call that cannot be compared: no pattern
+            self.fed.append(False)
+
+    def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
+        if not self.done:
+            try:
+                self.last = first_tensor(output)
+            except TypeError:
+                self.last = None
+
+    @staticmethod
+    def _follows(x: Tensor, out: Tensor) -> bool:
+        if x.shape != out.shape or not x.is_floating_point() or not out.is_floating_point():
+            return False
+        step = max(1, x.numel() // FEED_ENTRIES)
+        return _follows(x.detach().reshape(-1)[::step], out.detach().reshape(-1)[::step])
+
+    def period(self) -> int | None:
+        """The number of modules per block the last forward's calls show, else None."""
+        fed = self.fed  # fed[i]: call i + 1
+        for p in range(2, (len(fed) + 1) // 2 + 1):
+            repeats = all(fed[i] == fed[i + p] for i in range(len(fed) - p))
+            if repeats and any(fed[:p]) and not all(fed[:p]):
+                return p
+        return None
+
+    def note(self) -> str | None:
+        """At the end of a forward: the note on a list with several modules per block."""
+        if self.done or len(self.fed) < 3:
+            self.reset()
+            return None
+        self.done = True
+        p = self.period()
+        calls = len(self.fed) + 1
+        self.reset()
+        if p is None:
+            return None
+        return (
+            f"{self.name}'s {calls} module calls run as {calls // p} blocks of {p}: in each, all "
+            "but one module take the previous module's output alone as input (no stream added), "
+            f"so the {calls} calls were read as {calls} layers (each block {p} times) and the "
+            "rows inside the blocks are not the residual stream; pass layers=[...] with one "
+            "module per block (its message passing) and capture='residual', with stream=[...] "
+            "where that module's input is not the stream (a norm before it): the modules whose "
+            "input is the stream before each block"
+        )
+
+
 def _refuse_hetero(model: nn.Module | None, graph: object) -> None:
     """Refuse a heterogeneous graph or a ``to_hetero`` model, saying what to pass instead:
     the model first (the graph's hint, one edge type, was refused again for a ``to_hetero``
@@ -2184,7 +2277,22 @@ class Probe:
         if not self._stream_inputs:  # the tap reads the stream itself, layer 0 included
             direct, start = self._conv_alone, self._layer_zero
         self._calls = LayerCalls(modules, self._names, direct, start)
+        # a list of plain layers (not blocks, no stream given) may hold several modules per
+        # block: checked on a first forward (LayerFeeding)
+        self._feeding = (
+            LayerFeeding(modules, self._list_name(modules))
+            if model is not None and self._plain and stream is None and len(modules) >= 4
+            else None
+        )
         self.reset()
+
+    def _list_name(self, modules: Sequence[nn.Module]) -> str:
+        """``model.layers`` for the list ``modules`` were found in (or are), else ``layers``."""
+        assert self.model is not None
+        named = _named_list(self.model, _LAYER_LISTS)
+        if named is not None and {id(m) for m in modules} <= {id(m) for m in named[1]}:
+            return f"model.{named[0]}"
+        return "layers"
 
     def _init_metrics(self, metrics: Sequence[str] | str) -> None:
         """The columns (:attr:`metrics`, validated) and their kernels from the registry: on one
@@ -2238,13 +2346,14 @@ class Probe:
                     "to record its layers, or leave layers and stream unset"
                 )
             self.layers, self._stream_inputs, self._plan = [], False, None
-            self._check_prenorm = self._check_blocks = False
+            self._check_prenorm = self._check_blocks = self._plain = False
             self._layer_notes, self._outside = [], []
             self._outside_ran = []
             self._names = _ModuleNames(None)
             return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
+            self._plain = not are_blocks
             # found by a list's name (a DepthModel's blocks and a BasicGNN's convs are known)
             found = not isinstance(model, DepthModel) and not _is_basic_gnn(model)
             self._layer_notes = _found_notes(model, modules) if found else []
@@ -2252,6 +2361,7 @@ class Probe:
         else:
             modules, are_blocks = _owned(model, layers, "layers"), False
             self._layer_notes, self._outside = [], []
+            self._plain = True
         self._outside_ran = [0] * len(self._outside)
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see StreamPlan
@@ -2381,6 +2491,8 @@ class Probe:
             )
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
             self._handles.extend(self._calls.attach())
+            if self._feeding is not None:
+                self._handles.extend(self._feeding.attach())
             for k, (_, module) in enumerate(self._outside):
                 self._handles.append(module.register_forward_hook(self._outside_call(k)))
             if self._tap is not None:
@@ -2422,6 +2534,8 @@ class Probe:
         if self._active and self.similarity:
             self._states = {}  # layer states of the last recorded step only
         self._calls.reset()
+        if self._feeding is not None:
+            self._feeding.reset()
         self._outside_ran = [0] * len(self._outside)
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
@@ -2550,6 +2664,10 @@ class Probe:
         if self._active and self._tap is not None and self._tap.awaiting:
             self._record_stream_end(output)
         notes = self._calls.notes() + self._input_notes + self._layer_notes
+        feeding = None if self._feeding is None else self._feeding.note()
+        if feeding is not None:
+            self._layer_notes.append(feeding)  # a note of every later forward too
+            notes.append(feeding)
         ran = [n for (n, _), calls in zip(self._outside, self._outside_ran, strict=True) if calls]
         if ran:
             notes.append(_outside_note(ran, self._outside, self.layers))
