@@ -105,6 +105,26 @@ class FunctionalEnd(SharedNorm):
         return F.log_softmax(h, dim=-1)
 
 
+class NormalizedEnd(FunctionalEnd):
+    """Pre-LN whose forward ends with ``F.normalize(h)`` (unit rows; read as the stream with no
+    word: an audit)."""
+
+    def end(self, h):
+        return F.normalize(h, dim=-1)
+
+
+class RmsEnd(FunctionalEnd):
+    """Pre-LN whose forward ends with ``F.rms_norm(h)``, with a weight when one is given."""
+
+    def __init__(self, weight: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.weight = weight
+
+    def end(self, h):
+        weight = None if self.weight is None else self.weight.to(h.dtype)
+        return F.rms_norm(h, (WIDTH,), weight)
+
+
 class JumpingMax(Stack):
     """A plain stack returning ``JumpingKnowledge("max")`` of every layer's state."""
 
@@ -294,7 +314,11 @@ def test_a_shared_post_norm_is_read_at_its_output_without_a_word():
     assert said == []
 
 
-@pytest.mark.parametrize("model", [FunctionalEnd, JumpingMax], ids=["log-softmax", "jk-max"])
+@pytest.mark.parametrize(
+    "model",
+    [FunctionalEnd, NormalizedEnd, RmsEnd, JumpingMax],
+    ids=["log-softmax", "normalize", "rms-norm", "jk-max"],
+)
 def test_an_output_that_is_not_the_stream_is_not_its_last_row(model):
     """A forward ending in ``log_softmax(h)`` or ``JumpingKnowledge('max')`` over the layers:
     its output was recorded as layer L (the sign of the last relative energy flipped; a fake
@@ -303,6 +327,22 @@ def test_an_output_that_is_not_the_stream_is_not_its_last_row(model):
     frame, kept, said, ei = probed(model().double().eval(), capture="residual")
     assert_stream(frame, kept[:-1], ei)
     assert any(f"layer {DEPTH} is not recorded" in s for s in said), said
+
+
+def test_an_output_on_one_surface_is_not_the_last_row():
+    """``F.rms_norm(h, weight)`` at the output: its rows satisfy one equation in their squares
+    (the stream's do not), told on a graph of at least twice as many nodes as channels."""
+    torch.manual_seed(0)
+    n = 40
+    ei = torch.randint(0, n, (2, 160))
+    model = RmsEnd(torch.linspace(0.5, 1.5, WIDTH)).double().eval()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        with Probe(model, ei, capture="residual") as probe:
+            model(torch.randn(n, 5, dtype=torch.float64), ei)
+    said = [str(w.message) for w in caught]
+    assert any("has normalised rows" in s and f"layer {DEPTH} is not recorded" in s for s in said)
+    assert_stream(probe.to_frame(), model.kept[:-1], ei)
 
 
 def test_blocks_sharing_one_conv_are_read_through_the_blocks():
@@ -1233,7 +1273,7 @@ def test_a_list_of_several_modules_per_block_is_said(kind, capture):
     model = GroupedList(kind).double().eval()
     frame, kept, said, ei = probed(model, capture=capture)
     (warning,) = [w for w in said if "module calls run as" in w]
-    assert f"model.layers's {2 * DEPTH} module calls run as {DEPTH} blocks of 2" in warning
+    assert f"model.layers's {2 * DEPTH} module calls run as blocks of 2" in warning
     assert any(gap in warning for gap in frame.attrs["gaps"])
     # what it names records the stream: one module per block, and the stream before each
     firsts, seconds = list(model.layers[0::2]), list(model.layers[1::2])

@@ -1724,7 +1724,9 @@ class LayerCalls:
 
 #: entries of a layer's input and the previous call's output that :class:`LayerFeeding`
 #: compares (a stride through larger states: a residual sum breaks monotony at nearly every one)
-FEED_ENTRIES = 1 << 12
+FEED_ENTRIES = 1 << 10
+#: the layer calls :class:`LayerFeeding` compares (a period shows in the first few blocks)
+FEED_CALLS = 64
 
 
 class LayerFeeding:
@@ -1738,7 +1740,8 @@ class LayerFeeding:
     conv] * L`` or ``[conv, conv] * L`` in one list): every call was a row, so the rows inside
     the blocks (``norm(h)``, ``relu(conv(h))``) were read as the stream and the depth counted
     ``p`` times, with no word (an audit).  Checked on the first forward of at least four
-    calls; :meth:`note` says it."""
+    calls, on its first :data:`FEED_CALLS`; the entries compared are copied during the forward
+    and read to the host once, at its end (:meth:`note`), not once per layer."""
 
     def __init__(self, layers: Sequence[nn.Module], name: str) -> None:
         self.layers, self.name = distinct(layers), name
@@ -1747,8 +1750,12 @@ class LayerFeeding:
 
     def reset(self) -> None:
         """A new forward pass."""
-        self.fed: list[bool] = []  # per layer call after the first: its input was fed
+        # per layer call after the first: True (its input is the previous output), False (not
+        # comparable), or the sampled entries of its input and of that output
+        self.calls: list[bool | tuple[Tensor, Tensor]] = []
         self.last: Tensor | None = None  # the previous call's output
+        self.fed: list[bool] = []
+        self.count = 0  # the layer calls of the forward
 
     def attach(self) -> list:
         handles = []
@@ -1758,17 +1765,18 @@ class LayerFeeding:
         return handles
 
     def _enter(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if self.done:
+        self.count += 1
+        if self.done or len(self.calls) >= FEED_CALLS:
             return
         try:
-            x = first_tensor(inputs_of(args, kwargs))
+            x: Tensor | None = first_tensor(inputs_of(args, kwargs))
         except TypeError:
             x = None
         last, self.last = self.last, None
         if last is not None and x is not None:
-            self.fed.append(x is last or self._follows(x, last))
-        elif self.fed or last is not None:  # a call that cannot be compared: no pattern
-            self.fed.append(False)
+            self.calls.append(x is last or self._sample(x, last))
+        elif self.calls or last is not None:  # a call that cannot be compared: no pattern
+            self.calls.append(False)
 
     def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
         if not self.done:
@@ -1778,11 +1786,27 @@ class LayerFeeding:
                 self.last = None
 
     @staticmethod
-    def _follows(x: Tensor, out: Tensor) -> bool:
+    def _sample(x: Tensor, out: Tensor) -> tuple[Tensor, Tensor] | bool:
         if x.shape != out.shape or not x.is_floating_point() or not out.is_floating_point():
             return False
         step = max(1, x.numel() // FEED_ENTRIES)
-        return _follows(x.detach().reshape(-1)[::step], out.detach().reshape(-1)[::step])
+        return (
+            x.detach().reshape(-1)[::step].to(torch.float64, copy=True),
+            out.detach().reshape(-1)[::step].to(torch.float64, copy=True),
+        )
+
+    def _read(self) -> list[bool]:
+        """The calls' fed flags, the sampled entries read to the host at once."""
+        parts = [t for c in self.calls if not isinstance(c, bool) for t in c]
+        host = iter(torch.cat(parts).cpu().split([t.numel() for t in parts]) if parts else ())
+        fed = []
+        for call in self.calls:
+            if isinstance(call, bool):
+                fed.append(call)
+            else:
+                x, out = next(host), next(host)
+                fed.append(_follows(x, out))
+        return fed
 
     def period(self) -> int | None:
         """The number of modules per block the last forward's calls show, else None."""
@@ -1795,17 +1819,17 @@ class LayerFeeding:
 
     def note(self) -> str | None:
         """At the end of a forward: the note on a list with several modules per block."""
-        if self.done or len(self.fed) < 3:
+        if self.done or len(self.calls) < 3:
             self.reset()
             return None
         self.done = True
-        p = self.period()
-        calls = len(self.fed) + 1
+        self.fed = self._read()
+        p, calls = self.period(), self.count
         self.reset()
         if p is None:
             return None
         return (
-            f"{self.name}'s {calls} module calls run as {calls // p} blocks of {p}: in each, all "
+            f"{self.name}'s {calls} module calls run as blocks of {p}: in each, all "
             "but one module take the previous module's output alone as input (no stream added), "
             f"so the {calls} calls were read as {calls} layers (each block {p} times) and the "
             "rows inside the blocks are not the residual stream; pass layers=[...] with one "
@@ -2045,7 +2069,8 @@ KIND_ROWS = 4096
 def _row_deviations(x: Tensor | None, rows: int | None = KIND_ROWS) -> dict[str, Tensor]:
     """How far each row of ``x`` (``[n, d]``; at most ``rows`` of them, at a stride; None: all)
     is from what a function applied row by row makes: ``log-probability`` (``log_softmax``: 0
-    at most, log-sum-exp 0), ``probability`` (``softmax``: 0 at least, sum 1), ``normalised``
+    at most, log-sum-exp 0), ``probability`` (``softmax``: 0 at least, sum 1), ``unit-norm``
+    (``F.normalize``), ``unit root-mean-square`` (``F.rms_norm`` without weight), ``normalised``
     (a layer norm with its initial affine: mean 0, variance in [0.5, 1], inf below 0.5; from
     4 columns).  Empty for anything else."""
     if x is None or x.dim() != 2 or x.size(0) == 0 or x.size(1) < 2 or not x.is_floating_point():
@@ -2057,6 +2082,9 @@ def _row_deviations(x: Tensor | None, rows: int | None = KIND_ROWS) -> dict[str,
         "log-probability": torch.where((z <= 0).all(dim=1), torch.logsumexp(z, dim=1).abs(), inf),
         "probability": torch.where((z >= 0).all(dim=1), (z.sum(dim=1) - 1).abs(), inf),
     }
+    squares = z.pow(2).mean(dim=1)
+    out["unit-norm"] = (squares * z.size(1) - 1).abs()  # F.normalize
+    out["unit root-mean-square"] = (squares - 1).abs()  # F.rms_norm without a weight
     if z.size(1) >= 4:
         var, mean = torch.var_mean(z, dim=1, correction=0)
         spread = torch.where(var >= 0.5, (var - 1).clamp(min=0), inf)
@@ -2070,7 +2098,9 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
     norm's mean and variance), while ``before``'s sit far from it (median deviation 0.01 or
     more): a function applied to the stream after the last block.  A stream converging onto
     such rows (label propagation onto probability vectors) is near them before too: its last
-    row was left out where a tolerance of 1e-4 was crossed between the last two layers."""
+    row was left out where a tolerance of 1e-4 was crossed between the last two layers.
+    Failing those, rows on one surface (:func:`_on_one_surface`: ``F.normalize``,
+    ``F.rms_norm``) where ``before``'s are not are ``normalised``."""
     if x is None:
         return None
     eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
@@ -2082,6 +2112,11 @@ def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
         far = kind in earlier and float(earlier[kind].median()) >= 0.01
         if share >= 0.9 and far:
             return kind
+    if _on_one_surface(x) and before is not None and not _on_one_surface(before):
+        # F.normalize(h), F.rms_norm(h) at the output (any weight, or a layer norm's affine):
+        # read as the stream after the last block, a last relative energy of a collapse that
+        # was none (an audit)
+        return "normalised"
     return None
 
 
