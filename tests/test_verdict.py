@@ -4,6 +4,7 @@ wrong, too little evidence, extremes (zero, NaN, float floor), and reports that 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 
@@ -73,6 +74,47 @@ def test_shifted_power_law_of_theorem_4_1_is_never_called_exponential(k0):
     )
     assert clean.label == "algebraic-smoothing"
     assert clean.rate.interval[0] <= -3.0 <= clean.rate.interval[1]
+
+
+def _curve_frame(energies: np.ndarray) -> pd.DataFrame:
+    """One noise-free seed of ``energies`` over layers 0, 1, ... (float64)."""
+    frame = pd.DataFrame(
+        {"seed": 0, "layer": np.arange(len(energies)), "laplacian_energy": energies}
+    )
+    frame.attrs["dtype"] = "float64"
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("depth", "k0", "alpha"),
+    [
+        (128, 256.0, -3.0),
+        (128, 256.0, 3.0),
+        (128, 512.0, -6.0),
+        (64, 256.0, -6.0),
+        (12, 16.0, -2.0),
+    ],
+)
+def test_a_power_law_shifted_beyond_the_depth_is_not_called_exponential(depth, k0, alpha):
+    """An audit: (1 + k/256)^-3 over 128 layers, noise-free, was exponential-smoothing with the
+    reason exp-constant-rate (its growth mirror exponential-growth), and (1 + k/16)^-2 over 12
+    layers exponential through the late-rate rule, while their local rate alpha / (k + k0)
+    tends to 0.  A power law shifted beyond the depth fits as well: inconclusive."""
+    k = np.arange(depth + 1.0)
+    found = verdict(_curve_frame((1 + k / k0) ** alpha))
+    assert (found.label, found.reason) == ("inconclusive", "far-shift"), verdict_text(found)
+    assert found.evidence["far_shift_rss"] <= found.evidence["law_rss"] * 1.1
+
+
+@pytest.mark.parametrize("beta", [-0.01, -0.05, 0.03])
+def test_an_exponential_is_not_taken_for_a_power_law_shifted_beyond_the_depth(beta):
+    """The far-shift check's other side: a noise-free exponential, whose rate holds, keeps its
+    label and its rate (a shifted power law bends where it does not)."""
+    k = np.arange(129.0)
+    found = verdict(_curve_frame(np.exp(beta * k)))
+    label = "exponential-smoothing" if beta < 0 else "exponential-growth"
+    assert (found.label, found.reason) == (label, "exp-constant-rate")
+    assert found.rate.value == pytest.approx(math.log(2) / abs(beta), rel=1e-6)
 
 
 @pytest.mark.parametrize("depth", [32, 256])
@@ -243,9 +285,10 @@ def test_a_decay_onto_a_plateau_over_12_layers_is_not_called_asymptotic(b, c):
     k = np.arange(13.0)
     frame = pd.DataFrame({"layer": k.astype(int), "laplacian_energy": np.exp(-b * k) + c})
     v = verdict(frame, dtype="float64")
-    assert v.label == "exponential-smoothing" and v.asymptotic is None
-    assert v.asymptotic_rate.interval[1] == np.inf  # the truth: no decay in the limit
-    assert "not shown to be asymptotic" in verdict_text(v)
+    # a power law shifted beyond the 12 layers fits it as well (its rate slows too): no law
+    # named, where it was exponential with a limit open to no decay
+    assert (v.label, v.reason) == ("inconclusive", "far-shift")
+    assert "shifted by more than the depth" in verdict_text(v)
 
 
 def _noisy(law, depth: int, seeds: int, sigma: float, rng: np.random.Generator) -> pd.DataFrame:

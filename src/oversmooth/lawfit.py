@@ -74,6 +74,7 @@ __all__ = [
     "profile_interval",
     "profile_alpha",
     "two_power_rss",
+    "far_shift_rss",
 ]
 
 K0_GRID_SIZE = 24  # geometric k0 values (plus k0 = 0) between 0.25 and K0_MAX_FACTOR * k_max
@@ -496,6 +497,37 @@ def two_power_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     )  # [G, n, 3]
     coef = np.matmul(np.linalg.pinv(design), y)  # [G, 3]
     resid = y[None, :] - np.matmul(design, coef[..., None])[..., 0]
+    return float((resid**2).sum(axis=1).min())
+
+
+#: the largest shift, in multiples of the window's last layer, :func:`far_shift_rss` tries
+FAR_SHIFT_FACTOR = 4.0
+FAR_SHIFT_GRID = 48
+
+
+def far_shift_rss(layers: np.ndarray, curve: np.ndarray) -> float:
+    """The least residual sum of squares of ``curve`` (a log energy over ``layers``) under a
+    power law shifted beyond the law family's grid, ``y = a + alpha log(k + k0)`` with ``k0``
+    on :data:`FAR_SHIFT_GRID` geometric values from ``K0_MAX_FACTOR * k_max`` to
+    :data:`FAR_SHIFT_FACTOR` times that, with no exponential factor: one parameter fewer than
+    the law family's ``a + alpha log(k + k0) + beta k``.  A power law shifted by more than the
+    depth, ``(1 + k/256)^-3`` over 128 layers, is not in the family, whose ``beta`` then absorbs
+    its slowly falling rate: it was ``exponential-smoothing`` with the reason
+    ``exp-constant-rate``, noise-free, while its local rate ``3/(k + 256)`` tends to 0 (an
+    audit).  Where this law fits at least as well, no exponential factor is shown.  Beyond
+    the grid's top the local rate changes by less than a ninth over the window: such a law is
+    an exponential there, as far as any window of layers can tell."""
+    k = np.asarray(layers, dtype=np.float64)
+    if k.size < 4:
+        return math.inf
+    y = np.asarray(curve, dtype=np.float64)
+    y = y - y.mean()
+    low = K0_MAX_FACTOR * float(k.max())
+    k0 = np.geomspace(low, FAR_SHIFT_FACTOR * low, FAR_SHIFT_GRID)
+    logs = np.log(k[None, :] + k0[:, None])  # [G, n]
+    logs = logs - logs.mean(axis=1, keepdims=True)
+    alpha = (logs @ y) / (logs**2).sum(axis=1)
+    resid = y[None, :] - alpha[:, None] * logs
     return float((resid**2).sum(axis=1).min())
 
 

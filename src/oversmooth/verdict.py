@@ -57,6 +57,7 @@ from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps, float_floor, geometric_me
 from oversmooth.lawfit import (
     BOOTSTRAP_DRAWS,
     K0_MAX_FACTOR,
+    far_shift_rss,
     Estimate,
     Evidence,
     LawModel,
@@ -110,8 +111,14 @@ COLLAPSES = ("oversmoothing", "norm-collapse", "both")
 #: ``small-exponential``, ``laws-overlap``: a trend whose law is open (the exponential factor
 #: turns the curve, moves it by less than :data:`MIN_TERM_DECADES`, or neither law is ruled
 #: out); ``two-powers``: the exponential factor is significant, but a law of two power terms
-#: and no exponential factor fits the curve as well (a power law that steepens).  The numbers
+#: and no exponential factor fits the curve as well (a power law that steepens); ``far-shift``:
+#: a power law shifted by more than the depth (``(1 + k/k0)^alpha``, ``k0 > k_max``) fits it as
+#: well, its rate falling too slowly to tell from an exponential's over the window.  The numbers
 #: each reason rests on are in ``evidence``.
+#: the 95 % quantile of chi-square with one degree of freedom: how much better than a power law
+#: shifted beyond the depth the law family, one parameter more, must fit to show an exponential
+FAR_SHIFT_CHI2 = 3.841
+
 _LAWS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth")
 REASONS = (
     "nonfinite",
@@ -126,6 +133,7 @@ REASONS = (
     "small-exponential",
     "laws-overlap",
     "two-powers",
+    "far-shift",
 )
 #: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
 #: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
@@ -804,6 +812,16 @@ def _named_law(
         powers_rss = two_power_rss(layers, logs.mean(axis=0))
         evidence["law_rss"], evidence["two_power_rss"] = fit.law_rss, powers_rss
         shown = powers_rss > fit.law_rss
+    far = False
+    if shown or no_power:
+        # nor where a power law shifted beyond the depth fits as well: its rate falls too
+        # slowly for the quarters' power gap to see, and beta absorbs it (far_shift_rss)
+        far_rss = far_shift_rss(layers, logs.mean(axis=0))
+        evidence["law_rss"], evidence["far_shift_rss"] = fit.law_rss, far_rss
+        # one parameter fewer: the family must fit significantly better (its one more
+        # parameter buys a chi-square(1) share of the residual variance)
+        far = far_rss <= fit.law_rss * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1))
+        shown, no_power = shown and not far, no_power and not far
     if shown or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
@@ -827,7 +845,9 @@ def _named_law(
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
         rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
         return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
-    if exp_sig and not exp_same:
+    if far:
+        reason = "far-shift"
+    elif exp_sig and not exp_same:
         reason = "opposite-sign"
     elif exp_same and exp_big:
         reason = "two-powers"

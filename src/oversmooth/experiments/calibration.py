@@ -91,7 +91,7 @@ def _spread_power(alpha: float, tau: float) -> Callable[[np.ndarray, float], np.
 
 def _pure_law_cases() -> list[Case]:
     """One law each: exponentials, power laws, and power laws shifted by ``k0`` (their
-    asymptotic exponent reached only for ``k >> k0``)."""
+    asymptotic exponent reached only for ``k >> k0``), two of them by more than the depth."""
     out = [
         Case(f"exp beta={b:g}", _exp(b), "exponential-smoothing", LN2 / -b, family="exponential")
         for b in (-0.01, -0.05, -0.2)
@@ -110,6 +110,17 @@ def _pure_law_cases() -> list[Case]:
         )
         for k0 in (2.0, 16.0, 64.0, 256.0)
         for a in (-1.0, -3.0)
+    ]
+    # shifted by more than the depth (an audit: exponential with a constant rate, noise-free)
+    out += [
+        Case(
+            f"shifted (1+k/{k0:g})^{a:g}",
+            _power(a, k0),
+            "algebraic-smoothing",
+            a,
+            family="power law shifted beyond the depth",
+        )
+        for k0, a in ((512.0, -3.0), (1024.0, -6.0))
     ]
     return out
 

@@ -280,6 +280,12 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
             "steepens (two power terms, no exponential factor) fits as well: the local rate "
             "may still fall like 1/k"
         )
+    if code == "far-shift":
+        return (
+            "a power law shifted by more than the depth, (k + k0)^alpha with k0 beyond the last "
+            "layer, fits as well as the law with an exponential factor: its local rate, "
+            "alpha / (k + k0), falls too slowly over these layers to be told from a constant one"
+        )
     if code == "laws-overlap":
         fastest, late = fastest_exponential(ev, trend)
         verb = {"decay": "halving", "growth": "doubling"}.get(str(trend), "halving or doubling")
