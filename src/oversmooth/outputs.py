@@ -467,9 +467,9 @@ def _foreign(folder: Path) -> str:
 #: the per-layer tables' numbers: 10 significant digits (every CSV of measurements)
 CSV_FLOAT = "%.10g"
 
-#: kinds of output that hold what no rerun gives back cheaply (a training run's checkpoints):
-#: only a run of the same kind replaces them
-KEPT_KINDS = ("train",)
+#: kinds of output that hold what no rerun gives back cheaply (a training run's checkpoints, a
+#: sweep's computed cells), with what that is: only a run of the same kind replaces them
+KEPT_KINDS = {"train": "its checkpoints", "sweep": "its computed cells"}
 
 
 def check_ours(
@@ -479,17 +479,18 @@ def check_ours(
     (or, with ``kind``, that is not that kind of output), naming what is in it.  Replacing a
     folder of a kind in :data:`KEPT_KINDS` is refused too unless ``writer`` (the kind the run
     writes) is that kind: ``analyze --overwrite`` into a training run deleted its
-    checkpoints."""
+    checkpoints, into a sweep its cells."""
     if not out.is_dir():
         return
     found = folder_kind(out)
     if found == "":
         return
     if action == "replace" and found in KEPT_KINDS and writer != found:
+        # analyze --overwrite into a sweep's folder deleted its cells, silently (an audit)
         raise FileExistsError(
-            f"--out: {out} holds an oversmooth {found} run (its checkpoints), which replacing "
-            f"the folder would delete; --overwrite replaces it only with another {found} run: "
-            "choose another --out (or delete the folder yourself)"
+            f"--out: {out} holds an oversmooth {found} run ({KEPT_KINDS[found]}), which "
+            f"replacing the folder would delete; --overwrite replaces it only with another "
+            f"{found} run: choose another --out (or delete the folder yourself)"
         )
     if found is None:
         raise FileExistsError(

@@ -451,6 +451,23 @@ def test_analyze_ends_the_process_once_its_report_is_written(tmp_path):
     assert failed.returncode == 2 and "interpreter teardown ran" in failed.stdout
 
 
+def test_overwrite_never_deletes_a_sweeps_cells(tmp_path):
+    """An audit: `analyze --overwrite` into a sweep's folder deleted its computed cells, its
+    spec and its merged results, silently (a training run's folder was already kept)."""
+    from oversmooth.outputs import write_marker
+
+    sweep = tmp_path / "sw"
+    (sweep / "cells").mkdir(parents=True)
+    (sweep / "cells" / "a.json").write_text("{}", encoding="utf-8")
+    (sweep / "spec.json").write_text("{}", encoding="utf-8")
+    write_marker(sweep, "sweep")
+    kept = sorted(p.name for p in sweep.rglob("*"))
+    for command in ("analyze", "compare"):
+        result = run(command, "-d", "karate", "-q", "-o", sweep, "--overwrite")
+        _one_line_error(result, contains="holds an oversmooth sweep run (its computed cells)")
+    assert sorted(p.name for p in sweep.rglob("*")) == kept
+
+
 def test_overwrite_never_deletes_what_the_run_reads_or_a_training_run(tmp_path):
     """An audit: `analyze --checkpoint DIR/best.pt --out DIR --overwrite` deleted the checkpoint
     it was reading (and `-d DIR/graph.pt` the graph), and `analyze --overwrite` into a training
