@@ -539,7 +539,9 @@ def test_overwrite_refuses_a_folder_another_run_writes_or_wrote_inside(tmp_path)
     sweep = tmp_path / "S"  # a sweep's own report-* folders are its own
     _finished(sweep, kind="sweep")
     _finished(sweep / "report-gcn-init", kind="compare")
-    check_out(sweep, overwrite=True)
+    check_out(sweep, overwrite=True, writer="sweep")
+    with pytest.raises(FileExistsError, match=r"holds an oversmooth sweep run \(its computed"):
+        check_out(sweep, overwrite=True)  # another kind of run: its cells are kept
 
 
 def test_an_out_inside_a_folder_another_run_writes_is_refused(tmp_path):
@@ -633,12 +635,14 @@ def test_a_trained_sweeps_runs_are_not_deleted_by_another_kinds_overwrite(tmp_pa
     sweep = tmp_path / "S"
     _finished(sweep, kind="sweep")
     _finished(sweep / "runs" / "a", kind="train")
-    with pytest.raises(FileExistsError, match=r"training runs inside .*under runs/"):
+    with pytest.raises(FileExistsError, match=r"holds an oversmooth sweep run \(its computed"):
         check_out(sweep, overwrite=True, writer="analyze")
-    plain = tmp_path / "P"  # an initialisation sweep (no training run) stays replaceable
+    # an initialisation sweep (no training run) is kept too: its cells went silently (an audit)
+    plain = tmp_path / "P"
     _finished(plain, kind="sweep")
     (plain / "runs").mkdir()
-    check_out(plain, overwrite=True, writer="analyze")
+    with pytest.raises(FileExistsError, match=r"holds an oversmooth sweep run \(its computed"):
+        check_out(plain, overwrite=True, writer="analyze")
 
 
 def test_a_folder_set_aside_by_a_run_killed_between_its_renames_is_put_back(tmp_path):

@@ -549,6 +549,25 @@ def _check_no_run_inside(out: Path, kind: str | None, writer: str | None) -> Non
                 )
 
 
+def file_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_digests(folder: Path, names: Iterable[str]) -> dict[str, str]:
+    """``name -> SHA-256`` of the data files ``names`` in ``folder`` (those present): what
+    ``config.json`` records so that ``oversmooth report`` can tell a file changed since the
+    run wrote it (a metrics.csv cut short or edited was drawn beside the run's verdict, computed
+    from the other numbers, with no word: an audit)."""
+    return {name: file_digest(folder / name) for name in names if (folder / name).is_file()}
+
+
 @contextmanager
 def working_inside(folder: str | os.PathLike) -> Iterator[None]:
     """For the block, this process writes inside ``folder`` for the process that holds it (a

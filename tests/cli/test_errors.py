@@ -3,6 +3,7 @@ and before any work; internal failures exit 1 with the --debug hint; outputs are
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -174,9 +175,40 @@ def test_internal_bug_exits_1_with_debug_hint(monkeypatch, tmp_path):
     assert "MemoryError: out of memory; try a smaller --depth" in line and "  " not in line
 
 
+def test_report_refuses_a_metrics_file_cut_at_a_row_or_edited(tmp_path):
+    """An audit: `head -40 metrics.csv` (whole rows) or every energy times 1000 was drawn
+    without a word, the plot's mean over fewer seeds beside a verdict pooling them all."""
+    import pandas as pd
+
+    out = tmp_path / "r"
+    assert run("analyze", *FAST, "--out", out).exit_code == 0
+    good = (out / "metrics.csv").read_text()
+    config = json.loads((out / "config.json").read_text())
+    assert set(config["digests"]) >= {"metrics.csv", "fits.json"}
+    assert run("report", out).exit_code == 0  # a rebuild keeps what it checks
+    assert run("report", out).exit_code == 0
+    lines = good.splitlines(keepends=True)
+    (out / "metrics.csv").write_text("".join(lines[:-2]))
+    one_line_error(run("report", out), 2, "of its")
+    frame = pd.read_csv(io.StringIO(good))
+    frame["laplacian_energy"] *= 1000
+    frame.to_csv(out / "metrics.csv", index=False)
+    one_line_error(run("report", out), 2, "metrics.csv: not the file the run wrote")
+    (out / "metrics.csv").write_text(good)
+    assert run("report", out).exit_code == 0
+    # a folder of an older version records no digests: its files are read as they are
+    del config["digests"]
+    (out / "config.json").write_text(json.dumps(config))
+    frame.to_csv(out / "metrics.csv", index=False)
+    assert run("report", out).exit_code == 0
+
+
 def test_report_names_the_missing_or_corrupt_file(tmp_path):
     out = tmp_path / "r"
     assert run("analyze", *FAST, "--out", out).exit_code == 0
+    config = json.loads((out / "config.json").read_text())
+    del config["digests"]  # the files are edited below: checked line by line, not by digest
+    (out / "config.json").write_text(json.dumps(config))
     good_fits = (out / "fits.json").read_text()
     (out / "fits.json").write_text("{not json")
     one_line_error(run("report", out), 2, f"{out / 'fits.json'}: not valid JSON")

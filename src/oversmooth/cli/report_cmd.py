@@ -322,7 +322,52 @@ def check_report_folder(folder: Path) -> None:
     if command != "compare":
         for name, columns in _OPTIONAL.items():
             _check_csv(folder / name, columns, required=False)
+        _check_layers(folder / "metrics.csv", config)
+    _check_digests(folder, config)
     _check_writable(folder)
+
+
+def _check_digests(folder: Path, config: dict) -> None:
+    """Each data file whose SHA-256 config.json records must still be the file the run wrote:
+    a metrics.csv cut short at a row or edited was drawn beside the run's verdict and fits,
+    computed from other numbers, with no word (an audit)."""
+    from oversmooth.outputs import file_digest
+
+    digests = config.get("digests")
+    if not isinstance(digests, dict):
+        return  # a folder of an older version: nothing recorded to check against
+    for name, recorded in digests.items():
+        path = folder / str(name)
+        if path.is_file() and file_digest(path) != recorded:
+            raise ValueError(
+                f"{path}: not the file the run wrote (its SHA-256 differs from the one "
+                "config.json records), and the report would draw it beside the run's verdict "
+                f"and fits, computed from the numbers as written: restore the file, or {_RERUN}"
+            )
+
+
+def _check_layers(path: Path, config: dict) -> None:
+    """An analyze or prune folder's metrics.csv holds every layer 0..depth of every seed the
+    run measured: rows cut from it (whole rows, so every line is as long as the header) were
+    drawn as a mean over fewer seeds, beside a verdict pooling them all."""
+    import pandas as pd
+
+    metrics = pd.read_csv(path, usecols=["seed", "layer"])
+    depth, seeds = int(value_at(config, "model.depth")), value_at(config, "seeds")
+    want = depth + 1
+    counts = metrics.groupby("seed")["layer"].nunique()
+    short = {int(s): int(n) for s, n in counts.items() if n != want}
+    absent = sorted(set(int(s) for s in seeds) - set(int(s) for s in counts.index))
+    if short or absent:
+        which = (
+            f"seed {next(iter(short))} has {next(iter(short.values()))} of its {want} layers"
+            if short
+            else f"seed {absent[0]} has no rows"
+        )
+        raise ValueError(
+            f"{path}: {which} (config.json: seeds {list(seeds)}, depth {depth}); the file was "
+            f"cut short or edited: restore it, or {_RERUN}"
+        )
 
 
 def _command_of(folder: Path) -> object:

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 
 from oversmooth.config import upgrade_record
 from oversmooth.outputs import (
+    data_digests,
     atomic_folder,
     atomic_text,
     check_out,
@@ -114,6 +115,9 @@ def to_json(obj: Any) -> str:
 
 # ----------------------------------------------------------------------------- writers
 
+#: the data files whose SHA-256 config.json records (``oversmooth report`` checks them)
+DIGESTED = ("metrics.csv", "summary.csv", "table.csv", "similarity.csv", "prune.csv", "fits.json")
+
 
 def write_analysis(
     result: AnalysisResult,
@@ -141,7 +145,12 @@ def write_analysis(
         write_json(tmp / "fits.json", analysis_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
-            {**result.config, "environment": result.environment, "timings": result.timings},
+            {
+                **result.config,
+                "environment": result.environment,
+                "timings": result.timings,
+                "digests": data_digests(tmp, DIGESTED),
+            },
         )
         render_report(tmp, figure_formats=figure_formats)
     return Path(out)
@@ -203,7 +212,12 @@ def write_comparison(
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
         write_json(
             tmp / "config.json",
-            {**result.config, "environment": result.environment, "timings": result.timings},
+            {
+                **result.config,
+                "environment": result.environment,
+                "timings": result.timings,
+                "digests": data_digests(tmp, DIGESTED),
+            },
         )
         render_report(tmp, figure_formats=figure_formats)
     return Path(out)
