@@ -355,3 +355,29 @@ def test_a_law_fitted_with_the_opposite_sign_is_not_said_to_turn_a_curve_that_do
         assert (np.diff(seed["laplacian_energy"].to_numpy()) < 0).all()
     text = verdict_text(result.verdict)
     assert "the curve turns" not in text and "the curve need not turn" in text
+
+
+def test_no_measured_halving_is_compared_where_the_verdict_establishes_no_trend():
+    """An audit: the compare page's table blanked Post-LN's late rate (no trend established)
+    while the theory sentence beside it said the curve "halves every 2.2 layers ... 0.696x the
+    diffusion length"."""
+    from oversmooth.report.prose import reference_prose
+
+    ref = {
+        "diffusion": {
+            "computed": True,
+            "energy_ratio": 0.8,
+            "halving_steps": math.log(2) / -math.log(0.8),
+            "num_components": 1,
+            "measured": {"halving_layers": 2.2, "span": [12, 16], "source": "late"},
+        }
+    }
+    said = reference_prose(
+        {"reference": ref, "evidence": {"label": "x", "trend": "decay"}}, "postln"
+    )
+    assert "halves every 2.2 layers" in said[0] and "the diffusion length" in said[0]
+    (sentence,) = reference_prose(
+        {"reference": ref, "evidence": {"label": "inconclusive", "trend": None}}, "postln"
+    )
+    assert "halves every 2.2" not in sentence and "diffusion length" not in sentence
+    assert "establishes no trend for the measured Post-LN curve" in sentence

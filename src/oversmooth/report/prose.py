@@ -982,7 +982,11 @@ def comparison_verdicts(fits: Mapping[str, Any], config: Mapping[str, Any]) -> l
 
 
 def _diffusion_sentence(
-    ref: Mapping[str, Any], name: str, graph: bool = True, linear: bool = False
+    ref: Mapping[str, Any],
+    name: str,
+    graph: bool = True,
+    linear: bool = False,
+    no_trend: bool = False,
 ) -> str | None:
     """``linear``: the curve is the ``diffusion`` model's own, ``X <- P~X`` with this very
     ``P~``: its local halving length grows toward the spectral one from below (its energy is a
@@ -1034,7 +1038,15 @@ def _diffusion_sentence(
     late = measured.get("source") == "late"
     kind = "late rate, slope of log E" if late else "tail-window exponential fit"
     where_fit = f"{kind}, layers {span[0]}-{span[1]}" if len(span) == 2 else kind
-    if measured.get("decays") is False:
+    if no_trend and halving is not None:
+        # as the tables' late-rate cells (a dash): the compare page's table blanked Post-LN's
+        # late rate while this sentence said it "halves every 2.2 layers, 0.696x the diffusion
+        # length" (an audit)
+        tail = (
+            f"the verdict establishes no trend for the measured {name} curve, so no halving "
+            "length of it is set beside this one"
+        )
+    elif measured.get("decays") is False:
         tail = f"the measured {name} curve does not decay ({where_fit})"
     elif halving is not None:
         pair = measured.get("interval")
@@ -1153,8 +1165,12 @@ def reference_prose(record: Mapping[str, Any] | None, model: str, graph: bool = 
     name = PRETTY.get(model, model)
     out = []
     diffusion, algebraic = ref.get("diffusion"), ref.get("algebraic")
+    found = verdict_record(record)
+    no_trend = found is not None and "trend" in found and found["trend"] is None
     if isinstance(diffusion, Mapping):
-        sentence = _diffusion_sentence(diffusion, name, graph, linear=model == "diffusion")
+        sentence = _diffusion_sentence(
+            diffusion, name, graph, linear=model == "diffusion", no_trend=no_trend
+        )
         if sentence:
             out.append(sentence)
     # a folder written before the bound was kept to the nonlocal Post-LN model still stores it
