@@ -508,8 +508,18 @@ OPTIONS: tuple[Option, ...] = (
         "int",
         default_text="2 x hidden",
     ),
-    Option("model.dropout", ("--dropout",), "Encoder input dropout.", "float"),
-    Option("model.block_dropout", ("--block-dropout",), "Dropout inside each FFN.", "float"),
+    Option(
+        "model.dropout",
+        ("--dropout",),
+        "Encoder input dropout; in training only (measurements run in eval mode).",
+        "float",
+    ),
+    Option(
+        "model.block_dropout",
+        ("--block-dropout",),
+        "Dropout inside each FFN; in training only (measurements run in eval mode).",
+        "float",
+    ),
     Option(
         "model.norm",
         ("--norm",),
