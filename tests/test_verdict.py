@@ -1410,3 +1410,36 @@ def test_a_non_finite_note_names_seeds_as_they_are_labelled():
     frame.loc[(frame.seed == "run2") & (frame.layer == 16), "laplacian_energy"] = np.nan
     text = verdict_text(verdict(frame))
     assert "of seed run2 (1 of 2)" in text and "frame[frame.seed != 'run2']" in text
+
+
+@pytest.mark.parametrize(
+    ("layer", "value", "what"), [(50, 0.0, "exactly 0"), (20, -1e-3, "0 or negative")]
+)
+def test_a_zero_among_positive_layers_is_not_said_to_stay(layer, value, what):
+    """An audit: one zero (or negative) layer read "energy is exactly 0 from layer 50 on"
+    beside a positive final energy."""
+    k = np.arange(129.0)
+    energy = np.exp(-0.1 * k)
+    energy[layer] = value
+    found = verdict(_curve_frame(energy))
+    text = verdict_text(found)
+    assert "from layer" not in text
+    assert f"energy is {what}" in text and f"at layer {layer} among positive layers" in text
+    (note,) = [n for n in found.notes if n["code"] == "nonpositive-at"]
+    assert note["layers"] == [layer] and note["count"] == 1
+    energy[60:] = 0.0  # zero from there on: the note says so, as before
+    energy[layer] = np.exp(-0.1 * layer)
+    assert "exactly 0 from layer 60 on" in verdict_text(verdict(_curve_frame(energy)))
+
+
+def test_seeds_of_different_depths_are_fitted_on_their_common_layers():
+    """An audit: seeds of 128 and 64 layers raised 'all input arrays must have the same
+    shape'; the layers of one seed only are not usable in every seed."""
+    k = np.arange(129.0)
+    frame = pd.concat(
+        [_curve_frame(np.exp(-0.1 * k)), _curve_frame(np.exp(-0.1 * k[:65])).assign(seed=1)]
+    )
+    frame.attrs["dtype"] = "float64"
+    found = verdict(frame)
+    assert found.window == (1, 64) and found.dropped["not_usable_in_every_seed"] == 64
+    assert found.label == "exponential-smoothing"

@@ -137,14 +137,18 @@ REASONS = (
 )
 #: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
 #: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
-#: (``layer``: the first exactly-zero energy), ``floor`` (the final layer is at the float floor:
-#: ``final_energy``, ``dtype``, ``float64_energy`` of a float32 run's float64 shadow or None),
+#: (``layer``: the first exactly-zero energy, 0 from there on in every seed), ``nonpositive-at``
+#: (``layers``, ``count``, ``negative``: rows of 0 or below among positive ones, left out),
+#: ``floor`` (the final layer is at the float floor: ``final_energy``, ``dtype``,
+#: ``float64_energy`` of a float32 run's float64 shadow or None),
 #: ``ends`` (an end layer far off the law, left out of the fit: ``off_layers``,
 #: ``off_decades``, ``typical_decades``, and ``measured_decades`` / ``fitted_decades`` from
 #: layer ``first`` to ``last`` with it; :func:`_odd_ends`), ``first-layer`` (the law named
 #: with the window's first layer, ``label``, is not the law without it: ``layer``; the verdict
 #: is the one without it).
-NOTES = ("nonfinite", "all-zero", "zero-from", "floor", "ends", "first-layer")
+NOTES = ("nonfinite", "all-zero", "zero-from", "nonpositive-at", "floor", "ends", "first-layer")
+#: layers a ``nonpositive-at`` note names
+NONPOSITIVE_SHOWN = 5
 END_RESIDUAL = 6.0  # an end layer this many times the median residual off the law: "ends"
 END_LAYERS = 4  # the end correction's line runs through at most this many end layers
 END_SHARE = 0.1  # ... and the measured change off the fitted one by this share of it (or more)
@@ -306,9 +310,26 @@ def _extreme_note(frame: pd.DataFrame, energy: str) -> tuple[dict[str, Any] | No
     if len(finite) and np.all(finite == 0):
         return {"code": "all-zero"}, "all-zero"
     zero = deep & (values <= 0)
-    if zero.any():
+    if not zero.any():
+        return None, None
+    seeds = frame["seed"].to_numpy() if "seed" in frame else np.zeros(len(values))
+    # the energy stays at 0 from its first such layer on in every seed (underflow, a collapse
+    # to a constant); a zero or negative value among positive ones is a row, not a state: it
+    # read "exactly 0 from layer 50 on" beside a positive final energy (an audit)
+    stays = True
+    for seed in np.unique(seeds[zero]):
+        mine = seeds == seed
+        positive = layers[mine & deep & (values > 0)]
+        if positive.size and positive.max() > layers[mine & zero].min():
+            stays = False
+    if stays:
         return {"code": "zero-from", "layer": _first_bad(layers, zero)}, None
-    return None, None
+    return {
+        "code": "nonpositive-at",
+        "layers": sorted({int(k) for k in layers[zero]})[:NONPOSITIVE_SHOWN],
+        "count": int(zero.sum()),
+        "negative": bool((values[deep] < 0).any()),
+    }, None
 
 
 # ----------------------------------------------------------------------------- the verdict
@@ -463,7 +484,11 @@ class _Rows:
         ok = self.usable & (frame["layer"].to_numpy() >= first)
         dropped = {"before_window": int((self.usable & ~ok).sum())}
         table = frame.assign(_ok=ok, _log=np.log(np.where(self.usable, self.values, 1.0)))
-        every = table.groupby("layer")["_ok"].all()
+        # usable in every seed, so present in every seed: seeds of different depths raised
+        # "all input arrays must have the same shape" (an audit)
+        grouped = table.groupby("layer")
+        every = grouped["_ok"].all() & (grouped["seed"].nunique() == len(self.seeds))
+        every &= grouped["seed"].size() == len(self.seeds)  # one row per seed and layer
         layers = every.index[every.to_numpy()].to_numpy(dtype=np.float64)
         dropped["not_usable_in_every_seed"] = int((ok & ~table["layer"].isin(layers)).sum())
         logs = np.stack(

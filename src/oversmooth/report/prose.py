@@ -466,6 +466,16 @@ def _note_text(note: Mapping[str, Any]) -> str:
             f"energy is exactly 0 from layer {note['layer']} on (underflow or a collapse to a "
             "constant)"
         )
+    if code == "nonpositive-at":
+        where = ", ".join(str(k) for k in note["layers"])
+        more = note["count"] - len(note["layers"])
+        rows = f"layer{'s' if note['count'] > 1 else ''} {where}" + (
+            f" and {more} more row{'s' if more > 1 else ''}" if more > 0 else ""
+        )
+        what = "0 or negative (no energy can be)" if note.get("negative") else "exactly 0"
+        return (
+            f"energy is {what} at {rows} among positive layers: those rows are left out of the fit"
+        )
     if code == "ends":
         off = " and ".join(
             f"layer {k} lies {abs(d):.2f} decades {'above' if d > 0 else 'below'}"
