@@ -191,7 +191,9 @@ def test_ctrl_c_during_a_sweep_stops_it_with_130(tmp_path, stage, ignored):
     code, lines, seconds = interrupt_at(
         [*SWEEP, "--workers", "2", "--out", str(out)], stage, out, ignored=ignored
     )
-    assert (code, lines) == (130, ["interrupted"]), lines
+    # how to go on is said (a bare "interrupted" was: an audit)
+    resume = "interrupted; rerun the same command to go on from the cells finished so far"
+    assert (code, lines) == (130, [resume]), lines
     assert seconds < 30
     assert not (out / "summary.csv").exists()  # not merged as if it had finished
     assert not list(tmp_path.glob(".s.*"))  # no lock or temporary left

@@ -116,6 +116,8 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
     written = getattr(exc, "written", None)  # the stop came once the output was in place
     if written:
         said += f" after the output was complete: {written} holds it"
+    elif getattr(exc, "resume", None):  # what the command keeps, and how to go on
+        said += f"; {exc.resume}"
     typer.echo(said, err=True)
     FINISHED["stop_said"] = True
     return typer.Exit(143 if terminated else 130)

@@ -44,8 +44,12 @@ def sweep(
 
     formats = output_formats(figure_format, table_format)
     config = O.build(SweepSpec, given) if spec is None else load_spec(spec, given.values())
-    with progress_bar(not quiet) as update:
-        result = run_sweep(config, progress=update, **formats)
+    try:
+        with progress_bar(not quiet) as update:
+            result = run_sweep(config, progress=update, **formats)
+    except KeyboardInterrupt as exc:  # Ctrl-C said only "interrupted" (an audit)
+        exc.resume = "rerun the same command to go on from the cells finished so far"
+        raise
     summary = {
         "out": str(result.out),
         "cells": result.total,
