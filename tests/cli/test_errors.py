@@ -673,3 +673,19 @@ def test_train_refuses_features_its_precision_cannot_hold(tmp_path):
     result = CliRunner().invoke(app, [*argv, "--dtype", "float32", "--out", str(tmp_path / "t")])
     assert result.exit_code == 2 and "beyond the float32 range" in result.output, result.output
     assert not (tmp_path / "t").exists()
+
+
+def test_report_on_a_sweeps_folder_names_its_reports(tmp_path):
+    """An audit: `report SWEEP` said "config.json: missing; expected a folder from analyze,
+    ..." instead of naming the sweep's report-* folders."""
+    from oversmooth.outputs import write_marker
+
+    sweep = tmp_path / "sw"
+    (sweep / "cells").mkdir(parents=True)
+    write_marker(sweep, "sweep")
+    one_line_error(run("report", sweep), 2, "a sweep's folder, which has no report of its own")
+    report = sweep / "report-san-init"
+    report.mkdir()
+    (report / "config.json").write_text("{}", encoding="utf-8")
+    line = one_line_error(run("report", sweep), 2, "its reports are in")
+    assert str(report) in line and "pass one of them" in line

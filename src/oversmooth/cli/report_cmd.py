@@ -294,6 +294,8 @@ def check_report_folder(folder: Path) -> None:
             "or bench"
         )
     config_path = folder / "config.json"
+    if not config_path.exists():
+        _refuse_a_sweeps_folder(folder)
     config = _read_json(config_path)
     if not isinstance(config, dict):
         raise ValueError(f"{config_path}: expected a JSON object; {_RERUN}")
@@ -368,6 +370,24 @@ def _check_layers(path: Path, config: dict) -> None:
             f"{path}: {which} (config.json: seeds {list(seeds)}, depth {depth}); the file was "
             f"cut short or edited: restore it, or {_RERUN}"
         )
+
+
+def _refuse_a_sweeps_folder(folder: Path) -> None:
+    """A sweep's folder holds its reports in ``report-*`` folders: name them (it said
+    "config.json: missing; expected a folder from analyze, ...": an audit)."""
+    from oversmooth.outputs import folder_kind
+
+    if folder_kind(folder) != "sweep":
+        return
+    reports = sorted(p.name for p in folder.glob("report-*") if (p / "config.json").is_file())
+    where = (
+        f"its reports are in {', '.join(f'{folder / r}' for r in reports[:3])}"
+        + (f" and {len(reports) - 3} more" if len(reports) > 3 else "")
+        + ": pass one of them"
+        if reports
+        else "it holds no report yet: rerun the sweep to finish and merge it"
+    )
+    raise ValueError(f"{folder}: a sweep's folder, which has no report of its own; {where}")
 
 
 def _command_of(folder: Path) -> object:
