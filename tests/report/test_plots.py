@@ -310,3 +310,15 @@ def test_the_dynamics_heatmap_ticks_only_recorded_epochs():
     )
     ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     assert min(ticks) == 0 and max(ticks) <= 6
+
+
+def test_a_curve_of_one_layer_is_drawn_as_a_point():
+    """An audit: a depth-1 run's energy, relative-energy and cosine figures were empty (one
+    point per seed, drawn as a line of no length, without markers)."""
+    one = {"label": "seed 0", "layers": [0, 1], "values": [2.0, 1.0]}
+    two = {"label": "seed 1", "layers": [0, 1, 2], "values": [2.0, 1.0, 0.5]}
+    for draw in (plots.energy_curves, plots.relative_energy_curves, plots.cosine_curves):
+        ax = _ax()
+        draw(ax, [one, two])
+        lines = [line for line in ax.get_lines() if line.get_label().startswith("seed")]
+        assert [line.get_marker() for line in lines] == ["o", "None"], draw.__name__

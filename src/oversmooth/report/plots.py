@@ -311,6 +311,7 @@ def _energy_curve(ax: Axes, curve: Mapping) -> tuple[np.ndarray, np.ndarray, _Fl
         lw=1.2,
         label=curve["label"],
         color=curve.get("color") or model_color(str(curve["label"])),
+        **_lone_points(int(keep.sum())),
     )
     law = verdict_fit(curve.get("fit"))
     if law is not None and keep.any():
@@ -356,6 +357,12 @@ def _reference_lines(ax: Axes, references: Sequence[tuple[str, ArrayLike, ArrayL
         ax.plot(rx[ok], ry[ok], ls=dashes[i % len(dashes)], color="0.3", lw=1.2, label=label)
 
 
+def _lone_points(count: int) -> dict[str, Any]:
+    """Markers for a curve of one point, which a line alone does not draw (a depth-1 run's
+    figures were empty: an audit)."""
+    return {"marker": "o", "ms": 4} if count == 1 else {}
+
+
 def _curve_line(ax: Axes, curve: Mapping, layers: np.ndarray, values: np.ndarray) -> None:
     """One curve of a per-layer figure, in its colour (its model's, or the cycle's), width and
     opacity (``lw``, ``alpha``: a seed drawn light under the seeds' median)."""
@@ -366,6 +373,7 @@ def _curve_line(ax: Axes, curve: Mapping, layers: np.ndarray, values: np.ndarray
         alpha=curve.get("alpha", 1.0),
         label=curve["label"],
         color=curve.get("color") or model_color(str(curve["label"])),
+        **_lone_points(len(layers)),
     )
 
 
