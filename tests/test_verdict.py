@@ -106,6 +106,17 @@ def test_a_power_law_shifted_beyond_the_depth_is_not_called_exponential(depth, k
     assert found.evidence["far_shift_rss"] <= found.evidence["law_rss"] * 1.1
 
 
+@pytest.mark.parametrize(("c", "b"), [(0.5, 0.5), (0.2, 0.8), (-0.3, 0.5)])
+def test_a_stretched_exponential_is_not_called_exponential(c, b):
+    """An audit: e^(-0.5 sqrt(k)) and e^(-0.2 k^0.8) were exponential-smoothing with the reason
+    exp-constant-rate (8 of 8 draws at 3 seeds, 3 % noise) while their local rate c b k^(b-1)
+    falls to 0; their growth mirror alike."""
+    k = np.arange(129.0)
+    found = verdict(_curve_frame(np.exp(-c * k**b)))
+    assert (found.label, found.reason) == ("inconclusive", "stretched"), verdict_text(found)
+    assert "a stretched exponential, exp(-c k^b) with b < 1, fits as well" in verdict_text(found)
+
+
 @pytest.mark.parametrize("beta", [-0.01, -0.05, 0.03])
 def test_an_exponential_is_not_taken_for_a_power_law_shifted_beyond_the_depth(beta):
     """The far-shift check's other side: a noise-free exponential, whose rate holds, keeps its
@@ -1225,7 +1236,8 @@ def test_a_law_that_rests_on_the_first_layer_alone_is_not_named(monkeypatch):
     v = verdict(frame)
     assert (v.label, v.reason) == ("inconclusive", "two-powers")
     module = sys.modules["oversmooth.verdict"]  # (the package's `verdict` is the function)
-    monkeypatch.setattr(module, "two_power_rss", lambda layers, curve: np.inf)
+    for check in ("two_power_rss", "stretched_rss", "far_shift_rss"):  # the other vetoes too
+        monkeypatch.setattr(module, check, lambda layers, curve: np.inf)
     v = verdict(frame)
     assert v.label in ("inconclusive", "algebraic-smoothing") and v.window[0] == 2
     if v.label == "algebraic-smoothing":

@@ -58,6 +58,7 @@ from oversmooth.lawfit import (
     BOOTSTRAP_DRAWS,
     K0_MAX_FACTOR,
     far_shift_rss,
+    stretched_rss,
     Estimate,
     Evidence,
     LawModel,
@@ -113,7 +114,8 @@ COLLAPSES = ("oversmoothing", "norm-collapse", "both")
 #: out); ``two-powers``: the exponential factor is significant, but a law of two power terms
 #: and no exponential factor fits the curve as well (a power law that steepens); ``far-shift``:
 #: a power law shifted by more than the depth (``(1 + k/k0)^alpha``, ``k0 > k_max``) fits it as
-#: well, its rate falling too slowly to tell from an exponential's over the window.  The numbers
+#: well, its rate falling too slowly to tell from an exponential's over the window; ``stretched``:
+#: a stretched exponential ``exp(-c k^b)``, ``b < 1``, fits as well.  The numbers
 #: each reason rests on are in ``evidence``.
 #: the 95 % quantile of chi-square with one degree of freedom: how much better than a power law
 #: shifted beyond the depth the law family, one parameter more, must fit to show an exponential
@@ -134,6 +136,7 @@ REASONS = (
     "laws-overlap",
     "two-powers",
     "far-shift",
+    "stretched",
 )
 #: ``Verdict.notes``: dicts with a ``code`` and its numbers.  ``nonfinite`` (``values``:
 #: ``NaN``, ``Inf`` or ``NaN/Inf``; ``layer``: the first one), ``all-zero``, ``zero-from``
@@ -837,16 +840,19 @@ def _named_law(
         powers_rss = two_power_rss(layers, logs.mean(axis=0))
         evidence["law_rss"], evidence["two_power_rss"] = fit.law_rss, powers_rss
         shown = powers_rss > fit.law_rss
-    far = False
+    far: str | None = None
     if shown or no_power:
         # nor where a power law shifted beyond the depth fits as well: its rate falls too
         # slowly for the quarters' power gap to see, and beta absorbs it (far_shift_rss)
-        far_rss = far_shift_rss(layers, logs.mean(axis=0))
+        mean = logs.mean(axis=0)
+        far_rss, stretched = far_shift_rss(layers, mean), stretched_rss(layers, mean)
         evidence["law_rss"], evidence["far_shift_rss"] = fit.law_rss, far_rss
+        evidence["stretched_rss"] = stretched
         # one parameter fewer: the family must fit significantly better (its one more
         # parameter buys a chi-square(1) share of the residual variance)
-        far = far_rss <= fit.law_rss * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1))
-        shown, no_power = shown and not far, no_power and not far
+        bar = fit.law_rss * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1))
+        far = "far-shift" if far_rss <= bar else "stretched" if stretched <= bar else None
+        shown, no_power = shown and far is None, no_power and far is None
     if shown or (no_power and not (exp_sig and not exp_same)):
         label = "exponential-smoothing" if sign < 0 else "exponential-growth"
         rate, asym_rate = _exp_rates(est, sign, layers, evidence)
@@ -870,8 +876,8 @@ def _named_law(
         label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
         rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
         return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
-    if far:
-        reason = "far-shift"
+    if far is not None:
+        reason = far
     elif exp_sig and not exp_same:
         reason = "opposite-sign"
     elif exp_same and exp_big:

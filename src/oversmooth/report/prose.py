@@ -292,6 +292,12 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
             "layer, fits as well as the law with an exponential factor: its local rate, "
             "alpha / (k + k0), falls too slowly over these layers to be told from a constant one"
         )
+    if code == "stretched":
+        return (
+            "a stretched exponential, exp(-c k^b) with b < 1, fits as well as the law with an "
+            "exponential factor: its local rate, c b k^(b - 1), falls to 0 (more slowly than a "
+            "power law's), and over these layers it cannot be told from a constant one"
+        )
     if code == "laws-overlap":
         fastest, late = fastest_exponential(ev, trend)
         verb = {"decay": "halving", "growth": "doubling"}.get(str(trend), "halving or doubling")
