@@ -689,3 +689,15 @@ def test_report_on_a_sweeps_folder_names_its_reports(tmp_path):
     (report / "config.json").write_text("{}", encoding="utf-8")
     line = one_line_error(run("report", sweep), 2, "its reports are in")
     assert str(report) in line and "pass one of them" in line
+
+
+def test_a_grid_commands_errors_name_its_plural_options(tmp_path):
+    """An audit: compare said "--conv: ..." (an option it does not have) and "dataset: ..."
+    for its --convs and --datasets; analyze names its own --dataset."""
+    out = tmp_path / "c"
+    line = one_line_error(run("compare", "--models", "diffusion", "--convs", "esa", "-o", out), 2)
+    assert line.startswith("error: --convs: the diffusion model")
+    line = one_line_error(run("compare", "-d", "karate,nosuch", "-o", out), 2)
+    assert line.startswith("error: --datasets: unknown name 'nosuch'")
+    line = one_line_error(run("analyze", "-d", "nosuch", "-o", out), 2)
+    assert line.startswith("error: --dataset: unknown name 'nosuch'")

@@ -469,7 +469,7 @@ def test_interrupted_before_any_cell_leaves_nothing(tmp_path):
         ([], "[options]\ndevice = 7\n", "device: expected auto, cpu, cuda or cuda:N, received 7"),
         ([], "grid = 5\n", "grid must be a table"),
         ([], b"[grid]\nmodels = ['pr\xe9ln']\n", "not UTF-8 text"),
-        (["--datasets", "nope"], None, "dataset: unknown name 'nope'"),
+        (["--datasets", "nope"], None, "--datasets: unknown name 'nope'"),
         (["--datasets", "karate", "--device", "cuda:99"], None, "device: 'cuda:99' asked for"),
     ],
 )

@@ -126,7 +126,7 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
 _FIELD = re.compile(r"^([a-z][a-z0-9_]*): ")
 # a check's own name for a field's values, and run arguments that are no config field
 _FIELD_FLAGS = {"layers": "--prune-layers", "checkpoint_every": "--checkpoint-every"}
-_KEPT = {"dataset"}  # --dataset or --datasets, whichever was typed: the name says both
+_KEPT: set[str] = set()
 
 
 def as_flag(text: str) -> str:
@@ -137,7 +137,22 @@ def as_flag(text: str) -> str:
         return text
     name = found.group(1)
     flag = _FIELD_FLAGS.get(name) or _flag_of(name)
-    return text if flag is None else flag + text[len(name) :]
+    return text if flag is None else _command_flag(flag) + text[len(name) :]
+
+
+def _command_flag(flag: str) -> str:
+    """``flag`` as the running command spells it: compare and sweep take grid axes,
+    ``--convs`` and ``--datasets``, where the error said ``--conv`` (an option they do not
+    have: an audit)."""
+    command = next((a for a in map(str, COMMAND_ARGS) if not a.startswith("-")), None)
+    if command in GRID_COMMANDS and flag in GRID_FLAGS:
+        return f"{flag}s"
+    return flag
+
+
+#: commands whose model, conv, depth and dataset options are grid axes (plural flags)
+GRID_COMMANDS = ("compare", "sweep")
+GRID_FLAGS = ("--model", "--conv", "--depth", "--dataset")
 
 
 def _flag_of(name: str) -> str | None:
