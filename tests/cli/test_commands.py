@@ -607,3 +607,13 @@ def test_metrics_wraps_to_the_terminal():
         assert result.exit_code == 0
         lines = result.output.splitlines()
         assert max(map(len, lines)) <= columns and "laplacian_energy" in result.output
+
+
+@pytest.mark.parametrize("command", ["models", "datasets"])
+def test_listings_fit_an_80_column_terminal(command, monkeypatch):
+    """An audit: `models` printed lines of up to 101 characters, `datasets` up to 137."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run(command)
+    assert result.exit_code == 0
+    assert max(map(len, result.output.splitlines())) <= 80, result.output
+    assert "csbm-batch" in result.output or "nonlocal-preln" in result.output

@@ -21,7 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import typer
 
@@ -544,6 +544,26 @@ def _announcement(config: AnalysisConfig) -> str:
         f"seed{'s' if len(config.seeds) > 1 else ''} {seeds}, {model.dtype} "
         f"(about {_BARE_SECONDS} s on 2 idle CPU cores); --help for options"
     )
+
+
+def echo_listing(rows: Iterable[tuple[str, str]], indent: int = 0, name_width: int = 0) -> None:
+    """Print ``name  description`` rows, each description wrapped to the terminal's width
+    (``COLUMNS``, else the terminal's, at most 100 and at least 60) under itself: ``models`` and
+    ``datasets`` printed lines of up to 137 characters in an 80-column terminal (an audit)."""
+    import shutil
+    import textwrap
+
+    rows = list(rows)
+    width = name_width or max((len(name) for name, _ in rows), default=0)
+    columns = min(max(shutil.get_terminal_size((80, 24)).columns, 60), 100)
+    hang = " " * (indent + width + 2)
+    for name, text in rows:
+        first = f"{' ' * indent}{name:<{width}}  "
+        typer.echo(
+            textwrap.fill(
+                text, columns, initial_indent=first, subsequent_indent=hang, break_on_hyphens=False
+            )
+        )
 
 
 def echo_json(obj: object) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from oversmooth.cli import options as O
-from oversmooth.cli._common import handle_errors
+from oversmooth.cli._common import echo_listing, handle_errors
 
 
 def datasets(
@@ -72,11 +72,9 @@ def _run(stats, data_root, features, labels, as_json) -> None:
                 )
             )
             return
-        width = max(map(len, D.DATASETS))
-        for name, info in D.DATASETS.items():
-            typer.echo(f"{name:<{width}}  {info.description}")
+        echo_listing((name, info.description) for name, info in D.DATASETS.items())
         typer.echo(
-            "\nAlso: a saved PyG Data (.pt) or an edge-list CSV path; "
+            "\nAlso: a saved PyG Data (.pt) or an edge-list CSV path;\n"
             "synthetic names take name:key=value,..."
         )
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from oversmooth.cli._common import echo_json, handle_errors
+from oversmooth.cli._common import echo_json, echo_listing, handle_errors
 from oversmooth.cli.options import Json
 
 
@@ -35,8 +35,6 @@ def _run(as_json: bool) -> None:
         ("LayerNorm statistics (--norm):", NORMS),
     ):
         typer.echo(title)
-        for name, entry in registry.items():
-            typer.echo(f"  {name:<15} {entry.help}")
+        echo_listing(((name, entry.help) for name, entry in registry.items()), 2, 14)
     typer.echo("block pattern letters (--pattern, repeated to the depth, e.g. MMSS):")
-    for letter, text in PATTERN_LETTERS.items():
-        typer.echo(f"  {letter:<15} {text}")
+    echo_listing(PATTERN_LETTERS.items(), 2, 14)
