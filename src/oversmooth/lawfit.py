@@ -504,6 +504,11 @@ def two_power_rss(layers: np.ndarray, curve: np.ndarray) -> float:
 #: the largest shift, in multiples of the window's last layer, :func:`far_shift_rss` tries
 FAR_SHIFT_FACTOR = 4.0
 FAR_SHIFT_GRID = 48
+#: the least factor by which the local rate of a law :func:`far_shift_rss` or
+#: :func:`stretched_rss` tries falls over the window: a law whose rate changes by less is an
+#: exponential there as far as the window can tell (over layers 96-128, k^0.9's rate changes
+#: by 3 %, and it vetoed half the draws of e^(-0.2 k) at 3 % noise: a review)
+SLOWING_FACTOR = 1.25
 
 
 def far_shift_rss(layers: np.ndarray, curve: np.ndarray) -> float:
@@ -515,16 +520,24 @@ def far_shift_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     depth, ``(1 + k/256)^-3`` over 128 layers, is not in the family, whose ``beta`` then absorbs
     its slowly falling rate: it was ``exponential-smoothing`` with the reason
     ``exp-constant-rate``, noise-free, while its local rate ``3/(k + 256)`` tends to 0 (an
-    audit).  Where this law fits at least as well, no exponential factor is shown.  Beyond
-    the grid's top the local rate changes by less than a ninth over the window: such a law is
-    an exponential there, as far as any window of layers can tell."""
+    audit).  Where this law fits at least as well, no exponential factor is shown.  The shifts
+    tried are those whose local rate still falls by :data:`SLOWING_FACTOR` over the window (up to
+    ``4 k_max`` for a window from layer 1, fewer for a window far from layer 0, none where even
+    ``k_max``'s falls less): beyond them such a law is an exponential there, as far as any
+    window of layers can tell.  ``inf`` (no veto) where no shift is left to try."""
     k = np.asarray(layers, dtype=np.float64)
     if k.size < 4:
         return math.inf
     y = np.asarray(curve, dtype=np.float64)
     y = y - y.mean()
-    low = K0_MAX_FACTOR * float(k.max())
-    k0 = np.geomspace(low, FAR_SHIFT_FACTOR * low, FAR_SHIFT_GRID)
+    k_lo, k_hi = float(k.min()), float(k.max())
+    low = K0_MAX_FACTOR * k_hi
+    # (k + k0)'s rate falls by (k_hi + k0) / (k_lo + k0) over the window: at least
+    # SLOWING_FACTOR up to this shift
+    high = min(FAR_SHIFT_FACTOR * low, (k_hi - SLOWING_FACTOR * k_lo) / (SLOWING_FACTOR - 1))
+    if high <= low:
+        return math.inf
+    k0 = np.geomspace(low, high, FAR_SHIFT_GRID)
     logs = np.log(k[None, :] + k0[:, None])  # [G, n]
     logs = logs - logs.mean(axis=1, keepdims=True)
     alpha = (logs @ y) / (logs**2).sum(axis=1)
@@ -542,13 +555,20 @@ def stretched_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     parameter fewer than the law family.  Its local rate ``c b k^(b - 1)`` falls to 0, more
     slowly than any power law's; the family's ``beta`` absorbs it, and ``e^(-0.5 sqrt(k))`` was
     ``exponential-smoothing`` with a constant rate in 8 of 8 draws (an audit).  Where this law
-    fits at least as well, no exponential factor is shown."""
+    fits at least as well, no exponential factor is shown.  Only the exponents whose rate
+    falls by :data:`SLOWING_FACTOR` over the window are tried (``inf``, no veto, where none
+    does)."""
     k = np.asarray(layers, dtype=np.float64)
-    if k.size < 4 or float(k.min()) < 0:
+    if k.size < 4 or float(k.min()) < 1:
         return math.inf
     y = np.asarray(curve, dtype=np.float64)
     y = y - y.mean()
-    powers = k[None, :] ** STRETCH_EXPONENTS[:, None]  # [G, n]
+    # k^b's rate falls by (k_hi / k_lo)^(1 - b) over the window: at least SLOWING_FACTOR
+    span = math.log(float(k.max()) / float(k.min()))
+    exponents = STRETCH_EXPONENTS[(1 - STRETCH_EXPONENTS) * span >= math.log(SLOWING_FACTOR)]
+    if not exponents.size:
+        return math.inf
+    powers = k[None, :] ** exponents[:, None]  # [G, n]
     powers = powers - powers.mean(axis=1, keepdims=True)
     c = (powers @ y) / (powers**2).sum(axis=1)
     resid = y[None, :] - c[:, None] * powers

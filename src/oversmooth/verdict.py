@@ -282,6 +282,19 @@ def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
         raise ValueError(
             "frame: expected one row per (seed, layer), received duplicated rows" + hint
         )
+    spans = frame.groupby("seed")["layer"].agg(["min", "max", "size"])
+    if len(spans.drop_duplicates()) > 1:
+        # seeds of 128 and 64 layers raised a shape error; fitted on their common layers,
+        # the final energy was the deeper seed's alone (a review)
+        parts = ", ".join(
+            f"seed {seed}: {int(r['size'])} rows, layers {int(r['min'])}-{int(r['max'])}"
+            for seed, r in spans.iterrows()
+        )
+        raise ValueError(
+            f"frame: the seeds hold different layers ({parts}); the verdict pools seeds over the "
+            "same layers: pass each seed's rows over the layers they share, e.g. "
+            f"frame[frame.layer <= {int(spans['max'].min())}]"
+        )
     return frame.sort_values(["seed", "layer"]).reset_index(drop=True)
 
 
