@@ -1319,3 +1319,35 @@ def test_layer_feeding_finds_the_blocks_period(fed, period):
     feeding = LayerFeeding([nn.Identity()], "layers")
     feeding.fed = fed
     assert feeding.period() == period
+
+
+class SkipWhereWidthAllows(nn.Module):
+    """One conv per layer, with a skip only where the width stays: ``h = h + relu(conv(h))``,
+    else ``relu(conv(h))``; its calls alternate fed and unfed where the widths alternate, and
+    it was told "blocks of 2" (a review): every row is the stream here."""
+
+    def __init__(self, widths: list[int]) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.enc = nn.Linear(5, widths[0])
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(widths, widths[1:]))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for conv in self.convs:
+            out = conv(h, edge_index).relu()
+            h = h + out if out.shape == h.shape else out
+            self.kept.append(h)
+        return h
+
+
+@pytest.mark.parametrize(
+    "widths", [[8, 8, 6, 6, 4, 4], [8, 8, 12, 12, 12], [8, 8, 6, 6, 4, 4, 2, 2, 2]]
+)
+def test_a_stack_with_skips_where_the_width_allows_is_not_told_of_blocks(widths):
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(SkipWhereWidthAllows(widths).double().eval(), capture="output")
+    assert not [s for s in said if "module calls run as" in s], said

@@ -1739,9 +1739,11 @@ class LayerFeeding:
     calls alternating with a period ``p >= 2`` mean ``p`` modules per residual block (``[norm,
     conv] * L`` or ``[conv, conv] * L`` in one list): every call was a row, so the rows inside
     the blocks (``norm(h)``, ``relu(conv(h))``) were read as the stream and the depth counted
-    ``p`` times, with no word (an audit).  Checked on the first forward of at least four
-    calls, on its first :data:`FEED_CALLS`; the entries compared are copied during the forward
-    and read to the host once, at its end (:meth:`note`), not once per layer."""
+    ``p`` times, with no word (an audit).  The calls must make whole blocks, and those that
+    start a block (the unfed ones, the first) must share one width, the stream's.  Checked on
+    the first forward of at least four calls, on its first :data:`FEED_CALLS`; the entries
+    compared are copied during the forward and read to the host once, at its end
+    (:meth:`note`), not once per layer."""
 
     def __init__(self, layers: Sequence[nn.Module], name: str) -> None:
         self.layers, self.name = distinct(layers), name
@@ -1756,6 +1758,7 @@ class LayerFeeding:
         self.last: Tensor | None = None  # the previous call's output
         self.fed: list[bool] = []
         self.count = 0  # the layer calls of the forward
+        self.widths: list[int | None] = []  # each compared call's input width
 
     def attach(self) -> list:
         handles = []
@@ -1772,6 +1775,7 @@ class LayerFeeding:
             x: Tensor | None = first_tensor(inputs_of(args, kwargs))
         except TypeError:
             x = None
+        self.widths.append(None if x is None or x.dim() == 0 else int(x.shape[-1]))
         last, self.last = self.last, None
         if last is not None and x is not None:
             self.calls.append(x is last or self._sample(x, last))
@@ -1825,8 +1829,15 @@ class LayerFeeding:
         self.done = True
         self.fed = self._read()
         p, calls = self.period(), self.count
+        # the calls a block starts with (unfed) carry the stream, of one width, and the
+        # blocks are whole: a stack with a skip only where the width allows one
+        # (h = h + relu(conv(h)) if same shape else relu(conv(h))) alternates too, and was
+        # told "blocks of 2" of its layers (a review)
+        starts = [0] + [i + 1 for i, fed in enumerate(self.fed) if not fed]
+        widths = {self.widths[i] for i in starts if i < len(self.widths)}
+        whole = p is not None and calls % p == 0 and len(widths) == 1 and None not in widths
         self.reset()
-        if p is None:
+        if p is None or not whole:
             return None
         return (
             f"{self.name}'s {calls} module calls run as blocks of {p}: in each, all "
