@@ -5,6 +5,7 @@ function's output or another block's conv, with no word)."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable
 
@@ -1331,7 +1332,7 @@ class SkipWhereWidthAllows(nn.Module):
         from torch_geometric.nn import GCNConv
 
         self.enc = nn.Linear(5, widths[0])
-        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(widths, widths[1:]))
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in itertools.pairwise(widths))
         self.kept: list[torch.Tensor] = []
 
     def forward(self, x, edge_index):
@@ -1351,3 +1352,30 @@ def test_a_stack_with_skips_where_the_width_allows_is_not_told_of_blocks(widths)
     torch.manual_seed(0)
     frame, kept, said, ei = probed(SkipWhereWidthAllows(widths).double().eval(), capture="output")
     assert not [s for s in said if "module calls run as" in s], said
+
+
+class OnePostNormBlock(nn.Module):
+    """Post-LN of one block, ``h = F.normalize(h + conv(h))`` (a review: its only row, the
+    stream after the block, was refused as a function of the stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.enc = nn.Linear(5, WIDTH)
+        self.convs = nn.ModuleList([GCNConv(WIDTH, WIDTH)])
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        h = F.normalize(h + self.convs[0](h, edge_index), dim=-1)
+        self.kept.append(h)
+        return h
+
+
+def test_a_post_norm_stack_of_one_block_keeps_its_last_row():
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(OnePostNormBlock().double().eval(), capture="residual")
+    assert_stream(frame, kept, ei)
+    assert not [s for s in said if "is not recorded" in s], said

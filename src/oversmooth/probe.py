@@ -2070,6 +2070,9 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
     return False
 
 
+#: the row kinds :func:`_row_kind` reads only where a layer's output fed the last layer
+SURFACE_KINDS = ("unit-norm", "unit root-mean-square")
+
 #: units in the last place per column that a row function's output is held to (its sum, its
 #: log-sum-exp), at most 1e-3
 ROW_ROUNDING = 64
@@ -2103,27 +2106,30 @@ def _row_deviations(x: Tensor | None, rows: int | None = KIND_ROWS) -> dict[str,
     return out
 
 
-def _row_kind(x: Tensor | None, before: Tensor | None) -> str | None:
+def _row_kind(x: Tensor | None, before: Tensor | None, surfaces: bool = True) -> str | None:
     """The kind of rows (:func:`_row_deviations`) that 90% of ``x``'s rows are, to the rounding
     of its precision (:data:`ROW_ROUNDING` units in the last place per column; 1e-3 for a
     norm's mean and variance), while ``before``'s sit far from it (median deviation 0.01 or
     more): a function applied to the stream after the last block.  A stream converging onto
     such rows (label propagation onto probability vectors) is near them before too: its last
     row was left out where a tolerance of 1e-4 was crossed between the last two layers.
-    Failing those, rows on one surface (:func:`_on_one_surface`: ``F.normalize``,
-    ``F.rms_norm``) where ``before``'s are not are ``normalised``."""
+    Failing those, and with ``surfaces``, rows on one surface (:func:`_on_one_surface`:
+    ``F.normalize``, ``F.rms_norm``) where ``before``'s are not are ``normalised``, as are unit-norm
+    and unit root-mean-square rows (without ``surfaces`` those two kinds are not read)."""
     if x is None:
         return None
     eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
     rounding = min(ROW_ROUNDING * x.size(-1) * eps, 1e-3)  # bfloat16 would allow 4 at width 8
     earlier = _row_deviations(before)
     for kind, dev in _row_deviations(x).items():
+        if not surfaces and kind in SURFACE_KINDS:
+            continue
         tol = 1e-3 if kind == "normalised" else rounding
         share = float((dev <= tol).to(torch.float64).mean())
         far = kind in earlier and float(earlier[kind].median()) >= 0.01
         if share >= 0.9 and far:
             return kind
-    if _on_one_surface(x) and before is not None and not _on_one_surface(before):
+    if surfaces and _on_one_surface(x) and before is not None and not _on_one_surface(before):
         # F.normalize(h), F.rms_norm(h) at the output (any weight, or a layer norm's affine):
         # read as the stream after the last block, a last relative energy of a collapse that
         # was none (an audit)
@@ -2779,7 +2785,10 @@ class Probe:
         # the last layer does not have (a Post-LN stream's rows are normalised throughout)
         if last > cast(int, self.num_layers):  # the stack ran again: rows beyond L (a note)
             return
-        kind = _row_kind(x, self._tap.last) if stream else None
+        # rows of one surface only where a layer's output fed the last layer: at depth 1 the
+        # stream entering it is the encoder's, and a Post-LN block's normalised output was
+        # refused as a function of the stream (a review)
+        kind = _row_kind(x, self._tap.last, surfaces=last >= 2) if stream else None
         if stream and kind is None:
             assert x is not None
             self._stream_end_state(last, x)
