@@ -701,3 +701,5 @@ def test_a_grid_commands_errors_name_its_plural_options(tmp_path):
     assert line.startswith("error: --datasets: unknown name 'nosuch'")
     line = one_line_error(run("analyze", "-d", "nosuch", "-o", out), 2)
     assert line.startswith("error: --dataset: unknown name 'nosuch'")
+    line = one_line_error(run("datasets", "--stats", "nosuch"), 2)  # (a review)
+    assert line.startswith("error: --stats: unknown name 'nosuch'")

@@ -147,6 +147,8 @@ def _command_flag(flag: str) -> str:
     command = next((a for a in map(str, COMMAND_ARGS) if not a.startswith("-")), None)
     if command in GRID_COMMANDS and flag in GRID_FLAGS:
         return f"{flag}s"
+    if command == "datasets" and flag == "--dataset":  # it names the graph with --stats
+        return "--stats"
     return flag
 
 
