@@ -1014,17 +1014,32 @@ def _diffusion_sentence(
     ``P~``: its local halving length grows toward the spectral one from below (its energy is a
     sum of decaying exponentials, log-convex in k), so a shorter one means the slowest
     eigenvector does not dominate yet, however settled the late window looks."""
-    operator = "X ← P̃X, P̃ = D̃⁻¹Ã the GCN mean with self loops"
     if not ref.get("computed"):
         reason = ref.get("reason")
         if not reason or not graph:
             return None
         return (
-            f"The spectral prediction of linear diffusion ({operator}) was not computed: {reason}."
+            f"The spectral prediction of linear diffusion ({DIFFUSION_OPERATOR}) was not "
+            f"computed: {reason}."
         )
     ratio, steps = _num(ref.get("energy_ratio")), _num(ref.get("halving_steps"))
     if ratio is None:
         return None
+    decays = 0.0 < ratio < 1.0 and steps is not None
+    tail = _measured_halving(
+        ref.get("measured") or {}, name, steps if decays else None, linear, no_trend
+    )
+    if not graph:
+        return tail[0].upper() + tail[1:] + "."
+    return f"{_diffusion_head(ref, ratio, steps)}; {tail}."
+
+
+DIFFUSION_OPERATOR = "X ← P̃X, P̃ = D̃⁻¹Ã the GCN mean with self loops"
+
+
+def _diffusion_head(ref: Mapping[str, Any], ratio: float, steps: float | None) -> str:
+    """What linear diffusion does to the energy on the graph of ``ref`` (its spectrum's
+    numbers), and on which of its components."""
     parts = int(ref.get("num_components") or 1)
     isolated = int(ref.get("isolated") or 0)
     alone = (
@@ -1038,23 +1053,25 @@ def _diffusion_sentence(
         if parts > 1
         else f"its one component{edges}{alone}"
     )
-    decays = 0.0 < ratio < 1.0 and steps is not None
+    start = f"Linear diffusion on this graph ({DIFFUSION_OPERATOR})"
     if ratio == 0.0:
-        head = (
-            f"Linear diffusion on this graph ({operator}) takes the energy to zero in one step "
-            f"(SLEM 0: every other eigenvalue of P̃ is 0, {where})"
+        return (
+            f"{start} takes the energy to zero in one step (SLEM 0: every other eigenvalue of "
+            f"P̃ is 0, {where})"
         )
-    elif not decays:
-        head = (
-            f"Linear diffusion on this graph ({operator}) does not drive the energy to zero "
-            f"(per-step ratio {ratio:.4g}, {where})"
-        )
-    else:
-        head = (
-            f"Linear diffusion on this graph ({operator}) halves the energy every {steps:.3g} "
-            f"steps (per-step ratio {_ratio_text(ratio)} = SLEM², {where})"
-        )
-    measured = ref.get("measured") or {}
+    if not (0.0 < ratio < 1.0 and steps is not None):
+        return f"{start} does not drive the energy to zero (per-step ratio {ratio:.4g}, {where})"
+    return (
+        f"{start} halves the energy every {steps:.3g} steps (per-step ratio "
+        f"{_ratio_text(ratio)} = SLEM², {where})"
+    )
+
+
+def _measured_halving(
+    measured: Mapping[str, Any], name: str, steps: float | None, linear: bool, no_trend: bool
+) -> str:
+    """What the measured curve's halving length is beside the diffusion length ``steps`` (None:
+    the diffusion does not decay, and nothing is set beside it)."""
     halving = _num(measured.get("halving_layers"))
     span = measured.get("span") or []
     late = measured.get("source") == "late"
@@ -1064,51 +1081,52 @@ def _diffusion_sentence(
         # as the tables' late-rate cells (a dash): the compare page's table blanked Post-LN's
         # late rate while this sentence said it "halves every 2.2 layers, 0.696x the diffusion
         # length" (an audit)
-        tail = (
+        return (
             f"the verdict establishes no trend for the measured {name} curve, so no halving "
             "length of it is set beside this one"
         )
-    elif measured.get("decays") is False:
-        tail = f"the measured {name} curve does not decay ({where_fit})"
-    elif halving is not None:
-        pair = measured.get("interval")
-        if isinstance(pair, list):  # JSON stores an open end (inf) as null
-            pair = sorted(math.inf if p is None else p for p in pair)
-        interval = _interval(pair, ".3g")
-        tail = f"the measured {name} curve halves every {halving:.3g} layers ({where_fit}" + (
-            f", 95% interval {interval})" if interval else ")"
+    if measured.get("decays") is False:
+        return f"the measured {name} curve does not decay ({where_fit})"
+    if halving is None:
+        return f"no exponential was fitted to the measured {name} curve"
+    pair = measured.get("interval")
+    if isinstance(pair, list):  # JSON stores an open end (inf) as null
+        pair = sorted(math.inf if p is None else p for p in pair)
+    interval = _interval(pair, ".3g")
+    tail = f"the measured {name} curve halves every {halving:.3g} layers ({where_fit}" + (
+        f", 95% interval {interval})" if interval else ")"
+    )
+    if steps is None:
+        return tail
+    tail += f", {halving / steps:.3g}× the diffusion length"
+    caveat = _asymptotic_caveat(measured.get("asymptotic"), halving < 0.9 * steps, linear)
+    if caveat is None:
+        return tail
+    # only linear diffusion's own curve tends to the spectral length: said of any other model
+    # (nonlocal, Post-LN, Pre-LN) it promised that its halving length would reach P~'s, which
+    # nothing supports (an audit)
+    return f"{tail} -- {caveat}" + (
+        ", and the spectral length holds only once the slowest eigenvector dominates"
+        if linear
+        else ""
+    )
+
+
+def _asymptotic_caveat(settled: object, short: bool, linear: bool) -> str | None:
+    """Why a measured halving length need not be the curve's limit (None: no reason)."""
+    if settled is False:
+        return "not yet asymptotic: the local halving length is still moving"
+    if settled is None:
+        return (
+            "not shown to be asymptotic: these layers do not resolve whether the local halving "
+            "length still moves"
         )
-        if decays and steps is not None:
-            tail += f", {halving / steps:.3g}× the diffusion length"
-            settled = measured.get("asymptotic")
-            short = halving < 0.9 * steps
-            caveat = None
-            if settled is False:
-                caveat = "not yet asymptotic: the local halving length is still moving"
-            elif settled is None:
-                caveat = (
-                    "not shown to be asymptotic: these layers do not resolve whether the "
-                    "local halving length still moves"
-                )
-            elif short and linear:
-                caveat = (
-                    "not yet asymptotic: linear diffusion's local halving length grows toward "
-                    "the spectral one from below, however steady it looks over these layers"
-                )
-            if caveat is not None:
-                # only linear diffusion's own curve tends to the spectral length: said of any
-                # other model (nonlocal, Post-LN, Pre-LN) it promised that its halving length
-                # would reach P~'s, which nothing supports (an audit)
-                tail += f" -- {caveat}" + (
-                    ", and the spectral length holds only once the slowest eigenvector dominates"
-                    if linear
-                    else ""
-                )
-    else:
-        tail = f"no exponential was fitted to the measured {name} curve"
-    if not graph:
-        return tail[0].upper() + tail[1:] + "."
-    return f"{head}; {tail}."
+    if short and linear:
+        return (
+            "not yet asymptotic: linear diffusion's local halving length grows toward the "
+            "spectral one from below, however steady it looks over these layers"
+        )
+    return None
 
 
 def _ratio_text(ratio: float) -> str:
