@@ -529,7 +529,6 @@ def far_shift_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     if k.size < 4:
         return math.inf
     y = np.asarray(curve, dtype=np.float64)
-    y = y - y.mean()
     k_lo, k_hi = float(k.min()), float(k.max())
     low = K0_MAX_FACTOR * k_hi
     # (k + k0)'s rate falls by (k_hi + k0) / (k_lo + k0) over the window: at least
@@ -538,10 +537,16 @@ def far_shift_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     if high <= low:
         return math.inf
     k0 = np.geomspace(low, high, FAR_SHIFT_GRID)
-    logs = np.log(k[None, :] + k0[:, None])  # [G, n]
-    logs = logs - logs.mean(axis=1, keepdims=True)
-    alpha = (logs @ y) / (logs**2).sum(axis=1)
-    resid = y[None, :] - alpha[:, None] * logs
+    return _one_term_rss(y, np.log(k[None, :] + k0[:, None]))
+
+
+def _one_term_rss(curve: np.ndarray, terms: np.ndarray) -> float:
+    """The least residual sum of squares of ``curve`` ``[n]`` under ``a + c t`` over the rows
+    ``t`` of ``terms`` ``[G, n]`` (each fitted by least squares)."""
+    y = curve - curve.mean()
+    terms = terms - terms.mean(axis=1, keepdims=True)
+    c = (terms @ y) / (terms**2).sum(axis=1)
+    resid = y[None, :] - c[:, None] * terms
     return float((resid**2).sum(axis=1).min())
 
 
@@ -562,17 +567,12 @@ def stretched_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     if k.size < 4 or float(k.min()) < 1:
         return math.inf
     y = np.asarray(curve, dtype=np.float64)
-    y = y - y.mean()
     # k^b's rate falls by (k_hi / k_lo)^(1 - b) over the window: at least SLOWING_FACTOR
     span = math.log(float(k.max()) / float(k.min()))
     exponents = STRETCH_EXPONENTS[(1 - STRETCH_EXPONENTS) * span >= math.log(SLOWING_FACTOR)]
     if not exponents.size:
         return math.inf
-    powers = k[None, :] ** exponents[:, None]  # [G, n]
-    powers = powers - powers.mean(axis=1, keepdims=True)
-    c = (powers @ y) / (powers**2).sum(axis=1)
-    resid = y[None, :] - c[:, None] * powers
-    return float((resid**2).sum(axis=1).min())
+    return _one_term_rss(y, k[None, :] ** exponents[:, None])
 
 
 class SegmentLines:

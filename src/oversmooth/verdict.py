@@ -117,10 +117,6 @@ COLLAPSES = ("oversmoothing", "norm-collapse", "both")
 #: well, its rate falling too slowly to tell from an exponential's over the window; ``stretched``:
 #: a stretched exponential ``exp(-c k^b)``, ``b < 1``, fits as well.  The numbers
 #: each reason rests on are in ``evidence``.
-#: the 95 % quantile of chi-square with one degree of freedom: how much better than a power law
-#: shifted beyond the depth the law family, one parameter more, must fit to show an exponential
-FAR_SHIFT_CHI2 = 3.841
-
 _LAWS = ("exponential-smoothing", "algebraic-smoothing", "power-law-growth", "exponential-growth")
 REASONS = (
     "nonfinite",
@@ -155,6 +151,10 @@ NONPOSITIVE_SHOWN = 5
 END_RESIDUAL = 6.0  # an end layer this many times the median residual off the law: "ends"
 END_LAYERS = 4  # the end correction's line runs through at most this many end layers
 END_SHARE = 0.1  # ... and the measured change off the fitted one by this share of it (or more)
+#: the 95 % quantile of chi-square with one degree of freedom: how much better than a slowing
+#: law (a power law shifted beyond the depth, a stretched exponential) the law family, one
+#: parameter more, must fit to show an exponential
+FAR_SHIFT_CHI2 = 3.841
 MIN_LAYERS = 12  # fewer usable layers: no law is claimed
 MIN_QUARTER = 8  # the late-rate window has at least this many layers
 PROFILE_POINTS = 48  # points of the local-rate profile
@@ -282,8 +282,9 @@ def _prepare(frame: pd.DataFrame, energy: str) -> pd.DataFrame:
         raise ValueError(
             "frame: expected one row per (seed, layer), received duplicated rows" + hint
         )
-    spans = frame.groupby("seed")["layer"].agg(["min", "max", "size"])
-    if len(spans.drop_duplicates()) > 1:
+    present = frame.groupby("layer")["seed"].nunique()
+    if (present != frame["seed"].nunique()).any():  # a layer some seed lacks
+        spans = frame.groupby("seed")["layer"].agg(["min", "max", "size"])
         # seeds of 128 and 64 layers raised a shape error; fitted on their common layers,
         # the final energy was the deeper seed's alone (a review)
         parts = ", ".join(
@@ -500,11 +501,7 @@ class _Rows:
         ok = self.usable & (frame["layer"].to_numpy() >= first)
         dropped = {"before_window": int((self.usable & ~ok).sum())}
         table = frame.assign(_ok=ok, _log=np.log(np.where(self.usable, self.values, 1.0)))
-        # usable in every seed, so present in every seed: seeds of different depths raised
-        # "all input arrays must have the same shape" (an audit)
-        grouped = table.groupby("layer")
-        every = grouped["_ok"].all() & (grouped["seed"].nunique() == len(self.seeds))
-        every &= grouped["seed"].size() == len(self.seeds)  # one row per seed and layer
+        every = table.groupby("layer")["_ok"].all()  # (every seed has every layer: _prepare)
         layers = every.index[every.to_numpy()].to_numpy(dtype=np.float64)
         dropped["not_usable_in_every_seed"] = int((ok & ~table["layer"].isin(layers)).sum())
         logs = np.stack(
