@@ -1301,9 +1301,7 @@ def test_a_list_of_several_modules_per_block_is_said(kind, capture):
 def test_layer_feeding_sees_no_blocks_where_the_calls_show_no_period(fed):
     from oversmooth.probe import LayerFeeding
 
-    feeding = LayerFeeding([nn.Identity()], "layers")
-    feeding.fed = fed
-    assert feeding.period() is None
+    assert LayerFeeding.period(fed) is None
 
 
 @pytest.mark.parametrize(
@@ -1317,9 +1315,7 @@ def test_layer_feeding_sees_no_blocks_where_the_calls_show_no_period(fed):
 def test_layer_feeding_finds_the_blocks_period(fed, period):
     from oversmooth.probe import LayerFeeding
 
-    feeding = LayerFeeding([nn.Identity()], "layers")
-    feeding.fed = fed
-    assert feeding.period() == period
+    assert LayerFeeding.period(fed) == period
 
 
 class SkipWhereWidthAllows(nn.Module):

@@ -1747,7 +1747,8 @@ class LayerFeeding:
 
     def __init__(self, layers: Sequence[nn.Module], name: str) -> None:
         self.layers, self.name = distinct(layers), name
-        self.done = False  # a forward has been checked
+        self.done = False  # a forward has been checked: the hooks are removed
+        self._handles: list = []
         self.reset()
 
     def reset(self) -> None:
@@ -1756,20 +1757,22 @@ class LayerFeeding:
         # comparable), or the sampled entries of its input and of that output
         self.calls: list[bool | tuple[Tensor, Tensor]] = []
         self.last: Tensor | None = None  # the previous call's output
-        self.fed: list[bool] = []
         self.count = 0  # the layer calls of the forward
         self.widths: list[int | None] = []  # each compared call's input width
 
     def attach(self) -> list:
-        handles = []
+        """The hooks (none once a forward was checked: nothing runs per layer after it)."""
+        if self.done:
+            return []
+        self._handles = []
         for layer in self.layers:
-            handles.append(layer.register_forward_pre_hook(self._enter, with_kwargs=True))
-            handles.append(layer.register_forward_hook(self._leave))
-        return handles
+            self._handles.append(layer.register_forward_pre_hook(self._enter, with_kwargs=True))
+            self._handles.append(layer.register_forward_hook(self._leave))
+        return list(self._handles)
 
     def _enter(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.count += 1
-        if self.done or len(self.calls) >= FEED_CALLS:
+        if len(self.calls) >= FEED_CALLS:
             return
         try:
             x: Tensor | None = first_tensor(inputs_of(args, kwargs))
@@ -1783,11 +1786,10 @@ class LayerFeeding:
             self.calls.append(False)
 
     def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
-        if not self.done:
-            try:
-                self.last = first_tensor(output)
-            except TypeError:
-                self.last = None
+        try:
+            self.last = first_tensor(output)
+        except TypeError:
+            self.last = None
 
     @staticmethod
     def _sample(x: Tensor, out: Tensor) -> tuple[Tensor, Tensor] | bool:
@@ -1812,9 +1814,10 @@ class LayerFeeding:
                 fed.append(_follows(x, out))
         return fed
 
-    def period(self) -> int | None:
-        """The number of modules per block the last forward's calls show, else None."""
-        fed = self.fed  # fed[i]: call i + 1
+    @staticmethod
+    def period(fed: Sequence[bool]) -> int | None:
+        """The number of modules per block that calls fed as ``fed`` (``fed[i]``: call ``i +
+        1``) show, else None."""
         for p in range(2, (len(fed) + 1) // 2 + 1):
             repeats = all(fed[i] == fed[i + p] for i in range(len(fed) - p))
             if repeats and any(fed[:p]) and not all(fed[:p]):
@@ -1827,13 +1830,15 @@ class LayerFeeding:
             self.reset()
             return None
         self.done = True
-        self.fed = self._read()
-        p, calls = self.period(), self.count
+        for handle in self._handles:
+            handle.remove()
+        fed = self._read()
+        p, calls = self.period(fed), self.count
         # the calls a block starts with (unfed) carry the stream, of one width, and the
         # blocks are whole: a stack with a skip only where the width allows one
         # (h = h + relu(conv(h)) if same shape else relu(conv(h))) alternates too, and was
         # told "blocks of 2" of its layers (a review)
-        starts = [0] + [i + 1 for i, fed in enumerate(self.fed) if not fed]
+        starts = [0] + [i + 1 for i, step in enumerate(fed) if not step]
         widths = {self.widths[i] for i in starts if i < len(self.widths)}
         whole = p is not None and calls % p == 0 and len(widths) == 1 and None not in widths
         self.reset()
@@ -2329,13 +2334,6 @@ class Probe:
         if not self._stream_inputs:  # the tap reads the stream itself, layer 0 included
             direct, start = self._conv_alone, self._layer_zero
         self._calls = LayerCalls(modules, self._names, direct, start)
-        # a list of plain layers (not blocks, no stream given) may hold several modules per
-        # block: checked on a first forward (LayerFeeding)
-        self._feeding = (
-            LayerFeeding(modules, self._list_name(modules))
-            if model is not None and self._plain and stream is None and len(modules) >= 4
-            else None
-        )
         self.reset()
 
     def _list_name(self, modules: Sequence[nn.Module]) -> str:
@@ -2398,14 +2396,14 @@ class Probe:
                     "to record its layers, or leave layers and stream unset"
                 )
             self.layers, self._stream_inputs, self._plan = [], False, None
-            self._check_prenorm = self._check_blocks = self._plain = False
+            self._check_prenorm = self._check_blocks = False
+            self._feeding = None
             self._layer_notes, self._outside = [], []
             self._outside_ran = []
             self._names = _ModuleNames(None)
             return []
         if layers is None:
             modules, are_blocks = find_layers(model, capture)
-            self._plain = not are_blocks
             # found by a list's name (a DepthModel's blocks and a BasicGNN's convs are known)
             found = not isinstance(model, DepthModel) and not _is_basic_gnn(model)
             self._layer_notes = _found_notes(model, modules) if found else []
@@ -2413,7 +2411,6 @@ class Probe:
         else:
             modules, are_blocks = _owned(model, layers, "layers"), False
             self._layer_notes, self._outside = [], []
-            self._plain = True
         self._outside_ran = [0] * len(self._outside)
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see StreamPlan
@@ -2445,6 +2442,13 @@ class Probe:
             self._plan is not None and not self._plan.taps and not _is_basic_gnn(model)
         )
         self._names = _ModuleNames(model)  # walked only when a message names a module
+        # a list of plain layers (not blocks, no stream given) may hold several modules per
+        # block: checked on a first forward
+        self._feeding = (
+            LayerFeeding(modules, self._list_name(modules))
+            if not are_blocks and stream is None and len(modules) >= 4
+            else None
+        )
         return modules
 
     def _init_graph(
