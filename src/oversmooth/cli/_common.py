@@ -126,14 +126,13 @@ def stopped(exc: KeyboardInterrupt) -> typer.Exit:
 _FIELD = re.compile(r"^([a-z][a-z0-9_]*): ")
 # a check's own name for a field's values, and run arguments that are no config field
 _FIELD_FLAGS = {"layers": "--prune-layers", "checkpoint_every": "--checkpoint-every"}
-_KEPT: set[str] = set()
 
 
 def as_flag(text: str) -> str:
     """An error that starts with a config field's name (``block_dropout: ...``, as the
     configs, usable from Python, say it) names the command-line option instead."""
     found = _FIELD.match(text)
-    if found is None or found.group(1) in _KEPT:
+    if found is None:
         return text
     name = found.group(1)
     flag = _FIELD_FLAGS.get(name) or _flag_of(name)

@@ -1025,10 +1025,9 @@ def _diffusion_sentence(
     ratio, steps = _num(ref.get("energy_ratio")), _num(ref.get("halving_steps"))
     if ratio is None:
         return None
-    decays = 0.0 < ratio < 1.0 and steps is not None
-    tail = _measured_halving(
-        ref.get("measured") or {}, name, steps if decays else None, linear, no_trend
-    )
+    if not (0.0 < ratio < 1.0):
+        steps = None  # no decay: no diffusion length
+    tail = _measured_halving(ref.get("measured") or {}, name, steps, linear, no_trend)
     if not graph:
         return tail[0].upper() + tail[1:] + "."
     return f"{_diffusion_head(ref, ratio, steps)}; {tail}."
@@ -1039,7 +1038,8 @@ DIFFUSION_OPERATOR = "X ← P̃X, P̃ = D̃⁻¹Ã the GCN mean with self loops"
 
 def _diffusion_head(ref: Mapping[str, Any], ratio: float, steps: float | None) -> str:
     """What linear diffusion does to the energy on the graph of ``ref`` (its spectrum's
-    numbers), and on which of its components."""
+    numbers), and on which of its components; ``steps``: its halving length, None where it
+    does not decay."""
     parts = int(ref.get("num_components") or 1)
     isolated = int(ref.get("isolated") or 0)
     alone = (
@@ -1059,7 +1059,7 @@ def _diffusion_head(ref: Mapping[str, Any], ratio: float, steps: float | None) -
             f"{start} takes the energy to zero in one step (SLEM 0: every other eigenvalue of "
             f"P̃ is 0, {where})"
         )
-    if not (0.0 < ratio < 1.0 and steps is not None):
+    if steps is None:
         return f"{start} does not drive the energy to zero (per-step ratio {ratio:.4g}, {where})"
     return (
         f"{start} halves the energy every {steps:.3g} steps (per-step ratio "

@@ -143,17 +143,23 @@ def write_analysis(
         if result.prune is not None:
             write_table(result.prune, tmp / "prune.csv", tables, float_format=CSV_FLOAT)
         write_json(tmp / "fits.json", analysis_fits(result.fits, result.config))
-        write_json(
-            tmp / "config.json",
-            {
-                **result.config,
-                "environment": result.environment,
-                "timings": result.timings,
-                "digests": data_digests(tmp, DIGESTED),
-            },
-        )
+        _write_config(tmp, result)
         render_report(tmp, figure_formats=figure_formats)
     return Path(out)
+
+
+def _write_config(tmp: Path, result: AnalysisResult | ComparisonResult) -> None:
+    """``config.json``: the run's config, environment and timings, and the SHA-256 of the data
+    files already written (:data:`DIGESTED`), last."""
+    write_json(
+        tmp / "config.json",
+        {
+            **result.config,
+            "environment": result.environment,
+            "timings": result.timings,
+            "digests": data_digests(tmp, DIGESTED),
+        },
+    )
 
 
 def write_matrix_csv(
@@ -210,15 +216,7 @@ def write_comparison(
         table = _every_depth(summary_table(result.summary, asked), result.config)
         write_table(table, tmp / "table.csv", tables, index=True)
         write_json(tmp / "fits.json", comparison_fits(result.fits, result.config))
-        write_json(
-            tmp / "config.json",
-            {
-                **result.config,
-                "environment": result.environment,
-                "timings": result.timings,
-                "digests": data_digests(tmp, DIGESTED),
-            },
-        )
+        _write_config(tmp, result)
         render_report(tmp, figure_formats=figure_formats)
     return Path(out)
 
