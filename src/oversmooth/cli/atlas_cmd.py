@@ -72,7 +72,8 @@ def atlas(
         return
     shown = display_table(result.report())
     # the columns that fit 80 characters (seven were 150 wide: an audit); the report has all
-    brief = shown.iloc[:, [0, 1, 4, 5, 6]]
+    lost = next(c for c in shown.columns if c.startswith("decades lost"))
+    brief = shown[["architecture", "verdict", lost, "fall is", "curse of depth"]]
     brief.columns = ["architecture", "verdict", "decades", "fall is", "curse"]
     typer.echo(brief.to_string(index=False))
     typer.echo(f"report: {Path(folder) / 'report.md'}")
