@@ -577,7 +577,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dataset",
         ("--dataset", "-d"),
-        "Dataset name (see `oversmooth datasets`), name:params, or a .pt/.csv path.",
+        "Dataset name (see `oversmooth datasets`), name:params, or the path of a saved PyG "
+        "Data (.pt); an edge-list .csv is saved as a .pt with its features first "
+        "(docs/datasets.md).",
     ),
     Option("datasets", ("--datasets", "-d"), "Comma-separated datasets.", "names"),
     Option(
