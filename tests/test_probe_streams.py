@@ -1236,7 +1236,9 @@ class GroupedList(nn.Module):
     ``norm(h)`` or ``relu(conv(h))`` read as the stream and the depth counted twice, with no
     word).  ``kind``: ``prenorm`` ``layers = [LN, conv] * L``, ``h = h + conv(LN(h))``;
     ``postnorm`` ``[conv, LN] * L``, ``h = LN(h + conv(h))``; ``twoconv`` ``[conv, conv] * L``,
-    ``h = h + conv(relu(conv(h)))``."""
+    ``h = h + conv(relu(conv(h)))``; ``gelu``, ``fnorm`` and ``dropout`` the same with
+    ``F.gelu`` (not monotone), ``F.layer_norm`` (not entry by entry) or dropout in training
+    between the two convs (a second audit: all three hid the blocks)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__()
@@ -1247,8 +1249,7 @@ class GroupedList(nn.Module):
         pair = {
             "prenorm": lambda: [nn.LayerNorm(WIDTH), GCNConv(WIDTH, WIDTH)],
             "postnorm": lambda: [GCNConv(WIDTH, WIDTH), nn.LayerNorm(WIDTH)],
-            "twoconv": lambda: [GCNConv(WIDTH, WIDTH), GCNConv(WIDTH, WIDTH)],
-        }[kind]
+        }.get(kind, lambda: [GCNConv(WIDTH, WIDTH), GCNConv(WIDTH, WIDTH)])
         self.layers = nn.ModuleList(m for _ in range(DEPTH) for m in pair())
         self.kept: list[torch.Tensor] = []
 
@@ -1262,12 +1263,18 @@ class GroupedList(nn.Module):
             elif self.kind == "postnorm":
                 h = second(h + first(h, edge_index))
             else:
-                h = h + second(first(h, edge_index).relu(), edge_index)
+                inner = {
+                    "twoconv": torch.relu,
+                    "gelu": F.gelu,
+                    "fnorm": lambda t: F.layer_norm(t, (WIDTH,)),
+                    "dropout": lambda t: F.dropout(t, 0.5, training=True),
+                }[self.kind]
+                h = h + second(inner(first(h, edge_index)), edge_index)
             self.kept.append(h)
         return h
 
 
-@pytest.mark.parametrize("kind", ["prenorm", "postnorm", "twoconv"])
+@pytest.mark.parametrize("kind", ["prenorm", "postnorm", "twoconv", "gelu", "fnorm", "dropout"])
 @pytest.mark.parametrize("capture", ["residual", "output"])
 def test_a_list_of_several_modules_per_block_is_said(kind, capture):
     torch.manual_seed(0)
@@ -1281,11 +1288,54 @@ def test_a_list_of_several_modules_per_block_is_said(kind, capture):
     layers, stream = {
         "prenorm": (seconds, firsts),
         "postnorm": (firsts, None),
-        "twoconv": (firsts, None),
-    }[kind]
+    }.get(kind, (firsts, None))
     frame, kept, said, ei = probed(model, capture="residual", layers=layers, stream=stream)
     assert_stream(frame, kept, ei)
     assert said == []
+
+
+class OneConvPerLayer(nn.Module):
+    """One conv per layer, each a row of the stream: plain (``h = f(conv(h))``) or with a skip
+    (``h = h + f(conv(h))``, ``h = F.layer_norm(h + conv(h))``): told of no blocks, whatever
+    the function between the convs."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.kind = kind
+        self.enc = nn.Linear(5, WIDTH)
+        self.convs = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(DEPTH))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x.to(self.enc.weight.dtype))
+        self.kept = [h]
+        for conv in self.convs:
+            out = conv(h, edge_index)
+            if self.kind == "plain-gelu":
+                h = F.gelu(out)
+            elif self.kind == "plain-fnorm":
+                h = F.layer_norm(out, (WIDTH,))
+            elif self.kind == "skip-gelu":
+                h = h + F.gelu(out)
+            elif self.kind == "skip-dropout":
+                h = h + F.dropout(out, 0.5, training=True)
+            else:  # postnorm
+                h = F.layer_norm(h + out, (WIDTH,))
+            self.kept.append(h)
+        return h
+
+
+@pytest.mark.parametrize(
+    "kind", ["plain-gelu", "plain-fnorm", "skip-gelu", "skip-dropout", "postnorm"]
+)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_one_conv_per_layer_is_not_told_of_blocks(kind, dtype):
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(OneConvPerLayer(kind).to(dtype).eval(), capture="output")
+    assert not [s for s in said if "module calls run as" in s], said
+    assert frame["layer"].tolist() == list(range(DEPTH + 1))
 
 
 @pytest.mark.parametrize(
@@ -1332,7 +1382,7 @@ class SkipWhereWidthAllows(nn.Module):
         self.kept: list[torch.Tensor] = []
 
     def forward(self, x, edge_index):
-        h = self.enc(x)
+        h = self.enc(x.to(self.enc.weight.dtype))
         self.kept = [h]
         for conv in self.convs:
             out = conv(h, edge_index).relu()

@@ -622,14 +622,22 @@ def _correlation(a: Tensor, b: Tensor) -> float:
 FOLLOW_ENTRIES = 1 << 17
 
 
-def _follows(d: Tensor, out: Tensor, *operands: Tensor, zero: bool = False) -> bool:
+def _follows(
+    d: Tensor,
+    out: Tensor,
+    *operands: Tensor,
+    zero: bool = False,
+    turns: int = 0,
+    eps: float | None = None,
+) -> bool:
     """Whether ``d`` is a monotone function of ``out``, entry by entry (``out`` itself,
     ``relu(out)``, ``0.1 * out``, ``tanh(out)``): sorted by ``out``, ``d`` never falls (or never
     rises) by more than the rounding of the subtraction that made it, 16 units in the last
-    place of the largest of ``operands`` (``d`` itself when none).  Not a constant (a constant
-    follows anything), except, with ``zero``, a ``d`` exactly 0 everywhere (a zero gate: the
-    stream did not move).  Read on at most :data:`FOLLOW_ENTRIES` entries, a stride through
-    the state."""
+    place (of ``eps``, else of ``d``'s dtype) of the largest of ``operands`` (``d`` itself when
+    none).  With ``turns``, it may turn that many times (``gelu``, ``silu``: one).  Not a
+    constant (a constant follows anything), except, with ``zero``, a ``d`` exactly 0
+    everywhere (a zero gate: the stream did not move).  Read on at most
+    :data:`FOLLOW_ENTRIES` entries, a stride through the state."""
     if d.shape != out.shape or not d.is_floating_point() or not out.is_floating_point():
         return False
     a, b = out.detach().flatten(), d.detach().flatten()
@@ -640,7 +648,7 @@ def _follows(d: Tensor, out: Tensor, *operands: Tensor, zero: bool = False) -> b
     if zero and not bool(b.any()):
         return True
     scale = max(float(t.detach().abs().max()) for t in (operands or (d,)))
-    tol = 16 * torch.finfo(d.dtype).eps * max(scale, 1e-300)
+    tol = 16 * (torch.finfo(d.dtype).eps if eps is None else eps) * max(scale, 1e-300)
     if float(b.max() - b.min()) <= tol:
         return False  # a constant follows anything
     order = torch.argsort(a, stable=True)
@@ -648,7 +656,8 @@ def _follows(d: Tensor, out: Tensor, *operands: Tensor, zero: bool = False) -> b
     same = a[order].diff() == 0  # equal entries of out must give equal entries of d
     if bool((jumps[same].abs() > tol).any()):
         return False
-    return bool((jumps >= -tol).all()) or bool((jumps <= tol).all())
+    signs = torch.sign(jumps[jumps.abs() > tol])
+    return int((signs[1:] != signs[:-1]).sum()) <= turns
 
 
 #: rows a :class:`_StreamTap` holds (roots and inputs) while the residual identity has not told
@@ -1729,6 +1738,31 @@ FEED_ENTRIES = 1 << 10
 FEED_CALLS = 64
 
 
+def _fed(x: Tensor, out: Tensor, eps: float) -> bool:
+    """Whether a layer's input ``x`` (rows ``[r, w]``, sampled) is a function of the previous
+    layer's output ``out`` alone, with no stream added: entry by entry, monotone (``relu``,
+    ``tanh``, a norm's affine map in eval mode) or turning once (``gelu``, ``silu``, ``mish``),
+    also on the entries dropout kept (those not exactly 0: ``dropout`` in training), or row by
+    row an affine map of it (``F.layer_norm``, ``F.normalize``, ``F.rms_norm`` without
+    weights; rows of at least 4 entries, so that a line through them says something).  An
+    input with the stream added ``h + f(h)`` is none of these: ``h`` moves every entry apart
+    (an audit: gelu, dropout and ``F.layer_norm`` between two modules of a block hid it)."""
+    if _follows(x, out, turns=1, eps=eps):
+        return True
+    kept = x != 0
+    if 2 <= int(kept.sum()) < x.numel() and _follows(x[kept], out[kept], turns=1, eps=eps):
+        return True
+    if x.dim() != 2 or x.shape[1] < 4:
+        return False
+    dx, do = x - x.mean(1, keepdim=True), out - out.mean(1, keepdim=True)
+    spread = do.square().sum(1, keepdim=True)
+    if not bool((spread > 0).all()) or not bool(dx.abs().amax(1).gt(0).all()):
+        return False  # a row of one value is an affine map of anything
+    slope = (dx * do).sum(1, keepdim=True) / spread
+    scale = max(float(x.abs().max()), float((slope * out).abs().max()), 1e-300)
+    return float((dx - slope * do).abs().max()) <= 256 * eps * scale
+
+
 class LayerFeeding:
     """Whether the modules of a layer list are one per layer, from the calls of a forward.
 
@@ -1759,6 +1793,7 @@ class LayerFeeding:
         self.last: Tensor | None = None  # the previous call's output
         self.count = 0  # the layer calls of the forward
         self.widths: list[int | None] = []  # each compared call's input width
+        self.eps: list[float] = []  # each compared call's input's unit rounding
 
     def attach(self) -> list:
         """The hooks (none once a forward was checked: nothing runs per layer after it)."""
@@ -1784,6 +1819,12 @@ class LayerFeeding:
             self.calls.append(x is last or self._sample(x, last))
         elif self.calls or last is not None:  # a call that cannot be compared: no pattern
             self.calls.append(False)
+        else:
+            return
+        # the rounding the entries were computed with (a float32 model's gelu is monotone to
+        # its own, not float64's, last place)
+        dtype = x.dtype if x is not None and x.is_floating_point() else torch.float64
+        self.eps.append(torch.finfo(dtype).eps)
 
     def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
         try:
@@ -1793,25 +1834,30 @@ class LayerFeeding:
 
     @staticmethod
     def _sample(x: Tensor, out: Tensor) -> tuple[Tensor, Tensor] | bool:
+        """Whole rows (a stride through them) of ``x`` and ``out``, copied in float64: a
+        norm of each row is told by its rows, not by entries strided across them."""
         if x.shape != out.shape or not x.is_floating_point() or not out.is_floating_point():
             return False
-        step = max(1, x.numel() // FEED_ENTRIES)
+        width = max(1, int(x.shape[-1]) if x.dim() else 1)
+        step = max(1, x.numel() // width // max(1, FEED_ENTRIES // width))
         return (
-            x.detach().reshape(-1)[::step].to(torch.float64, copy=True),
-            out.detach().reshape(-1)[::step].to(torch.float64, copy=True),
+            x.detach().reshape(-1, width)[::step].to(torch.float64, copy=True),
+            out.detach().reshape(-1, width)[::step].to(torch.float64, copy=True),
         )
 
     def _read(self) -> list[bool]:
         """The calls' fed flags, the sampled entries read to the host at once."""
         parts = [t for c in self.calls if not isinstance(c, bool) for t in c]
-        host = iter(torch.cat(parts).cpu().split([t.numel() for t in parts]) if parts else ())
+        flat = [t.reshape(-1) for t in parts]
+        host = iter(torch.cat(flat).cpu().split([t.numel() for t in flat]) if flat else ())
+        shapes = iter(t.shape for t in parts)
         fed = []
-        for call in self.calls:
+        for call, eps in zip(self.calls, self.eps, strict=True):
             if isinstance(call, bool):
                 fed.append(call)
             else:
-                x, out = next(host), next(host)
-                fed.append(_follows(x, out))
+                x, out = next(host).reshape(next(shapes)), next(host).reshape(next(shapes))
+                fed.append(_fed(x, out, eps))
         return fed
 
     @staticmethod
