@@ -835,8 +835,10 @@ class _StreamTap:
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.outer = [] if model is None else outer_modules(model, self.layers)
-        # PyG's BasicGNN hands each layer act(h) and its jk="last" head the same (see end_state)
-        self.basic = model is not None and _is_basic_gnn(model)
+        # PyG's BasicGNN with jk="last" hands its head what it hands each layer, dropout(act(
+        # norm(conv(h)))) in whatever order act_first sets (see end_state)
+        basic = model is not None and _is_basic_gnn(model) and model.jk_mode == "last"
+        self.basic_head: nn.Module | None = getattr(model, "lin", None) if basic else None
         # no taps: a layer fed by a norm or dropout outside the layers is read by the residual
         # identity (see _decide); with paired norms too, which tell only where each norm runs
         # (a norm run after its layer is Post-LN's, or a Pre-LN norm run at the end of a block
@@ -1470,6 +1472,11 @@ class _StreamTap:
         if made is None:
             return output, None
         module, inp, _ = made
+        if inp is not None and module is self.basic_head:
+            # its input is what the layers read: norm(act(conv)) with act_first and a norm was
+            # read at the norm's input (the final-norm rule below), 5x off its energy with no
+            # word, and the act-last order only in eval mode (audits)
+            return inp, None
         before = None if inp is None else self.after.get(id(inp))
         if transparent(module):
             final = any(_is_norm(m) for m in module.modules())
@@ -1491,17 +1498,6 @@ class _StreamTap:
                 # the stream's energy with a trained final norm: an audit)
                 return before[1], None
             return (inp if self._own_norm(before[0]) else before[1]), None
-        if (
-            self.basic
-            and before is not None
-            and before[1] is not None
-            and next(before[0].parameters(), None) is None
-        ):
-            # PyG's BasicGNN with jk="last" in eval mode, whose dropout returns its input: the
-            # head reads act(h), what every layer of it reads (recorded in train mode, left out
-            # in eval mode: an audit).  Only there: a residual stack's head(act(h)) read act(h)
-            # for its stream, 35% below the true energy, with no word (a review)
-            return inp, None
         self.hidden_input = inp  # what the head read: the Pre-LN check can still use it
         return None, module
 
