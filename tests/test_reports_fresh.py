@@ -98,6 +98,7 @@ def _claims() -> list[tuple[str, str, float]]:
         ("docs/precision.md", r"against (\d+\.\d\d) s \(", precision["float32_shadow_s"]),
         ("docs/precision.md", r"s \((\d+\.\d\d)x\), because", precision["analysis_ratio"]),
         ("docs/reproduce.md", r"\(about (\d+) minutes on 2 cores", reproduce["seconds"] / 60),
+        ("reproduce --help", r"--quick takes about (\d+) minutes on", reproduce["seconds"] / 60),
         ("docs/sweep.md", r"once per sweep, about (\d+\.\d) s on", sweep["server_start_s"]),
         ("docs/sweep.md", r"workers computed (\d+\.\d\d) times as many", sweep["ratio"]),
         ("docs/sweep.md", r"(\d+\.\d\d) times once started", sweep["steady_ratio"]),
