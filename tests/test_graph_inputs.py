@@ -203,17 +203,29 @@ def test_sparse_and_dense_adjacency_equal_edge_index(kind):
         )
 
 
+class DenseLayers(nn.Module):
+    """Dense layers run on ``(x [B, N, F], adj [B, N, N])``."""
+
+    def __init__(self, *convs: nn.Module) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(convs)
+
+    def forward(self, x, adj):
+        for conv in self.layers:
+            x = conv(x, adj)
+        return x
+
+
 def test_dense_layer_outputs_are_accepted():
     from torch_geometric.nn import DenseGCNConv
 
     g = _graphs(6)[1]
     adj = to_dense_adj(g.edge_index, max_num_nodes=g.num_nodes).double()  # [1, N, N]
     conv = DenseGCNConv(3, 3).double()
-    model = nn.Sequential()
-    model.layers = nn.ModuleList([conv])  # type: ignore[assignment]
+    model = DenseLayers(conv)
     probe = Probe(model, adj[0], layers=[conv])
     with probe, torch.no_grad():
-        out = conv(g.x.unsqueeze(0), adj)  # [1, N, F]: recorded as layer 1 by the hook
+        out = model(g.x.unsqueeze(0), adj)  # [1, N, F]: recorded as layer 1 by the hook
     assert probe.to_frame()["laplacian_energy"].iloc[-1] == pytest.approx(
         M.laplacian_energy(out[0], g.edge_index).item(), rel=1e-12
     )

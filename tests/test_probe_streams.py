@@ -1440,3 +1440,38 @@ def test_a_post_norm_stack_of_one_block_keeps_its_last_row():
     frame, kept, said, ei = probed(OnePostNormBlock().double().eval(), capture="residual")
     assert_stream(frame, kept, ei)
     assert not [s for s in said if "is not recorded" in s], said
+
+
+class EncodeOnly(nn.Module):
+    """Layers run by a method other than forward, as in PyG's link prediction example (a
+    model with ``encode`` and ``decode`` and no forward): no pass began or ended, so the first
+    pass's rows were kept, a later pass's input read as its layer ``L`` and every later pass
+    dropped, with no word (an audit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = nn.ModuleList(GCNConv(5 if k == 0 else WIDTH, WIDTH) for k in range(DEPTH))
+
+    def encode(self, x, edge_index):
+        for conv in self.convs[:-1]:
+            x = conv(x, edge_index).relu()
+        return self.convs[-1](x, edge_index)
+
+
+@pytest.mark.parametrize("capture", ["output", "residual"])
+def test_layers_run_outside_the_forward_are_said_and_not_recorded(capture):
+    torch.manual_seed(0)
+    data = small_graph()
+    model = EncodeOnly().double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index, capture=capture) as probe, torch.no_grad():
+            for scale in (1.0, 2.0, 3.0):
+                model.encode(scale * data.x, data.edge_index)
+    said = [str(w.message) for w in caught]
+    assert len([s for s in said if "ran outside EncodeOnly's forward" in s]) == 1, said
+    frame = probe.to_frame()
+    assert frame.empty
+    assert any("ran outside" in gap for gap in frame.attrs["gaps"])

@@ -680,6 +680,13 @@ def outer_modules(model: nn.Module, layers: Sequence[nn.Module]) -> list[nn.Modu
     ]
 
 
+def _in_backward() -> bool:
+    """Whether autograd's backward pass is running (where ``torch.utils.checkpoint`` runs the
+    checkpointed modules again)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
 def _is_basic_gnn(model: nn.Module) -> bool:
     try:
         from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -2561,6 +2568,7 @@ class Probe:
         self._passes = 0  # forward passes of the model seen
         self._step = 0  # the step being recorded
         self._active = True
+        self._in_forward = False  # the model's forward is running (its layer calls are rows)
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
@@ -2588,6 +2596,9 @@ class Probe:
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
+            # first of the layers' hooks: a call outside the forward stops the others recording
+            for module in distinct(self.layers):
+                self._handles.append(module.register_forward_pre_hook(self._layer_called))
             self._handles.extend(self._calls.attach())
             if self._feeding is not None:
                 self._handles.extend(self._feeding.attach())
@@ -2618,8 +2629,29 @@ class Probe:
         self._attention.clear()
 
     # -- hooks ----------------------------------------------------------------------------------
+    def _layer_called(self, module: nn.Module, args: tuple) -> None:
+        """A layer call outside the model's forward is no row: another method ran the layers
+        (``model.encode(x, edge_index)``, PyG's link prediction example, whose model has no
+        forward), so no pass began or ended: the first pass's rows were kept, a later pass's
+        input was read as the first's layer ``L``, and every later pass was dropped, with no
+        word (an audit).  Said once; silent in a backward pass (``torch.utils.checkpoint`` runs
+        the layers again there)."""
+        if self._in_forward:
+            return
+        self._active = False
+        if not _in_backward():
+            name = self._list_name(self.layers)
+            self._note(
+                f"{name} ran outside {type(self.model).__name__}'s forward (another method "
+                "called it, such as encode): the Probe reads one pass per call of the model's "
+                "forward, so these calls are not recorded; probe a module whose forward runs "
+                "the layers (a GAE's encoder), run them from the model's forward, or record "
+                "the states yourself: Probe(None, graph) and probe.record(k, x)"
+            )
+
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """A new forward pass of the model: a new step (recorded or skipped by ``every``)."""
+        self._in_forward = True
         self._step = self._passes
         self._passes += 1
         self._active = self._step % self.every == 0
@@ -2811,7 +2843,7 @@ class Probe:
         self._workspace = Workspace()
         # layer calls after the forward are none of its rows: torch.utils.checkpoint runs the
         # checkpointed layers again in backward(), which wrote layer L-1's stream into row L
-        self._active = False
+        self._active = self._in_forward = False
 
     def _record_stream_end(self, output: object) -> None:
         assert self._tap is not None
