@@ -75,6 +75,7 @@ __all__ = [
     "profile_alpha",
     "two_power_rss",
     "far_shift_rss",
+    "floor_rss",
     "stretched_rss",
 ]
 
@@ -573,6 +574,54 @@ def stretched_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     if not exponents.size:
         return math.inf
     return _one_term_rss(y, k[None, :] ** exponents[:, None])
+
+
+#: the exponents ``alpha`` of :func:`floor_rss`'s ``(k + k0)^alpha`` (a term that fades)
+FLOOR_EXPONENTS = -np.geomspace(0.05, 8.0, 40)
+
+
+def floor_rss(layers: np.ndarray, curve: np.ndarray, sign: int) -> tuple[float, float]:
+    """The least residual sum of squares of ``curve`` (a log energy over ``layers``) under a
+    power law that fades onto a level, ``E = c + a (k + k0)^alpha`` (``c > 0``, ``alpha`` on
+    :data:`FLOOR_EXPONENTS`, ``k0`` on the law family's grid, ``a`` of the sign that makes
+    ``E`` fall, ``sign`` -1, or rise, +1, onto ``c``), and under the same power law without
+    the level (``c = 0``), in that order.  ``1e-3 + (1 + k)^-1`` tends to ``1e-3``, not to 0,
+    and was ``algebraic-smoothing`` like ``k^-0.95`` (an audit): where the level fits
+    significantly better than no level, no power law is named.  ``c`` and ``a`` are fitted
+    by least squares on ``E`` with weights ``1 / E`` (relative misfits, as on ``log E``), the
+    residuals summed on ``log E``.  ``(inf, inf)`` where the window is too short."""
+    k = np.asarray(layers, dtype=np.float64)
+    y = np.asarray(curve, dtype=np.float64)
+    if k.size < 5 or float(k.min()) + 0.25 <= 0:
+        return math.inf, math.inf
+    k_lo, k_hi = float(k.min()), float(k.max())
+    shifts = np.concatenate([[0.0], np.geomspace(0.25, K0_MAX_FACTOR * k_hi, K0_GRID_SIZE)])
+    shifts = shifts[k_lo + shifts > 0]
+    logs = np.log(k[None, :] + shifts[:, None])  # [S, n]
+    bare = _one_term_rss(y, logs)
+    # every (k0, alpha): t [S * A, n], and the weighted fit of E = c + a t
+    t = np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, k.size)
+    top = float(y.max())
+    energy = np.exp(y - top)  # scaled: c and a scale with it, the log residuals do not
+    w = 1.0 / energy
+    # weighted least squares of energy on [1, t] with weights w^2 (residuals relative to E)
+    s0 = float((w**2).sum())
+    s1 = (t * w**2).sum(axis=1)
+    s2 = (t**2 * w**2).sum(axis=1)
+    e0 = float((energy * w**2).sum())
+    e1 = (t * energy * w**2).sum(axis=1)
+    det = s0 * s2 - s1**2
+    ok = det > 1e-300 * np.maximum(s0 * s2, 1e-300)
+    det = np.where(ok, det, 1.0)
+    c = (s2 * e0 - s1 * e1) / det
+    a = (s0 * e1 - s1 * e0) / det
+    fitted = c[:, None] + a[:, None] * t
+    ok &= (c > 0) & (a * sign < 0) & (fitted > 0).all(axis=1)
+    if not ok.any():
+        return math.inf, bare
+    resid = (y - top)[None, :] - np.log(fitted[ok])
+    # (the level is fitted on E, not on log E: the unweighted log residuals are the judge)
+    return float((resid**2).sum(axis=1).min()), bare
 
 
 class SegmentLines:

@@ -27,6 +27,7 @@ from oversmooth.verdict import (
     MIN_TERM_DECADES,
     REPORT_LEVEL,
     STABLE_DECADES,
+    OPEN_SHARE,
     STOPPED_SHARE,
     CURSE_R,
     Verdict,
@@ -297,6 +298,13 @@ def _open_law(code: Any, ev: Mapping[str, Any], trend: Any = None) -> str:
             "a stretched exponential, exp(-c k^b) with b < 1, fits as well as the law with an "
             "exponential factor: its local rate, c b k^(b - 1), falls to 0 (more slowly than a "
             "power law's), and over these layers it cannot be told from a constant one"
+        )
+    if code == "floor":
+        level = {"decay": "falls onto", "growth": "rises to"}.get(str(trend), "approaches")
+        return (
+            f"a power law that {level} a level, c + a (k + k0)^alpha with c > 0, fits "
+            "significantly better than one without it: the energy may tend to that level, "
+            "not to 0 or without bound"
         )
     if code == "laws-overlap":
         fastest, late = fastest_exponential(ev, trend)
@@ -799,6 +807,16 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
             f"there {by}under {STOPPED_SHARE:.0%} of its fall), so no collapse is named "
             f"(scale-free energy {sf} decades, squared norm {nd} decades over the window)"
         )
+    if found.get("trend") == "decay" and ev.get("decay_may_have_stopped"):
+        window = ev.get("late_window") or ("?", "?")
+        lo, hi = ev["late_slope_interval"]
+        return (
+            f"; the fall may have levelled off: over layers {window[0]}-{window[1]} the late "
+            f"slope's 95% interval ({lo:.2g} to {hi:+.2g} per layer) reaches 0, and the "
+            "steepest fall not ruled out there (that interval's or the fitted factor's) would "
+            f"take under {OPEN_SHARE:.0%} of the fall, so no collapse is named (scale-free "
+            f"energy {sf} decades, squared norm {nd} decades over the window)"
+        )
     share = ev.get("direction_share_interval")
     if not collapse and found.get("trend") == "decay" and isinstance(share, (list, tuple)):
         lo, hi = (math.inf if v is None else float(v) for v in share)
@@ -862,6 +880,12 @@ def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         return (
             f"; {text}: curse of depth undecided (a geometric growth whose limit the layers do "
             "not resolve: whether R vanishes is open)"
+        )
+    if curse is None and ev.get("curse_law_open"):
+        return (
+            f"; {text}: curse of depth undecided (the law is open and the last quarter is not "
+            "shown to grow more slowly than the first: a geometric growth, whose R holds at "
+            "e^beta - 1 at every depth, is not ruled out)"
         )
     if curse is False and ev.get("curse_rate_holds"):
         return f"; {text}: not the curse of depth (the rate holds: R does not vanish)"
