@@ -381,3 +381,35 @@ def test_no_measured_halving_is_compared_where_the_verdict_establishes_no_trend(
     )
     assert "halves every 2.2" not in sentence and "diffusion length" not in sentence
     assert "establishes no trend for the measured Post-LN curve" in sentence
+
+
+@pytest.mark.parametrize("trend", [None, "growth"])
+def test_a_late_slope_above_zero_is_said_with_the_decay_its_interval_allows(trend):
+    """An audit: compare's page said "the measured Pre-LN curve does not decay" from a late
+    slope above 0 whose interval allowed halving every 13.9 layers, beside a verdict that
+    established no trend."""
+    from oversmooth.report.prose import reference_prose
+
+    ref = {
+        "diffusion": {
+            "computed": True,
+            "energy_ratio": 0.8,
+            "halving_steps": math.log(2) / -math.log(0.8),
+            "num_components": 1,
+            "measured": {
+                "halving_layers": None,  # inf, stored as null
+                "interval": [13.88, None],
+                "decays": False,
+                "span": [9, 16],
+                "source": "late",
+            },
+        }
+    }
+    (sentence,) = reference_prose(
+        {"reference": ref, "evidence": {"label": "inconclusive", "trend": trend}}, "preln"
+    )
+    if trend is None:
+        assert "establishes no trend for the measured Pre-LN curve" in sentence
+    else:
+        assert "does not decay at its late rate" in sentence
+        assert "allows halving every 13.9 layers or more" in sentence

@@ -1101,15 +1101,25 @@ def _measured_halving(
     late = measured.get("source") == "late"
     kind = "late rate, slope of log E" if late else "tail-window exponential fit"
     where_fit = f"{kind}, layers {span[0]}-{span[1]}" if len(span) == 2 else kind
-    if no_trend and halving is not None:
+    if no_trend:
         # as the tables' late-rate cells (a dash): the compare page's table blanked Post-LN's
         # late rate while this sentence said it "halves every 2.2 layers, 0.696x the diffusion
-        # length" (an audit)
+        # length" (an audit), and "does not decay" from a late slope above 0 whose interval
+        # allowed halving every 13.9 layers (another)
         return (
             f"the verdict establishes no trend for the measured {name} curve, so no halving "
             "length of it is set beside this one"
         )
     if measured.get("decays") is False:
+        pair = measured.get("interval")
+        ends = [_num(p) for p in pair] if isinstance(pair, (list, tuple)) else []
+        finite = [e for e in ends if e is not None and math.isfinite(e)]
+        if finite:  # the late slope is above 0, its interval reaches a decay
+            return (
+                f"the measured {name} curve does not decay at its late rate ({where_fit}), "
+                f"though that rate's 95% interval allows halving every {min(finite):.3g} "
+                "layers or more"
+            )
         return f"the measured {name} curve does not decay ({where_fit})"
     if halving is None:
         return f"no exponential was fitted to the measured {name} curve"
