@@ -315,3 +315,44 @@ def test_bare_convs_the_forward_chains_stay_blocks_with_the_heads_input_energy()
         assert frame[frame.layer == k].iloc[0]["final_energy"] == pytest.approx(energy, rel=1e-9)
     assert set(frame.attrs["pruned_as"].values()) == {"block"}
     assert frame.attrs["energy_on"] == "stream"
+
+
+@pytest.mark.parametrize(("lost", "gained", "nodes"), [(7, 5, 541), (2, 0, 541), (0, 3, 1000)])
+def test_a_drops_paired_interval_is_the_exact_binomial_one(lost, gained, nodes):
+    """The drop's interval from the nodes the pruning changed: given the m of them, lost is
+    binomial in m (scipy's exact Clopper-Pearson interval of the share, mapped to the drop);
+    none changed is exactly 0."""
+    from scipy.stats import binomtest
+
+    from oversmooth.prune import drop_interval
+
+    m = lost + gained
+    ci = binomtest(lost, m).proportion_ci(0.95, method="exact")
+    lo, hi = drop_interval(lost, gained, nodes)
+    assert lo == pytest.approx((2 * ci.low - 1) * m / nodes, abs=1e-12)
+    assert hi == pytest.approx((2 * ci.high - 1) * m / nodes, abs=1e-12)
+    assert lo <= (lost - gained) / nodes <= hi
+    assert drop_interval(0, 0, nodes) == (0.0, 0.0)
+
+
+def test_pruning_counts_the_nodes_each_drop_changed():
+    from oversmooth.data import load
+
+    cora = load("cora")
+    torch.manual_seed(0)
+    model = build_model("preln", depth=4, in_channels=cora.num_features, out_channels=7).eval()
+    frame = prune_sensitivity(model, cora, layers=[1, 3], mask="test_mask")
+    mask = cora.test_mask
+    with torch.no_grad():
+        right = model(cora.x, cora.edge_index).argmax(1)[mask] == cora.y[mask]
+        for row in frame.itertuples():
+            out = model.run_blocks(
+                model.encode(cora.x),
+                model.context(cora.edge_index, cora.num_nodes),
+                skip=[row.layer - 1],
+            )
+            now = model.decoder(out).argmax(1)[mask] == cora.y[mask]
+            assert row.lost == int((right & ~now).sum()) and row.gained == int((~right & now).sum())
+            assert row.accuracy_drop == pytest.approx((row.lost - row.gained) / int(mask.sum()))
+            assert row.drop_low <= row.accuracy_drop <= row.drop_high
+            assert row.nodes == int(mask.sum())

@@ -215,32 +215,41 @@ def test_a_damaged_trained_run_is_refused_before_any_work(tmp_path):
         run_reproduction(ReproduceConfig(trained=(str(good / "best.pt"),)), tmp_path / "out")
 
 
-def test_table8_contrast_is_read_per_position_not_from_a_mean():
+def test_table8_contrast_is_read_per_position_from_paired_intervals():
     """The report said Pre-LN blocks "can be removed at no cost" from a mean near 0 that a
-    loss and a gain at two positions cancelled (an audit: drops 4.0 and -4.0 read "no cost")."""
+    loss and a gain at two positions cancelled (an audit: drops 4.0 and -4.0 read "no cost"),
+    and "every nonlocal block costs at least 0.7" of drops whose paired intervals spanned -1
+    to +2 points (another): a cost is one whose 95% paired interval lies above 0."""
     import numpy as np
 
-    def said(pre, nl):
+    def said(pre, nl, pre_low, nl_low):
+        runs = _table8_runs("preln", "nonlocal", depth=256, lows=[pre_low, nl_low])
         drops = {"Pre-LN": np.array([22.7, *pre]), "nonlocal": np.array([44.0, *nl])}
-        return _table8_sentences(_table8_runs("preln", "nonlocal", depth=256), drops)[2]
+        return _table8_sentences(runs, drops)[2]
 
-    cancelled = said([4.0, -4.0, 0, 0, 0, 0, 0], [7.0] * 7)
-    assert "not at every position" in cancelled and "up to 4.0" in cancelled
-    assert not cancelled.startswith("So, as in the paper")
-    clean = said([0.2, 0.0, -0.1, 0, 0, 0, 0], [3.0, 2.0, 5.0, 2.5, 4.0, 1.0, 6.0])
-    assert clean.startswith("So, as in the paper, every Pre-LN block") and "at least 1.0" in clean
-    assert "does not appear" in said([3.0] * 7, [3.0] * 7)
+    none, all_ = [-0.01] * 7, [0.005] * 7
+    cancelled = said([4.0, -4.0, 0, 0, 0, 0, 0], [7.0] * 7, [0.01, -0.07, *[-0.01] * 5], all_)
+    assert cancelled.startswith("In part the contrast") and "1 of 7 Pre-LN" in cancelled
+    clean = said([0.2, 0.0, -0.1, 0, 0, 0, 0], [3.0, 2.0, 5.0, 2.5, 4.0, 1.0, 6.0], none, all_)
+    assert clean.startswith("So, as in the paper, no Pre-LN block") and "at least 1.0" in clean
+    noisy = said([0.0] * 7, [0.7, 0.9, 0.2, 0.5, 0.7, 0.9, 0.7], none, none)
+    assert "does not appear" in noisy and "0 of 7 nonlocal" in noisy
+    assert "does not appear" in said([3.0] * 7, [3.0] * 7, all_, all_)
+    runs = _table8_runs("preln", "nonlocal", depth=256)  # tables without the node counts
+    drops = {"Pre-LN": np.array([22.7, *[0.0] * 7]), "nonlocal": np.array([44.0, *[3.0] * 7])}
+    assert "is not judged" in _table8_sentences(runs, drops)[2]
 
 
-def _table8_runs(*names, depth, accuracy=0.85, majority=0.3, summary=None):
+def _table8_runs(*names, depth, accuracy=0.85, majority=0.3, summary=None, lows=None):
     """``--trained`` items as _table8_sentences reads them: a pruning frame at the Table 8
-    positions of ``depth`` with its baseline, per architecture name."""
+    positions of ``depth`` with its baseline, per architecture name; with ``lows`` (per name,
+    the late positions' lower interval ends) the paired intervals' columns too."""
     import pandas as pd
 
     from oversmooth.experiments.reproduce import table8_layers
 
     items = []
-    for name in names:
+    for i, name in enumerate(names):
         layers = table8_layers(depth)
         prune = pd.DataFrame(
             {
@@ -250,6 +259,9 @@ def _table8_runs(*names, depth, accuracy=0.85, majority=0.3, summary=None):
                 "majority_accuracy": majority,
             }
         )
+        if lows is not None:
+            prune["drop_low"] = [0.2, *lows[i]]
+            prune["nodes"] = 541
         prune.attrs["baseline"] = {"accuracy": accuracy}
         items.append(
             {"config": {"model": {"name": name}}, "summary": summary or {}, "prune": prune}

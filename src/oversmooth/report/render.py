@@ -440,7 +440,20 @@ def accuracy_in_percent(frame: pd.DataFrame) -> pd.DataFrame:
     """A pruning table for reading: ``accuracy`` (a fraction in prune.csv) as ``accuracy (%)``
     and ``accuracy_drop`` as ``accuracy drop (points)``, the convention of every report."""
     # the baseline, the same on every row, is said in one sentence (prose.pruning_baseline)
-    shown = frame.drop(columns=["unpruned_accuracy", "majority_accuracy"], errors="ignore")
+    # (the nodes each drop changed, lost and gained, stay in prune.csv: the interval says them)
+    shown = frame.drop(
+        columns=["unpruned_accuracy", "majority_accuracy", "nodes", "lost", "gained"],
+        errors="ignore",
+    )
+    if {"drop_low", "drop_high"} <= set(shown.columns):
+        # one cell for the paired interval, after the drop it belongs to
+        where = list(shown.columns).index("accuracy_drop") + 1 if "accuracy_drop" in shown else 0
+        cells = [
+            f"{100 * lo:+.2f} to {100 * hi:+.2f}"
+            for lo, hi in zip(shown["drop_low"], shown["drop_high"], strict=True)
+        ]
+        shown = shown.drop(columns=["drop_low", "drop_high"])
+        shown.insert(where, "95% interval (points)", cells)
     for column, name in (("accuracy", "accuracy (%)"), ("accuracy_drop", "accuracy drop (points)")):
         if column in shown:
             shown[column] = 100 * shown[column]
@@ -870,6 +883,13 @@ def _pruning_section(doc: Document, path: Path, seed: int) -> None:
                 "accuracy_drop",
                 "`accuracy drop (points)` the unpruned accuracy less that, in percentage "
                 "points (prune.csv holds both as fractions: `accuracy`, `accuracy_drop`)",
+            ),
+            (
+                "drop_low",
+                "`95% interval (points)` the drop's exact paired interval from the nodes the "
+                "pruning changed (prune.csv: `lost`, right before and wrong after, `gained`, "
+                "the reverse, of `nodes` measured; the interval's ends `drop_low`, "
+                "`drop_high`, fractions)",
             ),
         )
         if name in prune
