@@ -941,6 +941,8 @@ def _named_law(
         # significantly above its last (Pre-LN's), keeps it
         common["curse_of_depth"] = None
         evidence["curse_law_open"] = True
+    elif sign > 0 and common.get("curse_of_depth"):
+        evidence["curse_slowing"] = True  # shown by the quarters, not by a law that R -> 0
     if sign < 0 and "collapse" in common and _fall_may_have_stopped(evidence, layers):
         # nor a collapse where the late slope allows no fall, and the steepest it allows
         # would take a small share of the fall over the last quarter: 1 + 10 e^(-0.1k) (the

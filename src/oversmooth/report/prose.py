@@ -891,6 +891,9 @@ def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         return f"; {text}: not the curse of depth (the rate holds: R does not vanish)"
     if curse is False:
         return f"; {text}: not the curse of depth"
+    if curse is True and ev.get("curse_slowing"):
+        # the law is open: R is shown small and falling, not shown to tend to 0
+        return f"; {text}: curse of depth (a small relative change, falling with depth)"
     if curse is True:
         return f"; {text}: curse of depth (vanishing relative change)"
     if found.get("trend") == "flat" and ev.get("curse_cosine") is None:
