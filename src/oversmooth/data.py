@@ -1307,9 +1307,10 @@ def load(
         name_or_path: a name from :data:`DATASETS` (synthetic ones take
             ``name:key=value,...``), or a ``.pt`` / ``.csv`` file.
         data_root: where PyG benchmarks live (default :func:`default_data_root`).
-            For ``cora``/``citeseer``, Planetoid raw (or processed) files there are read
-            instead of the shipped copies when they are there; otherwise the shipped copies
-            are used (nothing is downloaded for them).
+            For ``cora``/``citeseer``, given explicitly, Planetoid raw (or processed) files
+            there are read instead of the shipped copies when they are there; otherwise (and
+            always without it: the default root is not searched) the shipped copies are used
+            (nothing is downloaded for them).
         features: node features CSV for an edge-list CSV (one row per node, in node order).
         labels: node labels CSV for an edge-list CSV (one row per node, in node order).
         directed: keep a CSV edge list as given instead of adding reverse edges.

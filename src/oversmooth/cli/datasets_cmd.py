@@ -42,7 +42,7 @@ def datasets(
 
     cora and citeseer ship with the package and work offline; pubmed, cs,
     physics, computers and photo are downloaded by torch_geometric into
-    --data-root; csbm, ring, grid, complete and karate are generated
+    --data-root; csbm, csbm-batch, ring, grid, complete and karate are generated
     (e.g. --stats csbm:n=10000,degree=8,homophily=0.7).
     """
     handle_errors(_run)(stats, data_root, features, labels, as_json)
