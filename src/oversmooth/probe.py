@@ -308,6 +308,34 @@ def _same_edge_list(a: Tensor, b: Tensor) -> bool:
     return bool(torch.equal(key_a, key_b))
 
 
+def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dict) -> list[str]:
+    """Notes on the graph the first layer call of a first forward propagates on, where the
+    model's own arguments did not show it (audits: ``to_undirected`` or ``dropout_edge``
+    inside the forward, GCNII's ``gcn_norm`` weights of ``E + n`` entries, were measured on
+    the Probe's graph with no word): its ``[2, E']`` integer argument is not the Probe's
+    ``edge_index``, or (the Probe's graph unweighted) a floating ``[E']`` argument beside it
+    weights those edges."""
+    values = (*args, *kwargs.values())
+    notes = []
+    other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
+    if other is not None:
+        notes.append(other.replace("the forward's [2, E]", "the first layer's [2, E]", 1))
+    index = [t for t in graph_inputs(args, kwargs) if t.dim() == 2 and t.size(0) == 2]
+    if unweighted and index:
+        edges = int(index[0].size(1))
+        if any(
+            isinstance(v, Tensor) and v.is_floating_point() and v.dim() == 1 and v.numel() == edges
+            for v in values
+        ):
+            notes.append(
+                f"the first layer takes a floating [{edges}] tensor beside its edge_index, "
+                "while the Probe's graph has no edge weights: if the layers weight their edges "
+                "with it (a normalisation such as gcn_norm's included), the energies are of "
+                "the unweighted graph the Probe was given"
+            )
+    return notes
+
+
 def _other_edges_note(graph: object, inputs: Sequence[Tensor], values: tuple) -> str | None:
     """The note on a first forward whose ``edge_index`` is not the one the Probe was given
     (the rows are measured on the Probe's graph: DropEdge in a training step, a rewired graph
@@ -2569,6 +2597,7 @@ class Probe:
         self._step = 0  # the step being recorded
         self._active = True
         self._in_forward = False  # the model's forward is running (its layer calls are rows)
+        self._layer_graph_unchecked = False  # see _layer_graph_notes (first forward only)
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
@@ -2598,7 +2627,9 @@ class Probe:
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
             # first of the layers' hooks: a call outside the forward stops the others recording
             for module in distinct(self.layers):
-                self._handles.append(module.register_forward_pre_hook(self._layer_called))
+                self._handles.append(
+                    module.register_forward_pre_hook(self._layer_called, with_kwargs=True)
+                )
             self._handles.extend(self._calls.attach())
             if self._feeding is not None:
                 self._handles.extend(self._feeding.attach())
@@ -2629,7 +2660,7 @@ class Probe:
         self._attention.clear()
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _layer_called(self, module: nn.Module, args: tuple) -> None:
+    def _layer_called(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """A layer call outside the model's forward is no row: another method ran the layers
         (``model.encode(x, edge_index)``, PyG's link prediction example, whose model has no
         forward), so no pass began or ended: the first pass's rows were kept, a later pass's
@@ -2637,6 +2668,15 @@ class Probe:
         word (an audit).  Said once; silent in a backward pass (``torch.utils.checkpoint`` runs
         the layers again there)."""
         if self._in_forward:
+            if self._layer_graph_unchecked and self._active:
+                self._layer_graph_unchecked = False
+                notes = _layer_graph_notes(
+                    self._graph_arg, self._unweighted_edges() is not None, args, kwargs
+                )
+                weighted = any("takes a floating [" in n for n in self._input_notes)
+                self._input_notes += [
+                    n for n in notes if not (weighted and "takes a floating [" in n)
+                ]
             return
         self._active = False
         if not _in_backward():
@@ -2729,6 +2769,8 @@ class Probe:
         notes = _unseen_inputs(graph, self._batch, self._unweighted_edges(), values)
         other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
         notes += [] if other is None else [other]
+        # the first layer call's graph is checked where the forward's showed no other
+        self._layer_graph_unchecked = other is None and _edge_index_of(graph) is not None
         # replaced, not added to: after reset() the next forward is a first one again, and its
         # notes were appended to the last ones (a note repeated, a stale one kept: a review)
         self._input_notes = [note for note in notes if note != self._graph_note]
