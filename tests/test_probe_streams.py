@@ -1489,7 +1489,7 @@ class RewiresInside(nn.Module):
         self.kind = kind
         self.enc = nn.Linear(5, WIDTH)
         self.convs = nn.ModuleList(
-            GCNConv(WIDTH, WIDTH, normalize=kind != "gcn_norm") for _ in range(DEPTH)
+            GCNConv(WIDTH, WIDTH, normalize=kind not in ("gcn_norm", "adj_t")) for _ in range(DEPTH)
         )
         self.kept: list[torch.Tensor] = []
 
@@ -1502,6 +1502,11 @@ class RewiresInside(nn.Module):
             edge_index = to_undirected(edge_index)
         elif self.kind == "dropedge":
             edge_index, _ = dropout_edge(edge_index, p=0.5, training=True)
+        elif self.kind == "adj_t":  # the normalised adjacency as a sparse adj_t
+            index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=False)
+            size = (x.size(0), x.size(0))
+            adj = torch.sparse_coo_tensor(index.flip(0), weight.to(x.dtype), size)
+            edge_index, weight = adj.coalesce().to_sparse_csr(), None
         else:
             edge_index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
         h = self.enc(x)
@@ -1518,6 +1523,7 @@ class RewiresInside(nn.Module):
         ("undirected", "the first layer's [2, E] integer argument"),
         ("dropedge", "the first layer's [2, E] integer argument"),
         ("gcn_norm", "the first layer takes a floating ["),
+        ("adj_t", "the first layer's sparse adjacency weights its edges"),
     ],
 )
 def test_a_graph_changed_inside_the_forward_is_said(kind, said):

@@ -320,6 +320,27 @@ def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dic
     other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
     if other is not None:
         notes.append(other.replace("the forward's [2, E]", "the first layer's [2, E]", 1))
+    mine = _edge_index_of(graph)
+    for value in values:
+        entries = _matrix_entries(getattr(value, "adj_t", value))
+        if entries is None or mine is None:
+            continue
+        # adj_t[dst, src] as PyG's layers read it: its edges run col -> row
+        rows, cols = entries.indices()
+        if not _same_edge_list(mine, torch.stack([cols, rows])):
+            notes.append(
+                f"the first layer's sparse adjacency ({entries.indices().size(1)} entries, read "
+                f"as adj_t) is not the edge_index the Probe was given ({mine.size(1)} edges), "
+                "and every row is measured on the Probe's: give the Probe the graph the layers "
+                "propagate on (Probe(model, Data(adj_t=adj_t, num_nodes=n)))"
+            )
+        elif unweighted and entries.values().unique().numel() > 1:
+            notes.append(
+                "the first layer's sparse adjacency weights its edges (its values differ: a "
+                "normalisation such as gcn_norm's, or edge weights), while the Probe's graph "
+                "has none: the energies are of the unweighted graph the Probe was given"
+            )
+        break
     index = [t for t in graph_inputs(args, kwargs) if t.dim() == 2 and t.size(0) == 2]
     if unweighted and index:
         edges = int(index[0].size(1))
