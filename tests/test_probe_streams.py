@@ -1548,3 +1548,31 @@ def test_a_stack_on_the_probes_own_graph_gets_no_graph_note():
     torch.manual_seed(0)
     frame, kept, said, ei = probed(OneConvPerLayer("plain-gelu").double().eval())
     assert not [s for s in said if "first layer" in s], said
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_layers_of_several_propagation_steps_are_said(k):
+    """SGConv(K) and TAGConv(K) layers propagate K steps per call, one row each: depths and
+    rates are per layer of K steps, which no word said (an audit)."""
+    from torch_geometric.nn import SGConv
+
+    class Steps(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(SGConv(5, 5, K=k) for _ in range(DEPTH))
+
+        def forward(self, x, edge_index):
+            for conv in self.convs:
+                x = conv(x, edge_index)
+            return x
+
+    model = Steps().double().eval()
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught if "several steps in one call" in str(w.message)]
+    assert len(said) == (k > 1) and probe.to_frame()["layer"].tolist() == list(range(DEPTH + 1))
+    if k > 1:
+        assert f"SGConv with K={k}" in said[0]

@@ -250,6 +250,30 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     )
 
 
+def _propagation_steps(modules: Sequence[nn.Module]) -> str | None:
+    """The note on layers that each propagate several steps in one call (``SGConv(K)``,
+    ``TAGConv(K)``, ``APPNP(K)``, ``ChebConv(K)``: an integer ``K`` above 1): a row is one
+    call, so depth, decades and rates are per layer of ``K`` steps (an audit: no word said
+    so)."""
+    from torch_geometric.nn import MessagePassing
+
+    ks = {
+        type(m).__name__: int(k)
+        for m in distinct(modules)
+        if isinstance(m, MessagePassing)
+        and isinstance(k := getattr(m, "K", None), int)
+        and not isinstance(k, bool)
+        and k > 1
+    }
+    if not ks:
+        return None
+    named = ", ".join(f"{name} with K={k}" for name, k in sorted(ks.items()))
+    return (
+        f"the layers propagate several steps in one call ({named}): each row is one call, "
+        "so depths, decades and rates are per layer of K steps, not per propagation step"
+    )
+
+
 #: the modules that map each node on its own: an MLP made of them passes no messages
 _POINTWISE = (
     nn.Linear,
@@ -2510,6 +2534,9 @@ class Probe:
             modules, are_blocks = _owned(model, layers, "layers"), False
             self._layer_notes, self._outside = [], []
         self._outside_ran = [0] * len(self._outside)
+        steps = _propagation_steps(modules)
+        if steps is not None:
+            self._layer_notes.append(steps)
         self.layers = modules
         # the stream between plain layer modules (skips in forward): see StreamPlan
         self._stream_inputs = capture == "residual" and not are_blocks and bool(modules)
