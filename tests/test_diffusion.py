@@ -357,21 +357,26 @@ def test_a_law_fitted_with_the_opposite_sign_is_not_said_to_turn_a_curve_that_do
     assert "the curve turns" not in text and "the curve need not turn" in text
 
 
+def _diffusion_ref(measured: dict) -> dict:
+    """A fits.json ``reference`` of diffusion halving every 3.1 steps beside ``measured``."""
+    return {
+        "diffusion": {
+            "computed": True,
+            "energy_ratio": 0.8,
+            "halving_steps": math.log(2) / -math.log(0.8),
+            "num_components": 1,
+            "measured": measured,
+        }
+    }
+
+
 def test_no_measured_halving_is_compared_where_the_verdict_establishes_no_trend():
     """An audit: the compare page's table blanked Post-LN's late rate (no trend established)
     while the theory sentence beside it said the curve "halves every 2.2 layers ... 0.696x the
     diffusion length"."""
     from oversmooth.report.prose import reference_prose
 
-    ref = {
-        "diffusion": {
-            "computed": True,
-            "energy_ratio": 0.8,
-            "halving_steps": math.log(2) / -math.log(0.8),
-            "num_components": 1,
-            "measured": {"halving_layers": 2.2, "span": [12, 16], "source": "late"},
-        }
-    }
+    ref = _diffusion_ref({"halving_layers": 2.2, "span": [12, 16], "source": "late"})
     said = reference_prose(
         {"reference": ref, "evidence": {"label": "x", "trend": "decay"}}, "postln"
     )
@@ -390,21 +395,15 @@ def test_a_late_slope_above_zero_is_said_with_the_decay_its_interval_allows(tren
     established no trend."""
     from oversmooth.report.prose import reference_prose
 
-    ref = {
-        "diffusion": {
-            "computed": True,
-            "energy_ratio": 0.8,
-            "halving_steps": math.log(2) / -math.log(0.8),
-            "num_components": 1,
-            "measured": {
-                "halving_layers": None,  # inf, stored as null
-                "interval": [13.88, None],
-                "decays": False,
-                "span": [9, 16],
-                "source": "late",
-            },
+    ref = _diffusion_ref(
+        {
+            "halving_layers": None,  # inf, stored as null
+            "interval": [13.88, None],
+            "decays": False,
+            "span": [9, 16],
+            "source": "late",
         }
-    }
+    )
     (sentence,) = reference_prose(
         {"reference": ref, "evidence": {"label": "inconclusive", "trend": trend}}, "preln"
     )
