@@ -1578,3 +1578,15 @@ def test_an_exponential_growth_left_unnamed_is_not_the_curse_of_depth():
             assert v.curse_of_depth is not True, verdict_text(v)
             if v.label == "inconclusive":
                 assert v.evidence.get("curse_law_open") or v.curse_of_depth is False
+
+
+@pytest.mark.parametrize(
+    ("k0", "alpha", "depth"), [(1.0, -0.5, 32), (2.5, -0.5, 32), (7.0, -1.0, 16)]
+)
+def test_an_exact_power_law_off_the_shift_grid_is_still_named(k0, alpha, depth):
+    """The level of the floor veto made up for a k0 between the grid's points, and exact
+    power laws lost their label to it (a review: 9 of 63 on a grid of exact laws)."""
+    k = np.arange(depth + 1.0)
+    frame = pd.DataFrame({"layer": k, "laplacian_energy": (k0 + k) ** alpha, "feature_norm": 1.0})
+    v = verdict(frame, dtype="float64")
+    assert v.label == "algebraic-smoothing", verdict_text(v)

@@ -692,8 +692,8 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
             )
         elif pre_shown == 0 and nl_shown == len(nl):
             sentences.append(
-                "So, as in the paper, no Pre-LN block after the first shows a cost (each drop's "
-                f"95% paired interval reaches 0; at most {pre.max():.1f} points) while every "
+                "So, as in the paper, no Pre-LN block after the first shows a cost (no drop's "
+                f"95% paired interval lies above 0; at most {pre.max():.1f} points) while every "
                 f"nonlocal block does (at least {nl.min():.1f}) {means}."
             )
         elif nl_shown > pre_shown:
