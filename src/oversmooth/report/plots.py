@@ -445,12 +445,29 @@ def similarity_heatmap(
 
 
 def pruning_bars(
-    ax: Axes, layers: Iterable[int], values: Iterable[float], ylabel: str, log: bool = True
+    ax: Axes,
+    layers: Iterable[int],
+    values: Iterable[float],
+    ylabel: str,
+    log: bool = True,
+    interval: tuple[Iterable[float], Iterable[float]] | None = None,
 ) -> Axes:
-    """Sensitivity of each pruned layer (the seed paper's Table 8 as a chart)."""
+    """Sensitivity of each pruned layer (the seed paper's Table 8 as a chart); ``interval``:
+    each bar's low and high ends (a linear axis), drawn as whiskers."""
     labels = [str(k) for k in layers]
     values = np.asarray(list(values), dtype=float)
-    ax.bar(labels, np.abs(values) if log else values, color="tab:blue")
+    errors = None
+    if interval is not None and not log:
+        low, high = (np.asarray(list(v), dtype=float) for v in interval)
+        errors = np.vstack([np.maximum(values - low, 0.0), np.maximum(high - values, 0.0)])
+    ax.bar(
+        labels,
+        np.abs(values) if log else values,
+        color="tab:blue",
+        yerr=errors,
+        capsize=3 if errors is not None else 0,
+        ecolor="0.25",
+    )
     shown = np.abs(values[np.isfinite(values)])
     # a log axis only when the bars span more than a decade (else its ticks are unreadable)
     if log and len(shown) and np.all(shown > 0) and shown.max() > 10 * shown.min():

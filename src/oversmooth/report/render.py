@@ -859,15 +859,20 @@ def _pruning_section(doc: Document, path: Path, seed: int) -> None:
     label, caption = _PRUNE_MEASURES[column]
     drop = column == "accuracy_drop"  # a fraction, shown in points on a linear axis
     fig = plots.figure(6.0, 3.6)
+    paired = drop and {"drop_low", "drop_high"} <= set(prune.columns)
     plots.pruning_bars(
         fig.add_subplot(),
         prune["layer"],
         100 * prune[column] if drop else prune[column],
         label,
         log=not drop,
+        interval=(100 * prune["drop_low"], 100 * prune["drop_high"]) if paired else None,
     )
     doc.heading("Layer pruning sensitivity")
-    doc.figure(fig, f"{caption} (the model of seed {seed}, the run's first)", "pruning.png")
+    whiskers = ", whiskers the 95% paired interval" if paired else ""
+    doc.figure(
+        fig, f"{caption} (the model of seed {seed}, the run's first{whiskers})", "pruning.png"
+    )
     doc.table(accuracy_in_percent(prune))
     baseline = pruning_baseline(prune)
     if baseline is not None:
