@@ -322,3 +322,15 @@ def test_a_curve_of_one_layer_is_drawn_as_a_point():
         draw(ax, [one, two])
         lines = [line for line in ax.get_lines() if line.get_label().startswith("seed")]
         assert [line.get_marker() for line in lines] == ["o", "None"], draw.__name__
+
+
+def test_pruning_bars_draw_each_drops_interval_as_whiskers():
+    ax = _ax()
+    plots.pruning_bars(
+        ax, [2, 16], [22.7, 0.37], "drop", log=False, interval=([19.9, -0.99], [24.5, 1.55])
+    )
+    from matplotlib.container import ErrorbarContainer
+
+    (errors,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    whiskers = errors.lines[2][0].get_segments()
+    assert [tuple(np.round(s[:, 1], 2)) for s in whiskers] == [(19.9, 24.5), (-0.99, 1.55)]
