@@ -561,3 +561,54 @@ def test_epoch_end_energies_sit_one_step_after_the_epochs_own_metrics_same_epoch
     assert energy["step"].tolist() == [0, 2, 4] and energy["epoch"].tolist() == [0, 0, 1]
     codes = table.dropna(subset=["energy/verdict_code"])
     assert codes["step"].tolist() == [0, 4] and codes["epoch"].tolist() == [0, 1]
+
+
+@QUIET
+def test_a_buffer_updated_in_eval_mode_is_restored_after_the_probe(pl, cora):
+    """Quantisation-aware training's observers update their buffers in eval mode too: the
+    probe's forward was their first observation and training changed with the callback (an
+    audit).  Every buffer is put back after the pass."""
+    from oversmooth.lightning import EnergyMonitor
+
+    class Counting(torch.nn.Module):  # a buffer every forward moves, whatever the mode
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("seen", torch.zeros((), dtype=torch.float64))
+
+        def forward(self, x):
+            self.seen += x.abs().mean()
+            return x
+
+    torch.manual_seed(0)
+    net = _net(pl, cora)
+    net.tap = Counting()
+    original = net.forward
+    net.forward = lambda x, edge_index: original(net.tap(x), edge_index)
+    monitor = EnergyMonitor(cora, model="gnn", at_fit_start=False, judge=False)
+    before = net.tap.seen.clone()
+    monitor.probe(net)
+    assert torch.equal(net.tap.seen, before)
+
+
+@QUIET
+def test_a_second_fit_measures_the_data_as_it_is_then(pl, cora):
+    """The copy of the data and the Probe built from it outlived a fit: after data.x *= 3 and
+    new edges a second fit logged the first's energies (9.98 against 88.9, an audit)."""
+    from oversmooth.lightning import EnergyMonitor
+
+    data = copy.copy(cora)
+    torch.manual_seed(0)
+    net = _net(pl, data)
+    monitor = EnergyMonitor(data, judge=False, every_n_epochs=0)
+    _fit(pl, net, data, [monitor], epochs=1)
+    data.x = 3 * data.x
+    data.edge_index = data.edge_index[:, : data.edge_index.size(1) // 2]
+    _fit(pl, net, data, [monitor], epochs=1)
+    frame = monitor.frames[max(monitor.frames)]  # the weights the second fit ends with
+    with Probe(net.gnn, data.edge_index) as probe, torch.no_grad():
+        net.eval()
+        net(data.x, data.edge_index)
+    expected = probe.to_frame()
+    assert frame["laplacian_energy"].iloc[0] == pytest.approx(
+        expected["laplacian_energy"].iloc[0], rel=1e-12
+    )

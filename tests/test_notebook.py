@@ -244,3 +244,16 @@ def test_a_monitor_frame_is_reported_with_its_training_step(tmp_path):
     text = (oversmooth.write_report(frame, tmp_path / "m") / "report.md").read_text()
     assert "One forward pass, after 5 training steps (epoch 4) (an EnergyMonitor probe)." in text
     assert "(step 0)" not in text
+
+
+def test_frames_of_several_passes_put_together_are_refused():
+    """An EnergyMonitor's frames of several epochs, concatenated, are all step 0: the relative
+    change was drawn between the same layer at two epochs (an audit)."""
+    import pandas as pd
+
+    import oversmooth
+
+    one = pd.DataFrame({"layer": range(4), "laplacian_energy": [4.0, 2.0, 1.0, 0.5], "step": 0})
+    both = pd.concat([one.assign(global_step=0), one.assign(global_step=5)], ignore_index=True)
+    with pytest.raises(ValueError, match="holds layer 0 more than once.*'global_step' column"):
+        oversmooth.plot(both, kind="relative")

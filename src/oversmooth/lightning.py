@@ -306,6 +306,10 @@ class EnergyMonitor(pl.Callback):
         device = self._data_key[0] if self._data_key is not None else torch.device("cpu")
         modes = [(m, m.training) for m in pl_module.modules()]
         caches = _caches(pl_module)
+        # every buffer, restored after the pass: a module that updates its buffers in eval
+        # mode (quantisation-aware training's observers) took the probe's forward for its
+        # first observation, and training changed with the callback (an audit)
+        buffers = [(b, b.detach().clone()) for b in pl_module.buffers()]
         py_rng, np_rng = random.getstate(), np.random.get_state()
         probe = self._probe
         probe.reset()
@@ -324,6 +328,10 @@ class EnergyMonitor(pl.Callback):
                 module.training = mode
             for module, name, value in caches:  # training's, as they were
                 setattr(module, name, value)
+            with torch.no_grad():
+                for buffer, kept in buffers:
+                    if buffer.shape == kept.shape:
+                        buffer.copy_(kept)
             random.setstate(py_rng)
             np.random.set_state(np_rng)
         return probe.to_frame()
@@ -363,6 +371,10 @@ class EnergyMonitor(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step, self._frame, self._weights = None, None, None
+        # the data as it is now: a copy moved or cast for an earlier fit, and the Probe's
+        # measuring graph built from it, kept the features and edges of before (layer-0
+        # energy 9.98 against 88.9 after data.x *= 3 and new edges: an audit)
+        self._data_key = self._data_moved = self._probe = None
         # a new fit (a fresh Trainer starts global_step at 0 again): its record starts anew;
         # kept, the last fit's later steps stood beside this one's under the same keys
         self.frames, self.verdicts, self.titles = {}, {}, {}
