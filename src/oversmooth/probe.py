@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 from collections import Counter
 import warnings
@@ -255,12 +256,14 @@ def _propagation_steps(modules: Sequence[nn.Module]) -> str | None:
     ``TAGConv(K)``, ``APPNP(K)``: an integer ``K`` above 1): a row is one call, so depth,
     decades and rates are per layer of ``K`` steps (an audit: no word said so).  ``ChebConv``
     keeps no ``K`` and is not named."""
-    from torch_geometric.nn import MessagePassing
-
+    # a PyG layer's module is imported already: the zoo's own models import no PyG for this
+    passing = getattr(sys.modules.get("torch_geometric.nn"), "MessagePassing", None)
+    if passing is None:
+        return None
     ks = {
         type(m).__name__: int(k)
         for m in distinct(modules)
-        if isinstance(m, MessagePassing)
+        if isinstance(m, passing)
         and isinstance(k := getattr(m, "K", None), int)
         and not isinstance(k, bool)
         and k > 1
