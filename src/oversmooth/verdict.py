@@ -917,16 +917,28 @@ def _named_law(
             rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
             return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
         far = "floor"
-    if far is not None:
-        reason = far
-    elif exp_sig and not exp_same:
-        reason = "opposite-sign"
-    elif exp_same and exp_big:
-        reason = "two-powers"
-    elif exp_same:
-        reason = "small-exponential"
-    else:
-        reason = "laws-overlap"
+    reason = far or _open_reason(exp_sig, exp_same, exp_big)
+    return _open_law(out, fit, sign, reason, common)
+
+
+def _open_reason(exp_sig: bool, exp_same: bool, exp_big: bool) -> str:
+    """Why the law is open, from the exponential factor: significant with the opposite sign,
+    large but matched by two power terms, significant but small, or neither shown nor ruled
+    out."""
+    if exp_sig and not exp_same:
+        return "opposite-sign"
+    if exp_same and exp_big:
+        return "two-powers"
+    return "small-exponential" if exp_same else "laws-overlap"
+
+
+def _open_law(
+    out: _Outcome, fit: _Fitted, sign: int, reason: str, common: dict[str, Any]
+) -> Verdict:
+    """The inconclusive verdict of a decided trend (``reason``): the curse of depth of a
+    growth and the collapse of a decay kept only where the curve shows them."""
+    est, evidence = fit.est, fit.evidence
+    point = {name: e.value for name, e in est.items()}
     slow_lo = min(sign * e for e in est["slowing"].interval(LEVEL))
     evidence["slowing"] = sign * point["slowing"]
     evidence["slowing_low"] = slow_lo
@@ -943,7 +955,7 @@ def _named_law(
         evidence["curse_law_open"] = True
     elif sign > 0 and common.get("curse_of_depth"):
         evidence["curse_slowing"] = True  # shown by the quarters, not by a law that R -> 0
-    if sign < 0 and "collapse" in common and _fall_may_have_stopped(evidence, layers):
+    if sign < 0 and "collapse" in common and _fall_may_have_stopped(evidence):
         # nor a collapse where the late slope allows no fall, and the steepest it allows
         # would take a small share of the fall over the last quarter: 1 + 10 e^(-0.1k) (the
         # energy tends to 1) was bannered oversmoothing in 10 of 10 draws at sigma 0.05 (an
@@ -953,7 +965,7 @@ def _named_law(
     return out.done("inconclusive", reason, **common)
 
 
-def _fall_may_have_stopped(evidence: dict[str, Any], layers: np.ndarray) -> bool:
+def _fall_may_have_stopped(evidence: dict[str, Any]) -> bool:
     """Whether the late slope's interval (``REPORT_LEVEL``) reaches 0 and the steepest decay
     not ruled out (its end, or the fitted factor's ``beta`` interval end, whichever is
     faster: the one the summary names), over the late window, is under :data:`OPEN_SHARE` of
