@@ -342,9 +342,9 @@ def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dic
     the Probe's graph with no word): its ``[2, E']`` integer argument is not the Probe's
     ``edge_index``, or (the Probe's graph unweighted) a floating ``[E']`` argument beside it
     weights those edges."""
-    values = (*args, *kwargs.values())
+    values, inputs = (*args, *kwargs.values()), graph_inputs(args, kwargs)
     notes = []
-    other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
+    other = _other_edges_note(graph, inputs, values)
     if other is not None:
         notes.append(other.replace("the forward's [2, E]", "the first layer's [2, E]", 1))
     mine = _edge_index_of(graph)
@@ -368,7 +368,7 @@ def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dic
                 "has none: the energies are of the unweighted graph the Probe was given"
             )
         break
-    index = [t for t in graph_inputs(args, kwargs) if t.dim() == 2 and t.size(0) == 2]
+    index = [t for t in inputs if t.dim() == 2 and t.size(0) == 2]
     if unweighted and index:
         edges = int(index[0].size(1))
         if any(
