@@ -196,8 +196,9 @@ def test_no_hooks_remain_even_after_an_exception(cora):
     assert count_hooks() == 0
     with Probe(model, cora.edge_index, head_energies=True):
         # 3 block outputs, their 3 call counters (which also read layer 0), their 3 checks of a
-        # call outside the forward, the two step hooks, 3 attention points
-        assert count_hooks() == 14
+        # call outside the forward, the three step hooks (one ends a forward that raised), 3
+        # attention points
+        assert count_hooks() == 15
     assert count_hooks() == 0
     with pytest.raises(RuntimeError, match="boom"):
         with Probe(model, cora.edge_index, head_energies=True):
@@ -690,12 +691,24 @@ def test_residual_capture_does_not_take_a_head_of_the_streams_width_for_the_stre
             model(data.x, data.edge_index)
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
     for jk in ("cat", "max"):
+        # the jk readout reads every layer's state: the last one handed to it is the stream
+        # after the last block, recorded (it was left out, with advice, stream=[..., lin], that
+        # read the readout as layer L: 17.9x the stream's energy with no word, an audit)
         torch.manual_seed(0)
         gcn = GCN(5, 8, num_layers=3, out_channels=8, jk=jk).double().eval()
-        with pytest.warns(UserWarning, match=r"output of lin \(a head"):
+        handed: dict = {}
+        gcn.jk.register_forward_pre_hook(
+            lambda module, args, handed=handed: handed.update(x=args[0][-1])
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             with Probe(gcn, data, capture="residual") as probe, torch.no_grad():
                 gcn(data.x, data.edge_index)
-        assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+        frame = probe.to_frame()
+        assert frame["layer"].tolist() == [0, 1, 2, 3]
+        assert frame["laplacian_energy"].iloc[-1] == pytest.approx(
+            M.laplacian_energy(handed["x"], data.edge_index).item(), rel=1e-12
+        )
     # jk="last" hands the head the last layer's activated output, the stream as the layers'
     # inputs see it: recorded, in eval mode as in train mode (it was left out in eval mode
     # only, where the dropout returns its input: an audit)
@@ -2212,3 +2225,19 @@ def test_a_forward_on_a_sparse_adjacency_has_no_edge_index_to_compare():
         with Probe(model, data) as probe, torch.no_grad():
             model(data.x, adj_t.double(), data.edge_index[:, :7])
     assert probe.to_frame()["layer"].tolist() == [0, 1, 2]
+
+
+def test_rows_on_one_plane_only_where_sampled_are_not_normalised():
+    """The one-equation test read a stride of the rows: a GAT whose last input held a channel
+    alive on 15 of 2,708 nodes had its output's sampled rows on one plane, and its last row
+    was left out as normalised (2 of 5 seeds, an audit).  The equation must hold on every
+    row, as a norm's does."""
+    from oversmooth.probe import _on_one_surface
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2000, 15, generator=generator) @ torch.randn(15, 16, generator=generator)
+    assert _on_one_surface(x)  # rank 15: one equation on every row
+    x[1:11] += torch.randn(10, 16, generator=generator)  # rows between the sampled ones
+    assert not _on_one_surface(x)
+    norm = torch.nn.functional.layer_norm(x, (16,), torch.rand(16) + 0.5, torch.randn(16))
+    assert _on_one_surface(norm)

@@ -169,9 +169,10 @@ class SharedConvBlocks(nn.Module):
         return self.kept[-1]
 
 
-def probed(model: nn.Module, **options):
-    """The probe's frame, the stream the forward kept and the warnings, for one forward."""
-    data = small_graph()
+def probed(model: nn.Module, nodes: int = 12, **options):
+    """The probe's frame, the stream the forward kept and the warnings, for one forward (on
+    the small graph of ``nodes`` nodes)."""
+    data = small_graph(nodes)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Probe(model, data.edge_index, **options) as probe, torch.no_grad():
@@ -1246,6 +1247,38 @@ def test_convs_in_a_list_named_blocks_with_the_skip_in_forward_are_said_not_the_
     assert "pass layers=[...]" in probe.to_frame().attrs["gaps"][0]
 
 
+#: modules with a weight and bias per channel between the two convs of a block (an audit:
+#: the entry-by-entry test missed them all, so a trained BatchNorm between hid the blocks)
+MIDS = ("batchnorm", "batchnorm-train", "layernorm", "prelu")
+
+
+def _trained(kind: str) -> nn.Module:
+    """The module between two convs of a block, with a trained-looking affine per channel."""
+    from torch_geometric.nn import LayerNorm as PygLayerNorm
+
+    if kind not in MIDS:
+        return nn.Identity()
+    norm = {
+        "batchnorm": lambda: nn.BatchNorm1d(WIDTH),
+        "batchnorm-train": lambda: nn.BatchNorm1d(WIDTH),
+        "layernorm": lambda: PygLayerNorm(WIDTH, mode="node"),
+        "prelu": lambda: nn.PReLU(WIDTH),
+    }[kind]()
+    with torch.no_grad():
+        for name, value in [*norm.named_parameters(), *norm.named_buffers()]:
+            if name.endswith("weight"):
+                value.copy_(0.5 + torch.rand(value.shape))
+            elif name.endswith("bias") or name.endswith("running_mean"):
+                value.copy_(0.3 * torch.randn(value.shape))
+            elif name.endswith("running_var"):
+                value.copy_(0.5 + torch.rand(value.shape))
+    if kind == "batchnorm-train":
+        norm.train()  # stays in training mode: batch statistics
+        norm.eval = lambda: norm  # type: ignore[method-assign]
+        norm.train = lambda mode=True: norm  # type: ignore[method-assign]
+    return norm if kind == "prelu" else nn.Sequential(norm, nn.ReLU())
+
+
 class GroupedList(nn.Module):
     """Several modules per residual block in one list (an audit: every call was a row, so
     ``norm(h)`` or ``relu(conv(h))`` read as the stream and the depth counted twice, with no
@@ -1266,6 +1299,7 @@ class GroupedList(nn.Module):
             "postnorm": lambda: [GCNConv(WIDTH, WIDTH), nn.LayerNorm(WIDTH)],
         }.get(kind, lambda: [GCNConv(WIDTH, WIDTH), GCNConv(WIDTH, WIDTH)])
         self.layers = nn.ModuleList(m for _ in range(DEPTH) for m in pair())
+        self.mids = nn.ModuleList(_trained(kind) for _ in range(DEPTH))
         self.kept: list[torch.Tensor] = []
 
     def forward(self, x, edge_index):
@@ -1273,6 +1307,10 @@ class GroupedList(nn.Module):
         self.kept = [h]
         for k in range(DEPTH):
             first, second = self.layers[2 * k], self.layers[2 * k + 1]
+            if self.kind in MIDS:
+                h = h + second(self.mids[k](first(h, edge_index)), edge_index)
+                self.kept.append(h)
+                continue
             if self.kind == "prenorm":
                 h = h + second(first(h), edge_index)
             elif self.kind == "postnorm":
@@ -1302,12 +1340,16 @@ def test_a_bfloat16_list_of_two_convs_per_block_is_said():
     assert any("module calls run as blocks of 2" in str(w.message) for w in caught)
 
 
-@pytest.mark.parametrize("kind", ["prenorm", "postnorm", "twoconv", "gelu", "fnorm", "dropout"])
+@pytest.mark.parametrize(
+    "kind", ["prenorm", "postnorm", "twoconv", "gelu", "fnorm", "dropout", *MIDS]
+)
 @pytest.mark.parametrize("capture", ["residual", "output"])
 def test_a_list_of_several_modules_per_block_is_said(kind, capture):
     torch.manual_seed(0)
     model = GroupedList(kind).double().eval()
-    frame, kept, said, ei = probed(model, capture=capture)
+    # a norm with a weight per channel is fitted: 12 nodes of 8 channels are too few rows
+    nodes = 48 if kind in MIDS else 12
+    frame, kept, said, ei = probed(model, nodes, capture=capture)
     (warning,) = [w for w in said if "module calls run as" in w]
     assert f"model.layers's {2 * DEPTH} module calls run as blocks of 2" in warning
     assert any(gap in warning for gap in frame.attrs["gaps"])
@@ -1317,7 +1359,7 @@ def test_a_list_of_several_modules_per_block_is_said(kind, capture):
         "prenorm": (seconds, firsts),
         "postnorm": (firsts, None),
     }.get(kind, (firsts, None))
-    frame, kept, said, ei = probed(model, capture="residual", layers=layers, stream=stream)
+    frame, kept, said, ei = probed(model, nodes, capture="residual", layers=layers, stream=stream)
     assert_stream(frame, kept, ei)
     assert said == []
 
@@ -1473,6 +1515,34 @@ class EncodeOnly(nn.Module):
         return self.convs[-1](x, edge_index)
 
 
+class RaisesThenEncodes(EncodeOnly):
+    """A forward that raises after its first layer (caught by the caller), then ``encode``."""
+
+    def forward(self, x, edge_index):
+        self.convs[0](x, edge_index)
+        raise RuntimeError("boom")
+
+
+def test_layers_run_after_a_forward_that_raised_are_outside_it():
+    """A forward that raised never ended for the Probe: ``encode`` after it was read as that
+    pass's next layers, rows of two computations mixed with no word (an audit)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = RaisesThenEncodes().double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            with pytest.raises(RuntimeError, match="boom"):
+                model(data.x, data.edge_index)
+            model.encode(2.0 * data.x, data.edge_index)
+    said = [str(w.message) for w in caught]
+    assert len([s for s in said if "ran outside RaisesThenEncodes's forward" in s]) == 1, said
+    frame = probe.to_frame()  # the failed forward's own rows: its input and first layer
+    assert frame["layer"].tolist() == [0, 1]
+    want = M.laplacian_energy(data.x, data.edge_index).item()
+    assert frame["laplacian_energy"][0] == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("capture", ["output", "residual"])
 def test_layers_run_outside_the_forward_are_said_and_not_recorded(capture):
     torch.manual_seed(0)
@@ -1515,11 +1585,18 @@ class RewiresInside(nn.Module):
             edge_index = to_undirected(edge_index)
         elif self.kind == "dropedge":
             edge_index, _ = dropout_edge(edge_index, p=0.5, training=True)
-        elif self.kind == "adj_t":  # the normalised adjacency as a sparse adj_t
+        elif self.kind in ("adj_t", "adj_t_weighted"):  # a sparse adj_t
             index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=False)
+            if self.kind == "adj_t_weighted":  # weights of the edges' own, not a normalisation
+                weight = torch.rand(weight.shape, generator=torch.Generator().manual_seed(1))
             size = (x.size(0), x.size(0))
             adj = torch.sparse_coo_tensor(index.flip(0), weight.to(x.dtype), size)
             edge_index, weight = adj.coalesce().to_sparse_csr(), None
+        elif self.kind == "weighted":
+            generator = torch.Generator().manual_seed(1)
+            weight = torch.rand(edge_index.size(1), generator=generator).to(x.dtype)
+        elif self.kind == "ones":
+            weight = torch.ones(edge_index.size(1), dtype=x.dtype)
         else:
             edge_index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
         h = self.enc(x)
@@ -1535,8 +1612,8 @@ class RewiresInside(nn.Module):
     [
         ("undirected", "the first layer's [2, E] integer argument"),
         ("dropedge", "the first layer's [2, E] integer argument"),
-        ("gcn_norm", "the first layer takes a floating ["),
-        ("adj_t", "the first layer's sparse adjacency weights its edges"),
+        ("weighted", "the first layer takes a floating ["),
+        ("adj_t_weighted", "the first layer's sparse adjacency weights its edges"),
     ],
 )
 def test_a_graph_changed_inside_the_forward_is_said(kind, said):
@@ -1555,6 +1632,76 @@ def test_a_graph_changed_inside_the_forward_is_said(kind, said):
     notes = [str(w.message) for w in caught]
     assert any(said in n for n in notes), notes
     assert any(said in gap for gap in probe.to_frame().attrs["gaps"])
+
+
+@pytest.mark.parametrize("kind", ["gcn_norm", "adj_t", "ones"])
+def test_gcns_own_normalisation_and_unit_weights_get_no_graph_note(kind):
+    """GCN's symmetric normalisation computed before the layers (GCNII's ``gcn_norm``, a
+    normalised ``adj_t``) propagates exactly as a GCNConv that normalises itself, which gets no
+    note; weights of 1 change nothing.  Both were said to measure "the unweighted graph" as if
+    the rows were off, and the rows are the same numbers (an audit)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = RewiresInside(kind).double().eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert not [w for w in caught], [str(w.message) for w in caught]
+    assert probe.to_frame()["layer"].tolist() == list(range(DEPTH + 1))
+
+
+def test_a_probe_graph_weighted_by_gcn_norm_is_said():
+    """A Probe given ``gcn_norm``'s weights (or ``T.GCNNorm``'s normalised ``adj_t``, as PyG's
+    GCNII example prepares Cora) measures that weighted graph, self loops in, 2-5x below the
+    graph's own energies with no word (an audit)."""
+    from torch_geometric.data import Data
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    torch.manual_seed(0)
+    data = small_graph()
+    n = data.num_nodes
+    index, weight = gcn_norm(data.edge_index, num_nodes=n, add_self_loops=True)
+    adj_t = torch.sparse_coo_tensor(index.flip(0), weight, (n, n)).coalesce().to_sparse_csr()
+    model = RewiresInside("gcn_norm").double().eval()
+    for graph, options in (
+        (index, {"edge_weight": weight}),
+        (Data(edge_index=index, edge_weight=weight, num_nodes=n), {}),
+        (Data(adj_t=adj_t, num_nodes=n), {}),
+    ):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Probe(model, graph, **options) as probe, torch.no_grad():
+                model(data.x, data.edge_index)
+        said = [str(w.message) for w in caught]
+        assert len([s for s in said if "GCN's symmetric normalisation" in s]) == 1, said
+        assert probe.to_frame()["layer"].tolist() == list(range(DEPTH + 1))
+    # the unnormalised weights of the same edges say nothing of it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, index, edge_weight=2.0 * weight) as probe, torch.no_grad():
+            model(data.x, data.edge_index)
+    assert not [w for w in caught if "symmetric normalisation" in str(w.message)]
+
+
+def test_edges_dropped_after_a_first_forward_in_eval_mode_are_said():
+    """The layers' graph was checked on the first forward only: one in eval mode (a sanity
+    or validation pass) shows no DropEdge, and the training steps after it were measured on
+    the Probe's graph with no word (an audit)."""
+    torch.manual_seed(0)
+    data = small_graph()
+    model = RewiresInside("dropedge").double()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index) as probe, torch.no_grad():
+            model.kind = "none"  # the first forward keeps every edge
+            model(data.x, data.edge_index)
+            model.kind = "dropedge"
+            model(data.x, data.edge_index)
+            model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught if "first layer's [2, E]" in str(w.message)]
+    assert len(said) == 1, said
+    assert any("first layer's [2, E]" in gap for gap in probe.to_frame().attrs["gaps"])
 
 
 def test_a_stack_on_the_probes_own_graph_gets_no_graph_note():

@@ -335,6 +335,29 @@ def _same_edge_list(a: Tensor, b: Tensor) -> bool:
     return bool(torch.equal(key_a, key_b))
 
 
+def _plain_weights(index: Tensor, weight: Tensor) -> bool:
+    """Whether edge weights ``[E]`` on the edges ``index`` ``[2, E]`` leave the unweighted
+    graph's energies as they are: every weight 1, or GCN's symmetric normalisation of these
+    very edges, ``1 / sqrt(deg(src) deg(dst))`` with ``deg`` the in-degree ``gcn_norm`` counts
+    (self loops included): what ``GCNConv`` computes for itself when not given them, so
+    measuring the graph without them is what a GCN that normalises itself is measured on
+    (a note on GCNII's precomputed ``gcn_norm`` weights, and on weights of 1, said the
+    energies were of the unweighted graph as if they should not be: an audit)."""
+    if weight.numel() != index.size(1) or weight.numel() == 0:
+        return False
+    w = weight.detach().to(torch.float64)
+    if bool((w == 1).all()):
+        return True
+    src, dst = index[0].long(), index[1].long()
+    n = int(index.max()) + 1
+    deg = torch.zeros(n, dtype=torch.float64, device=w.device).index_add_(
+        0, dst.to(w.device), torch.ones_like(w)
+    )
+    expected = (deg[src.to(w.device)] * deg[dst.to(w.device)]).rsqrt()
+    # float32's rounding at least: a sparse matrix's values are read back in float64
+    return bool(torch.allclose(w, expected, rtol=64 * torch.finfo(torch.float32).eps, atol=0.0))
+
+
 def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dict) -> list[str]:
     """Notes on the graph the first layer call of a first forward propagates on, where the
     model's own arguments did not show it (audits: ``to_undirected`` or ``dropout_edge``
@@ -361,7 +384,7 @@ def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dic
                 "and every row is measured on the Probe's: give the Probe the graph the layers "
                 "propagate on (Probe(model, Data(adj_t=adj_t, num_nodes=n)))"
             )
-        elif unweighted and entries.values().unique().numel() > 1:
+        elif unweighted and not _plain_weights(entries.indices().flip(0), entries.values()):
             notes.append(
                 "the first layer's sparse adjacency weights its edges (its values differ: a "
                 "normalisation such as gcn_norm's, or edge weights), while the Probe's graph "
@@ -372,7 +395,11 @@ def _layer_graph_notes(graph: object, unweighted: bool, args: tuple, kwargs: dic
     if unweighted and index:
         edges = int(index[0].size(1))
         if any(
-            isinstance(v, Tensor) and v.is_floating_point() and v.dim() == 1 and v.numel() == edges
+            isinstance(v, Tensor)
+            and v.is_floating_point()
+            and v.dim() == 1
+            and v.numel() == edges
+            and not _plain_weights(index[0], v)
             for v in values
         ):
             notes.append(
@@ -525,6 +552,36 @@ def _sample_note(value: object) -> str | None:
     )
 
 
+def _normalised_graph_note(graph: object, edge_weight: Tensor | None) -> str | None:
+    """The note on a Probe graph whose edge weights are GCN's symmetric normalisation of its
+    edges (``gcn_norm``, ``T.GCNNorm``, as PyG's GCNII example prepares Cora): its energies
+    are of that weighted graph, self loops weighted in, not of the graph (2-5x lower on Cora
+    than the same GCN measured on its ``edge_index``, with no word: an audit); None
+    otherwise."""
+    index, weight = _edge_index_of(graph), edge_weight
+    if weight is None and index is not None:
+        weight = getattr(graph, "edge_weight", None)
+    if index is None or not isinstance(weight, Tensor):
+        adj = graph if is_sparse_matrix(graph) else getattr(graph, "adj_t", None)
+        entries = _matrix_entries(adj)
+        if entries is None:
+            return None
+        # adj_t[dst, src], as PyG stores it; a bare matrix is read A[src, dst]
+        index = entries.indices() if adj is graph else entries.indices().flip(0)
+        weight = entries.values()
+    if not weight.is_floating_point() or weight.dim() != 1 or bool((weight == 1).all()):
+        return None
+    if not _plain_weights(index, weight):
+        return None
+    return (
+        "the graph's edge weights are GCN's symmetric normalisation of its edges (gcn_norm, "
+        "T.GCNNorm: 1/sqrt(deg(src) deg(dst)), self loops included), so the energies are of "
+        "that weighted graph, not of the graph itself; to measure the graph, as a GCNConv "
+        "that normalises for itself is measured, give the Probe its edge_index without "
+        "weights"
+    )
+
+
 def _unseen_inputs(
     graph: object, batch: Tensor | None, edges: int | None, values: tuple
 ) -> list[str]:
@@ -550,12 +607,17 @@ def _unseen_inputs(
         if _graph_data(value)
         for name in ("edge_weight", "edge_attr")
     ]
+    mine = _edge_index_of(graph)
     if edges is not None and any(
         isinstance(value, Tensor)
         and value.is_floating_point()
         and value.dim() in (1, 2)
         and value.size(0) == edges
         and value.numel() == edges
+        and not (
+            bool((value == 1).all())
+            or (mine is not None and _plain_weights(mine, value.reshape(-1)))
+        )
         for value in (*values, *inner)
     ):
         notes.append(
@@ -922,6 +984,17 @@ class _StreamTap:
         # norm(conv(h)))) in whatever order act_first sets (see end_state)
         basic = model is not None and _is_basic_gnn(model) and model.jk_mode == "last"
         self.basic_head: nn.Module | None = getattr(model, "lin", None) if basic else None
+        # with jk="cat", "max" or "lstm" its head reads the readout of every layer: the stream
+        # after the last block is the last state handed to the JumpingKnowledge module (its
+        # row was left out, and the warning's stream=[..., lin] read the readout, 17.9x the
+        # stream's energy: an audit)
+        readout = (
+            model is not None
+            and _is_basic_gnn(model)
+            and model.jk_mode not in (None, "last")
+            and isinstance(getattr(model, "jk", None), nn.Module)
+        )
+        self.basic_jk: nn.Module | None = getattr(model, "jk", None) if readout else None
         # no taps: a layer fed by a norm or dropout outside the layers is read by the residual
         # identity (see _decide); with paired norms too, which tell only where each norm runs
         # (a norm run after its layer is Post-LN's, or a Pre-LN norm run at the end of a block
@@ -981,6 +1054,7 @@ class _StreamTap:
         self.held_from = 0  # the row of the first held one
         self.last_out: Tensor | None = None  # the last layer call's output
         self.hidden_input: Tensor | None = None  # the input of a head that hid the end
+        self.jk_last: Tensor | None = None  # the last state a BasicGNN handed its jk readout
         self.identity = False  # the mode was read from the residual identity
 
     def emit(self, k: int, x: Tensor) -> None:
@@ -1011,12 +1085,19 @@ class _StreamTap:
             handles.append(
                 norm.register_forward_pre_hook(input_hook(self._final_input), with_kwargs=True)
             )
+        if self.basic_jk is not None:
+            handles.append(self.basic_jk.register_forward_pre_hook(self._jk_input))
         if len(plan.taps) != last + 1:  # always so where self.chains (no taps)
             for layer in self.layers:  # the stream after the last call, whichever layer it was
                 handles.append(layer.register_forward_hook(self._after_layer))
             for module in self.outer:
                 handles.append(module.register_forward_hook(self._outer_output, with_kwargs=True))
         return handles
+
+    def _jk_input(self, module: nn.Module, args: tuple) -> None:
+        states = args[0] if args else None
+        if isinstance(states, (list, tuple)) and states and isinstance(states[-1], Tensor):
+            self.jk_last = states[-1]
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
         return lambda module, args: self.emit(k, first_tensor(args))
@@ -1540,6 +1621,8 @@ class _StreamTap:
         output, as the layers' inputs see the stream, and one given a list (a
         ``JumpingKnowledge`` readout of every layer) gives nothing.  Returns the state (None:
         not seen) and the head that hid it (None unless one did)."""
+        if self.jk_last is not None:  # a BasicGNN's jk readout: its last state
+            return self.jk_last, None
         if isinstance(output, (tuple, list)):  # (h, aux): the first of the stream's width
             output = next(
                 (
@@ -1831,6 +1914,8 @@ def _fed(x: Tensor, out: Tensor, eps: float) -> bool:
     kept = x != 0
     if 2 <= int(kept.sum()) < x.numel() and _follows(x[kept], out[kept], turns=1, eps=eps):
         return True
+    if _columns_follow(x, out, eps) or _normed_columns(x, out, eps):
+        return True
     if x.dim() != 2 or x.shape[1] < 4:
         return False
     dx, do = x - x.mean(1, keepdim=True), out - out.mean(1, keepdim=True)
@@ -1840,6 +1925,102 @@ def _fed(x: Tensor, out: Tensor, eps: float) -> bool:
     slope = (dx * do).sum(1, keepdim=True) / spread
     scale = max(float(x.abs().max()), float((slope * out).abs().max()), 1e-300)
     return float((dx - slope * do).abs().max()) <= 256 * eps * scale
+
+
+def _columns_follow(x: Tensor, out: Tensor, eps: float) -> bool:
+    """Whether each channel of ``x`` (rows ``[r, w]``, sampled) is a function of the same
+    channel of ``out`` alone, monotone or turning once, channel by channel its own (a trained
+    ``BatchNorm``, in eval or training mode, then ``relu``; ``PReLU(C)``; a per-channel scale
+    then ``gelu``), also on the entries dropout kept: the test of :func:`_fed` with one
+    function for every entry missed them, and ``[conv, conv] * L`` with a trained
+    ``BatchNorm`` between read a 3-block stack as 6 layers with no word (an audit).  A
+    channel constant over the sampled rows (a dead ``relu`` channel) says nothing and is
+    passed over; at least half the channels (and two) must move.  A stream added to the
+    channels (``h + f(out)``) moves each of them apart from ``out``."""
+    if x.dim() != 2 or x.shape != out.shape or x.shape[0] < 4 or x.shape[1] < 2:
+        return False
+    moving = 0
+    for c in range(x.shape[1]):
+        b, a = x[:, c], out[:, c]
+        if float(b.max() - b.min()) <= 16 * eps * max(float(b.abs().max()), 1e-300):
+            continue  # constant over these rows
+        kept = b != 0
+        if not (
+            _follows(b, a, turns=1, eps=eps)
+            or (2 <= int(kept.sum()) < b.numel() and _follows(b[kept], a[kept], turns=1, eps=eps))
+        ):
+            return False
+        moving += 1
+    return moving >= max(2, x.shape[1] // 2)
+
+
+#: the ``eps`` a norm adds to its rows' mean square, tried as the fit's start (PyTorch's and
+#: PyG's default 1e-5 among them), so that it starts at the answer for the usual norms
+NORM_EPS = (0.0, 1e-12, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3)
+
+
+def _channel_fit(x: Tensor, u: Tensor, m: Tensor) -> tuple[Tensor, Tensor]:
+    """Per channel, the least squares ``x ~ g u + h`` on the entries ``m`` holds: ``(g, h)``
+    ``[w]`` each (0 and the mean where a channel's ``u`` does not vary)."""
+    n = m.sum(0)
+    su, sx = (m * u).sum(0), (m * x).sum(0)
+    suu, sux = (m * u * u).sum(0), (m * u * x).sum(0)
+    det = n * suu - su * su
+    fit = det > 0
+    g = torch.where(fit, n * sux - su * sx, 0.0) / torch.where(fit, det, 1.0)
+    h = torch.where(n > 0, sx - g * su, 0.0) / n.clamp(min=1)
+    return g, h
+
+
+def _normed_columns(x: Tensor, out: Tensor, eps: float, rounds: int = 400) -> bool:
+    """Whether ``x`` (rows ``[r, w]``, sampled) is a norm of ``out``'s rows with a weight and
+    bias per channel, ``x[i, c] = g_c a_i (out[i, c] - m_i) + h_c`` (a trained ``LayerNorm``,
+    PyG's ``LayerNorm(mode='node')``, ``RMSNorm``: ``m_i`` each row's mean, or 0), also on the
+    entries a ``relu`` after it kept: with their affine map the row-affine test of
+    :func:`_fed` missed them (an audit).  ``a_i`` starts as ``1 / sqrt(mean square + e)`` for
+    the ``e`` of :data:`NORM_EPS` that fits best, then ``a`` and ``g_c, h_c`` are refined by
+    alternating least squares; the fit must leave no entry off by more than the rounding (256
+    units of ``eps``).  An input left off by over 1e-3 of its scale after 8 rounds (a stream
+    added) is none, and is given up on then."""
+    r, w = x.shape if x.dim() == 2 else (0, 0)
+    if r < 4 or w < 4 or x.shape != out.shape:
+        return False
+    scale = max(float(x.abs().max()), 1e-300)
+    tol = 256 * eps * scale
+    kept = (x != 0).to(torch.float64)
+    # a channel (or row) with under 3 kept entries (a relu after a large negative bias) is
+    # left out of the fit: it says too little
+    m = kept * (kept.sum(0) >= 3)
+    m = m * (m.sum(1, keepdim=True) >= 3)
+    rows, channels = int((m.sum(1) > 0).sum()), int((m.sum(0) > 0).sum())
+    # twice as many entries as unknowns, from at least 4 channels
+    if channels < 4 or int(m.sum()) < 2 * (rows + 2 * channels):
+        return False
+
+    def off(a: Tensor, g: Tensor, h: Tensor, v: Tensor) -> float:
+        return float(((a * g * v + h - x) * m).abs().max())
+
+    for centred in (True, False):
+        v = out - out.mean(1, keepdim=True) if centred else out
+        square = v.square().mean(1, keepdim=True)
+        if not bool((square > 0).all()):
+            continue
+        starts = [(square + e).rsqrt() for e in NORM_EPS]
+        a = min(starts, key=lambda a: off(a, *_channel_fit(x, a * v, m), v))
+        for done in range(1, rounds + 1):
+            g, h = _channel_fit(x, a * v, m)
+            q = g * v  # per row: x - h ~ a (g v)
+            qq = (m * q * q).sum(1, keepdim=True)
+            a = torch.where(qq > 0, (m * q * (x - h)).sum(1, keepdim=True), 0.0) / torch.where(
+                qq > 0, qq, 1.0
+            )
+            if done % 8 == 1 or done == rounds:
+                left = off(a, g, h, v)
+                if left <= tol:
+                    return True
+                if done > 8 and left > 1e-3 * scale:
+                    break
+    return False
 
 
 class LayerFeeding:
@@ -2196,10 +2377,37 @@ def _on_one_surface(x: Tensor, rows: int | None = None) -> bool:
         if not (least <= tol * top and next_ > max(100 * least, 10 * d * eps * top)):
             continue
         # over every column, as a norm's is (a review)
-        weights = torch.linalg.svd(system, full_matrices=False)[2][-1].abs()
-        if bool((weights >= 0.01 * weights.max()).all()):
+        vector = torch.linalg.svd(system, full_matrices=False)[2][-1]
+        weights = vector.abs()
+        if not bool((weights >= 0.01 * weights.max()).all()):
+            continue
+        # and on every row, not only those read: a GAT whose last input held a channel alive
+        # on 15 of 2,708 nodes had its output's sampled rows on one plane, and its last row
+        # was left out as normalised (2 of 5 seeds; an audit)
+        mean = values_of.mean(dim=0, keepdim=True)
+        bound = 10 * max(least, d * eps * top)
+        square = values_of is not z
+        if _equation_holds(x, mean, scale, vector, bound, square):
             return True
     return False
+
+
+def _equation_holds(
+    x: Tensor, mean: Tensor, scale: Tensor, vector: Tensor, bound: float, square: bool
+) -> bool:
+    """Whether every row ``y`` of ``x`` (or ``y^2``, with ``square``) satisfies the equation
+    :func:`_on_one_surface` found on its sampled rows, ``((y - mean) / scale) . vector``
+    within ``bound``; read in blocks of rows."""
+    block = max(1, (1 << 20) // max(1, x.size(1)))
+    for start in range(0, x.size(0), block):
+        y = x.detach()[start : start + block].to(torch.float64)
+        if square:
+            y = y * y
+        if not bool(torch.isfinite(y).all()):
+            return False
+        if float((((y - mean) / scale) @ vector).abs().max()) > bound:
+            return False
+    return True
 
 
 #: the row kinds :func:`_row_kind` reads only where a layer's output fed the last layer
@@ -2595,7 +2803,8 @@ class Probe:
         self._batch = batch
         self._edge_weight = edge_weight
         self._input_notes: list[str] = []  # what the first forward's arguments said
-        self._graph_note = _sample_note(graph)  # said at the first record
+        # said at the first record
+        self._graph_note = _sample_note(graph) or _normalised_graph_note(graph, edge_weight)
         # a dense batch [B, N, N] given without its node mask: its [B, N] (see
         # _check_first_inputs)
         self._dense_unmasked: tuple[int, ...] | None = None
@@ -2650,7 +2859,10 @@ class Probe:
         self._step = 0  # the step being recorded
         self._active = True
         self._in_forward = False  # the model's forward is running (its layer calls are rows)
-        self._layer_graph_unchecked = False  # see _layer_graph_notes (first forward only)
+        # see _layer_graph_notes: checked in every recorded forward until a note is found (a
+        # first forward in eval mode showed no DropEdge, and training steps were measured on
+        # the Probe's graph with no word: an audit)
+        self._layer_graph_wanted = self._layer_graph_unchecked = False
         self._gaps: dict[str, None] = {}  # notes on layers that did not run like the others
         self._calls_made = 0  # layer calls ended in this forward (the rows of their outputs)
         self._first_normalised = self._prenorm_suspect = False  # see PRENORM_NOTE
@@ -2678,6 +2890,12 @@ class Probe:
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
             self._handles.append(self.model.register_forward_hook(self._on_forward_end))
+            # a forward that raised ends too: its layer calls were rows, later ones outside a
+            # forward are none (model.encode(x) after a caught error was read as that pass's
+            # next layers, with no word: an audit)
+            self._handles.append(
+                self.model.register_forward_hook(self._on_forward_raised, always_call=True)
+            )
             # first of the layers' hooks: a call outside the forward stops the others recording
             for module in distinct(self.layers):
                 self._handles.append(
@@ -2727,9 +2945,10 @@ class Probe:
                     self._graph_arg, self._unweighted_edges() is not None, args, kwargs
                 )
                 weighted = any("takes a floating [" in n for n in self._input_notes)
-                self._input_notes += [
-                    n for n in notes if not (weighted and "takes a floating [" in n)
-                ]
+                notes = [n for n in notes if not (weighted and "takes a floating [" in n)]
+                self._input_notes += [n for n in notes if n not in self._input_notes]
+                if notes:  # said: later forwards are not checked again
+                    self._layer_graph_wanted = False
             return
         self._active = False
         if not _in_backward():
@@ -2752,6 +2971,7 @@ class Probe:
             if self._first_inputs is None:
                 self._check_first_inputs(args, kwargs)
             self._check_graph_inputs(graph_inputs(args, kwargs))
+        self._layer_graph_unchecked = self._active and self._layer_graph_wanted
         self._prev = self._block_out = None
         self._block_gaps = []
         if self._active and self.similarity:
@@ -2823,7 +3043,7 @@ class Probe:
         other = _other_edges_note(graph, graph_inputs(args, kwargs), values)
         notes += [] if other is None else [other]
         # the first layer call's graph is checked where the forward's showed no other
-        self._layer_graph_unchecked = other is None and _edge_index_of(graph) is not None
+        self._layer_graph_wanted = other is None and _edge_index_of(graph) is not None
         # replaced, not added to: after reset() the next forward is a first one again, and its
         # notes were appended to the last ones (a note repeated, a stale one kept: a review)
         self._input_notes = [note for note in notes if note != self._graph_note]
@@ -2938,6 +3158,11 @@ class Probe:
         self._workspace = Workspace()
         # layer calls after the forward are none of its rows: torch.utils.checkpoint runs the
         # checkpointed layers again in backward(), which wrote layer L-1's stream into row L
+        self._active = self._in_forward = False
+
+    def _on_forward_raised(self, module: nn.Module, args: tuple, output: object) -> None:
+        """After every forward, and after one that raised (``always_call``): the forward is over
+        (after :meth:`_on_forward_end`, which has set this already when the forward returned)."""
         self._active = self._in_forward = False
 
     def _record_stream_end(self, output: object) -> None:
