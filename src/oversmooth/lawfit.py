@@ -76,6 +76,7 @@ __all__ = [
     "two_power_rss",
     "far_shift_rss",
     "floor_rss",
+    "level_rss",
     "stretched_rss",
 ]
 
@@ -618,6 +619,13 @@ def floor_rss(layers: np.ndarray, curve: np.ndarray, sign: int) -> tuple[float, 
     bare = min(_one_term_rss(y, logs), _refined_shift_rss(k, y))
     # every (k0, alpha): t [S * A, n], and the weighted fit of E = c + a t
     t = np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, k.size)
+    return _level_fit_rss(y, t, sign), bare
+
+
+def _level_fit_rss(y: np.ndarray, t: np.ndarray, sign: int) -> float:
+    """The least residual sum of squares on ``log E`` (``y``) of ``E = c + a t`` over the
+    candidate terms ``t`` ``[T, n]`` (``c > 0``, ``a`` of the sign that makes ``E`` fall,
+    ``sign`` -1, or rise, +1, onto ``c``); ``inf`` where none fits."""
     top = float(y.max())
     energy = np.exp(y - top)  # scaled: c and a scale with it, the log residuals do not
     w = 1.0 / energy
@@ -635,10 +643,36 @@ def floor_rss(layers: np.ndarray, curve: np.ndarray, sign: int) -> tuple[float, 
     fitted = c[:, None] + a[:, None] * t
     ok &= (c > 0) & (a * sign < 0) & (fitted > 0).all(axis=1)
     if not ok.any():
-        return math.inf, bare
+        return math.inf
     resid = (y - top)[None, :] - np.log(fitted[ok])
     # (the level is fitted on E, not on log E: the unweighted log residuals are the judge)
-    return float((resid**2).sum(axis=1).min()), bare
+    return float((resid**2).sum(axis=1).min())
+
+
+#: the rates of :func:`level_rss`'s ``e^(-r (k - k_min))``, as multiples of ``1 / span``
+LEVEL_RATES = np.geomspace(0.5, 400.0, 48)
+
+
+def level_rss(layers: np.ndarray, curve: np.ndarray) -> float:
+    """The least residual sum of squares of ``curve`` (a log energy over ``layers``) under a
+    fall onto a level, ``E = c + a t`` with ``c > 0``, ``a > 0`` and ``t`` a power term
+    ``(k + k0)^alpha`` (:func:`floor_rss`'s) or a geometric one ``e^(-r k)`` (``r`` on
+    :data:`LEVEL_RATES`): what a curve that has levelled off follows (``1 + 10 e^(-0.1k)``, a
+    fall stopped at a layer), and a fall that goes on does not.  ``inf`` where the window is
+    too short."""
+    k = np.asarray(layers, dtype=np.float64)
+    y = np.asarray(curve, dtype=np.float64)
+    if k.size < 5 or float(k.min()) + 0.25 <= 0:
+        return math.inf
+    k_lo, k_hi = float(k.min()), float(k.max())
+    span = max(k_hi - k_lo, 1.0)
+    shifts = np.concatenate([[0.0], np.geomspace(0.25, K0_MAX_FACTOR * k_hi, K0_GRID_SIZE)])
+    shifts = shifts[k_lo + shifts > 0]
+    logs = np.log(k[None, :] + shifts[:, None])
+    powers = np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, k.size)
+    rates = LEVEL_RATES / span
+    geometric = np.exp(-rates[:, None] * (k - k_lo)[None, :])
+    return _level_fit_rss(y, np.concatenate([powers, geometric]), -1)
 
 
 class SegmentLines:

@@ -59,6 +59,7 @@ from oversmooth.lawfit import (
     K0_MAX_FACTOR,
     far_shift_rss,
     floor_rss,
+    level_rss,
     stretched_rss,
     Estimate,
     Evidence,
@@ -910,9 +911,9 @@ def _named_law(
         # nor where a level the power law fades onto fits significantly better than none
         # (1e-2 + (1 + k)^-0.5 over 128 layers, where beta stays inside its tolerance):
         # the energy tends to the level, not to 0 (an audit)
-        level_rss, bare_rss = floor_rss(layers, logs.mean(axis=0), sign)
-        evidence["floor_rss"], evidence["power_rss"] = level_rss, bare_rss
-        if level_rss * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1)) >= bare_rss:
+        floor_level, bare_rss = floor_rss(layers, logs.mean(axis=0), sign)
+        evidence["floor_rss"], evidence["power_rss"] = floor_level, bare_rss
+        if floor_level * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1)) >= bare_rss:
             label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
             rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
             return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
@@ -955,7 +956,7 @@ def _open_law(
         evidence["curse_law_open"] = True
     elif sign > 0 and common.get("curse_of_depth"):
         evidence["curse_slowing"] = True  # shown by the quarters, not by a law that R -> 0
-    if sign < 0 and "collapse" in common and _fall_may_have_stopped(evidence):
+    if sign < 0 and "collapse" in common and _fall_may_have_stopped(evidence, fit):
         # nor a collapse where the late slope allows no fall, and the steepest it allows
         # would take a small share of the fall over the last quarter: 1 + 10 e^(-0.1k) (the
         # energy tends to 1) was bannered oversmoothing in 10 of 10 draws at sigma 0.05 (an
@@ -965,21 +966,41 @@ def _open_law(
     return out.done("inconclusive", reason, **common)
 
 
-def _fall_may_have_stopped(evidence: dict[str, Any]) -> bool:
-    """Whether the late slope's interval (``REPORT_LEVEL``) reaches 0 and the steepest decay
-    not ruled out (its end, or the fitted factor's ``beta`` interval end, whichever is
-    faster: the one the summary names), over the late window, is under :data:`OPEN_SHARE` of
-    the whole fall (``evidence``'s late numbers).  One seed of Post-LN, halving every 6
-    layers, has -0.24 to +0.01 per layer over layers 193-256: 6.7 of its 12.9 decades, not
-    stopped; the nonlocal model at depth 256 (1.91 decades, late 95% interval open to no
-    decay) has a beta that does not rule out halving every 12.4 layers, not stopped either."""
+def _fall_may_have_stopped(evidence: dict[str, Any], fit: _Fitted) -> bool:
+    """Whether the late slope's interval (``REPORT_LEVEL``) reaches 0 and either a fall onto a
+    level (:func:`~oversmooth.lawfit.level_rss`: ``c + a (k + k0)^alpha`` or ``c + a
+    e^(-r k)``, ``c > 0``) fits the seeds' mean curve significantly better than the law
+    fitted (the ``FAR_SHIFT_CHI2`` test of the floor veto), or the late slope has slowed, in
+    its best estimate, to under :data:`OPEN_SHARE` of the whole curve's mean pace while the
+    steepest decay not ruled out (its interval's end, or the fitted factor's ``beta``
+    interval end, whichever is faster: the one the summary names) would take under
+    ``OPEN_SHARE`` of the whole fall over the late window (an oscillating approach to a
+    level, which no level fits closely).
+
+    The second test alone misread both ways (an audit): Post-LN at depth 128, which lost
+    most of its 9.1 decades early (late halving every 9.6 layers, 0.44 of its mean pace),
+    "may have levelled off", then fell 8.7 decades more by layer 512; and a fall stopped dead
+    at layer 96 of 128 was bannered oversmoothing in 40 of 40 noisy draws (the misfit law's
+    beta allowed halving every 3.2 layers).  One seed of Post-LN at depth 256, halving every
+    6 layers (-0.24 to +0.01 per layer over layers 193-256), and the nonlocal model at depth
+    256 (1.91 decades, a beta allowing halving every 12.4 layers) are not stopped."""
     lo, hi = evidence["late_slope_interval"]
-    window = evidence["late_window"]
     fall = abs(evidence["change_decades"]) * math.log(10)
     if hi < 0 or fall <= 0:
         return False
-    rate = max(-lo, -evidence["beta_interval"][0], 0.0)
-    return rate * (window[1] - window[0]) < OPEN_SHARE * fall
+    level = level_rss(fit.layers, fit.logs.mean(axis=0))
+    evidence["level_rss"] = level
+    if level * (1.0 + FAR_SHIFT_CHI2 / max(len(fit.layers) - 4, 1)) < fit.law_rss:
+        evidence["decay_stop_level"] = True
+        return True
+    window = evidence["late_window"]
+    span = max(float(fit.layers[-1] - fit.layers[0]), 1.0)
+    slowed = max(-0.5 * (lo + hi), 0.0) < OPEN_SHARE * fall / span
+    steepest = max(-lo, -evidence["beta_interval"][0], 0.0)
+    if slowed and steepest * (window[1] - window[0]) < OPEN_SHARE * fall:
+        evidence["decay_stop_level"] = False
+        return True
+    return False
 
 
 def _late_numbers(

@@ -810,12 +810,18 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
     if found.get("trend") == "decay" and ev.get("decay_may_have_stopped"):
         window = ev.get("late_window") or ("?", "?")
         lo, hi = ev["late_slope_interval"]
+        why = (
+            ", and a fall onto a level fits the curve significantly better than the law fitted"
+            if ev.get("decay_stop_level")
+            else f", its middle is under {OPEN_SHARE:.0%} of the curve's mean rate of fall, "
+            "and the steepest fall not ruled out there (that interval's or the fitted "
+            f"factor's) would take under {OPEN_SHARE:.0%} of the fall"
+        )
         return (
             f"; the fall may have levelled off: over layers {window[0]}-{window[1]} the late "
-            f"slope's 95% interval ({lo:.2g} to {hi:+.2g} per layer) reaches 0, and the "
-            "steepest fall not ruled out there (that interval's or the fitted factor's) would "
-            f"take under {OPEN_SHARE:.0%} of the fall, so no collapse is named (scale-free "
-            f"energy {sf} decades, squared norm {nd} decades over the window)"
+            f"slope's 95% interval ({lo:.2g} to {hi:+.2g} per layer) reaches 0{why}, so no "
+            f"collapse is named (scale-free energy {sf} decades, squared norm {nd} decades "
+            "over the window)"
         )
     share = ev.get("direction_share_interval")
     if not collapse and found.get("trend") == "decay" and isinstance(share, (list, tuple)):
