@@ -1736,3 +1736,47 @@ def test_layers_of_several_propagation_steps_are_said(k):
     assert len(said) == (k > 1) and probe.to_frame()["layer"].tolist() == list(range(DEPTH + 1))
     if k > 1:
         assert f"SGConv with K={k}" in said[0]
+
+
+@pytest.mark.parametrize("kind", ["gated", "arma", "antisymmetric", "wrapped"])
+def test_steps_kept_under_other_names_or_inside_a_block_are_said(kind):
+    """GatedGraphConv and ARMAConv keep their steps as ``num_layers``, AntiSymmetricConv as
+    ``num_iters``, and an SGConv(K) inside a block module was not looked into (an audit)."""
+    from torch_geometric.nn import AntiSymmetricConv, ARMAConv, GatedGraphConv, SGConv
+
+    class Wrapped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = SGConv(5, 5, K=2)
+
+        def forward(self, x, edge_index):
+            return x + self.conv(x, edge_index)
+
+    make, said_as = {
+        "gated": (lambda: GatedGraphConv(5, num_layers=3), "GatedGraphConv with num_layers=3"),
+        "arma": (lambda: ARMAConv(5, 5, num_layers=2), "ARMAConv with num_layers=2"),
+        "antisymmetric": (
+            lambda: AntiSymmetricConv(5, num_iters=2),
+            "AntiSymmetricConv with num_iters=2",
+        ),
+        "wrapped": (Wrapped, "SGConv with K=2"),
+    }[kind]
+
+    class Steps(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(make() for _ in range(DEPTH))
+
+        def forward(self, x, edge_index):
+            for conv in self.convs:
+                x = conv(x, edge_index)
+            return x
+
+    model = Steps().double().eval()
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index), torch.no_grad():
+            model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught if "several steps in one call" in str(w.message)]
+    assert len(said) == 1 and said_as in said[0], [str(w.message) for w in caught]

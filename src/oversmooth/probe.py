@@ -251,29 +251,54 @@ def _check_passes_messages(model: nn.Module, found: list[nn.Module]) -> None:
     )
 
 
+#: PyG layers whose propagation steps per call are kept under another name than ``K``
+STEP_ATTRIBUTES = {
+    "GatedGraphConv": "num_layers",
+    "ARMAConv": "num_layers",
+    "AntiSymmetricConv": "num_iters",
+    "MixHopConv": "powers",
+}
+
+
+def _steps_of(module: nn.Module) -> tuple[str, int] | None:
+    """The steps ``module`` (a PyG layer) propagates in one call, above 1, with the name it
+    keeps them under; else None."""
+    name = STEP_ATTRIBUTES.get(type(module).__name__, "K")
+    value = getattr(module, name, None)
+    if name == "powers" and isinstance(value, (list, tuple)) and value:
+        value = max(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
+        return None
+    return name, int(value)
+
+
 def _propagation_steps(modules: Sequence[nn.Module]) -> str | None:
     """The note on layers that each propagate several steps in one call (``SGConv(K)``,
-    ``TAGConv(K)``, ``APPNP(K)``: an integer ``K`` above 1): a row is one call, so depth,
-    decades and rates are per layer of ``K`` steps (an audit: no word said so).  ``ChebConv``
+    ``TAGConv(K)``, ``APPNP(K)``: an integer ``K`` above 1; ``GatedGraphConv`` and
+    ``ARMAConv``'s ``num_layers``, ``AntiSymmetricConv``'s ``num_iters``, ``MixHopConv``'s
+    largest power), also inside a layer that wraps one: a row is one call, so depth, decades
+    and rates are per layer of that many steps (audits: no word said so).  ``ChebConv``
     keeps no ``K`` and is not named."""
     # a PyG layer's module is imported already: the zoo's own models import no PyG for this
     passing = getattr(sys.modules.get("torch_geometric.nn"), "MessagePassing", None)
     if passing is None:
         return None
-    ks = {
-        type(m).__name__: int(k)
-        for m in distinct(modules)
-        if isinstance(m, passing)
-        and isinstance(k := getattr(m, "K", None), int)
-        and not isinstance(k, bool)
-        and k > 1
-    }
-    if not ks:
+    steps: dict[str, str] = {}
+    for layer in distinct(modules):
+        for m in layer.modules():
+            pyg = type(m).__module__.startswith("torch_geometric.")
+            # (AntiSymmetricConv is a plain Module around a MessagePassing)
+            listed = pyg and type(m).__name__ in STEP_ATTRIBUTES
+            found = _steps_of(m) if isinstance(m, passing) or listed else None
+            if found is not None:
+                steps[type(m).__name__] = f"{found[0]}={found[1]}"
+    if not steps:
         return None
-    named = ", ".join(f"{name} with K={k}" for name, k in sorted(ks.items()))
+    named = ", ".join(f"{name} with {what}" for name, what in sorted(steps.items()))
     return (
         f"the layers propagate several steps in one call ({named}): each row is one call, "
-        "so depths, decades and rates are per layer of K steps, not per propagation step"
+        "so depths, decades and rates are per layer of that many steps, not per "
+        "propagation step"
     )
 
 
