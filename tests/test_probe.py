@@ -2241,3 +2241,17 @@ def test_rows_on_one_plane_only_where_sampled_are_not_normalised():
     assert not _on_one_surface(x)
     norm = torch.nn.functional.layer_norm(x, (16,), torch.rand(16) + 0.5, torch.randn(16))
     assert _on_one_surface(norm)
+
+
+def test_a_weighted_rms_norm_after_the_last_block_is_seen_with_a_zero_row():
+    """A norm maps a zero row (an isolated node of zero features) to zeros, off the equation
+    its other rows satisfy: checked on every row, a weighted ``F.rms_norm`` at the output was
+    read as the stream (a review of the every-row check)."""
+    from oversmooth.probe import _on_one_surface
+
+    generator = torch.Generator().manual_seed(0)
+    h = torch.randn(400, 16, generator=generator, dtype=torch.float64)
+    h[-1] = 0.0
+    weight = (0.5 + torch.rand(16, generator=generator)).double()
+    assert _on_one_surface(torch.nn.functional.rms_norm(h, (16,), weight))
+    assert not _on_one_surface(h)

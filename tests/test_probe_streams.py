@@ -1780,3 +1780,54 @@ def test_steps_kept_under_other_names_or_inside_a_block_are_said(kind):
             model(data.x, data.edge_index)
     said = [str(w.message) for w in caught if "several steps in one call" in str(w.message)]
     assert len(said) == 1 and said_as in said[0], [str(w.message) for w in caught]
+
+
+def test_a_width_two_post_ln_stack_is_not_told_of_blocks():
+    """A width-2 layer norm's rows are nearly binary: one call in four read as fed by chance
+    made a width-2 Post-LN stack "blocks of 4" (a review).  A period has exactly one unfed
+    call, and the per-channel tests need 4 channels."""
+    from torch_geometric.nn import SAGEConv
+
+    class PostLN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(SAGEConv(2, 2) for _ in range(8))
+            self.norms = nn.ModuleList(nn.LayerNorm(2) for _ in range(8))
+            with torch.no_grad():  # a trained affine
+                for norm in self.norms:
+                    norm.weight.copy_(0.5 + torch.rand(2))
+                    norm.bias.copy_(0.3 * torch.randn(2))
+
+        def forward(self, x, edge_index):
+            for conv, norm in zip(self.convs, self.norms, strict=True):
+                x = norm(x + conv(x, edge_index))
+            return x
+
+    data = small_graph(200, channels=2)
+    for seed in range(8):
+        torch.manual_seed(seed)
+        model = PostLN().double().eval()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Probe(model, data.edge_index, capture="residual"), torch.no_grad():
+                model(data.x, data.edge_index)
+        assert not [w for w in caught if "run as blocks" in str(w.message)], seed
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "batchnorm"])
+def test_a_norm_between_two_wide_convs_is_told(kind):
+    """1,024 sampled entries were 4 rows at width 256: a trained LayerNorm (or BatchNorm)
+    between two convs of a block went unseen there (a review); at least 48 rows are read."""
+    global WIDTH
+    saved, WIDTH = WIDTH, 256
+    try:
+        torch.manual_seed(0)
+        model = GroupedList(kind).double().eval()
+    finally:
+        WIDTH = saved
+    data = small_graph(120)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, data.edge_index), torch.no_grad():
+            model(data.x, data.edge_index)
+    assert any("run as blocks of 2" in str(w.message) for w in caught)

@@ -1638,3 +1638,16 @@ def test_post_ln_at_depth_128_keeps_its_collapse():
     v = verdict(frame, dtype="float64")
     assert v.trend == "decay" and not v.evidence.get("decay_may_have_stopped"), verdict_text(v)
     assert v.collapse == "oversmoothing" and v.oversmoothing is True
+
+
+@pytest.mark.parametrize("depth", [32, 64])
+def test_a_fast_fall_over_a_slow_one_keeps_its_collapse(depth):
+    """``1e4 e^(-0.5k) + e^(-0.03k)`` tends to 0 (its last quarter falls 0.03 per layer), and a
+    level beat the law (both misfit it) at depths 32 and 64: "may have levelled off", no
+    collapse (a review).  A level must beat two falls without one too."""
+    v = verdict(
+        _noisy_curve_frame(lambda k: 1e4 * np.exp(-0.5 * k) + np.exp(-0.03 * k), 0.0, 1, depth, 0),
+        dtype="float64",
+    )
+    assert not v.evidence.get("decay_may_have_stopped"), verdict_text(v)
+    assert v.collapse == "oversmoothing"

@@ -77,6 +77,7 @@ __all__ = [
     "far_shift_rss",
     "floor_rss",
     "level_rss",
+    "two_decays_rss",
     "stretched_rss",
 ]
 
@@ -646,6 +647,39 @@ def _level_fit_rss(y: np.ndarray, t: np.ndarray, sign: int) -> float:
         return math.inf
     resid = (y - top)[None, :] - np.log(fitted[ok])
     # (the level is fitted on E, not on log E: the unweighted log residuals are the judge)
+    return float((resid**2).sum(axis=1).min())
+
+
+def two_decays_rss(layers: np.ndarray, curve: np.ndarray) -> float:
+    """The least residual sum of squares of ``curve`` (a log energy over ``layers``) under two
+    geometric falls and no level, ``E = a e^(-r k) + b e^(-s k)`` (``a, b > 0``, ``r < s`` on
+    :data:`LEVEL_RATES`): the alternative a level must beat.  A fast mode over a slow one,
+    ``1e4 e^(-0.5k) + e^(-0.03k)``, was taken for a fall onto a level at depth 32 and 64,
+    since the level beat the misfit law (a review); the slow mode is no level.  Fitted as
+    :func:`level_rss`'s terms are (on ``E``, weights ``1 / E``), judged on ``log E``."""
+    k = np.asarray(layers, dtype=np.float64)
+    y = np.asarray(curve, dtype=np.float64)
+    if k.size < 5:
+        return math.inf
+    k_lo, span = float(k.min()), max(float(k.max() - k.min()), 1.0)
+    terms = np.exp(-(LEVEL_RATES / span)[:, None] * (k - k_lo)[None, :])  # [R, n]
+    first, second = np.triu_indices(len(LEVEL_RATES), 1)
+    u, v = terms[first], terms[second]  # [P, n] each, u the slower
+    top = float(y.max())
+    energy = np.exp(y - top)
+    w2 = 1.0 / energy**2
+    suu, svv, suv = (u * u * w2).sum(1), (v * v * w2).sum(1), (u * v * w2).sum(1)
+    seu, sev = (u * energy * w2).sum(1), (v * energy * w2).sum(1)
+    det = suu * svv - suv**2
+    ok = det > 1e-300 * np.maximum(suu * svv, 1e-300)
+    det = np.where(ok, det, 1.0)
+    a = (svv * seu - suv * sev) / det
+    b = (suu * sev - suv * seu) / det
+    fitted = a[:, None] * u + b[:, None] * v
+    ok &= (a > 0) & (b > 0) & (fitted > 0).all(axis=1)
+    if not ok.any():
+        return math.inf
+    resid = (y - top)[None, :] - np.log(fitted[ok])
     return float((resid**2).sum(axis=1).min())
 
 

@@ -60,6 +60,7 @@ from oversmooth.lawfit import (
     far_shift_rss,
     floor_rss,
     level_rss,
+    two_decays_rss,
     stretched_rss,
     Estimate,
     Evidence,
@@ -988,9 +989,12 @@ def _fall_may_have_stopped(evidence: dict[str, Any], fit: _Fitted) -> bool:
     fall = abs(evidence["change_decades"]) * math.log(10)
     if hi < 0 or fall <= 0:
         return False
-    level = level_rss(fit.layers, fit.logs.mean(axis=0))
+    curve = fit.logs.mean(axis=0)
+    level = level_rss(fit.layers, curve)
     evidence["level_rss"] = level
-    if level * (1.0 + FAR_SHIFT_CHI2 / max(len(fit.layers) - 4, 1)) < fit.law_rss:
+    # better than the law, and than two falls without a level (a slow mode is none)
+    rival = min(fit.law_rss, two_decays_rss(fit.layers, curve))
+    if level * (1.0 + FAR_SHIFT_CHI2 / max(len(fit.layers) - 4, 1)) < rival:
         evidence["decay_stop_level"] = True
         return True
     window = evidence["late_window"]
