@@ -1710,16 +1710,14 @@ def test_a_stack_on_the_probes_own_graph_gets_no_graph_note():
     assert not [s for s in said if "first layer" in s], said
 
 
-@pytest.mark.parametrize("k", [1, 3])
-def test_layers_of_several_propagation_steps_are_said(k):
-    """SGConv(K) and TAGConv(K) layers propagate K steps per call, one row each: depths and
-    rates are per layer of K steps, which no word said (an audit)."""
-    from torch_geometric.nn import SGConv
+def _steps_said(make: Callable[[], nn.Module]) -> tuple[list[str], Probe]:
+    """The several-steps notes on a stack of ``DEPTH`` layers made by ``make``, run in turn
+    on the small graph, and the Probe."""
 
     class Steps(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.convs = nn.ModuleList(SGConv(5, 5, K=k) for _ in range(DEPTH))
+            self.convs = nn.ModuleList(make() for _ in range(DEPTH))
 
         def forward(self, x, edge_index):
             for conv in self.convs:
@@ -1733,6 +1731,16 @@ def test_layers_of_several_propagation_steps_are_said(k):
         with Probe(model, data.edge_index) as probe, torch.no_grad():
             model(data.x, data.edge_index)
     said = [str(w.message) for w in caught if "several steps in one call" in str(w.message)]
+    return said, probe
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_layers_of_several_propagation_steps_are_said(k):
+    """SGConv(K) and TAGConv(K) layers propagate K steps per call, one row each: depths and
+    rates are per layer of K steps, which no word said (an audit)."""
+    from torch_geometric.nn import SGConv
+
+    said, probe = _steps_said(lambda: SGConv(5, 5, K=k))
     assert len(said) == (k > 1) and probe.to_frame()["layer"].tolist() == list(range(DEPTH + 1))
     if k > 1:
         assert f"SGConv with K={k}" in said[0]
@@ -1761,25 +1769,8 @@ def test_steps_kept_under_other_names_or_inside_a_block_are_said(kind):
         ),
         "wrapped": (Wrapped, "SGConv with K=2"),
     }[kind]
-
-    class Steps(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.convs = nn.ModuleList(make() for _ in range(DEPTH))
-
-        def forward(self, x, edge_index):
-            for conv in self.convs:
-                x = conv(x, edge_index)
-            return x
-
-    model = Steps().double().eval()
-    data = small_graph()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with Probe(model, data.edge_index), torch.no_grad():
-            model(data.x, data.edge_index)
-    said = [str(w.message) for w in caught if "several steps in one call" in str(w.message)]
-    assert len(said) == 1 and said_as in said[0], [str(w.message) for w in caught]
+    said, _ = _steps_said(make)
+    assert len(said) == 1 and said_as in said[0], said
 
 
 def test_a_width_two_post_ln_stack_is_not_told_of_blocks():
