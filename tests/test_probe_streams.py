@@ -1822,3 +1822,31 @@ def test_a_norm_between_two_wide_convs_is_told(kind):
         with Probe(model, data.edge_index), torch.no_grad():
             model(data.x, data.edge_index)
     assert any("run as blocks of 2" in str(w.message) for w in caught)
+
+
+def test_a_forward_on_another_graph_is_said_once():
+    """The next batch of a loader, on another graph: the graph-changed note says it; the first
+    layer's graph said again beside it was the same word twice (a review)."""
+    from torch_geometric.nn import GCNConv
+
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(DEPTH))
+
+        def forward(self, x, edge_index):
+            for conv in self.convs:
+                x = x + conv(x, edge_index).relu()
+            return x
+
+    torch.manual_seed(0)
+    model = Stack().double().eval()
+    first, other = small_graph(30, seed=0), small_graph(30, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, first.edge_index, capture="residual") as probe, torch.no_grad():
+            for data in (first, other, other):
+                model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "ran on other graph inputs" in said[0], said
+    assert len(probe.to_frame().attrs["gaps"]) == 1

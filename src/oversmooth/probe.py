@@ -3007,7 +3007,11 @@ class Probe:
             if self._first_inputs is None:
                 self._check_first_inputs(args, kwargs)
             self._check_graph_inputs(graph_inputs(args, kwargs))
-        self._layer_graph_unchecked = self._active and self._layer_graph_wanted
+        # (a forward given other graph inputs than the first is said by GRAPH_CHANGED_NOTE;
+        # its layers' graph said again was the same word twice: a review)
+        self._layer_graph_unchecked = (
+            self._active and self._layer_graph_wanted and not self._graph_changed
+        )
         self._prev = self._block_out = None
         self._block_gaps = []
         if self._active and self.similarity:
