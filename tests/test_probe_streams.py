@@ -1850,3 +1850,33 @@ def test_a_forward_on_another_graph_is_said_once():
     said = [str(w.message) for w in caught]
     assert len(said) == 1 and "ran on other graph inputs" in said[0], said
     assert len(probe.to_frame().attrs["gaps"]) == 1
+
+
+def test_layers_run_in_another_order_than_listed_are_said_so():
+    """A forward running its listed layers in reverse got the note on recording by hand, which
+    did not say that the rows sit at the list's places (the input read as the last row: an
+    audit)."""
+    from torch_geometric.nn import GCNConv
+
+    class Reversed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(4))
+
+        def forward(self, x, edge_index):
+            for conv in reversed(self.convs):
+                x = x + conv(x, edge_index).relu()
+            return x
+
+    torch.manual_seed(0)
+    model = Reversed().double().eval()
+    data = small_graph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with (
+            Probe(model, data.edge_index, capture="residual", stream=list(model.convs)),
+            torch.no_grad(),
+        ):
+            model(data.x, data.edge_index)
+    said = [str(w.message) for w in caught]
+    assert any("in another order than they are listed" in s for s in said), said

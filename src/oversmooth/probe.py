@@ -2269,6 +2269,13 @@ OUT_OF_ORDER_NOTE = (
     "starts the next step)"
 )
 
+RUN_ORDER_NOTE = (
+    "the forward ran the layers in another order than they are listed (a layer after one "
+    "listed later): each row sits at its module's place in the list, not at the place it ran "
+    "in, and the columns measured against the previous layer's state are NaN there; pass "
+    "layers=[...] (and stream=[...]) in the order the forward runs them"
+)
+
 #: The note of a stream whose width changes between inner layers (layer 0, the input, is often
 #: wider, and a last layer that maps to the classes narrower: neither is noted).
 WIDTH_NOTE = (
@@ -3514,8 +3521,13 @@ class Probe:
                 "(it is measured without a copy); the between-layer metrics would be wrong"
             )
         if prev is not None and prev_layer != k - 1:
-            if self.model is None or prev_layer >= k:  # (a layer the forward skipped: noted)
+            if self.model is None:
                 self._note(OUT_OF_ORDER_NOTE)
+            elif prev_layer >= k:  # (a layer the forward skipped is noted elsewhere)
+                # the forward ran the listed layers in another order: the note on recording by
+                # hand did not say that the rows sit at the list's places (an audit: layers run
+                # in reverse read the input as the last row)
+                self._note(RUN_ORDER_NOTE)
         elif prev is not None and prev.x.shape == state.x.shape:
             return {name: fn(prev, state) for name, fn in self._between_fns.items()}
         elif prev is not None and k >= 2 and prev.x.shape[0] == state.x.shape[0]:
