@@ -602,8 +602,8 @@ def _normalised_graph_note(graph: object, edge_weight: Tensor | None) -> str | N
         "the graph's edge weights are GCN's symmetric normalisation of its edges (gcn_norm, "
         "T.GCNNorm: 1/sqrt(deg(src) deg(dst)), self loops included), so the energies are of "
         "that weighted graph, not of the graph itself; to measure the graph, as a GCNConv "
-        "that normalises for itself is measured, give the Probe its edge_index without "
-        "weights"
+        "that normalises for itself is measured, give the Probe the unweighted graph: its "
+        "edge_index from before T.GCNNorm, or adj_t's pattern with every value 1"
     )
 
 
