@@ -2011,8 +2011,8 @@ def _normed_columns(x: Tensor, out: Tensor, eps: float, rounds: int = 400) -> bo
     :func:`_fed` missed them (an audit).  ``a_i`` starts as ``1 / sqrt(mean square + e)`` for
     the ``e`` of :data:`NORM_EPS` that fits best, then ``a`` and ``g_c, h_c`` are refined by
     alternating least squares; the fit must leave no entry off by more than the rounding (256
-    units of ``eps``).  An input left off by over 1e-3 of its scale after 8 rounds (a stream
-    added) is none, and is given up on then."""
+    units of ``eps``).  An input left off by over 1e-3 of its scale at the ninth round (a
+    stream added) is none, and is given up on then."""
     r, w = x.shape if x.dim() == 2 else (0, 0)
     if r < 4 or w < 4 or x.shape != out.shape:
         return False

@@ -971,14 +971,15 @@ def _fall_may_have_stopped(evidence: dict[str, Any], fit: _Fitted) -> bool:
     """Whether the late slope's interval (``REPORT_LEVEL``) reaches 0 and either a fall onto a
     level (:func:`~oversmooth.lawfit.level_rss`: ``c + a (k + k0)^alpha`` or ``c + a
     e^(-r k)``, ``c > 0``) fits the seeds' mean curve significantly better than the law
-    fitted (the ``FAR_SHIFT_CHI2`` test of the floor veto), or the late slope has slowed, in
+    fitted and than two falls without a level (:func:`~oversmooth.lawfit.two_decays_rss`; the
+    ``FAR_SHIFT_CHI2`` test of the floor veto), or the late slope has slowed, in
     its best estimate, to under :data:`OPEN_SHARE` of the whole curve's mean pace while the
     steepest decay not ruled out (its interval's end, or the fitted factor's ``beta``
     interval end, whichever is faster: the one the summary names) would take under
     ``OPEN_SHARE`` of the whole fall over the late window (an oscillating approach to a
     level, which no level fits closely).
 
-    The second test alone misread both ways (an audit): Post-LN at depth 128, which lost
+    The second test alone misread both ways (an audit): Post-LN SAN at depth 128, which lost
     most of its 9.1 decades early (late halving every 9.6 layers, 0.44 of its mean pace),
     "may have levelled off", then fell 8.7 decades more by layer 512; and a fall stopped dead
     at layer 96 of 128 was bannered oversmoothing in 40 of 40 noisy draws (the misfit law's
