@@ -596,6 +596,22 @@ def _refined_shift_rss(k: np.ndarray, y: np.ndarray) -> float:
     return float(minimize_scalar(rss, bounds=(-8.0, top), method="bounded").fun)
 
 
+def _shift_logs(k: np.ndarray) -> np.ndarray:
+    """``log(k + k0)`` ``[S, n]`` for ``k0`` on the law family's grid (0, then geometric from
+    0.25 to ``K0_MAX_FACTOR k_max``), the shifts that leave ``k + k0`` positive."""
+    k_lo, k_hi = float(k.min()), float(k.max())
+    shifts = np.concatenate([[0.0], np.geomspace(0.25, K0_MAX_FACTOR * k_hi, K0_GRID_SIZE)])
+    shifts = shifts[k_lo + shifts > 0]
+    return np.log(k[None, :] + shifts[:, None])
+
+
+def _fading_powers(logs: np.ndarray) -> np.ndarray:
+    """Every ``(k + k0)^alpha`` ``[S * A, n]`` for the shifts of ``logs`` (:func:`_shift_logs`)
+    and ``alpha`` on :data:`FLOOR_EXPONENTS`."""
+    n = logs.shape[1]
+    return np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, n)
+
+
 def floor_rss(layers: np.ndarray, curve: np.ndarray, sign: int) -> tuple[float, float]:
     """The least residual sum of squares of ``curve`` (a log energy over ``layers``) under a
     power law that fades onto a level, ``E = c + a (k + k0)^alpha`` (``c > 0``, ``alpha`` on
@@ -610,44 +626,55 @@ def floor_rss(layers: np.ndarray, curve: np.ndarray, sign: int) -> tuple[float, 
     y = np.asarray(curve, dtype=np.float64)
     if k.size < 5 or float(k.min()) + 0.25 <= 0:
         return math.inf, math.inf
-    k_lo, k_hi = float(k.min()), float(k.max())
-    shifts = np.concatenate([[0.0], np.geomspace(0.25, K0_MAX_FACTOR * k_hi, K0_GRID_SIZE)])
-    shifts = shifts[k_lo + shifts > 0]
-    logs = np.log(k[None, :] + shifts[:, None])  # [S, n]
+    logs = _shift_logs(k)  # [S, n]
     # the law without the level with k0 refined between the grid's points: on the grid alone
     # the level made up for a k0 off it, and exact power laws ((1 + k)^-0.5 over 32 layers,
     # (7 + k)^-1 over 16) lost their label to the veto (a review)
     bare = min(_one_term_rss(y, logs), _refined_shift_rss(k, y))
-    # every (k0, alpha): t [S * A, n], and the weighted fit of E = c + a t
-    t = np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, k.size)
-    return _level_fit_rss(y, t, sign), bare
+    return _level_fit_rss(y, _fading_powers(logs), sign), bare
+
+
+def _pair_fit_rss(y: np.ndarray, u: np.ndarray, v: np.ndarray, signs: tuple[int, int]) -> float:
+    """The least residual sum of squares on ``log E`` (``y``) of ``E = a u + b v`` over the
+    candidate pairs of rows of ``u`` and ``v`` (``[P, n]`` each, or ``[1, n]`` broadcast),
+    with ``a`` and ``b`` of the signs ``signs``; ``inf`` where no pair fits.  ``a`` and ``b``
+    are fitted by least squares on ``E`` with weights ``1 / E`` (relative misfits, as on
+    ``log E``); the unweighted log residuals are the judge."""
+    top = float(y.max())
+    energy = np.exp(y - top)  # scaled: a and b scale with it, the log residuals do not
+    w2 = (1.0 / energy) ** 2
+    suu, svv, suv = (u * u * w2).sum(1), (v * v * w2).sum(1), (u * v * w2).sum(1)
+    seu, sev = (u * energy * w2).sum(1), (v * energy * w2).sum(1)
+    det = suu * svv - suv**2
+    ok = det > 1e-300 * np.maximum(suu * svv, 1e-300)
+    det = np.where(ok, det, 1.0)
+    a = (svv * seu - suv * sev) / det
+    b = (suu * sev - suv * seu) / det
+    fitted = a[:, None] * u + b[:, None] * v
+    ok &= (a * signs[0] > 0) & (b * signs[1] > 0) & (fitted > 0).all(axis=1)
+    if not ok.any():
+        return math.inf
+    resid = (y - top)[None, :] - np.log(fitted[ok])
+    return float((resid**2).sum(axis=1).min())
 
 
 def _level_fit_rss(y: np.ndarray, t: np.ndarray, sign: int) -> float:
     """The least residual sum of squares on ``log E`` (``y``) of ``E = c + a t`` over the
     candidate terms ``t`` ``[T, n]`` (``c > 0``, ``a`` of the sign that makes ``E`` fall,
     ``sign`` -1, or rise, +1, onto ``c``); ``inf`` where none fits."""
-    top = float(y.max())
-    energy = np.exp(y - top)  # scaled: c and a scale with it, the log residuals do not
-    w = 1.0 / energy
-    # weighted least squares of energy on [1, t] with weights w^2 (residuals relative to E)
-    s0 = float((w**2).sum())
-    s1 = (t * w**2).sum(axis=1)
-    s2 = (t**2 * w**2).sum(axis=1)
-    e0 = float((energy * w**2).sum())
-    e1 = (t * energy * w**2).sum(axis=1)
-    det = s0 * s2 - s1**2
-    ok = det > 1e-300 * np.maximum(s0 * s2, 1e-300)
-    det = np.where(ok, det, 1.0)
-    c = (s2 * e0 - s1 * e1) / det
-    a = (s0 * e1 - s1 * e0) / det
-    fitted = c[:, None] + a[:, None] * t
-    ok &= (c > 0) & (a * sign < 0) & (fitted > 0).all(axis=1)
-    if not ok.any():
-        return math.inf
-    resid = (y - top)[None, :] - np.log(fitted[ok])
-    # (the level is fitted on E, not on log E: the unweighted log residuals are the judge)
-    return float((resid**2).sum(axis=1).min())
+    return _pair_fit_rss(y, np.ones((1, t.shape[1])), t, (1, -sign))
+
+
+#: the rates of :func:`level_rss`'s and :func:`two_decays_rss`'s ``e^(-r (k - k_min))``, as
+#: multiples of ``1 / span``
+LEVEL_RATES = np.geomspace(0.5, 400.0, 48)
+
+
+def _geometric_terms(k: np.ndarray) -> np.ndarray:
+    """``e^(-r (k - k_min))`` ``[R, n]`` for the rates of :data:`LEVEL_RATES` (over the span
+    of ``k``), slowest first."""
+    span = max(float(k.max() - k.min()), 1.0)
+    return np.exp(-(LEVEL_RATES / span)[:, None] * (k - float(k.min()))[None, :])
 
 
 def two_decays_rss(layers: np.ndarray, curve: np.ndarray) -> float:
@@ -661,30 +688,9 @@ def two_decays_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     y = np.asarray(curve, dtype=np.float64)
     if k.size < 5:
         return math.inf
-    k_lo, span = float(k.min()), max(float(k.max() - k.min()), 1.0)
-    terms = np.exp(-(LEVEL_RATES / span)[:, None] * (k - k_lo)[None, :])  # [R, n]
+    terms = _geometric_terms(k)  # [R, n]
     first, second = np.triu_indices(len(LEVEL_RATES), 1)
-    u, v = terms[first], terms[second]  # [P, n] each, u the slower
-    top = float(y.max())
-    energy = np.exp(y - top)
-    w2 = 1.0 / energy**2
-    suu, svv, suv = (u * u * w2).sum(1), (v * v * w2).sum(1), (u * v * w2).sum(1)
-    seu, sev = (u * energy * w2).sum(1), (v * energy * w2).sum(1)
-    det = suu * svv - suv**2
-    ok = det > 1e-300 * np.maximum(suu * svv, 1e-300)
-    det = np.where(ok, det, 1.0)
-    a = (svv * seu - suv * sev) / det
-    b = (suu * sev - suv * seu) / det
-    fitted = a[:, None] * u + b[:, None] * v
-    ok &= (a > 0) & (b > 0) & (fitted > 0).all(axis=1)
-    if not ok.any():
-        return math.inf
-    resid = (y - top)[None, :] - np.log(fitted[ok])
-    return float((resid**2).sum(axis=1).min())
-
-
-#: the rates of :func:`level_rss`'s ``e^(-r (k - k_min))``, as multiples of ``1 / span``
-LEVEL_RATES = np.geomspace(0.5, 400.0, 48)
+    return _pair_fit_rss(y, terms[first], terms[second], (1, 1))
 
 
 def level_rss(layers: np.ndarray, curve: np.ndarray) -> float:
@@ -698,15 +704,8 @@ def level_rss(layers: np.ndarray, curve: np.ndarray) -> float:
     y = np.asarray(curve, dtype=np.float64)
     if k.size < 5 or float(k.min()) + 0.25 <= 0:
         return math.inf
-    k_lo, k_hi = float(k.min()), float(k.max())
-    span = max(k_hi - k_lo, 1.0)
-    shifts = np.concatenate([[0.0], np.geomspace(0.25, K0_MAX_FACTOR * k_hi, K0_GRID_SIZE)])
-    shifts = shifts[k_lo + shifts > 0]
-    logs = np.log(k[None, :] + shifts[:, None])
-    powers = np.exp(FLOOR_EXPONENTS[None, :, None] * logs[:, None, :]).reshape(-1, k.size)
-    rates = LEVEL_RATES / span
-    geometric = np.exp(-rates[:, None] * (k - k_lo)[None, :])
-    return _level_fit_rss(y, np.concatenate([powers, geometric]), -1)
+    terms = np.concatenate([_fading_powers(_shift_logs(k)), _geometric_terms(k)])
+    return _level_fit_rss(y, terms, -1)
 
 
 class SegmentLines:

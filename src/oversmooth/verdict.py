@@ -877,7 +877,7 @@ def _named_law(
         evidence["stretched_rss"] = stretched
         # one parameter fewer: the family must fit significantly better (its one more
         # parameter buys a chi-square(1) share of the residual variance)
-        bar = fit.law_rss * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1))
+        bar = _chi2_bar(fit.law_rss, len(layers))
         far = "far-shift" if far_rss <= bar else "stretched" if stretched <= bar else None
         shown, no_power = shown and far is None, no_power and far is None
     if shown or (no_power and not (exp_sig and not exp_same)):
@@ -914,13 +914,20 @@ def _named_law(
         # the energy tends to the level, not to 0 (an audit)
         floor_level, bare_rss = floor_rss(layers, logs.mean(axis=0), sign)
         evidence["floor_rss"], evidence["power_rss"] = floor_level, bare_rss
-        if floor_level * (1.0 + FAR_SHIFT_CHI2 / max(len(layers) - 4, 1)) >= bare_rss:
+        if _chi2_bar(floor_level, len(layers)) >= bare_rss:
             label = "algebraic-smoothing" if sign < 0 else "power-law-growth"
             rate = _power_rate(est["alpha_shifted"], evidence, (k_lo, k_hi))
             return out.done(label, "power-law", rate=rate, asymptotic=True, **common)
         far = "floor"
     reason = far or _open_reason(exp_sig, exp_same, exp_big)
     return _open_law(out, fit, sign, reason, common)
+
+
+def _chi2_bar(rss: float, layers: int) -> float:
+    """``rss``, the residual sum of the model with one parameter more, raised by a
+    chi-square(1) share of the residual variance over ``layers`` layers
+    (:data:`FAR_SHIFT_CHI2`): a rival whose residual sum lies above it shows that parameter."""
+    return rss * (1.0 + FAR_SHIFT_CHI2 / max(layers - 4, 1))
 
 
 def _open_reason(exp_sig: bool, exp_same: bool, exp_big: bool) -> str:
@@ -995,7 +1002,7 @@ def _fall_may_have_stopped(evidence: dict[str, Any], fit: _Fitted) -> bool:
     evidence["level_rss"] = level
     # better than the law, and than two falls without a level (a slow mode is none)
     rival = min(fit.law_rss, two_decays_rss(fit.layers, curve))
-    if level * (1.0 + FAR_SHIFT_CHI2 / max(len(fit.layers) - 4, 1)) < rival:
+    if _chi2_bar(level, len(fit.layers)) < rival:
         evidence["decay_stop_level"] = True
         return True
     window = evidence["late_window"]
