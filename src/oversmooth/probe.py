@@ -360,19 +360,20 @@ def _same_edge_list(a: Tensor, b: Tensor) -> bool:
     return bool(torch.equal(key_a, key_b))
 
 
-def _plain_weights(index: Tensor, weight: Tensor) -> bool:
+def _plain_weights(index: Tensor | None, weight: Tensor) -> bool:
     """Whether edge weights ``[E]`` on the edges ``index`` ``[2, E]`` leave the unweighted
     graph's energies as they are: every weight 1, or GCN's symmetric normalisation of these
     very edges, ``1 / sqrt(deg(src) deg(dst))`` with ``deg`` the in-degree ``gcn_norm`` counts
     (self loops included): what ``GCNConv`` computes for itself when not given them, so
     measuring the graph without them is what a GCN that normalises itself is measured on
     (a note on GCNII's precomputed ``gcn_norm`` weights, and on weights of 1, said the
-    energies were of the unweighted graph as if they should not be: an audit)."""
-    if weight.numel() != index.size(1) or weight.numel() == 0:
-        return False
+    energies were of the unweighted graph as if they should not be: an audit).  Without
+    ``index``, only weights of 1."""
     w = weight.detach().to(torch.float64)
-    if bool((w == 1).all()):
+    if bool((w == 1).all()):  # (no weights at all weight nothing either)
         return True
+    if index is None or w.numel() != index.size(1):
+        return False
     src, dst = index[0].long(), index[1].long()
     n = int(index.max()) + 1
     deg = torch.zeros(n, dtype=torch.float64, device=w.device).index_add_(
@@ -639,10 +640,7 @@ def _unseen_inputs(
         and value.dim() in (1, 2)
         and value.size(0) == edges
         and value.numel() == edges
-        and not (
-            bool((value == 1).all())
-            or (mine is not None and _plain_weights(mine, value.reshape(-1)))
-        )
+        and not _plain_weights(mine, value.reshape(-1))
         for value in (*values, *inner)
     ):
         notes.append(
