@@ -1218,7 +1218,9 @@ def test_the_share_is_read_like_the_energy_when_the_norm_follows_a_power_law():
     scale-free share 0.30 of a 40-decade fall: the norm read from lines through each end's
     sixteenth fell 6.48 decades for 7.00 at depth 256 (in a smaller case), the share came
     out 0.39 with an interval of zero width, and the norm collapse was bannered
-    oversmoothing."""
+    oversmoothing.  The window's share is read right now; the kind is ``both``: the scale-free
+    energy is itself exponential and carries 86% of the late fall (the norm's power law fades
+    with depth), which a window's share alone called norm collapse."""
     from oversmooth.report.document import verdict_kind
 
     k = np.arange(257.0)
@@ -1228,9 +1230,12 @@ def test_the_share_is_read_like_the_energy_when_the_norm_follows_a_power_law():
     first, last = v.evidence["window"]
     truth = 1 - (log_n2[last] - log_n2[first]) / (log_e[last] - log_e[first])
     lo, hi = v.evidence["direction_share_interval"]
-    assert v.collapse == "norm-collapse" and lo - 1e-6 <= truth <= hi + 1e-6
+    assert lo - 1e-6 <= truth <= hi + 1e-6 and hi < 1 / 3
     assert v.evidence["direction_share"] == pytest.approx(truth, abs=0.01)
-    assert verdict_kind(v.label, v.curse_of_depth, v.collapse) == "norm collapse"
+    assert v.evidence["scale_free_law"] == 1
+    assert v.evidence["scale_free_late_share"] == pytest.approx(0.86, abs=0.02)
+    assert v.collapse == "both"
+    assert verdict_kind(v.label, v.curse_of_depth, v.collapse) == "oversmoothing"
 
 
 def test_a_fall_within_the_first_layers_is_not_called_stable_at_depth_256():
@@ -1651,3 +1656,78 @@ def test_a_fast_fall_over_a_slow_one_keeps_its_collapse(depth):
     )
     assert not v.evidence.get("decay_may_have_stopped"), verdict_text(v)
     assert v.collapse == "oversmoothing"
+
+
+def _split_frame(free, norm, depth=256, seeds=5, sigma=0.05, seed=0):
+    """Seeds of a scale-free energy ``free(k)`` times a squared norm ``norm(k)**2`` (the
+    energy with noise ``sigma``, the norm with a third of it), float64."""
+    rng = np.random.default_rng(seed)
+    k = np.arange(depth + 1.0)
+    parts = []
+    for s in range(seeds):
+        e = free(k) * norm(k) ** 2 * np.exp(sigma * rng.standard_normal(k.size))
+        n = norm(k) * np.exp(0.3 * sigma * rng.standard_normal(k.size))
+        parts.append(
+            pd.DataFrame(
+                {"seed": s, "layer": k.astype(int), "laplacian_energy": e, "feature_norm": n}
+            )
+        )
+    frame = pd.concat(parts, ignore_index=True)
+    frame.attrs["dtype"] = "float64"
+    return frame
+
+
+def test_an_exponential_norm_beside_algebraic_convergence_is_not_exponential_smoothing():
+    """A scale-free energy falling like k^-3 (the nonlocal law) beside a squared norm falling
+    like e^(-0.02k): the energy is exponential, and it read "exponential smoothing ... the
+    nodes converge" (an audit).  The nodes' own law is algebraic; the exponential is the
+    norm's."""
+    v = verdict(_split_frame(lambda k: (k + 1.0) ** -3, lambda k: np.exp(-0.01 * k)))
+    text = verdict_text(v)
+    assert v.label == "exponential-smoothing" and v.collapse == "both", text
+    assert v.evidence["scale_free_law"] == 0
+    assert v.evidence["scale_free_rate"] == pytest.approx(-3.0, abs=0.1)
+    assert text.startswith("exponential decay: energy halves every"), text
+    assert "the nodes' convergence is algebraic (the scale-free energy decays like k^-3" in text
+    assert "the exponential rate is the squared norm's" in text
+
+
+def test_exponential_convergence_beside_a_power_law_norm_is_oversmoothing():
+    """The mirror: a scale-free energy falling like e^(-0.02k) (halving every 34.7 layers)
+    beside a squared norm falling like k^-3, which carries 74% of the window's fall but fades
+    with depth: "mostly norm collapse, not oversmoothing" (an audit).  The nodes converge
+    exponentially and carry most of the late fall."""
+    v = verdict(_split_frame(lambda k: np.exp(-0.02 * k), lambda k: (k + 1.0) ** -1.5))
+    text = verdict_text(v)
+    assert v.evidence["direction_share"] < 1 / 3  # the window's share alone says norm collapse
+    assert v.collapse == "both" and v.oversmoothing, text
+    assert v.evidence["scale_free_law"] == 1
+    assert v.evidence["scale_free_rate"] == pytest.approx(math.log(2) / 0.02, rel=0.05)
+    assert v.evidence["scale_free_late_share"] > 0.5
+    assert text.startswith("exponential smoothing: energy halves every"), text
+    assert "the nodes' convergence is exponential: the scale-free energy halves every 34" in text
+
+
+def test_two_exponentials_keep_the_share_of_their_window():
+    """Both exponential, the norm 5x faster: the window's share (17%) is every deeper
+    layer's, so the fall stays mostly norm collapse (PyG's GAT on Cora: 5.2 of 25 decades)."""
+    v = verdict(_split_frame(lambda k: np.exp(-0.02 * k), lambda k: np.exp(-0.05 * k)))
+    assert v.collapse == "norm-collapse" and v.evidence["scale_free_law"] == 1, verdict_text(v)
+    assert v.evidence["scale_free_late_share"] == pytest.approx(1 / 6, abs=0.03)
+
+
+def test_a_fixed_norm_needs_no_scale_free_law():
+    """A LayerNorm'd stack's energy is its scale-free energy: no second verdict, no words."""
+    v = verdict(_split_frame(lambda k: np.exp(-0.05 * k), lambda k: 1.0 + 0 * k))
+    assert v.collapse == "oversmoothing" and "scale_free_law" not in v.evidence
+    assert "convergence is" not in verdict_text(v)
+
+
+def test_an_open_scale_free_law_is_said_as_open():
+    """Noise that hides the nodes' own law (sigma 0.2): "exponential smoothing" is not claimed
+    for them."""
+    v = verdict(_split_frame(lambda k: (k + 1.0) ** -3, lambda k: np.exp(-0.01 * k), sigma=0.2))
+    text = verdict_text(v)
+    assert v.label == "exponential-smoothing" and v.evidence["scale_free_law"] is None, text
+    assert text.startswith("exponential decay"), text
+    assert "whether the nodes' convergence is exponential is not resolved" in text

@@ -694,6 +694,12 @@ def _decay_word(found: Mapping[str, Any], law: str) -> str:
     decay whose cause is not resolved, or a table without ``feature_norm``, is bannered
     "energy decay": a review)."""
     converge = found.get("collapse") in ("oversmoothing", "both")
+    ev = found.get("evidence") or {}
+    if law == "exponential" and "scale_free_law" in ev and ev["scale_free_law"] != 1:
+        # the energy's exponential rate is not shown to be the nodes' (verdict's
+        # _with_scale_free_law): a k^-3 convergence beside an exponentially shrinking norm
+        # read "exponential smoothing"
+        converge = False
     return f"{law} smoothing" if converge else f"{law} decay"
 
 
@@ -867,7 +873,31 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
         f"squared norm {nd} decades)",
     }
-    return "; " + clauses[collapse]
+    return "; " + clauses[collapse] + _scale_free_law_clause(ev)
+
+
+def _scale_free_law_clause(ev: Mapping[str, Any]) -> str:
+    """Whether the nodes converge exponentially, where the verdict read the scale-free
+    energy's own law beside an exponential fall and a moving norm (evidence
+    ``scale_free_law``; nothing where it did not)."""
+    if "scale_free_law" not in ev:
+        return ""
+    law, rate = ev["scale_free_law"], ev.get("scale_free_rate")
+    if law == 1 and isinstance(rate, (int, float)):
+        window = ev.get("scale_free_window") or ev.get("late_window") or ("?", "?")
+        return (
+            "; the nodes' convergence is exponential: the scale-free energy halves every "
+            f"{rate:.3g} layers over layers {window[0]}-{window[1]}"
+        )
+    if law == 0 and isinstance(rate, (int, float)):
+        return (
+            "; the nodes' convergence is algebraic (the scale-free energy decays like "
+            f"k^{rate:.2f}): the exponential rate is the squared norm's"
+        )
+    return (
+        "; whether the nodes' convergence is exponential is not resolved (the scale-free "
+        "energy's own law is open): the exponential rate may be the squared norm's"
+    )
 
 
 def _curse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
