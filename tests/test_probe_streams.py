@@ -1249,7 +1249,7 @@ def test_convs_in_a_list_named_blocks_with_the_skip_in_forward_are_said_not_the_
 
 #: modules with a weight and bias per channel between the two convs of a block (an audit:
 #: the entry-by-entry test missed them all, so a trained BatchNorm between hid the blocks)
-MIDS = ("batchnorm", "batchnorm-train", "layernorm", "prelu")
+MIDS = ("batchnorm", "batchnorm-train", "layernorm", "prelu", "linear", "mlp")
 
 
 def _trained(kind: str) -> nn.Module:
@@ -1258,6 +1258,9 @@ def _trained(kind: str) -> nn.Module:
 
     if kind not in MIDS:
         return nn.Identity()
+    if kind in ("linear", "mlp"):  # any map between the two: told by the skip around them
+        lin = nn.Linear(WIDTH, WIDTH)
+        return lin if kind == "linear" else nn.Sequential(lin, nn.ReLU())
     norm = {
         "batchnorm": lambda: nn.BatchNorm1d(WIDTH),
         "batchnorm-train": lambda: nn.BatchNorm1d(WIDTH),

@@ -2083,6 +2083,10 @@ class LayerFeeding:
         self.count = 0  # the layer calls of the forward
         self.widths: list[int | None] = []  # each compared call's input width
         self.eps: list[float] = []  # each compared call's input's unit rounding
+        # every call's input and output rows (one stride through states of one shape: the
+        # same rows), for the skip around a block (:meth:`skip_period`)
+        self.inputs: list[Tensor | None] = []
+        self.outputs: list[Tensor | None] = []
 
     def attach(self) -> list:
         """The hooks (none once a forward was checked: nothing runs per layer after it)."""
@@ -2103,6 +2107,8 @@ class LayerFeeding:
         except TypeError:
             x = None
         self.widths.append(None if x is None or x.dim() == 0 else int(x.shape[-1]))
+        self.inputs.append(self._rows(x))
+        self.outputs.append(None)  # until the call returns
         last, self.last = self.last, None
         if last is not None and x is not None:
             self.calls.append(x is last or self._sample(x, last))
@@ -2122,6 +2128,17 @@ class LayerFeeding:
             self.last = first_tensor(output)
         except TypeError:
             self.last = None
+        if self.outputs and self.outputs[-1] is None and len(self.outputs) <= FEED_CALLS:
+            self.outputs[-1] = self._rows(self.last)
+
+    @staticmethod
+    def _rows(x: Tensor | None) -> Tensor | None:
+        """Whole rows of ``x`` (the stride :meth:`_sample` takes), copied in float64."""
+        if x is None or not x.is_floating_point() or x.dim() == 0:
+            return None
+        width = max(1, int(x.shape[-1]))
+        step = max(1, x.numel() // width // max(FEED_ROWS, FEED_ENTRIES // width))
+        return x.detach().reshape(-1, width)[::step].to(torch.float64, copy=True)
 
     @staticmethod
     def _sample(x: Tensor, out: Tensor) -> tuple[Tensor, Tensor] | bool:
@@ -2137,9 +2154,11 @@ class LayerFeeding:
         )
 
     def _read(self) -> list[bool]:
-        """The calls' fed flags, the sampled entries read to the host at once."""
+        """The calls' fed flags, the sampled entries read to the host at once (and the calls'
+        input and output rows, in place)."""
         parts = [t for c in self.calls if not isinstance(c, bool) for t in c]
-        flat = [t.reshape(-1) for t in parts]
+        rows = [t for t in (*self.inputs, *self.outputs) if t is not None]
+        flat = [t.reshape(-1) for t in (*parts, *rows)]
         host = iter(torch.cat(flat).cpu().split([t.numel() for t in flat]) if flat else ())
         shapes = iter(t.shape for t in parts)
         fed = []
@@ -2149,7 +2168,42 @@ class LayerFeeding:
             else:
                 x, out = next(host).reshape(next(shapes)), next(host).reshape(next(shapes))
                 fed.append(_fed(x, out, eps))
+        for held in (self.inputs, self.outputs):
+            for i, t in enumerate(held):
+                held[i] = None if t is None else next(host).reshape(t.shape)
         return fed
+
+    def skip_period(self) -> int | None:
+        """The number of modules per block that a skip around each block shows (read after
+        :meth:`_read`), else None: the input of every ``p``-th call is the input of the call
+        ``p`` before it plus (a monotone function of: dropout, a scale) the output of the call
+        just before it, ``h = h + conv2(lin(conv1(h)))``, where no call's input is the input of
+        the call before it plus that call's output (a skip around every module: one per layer).
+        What runs between the modules of a block is then anything (a ``Linear`` between two
+        convs hid the blocks from the fed test: an audit)."""
+        ins, outs = self.inputs, self.outputs
+        calls = min(len(ins), len(outs))
+
+        def skip(a: int, b: int) -> bool:  # input b = input a + f(output b - 1)
+            x, y, out = ins[a], ins[b], outs[b - 1]
+            if x is None or y is None or out is None or not (x.shape == y.shape == out.shape):
+                return False
+            eps = self.eps[b - 1] if b - 1 < len(self.eps) else None
+            d = y - x
+            if _follows(d, out, x, out, eps=eps):
+                return True
+            kept = d != 0  # dropout on the branch in training: the entries it kept
+            return 2 <= int(kept.sum()) < d.numel() and _follows(d[kept], out[kept], x, eps=eps)
+
+        if calls < 4 or all(skip(j, j + 1) for j in range(calls - 1)):
+            return None
+        for p in range(2, calls // 2 + 1):
+            starts = range(0, calls - p, p)
+            if all(skip(j, j + p) for j in starts) and not any(
+                skip(j + i, j + i + 1) for j in starts for i in range(p - 1)
+            ):
+                return p
+        return None
 
     @staticmethod
     def period(fed: Sequence[bool]) -> int | None:
@@ -2173,16 +2227,31 @@ class LayerFeeding:
             handle.remove()
         fed = self._read()
         p, calls = self.period(fed), self.count
+        skipped = p is None and (p := self.skip_period()) is not None
         # the calls a block starts with (unfed) carry the stream, of one width, and the
         # blocks are whole: a stack with a skip only where the width allows one
         # (h = h + relu(conv(h)) if same shape else relu(conv(h))) alternates too, and was
         # told "blocks of 2" of its layers (a review)
-        starts = [0] + [i + 1 for i, step in enumerate(fed) if not step]
+        starts = (
+            list(range(0, calls, p))
+            if skipped and p
+            else [0] + [i + 1 for i, step in enumerate(fed) if not step]
+        )
         widths = {self.widths[i] for i in starts if i < len(self.widths)}
         whole = p is not None and calls % p == 0 and len(widths) == 1 and None not in widths
         self.reset()
         if p is None or not whole:
             return None
+        if skipped:
+            return (
+                f"{self.name}'s {calls} module calls run as blocks of {p}: the stream skips "
+                "each block (a block's first module takes the previous block's input plus its "
+                f"last module's output), so the {calls} calls were read as {calls} layers "
+                f"(each block {p} times) and the rows "
+                "inside the blocks are not the residual stream; pass layers=[...] with one "
+                "module per block and capture='residual', with stream=[...]: the modules whose "
+                "input is the stream before each block"
+            )
         return (
             f"{self.name}'s {calls} module calls run as blocks of {p}: in each, all "
             "but one module take the previous module's output alone as input (no stream added), "
