@@ -1689,7 +1689,60 @@ def test_an_exponential_norm_beside_algebraic_convergence_is_not_exponential_smo
     assert v.evidence["scale_free_rate"] == pytest.approx(-3.0, abs=0.1)
     assert text.startswith("exponential decay: energy halves every"), text
     assert "the nodes' convergence is algebraic (the scale-free energy decays like k^-3" in text
-    assert "the exponential rate is the squared norm's" in text
+    # the norm's own halving length (ln 2 / 0.02 = 34.7), not the energy's (20.8): an audit
+    assert v.evidence["norm_late_halving"] == pytest.approx(math.log(2) / 0.02, rel=0.03)
+    assert "the exponential factor is the squared norm's, which halves every 3" in text
+
+
+def test_a_small_exponential_norm_beside_algebraic_convergence_keeps_oversmoothing():
+    """The squared norm falling 0.35 decades over 256 layers (halving every 220 layers, 5% of
+    the window's fall, 19% of the late one) beside k^-3: made ``both`` whatever its share, and
+    the energy's halving length (43 layers) read as the norm's (an audit)."""
+    rate = 0.35 * math.log(10) / 256
+    v = verdict(_split_frame(lambda k: (k + 1.0) ** -3, lambda k: np.exp(-0.5 * rate * k)))
+    text = verdict_text(v)
+    assert v.collapse == "oversmoothing" and v.evidence["scale_free_law"] == 0, text
+    assert v.evidence["norm_late_halving"] == pytest.approx(math.log(2) / rate, rel=0.1)
+    assert "which halves every 2" in text, text
+
+
+def test_a_scale_free_fall_that_levelled_off_leaves_the_late_fall_to_the_norm():
+    """The directions stop converging (k^-3 onto a level of 1e-6) while the squared norm keeps
+    halving every 23 layers: "whether the nodes' convergence is exponential is not resolved"
+    (an audit); the scale-free verdict itself says its fall may have levelled off."""
+    v = verdict(_split_frame(lambda k: (k + 1.0) ** -3 + 1e-6, lambda k: np.exp(-0.015 * k)))
+    text = verdict_text(v)
+    assert v.evidence["scale_free_law"] is None and v.evidence["scale_free_levelled"], text
+    assert "the scale-free energy's own fall has levelled off, or may have" in text
+    assert v.evidence["norm_late_halving"] == pytest.approx(math.log(2) / 0.03, rel=0.05)
+
+
+def test_a_scale_free_rate_still_moving_says_so():
+    """(k+1)^-2 e^(-0.01k): the local halving length over the last quarter (36.7 layers) is
+    not its limit (69.3); the clause quoted the first without the verdict's own "not yet
+    asymptotic" (an audit)."""
+    v = verdict(
+        _split_frame(lambda k: (k + 1.0) ** -2 * np.exp(-0.01 * k), lambda k: np.exp(-0.01 * k))
+    )
+    text = verdict_text(v)
+    assert v.evidence["scale_free_law"] == 1 and v.evidence["scale_free_asymptotic"] is False
+    lo, hi = v.evidence["scale_free_asymptotic_interval"]
+    assert lo <= math.log(2) / 0.01 <= hi
+    assert "not yet asymptotic (asymptotic halving length" in text, text
+
+
+def test_a_scale_free_fall_not_shown_is_not_given_a_law():
+    """A scale-free energy falling 0.33 decades (e^(-0.003k)) beside a squared norm falling
+    like k^-3: the rule read the point, and "mostly norm collapse, not oversmoothing ... the
+    scale-free energy changes only -0.32 decades" was followed by "the nodes' convergence is
+    exponential" in 9 of 10 draws (an audit)."""
+    for seed in range(3):
+        frame = _split_frame(lambda k: np.exp(-0.003 * k), lambda k: (k + 1.0) ** -1.5, seed=seed)
+        v = verdict(frame)
+        text = verdict_text(v)
+        if not v.evidence.get("directions_converge"):
+            assert "scale_free_law" not in v.evidence, text
+        assert not ("not oversmoothing" in text and "convergence is" in text), text
 
 
 def test_exponential_convergence_beside_a_power_law_norm_is_oversmoothing():

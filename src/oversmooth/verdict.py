@@ -455,40 +455,50 @@ def _with_scale_free_law(
 
     The energy's law alone named the nodes' convergence: a scale-free energy falling like
     ``k^-3`` beside a squared norm falling like ``e^(-0.02k)`` read "exponential smoothing:
-    energy halves every 20.8 layers ... the nodes converge" (the exponential rate is the
+    energy halves every 20.8 layers ... the nodes converge" (the exponential factor is the
     norm's; the directions converge algebraically, the nonlocal law), and a scale-free energy
     falling like ``e^(-0.02k)`` beside a squared norm falling like ``k^-3`` read "mostly norm
     collapse, not oversmoothing" (the energy's exponential rate is the directions' own).
     Now (evidence ``scale_free_law``: 1 exponential, 0 algebraic, None neither shown;
-    ``scale_free_rate`` the scale-free energy's late halving length, over
-    ``scale_free_window``, or its power):
+    ``scale_free_rate`` the scale-free energy's late halving length over
+    ``scale_free_window`` with ``scale_free_rate_interval`` and, where that rate still moves,
+    ``scale_free_asymptotic`` False and ``scale_free_asymptotic_interval``, or its power;
+    ``scale_free_levelled``: its own fall has (or may have) levelled off; ``norm_late_halving``:
+    the squared norm's late halving length, the energy's late slope less the scale-free
+    energy's; ``scale_free_late_share``: the scale-free energy's share of the late slope):
 
     - exponential: the nodes converge exponentially; ``norm-collapse`` becomes ``both`` where
-      they carry a third or more of the late fall (``scale_free_late_share``, the scale-free
-      energy's late slope over the energy's, at the ends of their intervals least favourable
-      to it): a squared norm falling like a power law fades beside them, and a window's share
-      of the fall no longer says what the deeper layers do.  Both exponential, the share of
-      the window is the share of every deeper layer: the kind stands (the first 64 layers of
-      PyG's GAT on Cora: 5.2 of 25 decades);
-    - algebraic: the exponential rate is the norm's, which outruns the directions' as depth
-      grows: ``oversmoothing`` becomes ``both``, and the summary says the nodes converge
-      algebraically;
-    - neither shown: the collapse stands and the summary says the nodes' own law is open.
+      they carry a third or more of the late fall (the scale-free energy's late slope over the
+      energy's, at the ends of their intervals least favourable to it): a squared norm
+      falling like a power law fades beside them, and a window's share of the fall no longer
+      says what the deeper layers do.  Both exponential, the share of the window is the share
+      of every deeper layer: the kind stands (the first 64 layers of PyG's GAT on Cora: 5.2 of
+      25 decades);
+    - algebraic: the exponential factor is the norm's, which outruns the directions as depth
+      grows: ``oversmoothing`` becomes ``both`` where the norm carries a third or more of the
+      late fall at the ends least favourable to it (a squared norm falling 0.35 decades over
+      256 layers, 5% of the fall, was made ``both`` whatever its share: an audit), and the
+      summary says the nodes converge algebraically and quotes the norm's own halving length
+      (the energy's, 43 layers, read as the norm's, 220: an audit);
+    - neither shown: the collapse stands and the summary says the nodes' own law is open, or
+      that their fall has levelled off.
 
     Only for an ``exponential-smoothing`` label with a named collapse, a scale-free energy
-    that falls and a squared norm that moves by :data:`STABLE_DECADES` or more (a LayerNorm'd
-    stack's norm is fixed: its energy is its scale-free energy).
+    whose fall is shown (``directions_converge``, its interval beyond :data:`STABLE_DECADES`;
+    the point alone let "mostly norm collapse, not oversmoothing ... the scale-free energy
+    changes only -0.32 decades" be followed by its halving length: an audit) and a squared norm
+    that moves by :data:`STABLE_DECADES` or more (a LayerNorm'd stack's norm is fixed: its
+    energy is its scale-free energy).
     """
     ev = found.evidence
-    norm_dec, free_dec = ev.get("norm_decades"), ev.get("scale_free_decades")
+    norm_dec = ev.get("norm_decades")
     if (
         found.label != "exponential-smoothing"
         or found.collapse is None
         or found.window is None
         or norm_dec is None
-        or free_dec is None
+        or not ev.get("directions_converge")
         or abs(norm_dec) < STABLE_DECADES
-        or free_dec > -STABLE_DECADES
     ):
         return found
     lo, hi = found.window
@@ -500,21 +510,43 @@ def _with_scale_free_law(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         inner = verdict(free, energy, dtype=dtype, start=lo, bootstrap_seed=bootstrap_seed + 3)
+    inner_ev = inner.evidence
     law: int | None = None
-    rate, window = None, None
-    if inner.label == "exponential-smoothing" and inner.rate is not None:
-        law, rate, window = 1, inner.rate.value, inner.rate.window
-    elif inner.label == "algebraic-smoothing" and inner.rate is not None:
-        law, rate = 0, inner.rate.exponent
-    collapse = found.collapse
+    if inner.rate is not None and inner.label in ("exponential-smoothing", "algebraic-smoothing"):
+        law = 1 if inner.label == "exponential-smoothing" else 0
+    levelled = bool(inner_ev.get("decay_stopped") or inner_ev.get("decay_may_have_stopped"))
     share = _late_share(inner, found)
+    collapse = found.collapse
     if law == 1 and collapse == "norm-collapse" and share is not None and share[0] >= 1 / 3:
         collapse = "both"
-    elif law == 0 and collapse == "oversmoothing":
+    elif law == 0 and collapse == "oversmoothing" and share is not None and share[2] <= 2 / 3:
         collapse = "both"
-    evidence = {**ev, "scale_free_law": law, "scale_free_rate": rate}
+    evidence = {**ev, "scale_free_law": law, "scale_free_levelled": levelled and law is None}
+    rate = inner.rate if law is not None else None
+    evidence["scale_free_rate"] = None if rate is None else (rate.value if law else rate.exponent)
+    evidence["scale_free_rate_interval"] = (
+        None
+        if rate is None
+        else [float(v) for v in (rate.interval if law else rate.exponent_interval)]
+    )
+    evidence["scale_free_window"] = (
+        None if rate is None or rate.window is None else [int(v) for v in rate.window]
+    )
+    moving = law == 1 and inner.asymptotic is False and inner.asymptotic_rate is not None
+    evidence["scale_free_asymptotic"] = inner.asymptotic if law == 1 else None
+    evidence["scale_free_asymptotic_interval"] = (
+        [float(v) for v in inner.asymptotic_rate.interval]
+        if moving and inner.asymptotic_rate is not None
+        else None
+    )
     evidence["scale_free_late_share"] = None if share is None else share[1]
-    evidence["scale_free_window"] = None if window is None else [int(v) for v in window]
+    whole, own = (v.evidence.get("late_slope") for v in (found, inner))
+    norm_slope = (
+        whole - own if isinstance(whole, (int, float)) and isinstance(own, (int, float)) else None
+    )
+    evidence["norm_late_halving"] = (
+        math.log(2) / -norm_slope if norm_slope is not None and norm_slope < 0 else None
+    )
     return dataclasses.replace(found, collapse=collapse, evidence=evidence)
 
 
@@ -1535,10 +1567,11 @@ def _collapse(
     return "oversmoothing" if share >= 2 / 3 else "both"
 
 
-def _late_share(inner: Verdict, found: Verdict) -> tuple[float, float] | None:
+def _late_share(inner: Verdict, found: Verdict) -> tuple[float, float, float] | None:
     """The scale-free energy's late slope over the energy's: the least it may be (the
-    scale-free slope's interval end nearest 0 over the energy's steepest) and the point; None
-    where either slope is missing or the energy's is no fall."""
+    scale-free slope's interval end nearest 0 over the energy's steepest), the point, and the
+    most it may be (its steepest over the energy's end nearest 0; inf where that reaches 0);
+    None where either slope is missing or the energy's is no fall."""
     free, slope = (v.evidence.get("late_slope") for v in (inner, found))
     free_span, span = (v.evidence.get("late_slope_interval") for v in (inner, found))
     if not (isinstance(free, (int, float)) and isinstance(slope, (int, float))):
@@ -1546,7 +1579,8 @@ def _late_share(inner: Verdict, found: Verdict) -> tuple[float, float] | None:
     if not (free_span and span) or slope >= 0 or min(span) >= 0:
         return None
     weakest = min(max(free_span), 0.0)  # the end nearest 0 of a fall (0 where it reaches 0)
-    return float(weakest / min(span)), float(free / slope)
+    most = float(min(free_span) / max(span)) if max(span) < 0 else math.inf
+    return float(weakest / min(span)), float(free / slope), most
 
 
 def _scale_free_estimates(

@@ -879,24 +879,48 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
 def _scale_free_law_clause(ev: Mapping[str, Any]) -> str:
     """Whether the nodes converge exponentially, where the verdict read the scale-free
     energy's own law beside an exponential fall and a moving norm (evidence
-    ``scale_free_law``; nothing where it did not)."""
+    ``scale_free_law``; nothing where it did not), and the squared norm's own late halving
+    length where the exponential may be the norm's."""
     if "scale_free_law" not in ev:
         return ""
     law, rate = ev["scale_free_law"], ev.get("scale_free_rate")
+    span = ev.get("scale_free_rate_interval")
+    level = f"{REPORT_LEVEL:.0%} interval"
+    late = ev.get("late_window") or ("?", "?")
+    halving = ev.get("norm_late_halving")
+    norm = (
+        f"; the squared norm halves every {halving:.3g} layers over layers {late[0]}-{late[1]}"
+        if isinstance(halving, (int, float)) and math.isfinite(halving)
+        else ""
+    )
     if law == 1 and isinstance(rate, (int, float)):
-        window = ev.get("scale_free_window") or ev.get("late_window") or ("?", "?")
-        return (
+        window = ev.get("scale_free_window") or late
+        text = (
             "; the nodes' convergence is exponential: the scale-free energy halves every "
             f"{rate:.3g} layers over layers {window[0]}-{window[1]}"
         )
+        if span:
+            text += f" ({level} {length_span(span)})"
+        limit = ev.get("scale_free_asymptotic_interval")
+        if ev.get("scale_free_asymptotic") is False and limit:
+            text += f", not yet asymptotic (asymptotic halving length {length_span(limit)})"
+        return text
     if law == 0 and isinstance(rate, (int, float)):
+        text = (
+            f"; the nodes' convergence is algebraic (the scale-free energy decays like k^{rate:.2f}"
+        )
+        if span:
+            text += f", {level} {span_text(span, '.2f')}"
+        which = norm.replace("; the squared norm halves", ", which halves", 1)
+        return text + "): the exponential factor is the squared norm's" + which
+    if ev.get("scale_free_levelled"):
         return (
-            "; the nodes' convergence is algebraic (the scale-free energy decays like "
-            f"k^{rate:.2f}): the exponential rate is the squared norm's"
+            "; the scale-free energy's own fall has levelled off, or may have, by the late "
+            "layers: the late exponential fall is the squared norm's" + norm
         )
     return (
         "; whether the nodes' convergence is exponential is not resolved (the scale-free "
-        "energy's own law is open): the exponential rate may be the squared norm's"
+        "energy's own law is open): the exponential rate may be the squared norm's" + norm
     )
 
 
