@@ -442,11 +442,16 @@ def verdict(
                 {"code": "first-layer", "layer": int(layers[0]), "label": found.label}
             )
             found = again
-    return _with_scale_free_law(found, frame, energy, dtype, bootstrap_seed)
+    return _with_scale_free_law(found, frame, layers, energy, dtype, bootstrap_seed)
 
 
 def _with_scale_free_law(
-    found: Verdict, frame: pd.DataFrame, energy: str, dtype: str, bootstrap_seed: int
+    found: Verdict,
+    frame: pd.DataFrame,
+    layers: np.ndarray,
+    energy: str,
+    dtype: str,
+    bootstrap_seed: int,
 ) -> Verdict:
     """An exponential fall of the energy whose nodes converge while the norm moves: the law of
     the scale-free energy ``E / feature_norm^2`` itself, decided by the same rules over the
@@ -502,8 +507,12 @@ def _with_scale_free_law(
     ):
         return found
     lo, hi = found.window
-    part = frame[(frame["layer"] >= lo) & (frame["layer"] <= hi)]
+    # the layers the energy's law was fitted on (usable in every seed: the float floor, an
+    # odd end and non-positive rows left out as there)
+    part = frame[frame["layer"].isin(layers) & (frame["layer"] >= lo) & (frame["layer"] <= hi)]
     norm = part["feature_norm"].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(norm) & (norm > 0)):
+        return found  # (a row the energy's verdict left out): no scale-free curve to read
     free = part.assign(**{energy: part[energy].to_numpy(dtype=np.float64) / norm**2})
     free = free.drop(columns=[c for c in ("feature_norm", "float_floor") if c in free])
     free.attrs = dict(frame.attrs)
