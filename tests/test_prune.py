@@ -267,17 +267,74 @@ class _SkipOutsideBlocks(nn.Module):
         return self.head(self.stream(x, edge_index))
 
 
-def test_block_modules_the_forward_does_not_chain_are_said_unchecked():
-    """``h = h + tanh(blocks[k](h))`` over block modules: a block replaced by its input makes
-    the step h + tanh(h); the forward does not chain the blocks, so the removal is said not to
-    be checked (it was said to be the identity)."""
+def test_block_modules_the_forward_does_not_chain_are_pruned_as_layers():
+    """``h = h + tanh(blocks[k](h))`` over block modules: a block replaced by its input made
+    the step h + tanh(h) (said unchecked; an audit: with a wrapper returning its branch, a
+    block of zero weights read a logits change of 0.59).  The forward does not chain the
+    blocks, so they are read as layers where the stream can be told: each branch set to zero,
+    checked on the stream, and every logits change is that of the forward without the step."""
     torch.manual_seed(0)
     data = small_graph()
     model = _SkipOutsideBlocks().double().eval()
-    with pytest.warns(UserWarning, match=r"changes the state between the blocks"):
+    with pytest.warns(UserWarning, match=r"measured layer 3: the layer's output set to zero"):
         frame = prune_sensitivity(model, data)
-    assert set(frame.attrs["pruned_as"].values()) == {"block"}
-    assert set(frame.attrs["identity_on_stream"].values()) == {None}
+    assert set(frame.attrs["pruned_as"].values()) == {"zero"}
+    assert frame.attrs["identity_on_stream"] == {1: True, 2: True, 3: None}
+    x = data.x.double()
+    with torch.no_grad():
+        base = model(x, data.edge_index)
+        for k in (1, 2, 3):
+            z = model.head(model.stream(x, data.edge_index, skip=k - 1))
+            change = float((z - base).norm() / base.norm())
+            assert frame["logits_change"].iloc[k - 1] == pytest.approx(change, rel=1e-12)
+
+
+class _CalledTwice(nn.Module):
+    """``convs[0]`` run three times in one forward, ``convs[1]`` once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(2))
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x, edge_index):
+        for conv in (self.convs[0], self.convs[0], self.convs[0], self.convs[1]):
+            x = x + conv(x, edge_index)
+        return self.head(x)
+
+
+def test_a_module_called_several_times_is_refused():
+    """A module listed once and called three times was pruned as one checked layer (three
+    residual steps gone, no warning), and the layer after it measured as 2h (an audit)."""
+    model = _CalledTwice().double().eval()
+    with pytest.raises(ValueError, match=r"layer 1 \(convs.0, 3 calls\).*several times"):
+        prune_sensitivity(model, small_graph(), layers=[1])
+
+
+class _RandomInEval(nn.Module):
+    """``F.dropout(h, 0.5)`` without ``training=self.training``: random in eval mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(3))
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x, edge_index):
+        for conv in self.convs:
+            x = x + conv(torch.nn.functional.dropout(x, 0.5), edge_index)
+        return self.head(x)
+
+
+def test_a_forward_random_in_eval_mode_is_refused():
+    """A do-nothing layer read a logits change of 0.78 from the forward's own dropout (an
+    audit): two unpruned forwards must agree."""
+    model = _RandomInEval().double().eval()
+    with pytest.raises(ValueError, match=r"two unpruned forwards of _RandomInEval"):
+        prune_sensitivity(model, small_graph(48), layers=[2])
 
 
 class _ChainedConvs(nn.Module):

@@ -41,6 +41,7 @@ or ``"output"``).
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -594,8 +595,11 @@ def _prune_any(
         param = next(iter(model.parameters()), None)
         device = param.device if param is not None else data.x.device
         run = _forward(model, data, device)
-        unchained = are_blocks and not _chained(modules, run)
-        if unchained and _bare_convs(modules):
+        unchained, first = False, None
+        if are_blocks:
+            chained, first = _chained(modules, run)
+            unchained = not chained
+        if unchained and (_bare_convs(modules) or _stream_told(model, modules, stream)):
             # bare convs taken for blocks by their place (model.blocks), with the skip in the
             # forward (h = h + conv(norm(h)), pruned to h + norm(h) and said to be the
             # identity: an audit): pruned as layers, each removal checked on the stream.  Bare
@@ -612,6 +616,9 @@ def _prune_any(
         graph = as_graph(data, device=device)
         pruner = _Pruner(model, modules, plan, run)
         logits, final = _run_counting_calls(model, modules, pruner.baseline, chosen)
+        if first is None:
+            first = run()
+        _refuse_random(model, first, logits)
         # the final energy of the stream after the last layer, as the zoo's models (X^L) and a
         # Probe(capture="residual") measure it; of the output where that stream is not seen
         on_stream = final is not None
@@ -671,7 +678,7 @@ def _bare_convs(modules: Sequence[nn.Module]) -> bool:
     return all(isinstance(m, MessagePassing) for m in modules)
 
 
-def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> bool:
+def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> tuple[bool, Tensor]:
     """Whether, in one forward (``run``), every block after the first is given the output of
     the block before it (the same tensor, or equal values): blocks whose outputs are the
     stream.  Replacing a block by its input is the identity on the stream only then; a list
@@ -703,11 +710,48 @@ def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> bool:
     handles = [m.register_forward_hook(out_hook(k)) for k, m in enumerate(modules)]
     handles += [m.register_forward_pre_hook(in_hook(k)) for k, m in enumerate(modules) if k]
     try:
-        run()
+        out = run()
     finally:
         for handle in handles:
             handle.remove()
-    return chained
+    return chained, out
+
+
+def _stream_told(model: nn.Module, modules: Sequence[nn.Module], stream: Any) -> bool:
+    """Whether the Probe's residual reading tells where the stream runs past ``modules`` read
+    as layers (block modules that return their branch, the skip in the forward: replaced by
+    their input they made ``h + h``, said to be the identity, an audit)."""
+    from oversmooth.probe import stream_plan
+
+    try:
+        stream_plan(model, modules, stream)
+    except ValueError:
+        return False
+    return True
+
+
+#: Two unpruned forwards of a model in evaluation mode differ by more than this (relative):
+#: the forward is random, and no pruned change can be told from its own noise.
+RANDOM_FORWARD = 1e-9
+
+
+def _refuse_random(model: nn.Module, first: Tensor, second: Tensor) -> None:
+    """``ValueError`` where two unpruned forwards in evaluation mode differ: a forward that
+    draws (``F.dropout(h, p)`` without ``training=self.training``, noise, stochastic depth) gave
+    a do-nothing layer a logits change of 0.78 (an audit)."""
+    a, b = first.detach().double(), second.detach().double()
+    if a.shape != b.shape:
+        return
+    scale = float(torch.linalg.vector_norm(a))
+    gap = float(torch.linalg.vector_norm(a - b))
+    if not math.isfinite(gap) or gap <= RANDOM_FORWARD * max(scale, 1e-300):
+        return
+    raise ValueError(
+        f"model: two unpruned forwards of {type(model).__name__} in evaluation mode differ by "
+        f"{gap / max(scale, 1e-300):.2g} (relative), so a pruned layer's change cannot be told "
+        "from the forward's own randomness; make the forward deterministic in eval mode (e.g. "
+        "F.dropout(h, p, training=self.training)) or fix the seed inside it"
+    )
 
 
 _T = TypeVar("_T")
@@ -746,4 +790,21 @@ def _run_counting_calls(
             "the order the forward runs them"
         )
     _refuse_unreached(calls, chosen, model)
+    _refuse_repeated(calls, chosen, model)
     return out
+
+
+def _refuse_repeated(calls: LayerCalls, chosen: list[int], model: nn.Module) -> None:
+    """``ValueError`` for chosen layers whose module one forward calls several times: replacing
+    the module removes every call, not one layer (a module listed once and called three times
+    was pruned as one checked layer, three residual steps gone, no warning: an audit)."""
+    again = [k for k in chosen if calls.calls[k - 1] > calls.listed[k - 1]]
+    if again:
+        names = ", ".join(
+            f"layer {k} ({calls.names[k - 1]}, {calls.calls[k - 1]} calls)" for k in again
+        )
+        raise ValueError(
+            f"layers: {names}: {type(model).__name__}'s forward calls the module several times "
+            "in one pass, so taking it out would remove every call, not one layer; list one "
+            "module per call (layers=[...]) or prune such a layer by hand"
+        )
