@@ -329,12 +329,16 @@ class _RandomInEval(nn.Module):
         return self.head(x)
 
 
+@pytest.mark.filterwarnings("ignore:prune_sensitivity. for 1 layer")
 def test_a_forward_random_in_eval_mode_is_refused():
     """A do-nothing layer read a logits change of 0.78 from the forward's own dropout (an
     audit): two unpruned forwards must agree."""
     model = _RandomInEval().double().eval()
     with pytest.raises(ValueError, match=r"two unpruned forwards of _RandomInEval"):
         prune_sensitivity(model, small_graph(48), layers=[2])
+    # a deterministic forward: no noise, no word
+    frame = prune_sensitivity(_CalledTwice().double().eval(), small_graph(), layers=[2])
+    assert frame.attrs["forward_noise"] == 0.0
 
 
 class _ChainedConvs(nn.Module):
@@ -413,3 +417,21 @@ def test_pruning_counts_the_nodes_each_drop_changed():
             assert row.accuracy_drop == pytest.approx((row.lost - row.gained) / int(mask.sum()))
             assert row.drop_low <= row.accuracy_drop <= row.drop_high
             assert row.nodes == int(mask.sum())
+
+
+class _TinyNoise(_CalledTwice):
+    """A forward whose output moves by about 1e-8 between calls (as a GPU's scatter-adds
+    reorder their float32 sums)."""
+
+    def forward(self, x, edge_index):
+        out = super().forward(x, edge_index)
+        return out + 1e-8 * out.abs().mean() * torch.randn_like(out)
+
+
+@pytest.mark.filterwarnings("ignore:prune_sensitivity. for 1 layer")
+def test_a_forward_with_rounding_noise_says_its_noise_floor():
+    """Below the random-forward bound the difference is said as the changes' noise floor."""
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match=r"differ by .*the forward's own noise"):
+        frame = prune_sensitivity(_TinyNoise().double().eval(), small_graph(), layers=[2])
+    assert 1e-10 < frame.attrs["forward_noise"] < 1e-6
