@@ -289,15 +289,19 @@ def test_block_modules_the_forward_does_not_chain_are_pruned_as_layers():
             assert frame["logits_change"].iloc[k - 1] == pytest.approx(change, rel=1e-12)
 
 
-class _CalledTwice(nn.Module):
-    """``convs[0]`` run three times in one forward, ``convs[1]`` once."""
+class _Convs(nn.Module):
+    """``count`` GCN convs of width 5 in ``convs`` and a head; the forward is the subclass's."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int = 2) -> None:
         super().__init__()
         from torch_geometric.nn import GCNConv
 
-        self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(2))
+        self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(count))
         self.head = nn.Linear(5, 3)
+
+
+class _CalledTwice(_Convs):
+    """``convs[0]`` run three times in one forward, ``convs[1]`` once."""
 
     def forward(self, x, edge_index):
         for conv in (self.convs[0], self.convs[0], self.convs[0], self.convs[1]):
@@ -313,15 +317,11 @@ def test_a_module_called_several_times_is_refused():
         prune_sensitivity(model, small_graph(), layers=[1])
 
 
-class _RandomInEval(nn.Module):
+class _RandomInEval(_Convs):
     """``F.dropout(h, 0.5)`` without ``training=self.training``: random in eval mode."""
 
     def __init__(self) -> None:
-        super().__init__()
-        from torch_geometric.nn import GCNConv
-
-        self.convs = nn.ModuleList(GCNConv(5, 5) for _ in range(3))
-        self.head = nn.Linear(5, 3)
+        super().__init__(3)
 
     def forward(self, x, edge_index):
         for conv in self.convs:
