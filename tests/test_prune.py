@@ -309,12 +309,23 @@ class _CalledTwice(_Convs):
         return self.head(x)
 
 
-def test_a_module_called_several_times_is_refused():
+@pytest.mark.parametrize("layer", [1, 2])
+def test_a_module_called_several_times_is_refused(layer):
     """A module listed once and called three times was pruned as one checked layer (three
-    residual steps gone, no warning), and the layer after it measured as 2h (an audit)."""
+    residual steps gone, no warning: an audit), and the layer after it, numbered by the calls,
+    measured as h + h (0.603 for 0.492, its energy change 0 for 19.4: a review)."""
     model = _CalledTwice().double().eval()
     with pytest.raises(ValueError, match=r"layer 1 \(convs.0, 3 calls\).*several times"):
-        prune_sensitivity(model, small_graph(), layers=[1])
+        prune_sensitivity(model, small_graph(), layers=[layer])
+
+
+class _Once(_Convs):
+    """Two residual convs, each called once."""
+
+    def forward(self, x, edge_index):
+        for conv in self.convs:
+            x = x + conv(x, edge_index)
+        return self.head(x)
 
 
 class _RandomInEval(_Convs):
@@ -337,7 +348,7 @@ def test_a_forward_random_in_eval_mode_is_refused():
     with pytest.raises(ValueError, match=r"two unpruned forwards of _RandomInEval"):
         prune_sensitivity(model, small_graph(48), layers=[2])
     # a deterministic forward: no noise, no word
-    frame = prune_sensitivity(_CalledTwice().double().eval(), small_graph(), layers=[2])
+    frame = prune_sensitivity(_Once().double().eval(), small_graph(), layers=[2])
     assert frame.attrs["forward_noise"] == 0.0
 
 
@@ -419,7 +430,7 @@ def test_pruning_counts_the_nodes_each_drop_changed():
             assert row.nodes == int(mask.sum())
 
 
-class _TinyNoise(_CalledTwice):
+class _TinyNoise(_Once):
     """A forward whose output moves by about 1e-8 between calls (as a GPU's scatter-adds
     reorder their float32 sums)."""
 
@@ -435,3 +446,71 @@ def test_a_forward_with_rounding_noise_says_its_noise_floor():
     with pytest.warns(UserWarning, match=r"differ by .*the forward's own noise"):
         frame = prune_sensitivity(_TinyNoise().double().eval(), small_graph(), layers=[2])
     assert 1e-10 < frame.attrs["forward_noise"] < 1e-6
+
+
+class _LogSoftmax(_Once):
+    """A head ``log(softmax)`` with entries at -inf: deterministic, not finite."""
+
+    def forward(self, x, edge_index):
+        out = super().forward(x, edge_index)
+        return torch.log(torch.softmax(out * 1e4, dim=1))
+
+
+@pytest.mark.filterwarnings("ignore:prune_sensitivity. for 1 layer")
+def test_a_deterministic_forward_with_infinities_is_not_called_random():
+    """Two equal forwards holding -inf (a log-softmax head) differ by inf/inf = NaN, and were
+    refused as random (a review)."""
+    torch.manual_seed(0)
+    model = _LogSoftmax().double().eval()
+    frame = prune_sensitivity(model, small_graph(), layers=[1])
+    assert frame.attrs["forward_noise"] == 0.0
+
+
+class _Residual(nn.Module):
+    """A whole residual block: its output is the stream after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv = GCNConv(5, 5)
+
+    def forward(self, x, edge_index):
+        return x + self.conv(x, edge_index)
+
+
+class _ActivationBetween(nn.Module):
+    """``h = relu(blocks[k](h))``: whole blocks with an activation between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(_Residual() for _ in range(4))
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x, edge_index):
+        for block in self.blocks:
+            x = torch.relu(block(x, edge_index))
+        return self.head(x)
+
+
+def test_whole_blocks_with_an_activation_between_stay_blocks():
+    """Read as layers (a review), their final energy was the logits': 0.216 for the stream's
+    1.82.  Blocks whose next input is no skip sum of the last are pruned as blocks, said
+    unchecked, the final energy that of the last block's output (before the activation the
+    forward applies to it, as docs/prune.md says)."""
+    from oversmooth.metrics import laplacian_energy
+
+    torch.manual_seed(0)
+    data = small_graph(48)
+    model = _ActivationBetween().double().eval()
+    with pytest.warns(UserWarning, match=r"not checked"):
+        frame = prune_sensitivity(model, data, layers=[2])
+    assert frame.attrs["pruned_as"] == {2: "block"}
+    seen = []
+    handle = model.blocks[-1].register_forward_hook(lambda m, a, out: seen.append(out))
+    with torch.no_grad():
+        model(data.x.double(), data.edge_index)
+    handle.remove()
+    last = float(laplacian_energy(seen[0], data.edge_index))
+    assert frame.attrs["baseline"]["final_energy"] == pytest.approx(last, rel=1e-9)
+    assert frame.attrs["identity_on_stream"] == {2: None}

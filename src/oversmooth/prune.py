@@ -14,8 +14,9 @@ from its layer instead of recomputing the unchanged prefix:
 
 Any other model (a PyG ``GCN``, a custom module): its layers are the ones
 :func:`~oversmooth.probe.find_layers` finds with ``capture="residual"`` (blocks such as PyG's
-``DeepGCNLayer`` or a ``model.blocks`` list, except a list of bare PyG convolutions that the
-forward does not chain, else a ``BasicGNN``'s ``convs``, else ``model.convs``/``layers``), and
+``DeepGCNLayer`` or a ``model.blocks`` list, except a list of bare PyG convolutions, or of
+block modules that return their branch (``h = h + blk(h)``), that the forward does not chain,
+else a ``BasicGNN``'s ``convs``, else ``model.convs``/``layers``), and
 pruning layer ``k`` takes the whole block out of the residual
 stream, read as ``Probe(capture="residual")`` reads it:
 
@@ -265,7 +266,10 @@ def prune_sensitivity(
         holds the unpruned ``final_energy`` and ``accuracy``; ``frame.attrs["pruned_as"]`` and
         ``frame.attrs["identity_on_stream"]`` how each layer was taken out, and
         ``frame.attrs["energy_on"]`` where the final energy is measured: ``"stream"`` (after the
-        last layer, ``X^L``) or ``"output"`` (module docstring).
+        last layer, ``X^L``) or ``"output"`` (module docstring); for a model other than the
+        zoo's, ``frame.attrs["forward_noise"]``: how far two unpruned forwards lie apart
+        (relative; 0 for a deterministic forward, a warning above 1e-12, refused above
+        :data:`RANDOM_FORWARD`).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, received {type(model).__name__}")
@@ -598,15 +602,16 @@ def _prune_any(
         run = _forward(model, data, device)
         unchained, first = False, None
         if are_blocks:
-            chained, first = _chained(modules, run)
+            chained, skipped, first = _chained(modules, run)
             unchained = not chained
-        if unchained and (_bare_convs(modules) or _stream_told(model, modules, stream)):
+        if unchained and (_bare_convs(modules) or skipped):
             # bare convs taken for blocks by their place (model.blocks), with the skip in the
             # forward (h = h + conv(norm(h)), pruned to h + norm(h) and said to be the
-            # identity: an audit): pruned as layers, each removal checked on the stream.  Bare
-            # convs the forward chains stay blocks (their outputs are the stream), and so do
-            # block modules it does not chain (an activation between them): read as layers,
-            # their final energy moved to the model's output; their removal is said unchecked
+            # identity: an audit), or block modules that return their branch (h = h + blk(h),
+            # pruned to h + h: an audit): pruned as layers, each removal checked on the stream.
+            # Bare convs the forward chains stay blocks (their outputs are the stream), and so
+            # do block modules with anything else between them (an activation): their removal
+            # is said unchecked (_chained)
             are_blocks = unchained = False
         if stream is not None and are_blocks:
             raise ValueError(
@@ -688,16 +693,25 @@ def _bare_convs(modules: Sequence[nn.Module]) -> bool:
     return all(isinstance(m, MessagePassing) for m in modules)
 
 
-def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> tuple[bool, Tensor]:
-    """Whether, in one forward (``run``), every block after the first is given the output of
+def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> tuple[bool, bool, Tensor]:
+    """In one forward (``run``): whether every block after the first is given the output of
     the block before it (the same tensor, or equal values): blocks whose outputs are the
-    stream.  Replacing a block by its input is the identity on the stream only then; a list
-    named ``blocks`` that holds the convs of ``h = h + conv(norm(h))`` was pruned to
-    ``h + norm(h)`` and said to be the identity (an audit)."""
-    from oversmooth.probe import first_tensor
+    stream; whether, where not, every block's input is the previous block's input plus (a
+    monotone function of) its output: blocks that return their branch, the skip in the
+    forward (``h = h + blk(h)``); and the forward's output.
+
+    Replacing a block by its input is the identity on the stream only in the first case; a
+    list named ``blocks`` that holds the convs of ``h = h + conv(norm(h))`` was pruned to
+    ``h + norm(h)`` and said to be the identity, and wrappers returning their branch to
+    ``h + h`` (a block of zero weights read a logits change of 0.59: audits).  In the second
+    case the blocks are pruned as layers; blocks with anything else between them (an
+    activation, a norm, a readout) stay blocks, said unchecked (read as layers, their final
+    energy was the logits', 5-9 times too low: a review)."""
+    from oversmooth.probe import _follows, first_tensor
 
     outputs: dict[int, Tensor | None] = {}
-    chained = True
+    inputs: dict[int, Tensor | None] = {}
+    chained = skipped = True
 
     def out_hook(k: int) -> Callable[[nn.Module, tuple, object], None]:
         def hook(module: nn.Module, args: tuple, output: object) -> None:
@@ -707,37 +721,34 @@ def _chained(modules: Sequence[nn.Module], run: Callable[[], Tensor]) -> tuple[b
 
     def in_hook(k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
-            nonlocal chained
-            before = outputs.pop(k - 1, None)
+            nonlocal chained, skipped
             x = args[0] if args and isinstance(args[0], Tensor) else None
+            before, prev = outputs.pop(k - 1, None), inputs.pop(k - 1, None)
+            inputs[k] = x
+            if not k:
+                return
             if before is None or x is None:
-                return  # the first block, or an input that is not a tensor: nothing to compare
+                skipped = False
+                return  # an input that is not a tensor: nothing to compare
             if x is not before and not (x.shape == before.shape and torch.equal(x, before)):
                 chained = False
+            if skipped and (prev is None or not (prev.shape == x.shape == before.shape)):
+                skipped = False
+            elif skipped:
+                assert prev is not None
+                d = (x - prev).detach()
+                skipped = _follows(d, before, prev, before, zero=True)
 
         return hook
 
     handles = [m.register_forward_hook(out_hook(k)) for k, m in enumerate(modules)]
-    handles += [m.register_forward_pre_hook(in_hook(k)) for k, m in enumerate(modules) if k]
+    handles += [m.register_forward_pre_hook(in_hook(k)) for k, m in enumerate(modules)]
     try:
         out = run()
     finally:
         for handle in handles:
             handle.remove()
-    return chained, out
-
-
-def _stream_told(model: nn.Module, modules: Sequence[nn.Module], stream: Any) -> bool:
-    """Whether the Probe's residual reading tells where the stream runs past ``modules`` read
-    as layers (block modules that return their branch, the skip in the forward: replaced by
-    their input they made ``h + h``, said to be the identity, an audit)."""
-    from oversmooth.probe import stream_plan
-
-    try:
-        stream_plan(model, modules, stream)
-    except ValueError:
-        return False
-    return True
+    return chained, skipped and len(modules) > 1, out
 
 
 #: Two unpruned forwards of a model in evaluation mode that differ by more than this (relative)
@@ -754,9 +765,15 @@ def _forward_noise(model: nn.Module, first: Tensor, second: Tensor) -> float:
     a, b = first.detach().double(), second.detach().double()
     if a.shape != b.shape:
         return math.nan
-    scale = max(float(torch.linalg.vector_norm(a)), 1e-300)
-    gap = float(torch.linalg.vector_norm(a - b)) / scale
-    if math.isfinite(gap) and gap <= RANDOM_FORWARD:
+    if torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True):
+        return 0.0  # equal, NaN and Inf where they are (a log-softmax's -inf was refused)
+    finite = torch.isfinite(a)
+    gap = math.inf
+    same_rest = torch.allclose(a[~finite], b[~finite], rtol=0.0, atol=0.0, equal_nan=True)
+    if torch.equal(finite, torch.isfinite(b)) and same_rest:
+        scale = max(float(torch.linalg.vector_norm(a[finite])), 1e-300)
+        gap = float(torch.linalg.vector_norm(a[finite] - b[finite])) / scale
+    if gap <= RANDOM_FORWARD:
         return gap
     raise ValueError(
         f"model: two unpruned forwards of {type(model).__name__} in evaluation mode differ by "
@@ -807,16 +824,19 @@ def _run_counting_calls(
 
 
 def _refuse_repeated(calls: LayerCalls, chosen: list[int], model: nn.Module) -> None:
-    """``ValueError`` for chosen layers whose module one forward calls several times: replacing
+    """``ValueError`` for layers whose module one forward calls several times: replacing
     the module removes every call, not one layer (a module listed once and called three times
     was pruned as one checked layer, three residual steps gone, no warning: an audit)."""
-    again = [k for k in chosen if calls.calls[k - 1] > calls.listed[k - 1]]
+    # any module, chosen or not: the layers after it are numbered by their calls, so a layer
+    # chosen after a repeated one was measured as h + h (a review)
+    again = [k for k in range(1, len(calls.calls) + 1) if calls.calls[k - 1] > calls.listed[k - 1]]
     if again:
         names = ", ".join(
             f"layer {k} ({calls.names[k - 1]}, {calls.calls[k - 1]} calls)" for k in again
         )
         raise ValueError(
             f"layers: {names}: {type(model).__name__}'s forward calls the module several times "
-            "in one pass, so taking it out would remove every call, not one layer; list one "
-            "module per call (layers=[...]) or prune such a layer by hand"
+            "in one pass, so taking it out would remove every call, not one layer, and the "
+            "layers after it are numbered by their calls; prune such a model by hand (run the "
+            "forward with that one call skipped)"
         )
