@@ -503,9 +503,11 @@ def test_whole_blocks_with_an_activation_between_stay_blocks():
     torch.manual_seed(0)
     data = small_graph(48)
     model = _ActivationBetween().double().eval()
-    with pytest.warns(UserWarning, match=r"not checked"):
+    with pytest.warns(UserWarning, match=r"not checked") as said:
         frame = prune_sensitivity(model, data, layers=[2])
     assert frame.attrs["pruned_as"] == {2: "block"}
+    # unchecked, not said to be the identity (an audit)
+    assert not any("(the identity on the stream)" in str(w.message) for w in said)
     seen = []
     handle = model.blocks[-1].register_forward_hook(lambda m, a, out: seen.append(out))
     with torch.no_grad():

@@ -568,8 +568,12 @@ def _say_how(
     frame.attrs["identity_on_stream"] = same
     off = [k for k, v in same.items() if v is not True]
     if off:
+        # an unchecked block is not said to be the identity ("replaced by its input (the
+        # identity on the stream) (... not checked)" said both: an audit)
         ways = "; ".join(
-            f"layer {k}: {PRUNED_AS[how[k]]} ("
+            f"layer {k}: "
+            + (PRUNED_AS[how[k]].split(" (")[0] if same[k] is None else PRUNED_AS[how[k]])
+            + " ("
             + (unseen if same[k] is None else "not the identity")
             + ")"
             for k in off
