@@ -1820,3 +1820,32 @@ def test_the_norm_halving_is_read_from_the_norm():
         )
     )
     assert v.evidence["norm_late_halving"] == pytest.approx(math.log(2) / 0.02, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    ("rate", "growth"),
+    [
+        (0.03, lambda k: np.exp(0.03 * k) * (k + 1.0) ** -3),
+        (0.05, lambda k: np.exp(0.05 * k) / (k + 1.0)),
+    ],
+)
+def test_exponential_convergence_behind_an_algebraic_energy_is_said(rate, growth):
+    """The mirror (a review): a scale-free energy halving every ln2/r layers beside a squared
+    norm growing so that the energy falls like a power law read "algebraic smoothing ... the
+    nodes converge", the nonlocal theorem's law, while the nodes converge exponentially."""
+    v = verdict(_split_frame(lambda k: np.exp(-rate * k), lambda k: np.sqrt(growth(k))))
+    text = verdict_text(v)
+    assert v.label == "algebraic-smoothing" and v.evidence["scale_free_law"] == 1, text
+    assert v.evidence["scale_free_rate"] == pytest.approx(math.log(2) / rate, rel=0.03)
+    assert text.startswith("algebraic decay: energy decays like k^"), text
+    assert "the nodes' convergence is exponential" in text
+    assert "the energy's power law is the squared norm's change offsetting it" in text
+
+
+def test_algebraic_convergence_behind_an_algebraic_energy_keeps_its_words():
+    """k^-2 directions beside a k^-1 squared norm: algebraic both ways, said so."""
+    v = verdict(_split_frame(lambda k: (k + 1.0) ** -2, lambda k: (k + 1.0) ** -0.5))
+    text = verdict_text(v)
+    assert v.evidence["scale_free_law"] == 0, text
+    assert text.startswith("algebraic smoothing: energy decays like k^-3")
+    assert "the nodes' convergence is algebraic too (the scale-free energy decays like k^-2" in text

@@ -489,7 +489,12 @@ def _with_scale_free_law(
     - neither shown: the collapse stands and the summary says the nodes' own law is open, or
       that their fall has levelled off.
 
-    Only for an ``exponential-smoothing`` label with a named collapse, a scale-free energy
+    The mirror, an ``algebraic-smoothing`` label, is read alike: a scale-free energy falling
+    like ``e^(-0.03k)`` beside a squared norm growing like ``e^(0.03k) k^-3`` read "algebraic
+    smoothing: energy decays like k^-3.00 ... the nodes converge", the nonlocal theorem's law,
+    while the nodes converge exponentially and the norm's growth hides it (a review).
+
+    Only for an exponential or algebraic smoothing label with a named collapse, a scale-free energy
     whose fall is shown (``directions_converge``, its interval beyond :data:`STABLE_DECADES`;
     the point alone let "mostly norm collapse, not oversmoothing ... the scale-free energy
     changes only -0.32 decades" be followed by its halving length: an audit) and a squared norm
@@ -499,7 +504,7 @@ def _with_scale_free_law(
     ev = found.evidence
     norm_dec = ev.get("norm_decades")
     if (
-        found.label != "exponential-smoothing"
+        found.label not in ("exponential-smoothing", "algebraic-smoothing")
         or found.collapse is None
         or found.window is None
         or norm_dec is None

@@ -695,10 +695,11 @@ def _decay_word(found: Mapping[str, Any], law: str) -> str:
     "energy decay": a review)."""
     converge = found.get("collapse") in ("oversmoothing", "both")
     ev = found.get("evidence") or {}
-    if law == "exponential" and "scale_free_law" in ev and ev["scale_free_law"] != 1:
-        # the energy's exponential rate is not shown to be the nodes' (verdict's
-        # _with_scale_free_law): a k^-3 convergence beside an exponentially shrinking norm
-        # read "exponential smoothing"
+    own = {"exponential": 1, "algebraic": 0}.get(law)
+    if "scale_free_law" in ev and ev["scale_free_law"] != own:
+        # the energy's law is not shown to be the nodes' (verdict's _with_scale_free_law): a
+        # k^-3 convergence beside an exponentially shrinking norm read "exponential
+        # smoothing", an exponential one beside an exponentially growing norm "algebraic"
         converge = False
     return f"{law} smoothing" if converge else f"{law} decay"
 
@@ -873,17 +874,18 @@ def _collapse_clause(found: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
         "both": f"the nodes converge and the features shrink (scale-free energy {sf} decades, "
         f"squared norm {nd} decades)",
     }
-    return "; " + clauses[collapse] + _scale_free_law_clause(ev)
+    return "; " + clauses[collapse] + _scale_free_law_clause(ev, found.get("label"))
 
 
-def _scale_free_law_clause(ev: Mapping[str, Any]) -> str:
-    """Whether the nodes converge exponentially, where the verdict read the scale-free
-    energy's own law beside an exponential fall and a moving norm (evidence
-    ``scale_free_law``; nothing where it did not), and the squared norm's own late halving
-    length where the exponential may be the norm's."""
+def _scale_free_law_clause(ev: Mapping[str, Any], label: Any = None) -> str:
+    """Whether the nodes converge exponentially (or algebraically), where the verdict read the
+    scale-free energy's own law beside an exponential (or algebraic: ``label``) fall and a
+    moving norm (evidence ``scale_free_law``; nothing where it did not), and the squared norm's
+    own late halving length where the exponential may be the norm's."""
     if "scale_free_law" not in ev:
         return ""
     law, rate = ev["scale_free_law"], ev.get("scale_free_rate")
+    algebraic = label == "algebraic-smoothing"  # the energy's law
     span = ev.get("scale_free_rate_interval")
     level = f"{REPORT_LEVEL:.0%} interval"
     late = ev.get("late_window") or ("?", "?")
@@ -904,7 +906,20 @@ def _scale_free_law_clause(ev: Mapping[str, Any]) -> str:
         limit = ev.get("scale_free_asymptotic_interval")
         if ev.get("scale_free_asymptotic") is False and limit:
             text += f", not yet asymptotic (asymptotic halving length {length_span(limit)})"
+        if algebraic:
+            text += ": the energy's power law is the squared norm's change offsetting it"
         return text
+    if algebraic and law == 0 and isinstance(rate, (int, float)):
+        return (
+            "; the nodes' convergence is algebraic too (the scale-free energy decays like "
+            f"k^{rate:.2f})"
+        )
+    if algebraic and not ev.get("scale_free_levelled"):
+        return (
+            "; whether the nodes' convergence is algebraic is not resolved (the scale-free "
+            "energy's own law is open): the power law may be the squared norm's change "
+            "offsetting a faster one"
+        )
     if law == 0 and isinstance(rate, (int, float)):
         text = (
             f"; the nodes' convergence is algebraic (the scale-free energy decays like k^{rate:.2f}"
@@ -916,7 +931,10 @@ def _scale_free_law_clause(ev: Mapping[str, Any]) -> str:
     if ev.get("scale_free_levelled"):
         return (
             "; the scale-free energy's own fall has levelled off, or may have, by the late "
-            "layers: the late exponential fall is the squared norm's" + norm
+            "layers: the late "
+            + ("" if algebraic else "exponential ")
+            + "fall is the squared norm's"
+            + norm
         )
     return (
         "; whether the nodes' convergence is exponential is not resolved (the scale-free "
