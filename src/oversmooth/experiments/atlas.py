@@ -881,7 +881,7 @@ def _reading(doc: Any, config: AtlasConfig) -> None:
         "features shrinking): `oversmoothing` at two thirds or more, `norm-collapse` at one "
         "third or less (the nodes may still converge by less, as GAT's), `both` between, a "
         "dash where the share's 99% interval crosses a third or the curve does not fall; "
-        "an exponential fall whose norm moves is also read by the scale-free energy's own law, "
+        "a fall with a law whose norm moves is also read by the scale-free energy's own law, "
         "which makes it `both` where the late layers say otherwise than the window's share "
         "(the nodes converging exponentially beside a fading norm collapse, or algebraically "
         "beside an exponentially shrinking norm: docs/verdict.md). "
