@@ -2077,14 +2077,15 @@ class LayerFeeding:
     def reset(self) -> None:
         """A new forward pass."""
         # per layer call after the first: True (its input is the previous output), False (not
-        # comparable), or the sampled entries of its input and of that output
-        self.calls: list[bool | tuple[Tensor, Tensor]] = []
+        # comparable), or its index among the calls, whose input rows and the previous call's
+        # output rows (``inputs``, ``outputs``) are compared at the end
+        self.calls: list[bool | int] = []
         self.last: Tensor | None = None  # the previous call's output
         self.count = 0  # the layer calls of the forward
         self.widths: list[int | None] = []  # each compared call's input width
         self.eps: list[float] = []  # each compared call's input's unit rounding
         # every call's input and output rows (one stride through states of one shape: the
-        # same rows), for the skip around a block (:meth:`skip_period`)
+        # same rows), for the fed test and the skip around a block (:meth:`skip_period`)
         self.inputs: list[Tensor | None] = []
         self.outputs: list[Tensor | None] = []
         self.input_eps: list[float] = []  # each call's input's unit rounding, in its dtype
@@ -2114,7 +2115,8 @@ class LayerFeeding:
         self.outputs.append(None)  # until the call returns
         last, self.last = self.last, None
         if last is not None and x is not None:
-            self.calls.append(x is last or self._sample(x, last))
+            comparable = x.shape == last.shape and last.is_floating_point()
+            self.calls.append(x is last or (len(self.inputs) - 1 if comparable else False))
         elif self.calls or last is not None:  # a call that cannot be compared: no pattern
             self.calls.append(False)
         else:
@@ -2136,44 +2138,30 @@ class LayerFeeding:
 
     @staticmethod
     def _rows(x: Tensor | None) -> Tensor | None:
-        """Whole rows of ``x`` (the stride :meth:`_sample` takes), copied in float64."""
+        """Whole rows (a stride through them) of ``x``, copied in float64: a norm of each row
+        is told by its rows, not by entries strided across them."""
         if x is None or not x.is_floating_point() or x.dim() == 0:
             return None
         width = max(1, int(x.shape[-1]))
         step = max(1, x.numel() // width // max(FEED_ROWS, FEED_ENTRIES // width))
         return x.detach().reshape(-1, width)[::step].to(torch.float64, copy=True)
 
-    @staticmethod
-    def _sample(x: Tensor, out: Tensor) -> tuple[Tensor, Tensor] | bool:
-        """Whole rows (a stride through them) of ``x`` and ``out``, copied in float64: a
-        norm of each row is told by its rows, not by entries strided across them."""
-        if x.shape != out.shape or not x.is_floating_point() or not out.is_floating_point():
-            return False
-        width = max(1, int(x.shape[-1]) if x.dim() else 1)
-        step = max(1, x.numel() // width // max(FEED_ROWS, FEED_ENTRIES // width))
-        return (
-            x.detach().reshape(-1, width)[::step].to(torch.float64, copy=True),
-            out.detach().reshape(-1, width)[::step].to(torch.float64, copy=True),
-        )
-
     def _read(self) -> list[bool]:
-        """The calls' fed flags, the sampled entries read to the host at once (and the calls'
-        input and output rows, in place)."""
-        parts = [t for c in self.calls if not isinstance(c, bool) for t in c]
+        """The calls' input and output rows read to the host at once (in place), and the
+        calls' fed flags from them."""
         rows = [t for t in (*self.inputs, *self.outputs) if t is not None]
-        flat = [t.reshape(-1) for t in (*parts, *rows)]
+        flat = [t.reshape(-1) for t in rows]
         host = iter(torch.cat(flat).cpu().split([t.numel() for t in flat]) if flat else ())
-        shapes = iter(t.shape for t in parts)
+        for held in (self.inputs, self.outputs):
+            for i, t in enumerate(held):
+                held[i] = None if t is None else next(host).reshape(t.shape)
         fed = []
         for call, eps in zip(self.calls, self.eps, strict=True):
             if isinstance(call, bool):
                 fed.append(call)
-            else:
-                x, out = next(host).reshape(next(shapes)), next(host).reshape(next(shapes))
-                fed.append(_fed(x, out, eps))
-        for held in (self.inputs, self.outputs):
-            for i, t in enumerate(held):
-                held[i] = None if t is None else next(host).reshape(t.shape)
+                continue
+            x, out = self.inputs[call], self.outputs[call - 1]
+            fed.append(x is not None and out is not None and _fed(x, out, eps))
         return fed
 
     def skip_period(self) -> int | None:
