@@ -454,57 +454,32 @@ def _with_scale_free_law(
     hidden: int | None,
     bootstrap_seed: int,
 ) -> Verdict:
-    """An exponential fall of the energy whose nodes converge while the norm moves: the law of
-    the scale-free energy ``E / feature_norm^2`` itself, decided by the same rules over the
-    same window (:func:`verdict` of that curve), says whether the *nodes* converge
-    exponentially.
+    """A fall of the energy by a law whose nodes converge while the norm moves: the law of the
+    scale-free energy ``E / feature_norm^2`` itself, decided by the same rules over the same
+    layers (:func:`verdict` of that curve), says whether the *nodes* converge by that law.
 
     The energy's law alone named the nodes' convergence: a scale-free energy falling like
     ``k^-3`` beside a squared norm falling like ``e^(-0.02k)`` read "exponential smoothing:
     energy halves every 20.8 layers ... the nodes converge" (the exponential factor is the
-    norm's; the directions converge algebraically, the nonlocal law), and a scale-free energy
+    norm's; the directions converge algebraically, the nonlocal law); a scale-free energy
     falling like ``e^(-0.02k)`` beside a squared norm falling like ``k^-3`` read "mostly norm
-    collapse, not oversmoothing" (the energy's exponential rate is the directions' own).
-    Now (evidence ``scale_free_law``: 1 exponential, 0 algebraic, None neither shown;
-    ``scale_free_rate`` the scale-free energy's late halving length over
-    ``scale_free_window`` with ``scale_free_rate_interval`` and, where that rate still moves,
-    ``scale_free_asymptotic`` False and ``scale_free_asymptotic_interval``, or its power;
-    ``scale_free_levelled``: its own fall has (or may have) levelled off; ``norm_late_halving``:
-    the squared norm's late halving length, the energy's late slope less the scale-free
-    energy's; ``scale_free_late_share``: the scale-free energy's share of the late slope):
+    collapse, not oversmoothing" (the energy's exponential rate is the directions' own); and
+    the mirror, a scale-free energy falling like ``e^(-0.03k)`` beside a squared norm growing
+    like ``e^(0.03k) k^-3``, read "algebraic smoothing: energy decays like k^-3.00 ... the
+    nodes converge" (a review).  The kind that follows: :func:`_scale_free_kind`; the numbers
+    recorded: :func:`_scale_free_evidence`.
 
-    - exponential: the nodes converge exponentially; ``norm-collapse`` becomes ``both`` where
-      they carry a third or more of the late fall (the scale-free energy's late slope over the
-      energy's, at the ends of their intervals least favourable to it): a squared norm
-      falling like a power law fades beside them, and a window's share of the fall no longer
-      says what the deeper layers do.  Both exponential, the share of the window is the share
-      of every deeper layer: the kind stands (the first 64 layers of PyG's GAT on Cora: 5.2 of
-      25 decades);
-    - algebraic: the exponential factor is the norm's, which outruns the directions as depth
-      grows: ``oversmoothing`` becomes ``both`` where the norm carries a third or more of the
-      late fall at the ends least favourable to it (a squared norm falling 0.35 decades over
-      256 layers, 5% of the fall, was made ``both`` whatever its share: an audit), and the
-      summary says the nodes converge algebraically and quotes the norm's own halving length
-      (the energy's, 43 layers, read as the norm's, 220: an audit);
-    - neither shown: the collapse stands and the summary says the nodes' own law is open, or
-      that their fall has levelled off.
-
-    The mirror, an ``algebraic-smoothing`` label, is read alike: a scale-free energy falling
-    like ``e^(-0.03k)`` beside a squared norm growing like ``e^(0.03k) k^-3`` read "algebraic
-    smoothing: energy decays like k^-3.00 ... the nodes converge", the nonlocal theorem's law,
-    while the nodes converge exponentially and the norm's growth hides it (a review).
-
-    Only for an exponential or algebraic smoothing label with a named collapse, a scale-free energy
-    whose fall is shown (``directions_converge``, its interval beyond :data:`STABLE_DECADES`;
-    the point alone let "mostly norm collapse, not oversmoothing ... the scale-free energy
-    changes only -0.32 decades" be followed by its halving length: an audit) and a squared norm
-    that moves by :data:`STABLE_DECADES` or more (a LayerNorm'd stack's norm is fixed: its
-    energy is its scale-free energy).
+    Only for an exponential or algebraic smoothing label with a named collapse, a scale-free
+    energy whose fall is shown (``directions_converge``, its interval beyond
+    :data:`STABLE_DECADES`; the point alone let "mostly norm collapse, not oversmoothing ... the
+    scale-free energy changes only -0.32 decades" be followed by its halving length: an audit)
+    and a squared norm that moves by :data:`STABLE_DECADES` or more (a LayerNorm'd stack's norm
+    is fixed: its energy is its scale-free energy).
     """
     ev = found.evidence
     norm_dec = ev.get("norm_decades")
     if (
-        found.label not in ("exponential-smoothing", "algebraic-smoothing")
+        found.label not in _SMOOTHING
         or found.collapse is None
         or found.window is None
         or norm_dec is None
@@ -516,57 +491,100 @@ def _with_scale_free_law(
     # the layers the energy's law was fitted on (usable in every seed: the float floor, an
     # odd end and non-positive rows left out as there)
     part = frame[frame["layer"].isin(layers) & (frame["layer"] >= lo) & (frame["layer"] <= hi)]
-    norm = part["feature_norm"].to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(norm) & (norm > 0)):
-        return found  # (a row the energy's verdict left out): no scale-free curve to read
-    free = part.assign(**{energy: part[energy].to_numpy(dtype=np.float64) / norm**2})
-    # the energy's float floor, scaled as the energy is: the second verdict widens its late
-    # interval by the rounding as the first does (without it a float32 curve near its floor
-    # gave 6.308-6.322 layers for a true 6.301: a review)
-    floor = _floor_values(part, dtype, hidden)
-    free = free.drop(columns=[c for c in ("feature_norm", "float_floor") if c in free])
-    if floor is not None:
-        free["float_floor"] = np.nan_to_num(floor, nan=0.0) / norm**2
+    free = _scale_free_frame(part, energy, dtype, hidden)
+    if free is None:
+        return found
     free.attrs = dict(frame.attrs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         inner = verdict(free, energy, dtype=dtype, start=lo, bootstrap_seed=bootstrap_seed + 3)
-    inner_ev = inner.evidence
-    law: int | None = None
-    if inner.rate is not None and inner.label in ("exponential-smoothing", "algebraic-smoothing"):
-        law = 1 if inner.label == "exponential-smoothing" else 0
-    levelled = bool(inner_ev.get("decay_stopped") or inner_ev.get("decay_may_have_stopped"))
+    law = _SMOOTHING.get(inner.label) if inner.rate is not None else None
+    levelled = bool(
+        inner.evidence.get("decay_stopped") or inner.evidence.get("decay_may_have_stopped")
+    )
     share = _late_share(inner, found)
-    collapse = found.collapse
-    if law == 1 and collapse == "norm-collapse" and share is not None and share[0] >= 1 / 3:
-        collapse = "both"
-    elif law != 1 and collapse == "oversmoothing" and share is not None and share[2] <= 2 / 3:
-        # an algebraic scale-free law, or one whose fall has (may have) levelled off: the norm
-        # carries a third or more of the late fall (a level kept "oversmoothing" beside a norm
-        # carrying 94% of it: a review)
-        if law == 0 or levelled:
-            collapse = "both"
-    evidence = {**ev, "scale_free_law": law, "scale_free_levelled": levelled and law is None}
-    rate = inner.rate if law is not None else None
-    evidence["scale_free_rate"] = None if rate is None else (rate.value if law else rate.exponent)
-    evidence["scale_free_rate_interval"] = (
-        None
-        if rate is None
-        else [float(v) for v in (rate.interval if law else rate.exponent_interval)]
-    )
-    evidence["scale_free_window"] = (
-        None if rate is None or rate.window is None else [int(v) for v in rate.window]
-    )
-    moving = law == 1 and inner.asymptotic is False and inner.asymptotic_rate is not None
-    evidence["scale_free_asymptotic"] = inner.asymptotic if law == 1 else None
-    evidence["scale_free_asymptotic_interval"] = (
-        [float(v) for v in inner.asymptotic_rate.interval]
-        if moving and inner.asymptotic_rate is not None
-        else None
-    )
-    evidence["scale_free_late_share"] = None if share is None else share[1]
+    evidence = {**ev, **_scale_free_evidence(inner, law, levelled and law is None, share)}
     evidence["norm_late_halving"] = _norm_late_halving(part, found)
+    collapse = _scale_free_kind(found.collapse, law, levelled, share)
     return dataclasses.replace(found, collapse=collapse, evidence=evidence)
+
+
+#: The smoothing labels and the code ``scale_free_law`` gives each (1 exponential, 0 algebraic).
+_SMOOTHING = {"exponential-smoothing": 1, "algebraic-smoothing": 0}
+
+
+def _scale_free_frame(
+    part: pd.DataFrame, energy: str, dtype: str, hidden: int | None
+) -> pd.DataFrame | None:
+    """``part`` with ``energy`` divided by the squared ``feature_norm`` and its float floor
+    scaled alike (the second verdict widens its late interval by the rounding as the first
+    does: without it a float32 curve near its floor gave 6.308-6.322 layers for a true 6.301, a
+    review), the norm column dropped; None where a norm is not a positive number."""
+    norm = part["feature_norm"].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(norm) & (norm > 0)):
+        return None
+    floor = _floor_values(part, dtype, hidden)
+    free = part.assign(**{energy: part[energy].to_numpy(dtype=np.float64) / norm**2})
+    free = free.drop(columns=[c for c in ("feature_norm", "float_floor") if c in free])
+    if floor is not None:
+        free["float_floor"] = np.nan_to_num(floor, nan=0.0) / norm**2
+    return free
+
+
+def _scale_free_kind(
+    collapse: str | None,
+    law: int | None,
+    levelled: bool,
+    share: tuple[float, float, float] | None,
+) -> str | None:
+    """The collapse kind once the scale-free law is read (``share``: :func:`_late_share`).
+
+    - exponential (``law`` 1): ``norm-collapse`` becomes ``both`` where the nodes carry a third
+      or more of the late fall at the ends of the two late slopes' intervals least favourable
+      to them: a squared norm falling like a power law fades beside them, and the window's
+      share no longer says what deeper layers do.  Both exponential, the window's share is
+      every deeper layer's: the kind stands (the first 64 layers of PyG's GAT on Cora: 5.2 of
+      25 decades);
+    - algebraic (``law`` 0), or a scale-free fall that has (may have) levelled off:
+      ``oversmoothing`` becomes ``both`` where the norm carries a third or more of the late
+      fall at the ends least favourable to it (a squared norm falling 0.35 decades over 256
+      layers, 5% of the fall, was made ``both`` whatever its share: an audit; a level kept
+      "oversmoothing" beside a norm carrying 94% of it: a review);
+    - neither shown: the kind stands."""
+    if share is None:
+        return collapse
+    if law == 1 and collapse == "norm-collapse" and share[0] >= 1 / 3:
+        return "both"
+    if (law == 0 or (law is None and levelled)) and collapse == "oversmoothing":
+        return "both" if share[2] <= 2 / 3 else collapse
+    return collapse
+
+
+def _scale_free_evidence(
+    inner: Verdict, law: int | None, levelled: bool, share: tuple[float, float, float] | None
+) -> dict[str, Any]:
+    """What the scale-free verdict ``inner`` adds to the evidence: ``scale_free_law`` (1
+    exponential, 0 algebraic, None neither shown), ``scale_free_levelled`` (its fall has or may
+    have levelled off), ``scale_free_rate`` (the late halving length, or the power) with
+    ``scale_free_rate_interval`` and ``scale_free_window``, ``scale_free_asymptotic`` and,
+    where an exponential rate still moves, ``scale_free_asymptotic_interval``, and
+    ``scale_free_late_share`` (the scale-free energy's share of the late slope)."""
+    rate = inner.rate if law is not None else None
+    moving = law == 1 and inner.asymptotic is False and inner.asymptotic_rate is not None
+    limit = inner.asymptotic_rate.interval if moving and inner.asymptotic_rate else None
+    interval = None if rate is None else (rate.interval if law else rate.exponent_interval)
+    return {
+        "scale_free_law": law,
+        "scale_free_levelled": levelled,
+        "scale_free_rate": None if rate is None else (rate.value if law else rate.exponent),
+        "scale_free_rate_interval": None if interval is None else [float(v) for v in interval],
+        "scale_free_window": (
+            None if rate is None or rate.window is None else [int(v) for v in rate.window]
+        ),
+        "scale_free_asymptotic": inner.asymptotic if law == 1 else None,
+        "scale_free_asymptotic_interval": None if limit is None else [float(v) for v in limit],
+        "scale_free_late_share": None if share is None else share[1],
+    }
 
 
 class _Rows:
