@@ -442,7 +442,9 @@ def _same(before: Tensor | None, after: Tensor | None) -> bool | None:
 
 #: How a layer was taken out (``frame.attrs["pruned_as"]``).
 PRUNED_AS = {
-    "block": "the block module replaced by its input (the identity on the stream)",
+    # (only said of a removal that was not checked or not the identity: no claim of one here;
+    # "(the identity on the stream)" stood beside "not checked": an audit)
+    "block": "the block module replaced by its input",
     "zero": "the layer's output set to zero, so that the step h + f(h) hands on h",
     "input": "the layer's output replaced by its input",
 }
@@ -568,12 +570,8 @@ def _say_how(
     frame.attrs["identity_on_stream"] = same
     off = [k for k, v in same.items() if v is not True]
     if off:
-        # an unchecked block is not said to be the identity ("replaced by its input (the
-        # identity on the stream) (... not checked)" said both: an audit)
         ways = "; ".join(
-            f"layer {k}: "
-            + (PRUNED_AS[how[k]].split(" (")[0] if same[k] is None else PRUNED_AS[how[k]])
-            + " ("
+            f"layer {k}: {PRUNED_AS[how[k]]} ("
             + (unseen if same[k] is None else "not the identity")
             + ")"
             for k in off
@@ -823,11 +821,11 @@ def _run_counting_calls(
             "the order the forward runs them"
         )
     _refuse_unreached(calls, chosen, model)
-    _refuse_repeated(calls, chosen, model)
+    _refuse_repeated(calls, model)
     return out
 
 
-def _refuse_repeated(calls: LayerCalls, chosen: list[int], model: nn.Module) -> None:
+def _refuse_repeated(calls: LayerCalls, model: nn.Module) -> None:
     """``ValueError`` for layers whose module one forward calls several times: replacing
     the module removes every call, not one layer (a module listed once and called three times
     was pruned as one checked layer, three residual steps gone, no warning: an audit)."""
