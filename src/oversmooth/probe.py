@@ -2083,7 +2083,6 @@ class LayerFeeding:
         self.last: Tensor | None = None  # the previous call's output
         self.count = 0  # the layer calls of the forward
         self.widths: list[int | None] = []  # each compared call's input width
-        self.eps: list[float] = []  # each compared call's input's unit rounding
         # every call's input and output rows (one stride through states of one shape: the
         # same rows), for the fed test and the skip around a block (:meth:`skip_period`)
         self.inputs: list[Tensor | None] = []
@@ -2119,14 +2118,6 @@ class LayerFeeding:
             self.calls.append(x is last or (len(self.inputs) - 1 if comparable else False))
         elif self.calls or last is not None:  # a call that cannot be compared: no pattern
             self.calls.append(False)
-        else:
-            return
-        # the rounding the entries were computed with (a float32 model's gelu is monotone to
-        # its own, not float64's, last place), at most float32's: bfloat16's would let the
-        # row-affine test pass any row (256 eps = 2), every call read fed and no block seen
-        # (a review); a 16-bit gelu or layer norm is then missed, an exact map still seen
-        dtype = x.dtype if x is not None and x.is_floating_point() else torch.float64
-        self.eps.append(min(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps))
 
     def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
         try:
@@ -2156,11 +2147,16 @@ class LayerFeeding:
             for i, t in enumerate(held):
                 held[i] = None if t is None else next(host).reshape(t.shape)
         fed = []
-        for call, eps in zip(self.calls, self.eps, strict=True):
+        for call in self.calls:
             if isinstance(call, bool):
                 fed.append(call)
                 continue
             x, out = self.inputs[call], self.outputs[call - 1]
+            # the rounding the entries were computed with (a float32 model's gelu is monotone
+            # to its own, not float64's, last place), at most float32's: bfloat16's would let
+            # the row-affine test pass any row (256 eps = 2), every call read fed and no block
+            # seen (a review); a 16-bit gelu or layer norm is then missed, an exact map seen
+            eps = min(self.input_eps[call], torch.finfo(torch.float32).eps)
             fed.append(x is not None and out is not None and _fed(x, out, eps))
         return fed
 
