@@ -890,11 +890,12 @@ def _scale_free_law_clause(ev: Mapping[str, Any], label: Any = None) -> str:
     level = f"{REPORT_LEVEL:.0%} interval"
     late = ev.get("late_window") or ("?", "?")
     halving = ev.get("norm_late_halving")
-    norm = (
-        f"; the squared norm halves every {halving:.3g} layers over layers {late[0]}-{late[1]}"
+    halves = (
+        f"halves every {halving:.3g} layers over layers {late[0]}-{late[1]}"
         if isinstance(halving, (int, float)) and math.isfinite(halving)
         else ""
     )
+    norm = f"; the squared norm {halves}" if halves else ""
     if law == 1 and isinstance(rate, (int, float)):
         window = ev.get("scale_free_window") or late
         text = (
@@ -926,7 +927,7 @@ def _scale_free_law_clause(ev: Mapping[str, Any], label: Any = None) -> str:
         )
         if span:
             text += f", {level} {span_text(span, '.2f')}"
-        which = norm.replace("; the squared norm halves", ", which halves", 1)
+        which = f", which {halves}" if halves else ""
         return text + "): the exponential factor is the squared norm's" + which
     if ev.get("scale_free_levelled"):
         return (
