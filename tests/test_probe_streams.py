@@ -1349,6 +1349,78 @@ def test_a_16_bit_list_of_two_convs_per_block_is_said(kind, dtype):
     assert any("module calls run as blocks of 2" in str(w.message) for w in caught)
 
 
+SUMS = ("postln", "postact", "branchnorm", "preln")
+
+
+class LinearBlocks(nn.Module):
+    """Two convs per block in one list with a ``Linear`` between them, the block's sum formed
+    four more ways (an audit: each hid the blocks, the calls read as layers with no word):
+    ``postln`` ``h = LN(h + z)`` and ``postact`` ``h = relu(h + z)`` (a norm or an activation
+    after the sum), ``branchnorm`` ``h = h + LN(z)`` (a norm ending the branch), ``preln``
+    ``h = h + conv(lin(conv(LN(h))))`` (a norm before the block, at initialisation); the other
+    norms with a trained-looking weight and bias per channel.  ``oneconv``: the same sums
+    around one conv per layer, told of no blocks."""
+
+    def __init__(self, kind: str, per: int = 2) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.kind, self.per = kind, per
+        self.enc = nn.Linear(5, WIDTH)
+        self.layers = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(per * DEPTH))
+        self.mids = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(DEPTH))
+        self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(DEPTH))
+        if kind != "preln":
+            with torch.no_grad():
+                for norm in self.norms:
+                    norm.weight.copy_(0.5 + torch.rand(WIDTH))
+                    norm.bias.copy_(0.3 * torch.randn(WIDTH))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k in range(DEPTH):
+            norm = self.norms[k]
+            z = norm(h) if self.kind == "preln" else h
+            for i in range(self.per):
+                z = self.layers[self.per * k + i](z, edge_index)
+                if i < self.per - 1:
+                    z = self.mids[k](z)
+            if self.kind == "postln":
+                h = norm(h + z)
+            elif self.kind == "postact":
+                h = torch.relu(h + z)
+            elif self.kind == "branchnorm":
+                h = h + norm(z)
+            else:
+                h = h + z
+            self.kept.append(h)
+        return h
+
+
+@pytest.mark.parametrize("kind", SUMS)
+def test_blocks_whose_sum_is_normed_or_activated_are_said(kind):
+    torch.manual_seed(0)
+    model = LinearBlocks(kind).double().eval()
+    frame, kept, said, ei = probed(model, 48)
+    (warning,) = [w for w in said if "module calls run as" in w]
+    assert (
+        f"model.layers's {2 * DEPTH} module calls run as blocks of 2: the stream skips" in warning
+    )
+    # named as it says, the stream is read exactly
+    firsts = list(model.layers[0::2])
+    stream = list(model.norms) if kind == "preln" else firsts
+    frame, kept, said, ei = probed(model, 48, capture="residual", layers=firsts, stream=stream)
+    assert_stream(frame, kept, ei)
+    assert said == []
+    # one conv per layer with the same sums: every call a layer, no word of blocks
+    torch.manual_seed(0)
+    single = LinearBlocks(kind, per=1).double().eval()
+    frame, kept, said, ei = probed(single, 48)
+    assert not [w for w in said if "blocks of" in w]
+
+
 class DeadBranches(nn.Module):
     """One conv per layer with a skip, its branch exactly 0 at every other layer."""
 

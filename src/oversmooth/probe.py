@@ -1067,6 +1067,10 @@ class _StreamTap:
         self.stream_makers: set[type] = set()
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
+        # with stream= taps: the types of the norms seen making a tap's input (Post-LN blocks
+        # with taps at their first modules, h = norms[k](h + block(h))): such a norm making
+        # the output made the stream after the last block, not a final norm of it
+        self.tap_makers: set[type] = set()
         self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
@@ -1123,7 +1127,14 @@ class _StreamTap:
             self.jk_last = states[-1]
 
     def _tap_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
-        return lambda module, args: self.emit(k, first_tensor(args))
+        def hook(module: nn.Module, args: tuple) -> None:
+            x = first_tensor(args)
+            made = self.after.get(id(x)) if k else None
+            if made is not None and any(_is_norm(m) for m in made[0].modules()):
+                self.tap_makers.add(type(made[0]))
+            self.emit(k, x)
+
+        return hook
 
     def _norm_input(self, k: int) -> Callable[[nn.Module, tuple], None]:
         def hook(module: nn.Module, args: tuple) -> None:
@@ -1698,6 +1709,11 @@ class _StreamTap:
         stack's, gives its input."""
         if self.prenorm or not transparent(norm):
             return False
+        if type(norm) in self.tap_makers:
+            # stream= taps whose inputs such norms made: read as the model's output, the last
+            # block's norm was taken for a final norm and its input, h + z, for the stream
+            # (an audit: 1.37x the energy of the last row, with no word)
+            return True
         return self.post or any(norm is n for n in self.plan.norms) or id(norm) in self.feeders
 
     @property
@@ -1954,6 +1970,28 @@ def _fed(x: Tensor, out: Tensor, eps: float) -> bool:
     return float((dx - slope * do).abs().max()) <= 256 * eps * scale
 
 
+def _renormed_sum(x: Tensor, y: Tensor, out: Tensor, eps: float) -> bool:
+    """Whether ``y`` (rows ``[r, w]``, sampled) is ``norm(h + out)`` where ``x`` is ``norm(h)``
+    for some unseen ``h``, with a norm without weights (``LayerNorm`` at initialisation,
+    ``F.layer_norm``, ``RMSNorm``, ``F.normalize``): a Pre-LN block's first module reads the
+    normed stream, so the next block's input is the norm of the stream plus the block's
+    output.  Row by row, ``y`` is then ``a x + b out + c`` with ``a`` and ``b`` of one sign (a
+    positive scale of ``h``); rows of at least 6 entries, so that a fit of three terms says
+    something.  A trained norm's weight and bias per channel are not fitted: its blocks go
+    unseen."""
+    if x.dim() != 2 or not (x.shape == y.shape == out.shape) or x.shape[1] < 6:
+        return False
+    basis = torch.stack([torch.ones_like(x), x, out], dim=2)  # [r, w, 3]
+    if not bool(torch.isfinite(basis).all() & torch.isfinite(y).all()):
+        return False
+    solution = torch.linalg.lstsq(basis, y.unsqueeze(2)).solution  # [r, 3, 1]
+    fit = (basis @ solution).squeeze(2)
+    a, b = solution[:, 1, 0], solution[:, 2, 0]
+    scale = max(float(y.abs().max()), float((b[:, None] * out).abs().max()), 1e-300)
+    one_sign = bool(((a > 0) & (b > 0)).all())
+    return one_sign and float((y - fit).abs().max()) <= 256 * eps * scale
+
+
 def _columns_follow(x: Tensor, out: Tensor, eps: float) -> bool:
     """Whether each channel of ``x`` (rows ``[r, w]``, sampled) is a function of the same
     channel of ``out`` alone, monotone or turning once, channel by channel its own (a trained
@@ -2167,7 +2205,10 @@ class LayerFeeding:
         just before it, ``h = h + conv2(lin(conv1(h)))``, where no call's input is the input of
         the call before it plus that call's output (a skip around every module: one per layer).
         What runs between the modules of a block is then anything (a ``Linear`` between two
-        convs hid the blocks from the fed test: an audit)."""
+        convs hid the blocks from the fed test: an audit).  The sum may be normed or activated
+        (``norm(h + z)``, ``relu(h + z)``), the branch end in a norm (``h + norm(z)``), or the
+        block start with a norm without weights (``norm(h)`` in, ``norm(h + z)`` next:
+        :func:`_renormed_sum`)."""
         ins, outs = self.inputs, self.outputs
         calls = min(len(ins), len(outs))
 
@@ -2185,7 +2226,12 @@ class LayerFeeding:
             if _follows(d, out, x, out, zero=zero, eps=eps):
                 return True
             kept = d != 0  # dropout on the branch in training: the entries it kept
-            return 2 <= int(kept.sum()) < d.numel() and _follows(d[kept], out[kept], x, eps=eps)
+            if 2 <= int(kept.sum()) < d.numel() and _follows(d[kept], out[kept], x, eps=eps):
+                return True
+            # a norm ending the branch, h + norm(z); a norm or an activation after the sum,
+            # norm(h + z) (Post-LN), relu(h + z); a norm before the block, its input norm(h)
+            # and the next block's norm(h + z): each hid the blocks (an audit)
+            return _fed(d, out, eps) or _fed(y, x + out, eps) or _renormed_sum(x, y, out, eps)
 
         # an input unchanged by a call (its branch exactly 0) counts as a skip around it, not
         # as a block's inside (a dead branch every other layer was told blocks of 2: a review)
