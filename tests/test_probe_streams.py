@@ -1421,6 +1421,43 @@ def test_blocks_whose_sum_is_normed_or_activated_are_said(kind):
     assert not [w for w in said if "blocks of" in w]
 
 
+class PlainWithADeadLayer(nn.Module):
+    """``relu(conv(h))`` eight times, one layer's relu all 0 (a bias of -1000), the later
+    layers alive again by their biases: their inputs have one row repeated, then drift."""
+
+    def __init__(self, dead: int) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.convs = nn.ModuleList(GCNConv(16, 16) for _ in range(8))
+        with torch.no_grad():
+            self.convs[dead].bias.fill_(-1e3)
+            for conv in self.convs[dead + 1 :]:
+                conv.bias.add_(0.1)
+
+    def forward(self, x, edge_index):
+        for conv in self.convs:
+            x = torch.relu(conv(x, edge_index))
+        return x
+
+
+@pytest.mark.parametrize("dead", [2, 3])
+def test_a_plain_stack_with_a_dead_layer_is_no_blocks(dead):
+    """A dead layer's zeros were read as an unfed input (blocks of 4: in each, all but one
+    module...), and the states after it, rows all equal, fitted a norm's bias alone, so the
+    normed-sum test saw a skip around blocks of 4 (an audit)."""
+    torch.manual_seed(0)
+    n = 50
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+    edge_index = torch.cat([ring, ring.flip(0)], 1)
+    model = PlainWithADeadLayer(dead).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, edge_index), torch.no_grad():
+            model(torch.randn(n, 16), edge_index)
+    assert not [w for w in caught if "blocks of" in str(w.message)]
+
+
 class DeadBranches(nn.Module):
     """One conv per layer with a skip, its branch exactly 0 at every other layer."""
 
