@@ -1361,15 +1361,15 @@ class LinearBlocks(nn.Module):
     norms with a trained-looking weight and bias per channel.  ``oneconv``: the same sums
     around one conv per layer, told of no blocks."""
 
-    def __init__(self, kind: str, per: int = 2) -> None:
+    def __init__(self, kind: str, per: int = 2, depth: int = DEPTH) -> None:
         super().__init__()
         from torch_geometric.nn import GCNConv
 
-        self.kind, self.per = kind, per
+        self.kind, self.per, self.depth = kind, per, depth
         self.enc = nn.Linear(5, WIDTH)
-        self.layers = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(per * DEPTH))
-        self.mids = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(DEPTH))
-        self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(DEPTH))
+        self.layers = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(per * depth))
+        self.mids = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(depth))
+        self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(depth))
         if kind != "preln":
             with torch.no_grad():
                 for norm in self.norms:
@@ -1380,7 +1380,7 @@ class LinearBlocks(nn.Module):
     def forward(self, x, edge_index):
         h = self.enc(x)
         self.kept = [h]
-        for k in range(DEPTH):
+        for k in range(self.depth):
             norm = self.norms[k]
             z = norm(h) if self.kind == "preln" else h
             for i in range(self.per):
@@ -1419,6 +1419,90 @@ def test_blocks_whose_sum_is_normed_or_activated_are_said(kind):
     single = LinearBlocks(kind, per=1).double().eval()
     frame, kept, said, ei = probed(single, 48)
     assert not [w for w in said if "blocks of" in w]
+    # these weaker tests need two blocks' joins: two blocks show one, and are not told
+    torch.manual_seed(0)
+    frame, kept, said, ei = probed(LinearBlocks(kind, depth=2).double().eval(), 48)
+    assert not [w for w in said if "blocks of" in w]
+
+
+class PostThenPlain(nn.Module):
+    """Post-LN blocks ``h = norms[k](h + conv(h))`` (``mixed``: only the first, then Pre-LN
+    ``h + conv(norms[k](h))``; else the last block without a norm), then a final LayerNorm
+    outside ``norms``: with ``stream=`` taps, a norm of the blocks' type outside their list is
+    a final norm, its input the stream (matching the type read its output: a review)."""
+
+    def __init__(self, mixed: bool) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.mixed = mixed
+        self.enc = nn.Linear(5, WIDTH)
+        self.convs = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(DEPTH))
+        self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(DEPTH))
+        self.final = nn.LayerNorm(WIDTH)
+        with torch.no_grad():
+            for norm in [*self.norms, self.final]:
+                norm.weight.copy_(0.5 + torch.rand(WIDTH))
+                norm.bias.copy_(0.3 * torch.randn(WIDTH))
+        self.kept: list[torch.Tensor] = []
+
+    def forward(self, x, edge_index):
+        h = self.enc(x)
+        self.kept = [h]
+        for k, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
+            if self.mixed:
+                h = norm(h + conv(h, edge_index)) if k == 0 else h + conv(norm(h), edge_index)
+            else:
+                h = h + conv(h, edge_index) if k == DEPTH - 1 else norm(h + conv(h, edge_index))
+            self.kept.append(h)
+        return self.final(h)
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_final_norm_of_the_blocks_type_outside_their_list_is_a_final_norm(mixed):
+    torch.manual_seed(0)
+    model = PostThenPlain(mixed).double().eval()
+    stream = [model.convs[0], *model.norms[1:]] if mixed else list(model.convs)
+    frame, kept, said, ei = probed(
+        model, 48, capture="residual", layers=list(model.convs), stream=stream
+    )
+    assert_stream(frame, kept, ei)
+    assert said == []
+
+
+def test_states_that_tell_no_function_apart_are_not_read_for_blocks():
+    """The weaker block tests read only states that can tell a function apart: rows all equal
+    fit a norm's bias alone, and a few nonzero entries any monotone map."""
+    from oversmooth.probe import _informative
+
+    eps = torch.finfo(torch.float32).eps
+    state = torch.randn(48, 8, dtype=torch.float64)
+    assert _informative(state, eps) and _informative(torch.relu(state), eps)
+    assert not _informative(state[:1].expand(48, 8), eps)  # oversmoothed to one row
+    sparse = torch.zeros(48, 8, dtype=torch.float64)
+    sparse[3, 2], sparse[7, 5] = 1.0, 2.0
+    assert not _informative(sparse, eps)
+    assert not _informative(torch.zeros(48, 8, dtype=torch.float64), eps)
+
+
+def test_a_few_nonzero_entries_tell_no_blocks():
+    """PyG's GraphSAGE(8, 8, 8), one conv per layer: a layer's sampled input had 2 nonzero
+    entries of 1200, which any monotone map fits, and the calls were told blocks of 4 (an
+    audit)."""
+    from torch_geometric.nn.models import GraphSAGE
+    from torch_geometric.utils import erdos_renyi_graph, to_undirected
+
+    seed, n = 779057, 300
+    torch.manual_seed(seed)
+    model = GraphSAGE(8, 8, 8, norm=None, jk=None, act="relu", dropout=0.0).double().eval()
+    torch.manual_seed(seed)
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+    edge_index = to_undirected(torch.cat([erdos_renyi_graph(n, 4.0 / n), ring], 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Probe(model, edge_index), torch.no_grad():
+            model(torch.randn(n, 8, dtype=torch.float64), edge_index)
+    assert not [w for w in caught if "blocks of" in str(w.message)]
 
 
 class PlainWithADeadLayer(nn.Module):

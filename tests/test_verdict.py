@@ -1108,6 +1108,13 @@ def test_a_power_law_prefactor_is_not_called_asymptotic_while_its_rate_is_far_fr
             else:  # the limit is within what is said of it
                 lo, hi = v.asymptotic_rate.interval
                 assert lo <= truth <= hi, (alpha, k0, beta, lo, hi)
+    # noise-free: a shifted prefactor's share reads the fit's k0 (2 % would call it
+    # asymptotic, 6.5 % from its limit), and a drift past the share opens the slow side
+    shifted = verdict(_curve_frame((k + 256.0) ** -10.0 * np.exp(-0.3 * k)), dtype="float64")
+    assert shifted.asymptotic is not True and shifted.evidence["k0"] > 200
+    assert shifted.asymptotic_rate.interval[1] == math.inf
+    plain = verdict(_curve_frame(np.maximum(k, 1.0) ** -0.5 * np.exp(-0.02 * k)), dtype="float64")
+    assert plain.asymptotic is False and plain.asymptotic_rate.interval[1] == math.inf
     # the share follows the layers and the shift: 5 % x 64 / 160.5 at depth 256 from layer 1
     share = sys.modules["oversmooth.verdict"]._drift_share
     assert share(np.arange(1, 257)) == pytest.approx(0.05 * 64 / 160.5)

@@ -1003,6 +1003,14 @@ class _StreamTap:
     ) -> None:
         self.plan, self.layers, self._emit = plan, list(layers), emit
         self.outer = [] if model is None else outer_modules(model, self.layers)
+        # with stream= taps: each module's siblings in its list (tap_makers)
+        self.siblings: dict[int, frozenset[int]] = {}
+        if model is not None and plan.taps:
+            for holder in model.modules():
+                if isinstance(holder, (nn.ModuleList, nn.ModuleDict, nn.Sequential)):
+                    kin = frozenset(id(c) for c in holder.children())
+                    for child in holder.children():
+                        self.siblings.setdefault(id(child), kin)
         # PyG's BasicGNN with jk="last" hands its head what it hands each layer, dropout(act(
         # norm(conv(h)))) in whatever order act_first sets (see end_state)
         basic = model is not None and _is_basic_gnn(model) and model.jk_mode == "last"
@@ -1067,10 +1075,12 @@ class _StreamTap:
         self.stream_makers: set[type] = set()
         self.ran: list[Tensor] = []  # their inputs, in the order they ran
         self.feeders: dict[int, nn.Module] = {}  # the modules seen making a layer's input
-        # with stream= taps: the types of the norms seen making a tap's input (Post-LN blocks
-        # with taps at their first modules, h = norms[k](h + block(h))): such a norm making
-        # the output made the stream after the last block, not a final norm of it
-        self.tap_makers: set[type] = set()
+        # with stream= taps: the norms seen making a tap's input (Post-LN blocks with taps at
+        # their first modules, h = norms[k](h + block(h))) and those in their lists (ids): such
+        # a norm making the output made the stream after the last block, not a final norm of
+        # it; a norm of the same type outside their list is a final norm (matching the type
+        # read a final LayerNorm's output as the stream: a review)
+        self.tap_makers: set[int] = set()
         self.post = False  # read as Post-LN or plain: a norm making the output is the stack's
         self.note: str | None = None  # how the mode was read when the identity did not say
         self.copies: bool | None = None  # held rows copied (small states) or checked unchanged
@@ -1131,7 +1141,8 @@ class _StreamTap:
             x = first_tensor(args)
             made = self.after.get(id(x)) if k else None
             if made is not None and any(_is_norm(m) for m in made[0].modules()):
-                self.tap_makers.add(type(made[0]))
+                maker = made[0]
+                self.tap_makers |= self.siblings.get(id(maker), frozenset((id(maker),)))
             self.emit(k, x)
 
         return hook
@@ -1709,7 +1720,7 @@ class _StreamTap:
         stack's, gives its input."""
         if self.prenorm or not transparent(norm):
             return False
-        if type(norm) in self.tap_makers:
+        if id(norm) in self.tap_makers:
             # stream= taps whose inputs such norms made: read as the model's output, the last
             # block's norm was taken for a final norm and its input, h + z, for the stream
             # (an audit: 1.37x the energy of the last row, with no word)

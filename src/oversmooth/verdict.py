@@ -1439,10 +1439,11 @@ def _exp_rates(
     not resolved), the limit lies beyond it in the direction it moves, by an amount no finite
     curve bounds (a sum of exponentials slows toward its slowest mode for as long as the others
     last): the interval is open on each side the drift's ``LEVEL`` interval reaches past the
-    share :data:`ASYMPTOTIC_DRIFT` -- one side for a significant drift, often both for an
-    unresolved one (the point's side alone missed a plateau's limit of 0 whenever the noise
-    put the point on the quickening side).  Linear diffusion on a 300-node graph at depth 200
-    had its spectral halving length 37.3 outside the closed interval 19.4-34.0.
+    share ``late_drift_share`` (:func:`_drift_share`) -- one side for a significant drift,
+    often both for an unresolved one (the point's side alone missed a plateau's limit of 0
+    whenever the noise put the point on the quickening side).  Linear diffusion on a 300-node
+    graph at depth 200 had its spectral halving length 37.3 outside the closed interval
+    19.4-34.0.
     """
     lo, hi = evidence["late_slope_interval"]
     start, end = evidence["late_window"]
@@ -1472,12 +1473,12 @@ def _exp_rates(
 def _slow_mode_reach(evidence: dict[str, Any], quarter: int) -> float:
     """How far a late slope may still lie from its limit on the slow side, where its drift
     does not open that side (settled, or moving the other way, or unresolved within the
-    share :data:`ASYMPTOTIC_DRIFT` there): a mode
+    share ``late_drift_share`` there): a mode
     slower by ``g`` than the one the late quarters show, of weight ratio ``w`` there, leaves
     the slope ``g w / (1 + w)`` (at most ``g``) from the limit while moving it by about ``g^2 w
     / (1 + w) Q`` per quarter of ``Q`` layers, so a drift of ``d`` bounds the distance by
     ``min(g, d / (g Q)) <= sqrt(d / Q)``, with ``d`` the drift's ``LEVEL`` bound.  A drift within
-    :data:`ASYMPTOTIC_DRIFT` of the rate does not bound it by that share: e^-0.1k + e^-0.09k at
+    the share of the rate does not bound it by that share: e^-0.1k + e^-0.09k at
     depth 64 (linear diffusion with two close eigenvalues) drifted 0.4 % from the third
     quarter to the fourth while 4 % from its limit, whose halving length 7.70 lay outside the
     closed interval 7.38-7.63 in 10 of 10 draws (an audit).  The beta of the law fit covers
