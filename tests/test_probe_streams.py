@@ -1352,6 +1352,14 @@ def test_a_16_bit_list_of_two_convs_per_block_is_said(kind, dtype):
 SUMS = ("postln", "postact", "branchnorm", "preln")
 
 
+def _trained_looking(norms) -> None:
+    """Give each LayerNorm of ``norms`` a weight and bias per channel away from 1 and 0."""
+    with torch.no_grad():
+        for norm in norms:
+            norm.weight.copy_(0.5 + torch.rand(WIDTH))
+            norm.bias.copy_(0.3 * torch.randn(WIDTH))
+
+
 class LinearBlocks(nn.Module):
     """Two convs per block in one list with a ``Linear`` between them, the block's sum formed
     four more ways (an audit: each hid the blocks, the calls read as layers with no word):
@@ -1371,10 +1379,7 @@ class LinearBlocks(nn.Module):
         self.mids = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(depth))
         self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(depth))
         if kind != "preln":
-            with torch.no_grad():
-                for norm in self.norms:
-                    norm.weight.copy_(0.5 + torch.rand(WIDTH))
-                    norm.bias.copy_(0.3 * torch.randn(WIDTH))
+            _trained_looking(self.norms)
         self.kept: list[torch.Tensor] = []
 
     def forward(self, x, edge_index):
@@ -1440,10 +1445,7 @@ class PostThenPlain(nn.Module):
         self.convs = nn.ModuleList(GCNConv(WIDTH, WIDTH) for _ in range(DEPTH))
         self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(DEPTH))
         self.final = nn.LayerNorm(WIDTH)
-        with torch.no_grad():
-            for norm in [*self.norms, self.final]:
-                norm.weight.copy_(0.5 + torch.rand(WIDTH))
-                norm.bias.copy_(0.3 * torch.randn(WIDTH))
+        _trained_looking([*self.norms, self.final])
         self.kept: list[torch.Tensor] = []
 
     def forward(self, x, edge_index):
