@@ -501,11 +501,12 @@ def _with_scale_free_law(
         warnings.simplefilter("ignore")
         inner = verdict(free, energy, dtype=dtype, start=lo, bootstrap_seed=bootstrap_seed + 3)
     law = _SMOOTHING.get(inner.label) if inner.rate is not None else None
-    levelled = bool(
+    # a scale-free fall that has (may have) levelled off, where no law is named
+    levelled = law is None and bool(
         inner.evidence.get("decay_stopped") or inner.evidence.get("decay_may_have_stopped")
     )
     share = _late_share(inner, found)
-    evidence = {**ev, **_scale_free_evidence(inner, law, levelled and law is None, share)}
+    evidence = {**ev, **_scale_free_evidence(inner, law, levelled, share)}
     evidence["norm_late_halving"] = _norm_late_halving(part, found)
     collapse = _scale_free_kind(found.collapse, law, levelled, share)
     return dataclasses.replace(found, collapse=collapse, evidence=evidence)
@@ -557,7 +558,7 @@ def _scale_free_kind(
         return collapse
     if law == 1 and collapse == "norm-collapse" and share[0] >= 1 / 3:
         return "both"
-    if (law == 0 or (law is None and levelled)) and collapse == "oversmoothing":
+    if (law == 0 or levelled) and collapse == "oversmoothing":
         return "both" if share[2] <= 2 / 3 else collapse
     return collapse
 
@@ -1239,18 +1240,18 @@ def _drift_share(layers: np.ndarray, shift: float = 0.0) -> float:
     ``k^-0.5 e^-0.02k`` at depth 256 (5 seeds, sigma 0.05) be called asymptotic in 1 of 3
     draws, halving every 30.9 layers over layers 193-256 where the limit halves every 34.7 (11 %
     away); a correction falling faster (a sum of exponentials settling) leaves less than its
-    drift beyond the window.  The shape
-    of PyG's GCN in the atlas, ``(k + 128)^-17 e^-0.65k`` over 128 layers, drifts 1.5 % of its
-    rate from the third quarter to the fourth and lies 11 % from its limit: it was called
-    asymptotic."""
-    c3 = float(layers[_quarter_mask(layers, 3)].mean()) + max(shift, 0.0)
-    c4 = float(layers[_quarter_mask(layers, 4)].mean()) + max(shift, 0.0)
+    drift beyond the window.  The shape of PyG's GCN in the atlas, ``(k + 128)^-17 e^-0.65k``
+    over 128 layers, drifts 1.5 % of its rate from the third quarter to the fourth and lies
+    11 % from its limit: it was called asymptotic."""
+    shift = max(shift, 0.0)
+    c3 = float(layers[_quarter_mask(layers, 3)].mean()) + shift
+    c4 = float(layers[_quarter_mask(layers, 4)].mean()) + shift
     if c4 <= c3 or c3 <= 0:
         return ASYMPTOTIC_DRIFT
     return ASYMPTOTIC_DRIFT * min((c4 - c3) / c3, 1.0)
 
 
-def _settled(late: float, drift: Estimate, share: float = ASYMPTOTIC_DRIFT) -> bool | None:
+def _settled(late: float, drift: Estimate, share: float) -> bool | None:
     """Whether the late rate has stopped moving: True when the drift from the third quarter to
     the fourth is shown to lie within ``share`` of the rate (:func:`_drift_share`; its ``LEVEL``
     interval inside that share), False when it is more than that and significant, None when
@@ -1492,7 +1493,7 @@ def _drift_sides(evidence: dict[str, Any], sign: int) -> tuple[bool, bool]:
     ``late_drift_share`` (:func:`_drift_share`): its drift's ``LEVEL`` interval reaches past the
     share on that side (a decay's slope, ``sign`` -1, slows as it rises toward 0)."""
     drift, half = evidence["late_drift"], evidence["late_drift_halfwidth"]
-    share = evidence.get("late_drift_share", ASYMPTOTIC_DRIFT) * abs(evidence["late_slope"])
+    share = evidence["late_drift_share"] * abs(evidence["late_slope"])
     rises, falls = drift + half > share, drift - half < -share
     return (rises, falls) if sign < 0 else (falls, rises)
 
