@@ -730,6 +730,11 @@ def _is_norm(module: nn.Module) -> bool:
     return isinstance(module, norms) or type(module).__name__.endswith("Norm")
 
 
+def _holds_norm(module: nn.Module) -> bool:
+    """``module`` is, or holds, a normalisation layer (:func:`_is_norm`)."""
+    return any(_is_norm(m) for m in module.modules())
+
+
 def transparent(module: nn.Module) -> bool:
     """A module that hands the stream on normalised, re-scaled or with entries dropped, never
     mixed with anything else: a norm, a dropout, an identity, or a ``Sequential`` of only
@@ -1140,8 +1145,9 @@ class _StreamTap:
         def hook(module: nn.Module, args: tuple) -> None:
             x = first_tensor(args)
             made = self.after.get(id(x)) if k else None
-            if made is not None and any(_is_norm(m) for m in made[0].modules()):
-                maker = made[0]
+            maker = None if made is None else made[0]
+            # (once a list is known, its norms' later taps add nothing)
+            if maker is not None and id(maker) not in self.tap_makers and _holds_norm(maker):
                 self.tap_makers |= self.siblings.get(id(maker), frozenset((id(maker),)))
             self.emit(k, x)
 
@@ -1230,7 +1236,7 @@ class _StreamTap:
             self._check_own(row, x, stream)
             maker = self.made.get(id(stream)) if row else None  # (row 0: the encoder's)
             if maker is not None and type(maker[0]) not in self.stream_makers:
-                if any(_is_norm(m) for m in maker[0].modules()):
+                if _holds_norm(maker[0]):
                     self.stream_makers.add(type(maker[0]))
         else:
             self.own_last = None
@@ -1690,7 +1696,7 @@ class _StreamTap:
             return inp, None
         before = None if inp is None else self.after.get(id(inp))
         if transparent(module):
-            final = any(_is_norm(m) for m in module.modules())
+            final = _holds_norm(module)
             if final and before is not None and self._own_norm(before[0]):
                 return inp, None  # the last block's own norm, then a final norm
             if self.prenorm and type(module) in self.stream_makers:
@@ -1699,7 +1705,7 @@ class _StreamTap:
         if next(module.parameters(), None) is None and inp is not None:
             return output, None  # an activation (one tensor in); a readout of a list is not
         if before is not None and transparent(before[0]):
-            normed = any(_is_norm(m) for m in before[0].modules())
+            normed = _holds_norm(before[0])
             if not self.prenorm and not normed:
                 return inp, None  # head(dropout(h)) in train mode: h as the layers see it
             earlier = None if before[1] is None else self.after.get(id(before[1]))
@@ -2251,7 +2257,7 @@ class LayerFeeding:
                 return False
             # the sum's rounding in its own dtype (a 16-bit sum is off by 2**-8 of it, and the
             # blocks went unseen in bfloat16: a review), at least float32's as before
-            unit = self.input_eps[b] if b < len(self.input_eps) else f32
+            unit = self.input_eps[b]
             eps = max(min(unit, f32), unit / 8)
             d = y - x
             if _follows(d, out, x, out, zero=zero, eps=eps):
@@ -2322,24 +2328,24 @@ class LayerFeeding:
         self.reset()
         if p is None or not whole:
             return None
-        if skipped:
-            return (
-                f"{self.name}'s {calls} module calls run as blocks of {p}: the stream skips "
-                "each block (a block's first module takes the previous block's input plus its "
-                f"last module's output), so the {calls} calls were read as {calls} layers "
-                f"(each block {p} times) and the rows "
-                "inside the blocks are not the residual stream; pass layers=[...] with one "
-                "module per block and capture='residual', with stream=[...]: the modules whose "
-                "input is the stream before each block"
-            )
+        how = (
+            "the stream skips each block (a block's first module takes the previous block's "
+            "input plus its last module's output), so"
+            if skipped
+            else "in each, all but one module take the previous module's output alone as "
+            "input (no stream added), so"
+        )
+        where = (
+            "module per block and capture='residual', with stream=[...]"
+            if skipped
+            else "module per block (its message passing) and capture='residual', with "
+            "stream=[...] where that module's input is not the stream (a norm before it)"
+        )
         return (
-            f"{self.name}'s {calls} module calls run as blocks of {p}: in each, all "
-            "but one module take the previous module's output alone as input (no stream added), "
-            f"so the {calls} calls were read as {calls} layers (each block {p} times) and the "
-            "rows inside the blocks are not the residual stream; pass layers=[...] with one "
-            "module per block (its message passing) and capture='residual', with stream=[...] "
-            "where that module's input is not the stream (a norm before it): the modules whose "
-            "input is the stream before each block"
+            f"{self.name}'s {calls} module calls run as blocks of {p}: {how} the {calls} calls "
+            f"were read as {calls} layers (each block {p} times) and the rows inside the blocks "
+            f"are not the residual stream; pass layers=[...] with one {where}: the modules "
+            "whose input is the stream before each block"
         )
 
 
