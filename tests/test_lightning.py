@@ -109,6 +109,25 @@ def _fit(pl, net, data, callbacks, logger=False, epochs: int = 3) -> None:
     trainer.fit(net, loader)
 
 
+METRICS = ["laplacian_energy", "feature_norm"]
+
+
+def _probed(net, data, metrics=METRICS):
+    """The independent reading: a Probe of ``net.gnn`` in eval mode, modes restored."""
+    modes = [(m, m.training) for m in net.modules()]
+    net.eval()
+    with Probe(net.gnn, data, metrics) as probe, torch.no_grad():
+        net(data.x, data.edge_index)
+    for m, mode in modes:
+        m.training = mode
+    return probe.to_frame()
+
+
+def _same_values(frame, expected, metrics=METRICS) -> None:
+    for m in metrics:
+        assert frame[m].tolist() == pytest.approx(expected[m].tolist(), rel=1e-12, abs=0), m
+
+
 @pytest.fixture
 def deterministic():
     before = torch.are_deterministic_algorithms_enabled()
@@ -230,6 +249,7 @@ def test_a_resumed_run_does_not_log_its_weights_as_the_initialisation(pl, cora):
         )
         monitor.on_fit_start(trainer, net)
         monitor.on_train_start(trainer, net)
+        monitor.on_train_batch_start(trainer, net, None, 0)  # where it is taken
     assert sorted(monitor.frames) == [0] and sorted(monitor.verdicts) == [0]
     title = f"{type(net).__name__} before training"
     assert monitor.titles == {0: title}
@@ -326,8 +346,9 @@ def test_the_train_end_probe_is_labelled_with_the_last_epoch_that_ran(pl, ring, 
 @QUIET
 def test_weights_changed_at_train_end_are_probed_again(pl, ring, tmp_path):
     """A callback before the monitor (StochasticWeightAveraging, one loading the best
-    checkpoint) changes the weights in its on_train_end, after the last epoch's probe and
-    without an optimiser step: the verdict must judge the weights the fit ends with."""
+    checkpoint) changes the weights in its on_train_end, without an optimiser step: the last
+    epoch's probe, taken at the monitor's on_train_end, sees the weights the fit ends with,
+    and the verdict judges them; one row per step."""
     import pandas as pd
     from lightning.pytorch.loggers import CSVLogger
 
@@ -343,21 +364,15 @@ def test_weights_changed_at_train_end_are_probed_again(pl, ring, tmp_path):
     logger = CSVLogger(tmp_path, name="run")
     _fit(pl, net, ring, [Shrink(), monitor], logger, epochs=2)
 
-    net.eval()  # now holds the final weights
-    metrics = ["laplacian_energy", "feature_norm"]
-    with Probe(net.gnn, ring, metrics) as probe, torch.no_grad():
-        net(ring.x, ring.edge_index)
-    expected = probe.to_frame()
+    expected = _probed(net, ring, METRICS)  # the final weights
     table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
     rows = table.dropna(subset=["energy/laplacian_energy/final"])
-    assert rows["step"].tolist() == [0, 1, 2, 2]  # epoch 1's probe, then the changed weights
+    assert rows["step"].tolist() == [0, 1, 2]
     assert sorted(monitor.verdicts) == [0, 2]
-    for m in metrics:
+    for m in METRICS:
         got = monitor.frames[2][m].tolist()
         assert got == pytest.approx(expected[m].tolist(), rel=1e-12, abs=0), m
         assert rows[f"energy/{m}/final"].iloc[-1] == pytest.approx(got[-1], rel=1e-12, abs=0)
-    # the epoch-end probe saw other weights: what the verdict judged before
-    assert rows["energy/feature_norm/final"].iloc[-2] != pytest.approx(got[-1], rel=1e-6)
 
 
 @QUIET
@@ -515,8 +530,10 @@ def test_energies_are_logged_at_lightnings_own_step_with_two_optimisers(pl, cora
     table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
     energy = table.dropna(subset=["energy/laplacian_energy/final"])
     losses = table.dropna(subset=["loss"])
-    assert sorted(monitor.frames) == [0, 2, 4, 6]  # global_step: two per batch
-    assert energy["step"].tolist() == [0, 1, 2, 3]  # Lightning's step: one per batch
+    # kept and logged at Lightning's step, one per batch; global_step counts two per batch
+    assert sorted(monitor.frames) == [0, 1, 2, 3]
+    assert [f.attrs["global_step"] for f in monitor.frames.values()] == [0, 2, 4, 6]
+    assert energy["step"].tolist() == [0, 1, 2, 3]
     assert losses["step"].tolist() == [0, 1, 2]
 
 
@@ -612,3 +629,160 @@ def test_a_second_fit_measures_the_data_as_it_is_then(pl, cora):
     assert frame["laplacian_energy"].iloc[0] == pytest.approx(
         expected["laplacian_energy"].iloc[0], rel=1e-12
     )
+
+
+@QUIET
+@pytest.mark.parametrize("where", ["callback after the monitor", "module's on_train_end"])
+def test_the_verdict_judges_the_weights_the_fit_returns(pl, ring, tmp_path, where):
+    """Lightning runs the callbacks' on_train_end in order, then the module's: an averaging
+    callback listed after the monitor (EMAWeightAveraging from configure_callbacks is appended
+    to the list) or the module's own hook restoring its best weights changed them after the
+    monitor's probe, and the verdict judged the raw weights (an audit: 0.0160 logged, 0.0077
+    the fit's)."""
+    import pandas as pd
+    from lightning.pytorch.loggers import CSVLogger
+
+    from oversmooth.lightning import EnergyMonitor
+
+    def shrink(module) -> None:
+        with torch.no_grad():
+            next(module.gnn.parameters()).mul_(0.5)
+
+    class Shrink(pl.Callback):
+        def on_train_end(self, trainer, module) -> None:
+            shrink(module)
+
+    torch.manual_seed(0)
+    net, monitor, callbacks = _net(pl, ring), EnergyMonitor(ring), []
+    if where == "module's on_train_end":
+        net.on_train_end = lambda: shrink(net)
+    else:
+        callbacks = [Shrink()]
+    _fit(pl, net, ring, [monitor, *callbacks], CSVLogger(tmp_path, name="run"), epochs=2)
+
+    expected = _probed(net, ring)  # the final weights
+    _same_values(monitor.frames[2], expected)
+    assert sorted(monitor.verdicts) == [0, 2]
+    table = pd.read_csv(tmp_path / "run" / "version_0" / "metrics.csv")
+    rows = table.dropna(subset=["energy/laplacian_energy/final"])
+    assert rows["step"].tolist() == [0, 1, 2]  # one row a step: the final weights at 2
+    final = rows["energy/feature_norm/final"].iloc[-1]
+    assert final == pytest.approx(expected["feature_norm"].iloc[-1], rel=1e-12, abs=0)
+    verdicts = table.dropna(subset=["energy/verdict_code"])
+    assert verdicts["step"].tolist() == [0, 2]
+
+
+@QUIET
+def test_weights_the_module_changes_in_its_own_hooks_are_those_probed(pl, ring):
+    """Lightning runs a callback's hook before the module's: the probe before training missed
+    weights the module loads in on_train_start, and an epoch's probe missed what the module
+    does to them in on_train_epoch_end (an audit: 0.0062 logged, 4.50 the truth).  Each probe
+    is of the weights the next batch trains from."""
+    import copy
+
+    from oversmooth.lightning import EnergyMonitor
+
+    class Net(type(_net(pl, ring))):
+        def on_train_start(self) -> None:
+            with torch.no_grad():
+                next(self.gnn.parameters()).mul_(3.0)
+
+        def on_train_epoch_end(self) -> None:
+            with torch.no_grad():
+                next(self.gnn.parameters()).mul_(2.0)
+
+    class Seen(pl.Callback):  # the weights each batch trains from, and those the fit ends with
+        def __init__(self) -> None:
+            self.states: dict[int, object] = {}
+
+        def on_train_batch_start(self, trainer, module, batch, index) -> None:
+            self.states[trainer.global_step] = copy.deepcopy(module)
+
+        def on_fit_end(self, trainer, module) -> None:
+            self.states[trainer.global_step] = copy.deepcopy(module)
+
+    torch.manual_seed(0)
+    net, monitor, seen = Net().double(), EnergyMonitor(ring), Seen()
+    _fit(pl, net, ring, [monitor, seen], epochs=3)  # one batch an epoch
+    assert sorted(monitor.frames) == sorted(seen.states) == [0, 1, 2, 3]
+    for step, module in seen.states.items():
+        _same_values(monitor.frames[step], _probed(module, ring))
+
+
+@QUIET
+def test_a_module_whose_train_and_eval_do_more_trains_the_same(pl, ring):
+    """An adapter in loralib's pattern merges its update into the frozen weight in eval() and
+    takes it out in train(): the probe called eval() and restored the flags alone, so training
+    went on merged (final weights 2.5e-3 apart with and without the monitor; an audit)."""
+    from oversmooth.lightning import EnergyMonitor
+
+    class Adapter(torch.nn.Module):
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.eye(width), requires_grad=False)
+            self.update = torch.nn.Parameter(torch.full((width, width), 0.1))
+            self.merged = False
+
+        def train(self, mode: bool = True):
+            super().train(mode)
+            with torch.no_grad():
+                if mode == self.merged:  # merge for eval, take out for training
+                    self.weight.add_(self.update if not mode else -self.update)
+                    self.merged = not mode
+            return self
+
+        def forward(self, x):
+            out = x @ self.weight.T
+            return out if self.merged else out + x @ self.update.T
+
+    base = type(_net(pl, ring))
+
+    class Net(base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.adapter = Adapter(ring.num_features)
+
+        def forward(self, x, edge_index):
+            return self.gnn(self.adapter(x), edge_index)
+
+    states = []
+    for callbacks in ([], [EnergyMonitor(ring)]):
+        torch.manual_seed(0)
+        net = Net().double()
+        _fit(pl, net, ring, callbacks, epochs=3)
+        assert not net.adapter.merged  # as training left it
+        states.append(net.state_dict())
+    for name in states[0]:
+        assert torch.equal(states[0][name], states[1][name]), name
+
+
+@QUIET
+def test_updates_without_an_optimiser_step_keep_every_probe(pl, ring):
+    """Manual optimisation with a hand-written update leaves global_step at 0: every probe was
+    kept under key 0, the one before training replaced, and the title said 'after 0 steps'
+    after three updates (an audit).  Probes are kept at Lightning's logging step."""
+    from oversmooth.lightning import EnergyMonitor
+
+    class Net(type(_net(pl, ring))):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, index):
+            out = self(batch.x, batch.edge_index)
+            loss = torch.nn.functional.cross_entropy(out, batch.y)
+            self.manual_backward(loss)
+            with torch.no_grad():
+                for p in self.parameters():
+                    p -= 0.5 * p.grad
+                    p.grad = None
+
+    torch.manual_seed(0)
+    net, monitor = Net().double(), EnergyMonitor(ring)
+    _fit(pl, net, ring, [monitor], epochs=3)
+    assert sorted(monitor.frames) == [0, 1, 2, 3]
+    assert [f.attrs["global_step"] for f in monitor.frames.values()] == [0, 0, 0, 0]
+    finals = {monitor.frames[s]["laplacian_energy"].iloc[-1] for s in monitor.frames}
+    assert len(finals) == 4  # four different weights
+    assert monitor.titles == {0: "Net before training", 3: "Net after 3 steps"}
+    _same_values(monitor.frames[3], _probed(net, ring))

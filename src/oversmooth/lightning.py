@@ -4,8 +4,9 @@
 training epoch (and once at fit start, before training), in eval mode under
 ``torch.no_grad()`` inside a forked RNG, records it with an :class:`oversmooth.Probe` and
 logs the per-layer values through every logger of the trainer (CSV, TensorBoard, Weights &
-Biases, ... unchanged), with the names of :mod:`oversmooth.tracking`.  At the end of training
-it judges the last curve with :func:`oversmooth.verdict`.  Details: ``docs/lightning.md``.
+Biases, ... unchanged), with the names of :mod:`oversmooth.tracking`.  At the end of the fit
+it judges the weights the fit returns with :func:`oversmooth.verdict`.  Details:
+``docs/lightning.md``.
 
 Lightning is an optional dependency (``pip install "oversmooth[lightning]"``); ``import
 oversmooth`` never imports it.  ``lightning.pytorch`` is used when installed, else the older
@@ -100,18 +101,21 @@ def _moved(data: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
     return copy.copy(data).apply(move)
 
 
-def _fingerprint(module: nn.Module) -> torch.Tensor:
+def _fingerprint(module: nn.Module, on_cpu: bool = False) -> torch.Tensor:
     """Per parameter and buffer of ``module``, its sum and sum of squares in float64.
 
-    What tells :meth:`EnergyMonitor.on_train_end` whether the weights changed since the last
-    probe without an optimiser step (a callback that swaps in averaged or best weights in its
-    own ``on_train_end``): two numbers per tensor instead of a copy of the weights, one tensor
+    What tells the monitor whether the weights changed since its last probe without an
+    optimiser step (a callback that swaps in averaged or best weights in its own
+    ``on_train_end``): two numbers per tensor instead of a copy of the weights, one tensor
     cast at a time.  A change that keeps both numbers of every tensor (a permutation of a
-    tensor's entries) is not seen.
+    tensor's entries) is not seen.  ``on_cpu``: summed on the CPU, so that fingerprints taken
+    before and after Lightning moves the module to the CPU at the fit's end compare exactly.
     """
     found: dict[torch.device, list[torch.Tensor]] = {}
     for t in itertools.chain(module.parameters(), module.buffers()):
         t = t.detach()
+        if on_cpu:
+            t = t.cpu()
         if t.layout != torch.strided:
             t = t.to_dense()
         if t.is_complex():
@@ -134,26 +138,28 @@ def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
 class EnergyMonitor(pl.Callback):
     """Probe the model's per-layer energies during training and log them.
 
-    When: when training starts (``at_fit_start``: the weights before training, ``global_step``
-    0, after the sanity check; not in a run resumed from a checkpoint), at the end of
-    training epochs ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the
-    epoch's last optimiser step), and at train end unless the last probe saw the final weights
-    (same ``global_step``, unchanged fingerprint: see :meth:`on_train_end`).  Each probe is one
-    forward pass, ``forward_fn(pl_module, data)``, in eval mode (every submodule's
-    own ``training`` flag is restored after), under ``torch.no_grad()`` and a forked RNG, so
-    training is bit-identical with and without the monitor.  Only the global-zero process
-    probes.
+    When: before training (``at_fit_start``: the weights before training, ``global_step``
+    0, after the sanity check; not in a run resumed from a checkpoint), after training epochs
+    ``n-1, 2n-1, ...`` (every ``every_n_epochs``-th, counted from 1, after the epoch's last
+    optimiser step), and at the fit's end unless the last probe saw the weights the fit
+    returns (unchanged fingerprint: see :meth:`on_train_end` and :meth:`on_fit_end`).  Each is
+    taken at the first moment after every hook of the callbacks and of the LightningModule has
+    run (the first batch's start, the next epoch's start, train end, fit end).  Each probe is
+    one forward pass, ``forward_fn(pl_module, data)``, in eval mode (the ``training`` flags set
+    and restored directly, no module's ``train()``/``eval()`` called), under
+    ``torch.no_grad()`` and a forked RNG, so training is bit-identical with and without the
+    monitor.  Only the global-zero process probes.
 
     What: through every logger of the trainer (``logger.log_metrics``, at the step Lightning's
     ``self.log`` uses),
     ``{prefix}/{metric}/layer_{k}`` for each metric and layer, ``{prefix}/{metric}/final``
-    and ``epoch`` (at train end, the epoch of the last training step); at train end (and after
+    and ``epoch`` (at the end, the epoch of the last training step); at the end (and after
     the fit-start probe) the verdict on ``laplacian_energy`` as ``{prefix}/verdict_code``
     (index in :data:`oversmooth.verdict.LABELS`) and, for TensorBoard and W&B, as text
-    ``{prefix}/verdict``.  Kept on the callback: ``frames`` (``global_step`` -> the probe's
-    per-layer table, with ``epoch`` and ``global_step`` columns), ``verdicts``
-    (``global_step`` -> :class:`~oversmooth.verdict.Verdict`) and ``titles`` (``global_step``
-    -> what was judged, e.g. ``GNN before training``; each fit starts them anew):
+    ``{prefix}/verdict``.  Kept on the callback, keyed by the logged step: ``frames`` (the
+    probe's per-layer table, with ``epoch`` and ``global_step`` columns), ``verdicts``
+    (:class:`~oversmooth.verdict.Verdict`) and ``titles`` (what was judged, e.g. ``GNN before
+    training``; each fit starts them anew):
     ``oversmooth.verdict_text(monitor.verdicts[s], monitor.titles[s])`` is the logged line.
 
     Args:
@@ -260,9 +266,12 @@ class EnergyMonitor(pl.Callback):
         self._probe: Probe | None = None
         self._data_key: tuple[torch.device, torch.dtype | None] | None = None
         self._data_moved: Any = None
-        self._last_step: int | None = None
-        self._frame: pd.DataFrame | None = None
+        self._frame: pd.DataFrame | None = None  # the last probe's table
+        self._frame_step: int | None = None  # the step it is kept and logged at
         self._weights: torch.Tensor | None = None  # the fingerprint of the last probe's weights
+        self._due: tuple[str, int, int] | None = None  # a probe to take: kind, epoch, step
+        self._final: tuple[pd.DataFrame, bool] | None = None  # train end's table, logged?
+        self._end_weights: torch.Tensor | None = None  # their fingerprint, summed on the CPU
         self._epoch = 0  # the epoch of the last training step (current_epoch moves on after it)
 
     # -- the probe --------------------------------------------------------------------------
@@ -321,7 +330,12 @@ class EnergyMonitor(pl.Callback):
                 torch.no_grad(),
                 probe,
             ):
-                pl_module.eval()
+                # eval mode by the flags alone, as they are restored: a module's own train()
+                # or eval() may do more (an adapter that merges its weights into the frozen
+                # ones in eval() and takes them out in train()), and calling eval() here but
+                # not train() after left them merged for the rest of training (an audit)
+                for module, _ in modes:
+                    module.training = False
                 self.forward_fn(pl_module, data)
         finally:
             for module, mode in modes:
@@ -337,40 +351,62 @@ class EnergyMonitor(pl.Callback):
         return probe.to_frame()
 
     # -- Lightning hooks ----------------------------------------------------------------------
-    def _record(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, epoch: int
+    def _measure(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, epoch: int, step: int
     ) -> pd.DataFrame:
-        step = trainer.global_step
+        """Probe the weights now in ``pl_module``; kept under ``step`` (nothing is logged)."""
         frame = self.probe(pl_module)
-        self._last_step, self._weights = step, _fingerprint(pl_module)
-        kept = frame.assign(epoch=epoch, global_step=step)
-        kept.attrs = dict(frame.attrs, epoch=epoch, global_step=step)
+        self._weights = _fingerprint(pl_module)
+        marks = {"epoch": epoch, "global_step": trainer.global_step}
+        kept = frame.assign(**marks)
+        kept.attrs = dict(frame.attrs, **marks)
         self.frames[step] = kept
-        self._frame = frame
-        scalars = frame_scalars(frame, self.metrics, prefix=self.prefix, per_layer=self.per_layer)
-        if scalars:
-            scalars["epoch"] = float(epoch)  # as Lightning's own self.log adds it
-            for logger in trainer.loggers:
-                logger.log_metrics(scalars, step=_log_step(trainer))
+        self._frame, self._frame_step = frame, step
         return frame
 
-    def _judge(self, trainer: pl.Trainer, frame: pd.DataFrame, title: str) -> None:
-        step = trainer.global_step
+    def _log(
+        self,
+        trainer: pl.Trainer,
+        frame: pd.DataFrame,
+        epoch: int,
+        step: int,
+        title: str | None = None,
+        values: bool = True,
+    ) -> None:
+        """Log ``frame``'s values (unless ``values`` is false) at ``step``; with a ``title``,
+        its verdict too."""
+        scalars = frame_scalars(frame, self.metrics, prefix=self.prefix, per_layer=self.per_layer)
+        if scalars and values:
+            scalars["epoch"] = float(epoch)  # as Lightning's own self.log adds it
+            for logger in trainer.loggers:
+                logger.log_metrics(scalars, step=step)
+        if title is None or not self.judge:
+            return
         found = verdict(frame)
         self.verdicts[step] = found
         self.titles[step] = title
         for logger in trainer.loggers:
-            log_verdict(
-                found,
-                logger,
-                _log_step(trainer),
-                prefix=self.prefix,
-                title=title,
-                epoch=self._epoch,
-            )
+            log_verdict(found, logger, step, prefix=self.prefix, title=title, epoch=epoch)
+
+    def _take_due(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Take and log the probe that is due, if one is: the one before training at the
+        first batch's start, an epoch's at the next epoch's start, so that it sees the weights
+        after every hook of that moment, the LightningModule's own included (Lightning runs the
+        callbacks' hooks first: weights the module changed in its ``on_train_start`` or
+        ``on_train_epoch_end`` were missed; an audit)."""
+        if self._due is None:
+            return
+        kind, epoch, step = self._due
+        self._due = None
+        frame = self._measure(trainer, pl_module, epoch, step)
+        # the weights before this fit's first step: the initialisation, unless the module was
+        # trained before (a second fit, a fine-tuning): nothing here tells
+        title = f"{type(pl_module).__name__} before training" if kind == "start" else None
+        self._log(trainer, frame, epoch, step, title)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._last_step, self._frame, self._weights = None, None, None
+        self._frame, self._frame_step, self._weights = None, None, None
+        self._due, self._final, self._end_weights = None, None, None
         # the data as it is now: a copy moved or cast for an earlier fit, and the Probe's
         # measuring graph built from it, kept the features and edges of before (layer-0
         # energy 9.98 against 88.9 after data.x *= 3 and new edges: an audit)
@@ -383,11 +419,15 @@ class EnergyMonitor(pl.Callback):
         self._epoch = trainer.current_epoch
         # after a resumed run's restore (global_step > 0): its weights are no initialisation
         if self.at_fit_start and trainer.global_step == 0 and trainer.is_global_zero:
-            frame = self._record(trainer, pl_module, self._epoch)
-            if self.judge:
-                # the weights before this fit's first step: the initialisation, unless the
-                # module was trained before (a second fit, a fine-tuning): nothing here tells
-                self._judge(trainer, frame, f"{type(pl_module).__name__} before training")
+            self._due = ("start", self._epoch, _log_step(trainer))
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._take_due(trainer, pl_module)  # the last epoch's, after all of its end's hooks
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._take_due(trainer, pl_module)  # the one before training
 
     def on_train_batch_end(
         self,
@@ -400,29 +440,53 @@ class EnergyMonitor(pl.Callback):
         self._epoch = trainer.current_epoch
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._take_due(trainer, pl_module)  # one before training that no batch took
         n = self.every_n_epochs
         if n and (trainer.current_epoch + 1) % n == 0 and trainer.is_global_zero:
-            self._record(trainer, pl_module, trainer.current_epoch)
+            self._due = ("epoch", trainer.current_epoch, _log_step(trainer))
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Probe the weights the fit ends with, unless the last probe saw them already.
+        """Probe the weights the fit ends with, unless the last probe saw them already; logged
+        and judged at :meth:`on_fit_end`, once every ``on_train_end`` hook has run.
 
-        Reused only when no optimiser step ran since (same ``global_step``) and the weights'
-        fingerprint is unchanged: a callback earlier in the list (``StochasticWeightAveraging``,
-        one that loads the best checkpoint) may change them in its own ``on_train_end``.  The
-        probe is labelled with the epoch of the last training step: ``current_epoch`` has
-        moved past it by now, to an epoch that never ran.
+        The last epoch's probe, when due, is this one.  Otherwise the last probe is reused
+        only when no step ran since and the weights' fingerprint is unchanged: a callback
+        earlier in the list (``StochasticWeightAveraging``, one that loads the best
+        checkpoint) may change them in its own ``on_train_end``.  The probe is labelled with
+        the epoch of the last training step: ``current_epoch`` has moved past it by now, to an
+        epoch that never ran.
         """
         if not trainer.is_global_zero:
             return
+        if self._due is not None and self._due[0] == "start":
+            self._take_due(trainer, pl_module)  # no batch ran
+        step, self._due = _log_step(trainer), None
         if (
-            self._last_step == trainer.global_step
+            self._frame_step == step
             and self._frame is not None
             and _same(self._weights, _fingerprint(pl_module))
         ):
-            frame = self._frame  # the last probe saw these weights
+            self._final = (self._frame, True)  # the last probe saw (and logged) these weights
         else:
-            frame = self._record(trainer, pl_module, self._epoch)
-        if self.judge:
-            title = f"{type(pl_module).__name__} after {trainer.global_step} steps"
-            self._judge(trainer, frame, title)
+            self._final = (self._measure(trainer, pl_module, self._epoch, step), False)
+        self._end_weights = _fingerprint(pl_module, on_cpu=True)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Log and judge the weights the fit returns.
+
+        Lightning runs the callbacks' ``on_train_end`` in their order and then the
+        LightningModule's: a callback listed after the monitor (``EMAWeightAveraging``
+        returned by ``configure_callbacks``, which Lightning appends to the list) or the
+        module's own hook may still swap in other weights (the verdict judged the raw weights
+        where the fit returned their average; an audit).  Those are probed here, where the
+        strategy may have moved the module to the CPU.
+        """
+        if not trainer.is_global_zero or self._final is None:
+            return
+        (frame, logged), self._final = self._final, None
+        step = _log_step(trainer)
+        if not _same(self._end_weights, _fingerprint(pl_module, on_cpu=True)):
+            frame, logged = self._measure(trainer, pl_module, self._epoch, step), False
+        title = f"{type(pl_module).__name__} after {step} steps"
+        # a table already logged (the last probe saw these weights): its verdict alone
+        self._log(trainer, frame, self._epoch, step, title, values=not logged)
