@@ -348,7 +348,8 @@ def test_verdict_names_the_floor_and_the_float64_value(deep):
     assert floor["code"] == "floor" and floor["dtype"] == "float32"
     assert floor["float64_energy"] == pytest.approx(f64)
     assert verdict_text(desc["evidence"]).endswith(
-        f"at the float32 floor (those layers are left out of the fit); float64 gives {f64:.2g}"
+        "at the float32 floor (those layers are left out of the fit); "
+        f"float64 gives {f64:.2g} (its own floor unchecked: --dtype float64 checks it)"
     )
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
     assert no_shadow["evidence"]["notes"][-1]["float64_energy"] is None
@@ -360,36 +361,89 @@ def test_verdict_names_the_floor_and_the_float64_value(deep):
 
 
 def test_auto_float64_runs_the_twin_only_near_the_floor():
-    """Issue 30 item 1: a float64 curve twelve decades above its floor pays one forward, not
-    two; a linear stack that reaches the floor still gets the twin (and every frozen layer)."""
+    """Issue 30 item 1: a float64 curve twelve decades above its floor pays one forward a seed
+    after the first, whose twin measured the floor; a linear stack that reaches the floor still
+    gets the twin (and every frozen layer)."""
     from torch_geometric.data import Data
 
     from oversmooth import build_model
     from oversmooth.analysis import probe_run
-    from oversmooth.precision import TWIN_MARGIN, bound_floor, twin_needed
+    from oversmooth.precision import TWIN_MARGIN, TwinEvidence, bound_floor, twin_needed
 
     n = 30
     ei = _dense_graph(n)
     data = Data(x=torch.randn(n, 8, generator=torch.Generator().manual_seed(1)), edge_index=ei)
-    far = build_model("postln", depth=12, in_channels=8, out_channels=2, hidden=16, heads=2)
-    frame = probe_run(far.double(), data)
-    assert frame.attrs["floor_method"] == "bound" and not twin_needed(frame, "float64")
+
+    def far(seed: int) -> torch.nn.Module:
+        return build_model(
+            "postln", depth=12, in_channels=8, out_channels=2, hidden=16, heads=2, seed=seed
+        ).double()
+
+    evidence = TwinEvidence()
+    first = probe_run(far(0), data, twin=evidence)
+    assert first.attrs["floor_method"] == "twin" and evidence.amplification is not None
+    assert (evidence.amplification >= 1).all()
+    frame = probe_run(far(1), data, twin=evidence)
+    assert frame.attrs["floor_method"] == "bound"
+    assert not twin_needed(frame, "float64", evidence.amplification)
+    assert twin_needed(frame, "float64")  # no evidence: the twin
     assert np.array_equal(frame["float_floor"], bound_floor(frame["feature_norm"], "float64"))
     near = build_model("diffusion", depth=200, in_channels=8, out_channels=2, dtype="float64")
-    frame = probe_run(near, data)
-    assert frame.attrs["floor_method"] == "twin" and frame["at_floor"].any()
+    stack = TwinEvidence()
+    for _ in range(2):  # the second with the first's evidence
+        frame = probe_run(near, data, twin=stack)
+        assert frame.attrs["floor_method"] == "twin" and frame["at_floor"].any()
     assert TWIN_MARGIN >= 1e6  # the twin's floor was at most 201x the bound on the zoo
     # metrics without feature_norm: the bound still decides (the norm is measured for it and
     # left out of the table), instead of paying the twin whatever the curve
-    alone = probe_run(far, data, metrics=["laplacian_energy"])
+    alone = probe_run(far(1), data, metrics=["laplacian_energy"], twin=evidence)
     assert alone.attrs["floor_method"] == "bound" and "feature_norm" not in alone
-    full = probe_run(far, data)
+    full = probe_run(far(1), data, twin=evidence)
     for column in ("laplacian_energy", "float_floor", "at_floor"):
         assert np.array_equal(alone[column], full[column])
-    bound = probe_run(far, data, metrics=["dirichlet_energy"], floor="bound")
+    bound = probe_run(far(1), data, metrics=["dirichlet_energy"], floor="bound")
     assert "feature_norm" not in bound and np.array_equal(bound["float_floor"], full["float_floor"])
-    twin = probe_run(near, data, metrics=["laplacian_energy"])
+    twin = probe_run(near, data, metrics=["laplacian_energy"], twin=TwinEvidence())
     assert twin.attrs["floor_method"] == "twin" and twin["at_floor"].any()
+
+
+def test_a_model_that_amplifies_its_rounding_gets_the_twin_far_above_the_bound():
+    """The bound alone decided whether a float64 run needed its twin: a Post-LN stack with
+    trained-size weights (x64) on karate grows its rounding errors about 10^0.5 a layer in
+    energy while its energy stays 1e20 times the bound, so no layer was flagged and layers up to
+    810x off the exact energy (a 60-digit reference) were fitted (an audit).  The first seed
+    runs the twin; every layer that two float64 runs on inputs one ulp apart do not agree on
+    within 2x is flagged."""
+    from oversmooth import Probe, build_model
+    from oversmooth.analysis import probe_run
+    from oversmooth.data import karate
+    from oversmooth.precision import TwinEvidence, bound_floor
+
+    data = karate()
+    model = build_model(
+        "postln", depth=96, seed=1, in_channels=data.num_features, out_channels=2
+    ).double()
+    with torch.no_grad():
+        for p in model.blocks.parameters():
+            if p.dim() == 2:
+                p.mul_(64.0)
+    frame = probe_run(model, data, twin=TwinEvidence())
+    assert frame.attrs["floor_method"] == "twin"
+    energy = frame["laplacian_energy"].to_numpy()
+    bound = bound_floor(frame["feature_norm"], "float64")
+    assert (energy > 1e12 * bound).all()  # what the bound rule read as far from any floor
+
+    def energies(x: torch.Tensor) -> np.ndarray:
+        with Probe(model, data.edge_index, ["laplacian_energy"]) as probe, torch.no_grad():
+            model(x, data.edge_index)
+        return probe.to_frame()["laplacian_energy"].to_numpy()
+
+    x = data.x.double()
+    a, b = energies(x), energies(torch.nextafter(x, torch.full_like(x, np.inf)))
+    np.testing.assert_array_equal(a, energy)
+    unresolved = np.maximum(a / b, b / a) > 2
+    assert unresolved.sum() > 10
+    assert frame["at_floor"].to_numpy()[unresolved].all()
 
 
 class _Smoothing(torch.nn.Module):

@@ -28,6 +28,7 @@ from oversmooth.graph import GraphOperator
 from oversmooth.config import MAX_DEPTH, with_data_sizes
 from oversmooth.nn.model import DepthModel, seeded_models
 from oversmooth.precision import (
+    TwinEvidence,
     twin_needed,
     FloorTracker,
     add_floor_columns,
@@ -498,6 +499,7 @@ def probe_run(
     done: int = 0,
     total: int | None = None,
     what: str = "forward + probe",
+    twin: TwinEvidence | None = None,
 ) -> pd.DataFrame:
     """One probed forward pass of ``model`` on ``data``: the per-layer table.
 
@@ -518,6 +520,10 @@ def probe_run(
     ``progress(done + k, total, what)`` is called after block ``k`` (``k = 1 .. depth``) from
     a forward hook: no host synchronisation is added.  ``total`` defaults to ``done + depth``;
     pass the total over several runs to advance one bar across them.
+
+    ``twin``: with ``auto`` in float64, what an earlier seed's twin of the same model measured
+    (:class:`~oversmooth.precision.TwinEvidence`, updated here when the twin runs): a seed far
+    above that floor skips its twin.  Without it the twin runs.
     """
     param = next(model.parameters())
     dtype_name = str(param.dtype).removeprefix("torch.")
@@ -527,25 +533,30 @@ def probe_run(
     own = isinstance(model, DepthModel)
     inputs = _forward_inputs(data, param.device, None if own else param.dtype)
     graph = _state_graph(model, data, graph, param.device)
-    # float64 with the automatic method: the twin (a second forward) runs only when a layer
-    # comes near the single-step bound (precision.TWIN_MARGIN); otherwise the bound is the floor.
-    # The floor columns need each layer's Laplacian energy and feature norm, so they are
-    # measured when not asked for (cheap beside the forward) and left out of the table again:
-    # without the norm a float64 run paid the twin whatever its curve (2.7 s against 1.14 s a
-    # seed of the depth-256 model), and without either the floor failed after the forward
-    lazy = floor == "auto" and method == "twin"
+    # float64 with the automatic method: the twin (a second forward) runs unless an earlier
+    # seed's twin (twin=) showed every layer far above the floor (precision.twin_needed); then
+    # the bound is the floor.  The floor columns need each layer's Laplacian energy and
+    # feature norm, so they are measured when not asked for (cheap beside the forward) and
+    # left out of the table again: without the norm a float64 run paid the twin whatever its
+    # curve (2.7 s against 1.14 s a seed of the depth-256 model), and without either the floor
+    # failed after the forward
+    auto_twin = twin is not None and floor == "auto" and method == "twin"
+    known = twin.amplification if twin is not None and auto_twin else None
+    lazy = known is not None
     extra = [name for name in FLOOR_METRICS if name not in metrics]
     measured = [*metrics, *extra]
     measure = partial(_probed_forward, model, graph, inputs, measured, similarity, seed)
     with _progress_hooks(model, progress, done, total, what), _heap_hooks(model, graph):
         probe, tracker = measure("bound" if lazy else method)
     frame = probe.to_frame()
-    if lazy and twin_needed(frame, dtype_name):
+    if lazy and twin_needed(frame, dtype_name, known):
         probe, tracker = measure(method)
         frame = probe.to_frame()
     frame = add_floor_columns(frame, tracker.to_frame() if tracker else None, dtype_name)
+    if twin is not None and tracker is not None and method == "twin":
+        twin.record(frame, dtype_name)
     frame = frame.drop(columns=extra)
-    frame.attrs["floor_method"] = method if not lazy else ("twin" if tracker else "bound")
+    frame.attrs["floor_method"] = method if tracker or not lazy else "bound"
     if similarity:
         frame.attrs["similarity"] = probe.similarity_matrix().cpu().numpy()
         frame.attrs["similarity_layers"] = probe.similarity_layers()
@@ -867,7 +878,7 @@ def _probe_seeds(
 ) -> _SeedRuns:
     """One probed forward per seed (timed; the first seed's model also pruned, and its
     similarity kept), progress counted in layers over the seeds and the pruned layers."""
-    runs = _SeedRuns()
+    runs, twin = _SeedRuns(), TwinEvidence()
     per_seed = config.model.depth
     total = per_seed * len(config.seeds) + len(config.prune)
     for i, (seed, model, meta) in enumerate(_seed_models(config, data, device, out_channels)):
@@ -885,6 +896,7 @@ def _probe_seeds(
             done=i * per_seed,
             total=total,
             what=f"seed {seed}: forward + probe",
+            twin=twin,
         )
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -933,7 +945,7 @@ def _compare_seeds(
     coordinates as their first columns (``conv`` only when the comparison has several)."""
     model_cfg, several = run.model, len(config.convs) > 1
     where = f"{model_cfg.name}{' ' + model_cfg.conv if several else ''} depth {model_cfg.depth}"
-    frames = []
+    frames, twin = [], TwinEvidence()
     first = run.model_for(data.num_features, out_channels, config.seeds[0])
     for seed, model in seeded_models(first, config.seeds, device):
         frame = probe_run(
@@ -947,6 +959,7 @@ def _compare_seeds(
             done=done,
             total=total,
             what=f"{run.dataset} {where} seed {seed}",
+            twin=twin,
         )
         _release_forward(graph, model_cfg.heads)
         columns: list[tuple[str, object]] = [("seed", seed), ("depth", model_cfg.depth)]

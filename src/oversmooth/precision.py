@@ -20,9 +20,10 @@ floor is estimated from the run itself, layer by layer, by :class:`FloorTracker`
   the accumulated noise: the floor is ``E(Xa^k - Xb^k) / 2`` (two independent
   noises of equal size).  Cost: one more forward in the model's precision.
   Used for float64 runs, where nothing more precise is at hand.  With the automatic method
-  (``auto``) it runs only when a layer comes within :data:`TWIN_MARGIN` of the bound
-  (:func:`twin_needed`; then the probed forward is repeated with it), so a float64 run far above
-  its floor costs one forward, not two.
+  (``auto``) the first seed of a model runs it; a later seed runs it only when a layer comes
+  within :data:`TWIN_MARGIN` of the floor that twin measured (:func:`twin_needed`,
+  :class:`TwinEvidence`; then the probed forward is repeated with it), so the seeds of a
+  float64 run far above its floor cost one forward each, not two.
 - ``bound``: the single-step bound with the run's epsilon; costs nothing, and
   underestimates the floor of deep float32 runs (kept for foreign models).
 
@@ -72,13 +73,17 @@ __all__ = [
     "bound_floor",
     "add_floor_columns",
     "twin_needed",
+    "TwinEvidence",
     "TWIN_MARGIN",
 ]
 
-# float64 with the automatic floor method: the twin forward runs only when some layer's energy
-# is below TWIN_MARGIN x AT_FLOOR_FACTOR x the single-step bound.  Measured at depth 256 on
-# Cora (seeds 0-9, float64): the twin's floor is at most 6.5 (Post-LN), 15 (Pre-LN) and 201
-# (nonlocal) times the bound, and the lowest energy 1.3e14 times the bound or more.
+# float64 with the automatic floor method: the first seed of a model runs the twin; a later
+# seed runs it only when some layer's energy is below TWIN_MARGIN x AT_FLOOR_FACTOR x the floor
+# the earlier twin measured there, as a multiple of the bound (TwinEvidence).  Measured at
+# depth 256 on Cora (seeds 0-9, float64): the twin's floor is at most 6.5 (Post-LN), 15
+# (Pre-LN) and 201 (nonlocal) times the bound, and the lowest energy 1.3e14 times the bound
+# or more.  The margin covers the twin being one sample of the noise (it read 10x low at single
+# layers of an amplifying stack; an audit) and seed-to-seed spread.
 TWIN_MARGIN = 1e6
 
 
@@ -260,16 +265,47 @@ def mark_at_floor(energy: ArrayLike, floor: ArrayLike) -> np.ndarray:
         return ~np.isfinite(e) | (e < AT_FLOOR_FACTOR * f)
 
 
-def twin_needed(frame: pd.DataFrame, dtype: str) -> bool:
-    """Whether a float64 run's twin can change anything: some layer's ``laplacian_energy`` is
-    not finite or below ``TWIN_MARGIN * AT_FLOOR_FACTOR`` times the single-step bound (from
-    ``feature_norm``).  Far above it no floor estimate can flag a layer, and the bound, which
-    every floor is at least (see the module docstring), is the floor recorded."""
+def twin_needed(frame: pd.DataFrame, dtype: str, amplification: np.ndarray | None = None) -> bool:
+    """Whether a float64 run's twin can change anything, given ``amplification``: per layer,
+    how far above the single-step bound a twin of the same model measured the floor (the
+    running maximum over the layers so far of ``float_floor / bound``, :class:`TwinEvidence`).
+    Without it the twin is needed: how much a model amplifies its rounding errors is known
+    only from a twin (a Post-LN stack with trained-size weights grew them ``10^0.5`` a layer in
+    energy, and layers its bound left in were up to 810x off; an audit).  With it, needed
+    when some layer's ``laplacian_energy`` is not finite or below ``TWIN_MARGIN *
+    AT_FLOOR_FACTOR * amplification`` times the bound (from ``feature_norm``); far above that
+    no floor estimate can flag a layer, and the bound, which every floor is at least (see the
+    module docstring), is the floor recorded."""
     energy = frame["laplacian_energy"].to_numpy(dtype=np.float64)
+    if amplification is None or len(amplification) != len(energy):
+        return True
     bound = bound_floor(frame["feature_norm"].to_numpy(dtype=np.float64), dtype)
-    with np.errstate(invalid="ignore"):
-        far = np.isfinite(energy) & (energy >= TWIN_MARGIN * AT_FLOOR_FACTOR * bound)
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = TWIN_MARGIN * AT_FLOOR_FACTOR * amplification * bound
+        far = np.isfinite(energy) & (energy >= reach)
     return not bool(far.all())
+
+
+class TwinEvidence:
+    """What the twin of one seed measured, for the seeds after it (:func:`twin_needed`): the
+    running maximum over the layers of its floor over the single-step bound.  One per model
+    configuration (architecture, depth, precision, graph): the seeds are draws of it."""
+
+    def __init__(self) -> None:
+        self.amplification: np.ndarray | None = None
+
+    def record(self, frame: pd.DataFrame, dtype: str) -> None:
+        """Keep (the layer-wise maximum with what is kept) the amplification of ``frame``, a
+        table whose ``float_floor`` a twin measured."""
+        bound = bound_floor(frame["feature_norm"].to_numpy(dtype=np.float64), dtype)
+        floor = frame["float_floor"].to_numpy(dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(bound > 0, floor / bound, np.inf)
+        ratio = np.maximum.accumulate(np.where(np.isfinite(ratio), ratio, np.inf))
+        known = self.amplification
+        if known is not None and len(known) == len(ratio):
+            ratio = np.maximum(ratio, known)
+        self.amplification = ratio
 
 
 def add_floor_columns(frame: pd.DataFrame, floor: pd.DataFrame | None, dtype: str) -> pd.DataFrame:

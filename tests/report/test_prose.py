@@ -121,7 +121,11 @@ def test_an_inconclusive_line_says_its_reason_and_the_notes():
             None,
             "measure it in float64 (--dtype float64; a model of your own: model.double())",
         ),
-        ("float32", 3.0e-9, "float64 gives 3e-09"),
+        (
+            "float32",
+            3.0e-9,
+            "float64 gives 3e-09 (its own floor unchecked: --dtype float64 checks it)",
+        ),
         ("float64", None, "the curve is below what float64 resolves"),
     ],
 )

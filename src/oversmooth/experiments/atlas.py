@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from oversmooth.experiments.pyg_zoo import ZooEntry
 
     from oversmooth.analysis import Progress
+    from oversmooth.precision import TwinEvidence
     from oversmooth.verdict import Verdict
 
 __all__ = [
@@ -227,13 +228,17 @@ def _pyg_data(data: Any, device: torch.device) -> Any:
     return pyg.to(device)
 
 
-def probe_entry(entry: ZooEntry, model: torch.nn.Module, data: Any) -> pd.DataFrame:
+def probe_entry(
+    entry: ZooEntry, model: torch.nn.Module, data: Any, twin: TwinEvidence | None = None
+) -> pd.DataFrame:
     """One probed forward of ``model`` (built by ``entry``) on ``data`` (float64 ``x``, on the
-    model's device): the per-layer table with ``float_floor`` and ``at_floor``."""
+    model's device): the per-layer table with ``float_floor`` and ``at_floor``.  ``twin``: what
+    an earlier seed's float64 twin of a native model measured (see
+    :func:`~oversmooth.analysis.probe_run`)."""
     from oversmooth.analysis import probe_run
 
     if entry.native:
-        return probe_run(model, data, floor="auto")
+        return probe_run(model, data, floor="auto", twin=twin)
     stream = entry.stream(model) if entry.stream is not None else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -305,6 +310,7 @@ def run_atlas(config: AtlasConfig, progress: Progress | None = None) -> AtlasRes
 
     from oversmooth.data import check_distinct
     from oversmooth.experiments import pyg_zoo as zoo
+    from oversmooth.precision import TwinEvidence
     from oversmooth.runtime import environment, resolve_device
 
     check_distinct(config.datasets)
@@ -319,10 +325,11 @@ def run_atlas(config: AtlasConfig, progress: Progress | None = None) -> AtlasRes
         entry, t0 = _zoo()[key], time.perf_counter()
         said = notes.setdefault(key, [])
         for name, (data, classes) in graphs.items():
+            twin = TwinEvidence()  # the first seed's twin, for the others
             for i, seed in enumerate(config.seeds):
                 model = zoo.build(key, data.num_features, classes, config.depth, seed)
                 model = model.to(device)
-                frame = probe_entry(entry, model, data)
+                frame = probe_entry(entry, model, data, twin)
                 said.extend(n for n in frame.attrs.get("warnings", []) if n not in said)
                 curves.append(frame.assign(architecture=key, dataset=name, seed=seed))
                 if entry.prunable and name == config.datasets[0] and i < config.prune_seeds:
