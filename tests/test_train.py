@@ -619,6 +619,26 @@ def test_a_one_epoch_runs_report_says_one_epoch(tmp_path):
     assert "finished after 1 epoch;" in text and "1 recorded epoch x 3 layers;" in text
 
 
+def test_oversmooth_report_refuses_a_training_run_changed_since_it_finished(tmp_path):
+    """config.json records the SHA-256 of history.csv, dynamics.csv and summary.json once the
+    run has finished: a test accuracy edited into summary.json and history.csv was shown as the
+    run's (exit 0; an audit)."""
+    from oversmooth.report.writers import write_training_report
+
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(epochs=2, **TINY), out, report=write_training_report)
+    digests = json.loads((out / "config.json").read_text())["digests"]
+    assert sorted(digests) == ["dynamics.csv", "history.csv", "summary.json"]
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    summary["test_acc"] = 0.99
+    (out / "summary.json").write_text(json.dumps(summary))
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "summary.json: not the file the run wrote" in " ".join(result.output.split())
+
+
 def test_a_resumed_runs_report_says_its_time_is_since_the_resume(tmp_path):
     """A resumed run's report gave "time: training" for the resumed part only (5.56 s against
     16.37 s uninterrupted, an audit): it says what it timed."""

@@ -651,9 +651,15 @@ def test_at_floor_rows_are_left_out_counted_and_named():
     assert v.dropped["at_floor"] == 2 * 56 and v.window == (1, 200)
     assert v.final_at_floor and "is at the float32 floor" in verdict_text(v)
     floor = {"code": "floor", "final_energy": v.final_energy, "dtype": "float32"}
-    assert v.notes == [{**floor, "float64_energy": None}]
+    assert v.notes == [{**floor, "float64_energy": None, "seeds_at_floor": 2, "seeds": 2}]
+    assert "(geometric mean over 2 seeds) is at the float32 floor (" in verdict_text(v)
     assert v.label == "exponential-smoothing"
     assert not verdict(frame).final_at_floor
+    # one seed of two at the floor: said so, the energy being their geometric mean (a pooled
+    # line said "is at the float32 floor" where 1 of 2 seeds was: an audit)
+    one = frame.assign(at_floor=(frame["layer"] > 200) & (frame["seed"] == 0))
+    text = verdict_text(verdict(one))
+    assert "(geometric mean over 2 seeds) is at the float32 floor in 1 of them (" in text
 
 
 def test_a_frame_without_its_precision_warns_when_the_assumed_float32_floor_drops_layers():

@@ -595,7 +595,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "similarity",
         ("--similarity/--no-similarity",),
-        "Record the L x L inter-layer similarity matrix (memory grows with depth).",
+        "Record the (L+1) x (L+1) inter-layer similarity matrix of layers 0..L "
+        "(memory grows with depth).",
         "switch",
     ),
     Option(

@@ -24,6 +24,7 @@ equals the uninterrupted one bit for bit.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -57,6 +58,7 @@ from oversmooth.outputs import (
     check_ours,
     check_out_name,
     claim_folder,
+    data_digests,
     move_into_place,
     write_json,
     write_marker,
@@ -889,7 +891,26 @@ def _finish(run: _Run, stopped: str, seconds: float, report: ReportWriter | None
         if report is not None:
             report(out, run.history, run.best_epoch, summary, run.dynamics or None)
         write_json(out / "summary.json", summary)
+        _record_digests(out)
     return result
+
+
+#: A finished run's data files, whose SHA-256 its config.json records (``digests``), for
+#: ``oversmooth report`` to refuse one changed since (an accuracy edited into summary.json and
+#: history.csv was shown as the run's; an audit).
+DIGESTED = ("history.csv", "dynamics.csv", "summary.json")
+
+
+def _record_digests(out: Path) -> None:
+    """Add the digests of :data:`DIGESTED` to ``out``'s config.json (after summary.json: a run
+    that stops in between is finished, and unchecked as an older version's)."""
+    path = out / "config.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(record, dict):
+        write_json(path, {**record, "digests": data_digests(out, DIGESTED)})
 
 
 def epochs_text(count: int) -> str:

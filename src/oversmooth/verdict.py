@@ -632,6 +632,9 @@ class _Rows:
             "subnormal": int((subnormal & deep).sum()),
         }
         self.final_at_floor = bool(at_floor[layers == last].any())
+        # of the seeds (the rows at the last layer), how many end at the floor: a pooled line
+        # said "is at the float32 floor" where 1 of 2 did (an audit)
+        self.final_floor_seeds = (int(at_floor[layers == last].sum()), int((layers == last).sum()))
         # the layers (not rows: a layer counts once whatever its seeds) left out as at the floor
         self.floor_layers = int(np.unique(layers[at_floor & deep]).size)
         self.usable = deep & finite & ~nonpos & ~at_floor & ~subnormal
@@ -743,6 +746,8 @@ class _Outcome:
                     "final_energy": rows.final,
                     "dtype": self.dtype,
                     "float64_energy": rows.final64,
+                    "seeds_at_floor": rows.final_floor_seeds[0],
+                    "seeds": rows.final_floor_seeds[1],
                 }
             )
         return Verdict(

@@ -154,6 +154,55 @@ def test_oversmooth_report_rebuilds_an_atlas_folder(quick_atlas, tmp_path):
     assert (copy / "report.md").read_text() == (out / "report.md").read_text()
 
 
+def test_oversmooth_report_refuses_an_atlas_folder_changed_since_it_was_written(
+    quick_atlas, tmp_path
+):
+    """config.json records the data files' SHA-256: an edited curve was drawn, and its decades
+    lost written back to atlas.csv, beside the verdict of the measured curve (exit 0); a
+    corrupt fits.json stopped in the JSON parser without naming it, an empty one as a KeyError
+    (exit 1), an atlas.csv cut mid-row as a TypeError (exit 1; an audit)."""
+    out, _ = quick_atlas
+    config = json.loads((out / "config.json").read_text())
+    assert sorted(config["digests"]) == ["atlas.csv", "curves.csv", "fits.json", "prune.csv"]
+
+    def damaged(name: str, change, digests: bool = True) -> str:
+        copy = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(out, copy)
+        path = copy / name
+        path.write_text(change(path.read_text()))
+        if not digests:
+            record = json.loads((copy / "config.json").read_text())
+            record.pop("digests")
+            (copy / "config.json").write_text(json.dumps(record))
+        before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+        result = runner.invoke(app, ["report", str(copy)])
+        assert result.exit_code == 2, result.output
+        assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+        return " ".join(result.output.split())
+
+    def edit_curve(text: str) -> str:
+        lines = text.splitlines(keepends=True)
+        cells = lines[5].split(",")
+        cells[4] = repr(float(cells[4]) * 1e4)  # laplacian_energy
+        lines[5] = ",".join(cells)
+        return "".join(lines)
+
+    said = damaged("curves.csv", edit_curve)
+    assert "curves.csv: not the file the run wrote" in said and "SHA-256" in said
+    said = damaged("fits.json", lambda text: "{x")
+    assert "fits.json: not valid JSON (line 1, column 2" in said
+    said = damaged("atlas.csv", lambda text: text[: len(text) // 2])
+    assert "atlas.csv:" in said and "rerun the command that wrote it" in said
+    said = damaged("fits.json", lambda text: "{}", digests=False)  # a folder of before
+    assert "do not fit together (KeyError" in said and "oversmooth atlas" in said
+    # a rebuild keeps the folder's digests true: a second report passes
+    copy = tmp_path / "twice"
+    shutil.copytree(out, copy)
+    for _ in range(2):
+        result = runner.invoke(app, ["report", str(copy)])
+        assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize("key", list(ZOO))
 def test_a_deeper_stack_starts_with_the_shallower_one(karate, key):
     """Layer d of a depth-5 stack is the final layer of the depth-3 stack of the same seed: the

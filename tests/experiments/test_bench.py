@@ -392,6 +392,15 @@ def test_report_rebuilds_a_bench_folder_from_its_results(tmp_path):
     result = CliRunner().invoke(app, ["report", str(old)])
     assert result.exit_code == 2 and "results schema 1 lacks" in result.output, result.output
     assert sorted(p.name for p in old.iterdir()) == ["results.json"]
+    # its results.json corrupt or gone: named, not a config.json no bench writes (an audit)
+    (old / "results.json").write_text("{x")
+    result = CliRunner().invoke(app, ["report", str(old)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "results.json: not valid JSON" in said, said
+    (old / "results.json").unlink()
+    result = CliRunner().invoke(app, ["report", str(old)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "neither config.json" in said and "results.json" in said
 
 
 @pytest.mark.slow

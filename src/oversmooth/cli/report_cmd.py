@@ -79,9 +79,10 @@ def _read_json(path: Path) -> object:
         ) from None
 
 
-def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> Any:
+def _check_csv(path: Path, columns: tuple[str, ...], required: bool, numbers: bool = True) -> Any:
     """The table at ``path`` (a DataFrame; None for a missing optional one), checked: readable,
-    whole, with ``columns`` and rows; one line naming the file otherwise."""
+    whole, with ``columns`` and rows, and (``numbers``) numbers where a metric's column is;
+    one line naming the file otherwise."""
     import pandas as pd
 
     if not path.is_file():
@@ -104,7 +105,8 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool) -> Any:
     if missing or frame.empty:
         what = f"no column {', '.join(missing)}" if missing else "no rows"
         raise ValueError(f"{path}: {what}; {_RERUN}")
-    _check_numbers(path, frame)
+    if numbers:
+        _check_numbers(path, frame)
     return frame
 
 
@@ -296,6 +298,7 @@ def check_report_folder(folder: Path) -> None:
     config_path = folder / "config.json"
     if not config_path.exists():
         _refuse_a_sweeps_folder(folder)
+        _refuse_a_bench_folder(folder)
     config = _read_json(config_path)
     if not isinstance(config, dict):
         raise ValueError(f"{config_path}: expected a JSON object; {_RERUN}")
@@ -390,6 +393,25 @@ def _refuse_a_sweeps_folder(folder: Path) -> None:
     raise ValueError(f"{folder}: a sweep's folder, which has no report of its own; {where}")
 
 
+def _refuse_a_bench_folder(folder: Path) -> None:
+    """A folder without config.json: a bench's has results.json; say what is wrong with it, or
+    that neither is there (a bench folder without its results.json was told "config.json:
+    missing", a file no bench writes; an audit)."""
+    results = folder / "results.json"
+    if results.is_file():
+        if not isinstance(_read_json(results), dict) or _bench_results(folder) is None:
+            raise ValueError(
+                f"{results}: not the results of oversmooth bench (no schema_version and "
+                "targets); rerun oversmooth bench"
+            )
+        return
+    raise FileNotFoundError(
+        f"{folder}: neither config.json (written by analyze, prune, compare, atlas and train) "
+        "nor results.json (by bench); pass a folder one of them wrote, or rerun the command "
+        "that wrote this one"
+    )
+
+
 def _command_of(folder: Path) -> object:
     """The command that wrote ``folder`` as its config.json says (``bench`` for a folder with
     no config.json and the ``results.json`` of :func:`oversmooth.experiments.bench.run_bench`),
@@ -414,6 +436,30 @@ def _bench_results(folder: Path) -> dict | None:
     return None
 
 
+def _check_atlas_folder(folder: Path) -> None:
+    """An atlas folder's files, each readable and whole (one line naming a file that is not),
+    and unchanged since the atlas wrote them where its config.json records their digests: a
+    corrupt fits.json stopped inside the JSON parser without naming the file, an empty one as
+    a KeyError (exit 1), and an edited curve was drawn beside the verdict of the measured one
+    (an audit)."""
+    check_path_text(folder, "FOLDER")
+    config = _read_json(folder / "config.json")
+    if not isinstance(config, dict):
+        raise ValueError(f"{folder / 'config.json'}: expected a JSON object; {_RERUN}")
+    fits = _read_json(folder / "fits.json")
+    if not isinstance(fits, dict):
+        raise ValueError(f"{folder / 'fits.json'}: expected a JSON object; {_RERUN}")
+    # its `verdict` column holds labels (the name of a metric function: no numbers check)
+    _check_csv(folder / "atlas.csv", ("architecture",), required=True, numbers=False)
+    _check_csv(folder / "curves.csv", _ATLAS_CURVES, required=True)
+    _check_csv(folder / "prune.csv", (), required=False)
+    _check_digests(folder, config)
+    _check_writable(folder)
+
+
+_ATLAS_CURVES = ("architecture", "dataset", "seed", "layer", "laplacian_energy")
+
+
 def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
     """Redraw a finished ``oversmooth train`` folder: ``training.png``, ``dynamics.png`` (when
     the run probed its layers), ``report.md`` and ``report.html``, from ``history.csv``,
@@ -433,6 +479,8 @@ def _render_training(folder: Path, formats: tuple[str, ...]) -> None:
         raise ValueError(f"{summary_path}: expected an object with an integer best_epoch; {_RERUN}")
     history = _check_csv(folder / "history.csv", _TRAIN_HISTORY, required=True)
     dynamics = _check_csv(folder / "dynamics.csv", _TRAIN_DYNAMICS, required=False)
+    config = _read_json(folder / "config.json")
+    _check_digests(folder, config if isinstance(config, dict) else {})
     _check_writable(folder)
     history = history.to_dict("records")
     dynamics = None if dynamics is None else dynamics.to_dict("records")
@@ -447,8 +495,15 @@ def _render(folder: Path, command: str, formats: Any) -> None:
     if command == "atlas":  # its own renderer, from atlas.csv, curves.csv and fits.json
         from oversmooth.experiments.atlas import render_atlas
 
+        _check_atlas_folder(folder)
         with rebuilt(folder) as work:  # all the new files, or none
-            render_atlas(work, formats)
+            try:
+                render_atlas(work, formats)
+            except (KeyError, TypeError, ValueError) as exc:  # nothing is moved in
+                raise ValueError(
+                    f"{folder}: its atlas.csv, curves.csv, fits.json and config.json do not fit "
+                    f"together ({type(exc).__name__}: {exc}); {_RERUN} (oversmooth atlas)"
+                ) from None
     elif command == "bench":  # from results.json, as the bench wrote it: nothing re-measured
         from oversmooth.report.writers import write_bench_report
 

@@ -711,7 +711,7 @@ def write_atlas(
     ``curves.csv`` (every layer of every run), ``prune.csv``, ``fits.json`` (each verdict),
     ``config.json``, ``atlas.png`` and ``report.md`` / ``report.html``; figures also in
     ``figure_formats``, tables also in ``table_formats``."""
-    from oversmooth.outputs import atomic_folder, write_json
+    from oversmooth.outputs import atomic_folder, data_digests, write_json
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import table_formats as check_tables
     from oversmooth.report.formats import write_table
@@ -730,10 +730,17 @@ def write_atlas(
                 "environment": result.environment,
                 "timings": result.timings,
                 "notes": result.notes,
+                "digests": data_digests(tmp, DIGESTED),
             },
         )
         _document(report).write(tmp, figures)
     return Path(out)
+
+
+#: The data files whose SHA-256 ``config.json`` records (``digests``), for ``oversmooth
+#: report`` to refuse one changed since (a curve edited by hand was drawn, and its decades lost
+#: written back to atlas.csv, beside the verdict of the curve as measured; an audit).
+DIGESTED = ("atlas.csv", "curves.csv", "prune.csv", "fits.json")
 
 
 def read_atlas(folder: str | Path) -> AtlasReport:
@@ -800,12 +807,24 @@ def render_atlas(folder: str | Path, figure_formats: Sequence[str] = ("png",)) -
     from oversmooth.report.formats import figure_formats as check_figures
     from oversmooth.report.formats import write_table
 
+    import json
+
+    from oversmooth.outputs import file_digest, write_json
+
     folder = Path(folder)
     report = read_atlas(folder)
     # the table as the report shows it: its derived columns by this version's rules
     # (:func:`_decades_again`), so that atlas.csv and the page never disagree
     tables = ("csv", "parquet") if (folder / "atlas.parquet").is_file() else ("csv",)
     write_table(report.table, folder / "atlas.csv", tables, float_format="%.6g")
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    digests = saved.get("digests")
+    if isinstance(digests, dict) and "atlas.csv" in digests:  # the table as now written
+        fresh = file_digest(folder / "atlas.csv")
+        if digests["atlas.csv"] != fresh:
+            write_json(
+                folder / "config.json", {**saved, "digests": {**digests, "atlas.csv": fresh}}
+            )
     _document(report).write(folder, check_figures(figure_formats))
     return folder
 

@@ -144,7 +144,8 @@ METRICS: Registry[Metric] = Registry(
 )
 #: Measures that are not per-layer columns (not accepted by --metrics), listed beside them.
 NOT_PER_LAYER: dict[str, str] = {
-    "layer_similarity": "L x L matrix of sim(X^s, X^t) over all layer pairs: "
+    "layer_similarity": "square matrix of sim(X^s, X^t) over all pairs of the states given "
+    "(layers 0..L: (L+1) x (L+1)): "
     "Probe(similarity=True); `oversmooth analyze` writes similarity.csv",
 }
 DEFAULT_METRICS = tuple(name for name, m in METRICS.items() if m.default)

@@ -526,9 +526,15 @@ def _floor_text(note: Mapping[str, Any]) -> str:
         tail = "measure it in float64 (--dtype float64; a model of your own: model.double())"
     else:
         tail = "the curve is below what float64 resolves"
+    seeds, at = note.get("seeds"), note.get("seeds_at_floor")
+    mean = where = ""
+    if isinstance(seeds, int) and seeds > 1:
+        mean = f" (geometric mean over {seeds} seeds)"
+        if isinstance(at, int) and at < seeds:
+            where = f" in {at} of them"
     return (
-        f"final energy {final:.2g} is at the {dtype} floor (those layers are left out of the "
-        f"fit); {tail}"
+        f"final energy {final:.2g}{mean} is at the {dtype} floor{where} (those layers are left "
+        f"out of the fit); {tail}"
     )
 
 

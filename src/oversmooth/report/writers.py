@@ -158,7 +158,7 @@ _RESOLVED = {
     "model.ffn": "ffn_channels",
     "device": "device_resolved",
 }
-_NOT_SETTINGS = {"command", "environment", "timings", *_RESOLVED.values()}
+_NOT_SETTINGS = {"command", "environment", "timings", "digests", *_RESOLVED.values()}
 
 
 def _setting(key: str, value: Any, config: Mapping[str, Any]) -> str:
