@@ -685,11 +685,16 @@ def test_weights_the_module_changes_in_its_own_hooks_are_those_probed(pl, ring):
     class Net(type(_net(pl, ring))):
         def on_train_start(self) -> None:
             with torch.no_grad():
-                next(self.gnn.parameters()).mul_(3.0)
+                self.gnn.convs[0].lin.weight.mul_(3.0)
+
+        def on_train_epoch_start(self) -> None:
+            if self.current_epoch == 0:  # after the callbacks' hook: the probe waits a batch
+                with torch.no_grad():
+                    self.gnn.convs[1].lin.weight.mul_(3.0)
 
         def on_train_epoch_end(self) -> None:
             with torch.no_grad():
-                next(self.gnn.parameters()).mul_(2.0)
+                self.gnn.convs[0].lin.weight.mul_(2.0)
 
     class Seen(pl.Callback):  # the weights each batch trains from, and those the fit ends with
         def __init__(self) -> None:
@@ -707,6 +712,31 @@ def test_weights_the_module_changes_in_its_own_hooks_are_those_probed(pl, ring):
     assert sorted(monitor.frames) == sorted(seen.states) == [0, 1, 2, 3]
     for step, module in seen.states.items():
         _same_values(monitor.frames[step], _probed(module, ring))
+    # the hooks do change what is probed: the weights as built, and without the epoch's end
+    torch.manual_seed(0)
+    built = Net().double()
+    assert _probed(built, ring)["feature_norm"].iloc[-1] != pytest.approx(
+        monitor.frames[0]["feature_norm"].iloc[-1], rel=1e-3
+    )
+
+
+@QUIET
+def test_a_fit_that_fails_between_epochs_keeps_the_epoch_that_ended(pl, ring):
+    """An epoch's probe is taken at the next epoch's start: a fit failing in between (the
+    module's on_train_epoch_end raising) lost it (an audit); it is taken as the fit fails."""
+    from oversmooth.lightning import EnergyMonitor
+
+    class Net(type(_net(pl, ring))):
+        def on_train_epoch_end(self) -> None:
+            if self.current_epoch == 1:
+                raise RuntimeError("the module's own epoch end failed")
+
+    torch.manual_seed(0)
+    net, monitor = Net().double(), EnergyMonitor(ring)
+    with pytest.raises(RuntimeError, match="epoch end failed"):
+        _fit(pl, net, ring, [monitor], epochs=3)
+    assert sorted(monitor.frames) == [0, 1, 2]
+    _same_values(monitor.frames[2], _probed(net, ring))
 
 
 @QUIET

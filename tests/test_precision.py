@@ -349,7 +349,7 @@ def test_verdict_names_the_floor_and_the_float64_value(deep):
     assert floor["float64_energy"] == pytest.approx(f64)
     assert verdict_text(desc["evidence"]).endswith(
         "at the float32 floor (those layers are left out of the fit); "
-        f"float64 gives {f64:.2g} (its own floor unchecked: --dtype float64 checks it)"
+        f"float64 gives {f64:.2g} (its own floor unchecked: a float64 run checks it)"
     )
     no_shadow = describe_frame(deep[("float32", "twin")], 16, dtype="float32")
     assert no_shadow["evidence"]["notes"][-1]["float64_energy"] is None
@@ -444,6 +444,12 @@ def test_a_model_that_amplifies_its_rounding_gets_the_twin_far_above_the_bound()
     unresolved = np.maximum(a / b, b / a) > 2
     assert unresolved.sum() > 10
     assert frame["at_floor"].to_numpy()[unresolved].all()
+    # a later seed of it: what the first seed's twin measured says it needs its own
+    evidence = TwinEvidence()
+    probe_run(model, data, twin=evidence)
+    again = probe_run(model, data, twin=evidence)
+    assert again.attrs["floor_method"] == "twin"
+    np.testing.assert_array_equal(again["at_floor"], frame["at_floor"])
 
 
 class _Smoothing(torch.nn.Module):

@@ -660,6 +660,13 @@ def test_at_floor_rows_are_left_out_counted_and_named():
     one = frame.assign(at_floor=(frame["layer"] > 200) & (frame["seed"] == 0))
     text = verdict_text(verdict(one))
     assert "(geometric mean over 2 seeds) is at the float32 floor in 1 of them (" in text
+    # a third seed whose final energy is NaN is in neither count (the mean is of the others)
+    three = synthetic_frame("exponential", -0.1, 0.05, seeds=3, rng=np.random.default_rng(8))
+    three = three.assign(at_floor=three["layer"] > 200)
+    last = (three["layer"] == three["layer"].max()) & (three["seed"] == 2)
+    three.loc[last, "laplacian_energy"] = np.nan
+    text = verdict_text(verdict(three))
+    assert "(geometric mean over 2 seeds) is at the float32 floor (" in text
 
 
 def test_a_frame_without_its_precision_warns_when_the_assumed_float32_floor_drops_layers():

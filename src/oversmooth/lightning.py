@@ -422,7 +422,8 @@ class EnergyMonitor(pl.Callback):
             self._due = ("start", self._epoch, _log_step(trainer))
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._take_due(trainer, pl_module)  # the last epoch's, after all of its end's hooks
+        if self._due is not None and self._due[0] == "epoch":  # after all of its end's hooks
+            self._take_due(trainer, pl_module)  # (the one before training waits for a batch)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -470,6 +471,34 @@ class EnergyMonitor(pl.Callback):
         else:
             self._final = (self._measure(trainer, pl_module, self._epoch, step), False)
         self._end_weights = _fingerprint(pl_module, on_cpu=True)
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        """A fit that fails: the probe that was due (an epoch's, whose next epoch never
+        started; the end's, not yet logged) is taken and logged with the weights as they are;
+        not on Ctrl-C or SIGTERM, which ask to stop now.  A probe that fails here is warned
+        of, so that the fit's own exception is the one raised."""
+        due, final = self._due, self._final
+        self._due = self._final = None
+        stop = isinstance(exception, KeyboardInterrupt)
+        stop = stop or type(exception).__name__ == "SIGTERMException"
+        if stop or not trainer.is_global_zero or (due is None and final is None):
+            return
+        try:
+            if due is not None:
+                self._due = due
+                self._take_due(trainer, pl_module)
+            if final is not None:
+                step = _log_step(trainer)
+                title = f"{type(pl_module).__name__} after {step} steps"
+                self._log(trainer, final[0], self._epoch, step, title, values=not final[1])
+        except Exception as failed:  # noqa: BLE001 - the fit's exception goes on
+            warnings.warn(
+                f"EnergyMonitor: the probe due when the fit failed was not taken "
+                f"({type(failed).__name__}: {failed})",
+                stacklevel=2,
+            )
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Log and judge the weights the fit returns.

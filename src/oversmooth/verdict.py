@@ -632,9 +632,11 @@ class _Rows:
             "subnormal": int((subnormal & deep).sum()),
         }
         self.final_at_floor = bool(at_floor[layers == last].any())
-        # of the seeds (the rows at the last layer), how many end at the floor: a pooled line
-        # said "is at the float32 floor" where 1 of 2 did (an audit)
-        self.final_floor_seeds = (int(at_floor[layers == last].sum()), int((layers == last).sum()))
+        # of the seeds the final energy is the geometric mean of (those whose final energy is a
+        # number), how many end at the floor: a pooled line said "is at the float32 floor"
+        # where 1 of 2 did (an audit)
+        counted = int(np.isfinite(finals).sum()) or len(finals)
+        self.final_floor_seeds = (int(at_floor[layers == last].sum()), counted)
         # the layers (not rows: a layer counts once whatever its seeds) left out as at the floor
         self.floor_layers = int(np.unique(layers[at_floor & deep]).size)
         self.usable = deep & finite & ~nonpos & ~at_floor & ~subnormal

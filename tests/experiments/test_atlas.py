@@ -25,6 +25,7 @@ from oversmooth.experiments.atlas import (
 )
 from oversmooth.experiments.pyg_zoo import ZOO, APPNPNet, build
 from oversmooth.metrics import laplacian_energy
+from oversmooth.outputs import file_digest
 from oversmooth.report.formats import parquet_available
 from oversmooth.verdict import COLLAPSES, LABELS
 
@@ -195,12 +196,37 @@ def test_oversmooth_report_refuses_an_atlas_folder_changed_since_it_was_written(
     assert "atlas.csv:" in said and "rerun the command that wrote it" in said
     said = damaged("fits.json", lambda text: "{}", digests=False)  # a folder of before
     assert "do not fit together (KeyError" in said and "oversmooth atlas" in said
-    # a rebuild keeps the folder's digests true: a second report passes
-    copy = tmp_path / "twice"
+    (tmp_path / "gone").mkdir()
+    copy = tmp_path / "gone" / "atlas"
     shutil.copytree(out, copy)
+    (copy / "prune.csv").unlink()  # digested, then deleted: drawn without it (an audit)
+    result = runner.invoke(app, ["report", str(copy)])
+    assert result.exit_code == 2 and "missing, and the run wrote it" in result.output
+    # an atlas.csv whose derived column an older rule wrote: formed again, and its digest in
+    # config.json with it, so that the next report passes
+    copy = tmp_path / "older"
+    shutil.copytree(out, copy)
+    table = pd.read_csv(copy / "atlas.csv")
+    table["decades_lost"] = 999.0
+    table.to_csv(copy / "atlas.csv", index=False)
+    record = json.loads((copy / "config.json").read_text())
+    record["digests"]["atlas.csv"] = file_digest(copy / "atlas.csv")
+    (copy / "config.json").write_text(json.dumps(record))
     for _ in range(2):
         result = runner.invoke(app, ["report", str(copy)])
         assert result.exit_code == 0, result.output
+    assert (copy / "atlas.csv").read_text() == (out / "atlas.csv").read_text()
+    assert json.loads((copy / "config.json").read_text())["digests"] == config["digests"]
+    # no seed pruned (prune_seeds=0): a prune.csv of a header alone is no damage
+    copy = tmp_path / "unpruned"
+    shutil.copytree(out, copy)
+    header = (copy / "prune.csv").read_text().splitlines(keepends=True)[0]
+    (copy / "prune.csv").write_text(header)
+    record = json.loads((copy / "config.json").read_text())
+    record["digests"]["prune.csv"] = file_digest(copy / "prune.csv")
+    (copy / "config.json").write_text(json.dumps(record))
+    result = runner.invoke(app, ["report", str(copy)])
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("key", list(ZOO))

@@ -124,7 +124,7 @@ def test_an_inconclusive_line_says_its_reason_and_the_notes():
         (
             "float32",
             3.0e-9,
-            "float64 gives 3e-09 (its own floor unchecked: --dtype float64 checks it)",
+            "float64 gives 3e-09 (its own floor unchecked: a float64 run checks it)",
         ),
         ("float64", None, "the curve is below what float64 resolves"),
     ],

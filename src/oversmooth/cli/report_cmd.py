@@ -79,10 +79,16 @@ def _read_json(path: Path) -> object:
         ) from None
 
 
-def _check_csv(path: Path, columns: tuple[str, ...], required: bool, numbers: bool = True) -> Any:
+def _check_csv(
+    path: Path,
+    columns: tuple[str, ...],
+    required: bool,
+    numbers: bool = True,
+    rows: bool = True,
+) -> Any:
     """The table at ``path`` (a DataFrame; None for a missing optional one), checked: readable,
-    whole, with ``columns`` and rows, and (``numbers``) numbers where a metric's column is;
-    one line naming the file otherwise."""
+    whole, with ``columns`` and (``rows``) rows, and (``numbers``) numbers where a metric's
+    column is; one line naming the file otherwise."""
     import pandas as pd
 
     if not path.is_file():
@@ -102,7 +108,7 @@ def _check_csv(path: Path, columns: tuple[str, ...], required: bool, numbers: bo
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{path}: not a readable CSV ({first[:120]}); {_RERUN}") from None
     missing = [c for c in columns if c not in frame.columns]
-    if missing or frame.empty:
+    if missing or (rows and frame.empty):
         what = f"no column {', '.join(missing)}" if missing else "no rows"
         raise ValueError(f"{path}: {what}; {_RERUN}")
     if numbers:
@@ -343,7 +349,12 @@ def _check_digests(folder: Path, config: dict) -> None:
         return  # a folder of an older version: nothing recorded to check against
     for name, recorded in digests.items():
         path = folder / str(name)
-        if path.is_file() and file_digest(path) != recorded:
+        if not path.is_file():  # the report was drawn without it (an audit)
+            raise FileNotFoundError(
+                f"{path}: missing, and the run wrote it (config.json records its SHA-256): "
+                f"restore the file, or {_RERUN}"
+            )
+        if file_digest(path) != recorded:
             raise ValueError(
                 f"{path}: not the file the run wrote (its SHA-256 differs from the one "
                 "config.json records), and the report would draw it beside the run's verdict "
@@ -452,7 +463,8 @@ def _check_atlas_folder(folder: Path) -> None:
     # its `verdict` column holds labels (the name of a metric function: no numbers check)
     _check_csv(folder / "atlas.csv", ("architecture",), required=True, numbers=False)
     _check_csv(folder / "curves.csv", _ATLAS_CURVES, required=True)
-    _check_csv(folder / "prune.csv", (), required=False)
+    # no rows where no seed was pruned (prune_seeds=0; refused, an audit)
+    _check_csv(folder / "prune.csv", (), required=False, rows=False)
     _check_digests(folder, config)
     _check_writable(folder)
 

@@ -520,7 +520,7 @@ def _floor_text(note: Mapping[str, Any]) -> str:
         # the float64 copy has a floor of its own, which a float32 run does not estimate: where
         # the model amplifies its rounding, float64 too can be far off (0.17x the exact energy,
         # quoted as the truth; an audit)
-        tail = f"float64 gives {f64:.2g} (its own floor unchecked: --dtype float64 checks it)"
+        tail = f"float64 gives {f64:.2g} (its own floor unchecked: a float64 run checks it)"
     elif dtype != "float64":
         # said to a command's user and to a notebook's alike (a Python user was told a flag)
         tail = "measure it in float64 (--dtype float64; a model of your own: model.double())"
