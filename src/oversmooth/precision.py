@@ -55,6 +55,8 @@ from oversmooth.config import FLOOR_METHODS, resolve_floor_method
 
 # beside float_floor (torch-free: the verdict's too)
 from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps
+from oversmooth.graph import by_rows
+from oversmooth.nn.model import ENCODER_BLOCK_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,6 +87,10 @@ __all__ = [
 # or more.  The margin covers the twin being one sample of the noise (it read 10x low at single
 # layers of an amplifying stack; an audit) and seed-to-seed spread.
 TWIN_MARGIN = 1e6
+
+#: On graphs of more than ``ENCODER_BLOCK_ROWS`` nodes, the floor's energy of a difference of
+#: two states is summed over this many channels at a time.
+MEASURE_CHANNELS = 8
 
 
 def bound_floor(feature_norm: ArrayLike, dtype: str) -> np.ndarray:
@@ -159,6 +165,7 @@ class FloorTracker:
         model = cast("DepthModel", self.model)  # checked in __init__: encoder and blocks
         self._handles.append(model.encoder.register_forward_hook(self._encoder_hook))
         for k, block in enumerate(model.blocks):
+            self._handles.append(block.register_forward_pre_hook(self._block_pre_hook(k)))
             self._handles.append(block.register_forward_hook(self._block_hook(k)))
         return self
 
@@ -169,12 +176,18 @@ class FloorTracker:
         self._reference, self._state, self._ctx, self._graph_args = None, None, None, None
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _reference_input(self, x: Tensor) -> Tensor:
+    def _reference_input(self, x: Tensor, gen: torch.Generator | None = None) -> Tensor:
+        """The reference's input: ``x`` in float64 (shadow), or ``x`` with one ulp up or down
+        per entry (twin; the signs drawn from ``gen``, else from the perturbation seed)."""
         if self.method == "shadow":
             return x.to(torch.float64)
-        gen = torch.Generator().manual_seed(self.perturbation_seed)
-        sign = torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype) * 2 - 1
-        return x * (1 + torch.finfo(x.dtype).eps * sign)  # one ulp up or down per entry
+        if gen is None:
+            gen = torch.Generator().manual_seed(self.perturbation_seed)
+        # 1 + eps * sign, built in place (the same numbers as out-of-place, without four more
+        # temporaries of the input's size)
+        factor = torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype)
+        factor.mul_(2).sub_(1).mul_(torch.finfo(x.dtype).eps).add_(1)
+        return factor.mul_(x)
 
     def _reference_ctx(self, ctx: GraphContext) -> GraphContext:
         if self.method == "twin":
@@ -202,26 +215,58 @@ class FloorTracker:
         from oversmooth.metrics import laplacian_energy
 
         assert self._state is not None
-        diff = output.detach().to(torch.float64) - self._state.to(torch.float64)
-        energy = laplacian_energy(diff, self.graph)
+        out, ref = output.detach(), self._state
+        if out.dim() == 2 and out.size(0) > ENCODER_BLOCK_ROWS:
+            # a few channels at a time (the energy is a sum over channels): the difference is
+            # not formed whole beside the two states (the peak of a 10^6-node command with a
+            # twin, 1.95 GB, was here)
+            step = MEASURE_CHANNELS
+            parts = [
+                laplacian_energy(
+                    out[:, c : c + step].to(torch.float64) - ref[:, c : c + step].to(torch.float64),
+                    self.graph,
+                )
+                for c in range(0, out.size(1), step)
+            ]
+            energy = torch.stack(parts).sum()
+        else:
+            diff = out.to(torch.float64) - ref.to(torch.float64)
+            energy = laplacian_energy(diff, self.graph)
         self._floor[k] = energy if self.method == "shadow" else energy / 2
         if self.method == "shadow":
             self._energy[k] = laplacian_energy(self._state, self.graph)
 
     def _encoder_hook(self, module: nn.Module, args: tuple, output: Tensor) -> None:
         assert self._reference is not None
+        x, encoder = args[0].detach(), self._reference.encoder
         with torch.no_grad():
-            # further arguments (an edge-set encoder's edge_index) are passed on unchanged
-            self._state = self._reference.encoder(
-                self._reference_input(args[0].detach()), *args[1:]
-            )
+            if len(args) > 1 or x.size(0) <= ENCODER_BLOCK_ROWS:
+                # further arguments (an edge-set encoder's edge_index) are passed on unchanged
+                self._state = encoder(self._reference_input(x), *args[1:])
+            else:
+                # a block of rows at a time, the signs drawn in turn from one generator: the
+                # input's perturbed copy and the encoder's hidden array are not formed whole
+                # (at 10^6 nodes they were the whole command's peak with a twin: 2.15 GB,
+                # against 1.68 GB without one)
+                gen = torch.Generator().manual_seed(self.perturbation_seed)
+                self._state = by_rows(
+                    lambda part: encoder(self._reference_input(part, gen)), x, ENCODER_BLOCK_ROWS
+                )
         self._measure(0, output)
 
-    def _block_hook(self, k: int) -> Callable[[nn.Module, tuple, Tensor], None]:
-        def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
+    def _block_pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
+        # the reference's block runs before the model's, not after it: the model's output is
+        # not held beside the reference's temporaries then (at 10^6 nodes the whole command's
+        # peak went 1.68 GB -> 2.15 GB with a twin run after each block, -> ... before it)
+        def hook(module: nn.Module, args: tuple) -> None:
             assert self._reference is not None and self._state is not None
             with torch.no_grad():
                 self._state = self._reference.blocks[k](self._state, self._reference_ctx(args[1]))
+
+        return hook
+
+    def _block_hook(self, k: int) -> Callable[[nn.Module, tuple, Tensor], None]:
+        def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
             self._measure(k + 1, output)
 
         return hook
