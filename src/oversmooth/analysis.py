@@ -452,10 +452,11 @@ def _floor_tracker(
     model: DepthModel, graph: GraphOperator, method: str, seed: int
 ) -> FloorTracker | nullcontext[None]:
     """The run's :class:`FloorTracker`, or a context giving ``None`` for the ``bound`` method."""
+    trim = graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu"
     return (
         nullcontext(None)
         if method == "bound"
-        else FloorTracker(model, graph, method, perturbation_seed=seed)
+        else FloorTracker(model, graph, method, perturbation_seed=seed, trim=trim)
     )
 
 

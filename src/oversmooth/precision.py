@@ -57,6 +57,7 @@ from oversmooth.config import FLOOR_METHODS, resolve_floor_method
 from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps
 from oversmooth.graph import by_rows
 from oversmooth.nn.model import ENCODER_BLOCK_ROWS
+from oversmooth.resources import release_heap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,6 +116,9 @@ class FloorTracker:
         graph: the measuring operator (the one given to the Probe).
         method: ``shadow`` or ``twin`` (``bound`` needs no tracker).
         perturbation_seed: seed of the twin's input perturbation.
+        trim: hand the heap memory the reference's block freed back to the system before the
+            model's block runs (:func:`~oversmooth.resources.release_heap`; the analysis
+            does so on large graphs, as before every block).
 
     Example:
         >>> import torch
@@ -131,7 +135,12 @@ class FloorTracker:
     """
 
     def __init__(
-        self, model: nn.Module, graph: GraphOperator, method: str, perturbation_seed: int = 0
+        self,
+        model: nn.Module,
+        graph: GraphOperator,
+        method: str,
+        perturbation_seed: int = 0,
+        trim: bool = False,
     ) -> None:
         if method not in ("shadow", "twin"):
             raise ValueError(f"method: expected shadow or twin, received {method!r}")
@@ -143,6 +152,7 @@ class FloorTracker:
             )
         self.model, self.graph, self.method = model, graph, method
         self.perturbation_seed = perturbation_seed
+        self.trim = trim
         self.dtype = next(model.parameters()).dtype
         if method == "shadow" and self.dtype != torch.float32:
             raise ValueError("method: 'shadow' needs a float32 model; use twin for float64")
@@ -256,12 +266,13 @@ class FloorTracker:
 
     def _block_pre_hook(self, k: int) -> Callable[[nn.Module, tuple], None]:
         # the reference's block runs before the model's, not after it: the model's output is
-        # not held beside the reference's temporaries then (at 10^6 nodes the whole command's
-        # peak went 1.68 GB -> 2.15 GB with a twin run after each block, -> ... before it)
+        # not held beside the reference's temporaries then
         def hook(module: nn.Module, args: tuple) -> None:
             assert self._reference is not None and self._state is not None
             with torch.no_grad():
                 self._state = self._reference.blocks[k](self._state, self._reference_ctx(args[1]))
+            if self.trim:
+                release_heap()
 
         return hook
 

@@ -1386,10 +1386,14 @@ def _size_value(key: str, r: dict) -> tuple[float, str, str, bool]:
     gb = last["process_peak_mib"] * 2**20 / 1e9
     extra = last["peak_mib"] * 2**20 / 1e9
     measured = f"{gb:.2f} GB at {last['nodes']:,} nodes (probed forward alone: +{extra:.2f} GB)"
+    from oversmooth.config import ModelConfig
+
+    state = last["nodes"] * ModelConfig().hidden * 8 / 1e9  # one float64 state of the model
     reason = (
         f"{last['process_peak_mib'] * 2**20 / last['nodes']:.0f} bytes per node for the "
         f"whole command; the probed forward's extra peak alone (float32 model, one seed, "
-        f"no similarity matrix) is {extra:.2f} GB"
+        f"no similarity matrix) is {extra:.2f} GB; the first seed's float64 twin, which "
+        f"measures the float floor, holds one more state of the model ({state:.2f} GB)"
     )
     return gb, measured, reason, False
 
