@@ -227,7 +227,8 @@ def analysis_bytes(
     ``feature_size`` bytes), its operator, and the forward pass's working set (per head and
     edge, or per edge where attention runs head by head, and per node and hidden channel, in
     ``element_size`` bytes).  Calibrated against the measured peaks (reports/reliability.md,
-    from reports/benchmarks: estimate / measured 1.29, 0.99, 1.50 at 10^4, 10^5, 10^6 nodes;
+    from reports/benchmarks: estimate / measured 1.29, 0.94, 1.31 at 10^4, 10^5, 10^6 nodes
+    with the first seed's float64 twin, which it does not count, 1.29, 0.99, 1.50 before;
     settings other than the measured ones are not calibrated)."""
     graph = 16 * num_edges + feature_size * num_nodes * num_features + 8 * num_nodes
     operator = 8 * num_edges + 24 * num_nodes  # an edge list sorted as oversmooth loads it
