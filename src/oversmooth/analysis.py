@@ -452,11 +452,10 @@ def _floor_tracker(
     model: DepthModel, graph: GraphOperator, method: str, seed: int
 ) -> FloorTracker | nullcontext[None]:
     """The run's :class:`FloorTracker`, or a context giving ``None`` for the ``bound`` method."""
-    trim = graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu"
     return (
         nullcontext(None)
         if method == "bound"
-        else FloorTracker(model, graph, method, perturbation_seed=seed, trim=trim)
+        else FloorTracker(model, graph, method, perturbation_seed=seed, trim=_trims_heap(graph))
     )
 
 
@@ -541,9 +540,8 @@ def probe_run(
     # left out of the table again: without the norm a float64 run paid the twin whatever its
     # curve (2.7 s against 1.14 s a seed of the depth-256 model), and without either the floor
     # failed after the forward
-    auto_twin = twin is not None and floor == "auto" and method == "twin"
-    known = twin.amplification if twin is not None and auto_twin else None
-    lazy = known is not None
+    known = twin.amplification if twin is not None and floor == "auto" else None
+    lazy = known is not None and method == "twin"
     extra = [name for name in FLOOR_METRICS if name not in metrics]
     measured = [*metrics, *extra]
     measure = partial(_probed_forward, model, graph, inputs, measured, similarity, seed)
@@ -631,11 +629,17 @@ def _heap_hooks(model: torch.nn.Module, graph: GraphOperator) -> Iterator[None]:
     would otherwise sit resident beside the next layer's peak (at 10^6 nodes the whole
     command's peak fell from 2.02 to 1.85 GB, its time unchanged)."""
     handles = []
-    if graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu":
+    if _trims_heap(graph):
         for module in _layer_modules(model):
             handles.append(module.register_forward_pre_hook(lambda *_: release_heap()))
     with _removed_after(handles):
         yield
+
+
+def _trims_heap(graph: GraphOperator) -> bool:
+    """Whether a forward on ``graph`` hands its freed heap back before every block: a CPU
+    graph above :data:`TRIM_SIZE` edges and nodes."""
+    return graph.num_edges + graph.num_nodes > TRIM_SIZE and graph.device.type == "cpu"
 
 
 def _probed_forward(

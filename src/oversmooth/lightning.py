@@ -479,20 +479,15 @@ class EnergyMonitor(pl.Callback):
         started; the end's, not yet logged) is taken and logged with the weights as they are;
         not on Ctrl-C or SIGTERM, which ask to stop now.  A probe that fails here is warned
         of, so that the fit's own exception is the one raised."""
-        due, final = self._due, self._final
-        self._due = self._final = None
+        final, self._final = self._final, None
         stop = isinstance(exception, KeyboardInterrupt)
-        stop = stop or type(exception).__name__ == "SIGTERMException"
-        if stop or not trainer.is_global_zero or (due is None and final is None):
+        if stop or type(exception).__name__ == "SIGTERMException" or not trainer.is_global_zero:
+            self._due = None
             return
         try:
-            if due is not None:
-                self._due = due
-                self._take_due(trainer, pl_module)
+            self._take_due(trainer, pl_module)
             if final is not None:
-                step = _log_step(trainer)
-                title = f"{type(pl_module).__name__} after {step} steps"
-                self._log(trainer, final[0], self._epoch, step, title, values=not final[1])
+                self._log_end(trainer, pl_module, *final)
         except Exception as failed:  # noqa: BLE001 - the fit's exception goes on
             warnings.warn(
                 f"EnergyMonitor: the probe due when the fit failed was not taken "
@@ -513,9 +508,16 @@ class EnergyMonitor(pl.Callback):
         if not trainer.is_global_zero or self._final is None:
             return
         (frame, logged), self._final = self._final, None
-        step = _log_step(trainer)
         if not _same(self._end_weights, _fingerprint(pl_module, on_cpu=True)):
-            frame, logged = self._measure(trainer, pl_module, self._epoch, step), False
+            frame = self._measure(trainer, pl_module, self._epoch, _log_step(trainer))
+            logged = False
+        self._log_end(trainer, pl_module, frame, logged)
+
+    def _log_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, frame: pd.DataFrame, logged: bool
+    ) -> None:
+        """Log the end's table (unless ``logged``: the last probe saw these weights and its
+        values are in the logs) and its verdict, at the last training step."""
+        step = _log_step(trainer)
         title = f"{type(pl_module).__name__} after {step} steps"
-        # a table already logged (the last probe saw these weights): its verdict alone
         self._log(trainer, frame, self._epoch, step, title, values=not logged)

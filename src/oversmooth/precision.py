@@ -226,22 +226,20 @@ class FloorTracker:
 
         assert self._state is not None
         out, ref = output.detach(), self._state
+        pieces = [(out, ref)]
         if out.dim() == 2 and out.size(0) > ENCODER_BLOCK_ROWS:
             # a few channels at a time (the energy is a sum over channels): the difference is
             # not formed whole beside the two states (the peak of a 10^6-node command with a
             # twin, 1.95 GB, was here)
             step = MEASURE_CHANNELS
-            parts = [
-                laplacian_energy(
-                    out[:, c : c + step].to(torch.float64) - ref[:, c : c + step].to(torch.float64),
-                    self.graph,
-                )
-                for c in range(0, out.size(1), step)
+            columns = [slice(c, c + step) for c in range(0, out.size(1), step)]
+            pieces = [(out[:, c], ref[:, c]) for c in columns]
+        energy = torch.stack(
+            [
+                laplacian_energy(a.to(torch.float64) - b.to(torch.float64), self.graph)
+                for a, b in pieces
             ]
-            energy = torch.stack(parts).sum()
-        else:
-            diff = out.to(torch.float64) - ref.to(torch.float64)
-            energy = laplacian_energy(diff, self.graph)
+        ).sum(dim=0)
         self._floor[k] = energy if self.method == "shadow" else energy / 2
         if self.method == "shadow":
             self._energy[k] = laplacian_energy(self._state, self.graph)
