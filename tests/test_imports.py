@@ -135,3 +135,54 @@ def test_the_package_loads_its_public_names_on_first_use():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
+
+
+def test_run_configs_and_the_report_of_an_analysis_import_no_torch(tmp_path):
+    """Validating a run's options (metric names, layers to prune) and rebuilding the report of
+    an analysis folder need no torch: `oversmooth report` imported it (1.2 s) only to check
+    the metric names of the folder's config."""
+    from oversmooth.analysis import AnalysisConfig, run_analysis
+    from oversmooth.config import ModelConfig
+    from oversmooth.report.render import write_analysis
+
+    model = ModelConfig("postln", depth=3, hidden=8, heads=1, dtype="float64")
+    config = AnalysisConfig(model=model, seeds=(0,), metrics=("energy_3",), prune=(2,))
+    write_analysis(run_analysis(config), tmp_path / "run")
+    code = (
+        "import sys\n"
+        "from oversmooth.run_configs import AnalysisConfig, ComparisonConfig, TrainConfig\n"
+        "AnalysisConfig(metrics=('energy_3', 'rayleigh_energy'), prune=(1, 2))\n"
+        "ComparisonConfig(), TrainConfig()\n"
+        "configs = 'torch' in sys.modules\n"
+        "import oversmooth.cli.main as cli\n"
+        "def leave(code=0):\n"
+        "    raise SystemExit(code)\n"
+        "cli._exit_now = leave\n"
+        "sys.argv = ['oversmooth', 'report', 'run']\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "print(configs, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["False", "False"], out.stdout
+
+
+def test_metric_names_checked_without_torch_agree_with_the_probe():
+    """The torch-free check accepts exactly what the probe's own check accepts."""
+    from oversmooth.metrics import check_metrics
+    from oversmooth.registry import METRIC_ENTRIES, known_metric
+
+    names = [*METRIC_ENTRIES, "energy_1", "energy_1000", "energy_1001", "energy_0", "energy_"]
+    names += ["energy_01", "LAPLACIAN_ENERGY", "cosine_prev", "", "nope", 3, None]
+    for name in names:
+        try:
+            check_metrics([name])  # type: ignore[list-item]
+            accepted = True
+        except ValueError:  # ResourceError is one
+            accepted = False
+        assert known_metric(name) == accepted, name

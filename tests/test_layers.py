@@ -2,12 +2,12 @@
 
 Layers, lowest first: *base* (errors, registry, resources, allocator, runtime, outputs, config),
 *compute* (graph, data, metrics, nn, probe, fit, lawfit, spectral, precision, checkpoint),
-*interpret* (verdict, prune, run_configs, analysis, train: numbers, codes and dataclasses, no
-prose), *write* (report, notebook, and tracking and lightning, which log the verdict's sentence:
-the only place that turns numbers into sentences, figures and files) and *commands* (cli,
-experiments). A module may import its own layer and the layers below; the package root
-``oversmooth`` (the public facade) sits between *write* and *commands*: it may import the
-library, and only the commands import it."""
+*interpret* (verdict, prune, prune_table, run_configs, analysis, train: numbers, codes and
+dataclasses, no prose), *write* (report, notebook, and tracking and lightning, which log the
+verdict's sentence: the only place that turns numbers into sentences, figures and files) and
+*commands* (cli, experiments). A module may import its own layer and the layers below; the
+package root ``oversmooth`` (the public facade) sits between *write* and *commands*: it may import
+the library, and only the commands import it."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ LAYERS = {
     "interpret": [
         "verdict",
         "prune",
+        "prune_table",
         "run_configs",
         "analysis",
         "train",

@@ -17,7 +17,8 @@ Imports no torch (``oversmooth <command> --help`` reads this module and nothing 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import operator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ __all__ = [
     "ModelConfig",
     "resolve_floor_method",
     "is_seed",
+    "check_layers",
     "Option",
     "OPTIONS",
     "option",
@@ -105,6 +107,52 @@ MAX_SEED = 2**64 - 1
 def is_seed(value: object) -> bool:
     """Whether ``value`` is a seed: an integer in ``[0, MAX_SEED]``."""
     return _is_int(value, 0) and value <= MAX_SEED  # type: ignore[operator]
+
+
+def _layer_number(value: object) -> int | None:
+    """``value`` as a layer number: a Python or NumPy integer, or a 0-d integer tensor (from
+    ``torch.arange``); None for anything else, booleans included.  Read without importing
+    NumPy or torch (``operator.index`` on a 0-d value)."""
+    if isinstance(value, bool) or "bool" in str(getattr(value, "dtype", "")):
+        return None
+    if isinstance(value, int):
+        return value
+    if getattr(value, "ndim", None) != 0:
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:  # a float scalar or tensor
+        return None
+
+
+def check_layers(layers: Sequence[int] | int | None, depth: int) -> list[int]:
+    """Validate 1-based layer numbers against the depth (default: every layer); NumPy and 0-d
+    torch integers count (``np.arange(2, 9)``), one integer is one layer."""
+    if layers is None:
+        return list(range(1, depth + 1))
+    one = _layer_number(layers)
+    if one is not None:
+        layers = [one]  # one layer
+    if not isinstance(layers, Iterable) or isinstance(layers, (str, bytes)):
+        raise ValueError(
+            f"layers: expected a list of integers in [1, {depth}], received {layers!r}"
+        )
+    out: list[int] = []
+    for item in layers:
+        k = _layer_number(item)
+        if k is None:
+            raise ValueError(f"layers: expected integers in [1, {depth}], received {item!r}")
+        if not 1 <= k <= depth:
+            raise ValueError(
+                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, "
+                f"received {k}"
+            )
+        if k in out:
+            raise ValueError(f"layers: layer {k} is listed twice; expected each layer once")
+        out.append(k)
+    if not out:
+        raise ValueError("layers: expected at least one layer number")
+    return sorted(out)
 
 
 @dataclass(frozen=True)

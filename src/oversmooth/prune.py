@@ -47,12 +47,12 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
+from oversmooth.config import check_layers
 from oversmooth.graph import GraphOperator, as_graph
 from oversmooth.metrics import laplacian_energy
 from oversmooth.nn.model import DepthModel
@@ -63,39 +63,7 @@ if TYPE_CHECKING:
 
     from oversmooth.probe import LayerCalls, StreamPlan
 
-__all__ = ["prune_sensitivity", "check_layers"]
-
-
-def check_layers(layers: Sequence[int] | int | None, depth: int) -> list[int]:
-    """Validate 1-based layer numbers against the depth (default: every layer); NumPy and 0-d
-    torch integers count (``np.arange(2, 9)``), one integer is one layer."""
-    if layers is None:
-        return list(range(1, depth + 1))
-    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
-        layers = [int(layers)]  # one layer
-    if not isinstance(layers, Iterable) or isinstance(layers, (str, bytes)):
-        raise ValueError(
-            f"layers: expected a list of integers in [1, {depth}], received {layers!r}"
-        )
-    out = []
-    for k in layers:
-        if isinstance(k, Tensor) and k.dim() == 0 and not k.is_floating_point():
-            k = int(k)  # a 0-d integer tensor (from torch.arange)
-        if isinstance(k, np.integer):
-            k = int(k)  # from np.arange
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise ValueError(f"layers: expected integers in [1, {depth}], received {k!r}")
-        if not 1 <= k <= depth:
-            raise ValueError(
-                f"layers: expected layer numbers in [1, {depth}] for a depth-{depth} model, "
-                f"received {k}"
-            )
-        if k in out:
-            raise ValueError(f"layers: layer {k} is listed twice; expected each layer once")
-        out.append(k)
-    if not out:
-        raise ValueError("layers: expected at least one layer number")
-    return sorted(out)
+__all__ = ["prune_sensitivity"]
 
 
 def _resolve_mask(data: Data, mask: str | Tensor | None) -> Tensor | None:
@@ -156,26 +124,6 @@ def _majority(y: Tensor, mask: Tensor) -> Tensor:
     if labelled.numel() == 0:
         return torch.tensor(float("nan"), dtype=torch.float64, device=y.device)
     return torch.bincount(labelled).max().double() / labels.numel()
-
-
-#: An unpruned accuracy at most this far above the most frequent class's share (a fraction):
-#: the model predicts at chance, and its accuracy drops say nothing about its layers.  Twice the
-#: binomial standard error of an accuracy near 0.3 on Cora's 1,000 test nodes is 0.029.
-CHANCE_MARGIN = 0.05
-
-
-def at_chance(accuracy: float, majority: float) -> bool:
-    """Whether an unpruned ``accuracy`` is within :data:`CHANCE_MARGIN` of ``majority`` (the
-    most frequent class's share of the measured nodes) or below it."""
-    return accuracy <= majority + CHANCE_MARGIN
-
-
-def baseline(frame: pd.DataFrame) -> tuple[float, float] | None:
-    """A pruning table's ``(unpruned accuracy, most frequent class's share)``, the same on
-    every row; None for a table without accuracies, or written before it carried them."""
-    if frame.empty or not {"unpruned_accuracy", "majority_accuracy"} <= set(frame.columns):
-        return None
-    return float(frame["unpruned_accuracy"].iloc[0]), float(frame["majority_accuracy"].iloc[0])
 
 
 @dataclass
@@ -261,7 +209,8 @@ def prune_sensitivity(
         and ``accuracy_drop`` (unpruned minus pruned), with the unpruned accuracy
         (``unpruned_accuracy``) and what predicting the most frequent class of the masked nodes
         scores (``majority_accuracy``) beside them: a model within
-        :data:`CHANCE_MARGIN` of it (:func:`at_chance`) predicts at chance, and its drops say
+        :data:`~oversmooth.prune_table.CHANCE_MARGIN` of it
+        (:func:`~oversmooth.prune_table.at_chance`) predicts at chance, and its drops say
         nothing about its layers.  ``frame.attrs["baseline"]``
         holds the unpruned ``final_energy`` and ``accuracy``; ``frame.attrs["pruned_as"]`` and
         ``frame.attrs["identity_on_stream"]`` how each layer was taken out, and

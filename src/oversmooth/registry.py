@@ -12,6 +12,7 @@ it without importing torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,11 @@ __all__ = [
     "NORMS",
     "DISPLAY",
     "display_name",
+    "MetricEntry",
+    "METRIC_ENTRIES",
+    "DEFAULT_METRICS",
+    "MAX_ENERGY_ORDER",
+    "known_metric",
     "RENAMED_COLUMNS",
     "upgrade_columns",
 ]
@@ -222,6 +228,138 @@ def bound_applies(model: str) -> bool:
     written before the rule is rebuilt without it."""
     entry = MODELS.get(model)
     return entry is not None and entry.nonlocal_ and entry.placement == "postln"
+
+
+# -- metric names --------------------------------------------------------------------------------
+
+#: Energy orders above this are refused: E_m applies Delta (spectral radius <= 2) m // 2 times,
+#: so E_m can grow like 4^(m/2) ||X||^2; beyond m = 1000 a float64 result overflows for
+#: unit-size features, and each order costs one more sparse product per layer.
+MAX_ENERGY_ORDER = 1000
+
+ENERGY_ORDER = re.compile(r"^energy_([1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class MetricEntry:
+    """One per-layer measure by name (its kernel is bound in
+    :data:`oversmooth.metrics.registry.METRICS`, which imports torch).
+
+    ``kind``: ``layer`` (measured on one state), ``between`` (against the previous layer, NaN at
+    a step's first layer), ``derived`` (from the column of other layers) or ``pattern`` (a
+    family of names, ``energy_<m>``).  ``default``: recorded when no list is given.
+    """
+
+    name: str
+    help: str
+    kind: str = "layer"
+    default: bool = False
+
+
+def _layer_entry(name: str, help: str, default: bool = False) -> MetricEntry:
+    return MetricEntry(name, help, "layer", default)
+
+
+def _between_entry(name: str, help: str, default: bool = False) -> MetricEntry:
+    return MetricEntry(name, help, "between", default)
+
+
+# The defaults come first, in the column order of a Probe's table.
+METRIC_ENTRIES: Registry[MetricEntry] = Registry(
+    "metrics",
+    {
+        m.name: m
+        for m in (
+            _layer_entry(
+                "laplacian_energy",
+                "E2 = (1/n) ||PX - X||_F^2, P = D^-1 W (counting measure; 0 at an isolated node)",
+                default=True,
+            ),
+            _layer_entry(
+                "dirichlet_energy", "E1 = (1/n) * 1/2 sum_ij w_ij ||X_j - X_i||^2", default=True
+            ),
+            MetricEntry(
+                "relative_energy",
+                "R(X^k) = (E(X^k) - E(X^k-1)) / E(X^k-1) of laplacian_energy; -> 0 is the "
+                "curse of depth",
+                kind="derived",
+                default=True,
+            ),
+            _between_entry(
+                "mean_cosine_similarity",
+                "sim(X^k-1, X^k) = (1/n) sum_i cos(X^k-1_i, X^k_i), against the previous layer",
+                default=True,
+            ),
+            _layer_entry("feature_norm", "sqrt((1/n) ||X||_F^2)", default=True),
+            _layer_entry(
+                "rayleigh_energy",
+                "E2 / ((1/n) ||X||_F^2) = ||PX - X||_F^2 / ||X||_F^2: scale-invariant "
+                "Laplacian energy",
+            ),
+            _layer_entry(
+                "laplacian_energy_degree",
+                "(1/n) sum_i d_i ||(PX - X)_i||^2: E2 with node i weighted by its degree d_i",
+            ),
+            MetricEntry(
+                "energy_<m>",
+                "E_m for an order 1 <= m <= 1000 (energy(x, graph, m)), e.g. energy_3: E_2k = "
+                "(1/n) int |Delta^k X|^2 dmu, E_2k+1 = (1/n) int |grad Delta^k X|^2 dmu",
+                kind="pattern",
+            ),
+            _layer_entry(
+                "rusch_dirichlet_energy",
+                "sqrt((1/n) sum_i sum_{j in N_i} ||X_i - X_j||^2) (Rusch et al. 2023)",
+            ),
+            _layer_entry(
+                "mean_average_distance",
+                "MAD: (1/n') sum_i mean_{j in N_i} (1 - cos(X_i, X_j)) (Chen et al. 2020)",
+            ),
+            _layer_entry(
+                "mean_average_distance_global", "MAD over all pairs i != j of 1 - cos(X_i, X_j)"
+            ),
+            _layer_entry(
+                "effective_rank", "exp(entropy of normalised singular values of X - mean)"
+            ),
+            _layer_entry(
+                "normalized_dirichlet_energy",
+                "(1/n) * 1/2 sum_ij w_ij ||X_i/sqrt(d_i) - X_j/sqrt(d_j)||^2 = (1/n) tr(X^T (I - "
+                "D^-1/2 W D^-1/2) X) (Cai & Wang 2020); not 0 on constant X unless degrees are "
+                "equal",
+            ),
+            _layer_entry(
+                "rank_one_distance",
+                "||X - 1 mean(X)^T||_F / ||X||_F = min_u ||X - 1u^T||_F / ||X||_F: 0 is rank "
+                "collapse to one row (Roth & Liebig 2023); NaN for X = 0",
+            ),
+            _layer_entry(
+                "stream_variance",
+                "(1/(n d)) ||X - 1 mean(X)^T||_F^2, mean over channels of the variance over "
+                "nodes; its growth with depth (Sun et al. 2025)",
+            ),
+            _between_entry(
+                "angular_distance",
+                "arccos(sim(X^k-1, X^k)) / pi, the angle of the mean cosine (Gromov et al. 2024)",
+            ),
+            _between_entry(
+                "relative_update", "||X^k - X^k-1||_F / ||X^k-1||_F (Csordas et al. 2025)"
+            ),
+        )
+    },
+)
+DEFAULT_METRICS = tuple(name for name, m in METRIC_ENTRIES.items() if m.default)
+
+
+def known_metric(name: object) -> bool:
+    """Whether ``name`` is a metric a probe accepts: a registered name, or ``energy_<m>`` with
+    ``1 <= m <=`` :data:`MAX_ENERGY_ORDER` (what
+    :func:`oversmooth.metrics.check_metrics` accepts, without importing torch)."""
+    if not isinstance(name, str):
+        return False
+    entry = METRIC_ENTRIES.get(name)
+    if entry is not None:
+        return entry.kind != "pattern"
+    match = ENERGY_ORDER.match(name)
+    return match is not None and int(match.group(1)) <= MAX_ENERGY_ORDER
 
 
 # -- old column names ----------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from oversmooth.registry import MAX_ENERGY_ORDER
+
 __all__ = [
     "ResourceError",
     "similarity_bytes",
@@ -43,10 +45,6 @@ __all__ = [
     "check_energy_order",
 ]
 
-# E_m applies Delta (spectral radius <= 2) m // 2 times, so E_m can grow like 4^(m/2) ||X||^2:
-# beyond m = 1000 a float64 result overflows for unit-size features, and each order costs
-# one more sparse product per layer.  Orders above this are refused, not attempted.
-MAX_ENERGY_ORDER = 1000
 
 # Python objects of one block (modules, parameters, hooks' bookkeeping): measured about
 # 8-75 KB at hidden=32 on CPython 3.12 / torch 2.13, on top of the parameter storage.

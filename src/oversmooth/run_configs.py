@@ -31,8 +31,9 @@ from oversmooth.config import (
     option,
     resolve_floor_method,
     set_by_run,
+    check_layers,
 )
-from oversmooth.registry import CONVS, MODELS
+from oversmooth.registry import CONVS, DEFAULT_METRICS, MODELS, known_metric
 
 __all__ = [
     "AnalysisConfig",
@@ -72,6 +73,18 @@ def _check_model(model: object) -> None:
         raise ValueError(f"model: expected a ModelConfig (oversmooth.config), received {model!r}")
 
 
+def _check_metrics(names: Sequence[str]) -> list[str]:
+    """``names`` as a list when every one is a metric a probe accepts
+    (:func:`~oversmooth.registry.known_metric`), without importing torch (``oversmooth report``
+    validates the config of the folder it rebuilds); otherwise the probe's own check raises its
+    ``ValueError`` (or ``ResourceError``, for an energy order above 1000)."""
+    if all(known_metric(name) for name in names):
+        return list(names)
+    from oversmooth.metrics import check_metrics
+
+    return check_metrics(names)
+
+
 @dataclass(frozen=True)
 class AnalysisConfig:
     """One architecture at one depth, probed over one or more seeds.
@@ -106,9 +119,6 @@ class AnalysisConfig:
     floor: str = "auto"
 
     def __post_init__(self) -> None:
-        from oversmooth.probe import DEFAULT_METRICS, check_metrics
-        from oversmooth.prune import check_layers
-
         _check_model(self.model)
         seeds = check_seeds(self.seeds)
         object.__setattr__(self, "seeds", seeds)
@@ -126,7 +136,7 @@ class AnalysisConfig:
                 "--conv (san, gcn, gat), or drop --prune-layers from analyze"
             )
         check_repeats("metrics", tuple(self.metrics), "metric")
-        metrics = tuple(check_metrics(self.metrics or DEFAULT_METRICS))
+        metrics = tuple(_check_metrics(self.metrics or DEFAULT_METRICS))
         if "laplacian_energy" not in metrics:
             metrics = ("laplacian_energy",) + metrics
         object.__setattr__(self, "metrics", metrics)

@@ -625,10 +625,10 @@ def _table8_sentences(runs: list[dict], drops: dict[str, Any]) -> list[str]:
     The early position is the first of :func:`table8_layers` (layer 2 from depth 16 on, layer
     1 below it), and the others are counted: a depth-8 run was said to lose at "layer 2" what
     it lost at layer 1, beside "the other seven positions" of six.  A run whose unpruned model
-    predicts at chance (:func:`oversmooth.prune.at_chance`) says so and is left out of the
+    predicts at chance (:func:`oversmooth.prune_table.at_chance`) says so and is left out of the
     contrast: a nonlocal run that predicted one class lost 0 points everywhere, which read as
     "the contrast does not appear" (an audit)."""
-    from oversmooth.prune import at_chance, baseline
+    from oversmooth.prune_table import at_chance, baseline
 
     sentences = []
     late: dict[str, Any] = {}
@@ -1458,8 +1458,8 @@ def _beyond_paragraph(verdict_rows: list[dict]) -> str:
 
 def _at_chance_text(trained: dict) -> str:
     """A sentence per trained model whose unpruned accuracy is at chance
-    (:func:`oversmooth.prune.at_chance`), empty when none is."""
-    from oversmooth.prune import at_chance, baseline
+    (:func:`oversmooth.prune_table.at_chance`), empty when none is."""
+    from oversmooth.prune_table import at_chance, baseline
     from oversmooth.registry import DISPLAY
 
     said = []

@@ -72,9 +72,9 @@ BLOCKERS = ("nonfinite", "all-zero")  # reasons that stop a verdict before any f
 def pruning_baseline(frame: pd.DataFrame) -> str | None:
     """What a pruning table's accuracy drops are measured from: the unpruned accuracy beside
     what predicting the most frequent class scores, and whether the model is at chance
-    (:func:`oversmooth.prune.at_chance`), when then its drops say nothing about its layers.
+    (:func:`oversmooth.prune_table.at_chance`), when then its drops say nothing about its layers.
     None for a table without accuracies (or written before they carried the baseline)."""
-    from oversmooth.prune import CHANCE_MARGIN, at_chance, baseline
+    from oversmooth.prune_table import CHANCE_MARGIN, at_chance, baseline
 
     numbers = baseline(frame)
     if numbers is None:
