@@ -200,3 +200,47 @@ def test_the_bare_commands_announcement_is_the_committed_measurement():
 
     seconds = _load(REPORTS / "benchmarks" / "results.json")["end_to_end"]["seconds"]
     assert _BARE_SECONDS == round(seconds), (_BARE_SECONDS, seconds)
+
+
+def _two_digits(value: str | float) -> str:
+    return f"{float(value):.1e}"
+
+
+def test_the_float32_floor_paragraph_of_precision_md_is_the_committed_reproduction():
+    """docs/precision.md quotes the committed reproduction's float32 runs of Post-LN SAN at
+    depth 256 (ablations.csv, report.md); it said 2.3e-12 and 4.3e-12 where they end at 2.4e-12
+    and 4.4e-12, numbers of an earlier regeneration (an audit)."""
+    import csv
+
+    folder = REPORTS / "paper-reproduction"
+    rows = csv.DictReader((folder / "ablations.csv").open(encoding="utf-8"))
+    end = {
+        (r["ablation"], int(r["seed"])): r["energy"]
+        for r in rows
+        if r["model"] == "postln" and r["depth"] == "256"
+    }
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    sentence = report[report.index("The float32 floor.") :].split("\n")[0]
+    floors = dict(
+        re.findall(r"seed (\d): float32 \S+ against float64 \S+, floor ([\d.e+-]+)", sentence)
+    )
+    parts = dict(re.findall(r"seed (\d): (from layer \d+|at no layer)", sentence))
+    said = {int(k): (floors[k], parts[k]) for k in floors}
+    text = " ".join((REPORTS.parent / "docs" / "precision.md").read_text("utf-8").split())
+    stated = re.search(
+        r"In float32 our runs end at (\S+) and (\S+) \(seeds 0 and 1\), on their own estimated "
+        r"floors \((\S+) and (\S+)\), while the same weights in float64 reach (\S+) and (\S+); "
+        r"the float32 and float64 curves part \(by more than 2x\) from layers (\d+) and (\d+) on",
+        text,
+    )
+    assert stated, "docs/precision.md: the float32 floor paragraph is not where it was"
+    f32 = [stated.group(1), stated.group(2)]
+    assert f32 == [_two_digits(end["float32", s]) for s in (0, 1)], f32
+    assert [stated.group(3), stated.group(4)] == [_two_digits(said[s][0]) for s in (0, 1)]
+    f64 = [stated.group(5), stated.group(6)]
+    assert f64 == [_two_digits(end["baseline", s]) for s in (0, 1)], f64
+    assert [f"from layer {stated.group(k)}" for k in (7, 8)] == [said[s][1] for s in (0, 1)]
+    third = re.search(r"seed 2 ends at (\S+) in float32 and (\S+) in float64", text)
+    assert third, "docs/precision.md: the third seed's sentence is not where it was"
+    assert third.groups() == (_two_digits(end["float32", 2]), _two_digits(end["baseline", 2]))
+    assert said[2][1] == "at no layer"
