@@ -42,6 +42,29 @@ def test_plot_kinds_return_axes(probed):
     ).get_lines()
 
 
+def test_plot_of_several_seeds_draws_their_geometric_mean_as_the_report_does():
+    """The verdict pools the seeds' logarithms and the report draws each seed and their
+    geometric mean; plot drew the arithmetic mean, up to 2.7x above on three seeds of a GCN on
+    Cora (an audit)."""
+    import numpy as np
+    import pandas as pd
+
+    layers = np.arange(0, 25)
+    frame = pd.concat(
+        pd.DataFrame(
+            {"seed": s, "layer": layers, "laplacian_energy": 10.0 ** (-(0.2 + s) * layers / 8)}
+        )
+        for s in range(3)
+    )
+    ax = oversmooth.plot(frame, hidden=8, ax=new_ax())
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    mean = lines["geometric mean of 3 seeds"]
+    x = np.asarray(mean.get_xdata(), dtype=float)
+    truth = 10.0 ** (-np.mean([0.2 + s for s in range(3)]) * x / 8)
+    np.testing.assert_allclose(np.asarray(mean.get_ydata(), dtype=float), truth, rtol=1e-12)
+    assert {f"seed {s}" for s in range(3)} <= set(lines)
+
+
 def test_plot_refuses_bad_input(probed):
     probe, frame = probed
     with pytest.raises(ValueError, match="kind="):

@@ -85,6 +85,21 @@ def test_several_steps_log_the_last_and_several_graphs_are_refused():
         frame_scalars(per_graph)
 
 
+def test_a_layer_held_twice_in_one_step_is_refused_not_mixed():
+    """Two one-pass frames put together (an EnergyMonitor's frames are each step 0): each name
+    took the value of whichever row sorted last, layers of one pass beside layers of the other
+    (an audit)."""
+    first, second = _frame(), _frame()
+    second["laplacian_energy"] *= 10.0
+    both = pd.concat([first.assign(global_step=0), second.assign(global_step=3)])
+    with pytest.raises(ValueError, match="layer 0 more than once.*'global_step'"):
+        frame_scalars(both)
+    with pytest.raises(ValueError, match="more than once"):
+        log_frame(both.drop(columns="global_step"), lambda scalars, step: None, step=1)
+    one = frame_scalars(both[both["global_step"] == 3])
+    assert one["energy/laplacian_energy/final"] == second["laplacian_energy"].iloc[-1]
+
+
 def test_a_function_sink_gets_the_dict_and_the_step():
     calls = []
     sent = log_frame(_frame(), lambda scalars, step: calls.append((scalars, step)), step=7)

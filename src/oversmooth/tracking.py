@@ -83,6 +83,18 @@ def _one_step(frame: pd.DataFrame) -> pd.DataFrame:
             )
     if "step" in frame.columns and frame["step"].nunique() > 1:
         frame = frame[frame["step"] == frame["step"].max()]
+    twice = frame["layer"].duplicated()
+    if twice.any():
+        # frames of several passes put together under one step (an EnergyMonitor's frames are
+        # each step 0): each name took the value of whichever row sorted last, a curve of
+        # layers 1-2 of one epoch and 3-4 of the next (an audit)
+        extra = [c for c in ("global_step", "epoch") if c in frame.columns]
+        pick = f"select one with its {extra[0]!r} column, " if extra else ""
+        raise ValueError(
+            f"frame: holds layer {int(frame.loc[twice, 'layer'].iloc[0])} more than once in "
+            f"one step: rows of several passes; {pick}e.g. one of an EnergyMonitor's frames "
+            "(monitor.frames[global_step]), or tell the passes apart by 'step'"
+        )
     return frame.sort_values("layer")
 
 
@@ -99,7 +111,8 @@ def frame_scalars(
     Args:
         frame: a per-layer table (``Probe.to_frame()``): ``layer`` and one column per metric.
             With several probe ``step`` values the last step is used; several graphs
-            (``reduce="none"``) or seeds are refused (select one).
+            (``reduce="none"``) or seeds, and a layer held twice in one step (frames of
+            several passes put together), are refused (select one).
         metrics: the columns to send (default: every numeric column but ``layer``, ``step``,
             ``graph``, ``seed``, ``epoch`` and ``global_step``).
         prefix: first part of every name.

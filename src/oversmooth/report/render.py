@@ -370,24 +370,29 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
     return pd.DataFrame({"item": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
-def seed_curves(metrics: pd.DataFrame, record: dict | None) -> tuple[list[dict], Any, str]:
-    """The energy curves of a per-layer table for :func:`plots.energy_curves`: one per seed,
-    and with several seeds their geometric mean, which carries the verdict's fitted law (a
-    single seed carries it itself, so no seed's own fit is ever drawn for several).  Returns
-    the curves, the geometric-mean series and the words for how the seeds were pooled."""
+def seed_curves(
+    metrics: pd.DataFrame, record: dict | None, metric: str = "laplacian_energy"
+) -> tuple[list[dict], Any, str]:
+    """The ``metric`` curves of a per-layer table for :func:`plots.energy_curves`: one per
+    seed, and with several seeds their geometric mean, which carries the verdict's fitted law
+    (a single seed carries it itself, so no seed's own fit is ever drawn for several).  Returns
+    the curves, the geometric-mean series and the words for how the seeds were pooled.  The
+    float floor is drawn beside the Laplacian energy only (it is that energy's)."""
     groups = list(metrics.groupby("seed")) if "seed" in metrics else [(0, metrics)]
     several = len(groups) > 1
     curves: list[dict] = [
         {
             "label": f"seed {seed}",
             "layers": part["layer"],
-            "values": part["laplacian_energy"],
+            "values": part[metric],
             "fit": None if several else record,
-            "floor": part["float_floor"] if "float_floor" in part else None,
+            "floor": part["float_floor"]
+            if "float_floor" in part and metric == "laplacian_energy"
+            else None,
         }
         for seed, part in groups
     ]
-    mean = metrics.groupby("layer")["laplacian_energy"].apply(_log_mean)
+    mean = metrics.groupby("layer")[metric].apply(_log_mean)
     if several:
         curves.append(
             {
