@@ -359,8 +359,9 @@ def evidence_table(record: dict | None) -> pd.DataFrame | None:
         rows.append((name, cell))
     for key, name in (
         ("energy_decades", "energy decades (the fitted change over the window)"),
-        ("norm_decades", "squared feature norm decades (first to last layer of the window)"),
-        ("scale_free_decades", "scale-free energy decades (their difference)"),
+        ("energy_read_decades", "energy decades read from its curve (the next two added)"),
+        ("norm_decades", "squared feature norm decades (read from its curve, as the energy's)"),
+        ("scale_free_decades", "scale-free energy decades (read from its curve)"),
     ):
         if ev.get(key) is not None:
             rows.append((name, f"{round(ev[key], 2) + 0.0:+.2f}"))  # + 0.0: never "-0.00"
