@@ -244,3 +244,25 @@ def test_the_float32_floor_paragraph_of_precision_md_is_the_committed_reproducti
     assert third, "docs/precision.md: the third seed's sentence is not where it was"
     assert third.groups() == (_two_digits(end["float32", 2]), _two_digits(end["baseline", 2]))
     assert said[2][1] == "at no layer"
+
+
+def test_the_collapse_example_of_verdict_md_is_the_committed_atlas():
+    """docs/verdict.md's example of the collapse decades is the atlas's PyG GAT on Cora; it
+    quoted "the first 64 layers ... 25.0 decades, of which the norm carries 19.8" from an atlas
+    that had since gone to 128 layers (45.0 and 40.0)."""
+    record = _load(REPORTS / "atlas" / "fits.json")["gat/cora"]
+    ev, (first, last) = record["evidence"], record["window"]
+    text = " ".join((REPORTS.parent / "docs" / "verdict.md").read_text("utf-8").split())
+    stated = re.search(
+        r"PyG `GAT` \(`reports/atlas`: Cora, three seeds, (\d+) layers, at initialisation\) "
+        r"loses ([\d.]+) decades of energy over layers (\d+)–(\d+) \(([\d.]+) read from its "
+        r"curve\), of which the squared norm carries ([\d.]+): `([a-z-]+)`",
+        text,
+    )
+    assert stated, "docs/verdict.md: the atlas example is not where it was"
+    depth, fall, lo, hi, read, norm, kind = stated.groups()
+    assert (int(depth), int(lo), int(hi)) == (last, first, last)
+    assert float(fall) == round(-ev["energy_decades"], 1)
+    assert float(read) == round(-ev["energy_read_decades"], 1)
+    assert float(norm) == round(-ev["norm_decades"], 1)
+    assert kind == record["collapse"]
