@@ -30,7 +30,7 @@ def reproduce(
     side with its numbers.
 
     Cora and CiteSeer always; PubMed, Coauthor CS and Physics too when their files are
-    under --data-root.  --quick takes about 7 minutes on 2 quiet CPU cores, ablations
+    under --data-root.  --quick takes about 8 minutes on 2 CPU cores, ablations
     included (reports/paper-reproduction records the time).
 
     Example: oversmooth reproduce --quick --overwrite
