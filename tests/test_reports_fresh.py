@@ -206,6 +206,14 @@ def _two_digits(value: str | float) -> str:
     return f"{float(value):.1e}"
 
 
+def _stated(page: str, pattern: str) -> re.Match:
+    """Where ``pattern`` matches docs/``page`` (its whitespace runs read as one space)."""
+    text = " ".join((REPORTS.parent / "docs" / page).read_text("utf-8").split())
+    found = re.search(pattern, text)
+    assert found, f"docs/{page}: no longer says {pattern!r}"
+    return found
+
+
 def test_the_float32_floor_paragraph_of_precision_md_is_the_committed_reproduction():
     """docs/precision.md quotes the committed reproduction's float32 runs of Post-LN SAN at
     depth 256 (ablations.csv, report.md); it said 2.3e-12 and 4.3e-12 where they end at 2.4e-12
@@ -226,22 +234,19 @@ def test_the_float32_floor_paragraph_of_precision_md_is_the_committed_reproducti
     )
     parts = dict(re.findall(r"seed (\d): (from layer \d+|at no layer)", sentence))
     said = {int(k): (floors[k], parts[k]) for k in floors}
-    text = " ".join((REPORTS.parent / "docs" / "precision.md").read_text("utf-8").split())
-    stated = re.search(
+    stated = _stated(
+        "precision.md",
         r"In float32 our runs end at (\S+) and (\S+) \(seeds 0 and 1\), on their own estimated "
         r"floors \((\S+) and (\S+)\), while the same weights in float64 reach (\S+) and (\S+); "
         r"the float32 and float64 curves part \(by more than 2x\) from layers (\d+) and (\d+) on",
-        text,
     )
-    assert stated, "docs/precision.md: the float32 floor paragraph is not where it was"
     f32 = [stated.group(1), stated.group(2)]
     assert f32 == [_two_digits(end["float32", s]) for s in (0, 1)], f32
     assert [stated.group(3), stated.group(4)] == [_two_digits(said[s][0]) for s in (0, 1)]
     f64 = [stated.group(5), stated.group(6)]
     assert f64 == [_two_digits(end["baseline", s]) for s in (0, 1)], f64
     assert [f"from layer {stated.group(k)}" for k in (7, 8)] == [said[s][1] for s in (0, 1)]
-    third = re.search(r"seed 2 ends at (\S+) in float32 and (\S+) in float64", text)
-    assert third, "docs/precision.md: the third seed's sentence is not where it was"
+    third = _stated("precision.md", r"seed 2 ends at (\S+) in float32 and (\S+) in float64")
     assert third.groups() == (_two_digits(end["float32", 2]), _two_digits(end["baseline", 2]))
     assert said[2][1] == "at no layer"
 
@@ -252,14 +257,12 @@ def test_the_collapse_example_of_verdict_md_is_the_committed_atlas():
     that had since gone to 128 layers (45.0 and 40.0)."""
     record = _load(REPORTS / "atlas" / "fits.json")["gat/cora"]
     ev, (first, last) = record["evidence"], record["window"]
-    text = " ".join((REPORTS.parent / "docs" / "verdict.md").read_text("utf-8").split())
-    stated = re.search(
+    stated = _stated(
+        "verdict.md",
         r"PyG `GAT` \(`reports/atlas`: Cora, three seeds, (\d+) layers, at initialisation\) "
         r"loses ([\d.]+) decades of energy over layers (\d+)–(\d+) \(([\d.]+) read from its "
         r"curve\), of which the squared norm carries ([\d.]+): `([a-z-]+)`",
-        text,
     )
-    assert stated, "docs/verdict.md: the atlas example is not where it was"
     depth, fall, lo, hi, read, norm, kind = stated.groups()
     assert (int(depth), int(lo), int(hi)) == (last, first, last)
     assert float(fall) == round(-ev["energy_decades"], 1)
