@@ -34,6 +34,7 @@ __all__ = [
     "PATTERN_LETTERS",
     "MAX_DEPTH",
     "MAX_SEED",
+    "SEED_RANGE",
     "SPLITS",
     "DERIVED",
     "MODEL_FIELDS",
@@ -99,9 +100,13 @@ def _is_int(value: object, minimum: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
 
 
-#: the largest seed torch accepts (``torch.manual_seed`` takes 64 bits); a larger one used to
-#: reach torch and fail as "Overflow when unpacking long long"
-MAX_SEED = 2**64 - 1
+#: the largest seed: torch's CPU generator keeps the low 32 bits of the 64 that
+#: ``torch.manual_seed`` takes, so seeds 0 and 2**32 drew the same weights and were pooled as
+#: two replicates (an audit); a seed above 2**64 - 1 failed in torch as "Overflow when
+#: unpacking long long"
+MAX_SEED = 2**32 - 1
+#: how a refused seed is told (the range and why)
+SEED_RANGE = "[0, 2**32 - 1] (torch's CPU generator keeps 32 bits of a seed)"
 
 
 def is_seed(value: object) -> bool:
@@ -241,7 +246,7 @@ class ModelConfig:
         if self.ffn is not None and not _is_int(self.ffn, 0):
             raise ValueError(f"ffn: expected an integer >= 0 (0: no FFN), received {self.ffn!r}")
         if not is_seed(self.seed):
-            raise ValueError(f"seed: expected an integer in [0, 2**64 - 1], received {self.seed!r}")
+            raise ValueError(f"seed: expected an integer in {SEED_RANGE}, received {self.seed!r}")
         if not _is_int(self.edge_channels, 0):
             raise ValueError(
                 f"edge_channels: expected an integer >= 0, received {self.edge_channels!r}"

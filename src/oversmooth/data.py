@@ -318,8 +318,9 @@ def _features(n: int, num_features: int, generator: torch.Generator) -> Tensor:
 #: The largest CSBM ``signal``: its float32 features stay finite.
 SIGNAL_MAX = 1e30
 
-#: The largest seed a torch generator takes.
-SEED_MAX = 2**64 - 1
+#: The largest seed: a torch generator on the CPU keeps 32 bits of a seed (seeds 0 and 2**32
+#: drew the same graph).
+SEED_MAX = 2**32 - 1
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
@@ -489,8 +490,14 @@ def _uniform_below(high: Tensor, gen: torch.Generator) -> Tensor:
     over the range at most 1 part in 256 off uniform, and the committed graphs were drawn so.
     Float64 beyond: above 2^24 a float32 draw never reached odd numbers, and even ones twice as
     often (mean degrees 0.50 and 1.50 for 1.00 in a class of 2 x 10^7 nodes: an audit)."""
-    dtype = torch.float64 if high.numel() and int(high.max()) > PICK_FLOAT32 else torch.float32
-    return (torch.rand(high.shape, generator=gen, dtype=dtype) * high).long()
+    if not high.numel() or int(high.max()) <= PICK_FLOAT32:
+        return (torch.rand(high.shape, generator=gen) * high).long()
+    out = torch.empty_like(high, dtype=torch.long)
+    for start in range(0, high.numel(), _ROW_BLOCK):  # no [m] float64 temporaries
+        part = high[start : start + _ROW_BLOCK]
+        draw = torch.rand(part.shape, generator=gen, dtype=torch.float64)
+        out[start : start + _ROW_BLOCK] = draw.mul_(part).long()
+    return out
 
 
 def csbm(

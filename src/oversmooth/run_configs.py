@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from oversmooth.config import (
     check_repeats,
     is_seed,
+    SEED_RANGE,
     DERIVED,
     MAX_DEPTH,
     SPLITS,
@@ -50,7 +51,7 @@ def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     seeds = tuple(seeds)
     if not seeds or not all(is_seed(s) for s in seeds):
         raise ValueError(
-            f"seeds: expected one or more integers in [0, 2**64 - 1], received {list(seeds)}"
+            f"seeds: expected one or more integers in {SEED_RANGE}, received {list(seeds)}"
         )
     check_repeats("seeds", seeds, "seed")
     return seeds

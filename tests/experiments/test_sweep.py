@@ -273,6 +273,28 @@ def test_a_changed_dataset_file_or_a_field_back_at_its_default_is_refused(tmp_pa
         run_sweep(spec, out)
 
 
+def test_a_dataset_file_joining_or_leaving_the_grid_keeps_the_other_cells(tmp_path):
+    """Every file's fingerprint sat in every cell's key: adding a file recomputed the finished
+    cells of the other datasets, and adding a second file was refused as "other contents of"
+    a file the folder had never seen (an audit)."""
+    import torch
+
+    ring = torch.tensor([[i, (i + 1) % 6] for i in range(6)]).T
+    files = []
+    for name, shift in (("a.pt", 0), ("b.pt", 1)):
+        path = tmp_path / name
+        x = torch.eye(6)[:, shift : shift + 4]
+        torch.save({"x": x, "edge_index": torch.cat([ring, ring.flip(0)], 1)}, path)
+        files.append(str(path))
+    out = tmp_path / "s"
+    assert run_sweep(SweepSpec(**TINY), out).ran == 1
+    grown = SweepSpec(**{**TINY, "datasets": ("karate", files[0])})
+    assert run_sweep(grown, out).ran == 1  # karate's cell reused
+    both = SweepSpec(**{**TINY, "datasets": ("karate", *files)})
+    assert run_sweep(both, out).ran == 1  # b.pt's cell alone: no refusal
+    assert run_sweep(SweepSpec(**TINY), out).ran == 0  # the grid shrunk back: all reused
+
+
 def test_repeated_grid_values_are_refused():
     with pytest.raises(ValueError, match="depths: 2 appears twice"):
         SweepSpec(**{**TINY, "depths": (2, 3, 2)})

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from oversmooth.config import is_seed
+from oversmooth.config import SEED_RANGE, is_seed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,9 +137,9 @@ class AtlasConfig:
                 )
         object.__setattr__(self, "depths", tuple(sorted(_ints("depths", self.depths, 1))))
         _ints("seeds", self.seeds, 0)
-        if not all(is_seed(s) for s in self.seeds):  # torch takes 64 bits
+        if not all(is_seed(s) for s in self.seeds):
             raise ValueError(
-                f"seeds: expected integers in [0, 2**64 - 1], received {list(self.seeds)}"
+                f"seeds: expected integers in {SEED_RANGE}, received {list(self.seeds)}"
             )
         if not self.datasets:
             raise ValueError("datasets: expected at least one dataset")

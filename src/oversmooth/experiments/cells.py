@@ -8,7 +8,7 @@ import json
 
 from oversmooth.version import __version__
 
-__all__ = ["cell_id", "cell_key", "failed_record"]
+__all__ = ["DATA_FILES", "cell_id", "cell_key", "failed_record"]
 
 
 def cell_id(cell: dict) -> str:
@@ -22,12 +22,24 @@ def cell_id(cell: dict) -> str:
     )
 
 
+#: The option that holds the fingerprints of the datasets read from files (by their name).
+DATA_FILES = "data_files"
+
+
 def cell_key(cell: dict, options: dict) -> str:
-    """The identity of a cell's result: a hash of its coordinates, its options and the version.
+    """The identity of a cell's result: a hash of its coordinates, its options (of the
+    dataset files, its own dataset's fingerprint only) and the version.
 
     Two cells share a key only when they were computed from the same inputs by the
     same release, so a finished cell is reused exactly when its numbers would not change.
+    Every file's fingerprint in every cell's key recomputed the finished cells of the other
+    datasets whenever a file joined or left the grid (an audit).
     """
+    files = options.get(DATA_FILES)
+    if isinstance(files, dict):
+        options = {k: v for k, v in options.items() if k != DATA_FILES}
+        if cell.get("dataset") in files:
+            options[DATA_FILES] = {cell["dataset"]: files[cell["dataset"]]}
     payload = {"cell": cell, "options": options, "version": __version__}
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -68,11 +68,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from oversmooth.version import __version__
-from oversmooth.experiments.cells import cell_id, cell_key, failed_record
+from oversmooth.experiments.cells import DATA_FILES, cell_id, cell_key, failed_record
 from oversmooth.config import (
     DERIVED,
     MAX_DEPTH,
     MODEL_FIELDS,
+    SEED_RANGE,
     ModelConfig,
     is_seed,
     set_by_run,
@@ -180,7 +181,7 @@ class SweepSpec:
             )
         if not self.seeds or not all(is_seed(v) for v in self.seeds):
             raise ValueError(
-                f"seeds: expected a list of integers in [0, 2**64 - 1], received {list(self.seeds)}"
+                f"seeds: expected a list of integers in {SEED_RANGE}, received {list(self.seeds)}"
             )
         if not self.datasets or any(not isinstance(d, str) or not d for d in self.datasets):
             raise ValueError(
@@ -563,11 +564,12 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
             if was == mine:
                 continue
             if name == DATA_FILES:
-                changed = sorted(
-                    k
-                    for k in set(was or {}) | set(mine or {})
-                    if (was or {}).get(k) != (mine or {}).get(k)
-                )
+                # a file that joined or left the grid is no conflict (its cells are its own);
+                # one read with other contents under the same name is
+                was, mine = was or {}, mine or {}
+                changed = sorted(k for k in set(was) & set(mine) if was[k] != mine[k])
+                if not changed:
+                    continue
                 raise ValueError(
                     f"--out: {out} holds cells computed on other contents of "
                     f"{', '.join(changed)} (the file changed since, or another file has its "
@@ -579,9 +581,6 @@ def _check_same_options(out: Path, records: list[dict], options: dict) -> None:
                 f"(or delete {out} to recompute)"
             )
 
-
-#: The option that holds the fingerprints of the datasets read from files (by their name).
-DATA_FILES = "data_files"
 
 #: The tables :func:`merge` writes (each as CSV, and Parquet when asked).
 MERGED_TABLES = ("metrics", "summary", "failed")
