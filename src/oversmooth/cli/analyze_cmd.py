@@ -37,7 +37,7 @@ def analyze(
     With --checkpoint (from `oversmooth train`) the trained model is analysed instead,
     and --prune-layers reports the test-accuracy drop of each pruned layer (Table 8).
 
-    Without options: Post-LN SAN, depth 256, Cora, seeds 0,1,2,3,4, float64 (about 9 s on 2
+    Without options: Post-LN SAN, depth 256, Cora, seeds 0,1,2,3,4, float64 (about 10 s on 2
     idle CPU cores).
 
     Example: oversmooth analyze --model postln --depth 256
