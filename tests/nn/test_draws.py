@@ -43,7 +43,7 @@ def _same(a: nn.Module, b: nn.Module) -> bool:
 
 
 def test_every_model_is_redrawn_bit_for_bit_as_it_is_built():
-    seeds = [0, 11, 2**40 + 3]
+    seeds = [0, 11, 2**32 - 1]  # the largest seed taken
     reused = 0
     for config in _configs():
         before = torch.get_rng_state()
