@@ -984,3 +984,13 @@ def test_targets_within_a_large_class_are_uniform():
     assert abs(upper - 0.5) < 0.005
     small = D._uniform_below(torch.full((1000,), 7), gen)
     assert small.min() >= 0 and small.max() <= 6
+
+
+def test_a_pyg_cache_made_with_a_pre_filter_is_refused_too(tmp_path):
+    processed = tmp_path / "Cora" / "processed"
+    processed.mkdir(parents=True)
+    torch.save("None", processed / "pre_transform.pt")
+    D._check_processed("cora", processed)  # PyG's own record of no transform: taken
+    torch.save("<function keep>", processed / "pre_filter.pt")
+    with pytest.raises(D.DatasetUnavailableError, match=r"pre_filter=<function keep>"):
+        D._check_processed("cora", processed)

@@ -280,3 +280,23 @@ def test_frames_of_several_passes_put_together_are_refused():
     both = pd.concat([one.assign(global_step=0), one.assign(global_step=5)], ignore_index=True)
     with pytest.raises(ValueError, match="holds layer 0 more than once.*'global_step' column"):
         oversmooth.plot(both, kind="relative")
+
+
+def test_seed_curves_draw_the_float_floor_beside_the_laplacian_energy_only():
+    import pandas as pd
+
+    from oversmooth.report.render import seed_curves
+
+    frame = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1],
+            "layer": [0, 1, 0, 1],
+            "laplacian_energy": [1.0, 0.5, 2.0, 1.0],
+            "feature_norm": [1.0, 1.0, 1.0, 1.0],
+            "float_floor": [1e-30] * 4,
+        }
+    )
+    energy, _, _ = seed_curves(frame, None)
+    norm, _, _ = seed_curves(frame, None, "feature_norm")
+    assert all(c["floor"] is not None for c in energy if c["label"].startswith("seed"))
+    assert all(c.get("floor") is None for c in norm)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.config import upgrade_record
+from oversmooth.config import MAX_SEED, upgrade_record
 from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
 from oversmooth.outputs import atomic_file, check_path_text, shown_path
 
@@ -214,6 +214,11 @@ def load_checkpoint(
                 "was asked for; drop the option or use a matching checkpoint"
             )
     _check_training_record(path, config_dict, meta)
+    seed = config_dict.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed > MAX_SEED:
+        # written before seeds were held to 32 bits: torch drew the weights from the low 32
+        # bits, so that seed is the same draw (such a file failed as "model config invalid")
+        config_dict["seed"] = seed % 2**32
     try:
         config = ModelConfig(**config_dict)
     except (TypeError, ValueError) as exc:
