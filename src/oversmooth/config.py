@@ -41,6 +41,7 @@ __all__ = [
     "ModelConfig",
     "resolve_floor_method",
     "is_seed",
+    "check_seed",
     "check_layers",
     "Option",
     "OPTIONS",
@@ -112,6 +113,14 @@ SEED_RANGE = "[0, 2**32 - 1] (torch's CPU generator keeps 32 bits of a seed)"
 def is_seed(value: object) -> bool:
     """Whether ``value`` is a seed: an integer in ``[0, MAX_SEED]``."""
     return _is_int(value, 0) and value <= MAX_SEED  # type: ignore[operator]
+
+
+def check_seed(name: str, value: object) -> int:
+    """``value`` when it is a seed (:func:`is_seed`); otherwise one ``ValueError`` naming
+    ``name``, the range and why."""
+    if not is_seed(value):
+        raise ValueError(f"{name}: expected an integer in {SEED_RANGE}, received {value!r}")
+    return value  # type: ignore[return-value]
 
 
 def _layer_number(value: object) -> int | None:
@@ -245,8 +254,7 @@ class ModelConfig:
             )
         if self.ffn is not None and not _is_int(self.ffn, 0):
             raise ValueError(f"ffn: expected an integer >= 0 (0: no FFN), received {self.ffn!r}")
-        if not is_seed(self.seed):
-            raise ValueError(f"seed: expected an integer in {SEED_RANGE}, received {self.seed!r}")
+        check_seed("seed", self.seed)
         if not _is_int(self.edge_channels, 0):
             raise ValueError(
                 f"edge_channels: expected an integer >= 0, received {self.edge_channels!r}"

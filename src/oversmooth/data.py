@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from oversmooth.config import MAX_SEED, SEED_RANGE
+from oversmooth.config import check_seed
 from oversmooth.errors import DatasetUnavailableError
 from oversmooth.outputs import check_path_text
 
@@ -321,15 +321,10 @@ SIGNAL_MAX = 1e30
 
 
 def _check_seed(seed: object) -> int:
-    """A graph's seed, in :data:`~oversmooth.config.MAX_SEED`'s range (a torch generator on the
-    CPU keeps 32 bits of a seed: seeds 0 and 2**32 drew the same graph)."""
-    if (
-        isinstance(seed, bool)
-        or not isinstance(seed, (int, np.integer))
-        or not 0 <= seed <= MAX_SEED
-    ):
-        raise ValueError(f"seed: expected an integer in {SEED_RANGE}, received {seed!r}")
-    return int(seed)
+    """A graph's seed (a NumPy integer too), in the models' range
+    (:func:`~oversmooth.config.check_seed`: a torch generator on the CPU keeps 32 bits of a
+    seed, so seeds 0 and 2**32 drew the same graph)."""
+    return check_seed("seed", int(seed) if isinstance(seed, np.integer) else seed)
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:

@@ -51,7 +51,7 @@ from numpy.typing import ArrayLike
 from torch import Tensor, nn
 
 # the floor methods are a config choice (oversmooth.config, torch-free)
-from oversmooth.config import FLOOR_METHODS, resolve_floor_method
+from oversmooth.config import FLOOR_METHODS, check_seed, resolve_floor_method
 
 # beside float_floor (torch-free: the verdict's too)
 from oversmooth.fit import AT_FLOOR_FACTOR, dtype_eps
@@ -151,7 +151,7 @@ class FloorTracker:
                 "model: expected an oversmooth DepthModel (encoder and blocks); use the bound floor"
             )
         self.model, self.graph, self.method = model, graph, method
-        self.perturbation_seed = perturbation_seed
+        self.perturbation_seed = check_seed("perturbation_seed", perturbation_seed)
         self.trim = trim
         self.dtype = next(model.parameters()).dtype
         if method == "shadow" and self.dtype != torch.float32:

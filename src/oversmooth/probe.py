@@ -72,6 +72,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from oversmooth.config import check_seed
 from oversmooth.graph import (
     GraphOperator,
     as_graph,
@@ -2841,7 +2842,7 @@ class Probe:
         self.similarity_dtype, self.similarity_sample = _check_similarity(
             similarity_dtype, similarity_sample
         )
-        self.sample_seed = sample_seed
+        self.sample_seed = check_seed("sample_seed", sample_seed)
         self._init_graph(graph, edge_weight, batch, mask, self_loops)
         if head_energies and (batch is not None or self._batched):
             raise ValueError(

@@ -577,6 +577,10 @@ def test_seeds_that_torch_would_draw_alike_are_refused():
         SweepSpec(seeds=(0, 2**32))
     with pytest.raises(ValueError, match=why):
         D.load(f"csbm:n=50,degree=4,seed={2**32}")
+    from oversmooth import Probe
+
+    with pytest.raises(ValueError, match="sample_seed: expected an integer in " + why):
+        Probe(None, torch.tensor([[0, 1], [1, 0]]), sample_seed=2**32)
 
 
 def test_a_batch_of_graphs_takes_every_seed_in_range():
