@@ -9,9 +9,10 @@ each with R² (on ``log E``) and a 95% confidence interval of the exponent from
 the t distribution.  That interval assumes independent residuals: a layer's
 deviation from the law carries into the next, so on a network's curve it is too
 narrow (residuals correlated 0.9 from layer to layer over 64 layers: the nominal 95%
-interval held the true rate in 36% of 400 draws).  :mod:`oversmooth.verdict` gives intervals that respect the correlation
-from layer to layer, and every law, rate and interval in ``fits.json`` and the
-reports is the verdict's, not this module's.  Both fits have two parameters, so
+interval held the true rate in 36% of 400 draws).  :mod:`oversmooth.verdict`
+gives intervals that respect the correlation from layer to layer, and every law,
+rate and interval in ``fits.json`` and the reports is the verdict's, not this
+module's.  Both fits have two parameters, so
 
     ``delta_bic = BIC(power) - BIC(exponential) = n log(RSS_power / RSS_exp)``:
 
