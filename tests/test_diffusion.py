@@ -264,11 +264,11 @@ def test_the_reference_of_a_graph_seen_before_is_a_copy_of_the_first(monkeypatch
     assert len(analysis._REFERENCE_CACHE) == analysis.REFERENCE_CACHE_SIZE and len(calls) == 9
 
 
-def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
-    """Linear diffusion's local halving length grows toward the spectral one from below: a
-    late window that looks settled (asymptotic True) at 0.0002x the spectral length is a
-    transient, and the sentence says so for the diffusion model (another model's faster rate
-    is its own)."""
+def test_a_diffusion_curve_settled_faster_than_the_spectrum_says_why():
+    """A diffusion curve settled at 0.0002x the spectral length: its slowest mode holds
+    little or none of the input's energy, and the sentence says so for the diffusion model
+    (another model's faster rate is its own).  It said "grows toward the spectral one from
+    below", false: the energy's terms have either sign (an audit)."""
     ref = {
         "diffusion": {
             "computed": True,
@@ -285,7 +285,10 @@ def test_a_diffusion_curve_faster_than_the_spectrum_is_not_yet_asymptotic():
         }
     }
     (sentence,) = reference_prose({"reference": ref}, "diffusion")
-    assert "0.000233× the diffusion length -- not yet asymptotic: linear diffusion's" in sentence
+    assert (
+        "0.000233× the diffusion length -- faster than the spectral rate: the slowest" in sentence
+    )
+    assert "from below" not in sentence and "only once the slowest eigenvector" not in sentence
     (other,) = reference_prose({"reference": ref}, "postln")
     assert "0.000233× the diffusion length." in other and "not yet asymptotic" not in other
     # another model's unsettled rate is said unsettled, without promising that it will reach

@@ -15,7 +15,7 @@ decision rules live in the verdict.
 law (``k0 = 0, beta = 0``), the *shifted* power law ``A (1 + k/k0)^alpha`` of the nonlocal
 paper's Theorem 4.1 (``E0 / (1 + C E0 k)`` has ``alpha = -1``, ``k0 = 1/(C E0)``), the pure
 exponential (``alpha = 0``), an exponential with a power-law prefactor or start, and it
-follows the convex transient of a sum of exponentials (linear diffusion) closely.  The local
+follows the transient of a sum of exponentials (linear diffusion's) closely.  The local
 decay rate is ``r(k) = -y'(k) = -alpha/(k + k0) - beta``: it tends to ``-beta`` as k grows.
 So *exponential* versus *algebraic* is the question ``beta != 0`` versus ``beta = 0``, asked
 of a model in which the power term can curve the way a shifted power law or a transient

@@ -1126,9 +1126,10 @@ def _diffusion_sentence(
     no_trend: bool = False,
 ) -> str | None:
     """``linear``: the curve is the ``diffusion`` model's own, ``X <- P~X`` with this very
-    ``P~``: its local halving length grows toward the spectral one from below (its energy is a
-    sum of decaying exponentials, log-convex in k), so a shorter one means the slowest
-    eigenvector does not dominate yet, however settled the late window looks."""
+    ``P~``: its local halving length tends to the spectral one where the slowest mode holds
+    some of the input's energy, from either side (the energy sums terms ``(l_a l_b)^k`` over
+    pairs of eigenvalues, of either sign), so a shorter settled one means that mode holds
+    little or none of it (a ring of equal features beside another ring: none, ever)."""
     if not ref.get("computed"):
         reason = ref.get("reason")
         if not reason or not graph:
@@ -1224,7 +1225,8 @@ def _measured_halving(
     if steps is None:
         return tail
     tail += f", {halving / steps:.3g}× the diffusion length"
-    caveat = _asymptotic_caveat(measured.get("asymptotic"), halving < 0.9 * steps, linear)
+    settled = measured.get("asymptotic")
+    caveat = _asymptotic_caveat(settled, halving < 0.9 * steps, linear)
     if caveat is None:
         return tail
     # only linear diffusion's own curve tends to the spectral length: said of any other model
@@ -1232,7 +1234,7 @@ def _measured_halving(
     # nothing supports (an audit)
     return f"{tail} -- {caveat}" + (
         ", and the spectral length holds only once the slowest eigenvector dominates"
-        if linear
+        if linear and settled is not True
         else ""
     )
 
@@ -1247,9 +1249,13 @@ def _asymptotic_caveat(settled: object, short: bool, linear: bool) -> str | None
             "length still moves"
         )
     if short and linear:
+        # it grew "toward the spectral one from below" before: false (the energy's terms have
+        # either sign), and a 40-node ring beside a 60-node ring of equal features settled for
+        # good at the 40-ring's 42.1 layers, read "not yet asymptotic" (an audit)
         return (
-            "not yet asymptotic: linear diffusion's local halving length grows toward the "
-            "spectral one from below, however steady it looks over these layers"
+            "faster than the spectral rate: the slowest mode holds little or none of this "
+            "input's energy, so the spectral length shows only deeper, or never where that "
+            "mode holds none (features constant on the part of the graph it lives on)"
         )
     return None
 
