@@ -95,19 +95,10 @@ def _one_pass(frame: Any, step: int | None = None, graph: int | None = None) -> 
         )
     if len(frame) < 1:
         raise ValueError("frame: no rows; run a forward pass inside the probe first")
+    from oversmooth.tracking import refuse_repeated_layers
+
+    refuse_repeated_layers(frame)
     keys = ["seed", "layer"] if "seed" in frame else ["layer"]
-    if frame.duplicated(keys).any():
-        # frames of several passes put together (an EnergyMonitor's frames of several epochs,
-        # all step 0): the relative change was drawn between the same layer at two epochs,
-        # |R| 5.16 where the last frame's was 0.91 (an audit)
-        extra = [c for c in ("global_step", "epoch") if c in frame]
-        pick = f"select one with its '{extra[0]}' column, " if extra else ""
-        raise ValueError(
-            f"frame: holds layer {int(frame.loc[frame.duplicated(keys), 'layer'].iloc[0])} "
-            f"more than once ({'per seed' if 'seed' in frame else 'with no seed column'}): "
-            f"rows of several passes; {pick}e.g. one of an EnergyMonitor's frames "
-            "(monitor.frames[global_step]), or tell the passes apart by 'seed' or 'step'"
-        )
     return frame.sort_values(keys).reset_index(drop=True)
 
 

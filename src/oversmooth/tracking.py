@@ -83,19 +83,30 @@ def _one_step(frame: pd.DataFrame) -> pd.DataFrame:
             )
     if "step" in frame.columns and frame["step"].nunique() > 1:
         frame = frame[frame["step"] == frame["step"].max()]
-    twice = frame["layer"].duplicated()
-    if twice.any():
-        # frames of several passes put together under one step (an EnergyMonitor's frames are
-        # each step 0): each name took the value of whichever row sorted last, a curve of
-        # layers 1-2 of one epoch and 3-4 of the next (an audit)
-        extra = [c for c in ("global_step", "epoch") if c in frame.columns]
-        pick = f"select one with its {extra[0]!r} column, " if extra else ""
-        raise ValueError(
-            f"frame: holds layer {int(frame.loc[twice, 'layer'].iloc[0])} more than once in "
-            f"one step: rows of several passes; {pick}e.g. one of an EnergyMonitor's frames "
-            "(monitor.frames[global_step]), or tell the passes apart by 'step'"
-        )
+    # each name took the value of whichever row sorted last: a curve of layers 1-2 of one
+    # epoch and 3-4 of the next (an audit)
+    refuse_repeated_layers(frame)
     return frame.sort_values("layer")
+
+
+def refuse_repeated_layers(frame: pd.DataFrame) -> None:
+    """Refuse a frame holding a layer more than once (per seed, where it has seeds): rows of
+    several passes put together, such as an EnergyMonitor's frames of several epochs (each is
+    step 0).  :func:`frame_scalars`, :func:`oversmooth.plot` and
+    :func:`oversmooth.write_report` refuse it alike; plot drew the relative change between the
+    same layer at two epochs, |R| 5.16 where the last frame's was 0.91 (an audit)."""
+    keys = ["seed", "layer"] if "seed" in frame else ["layer"]
+    twice = frame.duplicated(keys)
+    if not twice.any():
+        return
+    extra = [c for c in ("global_step", "epoch") if c in frame]
+    pick = f"select one with its '{extra[0]}' column, " if extra else ""
+    raise ValueError(
+        f"frame: holds layer {int(frame.loc[twice, 'layer'].iloc[0])} "
+        f"more than once ({'per seed' if 'seed' in frame else 'with no seed column'}): "
+        f"rows of several passes; {pick}e.g. one of an EnergyMonitor's frames "
+        "(monitor.frames[global_step]), or tell the passes apart by 'seed' or 'step'"
+    )
 
 
 def frame_scalars(
