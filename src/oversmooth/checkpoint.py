@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.config import MAX_SEED, upgrade_record
+from oversmooth.config import MAX_SEED, drawn_seed, upgrade_record
 from oversmooth.nn.model import DepthModel, ModelConfig, model_from_config
 from oversmooth.outputs import atomic_file, check_path_text, shown_path
 
@@ -218,7 +218,7 @@ def load_checkpoint(
     if isinstance(seed, int) and not isinstance(seed, bool) and seed > MAX_SEED:
         # written before seeds were held to 32 bits: torch drew the weights from the low 32
         # bits, so that seed is the same draw (such a file failed as "model config invalid")
-        config_dict["seed"] = seed % 2**32
+        config_dict["seed"] = drawn_seed(seed)
     try:
         config = ModelConfig(**config_dict)
     except (TypeError, ValueError) as exc:

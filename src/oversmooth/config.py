@@ -42,6 +42,7 @@ __all__ = [
     "resolve_floor_method",
     "is_seed",
     "check_seed",
+    "drawn_seed",
     "check_layers",
     "Option",
     "OPTIONS",
@@ -113,6 +114,12 @@ SEED_RANGE = "[0, 2**32 - 1] (torch's CPU generator keeps 32 bits of a seed)"
 def is_seed(value: object) -> bool:
     """Whether ``value`` is a seed: an integer in ``[0, MAX_SEED]``."""
     return _is_int(value, 0) and value <= MAX_SEED  # type: ignore[operator]
+
+
+def drawn_seed(seed: int) -> int:
+    """The seed torch's CPU generator draws with for ``seed``: its low 32 bits (in
+    :data:`MAX_SEED`'s range; the same numbers)."""
+    return seed % (MAX_SEED + 1)
 
 
 def check_seed(name: str, value: object) -> int:

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from oversmooth.config import check_seed
+from oversmooth.config import check_seed, drawn_seed
 from oversmooth.errors import DatasetUnavailableError
 from oversmooth.outputs import check_path_text
 
@@ -605,7 +605,7 @@ def csbm_batch(
     # graph g's seed kept to 32 bits, as torch keeps it: the same graphs as before for every
     # seed (seed=50000 was refused for a derived seed of 5000150000, never passed: a review)
     parts = [
-        csbm(n, classes, degree, homophily, signal, features, (seed * 100_003 + g) % 2**32)
+        csbm(n, classes, degree, homophily, signal, features, drawn_seed(seed * 100_003 + g))
         for g in range(graphs)
     ]
     sizes = torch.tensor([p.num_nodes for p in parts])
